@@ -1,0 +1,268 @@
+/**
+ * Configuration: one zod schema over environment variables, with CLI flags
+ * overriding them, validated once at start. Defaults live here and nowhere else.
+ *
+ * A broken rule throws {@link ConfigError} naming the variable, the rule and the
+ * value given (secrets masked); the CLI turns it into exit status 2.
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ConfigError, maskSecret } from './errors.js';
+
+/** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
+export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Where and how to reach the platform (reference: Authentication, E0, E6, E7). */
+export interface UpstreamConfig {
+  /** {statistics_url}: base of E6 `/analytics` and E7 `/analytics/prometheus`. */
+  statisticsUrl: URL;
+  /** {auth_url}/connect/token (E0). */
+  tokenUrl: URL;
+  clientId: string;
+  clientSecret: string;
+  tokenAuthMethod: TokenAuthMethod;
+  /** Space-separated OAuth2 scopes; the reference's is `api.external`. */
+  scope: string;
+  tls: TlsFiles;
+  /** Connect, headers and body timeout of one upstream request, in milliseconds. */
+  timeoutMs: number;
+  /** Attempts per request, first one included, for retryable failures. */
+  maxAttempts: number;
+  /** Upper bound on one backoff delay, including a server's Retry-After, in milliseconds. */
+  retryMaxDelayMs: number;
+}
+
+/** PEM contents (not paths) of the TLS files, read once at start. */
+export interface TlsFiles {
+  cert?: string;
+  key?: string;
+  ca?: string;
+}
+
+export interface DatabaseConfig {
+  /** libpq-style URL; absent means the embedded database under `dataDir`. */
+  url: string | undefined;
+  schema: string;
+  dataDir: string;
+}
+
+export interface Config {
+  /** Absent when STATISTICS_URL is unset: commands then use the built-in simulator (demo mode). */
+  upstream: UpstreamConfig | undefined;
+  database: DatabaseConfig;
+  logLevel: LogLevel;
+}
+
+/** Documentation of every variable, used for `--help` and the README table. */
+export interface SettingDoc {
+  env: string;
+  /** CLI flag overriding the variable; secrets have none (a flag shows in `ps`). */
+  flag?: string;
+  secret?: boolean;
+  help: string;
+}
+
+export const SETTINGS: readonly SettingDoc[] = [
+  { env: 'STATISTICS_URL', flag: '--statistics-url', help: 'base URL of the analytics API ({statistics_url}); unset = built-in demo simulator' },
+  { env: 'AUTH_URL', flag: '--auth-url', help: 'base URL of the identity host ({auth_url}); tokens come from AUTH_URL/connect/token' },
+  { env: 'CLIENT_ID', flag: '--client-id', help: 'OAuth2 client id of the API client' },
+  { env: 'CLIENT_SECRET', secret: true, help: 'OAuth2 client secret (or CLIENT_SECRET_FILE)' },
+  { env: 'CLIENT_SECRET_FILE', flag: '--client-secret-file', help: 'file holding the client secret (Docker/Kubernetes secrets)' },
+  { env: 'TOKEN_AUTH_METHOD', flag: '--token-auth-method', help: 'client_secret_post (default) or client_secret_basic' },
+  { env: 'TOKEN_SCOPE', flag: '--token-scope', help: 'scope requested with the token (default api.external)' },
+  { env: 'TLS_CLIENT_CERT_FILE', flag: '--tls-client-cert-file', help: 'PEM client certificate for mutual TLS' },
+  { env: 'TLS_CLIENT_KEY_FILE', flag: '--tls-client-key-file', help: 'PEM private key of the client certificate' },
+  { env: 'TLS_CA_FILE', flag: '--tls-ca-file', help: 'PEM CA bundle to trust for the platform (private CAs)' },
+  { env: 'UPSTREAM_TIMEOUT', flag: '--upstream-timeout', help: 'connect/headers/body timeout per upstream request (default 30s)' },
+  { env: 'UPSTREAM_MAX_ATTEMPTS', flag: '--upstream-max-attempts', help: 'attempts per upstream request, retries included (default 5)' },
+  { env: 'UPSTREAM_RETRY_MAX_DELAY', flag: '--upstream-retry-max-delay', help: 'cap on one retry delay, Retry-After included (default 30s)' },
+  { env: 'DATABASE_URL', flag: '--database-url', help: 'PostgreSQL URL; unset = embedded database under DATA_DIR' },
+  { env: 'DATABASE_SCHEMA', flag: '--database-schema', help: 'schema holding the tables (default analytics)' },
+  { env: 'DATA_DIR', flag: '--data-dir', help: 'folder of the embedded database (default ./data)' },
+  { env: 'LOG_LEVEL', flag: '--log-level', help: 'fatal, error, warn, info (default), debug, trace or silent' },
+];
+
+const SECRET_VARIABLES = new Set(SETTINGS.filter((s) => s.secret).map((s) => s.env));
+
+const DURATION_UNITS_MS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
+
+/**
+ * Parses a Prometheus-style duration (`500ms`, `30s`, `15m`, `1h30m`, `7d`) into milliseconds.
+ * Units must appear from largest to smallest, each at most once.
+ *
+ * @returns milliseconds, or `undefined` when the text is not a duration.
+ */
+export function parseDuration(text: string): number | undefined {
+  if (!/^(\d+(ms|s|m|h|d|w))+$/.test(text)) return undefined;
+  let total = 0;
+  let lastUnitMs = Infinity;
+  for (const [, amount, unit] of text.matchAll(/(\d+)(ms|s|m|h|d|w)/g)) {
+    const unitMs = DURATION_UNITS_MS[unit!]!;
+    if (unitMs >= lastUnitMs) return undefined;
+    lastUnitMs = unitMs;
+    total += Number(amount) * unitMs;
+  }
+  return total;
+}
+
+const duration = (rule: string) =>
+  z.string().transform((text, ctx) => {
+    const ms = parseDuration(text);
+    if (ms === undefined || ms <= 0) {
+      ctx.addIssue({ code: 'custom', message: `must be a positive duration such as ${rule}` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
+
+const optional = <T extends z.ZodType>(schema: T) => schema.optional();
+
+/** The raw schema: one key per environment variable, values as strings. */
+const envSchema = z.object({
+  STATISTICS_URL: optional(httpUrl),
+  AUTH_URL: optional(httpUrl),
+  CLIENT_ID: optional(z.string()),
+  CLIENT_SECRET: optional(z.string()),
+  CLIENT_SECRET_FILE: optional(z.string()),
+  TOKEN_AUTH_METHOD: z
+    .enum(['client_secret_post', 'client_secret_basic'], { error: 'must be client_secret_post or client_secret_basic' })
+    .default('client_secret_post'),
+  TOKEN_SCOPE: z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/, 'must be space-separated scope tokens (RFC 6749 §3.3)').default('api.external'),
+  TLS_CLIENT_CERT_FILE: optional(z.string()),
+  TLS_CLIENT_KEY_FILE: optional(z.string()),
+  TLS_CA_FILE: optional(z.string()),
+  UPSTREAM_TIMEOUT: duration('30s').default(30_000),
+  UPSTREAM_MAX_ATTEMPTS: z.coerce.number({ error: 'must be a whole number from 1 to 20' }).int('must be a whole number from 1 to 20').min(1, 'must be a whole number from 1 to 20').max(20, 'must be a whole number from 1 to 20').default(5),
+  UPSTREAM_RETRY_MAX_DELAY: duration('30s').default(30_000),
+  DATABASE_URL: optional(
+    z.string().refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL'),
+  ),
+  DATABASE_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier: a-z, 0-9 and _, not starting with a digit, at most 63 characters')
+    .default('analytics'),
+  DATA_DIR: z.string().default('./data'),
+  LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+});
+
+type RawEnv = Record<string, string | undefined>;
+
+/** Shows a given value in an error message, masking secrets and URL passwords. */
+function displayValue(variable: string, value: string | undefined): string {
+  if (value === undefined) return '(unset)';
+  if (SECRET_VARIABLES.has(variable)) return maskSecret(value);
+  if (URL.canParse(value)) {
+    const url = new URL(value);
+    if (url.password) {
+      url.password = '***';
+      return JSON.stringify(url.toString());
+    }
+  }
+  return JSON.stringify(value.length > 200 ? `${value.slice(0, 200)}…` : value);
+}
+
+function fail(variable: string, rule: string, raw: RawEnv, cause?: unknown): never {
+  throw new ConfigError(variable, `${variable} ${rule}; got ${displayValue(variable, raw[variable])}`, { cause });
+}
+
+function readConfigFile(variable: string, raw: RawEnv): string {
+  const path = raw[variable]!;
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code ?? 'unreadable';
+    fail(variable, `must name a readable file (${reason})`, raw);
+  }
+}
+
+/**
+ * Builds the configuration from environment variables and CLI overrides.
+ *
+ * @param env usually `process.env`; empty strings count as unset (compose files often set `VAR=`).
+ * @param overrides values from CLI flags, keyed by environment variable name; they win over `env`.
+ * @returns the validated {@link Config}; files named by `*_FILE` variables are read here.
+ * @throws {ConfigError} for the first broken rule, naming the variable, the rule and the value given
+ *   (secrets masked). Every broken rule is listed in the message.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, string | undefined> = {}): Config {
+  const raw: RawEnv = {};
+  for (const key of Object.keys(envSchema.shape)) {
+    const value = overrides[key] ?? env[key];
+    raw[key] = value === '' ? undefined : value;
+  }
+
+  const parsed = envSchema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => {
+      const variable = String(issue.path[0]);
+      return { variable, text: `${variable} ${issue.message}; got ${displayValue(variable, raw[variable])}` };
+    });
+    const first = lines[0]!;
+    throw new ConfigError(first.variable, lines.map((l) => l.text).join('\n'));
+  }
+  const v = parsed.data;
+
+  if (v.CLIENT_SECRET !== undefined && v.CLIENT_SECRET_FILE !== undefined) {
+    fail('CLIENT_SECRET_FILE', 'must not be set together with CLIENT_SECRET (choose one)', raw);
+  }
+  if ((v.TLS_CLIENT_CERT_FILE === undefined) !== (v.TLS_CLIENT_KEY_FILE === undefined)) {
+    const missing = v.TLS_CLIENT_CERT_FILE === undefined ? 'TLS_CLIENT_CERT_FILE' : 'TLS_CLIENT_KEY_FILE';
+    fail(missing, 'must be set together with its pair (TLS_CLIENT_CERT_FILE and TLS_CLIENT_KEY_FILE)', raw);
+  }
+
+  let upstream: UpstreamConfig | undefined;
+  if (v.STATISTICS_URL !== undefined) {
+    if (v.AUTH_URL === undefined) fail('AUTH_URL', 'is required when STATISTICS_URL is set', raw);
+    if (v.CLIENT_ID === undefined) fail('CLIENT_ID', 'is required when STATISTICS_URL is set', raw);
+    let clientSecret = v.CLIENT_SECRET;
+    if (v.CLIENT_SECRET_FILE !== undefined) {
+      // Secret files conventionally end with a newline that is not part of the secret.
+      clientSecret = readConfigFile('CLIENT_SECRET_FILE', raw).replace(/\r?\n$/, '');
+      if (clientSecret === '') fail('CLIENT_SECRET_FILE', 'must name a file that holds the secret, not an empty file', raw);
+    }
+    if (clientSecret === undefined) fail('CLIENT_SECRET', 'is required when STATISTICS_URL is set (or set CLIENT_SECRET_FILE)', raw);
+
+    const tls: TlsFiles = {};
+    if (v.TLS_CLIENT_CERT_FILE !== undefined) tls.cert = readConfigFile('TLS_CLIENT_CERT_FILE', raw);
+    if (v.TLS_CLIENT_KEY_FILE !== undefined) tls.key = readConfigFile('TLS_CLIENT_KEY_FILE', raw);
+    if (v.TLS_CA_FILE !== undefined) tls.ca = readConfigFile('TLS_CA_FILE', raw);
+
+    upstream = {
+      statisticsUrl: new URL(v.STATISTICS_URL),
+      tokenUrl: new URL('connect/token', withTrailingSlash(v.AUTH_URL)),
+      clientId: v.CLIENT_ID,
+      clientSecret,
+      tokenAuthMethod: v.TOKEN_AUTH_METHOD,
+      scope: v.TOKEN_SCOPE,
+      tls,
+      timeoutMs: v.UPSTREAM_TIMEOUT,
+      maxAttempts: v.UPSTREAM_MAX_ATTEMPTS,
+      retryMaxDelayMs: v.UPSTREAM_RETRY_MAX_DELAY,
+    };
+  }
+
+  return {
+    upstream,
+    database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
+    logLevel: v.LOG_LEVEL,
+  };
+}
+
+/** `https://h/base` → `https://h/base/`, so relative paths resolve below it instead of replacing `base`. */
+export function withTrailingSlash(url: string | URL): URL {
+  const u = new URL(url);
+  if (!u.pathname.endsWith('/')) u.pathname += '/';
+  return u;
+}

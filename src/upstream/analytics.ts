@@ -1,0 +1,371 @@
+/**
+ * Client of the analytics API: E6 `GET /analytics` (JSON pages) and E7
+ * `GET /analytics/prometheus` (Prometheus text), with bearer tokens from E0.
+ *
+ * Every request is retried on transient faults (see {@link withRetries}); a 401 renews the
+ * token and repeats the call once; every body is validated before anyone sees it.
+ */
+import type { Dispatcher } from 'undici';
+import { z } from 'zod';
+import type { UpstreamConfig } from '../config.js';
+import { AbortedError, InvalidArgumentError, type Endpoint } from '../errors.js';
+import type { Logger } from '../log.js';
+import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
+import { withRetries, type RetryPolicy } from './retry.js';
+import { TokenClient } from './token.js';
+
+/** Reference Limits: pageSize is 1 to 1000. */
+export const MAX_PAGE_SIZE = 1000;
+/** Reference E6: pageSize default. */
+export const DEFAULT_PAGE_SIZE = 500;
+
+/**
+ * One analytics record, kept whole. The reference does not publish its fields, so nothing
+ * here looks inside it.
+ */
+export type AnalyticsRecord = Record<string, unknown>;
+
+/** The E6 page envelope (reference: Analytics resources). */
+export interface AnalyticsPage {
+  pageNumber: number;
+  pageSize: number;
+  totalRecords: number;
+  totalPages: number;
+  data: AnalyticsRecord[];
+}
+
+/** E6 query parameters. Dates are sent as ISO 8601 UTC. */
+export interface PageQuery {
+  /** Start of the range (required by E6). */
+  startDate: Date;
+  /** End of the range; absent means no upper bound. Whether the API treats it as inclusive is not documented. */
+  toDate?: Date;
+  /** From 1 (the default). */
+  pageNumber?: number;
+  /** 1 to 1000; the API's default is 500. */
+  pageSize?: number;
+}
+
+/** E7 query parameters (whether they are required is not documented; both are sent when given). */
+export interface PrometheusQuery {
+  startDate?: Date;
+  toDate?: Date;
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+}
+
+/** Hooks for the exporter's own metrics; every one is optional. */
+export interface ClientObserver {
+  /** One HTTP response or network failure (`status` undefined) of E6 or E7. */
+  onResponse?(event: { endpoint: Endpoint; status: number | undefined; durationSeconds: number }): void;
+  /** A failed attempt that will be tried again. */
+  onRetry?(event: { endpoint: Endpoint; code: string; status: number | undefined; delayMs: number }): void;
+  /** One token request (E0) sent. */
+  onTokenRequest?(outcome: 'success' | 'failure'): void;
+}
+
+const pageEnvelopeSchema = z.object({
+  pageNumber: z.number().int().min(1),
+  pageSize: z.number().int().min(1),
+  totalRecords: z.number().int().min(0),
+  totalPages: z.number().int().min(0),
+  data: z.array(z.unknown()),
+});
+
+/** Bounds on one E7 body: text, no NUL bytes. */
+const prometheusTextSchema = z
+  .string()
+  .refine((text) => !text.includes('\u0000'), 'contains NUL bytes')
+  .refine((text) => !/^\s*[<{[]/.test(text), 'looks like HTML or JSON, not Prometheus text');
+
+/**
+ * Formats a date as the reference's examples do: ISO 8601 UTC, `YYYY-MM-DDTHH:mm:ssZ`,
+ * with milliseconds only when they are not zero.
+ */
+export function formatApiDate(date: Date): string {
+  return date.toISOString().replace('.000Z', 'Z');
+}
+
+function checkDate(name: string, date: Date | undefined): void {
+  if (date !== undefined && (!(date instanceof Date) || Number.isNaN(date.getTime()))) {
+    throw new InvalidArgumentError(`${name} must be a valid date`);
+  }
+}
+
+/**
+ * Checks E6 parameters against the reference before anything is sent.
+ *
+ * @throws {InvalidArgumentError} naming the parameter: startDate missing or invalid, toDate
+ *   invalid or before startDate, pageNumber not a whole number ≥ 1, pageSize not 1 to 1000.
+ */
+export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 'toDate'>> & Pick<PageQuery, 'toDate'> {
+  if (query.startDate === undefined) throw new InvalidArgumentError('startDate is required (E6)');
+  checkDate('startDate', query.startDate);
+  checkDate('toDate', query.toDate);
+  if (query.toDate !== undefined && query.toDate < query.startDate) {
+    throw new InvalidArgumentError(`toDate ${formatApiDate(query.toDate)} is before startDate ${formatApiDate(query.startDate)}`);
+  }
+  const pageNumber = query.pageNumber ?? 1;
+  const pageSize = query.pageSize ?? DEFAULT_PAGE_SIZE;
+  if (!Number.isInteger(pageNumber) || pageNumber < 1) throw new InvalidArgumentError(`pageNumber must be a whole number ≥ 1, got ${pageNumber}`);
+  if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
+    throw new InvalidArgumentError(`pageSize must be a whole number from 1 to ${MAX_PAGE_SIZE}, got ${pageSize}`);
+  }
+  return { startDate: query.startDate, toDate: query.toDate, pageNumber, pageSize };
+}
+
+/**
+ * Validates an E6 body against the envelope and against itself: the page asked for, no more
+ * records than pageSize, totalPages agreeing with totalRecords, and a full page before the last.
+ *
+ * @returns the page, records kept whole.
+ * @throws a retryable `ERR_UPSTREAM_BODY` error naming what was wrong.
+ */
+export function parsePage(body: unknown, requestedPage: number, url: URL): AnalyticsPage {
+  const parsed = pageEnvelopeSchema.safeParse(body);
+  if (!parsed.success) {
+    const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
+    throw bodyError('analytics', url, `page envelope is invalid: ${what}`);
+  }
+  const page = parsed.data;
+  const bad = (what: string) => bodyError('analytics', url, `page ${requestedPage} is inconsistent: ${what}`);
+  for (let i = 0; i < page.data.length; i++) {
+    const record = page.data[i];
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) throw bad(`data[${i}] is not a JSON object`);
+  }
+  if (page.pageNumber !== requestedPage) throw bad(`answered pageNumber ${page.pageNumber}`);
+  if (page.data.length > page.pageSize) throw bad(`${page.data.length} records, more than pageSize ${page.pageSize}`);
+  const expectedPages = Math.ceil(page.totalRecords / page.pageSize);
+  // An empty result may be reported as zero pages or as one empty page.
+  if (page.totalPages !== expectedPages && !(page.totalRecords === 0 && page.totalPages === 1)) {
+    throw bad(`totalPages ${page.totalPages} does not match totalRecords ${page.totalRecords} at pageSize ${page.pageSize}`);
+  }
+  const expectedLength =
+    page.pageNumber < expectedPages
+      ? page.pageSize
+      : page.pageNumber === expectedPages
+        ? page.totalRecords - (expectedPages - 1) * page.pageSize
+        : 0;
+  if (page.data.length !== expectedLength) throw bad(`${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
+  return page as AnalyticsPage;
+}
+
+export interface AnalyticsClientOptions {
+  /** {statistics_url}. */
+  statisticsUrl: URL;
+  tokens: TokenClient;
+  dispatcher: Dispatcher;
+  retry: RetryPolicy;
+  log: Logger;
+  observer?: ClientObserver;
+  now?: () => number;
+}
+
+/** Reads analytics from the platform (E6, E7) with tokens from E0. */
+export class AnalyticsClient {
+  readonly #o: AnalyticsClientOptions;
+  readonly #now: () => number;
+  readonly #analyticsUrl: URL;
+  readonly #prometheusUrl: URL;
+
+  constructor(options: AnalyticsClientOptions) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+    const base = new URL(options.statisticsUrl);
+    if (!base.pathname.endsWith('/')) base.pathname += '/';
+    this.#analyticsUrl = new URL('analytics', base);
+    this.#prometheusUrl = new URL('analytics/prometheus', base);
+  }
+
+  /**
+   * Builds a client, its token client and its dispatcher from the configuration.
+   * Call {@link close} when done, to release keep-alive sockets.
+   */
+  static fromConfig(
+    config: UpstreamConfig,
+    deps: { log: Logger; observer?: ClientObserver; now?: () => number; random?: () => number; sleep?: RetryPolicy['sleep'] },
+  ): AnalyticsClient {
+    const dispatcher = createAgent({ timeoutMs: config.timeoutMs, tls: config.tls });
+    const retry: RetryPolicy = {
+      maxAttempts: config.maxAttempts,
+      maxDelayMs: config.retryMaxDelayMs,
+      ...(deps.random ? { random: deps.random } : {}),
+      ...(deps.sleep ? { sleep: deps.sleep } : {}),
+    };
+    const tokens = new TokenClient({
+      tokenUrl: config.tokenUrl,
+      clientId: config.clientId,
+      clientSecret: config.clientSecret,
+      authMethod: config.tokenAuthMethod,
+      scope: config.scope,
+      dispatcher,
+      retry,
+      log: deps.log,
+      ...(deps.now ? { now: deps.now } : {}),
+      ...(deps.observer?.onTokenRequest ? { onTokenRequest: (o) => deps.observer?.onTokenRequest?.(o) } : {}),
+    });
+    return new AnalyticsClient({
+      statisticsUrl: config.statisticsUrl,
+      tokens,
+      dispatcher,
+      retry,
+      log: deps.log,
+      ...(deps.observer ? { observer: deps.observer } : {}),
+      ...(deps.now ? { now: deps.now } : {}),
+    });
+  }
+
+  /** The token client, for `check`'s token step. */
+  get tokens(): TokenClient {
+    return this.#o.tokens;
+  }
+
+  /**
+   * Fetches one E6 page.
+   *
+   * @param query startDate required; pageSize 1–1000 (default 500); pageNumber from 1.
+   * @returns the validated page envelope with its records kept whole.
+   * @throws {InvalidArgumentError} for parameters the reference forbids (nothing is sent);
+   *   {@link UpstreamError} `ERR_UPSTREAM_HTTP` / `_NETWORK` / `_TIMEOUT` / `_BODY` after the retries;
+   *   {@link TokenError} when no token can be had; {@link AbortedError} on `signal`.
+   */
+  async fetchPage(query: PageQuery, options: RequestOptions = {}): Promise<AnalyticsPage> {
+    const q = validatePageQuery(query);
+    const url = new URL(this.#analyticsUrl);
+    url.searchParams.set('pageNumber', String(q.pageNumber));
+    url.searchParams.set('pageSize', String(q.pageSize));
+    url.searchParams.set('startDate', formatApiDate(q.startDate));
+    if (q.toDate !== undefined) url.searchParams.set('toDate', formatApiDate(q.toDate));
+    return this.#get('analytics', url, 'application/json', options.signal, (res) => {
+      const type = mediaType(res.headers);
+      if (type !== '' && type !== 'application/json' && !type.endsWith('+json')) {
+        throw bodyError('analytics', url, `content type ${type}, expected application/json: ${excerpt(res.body)}`);
+      }
+      let json: unknown;
+      try {
+        json = JSON.parse(res.body);
+      } catch (err) {
+        throw bodyError('analytics', url, `body is not valid JSON (${(err as Error).message}): ${excerpt(res.body)}`, err);
+      }
+      return parsePage(json, q.pageNumber, url);
+    });
+  }
+
+  /**
+   * Pages through one E6 range in order: page 1, then 2 … `totalPages` as page 1 reported it.
+   * With `concurrency` > 1, up to that many later pages are fetched ahead while the caller
+   * works on the current one, so memory stays bounded by `concurrency` pages.
+   *
+   * Each yielded page carries its own `totalRecords`; a caller that needs a consistent window
+   * compares them (records may arrive while paging).
+   *
+   * @throws as {@link fetchPage}; pending prefetches are aborted when the caller stops early.
+   */
+  async *pages(
+    query: Omit<PageQuery, 'pageNumber'>,
+    options: RequestOptions & { concurrency?: number } = {},
+  ): AsyncGenerator<AnalyticsPage, void, undefined> {
+    const concurrency = Math.max(1, options.concurrency ?? 1);
+    const first = await this.fetchPage({ ...query, pageNumber: 1 }, options);
+    yield first;
+    const totalPages = first.totalPages;
+    if (totalPages <= 1) return;
+
+    const stop = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+    const ahead = new Map<number, Promise<AnalyticsPage>>();
+    let next = 2;
+    try {
+      for (let pageNumber = 2; pageNumber <= totalPages; pageNumber++) {
+        while (next <= totalPages && next < pageNumber + concurrency) {
+          const pending = this.fetchPage({ ...query, pageNumber: next }, { signal });
+          pending.catch(() => undefined); // observed when awaited; never an unhandled rejection
+          ahead.set(next, pending);
+          next++;
+        }
+        const page = await ahead.get(pageNumber)!;
+        ahead.delete(pageNumber);
+        yield page;
+      }
+    } finally {
+      stop.abort();
+    }
+  }
+
+  /**
+   * Fetches the E7 Prometheus text for a range.
+   *
+   * @returns the body as text; it is checked to be text (content type, no NUL, not HTML/JSON)
+   *   but not parsed here.
+   * @throws as {@link fetchPage}.
+   */
+  async fetchPrometheusText(query: PrometheusQuery = {}, options: RequestOptions = {}): Promise<string> {
+    checkDate('startDate', query.startDate);
+    checkDate('toDate', query.toDate);
+    const url = new URL(this.#prometheusUrl);
+    if (query.startDate !== undefined) url.searchParams.set('startDate', formatApiDate(query.startDate));
+    if (query.toDate !== undefined) url.searchParams.set('toDate', formatApiDate(query.toDate));
+    return this.#get('prometheus', url, 'text/plain;version=0.0.4, */*;q=0.1', options.signal, (res) => {
+      const type = mediaType(res.headers);
+      if (type !== '' && type !== 'text/plain' && type !== 'application/openmetrics-text') {
+        throw bodyError('prometheus', url, `content type ${type}, expected text/plain: ${excerpt(res.body)}`);
+      }
+      const parsed = prometheusTextSchema.safeParse(res.body);
+      if (!parsed.success) throw bodyError('prometheus', url, `body is not Prometheus text: ${parsed.error.issues[0]!.message}`);
+      return parsed.data;
+    });
+  }
+
+  /** Releases keep-alive sockets. Idempotent. */
+  async close(): Promise<void> {
+    const d = this.#o.dispatcher as Dispatcher & { destroyed?: boolean; closed?: boolean };
+    if (d.destroyed || d.closed) return;
+    await d.close();
+  }
+
+  async #get<T>(endpoint: Endpoint, url: URL, accept: string, signal: AbortSignal | undefined, parse: (res: RawResponse) => T): Promise<T> {
+    const { tokens, retry, log, observer, dispatcher } = this.#o;
+    const once = async (token: string): Promise<RawResponse> => {
+      const started = performance.now();
+      try {
+        const res = await send({
+          dispatcher,
+          endpoint,
+          method: 'GET',
+          url,
+          headers: { authorization: `Bearer ${token}`, accept },
+          ...(signal ? { signal } : {}),
+        });
+        observer?.onResponse?.({ endpoint, status: res.status, durationSeconds: res.durationSeconds });
+        return res;
+      } catch (err) {
+        if (!(err instanceof AbortedError)) observer?.onResponse?.({ endpoint, status: undefined, durationSeconds: (performance.now() - started) / 1000 });
+        throw err;
+      }
+    };
+    return withRetries(
+      async () => {
+        let token = await tokens.getToken();
+        let res = await once(token);
+        if (res.status === 401) {
+          // The reference promises an hour, but a token can be revoked early: renew once.
+          tokens.invalidate(token);
+          token = await tokens.getToken();
+          res = await once(token);
+        }
+        if (res.status < 200 || res.status > 299) throw statusError(endpoint, url, res, this.#now(), excerpt(res.body, 120, [token]));
+        return parse(res);
+      },
+      retry,
+      {
+        ...(signal ? { signal } : {}),
+        onRetry: ({ attempt, error, delayMs }) => {
+          observer?.onRetry?.({ endpoint, code: error.code, status: error.status, delayMs });
+          log.warn({ endpoint, attempt, delayMs, status: error.status, code: error.code, reason: error.message }, 'upstream request failed; retrying');
+        },
+      },
+    );
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * The HTTP layer under the token and analytics clients: one undici Agent with
+ * timeouts, keep-alive and (optionally) mutual TLS; one function that performs a
+ * single request and turns every failure into a typed, classified error.
+ */
+import { rootCertificates } from 'node:tls';
+import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
+import { AbortedError, ExporterError, TokenError, UpstreamError, type Endpoint, type ErrorCode } from '../errors.js';
+import type { TlsFiles } from '../config.js';
+import { parseRetryAfter } from './retry.js';
+
+/** Upper bound on a response body; a page of 1000 records is far below it. */
+export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+/** How long an idle keep-alive socket is kept for the next page. */
+export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
+
+/** Statuses worth another try (the reference names none; these are the transient ones of RFC 9110). */
+export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+
+/** Network error codes after which a new attempt may succeed. TLS and DNS-name errors are final. */
+const RETRYABLE_NETWORK_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'ENETUNREACH',
+  'EHOSTUNREACH',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+]);
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+export interface AgentOptions {
+  /** Connect, headers and body timeout, in milliseconds. */
+  timeoutMs: number;
+  tls?: TlsFiles;
+}
+
+/**
+ * Creates the dispatcher shared by E0, E6 and E7 requests, so a client certificate
+ * (mutual TLS) is presented on the token request and the API requests alike.
+ * A private CA from TLS_CA_FILE is trusted in addition to the public roots, not instead.
+ */
+export function createAgent(options: AgentOptions): Agent {
+  const { tls = {} } = options;
+  return new Agent({
+    connectTimeout: options.timeoutMs,
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    maxResponseSize: MAX_RESPONSE_BYTES,
+    connect: {
+      ...(tls.cert !== undefined ? { cert: tls.cert, key: tls.key } : {}),
+      ...(tls.ca !== undefined ? { ca: [...rootCertificates, tls.ca] } : {}),
+    },
+  });
+}
+
+/** A response read whole. */
+export interface RawResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  /** Seconds from sending the request to the end of the body. */
+  durationSeconds: number;
+}
+
+export interface SendOptions {
+  dispatcher: Dispatcher;
+  endpoint: Endpoint;
+  method: 'GET' | 'POST';
+  url: URL;
+  headers?: Record<string, string>;
+  body?: string;
+  signal?: AbortSignal;
+}
+
+function makeError(endpoint: Endpoint, code: ErrorCode, message: string, options: ConstructorParameters<typeof UpstreamError>[3]) {
+  return endpoint === 'token' ? new TokenError(code, message, options) : new UpstreamError(code, endpoint, message, options);
+}
+
+/** Path of the endpoint for messages: never the query string, never credentials. */
+export function describeEndpoint(endpoint: Endpoint, url: URL): string {
+  const labels: Record<Endpoint, string> = { token: 'E0', analytics: 'E6', prometheus: 'E7' };
+  return `${labels[endpoint]} ${url.origin}${url.pathname}`;
+}
+
+/**
+ * Sends one request and reads the whole body. Does not retry and does not judge the status.
+ *
+ * @throws {UpstreamError|TokenError} `ERR_UPSTREAM_TIMEOUT` for connect/headers/body timeouts,
+ *   `ERR_UPSTREAM_NETWORK` for socket, DNS and TLS failures (`retryable` when a new attempt may help),
+ *   {@link AbortedError} when `signal` aborted.
+ */
+export async function send(options: SendOptions): Promise<RawResponse> {
+  const started = performance.now();
+  const where = describeEndpoint(options.endpoint, options.url);
+  try {
+    const res = await request(options.url, {
+      dispatcher: options.dispatcher,
+      method: options.method,
+      headers: options.headers,
+      body: options.body,
+      signal: options.signal,
+    });
+    const body = await res.body.text();
+    return {
+      status: res.statusCode,
+      headers: res.headers,
+      body,
+      durationSeconds: (performance.now() - started) / 1000,
+    };
+  } catch (err) {
+    if (options.signal?.aborted) throw new AbortedError(`${where}: request aborted`, { cause: err });
+    const code = networkCode(err);
+    if (code !== undefined && TIMEOUT_CODES.has(code)) {
+      throw makeError(options.endpoint, 'ERR_UPSTREAM_TIMEOUT', `${where}: timed out (${code})`, { cause: err, retryable: true });
+    }
+    if (err instanceof undiciErrors.ResponseExceededMaxSizeError) {
+      throw makeError(options.endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${MAX_RESPONSE_BYTES} bytes`, { cause: err });
+    }
+    const retryable = code !== undefined && RETRYABLE_NETWORK_CODES.has(code);
+    throw makeError(options.endpoint, 'ERR_UPSTREAM_NETWORK', `${where}: ${code ?? 'network error'}: ${(err as Error).message}`, {
+      cause: err,
+      retryable,
+    });
+  }
+}
+
+function networkCode(err: unknown): string | undefined {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string') return e.code;
+  }
+  return undefined;
+}
+
+/**
+ * Turns a non-2xx response into a typed error: retryable for 429, 502, 503 and 504 (with the
+ * server's Retry-After), final for the rest. The body is quoted only as a short, printable excerpt.
+ *
+ * @param now current time in milliseconds since the epoch, for HTTP-date Retry-After values.
+ */
+export function statusError(endpoint: Endpoint, url: URL, res: RawResponse, now: number, detail = ''): ExporterError {
+  const retryAfterMs = parseRetryAfter(res.headers['retry-after'], now);
+  const retryable = RETRYABLE_STATUSES.has(res.status);
+  const after = retryAfterMs !== undefined ? `, Retry-After ${Math.ceil(retryAfterMs / 1000)}s` : '';
+  const message = `${describeEndpoint(endpoint, url)}: HTTP ${res.status}${after}${detail ? `: ${detail}` : ''}`;
+  return makeError(endpoint, 'ERR_UPSTREAM_HTTP', message, {
+    status: res.status,
+    retryable,
+    ...(retryable && retryAfterMs !== undefined ? { retryAfterMs } : {}),
+  });
+}
+
+/** Builds a body error (`ERR_UPSTREAM_BODY`); such bodies are retried, since truncation is usually transient. */
+export function bodyError(endpoint: Endpoint, url: URL, what: string, cause?: unknown): ExporterError {
+  return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${describeEndpoint(endpoint, url)}: ${what}`, { cause, retryable: true });
+}
+
+/**
+ * A short, single-line, printable excerpt of a body for error messages. `secrets` (the token,
+ * the client secret) are blanked first, in case a server echoes a request back.
+ */
+export function excerpt(body: string, max = 120, secrets: readonly string[] = []): string {
+  let text = body;
+  for (const secret of secrets) if (secret.length > 0) text = text.replaceAll(secret, '[redacted]');
+  const flat = text.replace(/[^\x20-\x7e]+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+/** The media type of a Content-Type header, lower-cased, without parameters. */
+export function mediaType(headers: RawResponse['headers']): string {
+  const value = headers['content-type'];
+  const text = Array.isArray(value) ? value[0] : value;
+  return (text ?? '').split(';')[0]!.trim().toLowerCase();
+}

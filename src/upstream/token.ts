@@ -1,0 +1,175 @@
+/**
+ * OAuth2 client credentials token client (reference: Authentication, E0).
+ *
+ * Lifecycle: a token is fetched on first use, cached until `expires_in` minus a
+ * margin, and shared: concurrent callers with an empty cache wait on one request.
+ * A 401 from an API call invalidates the token it used (see {@link TokenClient.invalidate}).
+ */
+import type { Dispatcher } from 'undici';
+import { z } from 'zod';
+import type { TokenAuthMethod } from '../config.js';
+import { TokenError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { bodyError, excerpt, send, statusError } from './http.js';
+import { withRetries, type RetryPolicy } from './retry.js';
+
+/** Lifetime assumed when the response has no `expires_in` (reference Limits: about one hour). */
+export const DEFAULT_TOKEN_LIFETIME_MS = 3_600_000;
+/** A token is renewed this long before it expires (10% of shorter lifetimes), so no call carries a token that dies in flight. */
+export const TOKEN_REFRESH_MARGIN_MS = 60_000;
+
+const tokenResponseSchema = z.object({
+  access_token: z.string({ error: 'access_token is missing or not a string' }).min(1, 'access_token is empty'),
+  token_type: z
+    .string({ error: 'token_type is missing' })
+    .refine((t) => t.toLowerCase() === 'bearer', { error: (issue) => `token_type is ${JSON.stringify(issue.input)}, not Bearer` }),
+  // Some identity providers send the lifetime as a numeric string.
+  expires_in: z.coerce.number({ error: 'expires_in is not a number' }).positive('expires_in is not positive').optional(),
+});
+
+const oauthErrorSchema = z.object({ error: z.string(), error_description: z.string().optional() });
+
+export interface TokenClientOptions {
+  /** `{auth_url}/connect/token`. */
+  tokenUrl: URL;
+  clientId: string;
+  clientSecret: string;
+  authMethod: TokenAuthMethod;
+  /** Space-separated scopes (`api.external`). */
+  scope: string;
+  dispatcher: Dispatcher;
+  retry: RetryPolicy;
+  log: Logger;
+  /** Milliseconds since the epoch; tests move it. */
+  now?: () => number;
+  /** Called once per token request sent (for `analytics_exporter_token_requests_total`). */
+  onTokenRequest?: (outcome: 'success' | 'failure') => void;
+}
+
+/** A cached token: the bearer value and when to stop using it. */
+interface CachedToken {
+  value: string;
+  /** Milliseconds since the epoch after which the token is renewed before use. */
+  renewAt: number;
+}
+
+/**
+ * `application/x-www-form-urlencoded` encoding of one value, as RFC 6749 §2.3.1 requires for
+ * the client id and secret before they are joined with `:` and base64-encoded.
+ */
+export function formUrlEncode(value: string): string {
+  return new URLSearchParams({ v: value }).toString().slice(2);
+}
+
+/** Fetches and caches OAuth2 client-credentials tokens for one API client. */
+export class TokenClient {
+  readonly #options: TokenClientOptions;
+  readonly #now: () => number;
+  #cached: CachedToken | undefined;
+  #inflight: Promise<CachedToken> | undefined;
+
+  constructor(options: TokenClientOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * Returns a bearer token valid for at least the refresh margin, fetching one (E0) only when
+   * the cache is empty or due for renewal. Concurrent callers share one in-flight request.
+   *
+   * @throws {TokenError} `ERR_TOKEN_REQUEST` when the identity host refuses (401 invalid_client for
+   *   a wrong id or secret, 400 invalid_scope, …) or cannot be reached after the retries;
+   *   `ERR_TOKEN_RESPONSE` when the body is not a Bearer token.
+   */
+  async getToken(): Promise<string> {
+    const cached = this.#cached;
+    if (cached !== undefined && this.#now() < cached.renewAt) return cached.value;
+    this.#inflight ??= this.#fetch().finally(() => {
+      this.#inflight = undefined;
+    });
+    return (await this.#inflight).value;
+  }
+
+  /**
+   * Drops the cached token if it is still `token` (an API call answered 401 with it), so the
+   * next {@link getToken} fetches a new one. A token already replaced is left alone, so a burst
+   * of 401s on the same old token causes one new token request, not one per call.
+   */
+  invalidate(token: string): void {
+    if (this.#cached?.value === token) this.#cached = undefined;
+  }
+
+  async #fetch(): Promise<CachedToken> {
+    const { tokenUrl, clientId, clientSecret, authMethod, scope, dispatcher, log } = this.#options;
+    const form: Record<string, string> = { grant_type: 'client_credentials', scope };
+    const headers: Record<string, string> = {
+      'content-type': 'application/x-www-form-urlencoded',
+      accept: 'application/json',
+    };
+    if (authMethod === 'client_secret_basic') {
+      const pair = `${formUrlEncode(clientId)}:${formUrlEncode(clientSecret)}`;
+      headers.authorization = `Basic ${Buffer.from(pair, 'utf8').toString('base64')}`;
+    } else {
+      form.client_id = clientId;
+      form.client_secret = clientSecret;
+    }
+    const body = new URLSearchParams(form).toString();
+
+    const token = await withRetries(
+      async () => {
+        const res = await send({ dispatcher, endpoint: 'token', method: 'POST', url: tokenUrl, headers, body }).catch((err: unknown) => {
+          this.#options.onTokenRequest?.('failure');
+          throw err;
+        });
+        if (res.status < 200 || res.status > 299) {
+          this.#options.onTokenRequest?.('failure');
+          const oauth = oauthErrorSchema.safeParse(safeJson(res.body));
+          const detail = oauth.success
+            ? `${oauth.data.error}${oauth.data.error_description ? ` (${excerpt(oauth.data.error_description, 120, [clientSecret])})` : ''}`
+            : excerpt(res.body, 120, [clientSecret]);
+          const err = statusError('token', tokenUrl, res, this.#now(), detail);
+          throw new TokenError('ERR_TOKEN_REQUEST', `token request refused: ${err.message}`, {
+            status: res.status,
+            retryable: err.retryable,
+            ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}),
+          });
+        }
+        const parsed = tokenResponseSchema.safeParse(safeJson(res.body));
+        if (!parsed.success) {
+          this.#options.onTokenRequest?.('failure');
+          const what = parsed.error.issues.map((i) => i.message).join('; ');
+          const base = bodyError('token', tokenUrl, `not a Bearer token response: ${what}`);
+          // A well-formed answer of the wrong kind will not change on a retry.
+          throw new TokenError('ERR_TOKEN_RESPONSE', base.message);
+        }
+        this.#options.onTokenRequest?.('success');
+        return parsed.data;
+      },
+      this.#options.retry,
+      {
+        onRetry: ({ attempt, error, delayMs }) =>
+          log.warn({ endpoint: 'token', attempt, delayMs, err: { code: error.code, message: error.message } }, 'token request failed; retrying'),
+      },
+    ).catch((err: unknown) => {
+      // Network faults keep their own code but are reported as token failures.
+      if (err instanceof TokenError && err.code !== 'ERR_UPSTREAM_NETWORK' && err.code !== 'ERR_UPSTREAM_TIMEOUT') throw err;
+      const e = err as Error;
+      throw new TokenError('ERR_TOKEN_REQUEST', `token request failed: ${e.message}`, { cause: err });
+    });
+
+    const lifetimeMs = token.expires_in !== undefined ? token.expires_in * 1000 : DEFAULT_TOKEN_LIFETIME_MS;
+    const margin = Math.min(TOKEN_REFRESH_MARGIN_MS, lifetimeMs / 10);
+    const cached = { value: token.access_token, renewAt: this.#now() + lifetimeMs - margin };
+    this.#cached = cached;
+    log.debug({ expiresInSeconds: lifetimeMs / 1000 }, 'fetched a new access token');
+    return cached;
+  }
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
