@@ -49,6 +49,8 @@ export function parseRetryAfter(value: string | string[] | undefined, now: numbe
   if (text === undefined) return undefined;
   const trimmed = text.trim();
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  // All three HTTP-date forms start with a day name; Date.parse alone would take "-3" as a year.
+  if (!/^[A-Za-z]{3}/.test(trimmed)) return undefined;
   const date = Date.parse(trimmed);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);

@@ -1,0 +1,130 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig, parseDuration } from '../../src/config.js';
+import { ConfigError } from '../../src/errors.js';
+
+const base = {
+  STATISTICS_URL: 'https://stats.example.test/api',
+  AUTH_URL: 'https://auth.example.test',
+  CLIENT_ID: 'client-1',
+  CLIENT_SECRET: 's3cr3t-value',
+};
+
+function configError(env: Record<string, string>, overrides: Record<string, string> = {}): ConfigError {
+  try {
+    loadConfig(env, overrides);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('applies the documented defaults', () => {
+    const config = loadConfig(base);
+    expect(config.upstream).toMatchObject({
+      tokenAuthMethod: 'client_secret_post',
+      scope: 'api.external',
+      timeoutMs: 30_000,
+      maxAttempts: 5,
+      retryMaxDelayMs: 30_000,
+    });
+    expect(config.upstream!.tokenUrl.href).toBe('https://auth.example.test/connect/token');
+    expect(config.database).toEqual({ url: undefined, schema: 'analytics', dataDir: './data' });
+    expect(config.logLevel).toBe('info');
+  });
+
+  it('keeps a path prefix of AUTH_URL in the token URL', () => {
+    expect(loadConfig({ ...base, AUTH_URL: 'https://h.test/identity' }).upstream!.tokenUrl.href).toBe('https://h.test/identity/connect/token');
+  });
+
+  it('is in demo mode without STATISTICS_URL', () => {
+    expect(loadConfig({}).upstream).toBeUndefined();
+  });
+
+  it('lets flags win over the environment', () => {
+    const config = loadConfig({ ...base, LOG_LEVEL: 'warn' }, { LOG_LEVEL: 'debug' });
+    expect(config.logLevel).toBe('debug');
+  });
+
+  it('treats empty variables as unset', () => {
+    expect(loadConfig({ ...base, TOKEN_AUTH_METHOD: '' }).upstream!.tokenAuthMethod).toBe('client_secret_post');
+  });
+
+  it('names the variable, the rule and the value for a bad enum', () => {
+    const err = configError({ ...base, TOKEN_AUTH_METHOD: 'foo' });
+    expect(err.variable).toBe('TOKEN_AUTH_METHOD');
+    expect(err.message).toContain('TOKEN_AUTH_METHOD must be client_secret_post or client_secret_basic; got "foo"');
+  });
+
+  it('lists every broken rule', () => {
+    const err = configError({ ...base, LOG_LEVEL: 'loud', UPSTREAM_TIMEOUT: '10 seconds' });
+    expect(err.message).toMatch(/UPSTREAM_TIMEOUT must be a positive duration/);
+    expect(err.message).toMatch(/LOG_LEVEL must be one of/);
+  });
+
+  it.each([
+    ['STATISTICS_URL', 'ftp://x', 'must be an http:// or https:// URL'],
+    ['AUTH_URL', 'not a url', 'must be an http:// or https:// URL'],
+    ['UPSTREAM_MAX_ATTEMPTS', '0', 'must be a whole number from 1 to 20'],
+    ['UPSTREAM_MAX_ATTEMPTS', 'many', 'must be a whole number from 1 to 20'],
+    ['DATABASE_SCHEMA', 'Robert"; drop', 'must be a lower-case SQL identifier'],
+    ['DATABASE_URL', 'mysql://x', 'must be a postgres:// or postgresql:// URL'],
+    ['TOKEN_SCOPE', 'a"b', 'must be space-separated scope tokens'],
+  ])('rejects %s=%s', (variable, value, rule) => {
+    const err = configError({ ...base, [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.message).toContain(rule);
+    expect(err.message).toContain(JSON.stringify(value));
+  });
+
+  it('requires AUTH_URL, CLIENT_ID and a secret with STATISTICS_URL', () => {
+    expect(configError({ STATISTICS_URL: base.STATISTICS_URL }).variable).toBe('AUTH_URL');
+    expect(configError({ STATISTICS_URL: base.STATISTICS_URL, AUTH_URL: base.AUTH_URL }).variable).toBe('CLIENT_ID');
+    const err = configError({ ...base, CLIENT_SECRET: '' });
+    expect(err.variable).toBe('CLIENT_SECRET');
+    expect(err.message).toContain('(unset)');
+  });
+
+  it('never shows the secret or a database password', () => {
+    const both = configError({ ...base, CLIENT_SECRET_FILE: '/nonexistent' });
+    expect(both.message).not.toContain('s3cr3t-value');
+    const db = configError({ ...base, DATABASE_URL: 'postgres://u:hunter2@h/db', LOG_LEVEL: 'x' });
+    expect(db.message).not.toContain('hunter2');
+    const badDb = configError({ ...base, DATABASE_URL: 'http://u:hunter2@h/db' });
+    expect(badDb.message).not.toContain('hunter2');
+    expect(badDb.message).toContain('***');
+  });
+
+  it('reads CLIENT_SECRET_FILE without its trailing newline', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
+    const file = join(dir, 'secret');
+    writeFileSync(file, 'from-file\n');
+    const { CLIENT_SECRET: _omit, ...rest } = base;
+    expect(loadConfig({ ...rest, CLIENT_SECRET_FILE: file }).upstream!.clientSecret).toBe('from-file');
+    writeFileSync(file, '\n');
+    expect(configError({ ...rest, CLIENT_SECRET_FILE: file }).variable).toBe('CLIENT_SECRET_FILE');
+  });
+
+  it('names an unreadable file and requires the certificate pair', () => {
+    const err = configError({ ...base, TLS_CA_FILE: '/nonexistent/ca.pem' });
+    expect(err.variable).toBe('TLS_CA_FILE');
+    expect(err.message).toContain('ENOENT');
+    expect(configError({ ...base, TLS_CLIENT_CERT_FILE: '/x' }).variable).toBe('TLS_CLIENT_KEY_FILE');
+  });
+});
+
+describe('parseDuration', () => {
+  it.each([
+    ['500ms', 500],
+    ['30s', 30_000],
+    ['15m', 900_000],
+    ['1h30m', 5_400_000],
+    ['1d', 86_400_000],
+  ])('%s = %d ms', (text, ms) => expect(parseDuration(text)).toBe(ms));
+
+  it.each(['', '30', 's', '1m1h', '1.5h', '-1s', '1h 30m'])('rejects %j', (text) => expect(parseDuration(text)).toBeUndefined());
+});
