@@ -134,10 +134,14 @@ export class TokenClient {
             ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}),
           });
         }
-        const parsed = tokenResponseSchema.safeParse(safeJson(res.body));
+        const json = safeJson(res.body);
+        const parsed = tokenResponseSchema.safeParse(json);
         if (!parsed.success) {
           this.#options.onTokenRequest?.('failure');
-          const what = parsed.error.issues.map((i) => i.message).join('; ');
+          const what =
+            json === undefined || typeof json !== 'object'
+              ? `body is not a JSON object: ${excerpt(res.body, 120, [clientSecret])}`
+              : parsed.error.issues.map((i) => i.message).join('; ');
           const base = bodyError('token', tokenUrl, `not a Bearer token response: ${what}`);
           // A well-formed answer of the wrong kind will not change on a retry.
           throw new TokenError('ERR_TOKEN_RESPONSE', base.message);
