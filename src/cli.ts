@@ -1,0 +1,85 @@
+#!/usr/bin/env node
+/**
+ * Command-line entry: argument parsing and dispatch to commands; nothing else.
+ *
+ * Exit status: 0 success, 1 failure (upstream, database), 2 bad usage or configuration.
+ */
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Command, CommanderError, Option } from 'commander';
+import { SETTINGS } from './config.js';
+import { EXIT_USAGE } from './commands/exit.js';
+import { registerCheckCommand } from './commands/check.js';
+import { registerSimulateCommand } from './commands/simulate.js';
+import { VERSION } from './version.js';
+
+/** Builds the program; exported so tests can drive it without a child process. */
+export function buildProgram(): Command {
+  const program = new Command('analytics-exporter')
+    .description('Prometheus exporter and exactly-once PostgreSQL ETL for the forms platform analytics API')
+    .version(VERSION)
+    .configureHelp({ showGlobalOptions: true, sortSubcommands: true })
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+
+  for (const setting of SETTINGS) {
+    if (setting.flag === undefined) continue;
+    program.addOption(new Option(`${setting.flag} <value>`, `${setting.help} [env ${setting.env}]`));
+  }
+  program.addHelpText(
+    'after',
+    [
+      '',
+      'Every flag above can be set by the environment variable in brackets; flags win.',
+      'Secrets have no flag (command lines show in ps): set CLIENT_SECRET or CLIENT_SECRET_FILE.',
+      '',
+      'Exit status: 0 success, 1 failure, 2 bad usage or configuration.',
+    ].join('\n'),
+  );
+
+  registerCheckCommand(program);
+  registerSimulateCommand(program);
+  for (const sub of program.commands) sub.exitOverride();
+  return program;
+}
+
+/**
+ * Runs the CLI on `argv` (without node and script). Resolves with the exit status;
+ * usage errors resolve 2, as do configuration errors inside commands.
+ */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and --version end the parse through the same path with exit code 0.
+      return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    }
+    throw err;
+  }
+}
+
+/** True when this file is the process's entry point (directly, or through the npm bin symlink). */
+function isEntryPoint(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return realpathSync(script) === fileURLToPath(import.meta.url);
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`analytics-exporter: unexpected error: ${(err as Error)?.stack ?? String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
