@@ -1,0 +1,67 @@
+/**
+ * Schema migrations: the numbered plain SQL files in `migrations/`, applied by node-pg-migrate,
+ * each in its own transaction, into the schema named by DATABASE_SCHEMA.
+ *
+ * node-pg-migrate's own lock is a try-lock that fails a second runner; we hold a blocking
+ * advisory lock per schema instead, so two processes starting at once simply take turns.
+ */
+import { fileURLToPath } from 'node:url';
+import { runner } from 'node-pg-migrate';
+import type { Logger } from '../log.js';
+import { databaseError, quoteIdent, withAdvisoryLock, withClient, type Pool } from './pool.js';
+
+/** The folder of SQL migrations shipped with the package (beside `dist/` and `src/`). */
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));
+/** Table recording applied migrations, inside the target schema. */
+export const MIGRATIONS_TABLE = 'pgmigrations';
+
+/**
+ * Applies every pending migration to `schema`, creating the schema if needed.
+ *
+ * @returns names of the migrations applied now (empty when the schema was current).
+ * @throws {ExporterError} `ERR_DATABASE` naming the failing step; a failed migration is rolled back.
+ */
+export async function migrate(pool: Pool, schema: string, log: Logger): Promise<string[]> {
+  try {
+    return await withClient(pool, async (client) => {
+      const locked = await withAdvisoryLock(client, `migrate:${schema}`, { wait: true }, async () => {
+        await client.query(`create schema if not exists ${quoteIdent(schema)}`);
+        const applied = await runner({
+          dbClient: client,
+          dir: MIGRATIONS_DIR,
+          direction: 'up',
+          schema,
+          migrationsSchema: schema,
+          migrationsTable: MIGRATIONS_TABLE,
+          noLock: true,
+          singleTransaction: false,
+          checkOrder: true,
+          logger: { debug: () => undefined, info: (m: string) => log.debug(m), warn: (m: string) => log.warn(m), error: (m: string) => log.error(m) },
+        });
+        // The runner leaves search_path on the schema; later users of this client expect the default.
+        await client.query('reset search_path');
+        return applied.map((m) => m.name);
+      });
+      if (!locked.acquired) throw new Error('unreachable: a waiting advisory lock is always acquired');
+      if (locked.value.length > 0) log.info({ schema, migrations: locked.value }, 'applied database migrations');
+      return locked.value;
+    });
+  } catch (err) {
+    throw databaseError(`migrating schema ${schema}`, err);
+  }
+}
+
+/**
+ * Whether `schema` has every shipped migration applied (for `/readyz` and `check`).
+ *
+ * @returns the names of pending migrations; empty means current.
+ */
+export async function pendingMigrations(pool: Pool, schema: string): Promise<string[]> {
+  const { readdir } = await import('node:fs/promises');
+  const shipped = (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql')).map((f) => f.replace(/\.sql$/, ''));
+  const { rows } = await pool.query<{ exists: boolean }>('select to_regclass($1) is not null as exists', [`${quoteIdent(schema)}.${MIGRATIONS_TABLE}`]);
+  if (!rows[0]?.exists) return shipped;
+  const applied = await pool.query<{ name: string }>(`select name from ${quoteIdent(schema)}.${MIGRATIONS_TABLE}`);
+  const done = new Set(applied.rows.map((r) => r.name));
+  return shipped.filter((name) => !done.has(name));
+}
