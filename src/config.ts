@@ -6,6 +6,7 @@
  * value given (secrets masked); the CLI turns it into exit status 2.
  */
 import { readFileSync } from 'node:fs';
+import cron from 'node-cron';
 import { z } from 'zod';
 import { ConfigError, maskSecret } from './errors.js';
 
@@ -49,10 +50,33 @@ export interface DatabaseConfig {
   dataDir: string;
 }
 
+/** How `sync` reads E6 into the database (see src/sync/). */
+export interface SyncConfig {
+  /** Where a first run starts: a fixed instant, or a span before the run's start. */
+  startDate: { at: Date } | { agoMs: number };
+  /** Window length; windows are aligned to multiples of it since the Unix epoch (UTC). */
+  windowMs: number;
+  /** A run ends this long before now, for data that lands late. */
+  settleMs: number;
+  /** Each run re-reads this much before the watermark, for records that arrived late. */
+  lookbackMs: number;
+  /** E6 pageSize, 1 to 1000. */
+  pageSize: number;
+  /** E6 pages fetched at once, ahead of the one being written. */
+  concurrency: number;
+  /** Fetches of one window before an inconsistent window fails the run. */
+  windowAttempts: number;
+  /** Cron expression of the schedule inside `serve`; undefined when `off`. */
+  schedule: string | undefined;
+  /** Path of the record's event-time field (split on dots); undefined when `none`. */
+  recordTimeField: string[] | undefined;
+}
+
 export interface Config {
   /** Absent when STATISTICS_URL is unset: commands then use the built-in simulator (demo mode). */
   upstream: UpstreamConfig | undefined;
   database: DatabaseConfig;
+  sync: SyncConfig;
   logLevel: LogLevel;
 }
 
@@ -82,6 +106,15 @@ export const SETTINGS: readonly SettingDoc[] = [
   { env: 'DATABASE_URL', flag: '--database-url', help: 'PostgreSQL URL; unset = embedded database under DATA_DIR' },
   { env: 'DATABASE_SCHEMA', flag: '--database-schema', help: 'schema holding the tables (default analytics)' },
   { env: 'DATA_DIR', flag: '--data-dir', help: 'folder of the embedded database (default ./data)' },
+  { env: 'SYNC_START_DATE', flag: '--sync-start-date', help: 'where a first sync starts: ISO 8601 date-time, or a duration before now (default 30d)' },
+  { env: 'SYNC_WINDOW', flag: '--sync-window', help: 'window length; windows align to multiples of it in UTC (default 1h)' },
+  { env: 'SYNC_SETTLE', flag: '--sync-settle', help: 'a run ends this long before now, for late data (default 5m)' },
+  { env: 'SYNC_LOOKBACK', flag: '--sync-lookback', help: 'each run re-reads this much before the watermark (default 1h)' },
+  { env: 'SYNC_PAGE_SIZE', flag: '--sync-page-size', help: 'E6 pageSize, 1 to 1000 (default 1000)' },
+  { env: 'SYNC_CONCURRENCY', flag: '--sync-concurrency', help: 'E6 pages fetched at once, 1 to 32 (default 4)' },
+  { env: 'SYNC_WINDOW_ATTEMPTS', flag: '--sync-window-attempts', help: 'fetches of a window whose count keeps changing before the run fails (default 3)' },
+  { env: 'SYNC_SCHEDULE', flag: '--sync-schedule', help: "cron expression of the sync inside serve, or 'off' (default */15 * * * *)" },
+  { env: 'RECORD_TIME_FIELD', flag: '--record-time-field', help: "record field holding its event time, dotted for nesting, or 'none' (default timestamp)" },
   { env: 'LOG_LEVEL', flag: '--log-level', help: 'fatal, error, warn, info (default), debug, trace or silent' },
 ];
 
@@ -125,6 +158,26 @@ const duration = (rule: string) =>
     return ms;
   });
 
+/** A duration that may be zero (`0`, `0s`): settle and lookback can be switched off. */
+const durationOrZero = (rule: string) =>
+  z.string().transform((text, ctx) => {
+    if (/^0+(ms|s|m|h|d|w)?$/.test(text)) return 0;
+    const ms = parseDuration(text);
+    if (ms === undefined) {
+      ctx.addIssue({ code: 'custom', message: `must be a duration such as ${rule}, or 0` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+const wholeNumber = (min: number, max: number) => {
+  const rule = `must be a whole number from ${min} to ${max}`;
+  return z.coerce.number({ error: rule }).int(rule).min(min, rule).max(max, rule);
+};
+
+/** ISO 8601 date-time with a zone designator; a bare date or local time would depend on the host's zone. */
+const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
 
 const optional = <T extends z.ZodType>(schema: T) => schema.optional();
@@ -144,7 +197,7 @@ const envSchema = z.object({
   TLS_CLIENT_KEY_FILE: optional(z.string()),
   TLS_CA_FILE: optional(z.string()),
   UPSTREAM_TIMEOUT: duration('30s').default(30_000),
-  UPSTREAM_MAX_ATTEMPTS: z.coerce.number({ error: 'must be a whole number from 1 to 20' }).int('must be a whole number from 1 to 20').min(1, 'must be a whole number from 1 to 20').max(20, 'must be a whole number from 1 to 20').default(5),
+  UPSTREAM_MAX_ATTEMPTS: wholeNumber(1, 20).default(5),
   UPSTREAM_RETRY_MAX_DELAY: duration('30s').default(30_000),
   DATABASE_URL: optional(
     z.string().refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL'),
@@ -154,6 +207,33 @@ const envSchema = z.object({
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier: a-z, 0-9 and _, not starting with a digit, at most 63 characters')
     .default('analytics'),
   DATA_DIR: z.string().default('./data'),
+  SYNC_START_DATE: z
+    .string()
+    .transform((text, ctx) => {
+      const ago = parseDuration(text);
+      if (ago !== undefined) return { agoMs: ago };
+      if (ISO_DATE_TIME.test(text) && !Number.isNaN(Date.parse(text))) return { at: new Date(text) };
+      ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time with a zone (2026-01-01T00:00:00Z) or a duration before now (30d)' });
+      return z.NEVER;
+    })
+    .default({ agoMs: 30 * 86_400_000 }),
+  SYNC_WINDOW: duration('1h')
+    .refine((ms) => ms >= 60_000 && ms <= 31 * 86_400_000, 'must be from 1m to 31d')
+    .refine((ms) => ms % 1000 === 0, 'must be whole seconds')
+    .default(3_600_000),
+  SYNC_SETTLE: durationOrZero('5m').default(300_000),
+  SYNC_LOOKBACK: durationOrZero('1h').default(3_600_000),
+  SYNC_PAGE_SIZE: wholeNumber(1, 1000).default(1000),
+  SYNC_CONCURRENCY: wholeNumber(1, 32).default(4),
+  SYNC_WINDOW_ATTEMPTS: wholeNumber(1, 10).default(3),
+  SYNC_SCHEDULE: z
+    .string()
+    .refine((text) => text === 'off' || cron.validate(text), "must be a cron expression (minute hour day month weekday, optional seconds first) or 'off'")
+    .default('*/15 * * * *'),
+  RECORD_TIME_FIELD: z
+    .string()
+    .regex(/^(none|[^.\s]+(\.[^.\s]+)*)$/, "must be a field name, dotted for nested fields, or 'none'")
+    .default('timestamp'),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
 });
 
@@ -256,6 +336,17 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
   return {
     upstream,
     database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
+    sync: {
+      startDate: v.SYNC_START_DATE,
+      windowMs: v.SYNC_WINDOW,
+      settleMs: v.SYNC_SETTLE,
+      lookbackMs: v.SYNC_LOOKBACK,
+      pageSize: v.SYNC_PAGE_SIZE,
+      concurrency: v.SYNC_CONCURRENCY,
+      windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
+      schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
+      recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
+    },
     logLevel: v.LOG_LEVEL,
   };
 }

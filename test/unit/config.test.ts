@@ -128,3 +128,52 @@ describe('parseDuration', () => {
 
   it.each(['', '30', 's', '1m1h', '1.5h', '-1s', '1h 30m'])('rejects %j', (text) => expect(parseDuration(text)).toBeUndefined());
 });
+
+describe('sync settings', () => {
+  it('has the documented defaults', () => {
+    expect(loadConfig({}).sync).toEqual({
+      startDate: { agoMs: 30 * 86_400_000 },
+      windowMs: 3_600_000,
+      settleMs: 300_000,
+      lookbackMs: 3_600_000,
+      pageSize: 1000,
+      concurrency: 4,
+      windowAttempts: 3,
+      schedule: '*/15 * * * *',
+      recordTimeField: ['timestamp'],
+    });
+  });
+
+  it('reads dates, durations, zero, off and none', () => {
+    const sync = loadConfig({
+      SYNC_START_DATE: '2026-01-01T00:00:00Z',
+      SYNC_SETTLE: '0',
+      SYNC_LOOKBACK: '0s',
+      SYNC_SCHEDULE: 'off',
+      RECORD_TIME_FIELD: 'meta.time',
+    }).sync;
+    expect(sync.startDate).toEqual({ at: new Date('2026-01-01T00:00:00Z') });
+    expect(sync.settleMs).toBe(0);
+    expect(sync.lookbackMs).toBe(0);
+    expect(sync.schedule).toBeUndefined();
+    expect(sync.recordTimeField).toEqual(['meta', 'time']);
+    expect(loadConfig({ RECORD_TIME_FIELD: 'none' }).sync.recordTimeField).toBeUndefined();
+    expect(loadConfig({ SYNC_START_DATE: '7d' }).sync.startDate).toEqual({ agoMs: 7 * 86_400_000 });
+  });
+
+  it.each([
+    ['SYNC_PAGE_SIZE', '1001', 'must be a whole number from 1 to 1000'],
+    ['SYNC_PAGE_SIZE', '0', 'must be a whole number from 1 to 1000'],
+    ['SYNC_CONCURRENCY', '0', 'must be a whole number from 1 to 32'],
+    ['SYNC_WINDOW', '30s', 'must be from 1m to 31d'],
+    ['SYNC_START_DATE', '2026-01-01', 'must be an ISO 8601 date-time with a zone'],
+    ['SYNC_START_DATE', 'yesterday', 'must be an ISO 8601 date-time with a zone'],
+    ['SYNC_SCHEDULE', 'every 5 minutes', 'must be a cron expression'],
+    ['SYNC_LOOKBACK', '-1h', 'must be a duration such as 1h, or 0'],
+    ['RECORD_TIME_FIELD', 'a..b', "must be a field name, dotted for nested fields, or 'none'"],
+  ])('rejects %s=%s', (variable, value, rule) => {
+    const err = configError({ [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.message).toContain(rule);
+  });
+});
