@@ -205,7 +205,8 @@ describe('E0 token endpoint', () => {
 
 describe('Bearer authentication of E6 and E7', () => {
   it('answers 401 invalid_token without a token, with an unknown one, and with a malformed header', async () => {
-    for (const headers of [{}, { authorization: 'Bearer not-a-token' }, { authorization: 'Basic abc' }]) {
+    const variants: Record<string, string>[] = [{}, { authorization: 'Bearer not-a-token' }, { authorization: 'Basic abc' }];
+    for (const headers of variants) {
       const reply = await call(`${sim.url}/analytics?${query({ startDate: FROM })}`, { headers });
       expect(reply.status).toBe(401);
       expect(reply.headers['www-authenticate']).toMatch(/^Bearer .*error="invalid_token"/);
