@@ -10,7 +10,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { SETTINGS } from './config.js';
 import { EXIT_USAGE } from './commands/exit.js';
 import { registerCheckCommand } from './commands/check.js';
+import { registerMigrateCommand } from './commands/migrate.js';
 import { registerSimulateCommand } from './commands/simulate.js';
+import { registerSyncCommand } from './commands/sync.js';
 import { VERSION } from './version.js';
 
 /** Builds the program; exported so tests can drive it without a child process. */
@@ -39,6 +41,8 @@ export function buildProgram(): Command {
 
   registerCheckCommand(program);
   registerSimulateCommand(program);
+  registerSyncCommand(program);
+  registerMigrateCommand(program);
   for (const sub of program.commands) sub.exitOverride();
   return program;
 }

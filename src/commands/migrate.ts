@@ -1,0 +1,32 @@
+/** `analytics-exporter migrate`: applies pending migrations and exits (sync and serve also do it at start). */
+import type { Command } from 'commander';
+import { describeError } from '../errors.js';
+import { createLogger } from '../log.js';
+import { migrate } from '../db/migrate.js';
+import { EXIT_FAILURE, EXIT_OK } from './exit.js';
+import { loadConfigForCommand, openDatabase } from './runtime.js';
+
+/** Adds `migrate` to the program. */
+export function registerMigrateCommand(program: Command): void {
+  program
+    .command('migrate')
+    .description('apply pending database migrations to DATABASE_SCHEMA and exit (sync and serve do this at start too)')
+    .action(async (_options: unknown, command: Command) => {
+      const config = loadConfigForCommand(command);
+      if (config === undefined) return;
+      const log = createLogger(config.logLevel);
+      try {
+        const db = await openDatabase(config, log, 1);
+        try {
+          const applied = await migrate(db.pool, config.database.schema, log);
+          process.stdout.write(applied.length > 0 ? `applied: ${applied.join(', ')}\n` : `schema ${config.database.schema} is up to date\n`);
+          process.exitCode = EXIT_OK;
+        } finally {
+          await db.close();
+        }
+      } catch (err) {
+        log.error({ err: { message: describeError(err) } }, 'migrate failed');
+        process.exitCode = EXIT_FAILURE;
+      }
+    });
+}

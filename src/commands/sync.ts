@@ -1,0 +1,138 @@
+/**
+ * `analytics-exporter sync [--from ISO] [--to ISO] [--wait]`: one ETL run, for cron or a
+ * Kubernetes CronJob. Exit 0 success (or another run holds the lock), 1 failure, 2 bad usage,
+ * 130/143 when interrupted by SIGINT/SIGTERM before the run completed.
+ */
+import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
+import cliProgress from 'cli-progress';
+import { describeError } from '../errors.js';
+import { createLogger, type Logger } from '../log.js';
+import { migrate } from '../db/migrate.js';
+import { runSync, type SyncObserver } from '../sync/run.js';
+import { EXIT_FAILURE, EXIT_OK } from './exit.js';
+import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
+
+const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** Parses `--from`/`--to`: ISO 8601 date-time with a zone. */
+export function parseIsoOption(value: string): Date {
+  if (!ISO_WITH_ZONE.test(value) || Number.isNaN(Date.parse(value))) {
+    throw new CommanderArgumentError(`must be an ISO 8601 date-time with a zone, such as 2026-11-01T00:00:00Z; got ${JSON.stringify(value)}`);
+  }
+  return new Date(value);
+}
+
+/** Exit status for a run cut short by a signal: 128 + signal number. */
+const SIGNAL_EXIT: Record<'SIGINT' | 'SIGTERM', number> = { SIGINT: 130, SIGTERM: 143 };
+
+/**
+ * Installs SIGINT/SIGTERM handling for a one-shot command: the first signal aborts `controller`
+ * (the run rolls back its current window and stops), a second exits at once.
+ *
+ * @returns the signal received, if any, and a function removing the handlers.
+ */
+export function handleSignals(controller: AbortController, log: Logger): { received: () => NodeJS.Signals | undefined; dispose: () => void } {
+  let received: NodeJS.Signals | undefined;
+  const onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
+    if (received !== undefined) {
+      log.warn({ signal }, 'second signal: exiting at once; the open window is rolled back by the database');
+      process.exit(SIGNAL_EXIT[signal]);
+    }
+    received = signal;
+    log.warn({ signal }, 'stopping: rolling back the current window (send the signal again to exit at once)');
+    controller.abort();
+  };
+  const onInt = () => onSignal('SIGINT');
+  const onTerm = () => onSignal('SIGTERM');
+  process.on('SIGINT', onInt);
+  process.on('SIGTERM', onTerm);
+  return {
+    received: () => received,
+    dispose: () => {
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
+    },
+  };
+}
+
+/** A progress bar on stderr for a TTY: windows, records, rate, ETA. */
+function progressObserver(): { observer: SyncObserver; stop: () => void } | undefined {
+  if (!process.stderr.isTTY) return undefined;
+  const bar = new cliProgress.SingleBar(
+    {
+      stream: process.stderr,
+      format: 'sync [{bar}] {percentage}% | windows {value}/{total} | {records} records | {rate} records/s | ETA {eta_formatted}',
+      hideCursor: true,
+      clearOnComplete: false,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  let records = 0;
+  const started = Date.now();
+  const payload = () => ({ records, rate: Math.round(records / Math.max(0.001, (Date.now() - started) / 1000)) });
+  return {
+    observer: {
+      runStarted: ({ windows }) => bar.start(windows.length, 0, payload()),
+      pageLoaded: (e) => {
+        records += e.records;
+        bar.update(payload());
+      },
+      windowCommitted: () => bar.increment(1, payload()),
+    },
+    stop: () => bar.stop(),
+  };
+}
+
+/** Adds `sync` to the program. */
+export function registerSyncCommand(program: Command): void {
+  program
+    .command('sync')
+    .description('one ETL run: page E6 into PostgreSQL, exactly once, from the watermark (or --from) to now minus SYNC_SETTLE (or --to)')
+    .option('--from <iso>', 'start of the range (default: watermark minus SYNC_LOOKBACK, or SYNC_START_DATE on a first run)', parseIsoOption)
+    .option('--to <iso>', 'end of the range (default: now minus SYNC_SETTLE)', parseIsoOption)
+    .option('--wait', 'wait for a sync holding the lock instead of exiting 0 at once')
+    .addHelpText('after', '\nExit status: 0 done (or another sync holds the lock), 1 failed, 2 bad usage, 130/143 interrupted by SIGINT/SIGTERM.')
+    .action(async (options: { from?: Date; to?: Date; wait?: boolean }, command: Command) => {
+      const config = loadConfigForCommand(command);
+      if (config === undefined) return;
+      const log = createLogger(config.logLevel);
+      const controller = new AbortController();
+      const signals = handleSignals(controller, log);
+      const progress = progressObserver();
+      let code = EXIT_FAILURE;
+      try {
+        const db = await openDatabase(config, log, 2);
+        try {
+          await migrate(db.pool, config.database.schema, log);
+          const upstream = await openUpstream(config, log);
+          try {
+            const result = await runSync(
+              { pool: db.pool, client: upstream.client, config: config.sync, schema: config.database.schema, log, ...(progress ? { observer: progress.observer } : {}) },
+              { ...(options.from ? { from: options.from } : {}), ...(options.to ? { to: options.to } : {}), wait: options.wait ?? false, signal: controller.signal },
+            );
+            progress?.stop();
+            if (result.status === 'locked') {
+              log.info({ schema: config.database.schema }, 'another sync holds the lock for this schema; nothing to do (use --wait to wait for it)');
+              code = EXIT_OK;
+            } else if (result.status === 'succeeded') {
+              code = EXIT_OK;
+            } else if (result.status === 'interrupted') {
+              const signal = signals.received();
+              code = signal === 'SIGINT' || signal === 'SIGTERM' ? SIGNAL_EXIT[signal] : EXIT_FAILURE;
+            }
+          } finally {
+            await upstream.close();
+          }
+        } finally {
+          await db.close();
+        }
+      } catch (err) {
+        progress?.stop();
+        log.error({ err: { message: describeError(err) } }, 'sync failed');
+        code = EXIT_FAILURE;
+      } finally {
+        signals.dispose();
+      }
+      process.exitCode = code;
+    });
+}

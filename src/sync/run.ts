@@ -1,0 +1,324 @@
+/**
+ * One sync run: E6 → PostgreSQL, exactly once.
+ *
+ * Under a per-schema advisory lock, the run plans its windows (windows.ts), fetches their pages
+ * ahead of the writer (prefetch.ts), and loads each window in one transaction: delete what was
+ * loaded for it, insert every record the API returns for it now, record it in the ledger and
+ * advance the watermark. A window whose pages disagree on totalRecords, or whose records do not
+ * add up to it, is rolled back and fetched again, a bounded number of times.
+ */
+import type { SyncConfig } from '../config.js';
+import { AbortedError, ExporterError, coerceError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
+import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
+import { Prefetcher } from './prefetch.js';
+import {
+  abandonStaleRuns,
+  clearWindow,
+  committedWindows,
+  finishRun,
+  insertRecords,
+  readWatermark,
+  recordWindow,
+  startRun,
+  Tables,
+  type RunStatus,
+} from './store.js';
+import { closeOverCommitted, iso, planWindows, recordTime, runRange, type Window } from './windows.js';
+
+/** A window's pages disagreed with each other; it is fetched again. */
+export class InconsistentWindowError extends ExporterError {
+  constructor(message: string) {
+    super('ERR_UPSTREAM_BODY', message, { retryable: true });
+  }
+}
+
+/** Counts of one committed window. */
+export interface WindowSummary {
+  window: Window;
+  /** Records stored. */
+  records: number;
+  /** What E6 reported for the window (includes records left to a neighbour window). */
+  totalRecords: number;
+  pages: number;
+  /** Records whose event time lies outside the window (an inclusive toDate), left to their own window. */
+  outside: number;
+  /** Records without a readable event time. */
+  untimed: number;
+  /** Rows deleted because the window was loaded before. */
+  replaced: number;
+  /** Fetches the window took (1 = consistent at once). */
+  attempts: number;
+  durationSeconds: number;
+}
+
+/** Hooks for metrics and progress; every one optional, none may throw. */
+export interface SyncObserver {
+  runStarted?(event: { runId: number; windows: readonly Window[] }): void;
+  pageLoaded?(event: { records: number }): void;
+  windowCommitted?(summary: WindowSummary & { watermark: number | undefined }): void;
+  runFinished?(result: SyncResult): void;
+}
+
+export type SyncResult =
+  | { status: 'locked' }
+  | {
+      status: RunStatus;
+      runId: number;
+      range: Window;
+      /** Windows planned / committed. */
+      windowsPlanned: number;
+      windows: number;
+      pages: number;
+      records: number;
+      watermark: number | undefined;
+      durationSeconds: number;
+      error?: Error;
+    };
+
+export interface SyncDeps {
+  pool: Pool;
+  client: AnalyticsClient;
+  config: SyncConfig;
+  schema: string;
+  log: Logger;
+  observer?: SyncObserver;
+}
+
+export interface SyncOptions {
+  /** Start of the range; default: resume from the watermark minus the lookback. */
+  from?: Date;
+  /** End of the range; default: now minus the settle time. */
+  to?: Date;
+  /** Wait for a run holding the lock instead of returning `{ status: 'locked' }`. */
+  wait?: boolean;
+  /** Stops the run: the window being loaded is rolled back, committed windows stay. */
+  signal?: AbortSignal;
+  now?: () => number;
+}
+
+/**
+ * Runs one sync. Never throws for upstream or database faults: they end the run with status
+ * `failed` and the error, after the windows committed so far (the next run completes the data).
+ *
+ * @returns `{ status: 'locked' }` when another run holds the schema's lock (and `wait` is false);
+ *   otherwise the run's outcome: `succeeded`, `failed` or `interrupted` (signal).
+ * @throws only when the database cannot be reached to take the lock or record the run.
+ */
+export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncResult> {
+  const tables = new Tables(deps.schema);
+  return withClient(deps.pool, async (db) => {
+    const locked = await withAdvisoryLock(db, `sync:${deps.schema}`, { wait: options.wait ?? false }, () => runLocked(db, tables, deps, options));
+    return locked.acquired ? locked.value : { status: 'locked' as const };
+  });
+}
+
+async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: SyncOptions): Promise<SyncResult> {
+  const { config, log, observer } = deps;
+  const started = performance.now();
+  const now = (options.now ?? Date.now)();
+
+  const abandoned = await abandonStaleRuns(db, t);
+  if (abandoned > 0) log.warn({ runs: abandoned }, 'marked runs left running by a process that died as abandoned');
+
+  const watermarkBefore = await readWatermark(db, t);
+  const range = runRange({
+    from: options.from?.getTime(),
+    to: options.to?.getTime(),
+    watermark: watermarkBefore,
+    startDate: config.startDate,
+    lookbackMs: config.lookbackMs,
+    settleMs: config.settleMs,
+    now,
+  });
+  const planned = planWindows(range.start, range.end, config.windowMs);
+  const windows =
+    planned.length === 0 ? [] : closeOverCommitted(planned, await committedWindows(db, t, { start: planned[0]!.start, end: planned[planned.length - 1]!.end }));
+  const runId = await startRun(db, t, range);
+  log.info(
+    { runId, from: iso(range.start), to: iso(range.end), windows: windows.length, watermark: watermarkBefore === undefined ? null : iso(watermarkBefore) },
+    'sync run started',
+  );
+  observer?.runStarted?.({ runId, windows });
+
+  let committed = 0;
+  let pages = 0;
+  let records = 0;
+  let watermark = watermarkBefore;
+  let status: RunStatus = 'succeeded';
+  let error: Error | undefined;
+
+  const prefetcher = new Prefetcher(deps.client, windows, {
+    pageSize: config.pageSize,
+    concurrency: config.concurrency,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  try {
+    for (let i = 0; i < windows.length; i++) {
+      if (options.signal?.aborted) throw new AbortedError('sync interrupted by a signal');
+      const window = windows[i]!;
+      const summary = await loadWindowWithRetries(db, t, deps, runId, window, i, prefetcher, options.signal);
+      committed++;
+      pages += summary.pages;
+      records += summary.records;
+      watermark = summary.watermark;
+      log.info(
+        {
+          runId,
+          window: [iso(window.start), iso(window.end)],
+          records: summary.records,
+          totalRecords: summary.totalRecords,
+          pages: summary.pages,
+          replaced: summary.replaced,
+          ...(summary.outside ? { outside: summary.outside } : {}),
+          ...(summary.untimed ? { untimed: summary.untimed } : {}),
+          ...(summary.attempts > 1 ? { attempts: summary.attempts } : {}),
+          durationMs: Math.round(summary.durationSeconds * 1000),
+        },
+        'window committed',
+      );
+      observer?.windowCommitted?.(summary);
+    }
+  } catch (thrown) {
+    error = coerceError(thrown);
+    status = error instanceof AbortedError || options.signal?.aborted ? 'interrupted' : 'failed';
+  } finally {
+    prefetcher.close();
+  }
+
+  const durationSeconds = (performance.now() - started) / 1000;
+  await finishRun(db, t, runId, {
+    status,
+    windows: committed,
+    pages,
+    records,
+    ...(error ? { error: describeError(error) } : {}),
+  });
+  const result: SyncResult = {
+    status,
+    runId,
+    range,
+    windowsPlanned: windows.length,
+    windows: committed,
+    pages,
+    records,
+    watermark,
+    durationSeconds,
+    ...(error ? { error } : {}),
+  };
+  const summaryLine = {
+    runId,
+    status,
+    windows: committed,
+    windowsPlanned: windows.length,
+    pages,
+    records,
+    durationMs: Math.round(durationSeconds * 1000),
+    recordsPerSecond: durationSeconds > 0 ? Math.round(records / durationSeconds) : 0,
+    watermark: watermark === undefined ? null : iso(watermark),
+    ...(error ? { error: describeError(error) } : {}),
+  };
+  if (status === 'succeeded') log.info(summaryLine, 'sync run succeeded');
+  else if (status === 'interrupted') log.warn(summaryLine, 'sync run interrupted; committed windows are kept, the next run completes the data');
+  else log.error(summaryLine, 'sync run failed; committed windows are kept, the next run completes the data');
+  observer?.runFinished?.(result);
+  return result;
+}
+
+async function loadWindowWithRetries(
+  db: PoolClient,
+  t: Tables,
+  deps: SyncDeps,
+  runId: number,
+  window: Window,
+  index: number,
+  prefetcher: Prefetcher,
+  signal: AbortSignal | undefined,
+): Promise<WindowSummary & { watermark: number | undefined }> {
+  const { config, log } = deps;
+  for (let attempt = 1; ; attempt++) {
+    // The first fetch uses the pages prefetched for the run; a refetch gets a prefetcher of its own.
+    const source = attempt === 1 ? prefetcher : new Prefetcher(deps.client, [window], { pageSize: config.pageSize, concurrency: config.concurrency, ...(signal ? { signal } : {}) });
+    const sourceIndex = attempt === 1 ? index : 0;
+    try {
+      return await loadWindow(db, t, deps, runId, window, (n) => source.take(sourceIndex, n), attempt);
+    } catch (err) {
+      if (!(err instanceof InconsistentWindowError) || attempt >= config.windowAttempts) {
+        if (err instanceof InconsistentWindowError) {
+          throw new InconsistentWindowError(`${err.message}; still inconsistent after ${attempt} fetches (SYNC_WINDOW_ATTEMPTS), nothing committed for it`);
+        }
+        throw err;
+      }
+      log.warn({ runId, window: [iso(window.start), iso(window.end)], attempt, reason: err.message }, 'window changed while paging; fetching it again');
+    } finally {
+      source.drop(sourceIndex);
+      if (source !== prefetcher) source.close();
+    }
+  }
+}
+
+/** Loads one window in one transaction; any throw rolls it back whole. */
+async function loadWindow(
+  db: PoolClient,
+  t: Tables,
+  deps: SyncDeps,
+  runId: number,
+  window: Window,
+  page: (pageNumber: number) => Promise<AnalyticsPage>,
+  attempt: number,
+): Promise<WindowSummary & { watermark: number | undefined }> {
+  const started = performance.now();
+  const timeField = deps.config.recordTimeField;
+  const where = `window ${iso(window.start)}..${iso(window.end)}`;
+  return withTransaction(db, async () => {
+    const replaced = await clearWindow(db, t, window);
+    let stored = 0;
+    let fetched = 0;
+    let outside = 0;
+    let untimed = 0;
+    const first = await page(1);
+    const total = first.totalRecords;
+    const pageCount = first.totalPages;
+    for (let n = 1; ; n++) {
+      const current = n === 1 ? first : await page(n);
+      if (current.totalRecords !== total) {
+        throw new InconsistentWindowError(`${where}: totalRecords changed from ${total} to ${current.totalRecords} by page ${n} (records arrived or left while paging)`);
+      }
+      fetched += current.data.length;
+      const keep: AnalyticsRecord[] = [];
+      const times: (string | null)[] = [];
+      for (const record of current.data) {
+        const ms = timeField ? recordTime(record, timeField) : undefined;
+        if (ms !== undefined && (ms < window.start || ms >= window.end)) {
+          outside++; // at the window end (inclusive toDate): it belongs to the next window
+          continue;
+        }
+        if (timeField && ms === undefined) untimed++;
+        keep.push(record);
+        times.push(ms === undefined ? null : iso(ms));
+      }
+      await insertRecords(db, t, window, runId, keep, times);
+      stored += keep.length;
+      deps.observer?.pageLoaded?.({ records: keep.length });
+      if (n >= pageCount) break;
+    }
+    if (fetched !== total) {
+      throw new InconsistentWindowError(`${where}: pages held ${fetched} records, totalRecords said ${total}`);
+    }
+    const pages = Math.max(1, pageCount);
+    const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: total, pages, runId });
+    return {
+      window,
+      records: stored,
+      totalRecords: total,
+      pages,
+      outside,
+      untimed,
+      replaced,
+      attempts: attempt,
+      durationSeconds: (performance.now() - started) / 1000,
+      watermark,
+    };
+  });
+}

@@ -1,0 +1,130 @@
+/**
+ * SQL of the ETL: one statement group per function, parameterised, the schema quoted as an
+ * identifier. Window functions run inside the caller's transaction (see run.ts).
+ */
+import { quoteIdent, type PoolClient } from '../db/pool.js';
+import type { AnalyticsRecord } from '../upstream/analytics.js';
+import type { Window } from './windows.js';
+
+export type RunStatus = 'succeeded' | 'failed' | 'interrupted';
+
+/** Qualified table names of one schema. */
+export class Tables {
+  readonly records: string;
+  readonly windows: string;
+  readonly runs: string;
+  readonly state: string;
+
+  constructor(readonly schema: string) {
+    const q = quoteIdent(schema);
+    this.records = `${q}.records`;
+    this.windows = `${q}.sync_windows`;
+    this.runs = `${q}.sync_runs`;
+    this.state = `${q}.sync_state`;
+  }
+}
+
+/** The watermark in milliseconds since the epoch, or undefined before the first committed window. */
+export async function readWatermark(db: PoolClient, t: Tables): Promise<number | undefined> {
+  const { rows } = await db.query<{ watermark: Date | null }>(`select watermark from ${t.state}`);
+  return rows[0]?.watermark?.getTime() ?? undefined;
+}
+
+/** Committed windows overlapping [from, to). */
+export async function committedWindows(db: PoolClient, t: Tables, range: Window): Promise<Window[]> {
+  const { rows } = await db.query<{ start: Date; end: Date }>(
+    `select window_start as "start", window_end as "end" from ${t.windows}
+      where window_start < $2 and window_end > $1 order by window_start`,
+    [new Date(range.start), new Date(range.end)],
+  );
+  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
+}
+
+/**
+ * Marks runs left `running` by a process that died (SIGKILL, power loss) as `abandoned`.
+ * Called while holding the sync lock, so no live run is among them.
+ */
+export async function abandonStaleRuns(db: PoolClient, t: Tables): Promise<number> {
+  const { rowCount } = await db.query(`update ${t.runs} set status = 'abandoned', finished_at = now() where status = 'running'`);
+  return rowCount ?? 0;
+}
+
+/** Records the start of a run; returns its id. */
+export async function startRun(db: PoolClient, t: Tables, range: Window): Promise<number> {
+  const { rows } = await db.query<{ id: string }>(`insert into ${t.runs} (range_start, range_end) values ($1, $2) returning id`, [
+    new Date(range.start),
+    new Date(range.end),
+  ]);
+  return Number(rows[0]!.id);
+}
+
+/** Records the end of a run. `error` is a message without secrets. */
+export async function finishRun(
+  db: PoolClient,
+  t: Tables,
+  runId: number,
+  result: { status: RunStatus; windows: number; pages: number; records: number; error?: string },
+): Promise<void> {
+  await db.query(
+    `update ${t.runs} set finished_at = now(), status = $2, windows = $3, pages = $4, records = $5, error = $6 where id = $1`,
+    [runId, result.status, result.windows, result.pages, result.records, result.error ?? null],
+  );
+}
+
+/** Deletes what is loaded for the windows inside `window` (records and ledger rows), before reloading it. */
+export async function clearWindow(db: PoolClient, t: Tables, window: Window): Promise<number> {
+  const bounds = [new Date(window.start), new Date(window.end)];
+  const { rowCount } = await db.query(`delete from ${t.records} where window_start >= $1 and window_start < $2`, bounds);
+  await db.query(`delete from ${t.windows} where window_start >= $1 and window_start < $2`, bounds);
+  return rowCount ?? 0;
+}
+
+/**
+ * Inserts one page's records in one round trip: the page travels as one jsonb array and the
+ * event times as one timestamptz array, joined by position.
+ *
+ * @param eventTimes one entry per record: ISO 8601 UTC, or null when the record has none.
+ */
+export async function insertRecords(
+  db: PoolClient,
+  t: Tables,
+  window: Window,
+  runId: number,
+  records: readonly AnalyticsRecord[],
+  eventTimes: readonly (string | null)[],
+): Promise<void> {
+  if (records.length === 0) return;
+  await db.query(
+    `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
+     select r.payload, e.event_time, $1, $2, $3
+       from jsonb_array_elements($4::jsonb) with ordinality as r(payload, n)
+       join unnest($5::timestamptz[]) with ordinality as e(event_time, n) using (n)`,
+    [new Date(window.start), new Date(window.end), runId, JSON.stringify(records), eventTimes],
+  );
+}
+
+/**
+ * Records a window as committed and advances the watermark to its end when the window starts
+ * at or before the watermark (or there is none yet): the watermark never jumps a gap.
+ *
+ * @returns the watermark after the update, in milliseconds.
+ */
+export async function recordWindow(
+  db: PoolClient,
+  t: Tables,
+  window: Window,
+  summary: { recordCount: number; totalRecords: number; pages: number; runId: number },
+): Promise<number | undefined> {
+  await db.query(
+    `insert into ${t.windows} (window_start, window_end, record_count, total_records, pages, run_id) values ($1, $2, $3, $4, $5, $6)`,
+    [new Date(window.start), new Date(window.end), summary.recordCount, summary.totalRecords, summary.pages, summary.runId],
+  );
+  const { rows } = await db.query<{ watermark: Date | null }>(
+    `update ${t.state}
+        set watermark = case when watermark is null or $1 <= watermark then greatest(watermark, $2) else watermark end,
+            updated_at = now()
+      returning watermark`,
+    [new Date(window.start), new Date(window.end)],
+  );
+  return rows[0]?.watermark?.getTime() ?? undefined;
+}

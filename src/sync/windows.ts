@@ -1,0 +1,119 @@
+/**
+ * Windows: how a run's time range is cut into units that are each fetched from E6 and
+ * committed in one transaction.
+ *
+ * Glossary
+ * - window: a half-open range [start, end) of event time. Planned windows are aligned to
+ *   multiples of SYNC_WINDOW since the Unix epoch (UTC), so re-runs cut time the same way.
+ * - ledger: `sync_windows`, one row per committed window. Committed windows never overlap.
+ * - closure: a planned window widened to cover every committed window it overlaps, so that
+ *   loading it replaces those windows whole and nothing outside it is touched.
+ * - watermark: the end of the contiguous range loaded so far; a run resumes from it.
+ */
+
+/** A half-open range of event time, [start, end), in milliseconds since the epoch. */
+export interface Window {
+  start: number;
+  end: number;
+}
+
+/** Rounds `ms` down to a multiple of `windowMs` since the epoch. */
+export function alignDown(ms: number, windowMs: number): number {
+  return Math.floor(ms / windowMs) * windowMs;
+}
+
+/**
+ * Cuts [from, to) into windows aligned to `windowMs`; the first starts at `from` rounded down,
+ * the last ends at `to` (so it may be shorter than `windowMs`).
+ *
+ * @returns windows in time order; empty when `to` ≤ the aligned `from`.
+ */
+export function planWindows(from: number, to: number, windowMs: number): Window[] {
+  const windows: Window[] = [];
+  for (let start = alignDown(from, windowMs); start < to; start += windowMs) {
+    windows.push({ start, end: Math.min(start + windowMs, to) });
+  }
+  return windows;
+}
+
+/**
+ * Widens planned windows so that each committed window they overlap lies wholly inside one of
+ * them, merging planned windows that a committed window spans. Windows that only touch
+ * (one's end is the other's start) do not overlap.
+ *
+ * @param planned disjoint windows in time order.
+ * @param committed the ledger's windows (disjoint), in any order.
+ * @returns disjoint windows in time order, covering `planned`.
+ */
+export function closeOverCommitted(planned: readonly Window[], committed: readonly Window[]): Window[] {
+  const overlaps = (a: Window, b: Window) => a.start < b.end && b.start < a.end;
+  const relevant = committed.filter((c) => planned.some((p) => overlaps(p, c)));
+  const all = [...planned, ...relevant].sort((a, b) => a.start - b.start || a.end - b.end);
+  const merged: Window[] = [];
+  for (const w of all) {
+    const last = merged[merged.length - 1];
+    if (last !== undefined && w.start < last.end) last.end = Math.max(last.end, w.end);
+    else merged.push({ ...w });
+  }
+  return merged;
+}
+
+/**
+ * The range a run covers.
+ *
+ * @param from `--from`, or undefined to resume: the watermark minus the lookback, or the
+ *   configured start date on a first run.
+ * @param to `--to`, or undefined for now minus the settle time.
+ */
+export function runRange(options: {
+  from: number | undefined;
+  to: number | undefined;
+  watermark: number | undefined;
+  startDate: { at: Date } | { agoMs: number };
+  lookbackMs: number;
+  settleMs: number;
+  now: number;
+}): Window {
+  const start =
+    options.from ??
+    (options.watermark !== undefined
+      ? options.watermark - options.lookbackMs
+      : 'at' in options.startDate
+        ? options.startDate.at.getTime()
+        : options.now - options.startDate.agoMs);
+  // Whole seconds: the reference's examples carry none, so an API may not take milliseconds.
+  const end = options.to ?? Math.floor((options.now - options.settleMs) / 1000) * 1000;
+  return { start, end };
+}
+
+const ISO_LIKE = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}/;
+
+/**
+ * Reads a record's event time from the field at `path` (the record schema is not published, so
+ * the field is configurable: RECORD_TIME_FIELD).
+ *
+ * Accepted values: an ISO 8601 date-time string (a string without a zone is read as UTC), or a
+ * number of seconds (< 1e11) or milliseconds since the epoch.
+ *
+ * @returns milliseconds since the epoch, or undefined when the field is absent or unreadable.
+ */
+export function recordTime(record: Record<string, unknown>, path: readonly string[]): number | undefined {
+  let value: unknown = record;
+  for (const key of path) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+    value = (value as Record<string, unknown>)[key];
+  }
+  if (typeof value === 'string') {
+    if (!ISO_LIKE.test(value)) return undefined;
+    const hasZone = /(Z|[+-]\d{2}:?\d{2})$/i.test(value);
+    const ms = Date.parse(hasZone ? value : `${value.replace(' ', 'T')}Z`);
+    return Number.isNaN(ms) ? undefined : ms;
+  }
+  if (typeof value === 'number' && Number.isFinite(value)) return value < 1e11 ? value * 1000 : value;
+  return undefined;
+}
+
+/** ISO 8601 UTC for logs and errors. */
+export function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
