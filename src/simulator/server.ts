@@ -48,7 +48,8 @@ export interface FaultSettings {
   /** Every Nth authenticated E6 response is truncated JSON. 0 = never. */
   malformedEvery: number;
   /**
-   * When the `afterRequests`th E6 request (counted from when this object was set) arrives,
+   * When the `afterRequests`th E6 request that reaches the data (authenticated, valid, not
+   * failed by another fault; counted from when this object was set) arrives,
    * `count` new records with timestamps inside that request's range are inserted before it is
    * answered: records arriving while a client pages, so `totalRecords` changes mid-window.
    */
