@@ -208,7 +208,7 @@ function formDecode(text: string): string {
   return decodeURIComponent(text.replaceAll('+', ' '));
 }
 
-/** Escapes a Prometheus label value: backslash, double quote and line feed (text format 0.0.4). */
+/** Escapes an E7 label value for the Prometheus text format 0.0.4: backslash, double quote and line feed. */
 export function escapeLabelValue(value: string): string {
   return value.replace(/[\\"\n]/g, (c) => (c === '\\' ? '\\\\' : c === '"' ? '\\"' : '\\n'));
 }
