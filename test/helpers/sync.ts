@@ -1,0 +1,60 @@
+import { expect } from 'vitest';
+import { loadConfig, type SyncConfig } from '../../src/config.js';
+import type { Pool } from '../../src/db/pool.js';
+import { silentLogger } from '../../src/log.js';
+import type { Simulator } from '../../src/simulator/index.js';
+import { AnalyticsClient } from '../../src/upstream/analytics.js';
+
+/** Sync settings for tests: the configuration's defaults with `env` applied. */
+export function syncConfig(env: Record<string, string> = {}): SyncConfig {
+  return loadConfig(env).sync;
+}
+
+/** A client of `sim` with instant backoff (Retry-After is still honoured). */
+export function simClient(sim: Simulator, env: Record<string, string> = {}): AnalyticsClient {
+  const config = loadConfig({ STATISTICS_URL: sim.url, AUTH_URL: sim.url, CLIENT_ID: 'demo-client', CLIENT_SECRET: 'demo-secret', ...env });
+  return AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger, random: () => 0 });
+}
+
+/** JSON with object keys sorted at every level: jsonb re-orders keys, so both sides are compared in this form. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value as object).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The stored payloads of `schema.records`, canonical and sorted (a multiset). */
+export async function storedMultiset(pool: Pool, schema: string): Promise<string[]> {
+  const { rows } = await pool.query<{ payload: unknown }>(`select payload from "${schema}".records`);
+  return rows.map((r) => canonicalJson(r.payload)).sort();
+}
+
+/** The simulator's records with event time in [from, to), canonical and sorted. */
+export function expectedMultiset(sim: Simulator, from: Date, to: Date): string[] {
+  return [...sim.dataset.iterate(from, to, false)].map(canonicalJson).sort();
+}
+
+/**
+ * Asserts that `schema.records` holds exactly the simulator's records of [from, to): the same
+ * count and the same multiset of payloads (identical records counted as often as they occur).
+ */
+export async function expectExactDataset(pool: Pool, schema: string, sim: Simulator, from: Date, to: Date): Promise<number> {
+  const expected = expectedMultiset(sim, from, to);
+  const stored = await storedMultiset(pool, schema);
+  expect(stored.length).toBe(expected.length);
+  // Compare as one string first: a diff of 200,000 lines would drown the report.
+  if (stored.join('\n') !== expected.join('\n')) {
+    const missing = expected.filter((x, i) => stored[i] !== x).slice(0, 3);
+    expect.fail(`stored records differ from the simulator's; first differing expected payloads: ${missing.join(' | ')}`);
+  }
+  return stored.length;
+}
+
+/** The watermark of `schema`, or null. */
+export async function watermarkOf(pool: Pool, schema: string): Promise<Date | null> {
+  const { rows } = await pool.query<{ watermark: Date | null }>(`select watermark from "${schema}".sync_state`);
+  return rows[0]?.watermark ?? null;
+}

@@ -1,0 +1,258 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/db/migrate.js';
+import { createPool, type Pool } from '../../src/db/pool.js';
+import { silentLogger } from '../../src/log.js';
+import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { runSync, type SyncResult } from '../../src/sync/run.js';
+import type { AnalyticsClient } from '../../src/upstream/analytics.js';
+import { useTestDatabase } from '../helpers/db.js';
+import { expectExactDataset, simClient, syncConfig, watermarkOf } from '../helpers/sync.js';
+
+const db = useTestDatabase();
+let pool: Pool;
+let schemaCounter = 0;
+const closers: (() => Promise<unknown>)[] = [];
+
+beforeAll(() => {
+  pool = createPool(db.url, silentLogger, { max: 8 });
+});
+afterEach(async () => {
+  while (closers.length) await closers.pop()!();
+});
+afterAll(async () => {
+  await pool.end();
+});
+
+/** A fresh schema, migrated. */
+async function freshSchema(): Promise<string> {
+  const schema = `sync_${++schemaCounter}`;
+  await migrate(pool, schema, silentLogger);
+  return schema;
+}
+
+async function sim(options: Parameters<typeof startSimulator>[0]): Promise<Simulator> {
+  const s = await startSimulator({ port: 0, ...options });
+  closers.push(() => s.close());
+  return s;
+}
+
+function client(s: Simulator, env: Record<string, string> = {}): AnalyticsClient {
+  const c = simClient(s, env);
+  closers.push(() => c.close());
+  return c;
+}
+
+// Two days of simulated data; each test picks its record count.
+const START = new Date('2026-10-30T00:00:00Z');
+const END = new Date('2026-11-01T00:00:00Z');
+
+async function sync(s: Simulator, schema: string, env: Record<string, string> = {}, options: Parameters<typeof runSync>[1] = {}): Promise<Extract<SyncResult, { runId: number }>> {
+  const result = await runSync(
+    { pool, client: client(s), config: syncConfig(env), schema, log: silentLogger },
+    { from: START, to: END, ...options },
+  );
+  if (result.status === 'locked') throw new Error('unexpectedly locked');
+  return result;
+}
+
+describe('sync (in process, real PostgreSQL)', () => {
+  it('loads exactly the records of the range, and a re-run changes nothing', async () => {
+    const s = await sim({ records: 20_000, start: START, end: END, duplicateEvery: 500 });
+    const schema = await freshSchema();
+    const first = await sync(s, schema, { SYNC_WINDOW: '6h' });
+    expect(first).toMatchObject({ status: 'succeeded', windows: 8, records: 20_000 });
+    expect(await expectExactDataset(pool, schema, s, START, END)).toBe(20_000);
+    expect((await watermarkOf(pool, schema))?.toISOString()).toBe(END.toISOString());
+
+    const idsBefore = await pool.query(`select count(*)::int as n, max(id)::int as max from ${schema}.records`);
+    const second = await sync(s, schema, { SYNC_WINDOW: '6h' });
+    expect(second).toMatchObject({ status: 'succeeded', records: 20_000 });
+    await expectExactDataset(pool, schema, s, START, END);
+    const idsAfter = await pool.query(`select count(*)::int as n from ${schema}.records`);
+    expect(idsAfter.rows[0].n).toBe(idsBefore.rows[0].n);
+  });
+
+  it('keeps identical records as separate rows', async () => {
+    const s = await sim({ records: 5000, start: START, end: END, duplicateEvery: 10 });
+    const schema = await freshSchema();
+    await sync(s, schema);
+    const { rows } = await pool.query<{ copies: number }>(
+      `select count(*)::int as copies from ${schema}.records group by payload having count(*) > 1 order by 1 desc limit 1`,
+    );
+    expect(rows[0]?.copies).toBeGreaterThanOrEqual(2);
+    await expectExactDataset(pool, schema, s, START, END);
+  });
+
+  it.each(['inclusive', 'exclusive'] as const)('doubles nothing at window boundaries when toDate is %s', async (toDate) => {
+    // 12,000 records in 2 hours at whole-second precision: several records sit on every minute boundary.
+    const from = new Date('2026-10-31T10:00:00Z');
+    const to = new Date('2026-10-31T12:00:00Z');
+    const s = await sim({ records: 12_000, start: from, end: to, toDate, timePrecisionMs: 1000 });
+    const onBoundaries = [...s.dataset.iterate(from, to, false)].filter((r) => String(r.timestamp).endsWith(':00Z')).length;
+    expect(onBoundaries).toBeGreaterThan(100);
+    const schema = await freshSchema();
+    const result = await sync(s, schema, { SYNC_WINDOW: '1m', SYNC_PAGE_SIZE: '40' }, { from, to });
+    expect(result.windows).toBe(120);
+    expect(await expectExactDataset(pool, schema, s, from, to)).toBe(12_000);
+    // And again over a shifted range: windows overlap the loaded ones, nothing doubles.
+    await sync(s, schema, { SYNC_WINDOW: '7m' }, { from: new Date('2026-10-31T10:30:30Z'), to });
+    await expectExactDataset(pool, schema, s, from, to);
+  });
+
+  it('refetches a window whose records arrive while paging', async () => {
+    // The 5th request is page 5 of the first 12h window (10 pages): pages 1–4 saw the old total.
+    const s = await sim({ records: 20_000, start: START, end: END, faults: { arrivals: { afterRequests: 5, count: 37 } } });
+    const schema = await freshSchema();
+    const attempts: number[] = [];
+    const result = await runSync(
+      {
+        pool,
+        client: client(s),
+        config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '1' }),
+        schema,
+        log: silentLogger,
+        observer: { windowCommitted: (w) => attempts.push(w.attempts) },
+      },
+      { from: START, to: END },
+    );
+    expect(result.status).toBe('succeeded');
+    expect(attempts).toEqual([2, 1, 1, 1]);
+    expect(s.dataset.count(START, END, false)).toBe(20_037);
+    await expectExactDataset(pool, schema, s, START, END);
+  });
+
+  it('fails loudly, committing nothing for the window, when it keeps changing', async () => {
+    const s = await sim({ records: 4000, start: START, end: END });
+    const schema = await freshSchema();
+    // Arrivals on every third request: the second window never holds still.
+    let requests = 0;
+    const result = await runSync(
+      {
+        pool,
+        client: client(s),
+        config: syncConfig({ SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '1', SYNC_WINDOW_ATTEMPTS: '2' }),
+        schema,
+        log: silentLogger,
+        observer: {
+          pageLoaded: () => {
+            if (++requests > 25) s.insertRecords(s.dataset.plausibleRecords(1, new Date('2026-10-31T01:00:00Z'), new Date('2026-10-31T02:00:00Z'), false, requests));
+          },
+        },
+      },
+      { from: START, to: END },
+    );
+    expect(result.status).toBe('failed');
+    expect(result.status === 'failed' && result.error?.message).toMatch(/window 2026-10-31T00:00:00.000Z\.\.2026-11-01T00:00:00.000Z: .*still inconsistent after 2 fetches/);
+    expect(result).toMatchObject({ windows: 1 });
+    expect((await watermarkOf(pool, schema))?.toISOString()).toBe('2026-10-31T00:00:00.000Z');
+    const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records where window_start >= '2026-10-31T00:00:00Z'`);
+    expect(rows[0]!.n).toBe(0);
+    const run = await pool.query(`select status, error from ${schema}.sync_runs where id = $1`, [result.status === 'locked' ? -1 : result.runId]);
+    expect(run.rows[0]).toMatchObject({ status: 'failed', error: expect.stringContaining('still inconsistent') });
+  });
+
+  it('survives tokens revoked mid-run', async () => {
+    const s = await sim({ records: 20_000, start: START, end: END, faults: { latencyMs: 20 } });
+    const schema = await freshSchema();
+    const timer = setInterval(() => s.revokeAllTokens(), 150);
+    try {
+      const result = await sync(s, schema, { SYNC_WINDOW: '2h', SYNC_PAGE_SIZE: '250' });
+      expect(result.status).toBe('succeeded');
+    } finally {
+      clearInterval(timer);
+    }
+    expect(s.stats.tokenRequests).toBeGreaterThan(2);
+    await expectExactDataset(pool, schema, s, START, END);
+  });
+
+  it('rides out 429 and 5xx mid-run', async () => {
+    const s = await sim({ records: 20_000, start: START, end: END, faults: { rateLimitEvery: 7, retryAfterSeconds: 0, errorRate: 0.1, errorStatus: 503 } });
+    const schema = await freshSchema();
+    const result = await sync(s, schema, { SYNC_WINDOW: '4h', SYNC_PAGE_SIZE: '500', UPSTREAM_MAX_ATTEMPTS: '8' });
+    expect(result.status).toBe('succeeded');
+    expect(s.stats.responses['429']).toBeGreaterThan(0);
+    expect(s.stats.responses['503']).toBeGreaterThan(0);
+    await expectExactDataset(pool, schema, s, START, END);
+  });
+
+  it('fails the run on a malformed page with nothing committed for that window, then the next run completes the data', async () => {
+    const s = await sim({ records: 20_000, start: START, end: END });
+    const schema = await freshSchema();
+    // The first window loads; then every answer is malformed for longer than the client retries.
+    let pagesLoaded = 0;
+    const result = await runSync(
+      {
+        pool,
+        client: client(s, { UPSTREAM_MAX_ATTEMPTS: '2' }),
+        config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '1000', SYNC_CONCURRENCY: '1' }),
+        schema,
+        log: silentLogger,
+        observer: {
+          pageLoaded: () => {
+            if (++pagesLoaded === 7) s.queueFault('malformed-json', 2, 'analytics');
+          },
+        },
+      },
+      { from: START, to: END },
+    );
+    expect(result.status).toBe('failed');
+    expect(result.status !== 'locked' && result.error?.message).toMatch(/body is not valid JSON/);
+    // Window 1 (5000 records, 5 pages) committed; window 2 failed on its third page: nothing of it stored.
+    expect(result).toMatchObject({ windows: 1, records: 5000 });
+    expect((await watermarkOf(pool, schema))?.toISOString()).toBe('2026-10-30T12:00:00.000Z');
+    const stored = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
+    expect(stored.rows[0]!.n).toBe(5000);
+
+    const next = await sync(s, schema, { SYNC_WINDOW: '12h' }, { from: undefined as unknown as Date, to: END });
+    expect(next.status).toBe('succeeded');
+    // Resumed from the watermark minus the lookback (1h → the 12h window containing it).
+    expect(new Date(next.range.start).toISOString()).toBe('2026-10-30T11:00:00.000Z');
+    await expectExactDataset(pool, schema, s, START, END);
+  });
+
+  it('lets one of two concurrent syncs run; the other returns locked at once', async () => {
+    const s = await sim({ records: 10_000, start: START, end: END, faults: { latencyMs: 30 } });
+    const schema = await freshSchema();
+    const deps = () => ({ pool, client: client(s), config: syncConfig({ SYNC_WINDOW: '6h' }), schema, log: silentLogger });
+    const [a, b] = await Promise.all([runSync(deps(), { from: START, to: END }), runSync(deps(), { from: START, to: END })]);
+    expect([a.status, b.status].sort()).toEqual(['locked', 'succeeded']);
+    await expectExactDataset(pool, schema, s, START, END);
+
+    // With wait, the second runs after the first and changes nothing.
+    const [c, d] = await Promise.all([runSync(deps(), { from: START, to: END, wait: true }), runSync(deps(), { from: START, to: END, wait: true })]);
+    expect([c.status, d.status]).toEqual(['succeeded', 'succeeded']);
+    await expectExactDataset(pool, schema, s, START, END);
+  });
+
+  it('rolls back the open window when the signal aborts, keeping committed windows', async () => {
+    const s = await sim({ records: 20_000, start: START, end: END, faults: { latencyMs: 15 } });
+    const schema = await freshSchema();
+    const controller = new AbortController();
+    let pages = 0;
+    const result = await runSync(
+      {
+        pool,
+        client: client(s),
+        config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '2' }),
+        schema,
+        log: silentLogger,
+        observer: { pageLoaded: () => void (++pages === 15 && controller.abort()) },
+      },
+      { from: START, to: END, signal: controller.signal },
+    );
+    expect(result).toMatchObject({ status: 'interrupted', windows: 1 });
+    const stored = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
+    expect(stored.rows[0]!.n).toBe(5000);
+    const next = await sync(s, schema, { SYNC_WINDOW: '12h' });
+    expect(next.status).toBe('succeeded');
+    await expectExactDataset(pool, schema, s, START, END);
+  });
+
+  it('records each run in sync_runs', async () => {
+    const s = await sim({ records: 2000, start: START, end: END });
+    const schema = await freshSchema();
+    const result = await sync(s, schema, { SYNC_WINDOW: '1d' });
+    const { rows } = await pool.query(`select status, windows, pages, records, error, finished_at is not null as finished from ${schema}.sync_runs where id = $1`, [result.runId]);
+    expect(rows[0]).toEqual({ status: 'succeeded', windows: 2, pages: 2, records: '2000', error: null, finished: true });
+  });
+});
