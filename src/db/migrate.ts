@@ -1,5 +1,6 @@
 /**
- * Schema migrations: the numbered plain SQL files in `migrations/`, applied by node-pg-migrate,
+ * Schema migrations: the numbered plain SQL files in `migrations/` (named `YYYYMMDDhhmmssSSS_name.sql`,
+ * node-pg-migrate's UTC-timestamp numbering, so it can order them), applied by node-pg-migrate,
  * each in its own transaction, into the schema named by DATABASE_SCHEMA.
  *
  * node-pg-migrate's own lock is a try-lock that fails a second runner; we hold a blocking

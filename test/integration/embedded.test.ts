@@ -14,7 +14,7 @@ describe('embedded PGlite database', () => {
   it('runs the migrations through pg and keeps data across restarts', async () => {
     const first = await startEmbeddedDatabase(dir, silentLogger);
     let pool = createPool(first.url, silentLogger, { max: 2 });
-    expect(await migrate(pool, 'analytics', silentLogger)).toEqual(['0001_init']);
+    expect(await migrate(pool, 'analytics', silentLogger)).toEqual(['20261122000000000_init']);
     await pool.query(`insert into analytics.sync_runs (range_start, range_end, status) values (now(), now(), 'succeeded')`);
     await pool.end();
     await first.close();

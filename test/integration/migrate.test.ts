@@ -10,8 +10,8 @@ describe('migrate', () => {
   it('creates the schema and its tables, then has nothing to do', async () => {
     const pool = createPool(db.url, silentLogger);
     try {
-      expect(await pendingMigrations(pool, 'etl_a')).toEqual(['0001_init']);
-      expect(await migrate(pool, 'etl_a', silentLogger)).toEqual(['0001_init']);
+      expect(await pendingMigrations(pool, 'etl_a')).toEqual(['20261122000000000_init']);
+      expect(await migrate(pool, 'etl_a', silentLogger)).toEqual(['20261122000000000_init']);
       expect(await migrate(pool, 'etl_a', silentLogger)).toEqual([]);
       expect(await pendingMigrations(pool, 'etl_a')).toEqual([]);
       const { rows } = await pool.query<{ table_name: string }>(
@@ -29,7 +29,7 @@ describe('migrate', () => {
     const pools = Array.from({ length: 4 }, () => createPool(db.url, silentLogger, { max: 1 }));
     try {
       const results = await Promise.all(pools.map((p) => migrate(p, 'etl_b', silentLogger)));
-      expect(results.flat()).toEqual(['0001_init']);
+      expect(results.flat()).toEqual(['20261122000000000_init']);
       const { rows } = await pools[0]!.query<{ n: number }>('select count(*)::int as n from etl_b.pgmigrations');
       expect(rows[0]!.n).toBe(1);
     } finally {
