@@ -1,0 +1,81 @@
+/**
+ * The sync schedule inside `serve`: node-cron fires SYNC_SCHEDULE, each tick runs one sync,
+ * and a tick that comes while a run is still going is skipped, never queued or overlapped.
+ * Ticks never throw: a failed run is logged and counted by the run's own observer.
+ */
+import cron, { type ScheduledTask } from 'node-cron';
+import { coerceError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { SyncResult } from './run.js';
+
+export interface SchedulerOptions {
+  /** Cron expression (minute hour day month weekday, optional seconds first), in UTC. */
+  schedule: string;
+  /** One sync run; the signal aborts it at shutdown. */
+  run: (signal: AbortSignal) => Promise<SyncResult>;
+  log: Logger;
+  /** Told of every tick skipped because a run was still going. */
+  onSkipped?: () => void;
+}
+
+export class SyncScheduler {
+  readonly #options: SchedulerOptions;
+  #task: ScheduledTask | undefined;
+  #current: Promise<SyncResult | undefined> | undefined;
+  #stop = new AbortController();
+  #stopped = false;
+
+  constructor(options: SchedulerOptions) {
+    this.#options = options;
+  }
+
+  /** Whether a run is in progress. */
+  get running(): boolean {
+    return this.#current !== undefined;
+  }
+
+  /** Starts firing on the schedule. Idempotent. */
+  start(): void {
+    if (this.#task !== undefined || this.#stopped) return;
+    this.#task = cron.schedule(this.#options.schedule, () => void this.trigger('schedule'), { timezone: 'Etc/UTC', name: 'analytics-exporter-sync' });
+  }
+
+  /**
+   * Runs a sync now unless one is running (then resolves undefined at once). Never rejects.
+   *
+   * @param reason for the log line: `schedule`, `startup`.
+   */
+  trigger(reason: string): Promise<SyncResult | undefined> {
+    if (this.#stopped) return Promise.resolve(undefined);
+    if (this.#current !== undefined) {
+      this.#options.log.warn({ reason }, 'sync still running; this tick is skipped');
+      this.#options.onSkipped?.();
+      return Promise.resolve(undefined);
+    }
+    this.#options.log.debug({ reason }, 'sync triggered');
+    const run = this.#options
+      .run(this.#stop.signal)
+      .catch((err: unknown) => {
+        // runSync reports upstream faults as a failed result; what reaches here is the database being unreachable.
+        this.#options.log.error({ err: { message: describeError(coerceError(err)) } }, 'sync could not run');
+        return undefined;
+      })
+      .finally(() => {
+        this.#current = undefined;
+      });
+    this.#current = run;
+    return run;
+  }
+
+  /**
+   * Stops the schedule and aborts the run in progress (its open window rolls back), waiting
+   * for it to finish. Idempotent.
+   */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#task?.destroy();
+    this.#task = undefined;
+    this.#stop.abort();
+    await this.#current;
+  }
+}
