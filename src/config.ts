@@ -13,6 +13,9 @@ import { ConfigError, maskSecret } from './errors.js';
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
 export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';
 
+/** Default port of `serve` (METRICS_LISTEN). */
+export const DEFAULT_METRICS_PORT = 9877;
+
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -72,11 +75,26 @@ export interface SyncConfig {
   recordTimeField: string[] | undefined;
 }
 
+/** How `serve` exposes /metrics (reference E7 for the upstream part). */
+export interface ServeConfig {
+  host: string;
+  port: number;
+  /** E7 is read for [now − window, now]: upstream values are counts over this window. */
+  metricsWindowMs: number;
+  /** An upstream read is reused for this long by later scrapes. */
+  cacheTtlMs: number;
+  /** Scrape timeout assumed when Prometheus sends no X-Prometheus-Scrape-Timeout-Seconds. */
+  scrapeTimeoutMs: number;
+  /** Prefix added to upstream metric names; undefined for none. */
+  upstreamPrefix: string | undefined;
+}
+
 export interface Config {
   /** Absent when STATISTICS_URL is unset: commands then use the built-in simulator (demo mode). */
   upstream: UpstreamConfig | undefined;
   database: DatabaseConfig;
   sync: SyncConfig;
+  serve: ServeConfig;
   logLevel: LogLevel;
 }
 
@@ -115,6 +133,11 @@ export const SETTINGS: readonly SettingDoc[] = [
   { env: 'SYNC_WINDOW_ATTEMPTS', flag: '--sync-window-attempts', help: 'fetches of a window whose count keeps changing before the run fails (default 3)' },
   { env: 'SYNC_SCHEDULE', flag: '--sync-schedule', help: "cron expression of the sync inside serve, or 'off' (default */15 * * * *)" },
   { env: 'RECORD_TIME_FIELD', flag: '--record-time-field', help: "record field holding its event time, dotted for nesting, or 'none' (default timestamp)" },
+  { env: 'METRICS_LISTEN', flag: '--metrics-listen', help: `host:port of serve's HTTP server (default 0.0.0.0:${DEFAULT_METRICS_PORT})` },
+  { env: 'METRICS_WINDOW', flag: '--metrics-window', help: 'upstream E7 values are counts over now minus this (default 24h)' },
+  { env: 'METRICS_CACHE_TTL', flag: '--metrics-cache-ttl', help: 'an upstream read is reused by scrapes for this long (default 30s)' },
+  { env: 'METRICS_SCRAPE_TIMEOUT', flag: '--metrics-scrape-timeout', help: 'scrape timeout when Prometheus sends none (default 10s)' },
+  { env: 'UPSTREAM_METRIC_PREFIX', flag: '--upstream-metric-prefix', help: 'prefix added to upstream metric names (default none)' },
   { env: 'LOG_LEVEL', flag: '--log-level', help: 'fatal, error, warn, info (default), debug, trace or silent' },
 ];
 
@@ -234,6 +257,22 @@ const envSchema = z.object({
     .string()
     .regex(/^(none|[^.\s]+(\.[^.\s]+)*)$/, "must be a field name, dotted for nested fields, or 'none'")
     .default('timestamp'),
+  METRICS_LISTEN: z
+    .string()
+    .transform((text, ctx) => {
+      const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]*):(\d{1,5})$/.exec(text);
+      const port = Number(match?.[2]);
+      if (!match || port > 65535) {
+        ctx.addIssue({ code: 'custom', message: 'must be host:port (for example 0.0.0.0:9877, :9877 or [::]:9877), port 0 to 65535' });
+        return z.NEVER;
+      }
+      return { host: match[1]!.replace(/^\[|\]$/g, '') || '0.0.0.0', port };
+    })
+    .default({ host: '0.0.0.0', port: DEFAULT_METRICS_PORT }),
+  METRICS_WINDOW: duration('24h').default(86_400_000),
+  METRICS_CACHE_TTL: durationOrZero('30s').default(30_000),
+  METRICS_SCRAPE_TIMEOUT: duration('10s').default(10_000),
+  UPSTREAM_METRIC_PREFIX: optional(z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a metric name prefix: letters, digits, _ and :, not starting with a digit')),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
 });
 
@@ -346,6 +385,14 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
       schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
       recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
+    },
+    serve: {
+      host: v.METRICS_LISTEN.host,
+      port: v.METRICS_LISTEN.port,
+      metricsWindowMs: v.METRICS_WINDOW,
+      cacheTtlMs: v.METRICS_CACHE_TTL,
+      scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
+      upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
     },
     logLevel: v.LOG_LEVEL,
   };
