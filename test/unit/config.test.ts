@@ -177,3 +177,36 @@ describe('sync settings', () => {
     expect(err.message).toContain(rule);
   });
 });
+
+describe('serve settings', () => {
+  it('has the documented defaults', () => {
+    expect(loadConfig({}).serve).toEqual({
+      host: '0.0.0.0',
+      port: 9877,
+      metricsWindowMs: 86_400_000,
+      cacheTtlMs: 30_000,
+      scrapeTimeoutMs: 10_000,
+      upstreamPrefix: undefined,
+    });
+  });
+
+  it.each([
+    ['127.0.0.1:9100', '127.0.0.1', 9100],
+    [':9100', '0.0.0.0', 9100],
+    ['[::]:9100', '::', 9100],
+    ['localhost:0', 'localhost', 0],
+  ])('reads METRICS_LISTEN=%s', (value, host, port) => {
+    expect(loadConfig({ METRICS_LISTEN: value }).serve).toMatchObject({ host, port });
+  });
+
+  it.each([
+    ['METRICS_LISTEN', '9100', 'must be host:port'],
+    ['METRICS_LISTEN', 'host:70000', 'must be host:port'],
+    ['METRICS_CACHE_TTL', 'soon', 'must be a duration such as 30s, or 0'],
+    ['UPSTREAM_METRIC_PREFIX', '1bad', 'must be a metric name prefix'],
+  ])('rejects %s=%s', (variable, value, rule) => {
+    const err = configError({ [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.message).toContain(rule);
+  });
+});
