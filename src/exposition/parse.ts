@@ -1,0 +1,737 @@
+/**
+ * Parser for the Prometheus text format 0.0.4, and the family rules that both the parser and the
+ * serializers enforce. Implements the reading side of E7 (`GET /analytics/prometheus`, see
+ * `../shared/reference/platform-api.md`, "E7 notes"): the platform sends lines
+ * `<metric_name>{<labels>} <number>`, usually without `# HELP`/`# TYPE`.
+ *
+ * The grammar follows Prometheus's own text lexer (`model/textparse/promlex.l`) and the
+ * reference parser in `prometheus/common/expfmt` where they agree, and takes the stricter one
+ * where they differ, so whatever we accept Prometheus and `promtool check metrics` accept too.
+ * It is a hand-written scanner: every character is looked at a bounded number of times, so no
+ * input can make it backtrack.
+ */
+import type { FamilyProblem, InvalidLine, InvalidReason, MetricFamily, MetricType, ParseResult, Sample } from './types.js';
+
+const TAB = 9;
+const CR = 13;
+const SPACE = 32;
+const QUOTE = 34;
+const HASH = 35;
+const PLUS = 43;
+const COMMA = 44;
+const MINUS = 45;
+const DOT = 46;
+const EQUALS = 61;
+const BACKSLASH = 92;
+const UNDERSCORE = 95;
+const LBRACE = 123;
+const RBRACE = 125;
+
+/** Longest excerpt of a dropped line kept in {@link InvalidLine.text}. */
+const INVALID_TEXT_MAX_CHARS = 200;
+
+const TYPES_BY_NAME: ReadonlyMap<string, MetricType> = new Map<string, MetricType>([
+  ['counter', 'counter'],
+  ['gauge', 'gauge'],
+  ['histogram', 'histogram'],
+  ['summary', 'summary'],
+  ['untyped', 'untyped'],
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Character classes and names
+
+function isLetter(c: number): boolean {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90);
+}
+
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
+}
+
+function isBlank(c: number): boolean {
+  return c === SPACE || c === TAB;
+}
+
+function isMetricNameStart(c: number): boolean {
+  return isLetter(c) || c === UNDERSCORE || c === 58;
+}
+
+function isMetricNameChar(c: number): boolean {
+  return isMetricNameStart(c) || isDigit(c);
+}
+
+function isLabelNameStart(c: number): boolean {
+  return isLetter(c) || c === UNDERSCORE;
+}
+
+function isLabelNameChar(c: number): boolean {
+  return isLabelNameStart(c) || isDigit(c);
+}
+
+/** Whether `name` matches `[a-zA-Z_:][a-zA-Z0-9_:]*`, the metric names of the text format. */
+export function isValidMetricName(name: string): boolean {
+  if (name.length === 0 || !isMetricNameStart(name.charCodeAt(0))) return false;
+  for (let i = 1; i < name.length; i++) if (!isMetricNameChar(name.charCodeAt(i))) return false;
+  return true;
+}
+
+/** Whether `name` matches `[a-zA-Z_][a-zA-Z0-9_]*` and does not start with `__` (reserved for Prometheus). */
+export function isValidLabelName(name: string): boolean {
+  if (name.length === 0 || !isLabelNameStart(name.charCodeAt(0))) return false;
+  if (name.length > 1 && name.charCodeAt(0) === UNDERSCORE && name.charCodeAt(1) === UNDERSCORE) return false;
+  for (let i = 1; i < name.length; i++) if (!isLabelNameChar(name.charCodeAt(i))) return false;
+  return true;
+}
+
+function skipBlanks(text: string, i: number, end: number): number {
+  while (i < end && isBlank(text.charCodeAt(i))) i++;
+  return i;
+}
+
+function skipToken(text: string, i: number, end: number): number {
+  while (i < end && !isBlank(text.charCodeAt(i))) i++;
+  return i;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers
+
+/**
+ * Reads a float the way Go's `strconv.ParseFloat(s, 64)` does, since that is what Prometheus
+ * uses for sample values, `le` and `quantile`: decimal with optional exponent (`1`, `-1.5e-3`,
+ * `.5`, `5.`), hexadecimal with a binary exponent (`0x1.8p3`), underscores between digits
+ * (`1_000`), and case-insensitive `NaN`, `Inf`, `Infinity` (the last two with an optional sign).
+ *
+ * @returns the number, or `undefined` when Go would return an error: bad syntax, or a finite
+ *   literal that rounds to ±Inf (Go's `ErrRange`). Literals that round to zero are fine, as in Go.
+ */
+export function parseGoFloat(s: string): number | undefined {
+  const n = s.length;
+  if (n === 0) return undefined;
+  let i = 0;
+  let negative = false;
+  const first = s.charCodeAt(0);
+  if (first === PLUS || first === MINUS) {
+    negative = first === MINUS;
+    i = 1;
+  }
+  const rest = n - i;
+  if (rest === 3 || rest === 8) {
+    const word = s.slice(i).toLowerCase();
+    if (word === 'inf' || word === 'infinity') return negative ? -Infinity : Infinity;
+    // Go's special() accepts a sign only before Inf, not before NaN.
+    if (word === 'nan') return i === 0 ? NaN : undefined;
+  }
+  if (rest > 2 && s.charCodeAt(i) === 48 && (s.charCodeAt(i + 1) | 0x20) === 0x78) return parseHexFloat(s, i + 2, negative);
+
+  let sawDigits = false;
+  let sawDot = false;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (isDigit(c)) sawDigits = true;
+    else if (c === DOT && !sawDot) sawDot = true;
+    else if (c !== UNDERSCORE) break;
+  }
+  if (!sawDigits) return undefined;
+  if (i < n && (s.charCodeAt(i) | 0x20) === 0x65) {
+    i = skipExponent(s, i + 1);
+    if (i < 0) return undefined;
+  }
+  if (i !== n) return undefined;
+  const underscores = s.includes('_');
+  if (underscores && !underscoreOK(s)) return undefined;
+  const value = Number(underscores ? s.replaceAll('_', '') : s);
+  // Every string that got here is a JavaScript decimal literal too, so NaN cannot happen; an
+  // infinite result is an overflow, which Go reports as ErrRange.
+  return Number.isFinite(value) ? value : undefined;
+}
+
+/** Skips `[+-]?[0-9][0-9_]*` from `i`; returns the index after it, or -1 when there is no digit. */
+function skipExponent(s: string, i: number): number {
+  const n = s.length;
+  if (i < n && (s.charCodeAt(i) === PLUS || s.charCodeAt(i) === MINUS)) i++;
+  if (i >= n || !isDigit(s.charCodeAt(i))) return -1;
+  while (i < n && (isDigit(s.charCodeAt(i)) || s.charCodeAt(i) === UNDERSCORE)) i++;
+  return i;
+}
+
+/** Go's `underscoreOK`: underscores only between digits (a base prefix counts as a digit). */
+function underscoreOK(s: string): boolean {
+  let i = 0;
+  if (s.charCodeAt(0) === PLUS || s.charCodeAt(0) === MINUS) i = 1;
+  let saw = '^';
+  let hex = false;
+  if (s.length - i >= 2 && s.charCodeAt(i) === 48) {
+    const p = s.charCodeAt(i + 1) | 0x20;
+    if (p === 0x62 || p === 0x6f || p === 0x78) {
+      i += 2;
+      saw = '0';
+      hex = p === 0x78;
+    }
+  }
+  for (; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const lower = c | 0x20;
+    if (isDigit(c) || (hex && lower >= 0x61 && lower <= 0x66)) {
+      saw = '0';
+      continue;
+    }
+    if (c === UNDERSCORE) {
+      if (saw !== '0') return false;
+      saw = '_';
+      continue;
+    }
+    if (saw === '_') return false;
+    saw = '!';
+  }
+  return saw !== '_';
+}
+
+function isHexDigit(c: number): boolean {
+  const lower = c | 0x20;
+  return isDigit(c) || (lower >= 0x61 && lower <= 0x66);
+}
+
+/** Go's hexadecimal float: `0x` mantissa (hex digits, one optional dot), then a required `p` exponent. */
+function parseHexFloat(s: string, start: number, negative: boolean): number | undefined {
+  const n = s.length;
+  let digits = '';
+  let fractionDigits = 0;
+  let sawDot = false;
+  let sawDigits = false;
+  let i = start;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (isHexDigit(c)) {
+      sawDigits = true;
+      if (digits.length > 0 || c !== 48) digits += s[i];
+      if (sawDot) fractionDigits++;
+    } else if (c === UNDERSCORE) {
+      // checked by underscoreOK below
+    } else if (c === DOT && !sawDot) {
+      sawDot = true;
+    } else {
+      break;
+    }
+  }
+  if (!sawDigits || i >= n || (s.charCodeAt(i) | 0x20) !== 0x70) return undefined;
+  const expStart = i + 1;
+  i = skipExponent(s, expStart);
+  if (i !== n) return undefined;
+  if (s.includes('_') && !underscoreOK(s)) return undefined;
+  // Like Go, stop growing the exponent at 10000: beyond it the result is 0 or out of range anyway.
+  let exponent = 0;
+  let k = expStart;
+  const expSign = s.charCodeAt(k) === MINUS ? -1 : 1;
+  if (s.charCodeAt(k) === PLUS || s.charCodeAt(k) === MINUS) k++;
+  for (; k < n; k++) {
+    const c = s.charCodeAt(k);
+    if (isDigit(c) && exponent < 10_000) exponent = exponent * 10 + (c - 48);
+  }
+  const value = scaleBinary(digits, expSign * exponent - 4 * fractionDigits);
+  if (value === undefined) return undefined;
+  return negative ? -value : value;
+}
+
+/**
+ * The float64 nearest to `0x<digits> × 2^exponent` (ties to even), or `undefined` when it
+ * overflows. Rounds once, at the precision the result has (53 bits, fewer when subnormal).
+ */
+function scaleBinary(digits: string, exponent: number): number | undefined {
+  if (digits.length === 0) return 0;
+  const bits = (digits.length - 1) * 4 + (32 - Math.clz32(parseInt(digits[0]!, 16)));
+  const top = bits - 1 + exponent; // exponent of the leading bit
+  if (top > 1023) return undefined;
+  const keep = top >= -1022 ? 53 : 53 - (-1022 - top);
+  let mantissa = BigInt(`0x${digits}`);
+  let scale = exponent;
+  const drop = bits - keep;
+  if (drop > 0) {
+    const shift = BigInt(drop);
+    let kept = mantissa >> shift;
+    const remainder = mantissa - (kept << shift);
+    const half = 1n << (shift - 1n);
+    if (remainder > half || (remainder === half && (kept & 1n) === 1n)) kept += 1n;
+    mantissa = kept;
+    scale += drop;
+  }
+  // Number(mantissa) is exact (at most 2^53) and every step below is a multiplication by a power
+  // of two whose result is still representable, so no second rounding happens.
+  let value = Number(mantissa);
+  while (scale > 1023) {
+    value *= 2 ** 1023;
+    scale -= 1023;
+  }
+  while (scale < -1022) {
+    value *= 2 ** -1022;
+    scale += 1022;
+  }
+  value *= 2 ** scale;
+  return Number.isFinite(value) ? value : undefined;
+}
+
+/**
+ * Reads a timestamp: decimal digits only, at most 2^53 − 1 (milliseconds since the epoch).
+ *
+ * The text format calls the timestamp an int64, but Prometheus's own lexer accepts only
+ * `[0-9]+` there: a sign, even `+`, fails the whole scrape. Such lines are therefore dropped
+ * (`bad_timestamp`) rather than served.
+ */
+function parseTimestamp(s: string): number | undefined {
+  for (let i = 0; i < s.length; i++) if (!isDigit(s.charCodeAt(i))) return undefined;
+  const value = Number(s);
+  return s.length > 0 && Number.isSafeInteger(value) ? value : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Families
+
+/**
+ * The sample names a family owns: `[name]`, plus `_bucket`, `_sum`, `_count` for a histogram and
+ * `_sum`, `_count` for a summary. No two families of one exposition may share any of them.
+ */
+export function familySampleNames(name: string, type: MetricType): string[] {
+  if (type === 'histogram') return [name, `${name}_bucket`, `${name}_sum`, `${name}_count`];
+  if (type === 'summary') return [name, `${name}_sum`, `${name}_count`];
+  return [name];
+}
+
+/**
+ * A key that is equal for two label sets exactly when they name the same series: label order is
+ * ignored and so are labels with empty values. `skip` leaves one label out (`le` or `quantile`,
+ * to group a histogram's or summary's samples by their metric). NUL separates the parts: label
+ * names cannot contain it and label values are checked not to.
+ */
+export function labelSetKey(labels: ReadonlyArray<readonly [string, string]>, skip?: string): string {
+  if (labels.length === 1) {
+    const [name, value] = labels[0]!;
+    return value === '' || name === skip ? '' : `${name}\0${value}`;
+  }
+  const parts: string[] = [];
+  for (const [name, value] of labels) if (value !== '' && name !== skip) parts.push(`${name}\0${value}`);
+  if (parts.length > 1) parts.sort();
+  return parts.join('\0');
+}
+
+function labelValue(labels: ReadonlyArray<readonly [string, string]>, name: string): string | undefined {
+  for (const [n, v] of labels) if (n === name) return v;
+  return undefined;
+}
+
+/** Why `sample` cannot belong to family `name` of `type`, or undefined when it can. */
+function misfit(name: string, type: MetricType, sample: Sample): InvalidReason | undefined {
+  if (sample.name === name) {
+    if (type === 'histogram') return 'family_mismatch';
+    if (type === 'summary') return parseGoFloat(labelValue(sample.labels, 'quantile') ?? '') === undefined ? 'family_mismatch' : undefined;
+    return undefined;
+  }
+  if ((type !== 'histogram' && type !== 'summary') || !sample.name.startsWith(name)) return 'family_mismatch';
+  const suffix = sample.name.slice(name.length);
+  if (suffix === '_sum' || suffix === '_count') {
+    return labelValue(sample.labels, type === 'histogram' ? 'le' : 'quantile') === undefined ? undefined : 'family_mismatch';
+  }
+  if (suffix === '_bucket' && type === 'histogram') {
+    return parseGoFloat(labelValue(sample.labels, 'le') ?? '') === undefined ? 'family_mismatch' : undefined;
+  }
+  return 'family_mismatch';
+}
+
+/** Help text as we keep it: no leading blanks and no trailing CR (neither survives a round trip), NUL-free. */
+function normalizeHelp(help: string): string | undefined {
+  let start = 0;
+  let end = help.length;
+  while (start < end && isBlank(help.charCodeAt(start))) start++;
+  while (end > start && help.charCodeAt(end - 1) === CR) end--;
+  return start === end ? undefined : help.slice(start, end);
+}
+
+interface Entry {
+  family: MetricFamily;
+  typeSeen: boolean;
+  helpSeen: boolean;
+  /** {@link labelSetKey}s prefixed by sample name, of the samples kept so far. */
+  series: Set<string>;
+}
+
+/**
+ * Families under construction, with the rules that keep an exposition unambiguous: each sample
+ * name belongs to exactly one family, metadata comes once and before samples, a series once.
+ */
+class FamilySet {
+  /** Every sample name some family owns → that family. */
+  readonly #owners = new Map<string, Entry>();
+  readonly #entries: Entry[] = [];
+
+  families(): MetricFamily[] {
+    return this.#entries.map((e) => e.family);
+  }
+
+  #create(name: string, type: MetricType, typeSeen: boolean, help: string | undefined): Entry {
+    const family: MetricFamily = help === undefined ? { name, type, samples: [] } : { name, type, help, samples: [] };
+    const entry: Entry = { family, typeSeen, helpSeen: help !== undefined, series: new Set() };
+    this.#entries.push(entry);
+    for (const owned of familySampleNames(name, type)) this.#owners.set(owned, entry);
+    return entry;
+  }
+
+  /** Whether every name a family `name` of `type` would own is free (or already `self`'s). */
+  #free(name: string, type: MetricType, self: Entry | undefined): boolean {
+    for (const owned of familySampleNames(name, type)) {
+      const owner = this.#owners.get(owned);
+      if (owner !== undefined && owner !== self) return false;
+    }
+    return true;
+  }
+
+  declareType(name: string, type: MetricType): InvalidReason | undefined {
+    const owner = this.#owners.get(name);
+    if (owner === undefined) {
+      if (!this.#free(name, type, undefined)) return 'family_mismatch';
+      this.#create(name, type, true, undefined);
+      return undefined;
+    }
+    if (owner.family.name !== name) return 'family_mismatch';
+    if (owner.typeSeen) return 'duplicate_metadata';
+    if (owner.family.samples.length > 0) return 'late_metadata';
+    if (!this.#free(name, type, owner)) return 'family_mismatch';
+    owner.family.type = type;
+    owner.typeSeen = true;
+    for (const owned of familySampleNames(name, type)) this.#owners.set(owned, owner);
+    return undefined;
+  }
+
+  declareHelp(name: string, help: string): InvalidReason | undefined {
+    const owner = this.#owners.get(name);
+    if (owner === undefined) {
+      this.#create(name, 'untyped', false, help);
+      return undefined;
+    }
+    if (owner.family.name !== name) return 'family_mismatch';
+    if (owner.helpSeen) return 'duplicate_metadata';
+    if (owner.family.samples.length > 0) return 'late_metadata';
+    owner.family.help = help;
+    owner.helpSeen = true;
+    return undefined;
+  }
+
+  /** Adds a parsed sample to the family that owns its name, creating an untyped one if none does. */
+  addSample(sample: Sample): InvalidReason | undefined {
+    const owner = this.#owners.get(sample.name) ?? this.#create(sample.name, 'untyped', false, undefined);
+    return this.append(owner, sample);
+  }
+
+  /** A whole family at once (for {@link normalizeFamilies}): its name and owned names must be free. */
+  openFamily(name: string, type: MetricType, help: string | undefined): Entry | InvalidReason {
+    const owner = this.#owners.get(name);
+    if (owner !== undefined) return owner.family.name === name ? 'duplicate_metadata' : 'family_mismatch';
+    if (!this.#free(name, type, undefined)) return 'family_mismatch';
+    return this.#create(name, type, true, help);
+  }
+
+  append(entry: Entry, sample: Sample): InvalidReason | undefined {
+    const { family } = entry;
+    const reason = misfit(family.name, family.type, sample);
+    if (reason !== undefined) return reason;
+    const key = `${sample.name}\0${labelSetKey(sample.labels)}`;
+    if (entry.series.has(key)) return 'duplicate_series';
+    entry.series.add(key);
+    family.samples.push(sample);
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lines
+
+/** Parses `name{labels} value [timestamp]` in `text[i, end)`, where `i` is the first non-blank character. */
+function parseSampleLine(text: string, i: number, end: number): Sample | InvalidReason {
+  const nameStart = i;
+  if (!isMetricNameStart(text.charCodeAt(i))) return 'bad_metric_name';
+  i++;
+  while (i < end && isMetricNameChar(text.charCodeAt(i))) i++;
+  const name = text.slice(nameStart, i);
+  if (i < end && !isBlank(text.charCodeAt(i)) && text.charCodeAt(i) !== LBRACE) return 'bad_metric_name';
+  i = skipBlanks(text, i, end);
+
+  let labels: Array<[string, string]> = [];
+  if (i < end && text.charCodeAt(i) === LBRACE) {
+    const parsed = parseLabels(text, i + 1, end);
+    if (typeof parsed === 'string') return parsed;
+    labels = parsed.labels;
+    i = skipBlanks(text, parsed.next, end);
+  }
+
+  if (i >= end) return 'bad_value';
+  const valueStart = i;
+  i = skipToken(text, i, end);
+  const value = parseGoFloat(text.slice(valueStart, i));
+  if (value === undefined) return 'bad_value';
+  i = skipBlanks(text, i, end);
+  if (i >= end) return { name, labels, value };
+
+  const timestampStart = i;
+  i = skipToken(text, i, end);
+  const timestampMs = parseTimestamp(text.slice(timestampStart, i));
+  if (timestampMs === undefined) return 'bad_timestamp';
+  if (skipBlanks(text, i, end) < end) return 'bad_syntax';
+  return { name, labels, value, timestampMs };
+}
+
+/** Parses the label pairs after `{` up to and including `}`. */
+function parseLabels(text: string, i: number, end: number): { labels: Array<[string, string]>; next: number } | InvalidReason {
+  const labels: Array<[string, string]> = [];
+  // A set only for long label lists, so hostile lines with thousands of labels stay linear.
+  let names: Set<string> | undefined;
+  for (;;) {
+    i = skipBlanks(text, i, end);
+    if (i >= end) return 'bad_syntax';
+    let c = text.charCodeAt(i);
+    if (c === RBRACE) return { labels, next: i + 1 };
+    if (!isLabelNameStart(c)) return c === QUOTE || c === COMMA || c === EQUALS ? 'bad_syntax' : 'bad_label_name';
+    const nameStart = i;
+    i++;
+    while (i < end && isLabelNameChar(text.charCodeAt(i))) i++;
+    const name = text.slice(nameStart, i);
+    const afterName = i;
+    i = skipBlanks(text, i, end);
+    if (i >= end) return 'bad_syntax';
+    c = text.charCodeAt(i);
+    if (c !== EQUALS) return i === afterName && c !== RBRACE && c !== COMMA ? 'bad_label_name' : 'bad_syntax';
+    if (name.length > 1 && name.charCodeAt(0) === UNDERSCORE && name.charCodeAt(1) === UNDERSCORE) return 'bad_label_name';
+    i = skipBlanks(text, i + 1, end);
+    if (i >= end || text.charCodeAt(i) !== QUOTE) return 'bad_syntax';
+    i++;
+
+    let value = '';
+    let chunkStart = i;
+    for (;;) {
+      if (i >= end) return 'bad_syntax';
+      c = text.charCodeAt(i);
+      if (c === QUOTE) break;
+      if (c === 0) return 'bad_syntax';
+      if (c === BACKSLASH) {
+        if (i + 1 >= end) return 'bad_syntax';
+        const escaped = text.charCodeAt(i + 1);
+        const replacement = escaped === BACKSLASH ? '\\' : escaped === QUOTE ? '"' : escaped === 110 ? '\n' : undefined;
+        if (replacement === undefined) return 'bad_escape';
+        value += text.slice(chunkStart, i) + replacement;
+        i += 2;
+        chunkStart = i;
+        continue;
+      }
+      i++;
+    }
+    value += text.slice(chunkStart, i);
+    i++;
+
+    if (labels.length >= 8) {
+      names ??= new Set(labels.map(([n]) => n));
+      if (names.has(name)) return 'duplicate_label';
+      names.add(name);
+    } else {
+      for (const [n] of labels) if (n === name) return 'duplicate_label';
+    }
+    labels.push([name, value]);
+
+    i = skipBlanks(text, i, end);
+    if (i >= end) return 'bad_syntax';
+    c = text.charCodeAt(i);
+    if (c === COMMA) {
+      i++;
+      continue;
+    }
+    if (c === RBRACE) return { labels, next: i + 1 };
+    return 'bad_syntax';
+  }
+}
+
+/** Unescapes HELP text (`\\` and `\n` only). */
+function unescapeHelp(text: string, i: number, end: number): string | { reason: InvalidReason } {
+  let help = '';
+  let chunkStart = i;
+  for (; i < end; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0) return { reason: 'bad_syntax' };
+    if (c !== BACKSLASH) continue;
+    const escaped = i + 1 < end ? text.charCodeAt(i + 1) : -1;
+    if (escaped !== BACKSLASH && escaped !== 110) return { reason: 'bad_escape' };
+    help += text.slice(chunkStart, i) + (escaped === BACKSLASH ? '\\' : '\n');
+    i++;
+    chunkStart = i + 1;
+  }
+  return help + text.slice(chunkStart, end);
+}
+
+/**
+ * Handles a line starting with `#` (`i` is just after it). `# HELP` and `# TYPE` need a blank
+ * after `#`, as in Prometheus's lexer; anything else, and a bare `# HELP`/`# TYPE` keyword, is a
+ * comment. `# HELP name` with empty text is ignored like a comment (OpenMetrics: an empty HELP
+ * is as if there were none).
+ */
+function parseCommentLine(text: string, i: number, end: number, set: FamilySet): InvalidReason | undefined {
+  if (i < end && !isBlank(text.charCodeAt(i))) return undefined;
+  i = skipBlanks(text, i, end);
+  const keywordStart = i;
+  i = skipToken(text, i, end);
+  const keyword = text.slice(keywordStart, i);
+  if (keyword !== 'HELP' && keyword !== 'TYPE') return undefined;
+  i = skipBlanks(text, i, end);
+  if (i >= end) return undefined;
+  const nameStart = i;
+  i = skipToken(text, i, end);
+  const name = text.slice(nameStart, i);
+  if (!isValidMetricName(name)) return 'bad_metric_name';
+  i = skipBlanks(text, i, end);
+
+  if (keyword === 'TYPE') {
+    const typeStart = i;
+    i = skipToken(text, i, end);
+    // expfmt reads the type case-insensitively; we write it in lower case, which Prometheus needs.
+    const type = TYPES_BY_NAME.get(text.slice(typeStart, i).toLowerCase());
+    if (type === undefined || skipBlanks(text, i, end) < end) return 'bad_type';
+    return set.declareType(name, type);
+  }
+
+  if (i >= end) return undefined;
+  const raw = unescapeHelp(text, i, end);
+  if (typeof raw !== 'string') return raw.reason;
+  const help = normalizeHelp(raw);
+  return help === undefined ? undefined : set.declareHelp(name, help);
+}
+
+function excerpt(text: string, start: number, end: number): string {
+  let stop = Math.min(end, start + INVALID_TEXT_MAX_CHARS);
+  // Do not cut a surrogate pair in half.
+  if (stop < end && stop > start) {
+    const last = text.charCodeAt(stop - 1);
+    if (last >= 0xd800 && last <= 0xdbff) stop--;
+  }
+  return text.slice(start, stop);
+}
+
+/**
+ * Parses Prometheus text format 0.0.4 (E7's body, or prom-client's `registry.metrics()`).
+ *
+ * Lines end in LF; a CR before the LF is dropped. Blank lines and comments are skipped; a
+ * leading byte order mark is ignored. `# HELP` text has its `\\` and `\n` escapes undone and its
+ * trailing CRs removed. Samples are grouped into families: a sample joins the family that owns
+ * its name (a `# TYPE x histogram` makes `x` own `x_bucket`, `x_sum` and `x_count`), otherwise it
+ * starts an untyped family of its own name; samples of one family that are interleaved with
+ * others are gathered, and families keep the order of their first line.
+ *
+ * Never throws. Each line is parsed on its own; a bad line is left out and listed in `invalid`
+ * with a {@link InvalidReason} (see types.ts), and never changes how other lines are read,
+ * except that a dropped `# TYPE` leaves its samples untyped. Of a repeated series the first
+ * sample is kept.
+ *
+ * Linear in the input: 100,000 sample lines take well under a second.
+ *
+ * @param text the whole exposition.
+ * @returns families (with samples in input order) and the dropped lines, in input order.
+ */
+export function parseExposition(text: string): ParseResult {
+  const set = new FamilySet();
+  const invalid: InvalidLine[] = [];
+  const length = text.length;
+  let start = length > 0 && text.charCodeAt(0) === 0xfeff ? 1 : 0;
+  let line = 0;
+  while (start <= length) {
+    let newline = text.indexOf('\n', start);
+    if (newline === -1) newline = length;
+    line++;
+    let end = newline;
+    if (end > start && text.charCodeAt(end - 1) === CR) end--;
+
+    const i = skipBlanks(text, start, end);
+    let reason: InvalidReason | undefined;
+    if (i < end) {
+      if (text.charCodeAt(i) === HASH) {
+        reason = parseCommentLine(text, i + 1, end, set);
+      } else {
+        const sample = parseSampleLine(text, i, end);
+        reason = typeof sample === 'string' ? sample : set.addSample(sample);
+      }
+    }
+    if (reason !== undefined) invalid.push({ line, reason, text: excerpt(text, start, end) });
+    start = newline + 1;
+  }
+  return { families: set.families(), invalid };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalising a family list built elsewhere
+
+function sampleProblem(sample: unknown): InvalidReason | undefined {
+  if (typeof sample !== 'object' || sample === null) return 'bad_syntax';
+  const { name, labels, value, timestampMs } = sample as Partial<Sample>;
+  if (typeof name !== 'string' || !isValidMetricName(name)) return 'bad_metric_name';
+  if (!Array.isArray(labels)) return 'bad_syntax';
+  // A set only for long label lists: this runs for every sample of every scrape.
+  const names = labels.length > 8 ? new Set<string>() : undefined;
+  for (let i = 0; i < labels.length; i++) {
+    const pair: unknown = labels[i];
+    if (!Array.isArray(pair) || pair.length !== 2) return 'bad_syntax';
+    const [labelName, labelValue] = pair as unknown[];
+    if (typeof labelName !== 'string' || !isValidLabelName(labelName)) return 'bad_label_name';
+    if (typeof labelValue !== 'string' || labelValue.includes('\0')) return 'bad_syntax';
+    if (names === undefined) {
+      for (let j = 0; j < i; j++) if (labels[j]![0] === labelName) return 'duplicate_label';
+    } else {
+      if (names.has(labelName)) return 'duplicate_label';
+      names.add(labelName);
+    }
+  }
+  if (typeof value !== 'number') return 'bad_value';
+  if (timestampMs !== undefined && !(Number.isSafeInteger(timestampMs) && timestampMs >= 0)) return 'bad_timestamp';
+  return undefined;
+}
+
+/**
+ * Applies the parser's rules to a family list that did not come straight from
+ * {@link parseExposition} (a merge, a rename, a hand-built list), so that it serializes to a
+ * valid exposition: names and labels valid, samples that fit their family, each series once,
+ * no two families owning the same sample name. Both serializers call it; it is exported so
+ * callers can count what they would lose.
+ *
+ * Families stay in order. A family whose name or owned names are taken by an earlier one is left
+ * out whole; so is one with a bad name or type. Of the others, bad samples are left out. A help
+ * text loses leading blanks and trailing CRs, and is dropped when it contains NUL or is empty.
+ * Kept sample objects are reused, not copied. The input is not modified.
+ *
+ * @returns the clean families and what was left out, in input order. Never throws.
+ */
+export function normalizeFamilies(families: readonly MetricFamily[]): { families: MetricFamily[]; problems: FamilyProblem[] } {
+  const set = new FamilySet();
+  const problems: FamilyProblem[] = [];
+  for (const family of families as readonly unknown[]) {
+    const { name, type, help, samples } = (typeof family === 'object' && family !== null ? family : {}) as Partial<MetricFamily>;
+    const familyName = String(name);
+    if (typeof name !== 'string' || !isValidMetricName(name)) {
+      problems.push({ family: familyName, reason: 'bad_metric_name' });
+      continue;
+    }
+    if (typeof type !== 'string' || !TYPES_BY_NAME.has(type) || !Array.isArray(samples)) {
+      problems.push({ family: familyName, reason: typeof type === 'string' && TYPES_BY_NAME.has(type) ? 'bad_syntax' : 'bad_type' });
+      continue;
+    }
+    let cleanHelp: string | undefined;
+    if (typeof help === 'string') {
+      if (help.includes('\0')) problems.push({ family: familyName, reason: 'bad_syntax' });
+      else cleanHelp = normalizeHelp(help);
+    }
+    const entry = set.openFamily(name, type, cleanHelp);
+    if (typeof entry === 'string') {
+      problems.push({ family: familyName, reason: entry });
+      continue;
+    }
+    for (const sample of samples as unknown[]) {
+      const reason = sampleProblem(sample) ?? set.append(entry, sample as Sample);
+      if (reason !== undefined) {
+        const sampleName = (sample as Partial<Sample> | null)?.name;
+        problems.push({ family: familyName, sample: typeof sampleName === 'string' ? sampleName : String(sampleName), reason });
+      }
+    }
+  }
+  return { families: set.families(), problems };
+}
