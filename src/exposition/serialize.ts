@@ -1,0 +1,389 @@
+/**
+ * Serializers for the two formats `/metrics` serves: Prometheus text 0.0.4 and OpenMetrics
+ * 1.0.0, and the content negotiation between them. They re-expose what was read from E7
+ * (`../shared/reference/platform-api.md`, "E7 notes") together with the exporter's own metrics.
+ *
+ * Both start with {@link normalizeFamilies}, so whatever they are given, the output is valid:
+ * what breaks a rule is left out rather than served (habit 10 of STYLE.md).
+ */
+import { familySampleNames, labelSetKey, normalizeFamilies, parseGoFloat } from './parse.js';
+import type { MetricFamily, Sample } from './types.js';
+
+/** Content type of {@link serializeText}'s output. */
+export const TEXT_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+/** Content type of {@link serializeOpenMetrics}'s output. */
+export const OPENMETRICS_CONTENT_TYPE = 'application/openmetrics-text; version=1.0.0; charset=utf-8';
+
+// ---------------------------------------------------------------------------------------------
+// Shared formatting
+
+/**
+ * A sample value as both formats write it, such that Go's `ParseFloat` (and our parser) reads
+ * back the same float64: `NaN`, `+Inf`, `-Inf`, `-0`, otherwise JavaScript's shortest
+ * round-trip decimal (`0.1`, `1e+21`, `5e-324`).
+ */
+export function formatValue(value: number): string {
+  if (value !== value) return 'NaN';
+  if (value === Infinity) return '+Inf';
+  if (value === -Infinity) return '-Inf';
+  if (value === 0 && 1 / value < 0) return '-0';
+  return String(value);
+}
+
+const LABEL_VALUE_SPECIALS = /[\\"\n]/;
+const LABEL_VALUE_SPECIALS_ALL = /[\\"\n]/g;
+const TEXT_HELP_SPECIALS = /[\\\n]/;
+const TEXT_HELP_SPECIALS_ALL = /[\\\n]/g;
+
+function escapeChar(c: string): string {
+  return c === '\n' ? '\\n' : `\\${c}`;
+}
+
+/** Label values in both formats, and HELP in OpenMetrics: `\` → `\\`, `"` → `\"`, LF → `\n`. */
+function escapeQuoted(value: string): string {
+  return LABEL_VALUE_SPECIALS.test(value) ? value.replace(LABEL_VALUE_SPECIALS_ALL, escapeChar) : value;
+}
+
+/** HELP in the text format, which knows only `\\` and `\n` (`\"` is an error for promtool). */
+function escapeTextHelp(help: string): string {
+  return TEXT_HELP_SPECIALS.test(help) ? help.replace(TEXT_HELP_SPECIALS_ALL, escapeChar) : help;
+}
+
+function formatLabels(labels: ReadonlyArray<readonly [string, string]>): string {
+  if (labels.length === 0) return '';
+  let out = '{';
+  for (let i = 0; i < labels.length; i++) {
+    const [name, value] = labels[i]!;
+    out += `${i === 0 ? '' : ','}${name}="${escapeQuoted(value)}"`;
+  }
+  return `${out}}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text format 0.0.4
+
+/**
+ * Writes Prometheus text format 0.0.4: per family `# HELP` (when there is help), `# TYPE`
+ * (always, `untyped` included), then its samples, families and samples in the given order, LF
+ * line endings. Label values escape `\`, `"` and LF; help escapes `\` and LF; values as
+ * {@link formatValue}; timestamps as integer milliseconds.
+ *
+ * The families first go through {@link normalizeFamilies}, which leaves out what would make the
+ * text invalid (for a parser result nothing). `parseExposition(serializeText(f))` returns `f`
+ * again for any normalized `f`.
+ *
+ * @returns the body for {@link TEXT_CONTENT_TYPE}; empty for no families. Never throws.
+ */
+export function serializeText(families: readonly MetricFamily[]): string {
+  let out = '';
+  for (const family of normalizeFamilies(families).families) {
+    if (family.help !== undefined) out += `# HELP ${family.name} ${escapeTextHelp(family.help)}\n`;
+    out += `# TYPE ${family.name} ${family.type}\n`;
+    for (const s of family.samples) {
+      out += `${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenMetrics 1.0.0
+
+type OpenMetricsType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'unknown';
+
+/**
+ * A float as OpenMetrics wants `le` and `quantile` label values ("Canonical Numbers"): Go's
+ * `strconv.FormatFloat(v, 'g', -1, 64)`, with `.0` appended when that has neither a point nor an
+ * exponent: `0.0`, `0.001`, `1.0`, `100000.0`, `1e+06`, `1e-05`, `+Inf`.
+ */
+export function canonicalFloat(value: number): string {
+  if (value !== value) return 'NaN';
+  if (value === Infinity) return '+Inf';
+  if (value === -Infinity) return '-Inf';
+  if (value === 0) return 1 / value < 0 ? '-0.0' : '0.0';
+  const sign = value < 0 ? '-' : '';
+  // toExponential() without an argument gives the shortest digits that round-trip, like Go's -1 precision.
+  const [mantissa = '', exponentText = '0'] = Math.abs(value).toExponential().split('e');
+  const digits = mantissa.replace('.', '');
+  const exponent = Number(exponentText);
+  // %g with shortest precision switches to exponent form below 1e-4 and from 1e+6 (Go's eprec = 6).
+  if (exponent < -4 || exponent >= 6) {
+    const abs = Math.abs(exponent);
+    return `${sign}${mantissa}e${exponent < 0 ? '-' : '+'}${abs < 10 ? '0' : ''}${abs}`;
+  }
+  let fixed: string;
+  if (exponent < 0) fixed = `0.${'0'.repeat(-exponent - 1)}${digits}`;
+  else if (digits.length > exponent + 1) fixed = `${digits.slice(0, exponent + 1)}.${digits.slice(exponent + 1)}`;
+  else fixed = `${digits}${'0'.repeat(exponent + 1 - digits.length)}.0`;
+  return sign + fixed;
+}
+
+/** Milliseconds since the epoch as OpenMetrics' seconds, exactly: 1500 → `1.5`, 7 → `0.007`. */
+function formatSeconds(ms: number): string {
+  const sign = ms < 0 ? '-' : '';
+  const abs = Math.abs(ms);
+  const fraction = abs % 1000;
+  const whole = (abs - fraction) / 1000;
+  if (fraction === 0) return `${sign}${whole}`;
+  return `${sign}${whole}.${String(fraction).padStart(3, '0').replace(/0+$/, '')}`;
+}
+
+function labelValueOf(sample: Sample, name: string): string | undefined {
+  for (const [n, v] of sample.labels) if (n === name) return v;
+  return undefined;
+}
+
+/** The sample with label `name` set to `value` (same object when it already is). */
+function withLabel(sample: Sample, name: string, value: string): Sample {
+  if (labelValueOf(sample, name) === value) return sample;
+  return { ...sample, labels: sample.labels.map(([n, v]): [string, string] => (n === name ? [n, value] : [n, v])) };
+}
+
+function block(name: string, type: OpenMetricsType, help: string | undefined, samples: readonly Sample[]): string {
+  let out = `# TYPE ${name} ${type}\n`;
+  if (help !== undefined) out += `# HELP ${name} ${escapeQuoted(help)}\n`;
+  for (const s of samples) {
+    out += `${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${formatSeconds(s.timestampMs)}`}\n`;
+  }
+  return out;
+}
+
+interface Point {
+  timestampMs: number | undefined;
+  /** Buckets (`le`) or quantiles (`quantile`) with their threshold. */
+  parts: Array<{ bound: number; sample: Sample }>;
+  count?: Sample;
+  sum?: Sample;
+}
+
+/**
+ * Groups a histogram's or summary's samples into MetricPoints (one per label set without
+ * `le`/`quantile`), in order of first appearance. Undefined when two samples of one point carry
+ * different timestamps, which OpenMetrics cannot express as one point.
+ */
+function points(family: MetricFamily, samples: readonly Sample[], boundLabel: 'le' | 'quantile'): Point[] | undefined {
+  const byMetric = new Map<string, Point>();
+  for (const sample of samples) {
+    const key = labelSetKey(sample.labels, boundLabel);
+    let point = byMetric.get(key);
+    if (point === undefined) {
+      point = { timestampMs: sample.timestampMs, parts: [] };
+      byMetric.set(key, point);
+    } else if (point.timestampMs !== sample.timestampMs) {
+      return undefined;
+    }
+    const suffix = sample.name.slice(family.name.length);
+    if (suffix === '_count') point.count = sample;
+    else if (suffix === '_sum') point.sum = sample;
+    // normalizeFamilies guarantees a float bound on every bucket and quantile sample.
+    else point.parts.push({ bound: parseGoFloat(labelValueOf(sample, boundLabel) ?? '') ?? NaN, sample });
+  }
+  return [...byMetric.values()];
+}
+
+/**
+ * The histogram's samples in OpenMetrics order (per point: buckets by increasing `le`, `_count`,
+ * `_sum`) with canonical `le`, or undefined when a point breaks OpenMetrics' histogram rules:
+ * at least one bucket and one `+Inf` bucket, unique non-NaN thresholds, cumulative non-negative
+ * integer bucket values, `_count` present exactly when `_sum` is and equal to the `+Inf` bucket,
+ * a sum that is not NaN or negative and absent when a threshold is negative.
+ */
+function histogramSamples(family: MetricFamily, samples: readonly Sample[]): Sample[] | undefined {
+  const grouped = points(family, samples, 'le');
+  if (grouped === undefined) return undefined;
+  const out: Sample[] = [];
+  for (const { parts, count, sum } of grouped) {
+    if (parts.length === 0 || parts.some((p) => Number.isNaN(p.bound))) return undefined;
+    parts.sort((a, b) => a.bound - b.bound);
+    let previous: { bound: number; sample: Sample } | undefined;
+    for (const part of parts) {
+      const value = part.sample.value;
+      if (!Number.isInteger(value) || value < 0) return undefined;
+      if (previous !== undefined && (previous.bound === part.bound || previous.sample.value > value)) return undefined;
+      previous = part;
+    }
+    const last = parts[parts.length - 1]!;
+    if (last.bound !== Infinity) return undefined;
+    if ((count === undefined) !== (sum === undefined)) return undefined;
+    if (count !== undefined && count.value !== last.sample.value) return undefined;
+    if (sum !== undefined && (!(sum.value >= 0) || parts[0]!.bound < 0)) return undefined;
+    for (const part of parts) out.push(withLabel(part.sample, 'le', canonicalFloat(part.bound)));
+    if (count !== undefined) out.push(count);
+    if (sum !== undefined) out.push(sum);
+  }
+  return out;
+}
+
+/**
+ * The summary's samples in OpenMetrics order (per point: quantiles, `_count`, `_sum`) with
+ * canonical `quantile`, or undefined when a point breaks OpenMetrics' summary rules: quantiles
+ * unique and within [0, 1], quantile values not negative, `_count` a non-negative integer, `_sum`
+ * neither NaN nor negative.
+ */
+function summarySamples(family: MetricFamily, samples: readonly Sample[]): Sample[] | undefined {
+  const grouped = points(family, samples, 'quantile');
+  if (grouped === undefined) return undefined;
+  const out: Sample[] = [];
+  for (const { parts, count, sum } of grouped) {
+    const seen = new Set<number>();
+    for (const { bound, sample } of parts) {
+      if (!(bound >= 0 && bound <= 1) || seen.has(bound) || sample.value < 0) return undefined;
+      seen.add(bound);
+    }
+    if (count !== undefined && !(Number.isInteger(count.value) && count.value >= 0)) return undefined;
+    if (sum !== undefined && !(sum.value >= 0)) return undefined;
+    for (const { bound, sample } of parts) out.push(withLabel(sample, 'quantile', canonicalFloat(bound)));
+    if (count !== undefined) out.push(count);
+    if (sum !== undefined) out.push(sum);
+  }
+  return out;
+}
+
+/** A family OpenMetrics cannot type, as `unknown` families, one per sample name. */
+function unknownBlocks(family: MetricFamily, samples: readonly Sample[]): string {
+  if (samples.length === 0) return block(family.name, 'unknown', family.help, []);
+  const byName = new Map<string, Sample[]>();
+  for (const sample of samples) {
+    const group = byName.get(sample.name);
+    if (group === undefined) byName.set(sample.name, [sample]);
+    else group.push(sample);
+  }
+  let out = '';
+  for (const [name, group] of byName) out += block(name, 'unknown', family.help, group);
+  return out;
+}
+
+function startsWithUnderscore(name: string): boolean {
+  return name.charCodeAt(0) === 95;
+}
+
+/**
+ * Writes OpenMetrics 1.0.0 text: per family `# TYPE`, `# HELP` (when there is help; escapes
+ * `\`, `"`, LF), then its samples; `# EOF` at the end unless `eof` is false (for a caller that
+ * appends more families and writes `# EOF` itself). Values as {@link formatValue}, timestamps
+ * in seconds (exact decimals of the milliseconds).
+ *
+ * Types map as follows, and wherever OpenMetrics' stricter rules would be broken the family is
+ * written as `unknown` instead (one `unknown` family per sample name, so every sample is still
+ * served under the same series name as in the text format):
+ * - `untyped` → `unknown`; `gauge` → `gauge`.
+ * - `counter` → `counter` named without `_total` (`# TYPE foo counter`, samples `foo_total`),
+ *   when the family name ends in `_total` and no value is NaN or negative; a sloppy counter
+ *   (`foo` without `_total`, or a negative value) becomes `unknown`.
+ * - `histogram` and `summary` keep their type when every point is valid OpenMetrics; their
+ *   samples are then grouped per point, buckets sorted by `le`, and `le`/`quantile` written as
+ *   canonical numbers ({@link canonicalFloat}).
+ * - A typed family whose OpenMetrics-only names (`foo` and `foo_created` for counter
+ *   `foo_total`, `x_created` for histogram or summary `x`) another family already uses is
+ *   written as `unknown` too, so no two families can claim one sample name.
+ *
+ * Names starting with `_` are reserved in OpenMetrics: such families, and samples with such a
+ * label name, are left out here (the text format keeps them).
+ *
+ * @returns the body for {@link OPENMETRICS_CONTENT_TYPE}. Never throws.
+ */
+export function serializeOpenMetrics(families: readonly MetricFamily[], options: { eof?: boolean } = {}): string {
+  const clean = normalizeFamilies(families).families;
+  const used = new Set<string>();
+  for (const family of clean) for (const name of familySampleNames(family.name, family.type)) used.add(name);
+  /** Takes the OpenMetrics-only names of a typed family, if nobody has them. */
+  const claim = (names: string[]): boolean => {
+    if (names.some((name) => used.has(name))) return false;
+    for (const name of names) used.add(name);
+    return true;
+  };
+
+  let out = '';
+  for (const family of clean) {
+    if (startsWithUnderscore(family.name)) continue;
+    const samples = family.samples.some((s) => s.labels.some(([n]) => startsWithUnderscore(n)))
+      ? family.samples.filter((s) => !s.labels.some(([n]) => startsWithUnderscore(n)))
+      : family.samples;
+    const { name, help } = family;
+    switch (family.type) {
+      case 'gauge':
+        out += block(name, 'gauge', help, samples);
+        break;
+      case 'untyped':
+        out += block(name, 'unknown', help, samples);
+        break;
+      case 'counter': {
+        const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
+        const typed = base !== undefined && samples.every((s) => s.value >= 0) && claim([base, `${base}_created`]);
+        out += typed ? block(base, 'counter', help, samples) : block(name, 'unknown', help, samples);
+        break;
+      }
+      case 'histogram':
+      case 'summary': {
+        const ordered = family.type === 'histogram' ? histogramSamples(family, samples) : summarySamples(family, samples);
+        out += ordered !== undefined && claim([`${name}_created`]) ? block(name, family.type, help, ordered) : unknownBlocks(family, samples);
+        break;
+      }
+    }
+  }
+  if (options.eof ?? true) out += '# EOF\n';
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Negotiation
+
+/** q of an Accept media range; NaN for a malformed one. */
+function parseQ(text: string): number {
+  return /^\d+(\.\d+)?$/.test(text) ? Number(text) : NaN;
+}
+
+/**
+ * Picks the format for an `Accept` header: OpenMetrics only when the header gives
+ * `application/openmetrics-text` (version 1.x or 0.0.1, which Prometheus parses alike, or no
+ * version) a higher q than `text/plain` (any version). The most specific range decides each
+ * type's q: the exact type, else `application/*` or `text/*`, else the full wildcard. Ranges
+ * with a malformed q are ignored. Prometheus 2 sends
+ * `application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5`
+ * and the full wildcard at q=0.1, and gets OpenMetrics; no header, or only the wildcard, gets text.
+ *
+ * @returns `'openmetrics'` or `'text'`. Never throws.
+ */
+export function negotiateFormat(acceptHeader: string | undefined): 'text' | 'openmetrics' {
+  if (acceptHeader === undefined || acceptHeader === '') return 'text';
+  let openMetrics = -1;
+  let application = -1;
+  let text = -1;
+  let anyText = -1;
+  let any = -1;
+  for (const range of acceptHeader.split(',')) {
+    const [typeText = '', ...params] = range.split(';');
+    const mediaType = typeText.trim().toLowerCase();
+    let q = 1;
+    let version: string | undefined;
+    for (const param of params) {
+      const eq = param.indexOf('=');
+      if (eq === -1) continue;
+      const key = param.slice(0, eq).trim().toLowerCase();
+      const value = param.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1');
+      if (key === 'q') q = parseQ(value);
+      else if (key === 'version') version = value;
+    }
+    if (!(q >= 0 && q <= 1)) continue;
+    switch (mediaType) {
+      case 'application/openmetrics-text':
+        if (version === undefined || version.startsWith('1.') || version === '0.0.1') openMetrics = Math.max(openMetrics, q);
+        break;
+      case 'application/*':
+        application = Math.max(application, q);
+        break;
+      case 'text/plain':
+        text = Math.max(text, q);
+        break;
+      case 'text/*':
+        anyText = Math.max(anyText, q);
+        break;
+      case '*/*':
+        any = Math.max(any, q);
+        break;
+    }
+  }
+  const pick = (specific: number, group: number): number => (specific >= 0 ? specific : group >= 0 ? group : Math.max(any, 0));
+  return pick(openMetrics, application) > pick(text, anyText) ? 'openmetrics' : 'text';
+}
