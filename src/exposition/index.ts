@@ -1,0 +1,17 @@
+/**
+ * Prometheus exposition text: parse text format 0.0.4 (E7 and prom-client), merge families, and
+ * serialize as text 0.0.4 or OpenMetrics 1.0.0.
+ */
+export type { FamilyProblem, InvalidLine, InvalidReason, MetricFamily, MetricType, ParseResult, Sample } from './types.js';
+export { INVALID_REASONS, METRIC_TYPES } from './types.js';
+export { isValidLabelName, isValidMetricName, normalizeFamilies, parseExposition, parseGoFloat } from './parse.js';
+export {
+  OPENMETRICS_CONTENT_TYPE,
+  TEXT_CONTENT_TYPE,
+  canonicalFloat,
+  formatValue,
+  negotiateFormat,
+  serializeOpenMetrics,
+  serializeText,
+} from './serialize.js';
+export { mergeFamilies, prefixFamilies } from './merge.js';
