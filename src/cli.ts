@@ -11,6 +11,7 @@ import { SETTINGS } from './config.js';
 import { EXIT_USAGE } from './commands/exit.js';
 import { registerCheckCommand } from './commands/check.js';
 import { registerMigrateCommand } from './commands/migrate.js';
+import { registerServeCommand } from './commands/serve.js';
 import { registerSimulateCommand } from './commands/simulate.js';
 import { registerSyncCommand } from './commands/sync.js';
 import { VERSION } from './version.js';
@@ -42,6 +43,7 @@ export function buildProgram(): Command {
   registerCheckCommand(program);
   registerSimulateCommand(program);
   registerSyncCommand(program);
+  registerServeCommand(program);
   registerMigrateCommand(program);
   for (const sub of program.commands) sub.exitOverride();
   return program;

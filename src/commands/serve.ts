@@ -1,0 +1,189 @@
+/**
+ * `analytics-exporter serve`: the HTTP server (/metrics, /healthz, /readyz, /) and the sync
+ * schedule in one process. With nothing configured it runs on the demo simulator and the
+ * embedded database, so `npm start` shows data within seconds.
+ */
+import type { AddressInfo } from 'node:net';
+import type { Command } from 'commander';
+import { describeError } from '../errors.js';
+import { createLogger, type Logger } from '../log.js';
+import { migrate, pendingMigrations } from '../db/migrate.js';
+import { ExporterMetrics } from '../metrics/registry.js';
+import { UpstreamMetrics } from '../metrics/upstream.js';
+import { createMetricsServer, ownFamilies, type Readiness } from '../server.js';
+import { runSync } from '../sync/run.js';
+import { SyncScheduler } from '../sync/schedule.js';
+import { readWatermark, Tables } from '../sync/store.js';
+import { withClient } from '../db/pool.js';
+import type { Config } from '../config.js';
+import { EXIT_FAILURE, EXIT_OK } from './exit.js';
+import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
+
+/** How long /readyz waits for the database before answering 503. */
+const READINESS_TIMEOUT_MS = 3_000;
+/** After the first signal, exit anyway after this long (the timer does not keep the process alive). */
+const SHUTDOWN_GRACE_MS = 15_000;
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** A running `serve`; `stop()` drains the server and the sync and closes everything. Idempotent. */
+export interface RunningServer {
+  url: string;
+  scheduler: SyncScheduler;
+  metrics: ExporterMetrics;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts everything `serve` runs. Exported for tests, which start it in-process.
+ *
+ * @throws when the port cannot be bound or the embedded database cannot be opened; upstream
+ *   and database faults after that are reported through /metrics and /readyz, never thrown.
+ */
+export async function startServe(config: Config, log: Logger): Promise<RunningServer> {
+  const metrics = new ExporterMetrics();
+  const upstream = await openUpstream(config, log, metrics.clientObserver());
+  let db: Awaited<ReturnType<typeof openDatabase>>;
+  try {
+    db = await openDatabase(config, log, 4);
+  } catch (err) {
+    await upstream.close();
+    throw err;
+  }
+  const schema = config.database.schema;
+
+  let migrated = false;
+  const ensureMigrated = async () => {
+    if (migrated) return;
+    await migrate(db.pool, schema, log);
+    migrated = true;
+    metrics.setWatermark(await withClient(db.pool, (client) => readWatermark(client, new Tables(schema))));
+  };
+
+  const readiness = async (): Promise<Readiness> => {
+    try {
+      const pending = await withTimeout(pendingMigrations(db.pool, schema), READINESS_TIMEOUT_MS, 'the database check');
+      return pending.length === 0
+        ? { ready: true, detail: `ready: database reachable, schema ${schema} migrated` }
+        : { ready: false, detail: `not ready: schema ${schema} has pending migrations (${pending.join(', ')})` };
+    } catch (err) {
+      return { ready: false, detail: `not ready: database unreachable: ${describeError(err)}` };
+    }
+  };
+
+  const upstreamMetrics = new UpstreamMetrics({
+    client: upstream.client,
+    metrics,
+    windowMs: config.serve.metricsWindowMs,
+    cacheTtlMs: config.serve.cacheTtlMs,
+    prefix: config.serve.upstreamPrefix,
+    ownFamilies: () => ownFamilies(metrics),
+    log,
+  });
+  const server = createMetricsServer({ metrics, upstream: upstreamMetrics, readiness, defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs, log });
+
+  const scheduler = new SyncScheduler({
+    schedule: config.sync.schedule ?? '0 0 1 1 *',
+    log,
+    onSkipped: () => metrics.syncSkipped.inc(),
+    run: async (signal) => {
+      await ensureMigrated();
+      return runSync({ pool: db.pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
+    },
+  });
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.serve.port, config.serve.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    await Promise.allSettled([upstream.close(), db.close()]);
+    throw err;
+  }
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
+  log.info(
+    { metrics: `${url}/metrics`, schedule: config.sync.schedule ?? 'off', demo: upstream.demo, embeddedDatabase: db.embedded },
+    `serving ${url}/metrics`,
+  );
+
+  // The first sync starts now, so a newcomer sees records within seconds; then on the schedule.
+  if (config.sync.schedule !== undefined) {
+    scheduler.start();
+    void scheduler.trigger('startup');
+  } else {
+    ensureMigrated().catch((err: unknown) => log.error({ err: { message: describeError(err) } }, 'database migration failed'));
+  }
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      await scheduler.stop();
+      await closed;
+      await upstream.close();
+      await db.close();
+    })());
+  return { url, scheduler, metrics, stop };
+}
+
+/** Adds `serve` to the program. */
+export function registerServeCommand(program: Command): void {
+  program
+    .command('serve')
+    .description('serve /metrics (the platform E7 text with the exporter own metrics), /healthz and /readyz, and run the sync on SYNC_SCHEDULE')
+    .addHelpText('after', '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nExit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 bad configuration.')
+    .action(async (_options: unknown, command: Command) => {
+      const config = loadConfigForCommand(command);
+      if (config === undefined) return;
+      const log = createLogger(config.logLevel);
+      let running: RunningServer;
+      try {
+        running = await startServe(config, log);
+      } catch (err) {
+        log.error({ err: { message: describeError(err) } }, 'serve could not start');
+        process.exitCode = EXIT_FAILURE;
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        let signals = 0;
+        const onSignal = (signal: NodeJS.Signals) => {
+          if (++signals > 1) {
+            log.warn({ signal }, 'second signal: exiting at once');
+            process.exit(signal === 'SIGINT' ? 130 : 143);
+          }
+          log.info({ signal }, 'shutting down: draining HTTP and the running sync (send the signal again to exit at once)');
+          setTimeout(() => {
+            log.error({ graceMs: SHUTDOWN_GRACE_MS }, 'shutdown took too long; exiting');
+            process.exit(EXIT_FAILURE);
+          }, SHUTDOWN_GRACE_MS).unref();
+          running.stop().then(
+            () => {
+              log.info('stopped');
+              process.exitCode = EXIT_OK;
+              resolve();
+            },
+            (err: unknown) => {
+              log.error({ err: { message: describeError(err) } }, 'shutdown failed');
+              process.exitCode = EXIT_FAILURE;
+              resolve();
+            },
+          );
+        };
+        process.on('SIGINT', onSignal);
+        process.on('SIGTERM', onSignal);
+      });
+    });
+}

@@ -1,0 +1,199 @@
+/**
+ * The exporter's own metrics, on a dedicated prom-client Registry (never the global one), every
+ * name prefixed `analytics_exporter_`, base units, `_total` only on counters, help text on all.
+ *
+ * The upstream and sync code report through observer interfaces (ClientObserver, SyncObserver);
+ * this module turns those events into metrics, so neither depends on prom-client.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ClientObserver } from '../upstream/analytics.js';
+import type { SyncObserver, SyncResult } from '../sync/run.js';
+import { REVISION, VERSION } from '../version.js';
+
+export const METRIC_PREFIX = 'analytics_exporter_';
+
+/** Buckets of upstream request durations, in seconds: 5 ms to 30 s. */
+const REQUEST_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/**
+ * Why an upstream scrape failed, as a bounded label value.
+ * `timeout`, `network`, `http_<status>`, `invalid_body`, `token`, `other`.
+ */
+export function errorReason(err: unknown): string {
+  const e = err as { code?: string; status?: number; name?: string };
+  if (e?.name === 'TokenError') return 'token';
+  switch (e?.code) {
+    case 'ERR_UPSTREAM_TIMEOUT':
+    case 'ERR_ABORTED':
+      return 'timeout';
+    case 'ERR_UPSTREAM_NETWORK':
+      return 'network';
+    case 'ERR_UPSTREAM_HTTP':
+      return e.status !== undefined ? `http_${e.status}` : 'http';
+    case 'ERR_UPSTREAM_BODY':
+      return 'invalid_body';
+    default:
+      return 'other';
+  }
+}
+
+export class ExporterMetrics {
+  readonly registry = new Registry();
+
+  readonly upstreamUp = new Gauge({
+    name: `${METRIC_PREFIX}upstream_up`,
+    help: 'Whether the last read of the platform E7 Prometheus text succeeded (1) or not (0).',
+    registers: [this.registry],
+  });
+  readonly upstreamScrapeDuration = new Gauge({
+    name: `${METRIC_PREFIX}upstream_scrape_duration_seconds`,
+    help: 'Duration of the last read of the platform E7 Prometheus text, in seconds.',
+    registers: [this.registry],
+  });
+  readonly upstreamSamples = new Gauge({
+    name: `${METRIC_PREFIX}upstream_samples`,
+    help: 'Upstream samples served in this scrape.',
+    registers: [this.registry],
+  });
+  readonly upstreamLastSuccess = new Gauge({
+    name: `${METRIC_PREFIX}upstream_last_success_timestamp_seconds`,
+    help: 'Unix time of the last successful read of the platform E7 Prometheus text.',
+    registers: [this.registry],
+  });
+  readonly upstreamErrors = new Counter({
+    name: `${METRIC_PREFIX}upstream_errors_total`,
+    help: 'Failed reads of the platform E7 Prometheus text, by reason (timeout, network, http_<status>, invalid_body, token, other).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly upstreamInvalidLines = new Counter({
+    name: `${METRIC_PREFIX}upstream_invalid_lines_total`,
+    help: 'Lines of the upstream Prometheus text dropped as invalid, by reason; they are never served.',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly upstreamDroppedFamilies = new Counter({
+    name: `${METRIC_PREFIX}upstream_dropped_families_total`,
+    help: "Upstream metric families dropped because their names collide with the exporter's own.",
+    registers: [this.registry],
+  });
+  readonly upstreamRequestDuration = new Histogram({
+    name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
+    help: 'Duration of HTTP requests to the platform analytics API, by endpoint (analytics = E6, prometheus = E7) and status code (error = no response).',
+    labelNames: ['endpoint', 'code'],
+    buckets: REQUEST_BUCKETS_SECONDS,
+    registers: [this.registry],
+  });
+  readonly upstreamRetries = new Counter({
+    name: `${METRIC_PREFIX}upstream_retries_total`,
+    help: 'Upstream requests retried after a transient failure, by endpoint.',
+    labelNames: ['endpoint'],
+    registers: [this.registry],
+  });
+  readonly tokenRequests = new Counter({
+    name: `${METRIC_PREFIX}token_requests_total`,
+    help: 'OAuth2 token requests sent to the identity host (E0), by outcome.',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly syncRuns = new Counter({
+    name: `${METRIC_PREFIX}sync_runs_total`,
+    help: 'Sync runs finished (succeeded, failed or interrupted).',
+    registers: [this.registry],
+  });
+  readonly syncFailures = new Counter({
+    name: `${METRIC_PREFIX}sync_failures_total`,
+    help: 'Sync runs that failed.',
+    registers: [this.registry],
+  });
+  readonly syncSkipped = new Counter({
+    name: `${METRIC_PREFIX}sync_skipped_total`,
+    help: 'Scheduled sync ticks skipped because a run was still going.',
+    registers: [this.registry],
+  });
+  readonly syncLastSuccess = new Gauge({
+    name: `${METRIC_PREFIX}sync_last_success_timestamp_seconds`,
+    help: 'Unix time at which the last successful sync run finished.',
+    registers: [this.registry],
+  });
+  readonly syncRecords = new Counter({
+    name: `${METRIC_PREFIX}sync_records_total`,
+    help: 'Analytics records written to the database (re-loaded windows count again).',
+    registers: [this.registry],
+  });
+  readonly syncPages = new Counter({
+    name: `${METRIC_PREFIX}sync_pages_total`,
+    help: 'E6 pages loaded into the database.',
+    registers: [this.registry],
+  });
+  readonly syncWindows = new Counter({
+    name: `${METRIC_PREFIX}sync_windows_total`,
+    help: 'Windows committed to the database.',
+    registers: [this.registry],
+  });
+  readonly syncDuration = new Gauge({
+    name: `${METRIC_PREFIX}sync_duration_seconds`,
+    help: 'Duration of the last finished sync run, in seconds.',
+    registers: [this.registry],
+  });
+  readonly syncWatermark = new Gauge({
+    name: `${METRIC_PREFIX}sync_watermark_timestamp_seconds`,
+    help: 'Unix time up to which the analytics records are loaded without a gap (the sync watermark).',
+    registers: [this.registry],
+  });
+  readonly syncRunning = new Gauge({
+    name: `${METRIC_PREFIX}sync_running`,
+    help: 'Whether a sync run is in progress (1) or not (0).',
+    registers: [this.registry],
+  });
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    new Gauge({
+      name: `${METRIC_PREFIX}build_info`,
+      help: 'Build information of the exporter; the value is always 1.',
+      labelNames: ['version', 'revision', 'nodejs_version'],
+      registers: [this.registry],
+    }).set({ version: VERSION, revision: REVISION, nodejs_version: process.version }, 1);
+    this.upstreamUp.set(0);
+    this.syncRunning.set(0);
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Observer for the analytics client: request durations, retries, token requests. */
+  clientObserver(): ClientObserver {
+    return {
+      onResponse: ({ endpoint, status, durationSeconds }) =>
+        this.upstreamRequestDuration.observe({ endpoint, code: status === undefined ? 'error' : String(status) }, durationSeconds),
+      onRetry: ({ endpoint }) => this.upstreamRetries.inc({ endpoint }),
+      onTokenRequest: (outcome) => this.tokenRequests.inc({ outcome }),
+    };
+  }
+
+  /** Observer for sync runs: progress counters and the batch-job gauges. */
+  syncObserver(): SyncObserver {
+    return {
+      runStarted: () => this.syncRunning.set(1),
+      windowCommitted: (w) => {
+        this.syncWindows.inc();
+        this.syncPages.inc(w.pages);
+        this.syncRecords.inc(w.records);
+        if (w.watermark !== undefined) this.syncWatermark.set(w.watermark / 1000);
+      },
+      runFinished: (result: SyncResult) => this.recordRun(result),
+    };
+  }
+
+  /** Sets the watermark gauge from the database at start, before any run. */
+  setWatermark(ms: number | undefined): void {
+    if (ms !== undefined) this.syncWatermark.set(ms / 1000);
+  }
+
+  private recordRun(result: SyncResult): void {
+    this.syncRunning.set(0);
+    if (result.status === 'locked') return;
+    this.syncRuns.inc();
+    this.syncDuration.set(result.durationSeconds);
+    if (result.status === 'succeeded') this.syncLastSuccess.set(Date.now() / 1000);
+    else if (result.status === 'failed') this.syncFailures.inc();
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * Reads the platform's E7 Prometheus text on scrape, as Prometheus's "Writing exporters" guide
+ * asks, protected three ways:
+ * - concurrent scrapes share one upstream request (single flight);
+ * - a successful read is reused for METRICS_CACHE_TTL;
+ * - the read is bounded by the scrape's own deadline, so /metrics always answers in time, with
+ *   `analytics_exporter_upstream_up 0` and no upstream sample older than the TTL when it fails.
+ */
+import { describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { mergeFamilies, parseExposition, prefixFamilies, type MetricFamily } from '../exposition/index.js';
+import type { AnalyticsClient } from '../upstream/analytics.js';
+import { errorReason, type ExporterMetrics } from './registry.js';
+
+/** Part of the scrape timeout kept for rendering and sending the response: 20%, at most 1 s. */
+export function scrapeBudgetMs(scrapeTimeoutMs: number): number {
+  return Math.max(1, scrapeTimeoutMs - Math.min(1000, scrapeTimeoutMs * 0.2));
+}
+
+/**
+ * Reads `X-Prometheus-Scrape-Timeout-Seconds` (Prometheus sends the job's scrape_timeout).
+ *
+ * @returns milliseconds, or `fallbackMs` when the header is absent or not a positive number.
+ */
+export function scrapeTimeoutFromHeader(value: string | string[] | undefined, fallbackMs: number): number {
+  const text = Array.isArray(value) ? value[0] : value;
+  const seconds = text === undefined ? NaN : Number(text);
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : fallbackMs;
+}
+
+/** `86400000` → `24h`, `5400000` → `1h30m`: a Prometheus-style duration in hours, minutes and seconds. */
+export function formatDuration(ms: number): string {
+  let rest = Math.floor(ms / 1000);
+  let text = '';
+  for (const [unit, size] of [['h', 3600], ['m', 60], ['s', 1]] as const) {
+    if (rest >= size) {
+      text += `${Math.floor(rest / size)}${unit}`;
+      rest %= size;
+    }
+  }
+  return text || `${ms}ms`;
+}
+
+interface Snapshot {
+  families: MetricFamily[];
+  samples: number;
+  /** Milliseconds since the epoch when the read finished. */
+  fetchedAt: number;
+}
+
+export interface UpstreamMetricsOptions {
+  client: AnalyticsClient;
+  metrics: ExporterMetrics;
+  /** E7 is read for [now − window, now]. */
+  windowMs: number;
+  cacheTtlMs: number;
+  prefix: string | undefined;
+  /** Our own families, to drop upstream families whose names collide with them. */
+  ownFamilies: () => Promise<MetricFamily[]>;
+  log: Logger;
+  now?: () => number;
+}
+
+export class UpstreamMetrics {
+  readonly #o: UpstreamMetricsOptions;
+  readonly #now: () => number;
+  #cache: Snapshot | undefined;
+  #inflight: Promise<Snapshot> | undefined;
+
+  constructor(options: UpstreamMetricsOptions) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * The upstream families to serve in this scrape: the cached read while it is younger than the
+   * TTL, otherwise a new read (shared with concurrent scrapes) if it finishes within `budgetMs`.
+   * Never throws: a failure or a timeout yields no families and sets `upstream_up` to 0.
+   *
+   * @param budgetMs how long this scrape may wait, in milliseconds.
+   */
+  async collect(budgetMs: number): Promise<MetricFamily[]> {
+    const { metrics } = this.#o;
+    const cached = this.#cache;
+    if (cached !== undefined && this.#now() - cached.fetchedAt < this.#o.cacheTtlMs) {
+      metrics.upstreamSamples.set(cached.samples);
+      return cached.families;
+    }
+    this.#inflight ??= this.#read(budgetMs).finally(() => {
+      this.#inflight = undefined;
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), budgetMs);
+    });
+    try {
+      const result = await Promise.race([this.#inflight, deadline]);
+      if (result === 'timeout') {
+        // The shared read may still finish for a later scrape; this one cannot wait for it.
+        metrics.upstreamUp.set(0);
+        metrics.upstreamErrors.inc({ reason: 'timeout' });
+        metrics.upstreamSamples.set(0);
+        return [];
+      }
+      metrics.upstreamSamples.set(result.samples);
+      return result.families;
+    } catch {
+      metrics.upstreamSamples.set(0);
+      return [];
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** HELP for upstream families that come without one (the platform sends none): what the value means. */
+  #upstreamHelp(): string {
+    return `Platform analytics metric (E7), a count over the last ${formatDuration(this.#o.windowMs)} (METRICS_WINDOW), as read from the upstream.`;
+  }
+
+  async #read(budgetMs: number): Promise<Snapshot> {
+    const { client, metrics, log } = this.#o;
+    const started = performance.now();
+    const now = this.#now();
+    try {
+      const text = await client.fetchPrometheusText(
+        { startDate: new Date(now - this.#o.windowMs), toDate: new Date(now) },
+        { signal: AbortSignal.timeout(budgetMs) },
+      );
+      const parsed = parseExposition(text);
+      for (const line of parsed.invalid) metrics.upstreamInvalidLines.inc({ reason: line.reason });
+      if (parsed.invalid.length > 0) {
+        log.warn({ invalidLines: parsed.invalid.length, first: parsed.invalid[0] }, 'dropped invalid lines of the upstream Prometheus text');
+      }
+      const renamed = (this.#o.prefix ? prefixFamilies(parsed.families, this.#o.prefix) : parsed.families).map((family) =>
+        family.help === undefined ? { ...family, help: this.#upstreamHelp() } : family,
+      );
+      const { dropped } = mergeFamilies(await this.#o.ownFamilies(), renamed);
+      const droppedNames = new Set(dropped);
+      const upstream = renamed.filter((family) => !droppedNames.has(family.name));
+      if (dropped.length > 0) {
+        metrics.upstreamDroppedFamilies.inc(dropped.length);
+        log.warn({ families: dropped }, "dropped upstream metric families whose names collide with the exporter's own");
+      }
+      const snapshot: Snapshot = { families: upstream, samples: upstream.reduce((n, f) => n + f.samples.length, 0), fetchedAt: this.#now() };
+      this.#cache = snapshot;
+      metrics.upstreamUp.set(1);
+      metrics.upstreamLastSuccess.set(snapshot.fetchedAt / 1000);
+      return snapshot;
+    } catch (err) {
+      metrics.upstreamUp.set(0);
+      metrics.upstreamErrors.inc({ reason: errorReason(err) });
+      log.warn({ reason: errorReason(err), err: { message: describeError(err) } }, 'reading the upstream Prometheus text failed');
+      throw err;
+    } finally {
+      metrics.upstreamScrapeDuration.set((performance.now() - started) / 1000);
+    }
+  }
+}

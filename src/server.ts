@@ -1,0 +1,136 @@
+/**
+ * The HTTP server of `serve`: GET/HEAD `/metrics`, `/healthz` (alive), `/readyz` (database
+ * reachable and migrated), `/` (a landing page); 404 for other paths, 405 for other methods.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Logger } from './log.js';
+import {
+  OPENMETRICS_CONTENT_TYPE,
+  TEXT_CONTENT_TYPE,
+  mergeFamilies,
+  negotiateFormat,
+  parseExposition,
+  serializeOpenMetrics,
+  serializeText,
+  type MetricFamily,
+} from './exposition/index.js';
+import type { ExporterMetrics } from './metrics/registry.js';
+import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './metrics/upstream.js';
+import { VERSION } from './version.js';
+
+/** prom-client names three gauges `_total`, which promtool's lint rejects; they are served without it. */
+const RENAMED_DEFAULT_METRICS: ReadonlyMap<string, string> = new Map([
+  ['nodejs_active_handles_total', 'nodejs_active_handles'],
+  ['nodejs_active_requests_total', 'nodejs_active_requests'],
+  ['nodejs_active_resources_total', 'nodejs_active_resources'],
+]);
+
+/** Bounds that keep a slow or hostile client from holding the server. */
+export const HEADERS_TIMEOUT_MS = 10_000;
+export const REQUEST_TIMEOUT_MS = 30_000;
+export const MAX_CONNECTIONS = 256;
+
+export interface Readiness {
+  ready: boolean;
+  /** One line saying why, for humans and probes' logs. */
+  detail: string;
+}
+
+export interface ServerDeps {
+  metrics: ExporterMetrics;
+  upstream: UpstreamMetrics;
+  /** Database reachable and migrated? Must answer within a few seconds. */
+  readiness: () => Promise<Readiness>;
+  /** Scrape timeout assumed when Prometheus sends none, in milliseconds. */
+  defaultScrapeTimeoutMs: number;
+  log: Logger;
+}
+
+/**
+ * The exporter's own families, parsed from prom-client's text so that one serializer renders
+ * them and the upstream's in either format.
+ */
+export async function ownFamilies(metrics: ExporterMetrics): Promise<MetricFamily[]> {
+  const { families } = parseExposition(await metrics.registry.metrics());
+  for (const family of families) {
+    const renamed = RENAMED_DEFAULT_METRICS.get(family.name);
+    if (renamed === undefined) continue;
+    family.name = renamed;
+    for (const sample of family.samples) sample.name = renamed;
+  }
+  return families;
+}
+
+function landingPage(): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>analytics-exporter</title></head>
+<body>
+<h1>analytics-exporter ${VERSION}</h1>
+<p>Prometheus exporter and ETL for the forms platform analytics API.</p>
+<ul>
+<li><a href="metrics">/metrics</a>: the platform's metrics and the exporter's own</li>
+<li><a href="healthz">/healthz</a>: alive</li>
+<li><a href="readyz">/readyz</a>: database reachable and migrated</li>
+</ul>
+</body></html>
+`;
+}
+
+function send(res: ServerResponse, status: number, contentType: string, body: string, head: boolean, extra: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store', ...extra });
+  res.end(head ? undefined : body);
+}
+
+/**
+ * Creates (does not start) the server.
+ *
+ * /metrics never fails for an upstream fault: it answers 200 within the scrape timeout with the
+ * exporter's own metrics and, when the upstream could be read in time, the upstream's.
+ */
+export function createMetricsServer(deps: ServerDeps): Server {
+  const { log } = deps;
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    const head = req.method === 'HEAD';
+    const known = path === '/metrics' || path === '/healthz' || path === '/readyz' || path === '/';
+    if (!known) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n', head);
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      return send(res, 405, 'text/plain; charset=utf-8', 'method not allowed\n', false, { allow: 'GET, HEAD' });
+    }
+    if (Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined) {
+      return send(res, 413, 'text/plain; charset=utf-8', 'request bodies are not accepted\n', head);
+    }
+    switch (path) {
+      case '/healthz':
+        return send(res, 200, 'text/plain; charset=utf-8', 'ok\n', head);
+      case '/readyz': {
+        const readiness = await deps.readiness();
+        return send(res, readiness.ready ? 200 : 503, 'text/plain; charset=utf-8', `${readiness.detail}\n`, head);
+      }
+      case '/':
+        return send(res, 200, 'text/html; charset=utf-8', landingPage(), head);
+      default: {
+        const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);
+        const upstream = await deps.upstream.collect(scrapeBudgetMs(timeoutMs));
+        const { families } = mergeFamilies(await ownFamilies(deps.metrics), upstream);
+        const format = negotiateFormat(req.headers.accept);
+        const body = format === 'openmetrics' ? serializeOpenMetrics(families) : serializeText(families);
+        return send(res, 200, format === 'openmetrics' ? OPENMETRICS_CONTENT_TYPE : TEXT_CONTENT_TYPE, body, head);
+      }
+    }
+  };
+
+  const server = createServer((req, res) => {
+    // Drain and ignore any body so the connection stays usable; we never read one.
+    req.resume();
+    handle(req, res).catch((err: unknown) => {
+      log.error({ err: { message: (err as Error)?.message } }, 'request handler failed');
+      if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n', false);
+      else res.destroy();
+    });
+  });
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  server.maxConnections = MAX_CONNECTIONS;
+  return server;
+}

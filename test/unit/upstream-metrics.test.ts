@@ -1,0 +1,89 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { TokenError, UpstreamError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import { ExporterMetrics, errorReason } from '../../src/metrics/registry.js';
+import { UpstreamMetrics, formatDuration, scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/metrics/upstream.js';
+import { ownFamilies } from '../../src/server.js';
+import { AnalyticsClient } from '../../src/upstream/analytics.js';
+
+describe('scrape budget', () => {
+  it('keeps 20% of the scrape timeout, at most 1 s, for the response', () => {
+    expect(scrapeBudgetMs(10_000)).toBe(9_000);
+    expect(scrapeBudgetMs(1_000)).toBe(800);
+    expect(scrapeBudgetMs(500)).toBe(400);
+  });
+
+  it('reads X-Prometheus-Scrape-Timeout-Seconds, falling back for absent or bad values', () => {
+    expect(scrapeTimeoutFromHeader('2.5', 10_000)).toBe(2_500);
+    expect(scrapeTimeoutFromHeader(undefined, 10_000)).toBe(10_000);
+    expect(scrapeTimeoutFromHeader('soon', 10_000)).toBe(10_000);
+    expect(scrapeTimeoutFromHeader('-1', 10_000)).toBe(10_000);
+  });
+
+  it('formats durations the Prometheus way', () => {
+    expect(formatDuration(86_400_000)).toBe('24h');
+    expect(formatDuration(5_400_000)).toBe('1h30m');
+    expect(formatDuration(45_000)).toBe('45s');
+  });
+});
+
+describe('errorReason', () => {
+  it.each([
+    [new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'prometheus', 'x'), 'timeout'],
+    [new UpstreamError('ERR_UPSTREAM_NETWORK', 'prometheus', 'x'), 'network'],
+    [new UpstreamError('ERR_UPSTREAM_HTTP', 'prometheus', 'x', { status: 503 }), 'http_503'],
+    [new UpstreamError('ERR_UPSTREAM_BODY', 'prometheus', 'x'), 'invalid_body'],
+    [new TokenError('ERR_TOKEN_REQUEST', 'x'), 'token'],
+    [new Error('x'), 'other'],
+  ])('%s → %s', (err, reason) => expect(errorReason(err)).toBe(reason));
+});
+
+describe('UpstreamMetrics with an upstream that reuses our names', () => {
+  let server: Server;
+  let url: string;
+  const e7 = [
+    'analytics_exporter_upstream_up 7',
+    'analytics_exporter_sync_runs_total 3',
+    'userlogin_event_count{customer="a"} 5',
+    'not valid {',
+    '',
+  ].join('\n');
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      if (req.url === '/connect/token') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ access_token: 't', token_type: 'Bearer', expires_in: 3600 }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+      res.end(e7);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('drops and counts colliding families and invalid lines, and gives the rest a HELP', async () => {
+    const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
+    const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const upstream = new UpstreamMetrics({ client, metrics, windowMs: 86_400_000, cacheTtlMs: 0, prefix: undefined, ownFamilies: () => ownFamilies(metrics), log: silentLogger });
+    try {
+      const families = await upstream.collect(5000);
+      expect(families.map((f) => f.name)).toEqual(['userlogin_event_count']);
+      expect(families[0]!.help).toBe('Platform analytics metric (E7), a count over the last 24h (METRICS_WINDOW), as read from the upstream.');
+      expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(2);
+      expect((await metrics.upstreamInvalidLines.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);
+      expect((await metrics.upstreamUp.get()).values[0]!.value).toBe(1);
+      expect((await metrics.upstreamSamples.get()).values[0]!.value).toBe(1);
+    } finally {
+      await client.close();
+    }
+  });
+});
