@@ -17,7 +17,7 @@ import { readWatermark, Tables } from '../sync/store.js';
 import { withClient } from '../db/pool.js';
 import type { Config } from '../config.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
-import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
+import { loadConfigForCommand, openDatabase, openUpstream, type Database } from './runtime.js';
 
 /** How long /readyz waits for the database before answering 503. */
 const READINESS_TIMEOUT_MS = 3_000;
@@ -49,24 +49,33 @@ export interface RunningServer {
 export async function startServe(config: Config, log: Logger): Promise<RunningServer> {
   const metrics = new ExporterMetrics();
   const upstream = await openUpstream(config, log, metrics.clientObserver());
-  let db: Awaited<ReturnType<typeof openDatabase>>;
-  try {
-    db = await openDatabase(config, log, 4);
-  } catch (err) {
-    await upstream.close();
-    throw err;
-  }
+  // The database opens in the background (the embedded one takes seconds the first time), so
+  // /metrics serves the upstream at once; /readyz and the first sync wait for it.
+  const opening = openDatabase(config, log, 4);
+  let db: Database | undefined;
+  let openError: string | undefined;
+  opening.then(
+    (opened) => void (db = opened),
+    (err: unknown) => {
+      openError = describeError(err);
+      log.error({ err: { message: openError } }, 'the database could not be opened');
+    },
+  );
   const schema = config.database.schema;
 
   let migrated = false;
-  const ensureMigrated = async () => {
-    if (migrated) return;
-    await migrate(db.pool, schema, log);
+  const ensureMigrated = async (): Promise<Database> => {
+    const opened = await opening;
+    if (migrated) return opened;
+    await migrate(opened.pool, schema, log);
     migrated = true;
-    metrics.setWatermark(await withClient(db.pool, (client) => readWatermark(client, new Tables(schema))));
+    metrics.setWatermark(await withClient(opened.pool, (client) => readWatermark(client, new Tables(schema))));
+    return opened;
   };
 
   const readiness = async (): Promise<Readiness> => {
+    if (openError !== undefined) return { ready: false, detail: `not ready: the database could not be opened: ${openError}` };
+    if (db === undefined) return { ready: false, detail: 'not ready: the database is still opening' };
     try {
       const pending = await withTimeout(pendingMigrations(db.pool, schema), READINESS_TIMEOUT_MS, 'the database check');
       return pending.length === 0
@@ -93,8 +102,8 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     log,
     onSkipped: () => metrics.syncSkipped.inc(),
     run: async (signal) => {
-      await ensureMigrated();
-      return runSync({ pool: db.pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
+      const { pool } = await ensureMigrated();
+      return runSync({ pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
     },
   });
 
@@ -107,14 +116,14 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       });
     });
   } catch (err) {
-    await Promise.allSettled([upstream.close(), db.close()]);
+    await Promise.allSettled([upstream.close(), opening.then((opened) => opened.close())]);
     throw err;
   }
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
   log.info(
-    { metrics: `${url}/metrics`, schedule: config.sync.schedule ?? 'off', demo: upstream.demo, embeddedDatabase: db.embedded },
+    { metrics: `${url}/metrics`, schedule: config.sync.schedule ?? 'off', demo: upstream.demo, embeddedDatabase: config.database.url === undefined },
     `serving ${url}/metrics`,
   );
 
@@ -134,7 +143,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       await scheduler.stop();
       await closed;
       await upstream.close();
-      await db.close();
+      await opening.then((opened) => opened.close()).catch(() => undefined);
     })());
   return { url, scheduler, metrics, stop };
 }
