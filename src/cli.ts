@@ -79,6 +79,13 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
+  // `analytics-exporter --help | head` closes the pipe early: that is the reader's choice, not an error.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+      throw err;
+    });
+  }
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { runCli } from '../helpers/cli.js';
+import { spawn } from 'node:child_process';
+import { CLI_PATH, runCli } from '../helpers/cli.js';
 
 let sim: Simulator;
 const SECRET = 'cli-check-secret-9f8e';
@@ -72,6 +73,16 @@ describe('analytics-exporter check', () => {
 });
 
 describe('usage', () => {
+  it('exits quietly when its output pipe closes early (--help | head)', async () => {
+    const child = spawn(process.execPath, [CLI_PATH, '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(stderr).not.toContain('EPIPE');
+    expect(code).toBe(0);
+  });
+
   it('exits 2 for an unknown command or option', async () => {
     expect((await runCli(['nope'])).code).toBe(2);
     const r = await runCli(['check', '--bogus']);
