@@ -47,7 +47,7 @@ export interface RunningServer {
  *   and database faults after that are reported through /metrics and /readyz, never thrown.
  */
 export async function startServe(config: Config, log: Logger): Promise<RunningServer> {
-  const metrics = new ExporterMetrics();
+  const metrics = new ExporterMetrics({ cacheTtlMs: config.serve.cacheTtlMs });
   const upstream = await openUpstream(config, log, metrics.clientObserver());
   // The database opens in the background (the embedded one takes seconds the first time), so
   // /metrics serves the upstream at once; /readyz and the first sync wait for it.

@@ -40,11 +40,7 @@ export function errorReason(err: unknown): string {
 export class ExporterMetrics {
   readonly registry = new Registry();
 
-  readonly upstreamUp = new Gauge({
-    name: `${METRIC_PREFIX}upstream_up`,
-    help: 'Whether the last read of the platform E7 Prometheus text succeeded (1) or not (0).',
-    registers: [this.registry],
-  });
+  readonly upstreamUp: Gauge;
   readonly upstreamScrapeDuration = new Gauge({
     name: `${METRIC_PREFIX}upstream_scrape_duration_seconds`,
     help: 'Duration of the last read of the platform E7 Prometheus text, in seconds.',
@@ -147,7 +143,17 @@ export class ExporterMetrics {
     registers: [this.registry],
   });
 
-  constructor(options: { processMetrics?: boolean } = {}) {
+  /**
+   * @param options.cacheTtlMs METRICS_CACHE_TTL, stated in the HELP of `upstream_up`.
+   * @param options.processMetrics whether to add prom-client's process_* and nodejs_* metrics (default true).
+   */
+  constructor(options: { processMetrics?: boolean; cacheTtlMs?: number } = {}) {
+    const ttl = options.cacheTtlMs === undefined ? '' : `; a successful read is reused for ${options.cacheTtlMs / 1000}s (METRICS_CACHE_TTL)`;
+    this.upstreamUp = new Gauge({
+      name: `${METRIC_PREFIX}upstream_up`,
+      help: `Whether the last read of the platform E7 Prometheus text succeeded (1) or not (0)${ttl}.`,
+      registers: [this.registry],
+    });
     new Gauge({
       name: `${METRIC_PREFIX}build_info`,
       help: 'Build information of the exporter; the value is always 1.',

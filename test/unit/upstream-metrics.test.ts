@@ -44,6 +44,7 @@ describe('errorReason', () => {
 describe('UpstreamMetrics with an upstream that reuses our names', () => {
   let server: Server;
   let url: string;
+  const queries: URLSearchParams[] = [];
   const e7 = [
     'analytics_exporter_upstream_up 7',
     'analytics_exporter_sync_runs_total 3',
@@ -59,6 +60,7 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
         res.end(JSON.stringify({ access_token: 't', token_type: 'Bearer', expires_in: 3600 }));
         return;
       }
+      queries.push(new URL(req.url ?? '/', 'http://x').searchParams);
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(e7);
     });
@@ -72,7 +74,7 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
   it('drops and counts colliding families and invalid lines, and gives the rest a HELP', async () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
-    const metrics = new ExporterMetrics({ processMetrics: false });
+    const metrics = new ExporterMetrics({ processMetrics: false, cacheTtlMs: 30_000 });
     const upstream = new UpstreamMetrics({ client, metrics, windowMs: 86_400_000, cacheTtlMs: 0, prefix: undefined, ownFamilies: () => ownFamilies(metrics), log: silentLogger });
     try {
       const families = await upstream.collect(5000);
@@ -81,7 +83,14 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
       expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(2);
       expect((await metrics.upstreamInvalidLines.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);
       expect((await metrics.upstreamUp.get()).values[0]!.value).toBe(1);
+      expect((await metrics.upstreamUp.get()).help).toContain('a successful read is reused for 30s (METRICS_CACHE_TTL)');
       expect((await metrics.upstreamSamples.get()).values[0]!.value).toBe(1);
+      // E7 is asked for [now − METRICS_WINDOW, now].
+      const query = queries[queries.length - 1]!;
+      const from = Date.parse(query.get('startDate')!);
+      const to = Date.parse(query.get('toDate')!);
+      expect(to - from).toBe(86_400_000);
+      expect(Math.abs(Date.now() - to)).toBeLessThan(10_000);
     } finally {
       await client.close();
     }
