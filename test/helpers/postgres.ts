@@ -14,15 +14,16 @@
  * Nothing here may leave a postmaster behind after a crashed run: clusters are stopped with
  * `pg_ctl -m immediate` on process exit and on SIGINT/SIGTERM/SIGHUP, and a detached watchdog
  * shell stops the cluster and deletes its folder if the Node process dies without a chance to
- * clean up (SIGKILL, OOM).
+ * clean up (SIGKILL, OOM); test/helpers/processes.ts does both.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import pg from 'pg';
+import { registerCleanup, type RunAs } from './processes.js';
 
 /** Where the PostgreSQL server binaries were found, and which major version they are. */
 export interface PostgresBinaries {
@@ -122,11 +123,6 @@ function hasServerBinaries(dir: string): boolean {
   return ['initdb', 'pg_ctl', 'postgres'].every((name) => existsSync(join(dir, name)));
 }
 
-interface RunAs {
-  uid: number;
-  gid: number;
-}
-
 /** Whom the server runs as: the `postgres` OS user when we are root, else ourselves (undefined). */
 function serverUser(): RunAs | undefined {
   if (process.getuid?.() !== 0) return undefined;
@@ -177,71 +173,6 @@ function freePort(): Promise<number> {
   });
 }
 
-/** Live local clusters, stopped synchronously if the process exits before the tests stop them. */
-const liveClusters = new Map<
-  string,
-  { pgCtl: string; dataDir: string; root: string; runAs: RunAs | undefined; watchdogPid: number | undefined }
->();
-let exitHandlersInstalled = false;
-
-function emergencyStopAll(): void {
-  for (const { pgCtl, dataDir, root, runAs, watchdogPid } of liveClusters.values()) {
-    try {
-      execFileSync(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop'], { stdio: 'ignore', cwd: root, ...(runAs ?? {}) });
-    } catch {
-      // Already stopped, or nothing more we can do while exiting.
-    }
-    stopWatchdog(watchdogPid);
-    rmSync(root, { recursive: true, force: true });
-  }
-  liveClusters.clear();
-}
-
-function installExitHandlers(): void {
-  if (exitHandlersInstalled) return;
-  exitHandlersInstalled = true;
-  process.on('exit', emergencyStopAll);
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => {
-      emergencyStopAll();
-      // Our listener suppressed the default action; restore it unless someone else handles the signal.
-      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-    });
-  }
-}
-
-/**
- * Starts a detached shell that outlives a SIGKILLed Node process: once that process is gone it
- * stops the cluster immediately and deletes its folder. Returns the watchdog's pid.
- */
-function startWatchdog(pgCtl: string, dataDir: string, root: string, runAs: RunAs | undefined): number | undefined {
-  // `kill -0` fails with EPERM across users, so /proc is checked too (Linux); either means alive.
-  const script =
-    'while kill -0 "$1" 2>/dev/null || [ -d "/proc/$1" ]; do sleep 1; done; ' +
-    '"$2" -D "$3" -m immediate stop >/dev/null 2>&1; rm -rf "$4"';
-  const child = spawn('/bin/sh', ['-c', script, 'pg-watchdog', String(process.pid), pgCtl, dataDir, root], {
-    cwd: root,
-    detached: true,
-    stdio: 'ignore',
-    ...(runAs ?? {}),
-  });
-  child.on('error', () => {
-    // Without /bin/sh there is no watchdog; the exit handlers still cover ordinary exits.
-  });
-  child.unref();
-  return child.pid;
-}
-
-function stopWatchdog(pid: number | undefined): void {
-  if (pid === undefined) return;
-  try {
-    // Negative pid: the watchdog is a process-group leader (detached); this also ends its `sleep`.
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // Already gone.
-  }
-}
-
 function externalCluster(url: string): ThrowawayCluster {
   const parsed = new URL(url);
   const refuse = (what: string) => () =>
@@ -282,7 +213,10 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
   const logFile = join(root, 'server.log');
   if (runAs) chownSync(root, runAs.uid, runAs.gid);
 
-  let watchdogPid: number | undefined;
+  // Immediate shutdown: no checkpoint to wait for, the data is thrown away anyway.
+  const stopNow = () =>
+    execFileSync(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop'], { stdio: 'ignore', cwd: root, ...(runAs ?? {}) });
+  const crashCleanup = registerCleanup({ dir: root, stopNow });
   const serverLog = () => (existsSync(logFile) ? readFileSync(logFile, 'utf8').trim() : '(no server log)');
   const pgCtlRun = (args: string[]) => runTool(pgCtl, ['-D', dataDir, ...args], runAs, root);
   const start = () => pgCtlRun(['-l', logFile, '-w', '-t', String(PG_CTL_WAIT_SECONDS), 'start']);
@@ -302,9 +236,13 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
       runAs,
       root,
     );
-    installExitHandlers();
-    watchdogPid = startWatchdog(pgCtl, dataDir, root, runAs);
-    liveClusters.set(root, { pgCtl, dataDir, root, runAs, watchdogPid });
+    crashCleanup.watch({
+      name: 'pg-watchdog',
+      stopScript: '"$1" -D "$2" -m immediate stop >/dev/null 2>&1',
+      args: [pgCtl, dataDir],
+      cwd: root,
+      runAs,
+    });
 
     // Settings live in an included file so the port can be rewritten when it was taken meanwhile.
     const harnessConf = join(dataDir, 'harness.conf');
@@ -353,9 +291,7 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
         if (stopped) return;
         stopped = true;
         if (await isRunning()) await pgCtlRun(['-m', 'fast', '-w', 'stop']);
-        stopWatchdog(watchdogPid);
-        liveClusters.delete(root);
-        rmSync(root, { recursive: true, force: true });
+        crashCleanup.release();
       },
       async restart() {
         if (stopped) throw new Error('restart() after stop(): the cluster folder is gone');
@@ -374,13 +310,11 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
     };
   } catch (error) {
     try {
-      execFileSync(pgCtl, ['-D', dataDir, '-m', 'immediate', 'stop'], { stdio: 'ignore', cwd: root, ...(runAs ?? {}) });
+      stopNow();
     } catch {
       // Never started.
     }
-    stopWatchdog(watchdogPid);
-    liveClusters.delete(root);
-    rmSync(root, { recursive: true, force: true });
+    crashCleanup.release();
     throw error;
   }
 }

@@ -17,13 +17,15 @@
  *
  * Nothing here may leave a Prometheus behind after a crashed run: servers are killed and their
  * folders deleted on process exit and on SIGINT/SIGTERM/SIGHUP, and a detached watchdog shell
- * does the same if the Node process dies without a chance to clean up (SIGKILL, OOM).
+ * does the same if the Node process dies without a chance to clean up (SIGKILL, OOM);
+ * test/helpers/processes.ts does both.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve as resolvePath } from 'node:path';
+import { registerCleanup } from './processes.js';
 
 /** Where the Prometheus binaries were found, and which version they are. */
 export interface PrometheusBinaries {
@@ -241,10 +243,6 @@ function freePort(): Promise<number> {
   });
 }
 
-/** Live servers, killed synchronously if the process exits before the tests stop them. */
-const liveServers = new Map<string, { child: ChildProcess; root: string; watchdogPid: number | undefined }>();
-let exitHandlersInstalled = false;
-
 /** Blocks the thread for `ms` (only for exit handlers, where nothing asynchronous runs any more). */
 function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
@@ -267,72 +265,33 @@ function isRunning(pid: number): boolean {
   }
 }
 
-function emergencyStopAll(): void {
-  for (const { child, root, watchdogPid } of liveServers.values()) {
-    const pid = child.pid;
-    if (pid !== undefined && child.exitCode === null && child.signalCode === null) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
-      // Let the kernel finish it before its folder goes, so it cannot write into a deleted tree.
-      for (let waited = 0; waited < 1000 && isRunning(pid); waited += 10) sleepSync(10);
-    }
-    stopWatchdog(watchdogPid);
-    rmSync(root, { recursive: true, force: true });
-  }
-  liveServers.clear();
-}
-
-function installExitHandlers(): void {
-  if (exitHandlersInstalled) return;
-  exitHandlersInstalled = true;
-  process.on('exit', emergencyStopAll);
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => {
-      emergencyStopAll();
-      // Our listener suppressed the default action; restore it unless someone else handles the signal.
-      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-    });
-  }
-}
-
 /**
- * Starts a detached shell that outlives a SIGKILLed Node process: once that process is gone it
- * stops the server (only if that pid still runs a Prometheus with this folder on its command
- * line, so a reused pid is never hit) and deletes the folder. Returns the watchdog's pid.
+ * Kills `child` at once if it still runs and waits (up to 1 s) until the kernel has finished it,
+ * so it cannot write into its folder once that is deleted. Synchronous, for exit handlers.
  */
-function startWatchdog(serverPid: number, root: string): number | undefined {
-  const script =
-    'node_pid=$1; server_pid=$2; dir=$3; ' +
-    'while kill -0 "$node_pid" 2>/dev/null; do sleep 1; done; ' +
-    'mine() { grep -qaF -- "$dir" "/proc/$server_pid/cmdline" 2>/dev/null; }; ' +
-    'if mine; then kill -TERM "$server_pid" 2>/dev/null; i=0; ' +
-    'while mine && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done; ' +
-    'if mine; then kill -KILL "$server_pid" 2>/dev/null; sleep 0.2; fi; fi; ' +
-    'rm -rf "$dir"';
-  const child = spawn('/bin/sh', ['-c', script, 'prometheus-watchdog', String(process.pid), String(serverPid), root], {
-    cwd: tmpdir(),
-    detached: true,
-    stdio: 'ignore',
-  });
-  child.on('error', () => {
-    // Without /bin/sh there is no watchdog; the exit handlers still cover ordinary exits.
-  });
-  child.unref();
-  return child.pid;
-}
-
-function stopWatchdog(pid: number | undefined): void {
-  if (pid === undefined) return;
+function killNow(child: ChildProcess | undefined): void {
+  const pid = child?.pid;
+  if (child === undefined || pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   try {
-    // Negative pid: the watchdog is a process-group leader (detached); this also ends its `sleep`.
-    process.kill(-pid, 'SIGKILL');
+    process.kill(pid, 'SIGKILL');
   } catch {
     // Already gone.
   }
+  // Let the kernel finish it before its folder goes, so it cannot write into a deleted tree.
+  for (let waited = 0; waited < 1000 && isRunning(pid); waited += 10) sleepSync(10);
 }
+
+/**
+ * What the watchdog runs once the Node process is gone: stop the server (only if that pid still
+ * runs a Prometheus with this folder on its command line, so a reused pid is never hit), TERM
+ * first and KILL after 5 s. `$1` is the server's pid, `$2` its folder.
+ */
+const WATCHDOG_STOP_SCRIPT =
+  'server_pid=$1; dir=$2; ' +
+  'mine() { grep -qaF -- "$dir" "/proc/$server_pid/cmdline" 2>/dev/null; }; ' +
+  'if mine; then kill -TERM "$server_pid" 2>/dev/null; i=0; ' +
+  'while mine && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done; ' +
+  'if mine; then kill -KILL "$server_pid" 2>/dev/null; sleep 0.2; fi; fi';
 
 /** Resolves with the exit once `child` has exited (at once if it already has). */
 function exited(child: ChildProcess): Promise<void> {
@@ -368,17 +327,14 @@ export async function startPrometheus(opts: StartPrometheusOptions): Promise<Pro
   };
   writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`);
 
-  installExitHandlers();
   let child: ChildProcess | undefined;
-  let watchdogPid: number | undefined;
+  const crashCleanup = registerCleanup({ dir: root, stopNow: () => killNow(child) });
   const cleanUp = async () => {
     if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
       child.kill('SIGKILL');
       await exited(child);
     }
-    stopWatchdog(watchdogPid);
-    liveServers.delete(root);
-    rmSync(root, { recursive: true, force: true });
+    crashCleanup.release();
   };
 
   try {
@@ -407,10 +363,8 @@ export async function startPrometheus(opts: StartPrometheusOptions): Promise<Pro
       const spawned = child;
       const spawnError = new Promise<Error>((resolve) => spawned.once('error', resolve));
       if (spawned.pid !== undefined) {
-        stopWatchdog(watchdogPid);
-        watchdogPid = startWatchdog(spawned.pid, root);
+        crashCleanup.watch({ name: 'prometheus-watchdog', stopScript: WATCHDOG_STOP_SCRIPT, args: [String(spawned.pid), root] });
       }
-      liveServers.set(root, { child: spawned, root, watchdogPid });
 
       const polling = new AbortController();
       const outcome = await Promise.race([
@@ -498,9 +452,7 @@ export async function startPrometheus(opts: StartPrometheusOptions): Promise<Pro
           await exited(running);
           clearTimeout(timer);
         }
-        stopWatchdog(watchdogPid);
-        liveServers.delete(root);
-        rmSync(root, { recursive: true, force: true });
+        crashCleanup.release();
       },
     };
   } catch (error) {
