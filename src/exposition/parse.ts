@@ -300,22 +300,50 @@ export function familySampleNames(name: string, type: MetricType): string[] {
 /**
  * A key that is equal for two label sets exactly when they name the same series: label order is
  * ignored and so are labels with empty values. `skip` leaves one label out (`le` or `quantile`,
- * to group a histogram's or summary's samples by their metric). NUL separates the parts: label
- * names cannot contain it and label values are checked not to.
+ * to group a histogram's or summary's samples by their metric). The key is the label set as the
+ * text format writes it, names in order: `a="1",b="x\\"y"`; escaping makes it unambiguous, and
+ * lets the parser use the text of an already canonical label set as its key without building one.
  */
 export function labelSetKey(labels: ReadonlyArray<readonly [string, string]>, skip?: string): string {
-  if (labels.length === 1) {
-    const [name, value] = labels[0]!;
-    return value === '' || name === skip ? '' : `${name}\0${value}`;
+  // Hot path (every sample of every scrape): label names usually come sorted, so the key is built
+  // by concatenation and only an unsorted list pays for an array and a sort.
+  let key = '';
+  let previous = '';
+  for (let i = 0; i < labels.length; i++) {
+    const pair = labels[i]!;
+    const name = pair[0];
+    if (i > 0 && name <= previous) return sortedLabelSetKey(labels, skip);
+    previous = name;
+    const value = pair[1];
+    if (value === '' || name === skip) continue;
+    key = key === '' ? `${name}="${escapeForKey(value)}"` : `${key},${name}="${escapeForKey(value)}"`;
   }
-  const parts: string[] = [];
-  for (const [name, value] of labels) if (value !== '' && name !== skip) parts.push(`${name}\0${value}`);
-  if (parts.length > 1) parts.sort();
-  return parts.join('\0');
+  return key;
+}
+
+function sortedLabelSetKey(labels: ReadonlyArray<readonly [string, string]>, skip: string | undefined): string {
+  const pairs: Array<readonly [string, string]> = [];
+  for (let i = 0; i < labels.length; i++) {
+    const pair = labels[i]!;
+    if (pair[1] !== '' && pair[0] !== skip) pairs.push(pair);
+  }
+  pairs.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  return pairs.map(([name, value]) => `${name}="${escapeForKey(value)}"`).join(',');
+}
+
+const KEY_SPECIALS_ALL = /[\\"\n]/g;
+
+function escapeForKey(value: string): string {
+  // A loop beats a regular expression call on the short strings label values are.
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === BACKSLASH || c === QUOTE || c === 10) return value.replace(KEY_SPECIALS_ALL, (m) => (m === '\n' ? '\\n' : `\\${m}`));
+  }
+  return value;
 }
 
 function labelValue(labels: ReadonlyArray<readonly [string, string]>, name: string): string | undefined {
-  for (const [n, v] of labels) if (n === name) return v;
+  for (let i = 0; i < labels.length; i++) if (labels[i]![0] === name) return labels[i]![1];
   return undefined;
 }
 
@@ -350,7 +378,7 @@ interface Entry {
   family: MetricFamily;
   typeSeen: boolean;
   helpSeen: boolean;
-  /** {@link labelSetKey}s prefixed by sample name, of the samples kept so far. */
+  /** {@link labelSetKey}s (prefixed by the sample name's suffix, if any) of the samples kept so far. */
   series: Set<string>;
 }
 
@@ -397,6 +425,7 @@ class FamilySet {
     if (!this.#free(name, type, owner)) return 'family_mismatch';
     owner.family.type = type;
     owner.typeSeen = true;
+    this.#last = undefined;
     for (const owned of familySampleNames(name, type)) this.#owners.set(owned, owner);
     return undefined;
   }
@@ -415,10 +444,22 @@ class FamilySet {
     return undefined;
   }
 
-  /** Adds a parsed sample to the family that owns its name, creating an untyped one if none does. */
-  addSample(sample: Sample): InvalidReason | undefined {
-    const owner = this.#owners.get(sample.name) ?? this.#create(sample.name, 'untyped', false, undefined);
-    return this.append(owner, sample);
+  /** The family of the previous {@link addSample}: consecutive lines mostly share a name, and comparing beats hashing. */
+  #last: Entry | undefined;
+  #lastName = '';
+
+  /**
+   * Adds a parsed sample to the family that owns its name, creating an untyped one if none does.
+   * `labelsKey`, when given, is the sample's {@link labelSetKey}.
+   */
+  addSample(sample: Sample, labelsKey?: string): InvalidReason | undefined {
+    let owner = this.#last;
+    if (owner === undefined || sample.name !== this.#lastName) {
+      owner = this.#owners.get(sample.name) ?? this.#create(sample.name, 'untyped', false, undefined);
+      this.#last = owner;
+      this.#lastName = sample.name;
+    }
+    return this.append(owner, sample, labelsKey);
   }
 
   /** A whole family at once (for {@link normalizeFamilies}): its name and owned names must be free. */
@@ -429,13 +470,16 @@ class FamilySet {
     return this.#create(name, type, true, help);
   }
 
-  append(entry: Entry, sample: Sample): InvalidReason | undefined {
+  append(entry: Entry, sample: Sample, labelsKey = labelSetKey(sample.labels)): InvalidReason | undefined {
     const { family } = entry;
     const reason = misfit(family.name, family.type, sample);
     if (reason !== undefined) return reason;
-    const key = `${sample.name}\0${labelSetKey(sample.labels)}`;
-    if (entry.series.has(key)) return 'duplicate_series';
-    entry.series.add(key);
+    // Samples of one family differ in name only by suffix; a key cannot start with `{`.
+    const key = sample.name.length === family.name.length ? labelsKey : `${sample.name.slice(family.name.length)}{${labelsKey}`;
+    const { series } = entry;
+    const before = series.size;
+    series.add(key);
+    if (series.size === before) return 'duplicate_series';
     family.samples.push(sample);
     return undefined;
   }
@@ -444,67 +488,137 @@ class FamilySet {
 // ---------------------------------------------------------------------------------------------
 // Lines
 
+/*
+ * Per-line results that would otherwise need a result object per line. The parser is synchronous
+ * and not re-entrant, so module state is safe; it is reset at the start of every parse.
+ */
+/** Just after the `}` of the last label set {@link parseLabels} read. */
+let labelsEnd = 0;
+/** Whether that label set was written exactly as {@link labelSetKey} renders it, so its text can serve as the key. */
+let labelsCanonical = false;
+/** The previous line's sample name and label names: reused when the next line repeats them, which spares a string per name. */
+let previousName = '';
+let previousLabelNames: string[] = [];
+/** The series key of the last sample {@link parseSampleLine} returned, when it could take it from the text. */
+let sampleLabelsKey: string | undefined;
+
+function resetLineState(): void {
+  labelsEnd = 0;
+  labelsCanonical = false;
+  previousName = '';
+  previousLabelNames = [];
+  sampleLabelsKey = undefined;
+}
+
+/** `text[start, end)`, or `candidate` when that is the same characters (no new string then). */
+function sliceOrReuse(text: string, start: number, end: number, candidate: string | undefined): string {
+  return candidate !== undefined && candidate.length === end - start && text.startsWith(candidate, start) ? candidate : text.slice(start, end);
+}
+
+/** The value of `text[start, end)` when it is 1 to 15 decimal digits (so exact), else undefined. */
+function digitsValue(text: string, start: number, end: number): number | undefined {
+  if (start === end) return undefined;
+  let value = 0;
+  for (let i = start; i < end; i++) {
+    const d = text.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return undefined;
+    value = value * 10 + d;
+  }
+  return value;
+}
+
 /** Parses `name{labels} value [timestamp]` in `text[i, end)`, where `i` is the first non-blank character. */
 function parseSampleLine(text: string, i: number, end: number): Sample | InvalidReason {
   const nameStart = i;
   if (!isMetricNameStart(text.charCodeAt(i))) return 'bad_metric_name';
   i++;
   while (i < end && isMetricNameChar(text.charCodeAt(i))) i++;
-  const name = text.slice(nameStart, i);
+  const name = sliceOrReuse(text, nameStart, i, previousName);
   if (i < end && !isBlank(text.charCodeAt(i)) && text.charCodeAt(i) !== LBRACE) return 'bad_metric_name';
+  previousName = name;
   i = skipBlanks(text, i, end);
 
   let labels: Array<[string, string]> = [];
+  sampleLabelsKey = '';
   if (i < end && text.charCodeAt(i) === LBRACE) {
     const parsed = parseLabels(text, i + 1, end);
     if (typeof parsed === 'string') return parsed;
-    labels = parsed.labels;
-    i = skipBlanks(text, parsed.next, end);
+    labels = parsed;
+    sampleLabelsKey = labelsCanonical ? text.slice(i + 1, labelsEnd - 1) : undefined;
+    i = skipBlanks(text, labelsEnd, end);
   }
 
   if (i >= end) return 'bad_value';
   const valueStart = i;
   i = skipToken(text, i, end);
-  const value = parseGoFloat(text.slice(valueStart, i));
+  // Counts are the usual values: read short digit runs without making a string.
+  const value = i - valueStart <= 15 ? digitsValue(text, valueStart, i) ?? parseGoFloat(text.slice(valueStart, i)) : parseGoFloat(text.slice(valueStart, i));
   if (value === undefined) return 'bad_value';
   i = skipBlanks(text, i, end);
   if (i >= end) return { name, labels, value };
 
   const timestampStart = i;
   i = skipToken(text, i, end);
-  const timestampMs = parseTimestamp(text.slice(timestampStart, i));
+  const timestampMs = (i - timestampStart <= 15 ? digitsValue(text, timestampStart, i) : undefined) ?? parseTimestamp(text.slice(timestampStart, i));
   if (timestampMs === undefined) return 'bad_timestamp';
   if (skipBlanks(text, i, end) < end) return 'bad_syntax';
   return { name, labels, value, timestampMs };
 }
 
-/** Parses the label pairs after `{` up to and including `}`. */
-function parseLabels(text: string, i: number, end: number): { labels: Array<[string, string]>; next: number } | InvalidReason {
-  const labels: Array<[string, string]> = [];
+/** The escapes of a label value, all checked valid before this runs. */
+const LABEL_ESCAPES = /\\(.)/g;
+
+function unescapeLabelChar(_match: string, escaped: string): string {
+  return escaped === 'n' ? '\n' : escaped;
+}
+
+/**
+ * Label pairs of the line being read. Reused from line to line and copied out at the end, because
+ * an array grown by push keeps room for 17 elements: for 100,000 samples that is megabytes of
+ * garbage the collector would copy around.
+ */
+const scratchLabels: Array<[string, string]> = [];
+
+/** Parses the label pairs after `{` up to and including `}`; sets {@link labelsEnd} and {@link labelsCanonical}. */
+function parseLabels(text: string, i: number, end: number): Array<[string, string]> | InvalidReason {
+  const labels = scratchLabels;
+  labels.length = 0;
   // A set only for long label lists, so hostile lines with thousands of labels stay linear.
   let names: Set<string> | undefined;
+  let canonical = true;
   for (;;) {
+    const before = i;
     i = skipBlanks(text, i, end);
     if (i >= end) return 'bad_syntax';
     let c = text.charCodeAt(i);
-    if (c === RBRACE) return { labels, next: i + 1 };
+    if (c === RBRACE) {
+      // `{}` or a trailing comma: `{a="b",}` is not how the key is written.
+      labelsEnd = i + 1;
+      labelsCanonical = canonical && i === before && labels.length === 0;
+      return labels.slice();
+    }
+    if (i !== before) canonical = false;
     if (!isLabelNameStart(c)) return c === QUOTE || c === COMMA || c === EQUALS ? 'bad_syntax' : 'bad_label_name';
     const nameStart = i;
     i++;
     while (i < end && isLabelNameChar(text.charCodeAt(i))) i++;
-    const name = text.slice(nameStart, i);
+    const name = sliceOrReuse(text, nameStart, i, previousLabelNames[labels.length]);
     const afterName = i;
     i = skipBlanks(text, i, end);
     if (i >= end) return 'bad_syntax';
     c = text.charCodeAt(i);
     if (c !== EQUALS) return i === afterName && c !== RBRACE && c !== COMMA ? 'bad_label_name' : 'bad_syntax';
     if (name.length > 1 && name.charCodeAt(0) === UNDERSCORE && name.charCodeAt(1) === UNDERSCORE) return 'bad_label_name';
-    i = skipBlanks(text, i + 1, end);
+    const equalsAt = i;
+    i = skipBlanks(text, equalsAt + 1, end);
     if (i >= end || text.charCodeAt(i) !== QUOTE) return 'bad_syntax';
+    if (equalsAt !== afterName || i !== equalsAt + 1) canonical = false;
     i++;
 
-    let value = '';
-    let chunkStart = i;
+    // Find the closing quote and check the escapes first, then make the value with one slice
+    // (and one replace if there were escapes), rather than a string per escape.
+    const valueStart = i;
+    let escapes = false;
     for (;;) {
       if (i >= end) return 'bad_syntax';
       c = text.charCodeAt(i);
@@ -513,35 +627,45 @@ function parseLabels(text: string, i: number, end: number): { labels: Array<[str
       if (c === BACKSLASH) {
         if (i + 1 >= end) return 'bad_syntax';
         const escaped = text.charCodeAt(i + 1);
-        const replacement = escaped === BACKSLASH ? '\\' : escaped === QUOTE ? '"' : escaped === 110 ? '\n' : undefined;
-        if (replacement === undefined) return 'bad_escape';
-        value += text.slice(chunkStart, i) + replacement;
+        if (escaped !== BACKSLASH && escaped !== QUOTE && escaped !== 110) return 'bad_escape';
+        escapes = true;
         i += 2;
-        chunkStart = i;
         continue;
       }
       i++;
     }
-    value += text.slice(chunkStart, i);
+    const value = escapes ? text.slice(valueStart, i).replace(LABEL_ESCAPES, unescapeLabelChar) : text.slice(valueStart, i);
     i++;
+    // Keys leave out empty values and list names in order; the only escapes the text may hold are
+    // the three the key uses too, so otherwise the text is the key.
+    if (value === '' || (labels.length > 0 && name <= labels[labels.length - 1]![0])) canonical = false;
 
     if (labels.length >= 8) {
       names ??= new Set(labels.map(([n]) => n));
       if (names.has(name)) return 'duplicate_label';
       names.add(name);
     } else {
-      for (const [n] of labels) if (n === name) return 'duplicate_label';
+      for (let k = 0; k < labels.length; k++) if (labels[k]![0] === name) return 'duplicate_label';
     }
     labels.push([name, value]);
+    if (labels.length <= previousLabelNames.length) previousLabelNames[labels.length - 1] = name;
+    else previousLabelNames.push(name);
 
+    const afterValue = i;
     i = skipBlanks(text, i, end);
     if (i >= end) return 'bad_syntax';
+    if (i !== afterValue) canonical = false;
     c = text.charCodeAt(i);
     if (c === COMMA) {
       i++;
+      // A comma followed by `}` is a trailing comma, caught above.
       continue;
     }
-    if (c === RBRACE) return { labels, next: i + 1 };
+    if (c === RBRACE) {
+      labelsEnd = i + 1;
+      labelsCanonical = canonical;
+      return labels.slice();
+    }
     return 'bad_syntax';
   }
 }
@@ -633,6 +757,7 @@ function excerpt(text: string, start: number, end: number): string {
 export function parseExposition(text: string): ParseResult {
   const set = new FamilySet();
   const invalid: InvalidLine[] = [];
+  resetLineState();
   const length = text.length;
   let start = length > 0 && text.charCodeAt(0) === 0xfeff ? 1 : 0;
   let line = 0;
@@ -650,7 +775,7 @@ export function parseExposition(text: string): ParseResult {
         reason = parseCommentLine(text, i + 1, end, set);
       } else {
         const sample = parseSampleLine(text, i, end);
-        reason = typeof sample === 'string' ? sample : set.addSample(sample);
+        reason = typeof sample === 'string' ? sample : set.addSample(sample, sampleLabelsKey);
       }
     }
     if (reason !== undefined) invalid.push({ line, reason, text: excerpt(text, start, end) });
@@ -662,18 +787,37 @@ export function parseExposition(text: string): ParseResult {
 // ---------------------------------------------------------------------------------------------
 // Normalising a family list built elsewhere
 
-function sampleProblem(sample: unknown): InvalidReason | undefined {
+/** Names {@link sampleProblem} found valid, so that one name on 100,000 samples is checked once. */
+class NameCache {
+  readonly #valid = new Set<string>();
+  readonly #check: (name: string) => boolean;
+
+  constructor(check: (name: string) => boolean) {
+    this.#check = check;
+  }
+
+  ok(name: string): boolean {
+    if (this.#valid.has(name)) return true;
+    if (!this.#check(name)) return false;
+    // Bounded, so hostile input cannot grow it without limit.
+    if (this.#valid.size < 10_000) this.#valid.add(name);
+    return true;
+  }
+}
+
+function sampleProblem(sample: unknown, metricNames: NameCache, labelNames: NameCache): InvalidReason | undefined {
   if (typeof sample !== 'object' || sample === null) return 'bad_syntax';
   const { name, labels, value, timestampMs } = sample as Partial<Sample>;
-  if (typeof name !== 'string' || !isValidMetricName(name)) return 'bad_metric_name';
+  if (typeof name !== 'string' || !metricNames.ok(name)) return 'bad_metric_name';
   if (!Array.isArray(labels)) return 'bad_syntax';
   // A set only for long label lists: this runs for every sample of every scrape.
   const names = labels.length > 8 ? new Set<string>() : undefined;
   for (let i = 0; i < labels.length; i++) {
     const pair: unknown = labels[i];
     if (!Array.isArray(pair) || pair.length !== 2) return 'bad_syntax';
-    const [labelName, labelValue] = pair as unknown[];
-    if (typeof labelName !== 'string' || !isValidLabelName(labelName)) return 'bad_label_name';
+    const labelName: unknown = pair[0];
+    const labelValue: unknown = pair[1];
+    if (typeof labelName !== 'string' || !labelNames.ok(labelName)) return 'bad_label_name';
     if (typeof labelValue !== 'string' || labelValue.includes('\0')) return 'bad_syntax';
     if (names === undefined) {
       for (let j = 0; j < i; j++) if (labels[j]![0] === labelName) return 'duplicate_label';
@@ -704,6 +848,8 @@ function sampleProblem(sample: unknown): InvalidReason | undefined {
 export function normalizeFamilies(families: readonly MetricFamily[]): { families: MetricFamily[]; problems: FamilyProblem[] } {
   const set = new FamilySet();
   const problems: FamilyProblem[] = [];
+  const metricNames = new NameCache(isValidMetricName);
+  const labelNames = new NameCache(isValidLabelName);
   for (const family of families as readonly unknown[]) {
     const { name, type, help, samples } = (typeof family === 'object' && family !== null ? family : {}) as Partial<MetricFamily>;
     const familyName = String(name);
@@ -726,7 +872,7 @@ export function normalizeFamilies(families: readonly MetricFamily[]): { families
       continue;
     }
     for (const sample of samples as unknown[]) {
-      const reason = sampleProblem(sample) ?? set.append(entry, sample as Sample);
+      const reason = sampleProblem(sample, metricNames, labelNames) ?? set.append(entry, sample as Sample);
       if (reason !== undefined) {
         const sampleName = (sample as Partial<Sample> | null)?.name;
         problems.push({ family: familyName, sample: typeof sampleName === 'string' ? sampleName : String(sampleName), reason });

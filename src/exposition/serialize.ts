@@ -31,7 +31,6 @@ export function formatValue(value: number): string {
   return String(value);
 }
 
-const LABEL_VALUE_SPECIALS = /[\\"\n]/;
 const LABEL_VALUE_SPECIALS_ALL = /[\\"\n]/g;
 const TEXT_HELP_SPECIALS = /[\\\n]/;
 const TEXT_HELP_SPECIALS_ALL = /[\\\n]/g;
@@ -42,7 +41,12 @@ function escapeChar(c: string): string {
 
 /** Label values in both formats, and HELP in OpenMetrics: `\` → `\\`, `"` → `\"`, LF → `\n`. */
 function escapeQuoted(value: string): string {
-  return LABEL_VALUE_SPECIALS.test(value) ? value.replace(LABEL_VALUE_SPECIALS_ALL, escapeChar) : value;
+  // A loop beats a regular expression call on the short strings label values are.
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 92 || c === 34 || c === 10) return value.replace(LABEL_VALUE_SPECIALS_ALL, escapeChar);
+  }
+  return value;
 }
 
 /** HELP in the text format, which knows only `\\` and `\n` (`\"` is an error for promtool). */
@@ -130,7 +134,8 @@ function formatSeconds(ms: number): string {
 }
 
 function labelValueOf(sample: Sample, name: string): string | undefined {
-  for (const [n, v] of sample.labels) if (n === name) return v;
+  const labels = sample.labels;
+  for (let i = 0; i < labels.length; i++) if (labels[i]![0] === name) return labels[i]![1];
   return undefined;
 }
 
