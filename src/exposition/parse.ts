@@ -196,7 +196,6 @@ function isHexDigit(c: number): boolean {
 /** Go's hexadecimal float: `0x` mantissa (hex digits, one optional dot), then a required `p` exponent. */
 function parseHexFloat(s: string, start: number, negative: boolean): number | undefined {
   const n = s.length;
-  let digits = '';
   let fractionDigits = 0;
   let sawDot = false;
   let sawDigits = false;
@@ -205,7 +204,6 @@ function parseHexFloat(s: string, start: number, negative: boolean): number | un
     const c = s.charCodeAt(i);
     if (isHexDigit(c)) {
       sawDigits = true;
-      if (digits.length > 0 || c !== 48) digits += s[i];
       if (sawDot) fractionDigits++;
     } else if (c === UNDERSCORE) {
       // checked by underscoreOK below
@@ -216,6 +214,7 @@ function parseHexFloat(s: string, start: number, negative: boolean): number | un
     }
   }
   if (!sawDigits || i >= n || (s.charCodeAt(i) | 0x20) !== 0x70) return undefined;
+  const digits = s.slice(start, i).replace(/[._]/g, '').replace(/^0+/, '');
   const expStart = i + 1;
   i = skipExponent(s, expStart);
   if (i !== n) return undefined;
@@ -374,12 +373,29 @@ function normalizeHelp(help: string): string | undefined {
   return start === end ? undefined : help.slice(start, end);
 }
 
+/**
+ * The name of the family that owns sample name `name`, given the families' types by name:
+ * `name` itself when a family has that name, else the histogram (for `_bucket`, `_sum`,
+ * `_count`) or summary (for `_sum`, `_count`) it is a suffix name of. Looking suffixes up rather
+ * than storing every owned name keeps 100,000 histograms from costing 400,000 map entries.
+ */
+export function owningFamily(name: string, typeOf: (familyName: string) => MetricType | undefined): string | undefined {
+  if (typeOf(name) !== undefined) return name;
+  for (const suffix of ['_bucket', '_sum', '_count']) {
+    if (!name.endsWith(suffix)) continue;
+    const base = name.slice(0, -suffix.length);
+    const type = typeOf(base);
+    if (type === 'histogram' || (type === 'summary' && suffix !== '_bucket')) return base;
+  }
+  return undefined;
+}
+
 interface Entry {
   family: MetricFamily;
   typeSeen: boolean;
   helpSeen: boolean;
-  /** {@link labelSetKey}s (prefixed by the sample name's suffix, if any) of the samples kept so far. */
-  series: Set<string>;
+  /** {@link labelSetKey}s (prefixed by the sample name's suffix, if any) of the samples kept so far; made on the first sample. */
+  series: Set<string> | undefined;
 }
 
 /**
@@ -387,33 +403,38 @@ interface Entry {
  * name belongs to exactly one family, metadata comes once and before samples, a series once.
  */
 class FamilySet {
-  /** Every sample name some family owns → that family. */
-  readonly #owners = new Map<string, Entry>();
+  readonly #byName = new Map<string, Entry>();
   readonly #entries: Entry[] = [];
+  readonly #typeOf = (name: string): MetricType | undefined => this.#byName.get(name)?.family.type;
 
   families(): MetricFamily[] {
     return this.#entries.map((e) => e.family);
   }
 
+  #owner(name: string): Entry | undefined {
+    const owner = owningFamily(name, this.#typeOf);
+    return owner === undefined ? undefined : this.#byName.get(owner);
+  }
+
   #create(name: string, type: MetricType, typeSeen: boolean, help: string | undefined): Entry {
     const family: MetricFamily = help === undefined ? { name, type, samples: [] } : { name, type, help, samples: [] };
-    const entry: Entry = { family, typeSeen, helpSeen: help !== undefined, series: new Set() };
+    const entry: Entry = { family, typeSeen, helpSeen: help !== undefined, series: undefined };
     this.#entries.push(entry);
-    for (const owned of familySampleNames(name, type)) this.#owners.set(owned, entry);
+    this.#byName.set(name, entry);
     return entry;
   }
 
   /** Whether every name a family `name` of `type` would own is free (or already `self`'s). */
   #free(name: string, type: MetricType, self: Entry | undefined): boolean {
     for (const owned of familySampleNames(name, type)) {
-      const owner = this.#owners.get(owned);
+      const owner = this.#owner(owned);
       if (owner !== undefined && owner !== self) return false;
     }
     return true;
   }
 
   declareType(name: string, type: MetricType): InvalidReason | undefined {
-    const owner = this.#owners.get(name);
+    const owner = this.#owner(name);
     if (owner === undefined) {
       if (!this.#free(name, type, undefined)) return 'family_mismatch';
       this.#create(name, type, true, undefined);
@@ -426,12 +447,11 @@ class FamilySet {
     owner.family.type = type;
     owner.typeSeen = true;
     this.#last = undefined;
-    for (const owned of familySampleNames(name, type)) this.#owners.set(owned, owner);
     return undefined;
   }
 
   declareHelp(name: string, help: string): InvalidReason | undefined {
-    const owner = this.#owners.get(name);
+    const owner = this.#owner(name);
     if (owner === undefined) {
       this.#create(name, 'untyped', false, help);
       return undefined;
@@ -455,7 +475,7 @@ class FamilySet {
   addSample(sample: Sample, labelsKey?: string): InvalidReason | undefined {
     let owner = this.#last;
     if (owner === undefined || sample.name !== this.#lastName) {
-      owner = this.#owners.get(sample.name) ?? this.#create(sample.name, 'untyped', false, undefined);
+      owner = this.#owner(sample.name) ?? this.#create(sample.name, 'untyped', false, undefined);
       this.#last = owner;
       this.#lastName = sample.name;
     }
@@ -464,7 +484,7 @@ class FamilySet {
 
   /** A whole family at once (for {@link normalizeFamilies}): its name and owned names must be free. */
   openFamily(name: string, type: MetricType, help: string | undefined): Entry | InvalidReason {
-    const owner = this.#owners.get(name);
+    const owner = this.#owner(name);
     if (owner !== undefined) return owner.family.name === name ? 'duplicate_metadata' : 'family_mismatch';
     if (!this.#free(name, type, undefined)) return 'family_mismatch';
     return this.#create(name, type, true, help);
@@ -476,7 +496,7 @@ class FamilySet {
     if (reason !== undefined) return reason;
     // Samples of one family differ in name only by suffix; a key cannot start with `{`.
     const key = sample.name.length === family.name.length ? labelsKey : `${sample.name.slice(family.name.length)}{${labelsKey}`;
-    const { series } = entry;
+    const series = (entry.series ??= new Set());
     const before = series.size;
     series.add(key);
     if (series.size === before) return 'duplicate_series';

@@ -6,8 +6,8 @@
  * Both start with {@link normalizeFamilies}, so whatever they are given, the output is valid:
  * what breaks a rule is left out rather than served (habit 10 of STYLE.md).
  */
-import { familySampleNames, labelSetKey, normalizeFamilies, parseGoFloat } from './parse.js';
-import type { MetricFamily, Sample } from './types.js';
+import { labelSetKey, normalizeFamilies, owningFamily, parseGoFloat } from './parse.js';
+import type { MetricFamily, MetricType, Sample } from './types.js';
 
 /** Content type of {@link serializeText}'s output. */
 export const TEXT_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -106,6 +106,13 @@ export function canonicalFloat(value: number): string {
   if (value === Infinity) return '+Inf';
   if (value === -Infinity) return '-Inf';
   if (value === 0) return 1 / value < 0 ? '-0.0' : '0.0';
+  const magnitude = Math.abs(value);
+  // In [1e-4, 1e6) Go's %g writes fixed notation with the shortest digits, which is what
+  // JavaScript's String() writes there too: no need for the digit surgery below.
+  if (magnitude >= 1e-4 && magnitude < 1e6) {
+    const fixed = String(value);
+    return fixed.includes('.') ? fixed : `${fixed}.0`;
+  }
   const sign = value < 0 ? '-' : '';
   // toExponential() without an argument gives the shortest digits that round-trip, like Go's -1 precision.
   const [mantissa = '', exponentText = '0'] = Math.abs(value).toExponential().split('e');
@@ -290,12 +297,14 @@ function startsWithUnderscore(name: string): boolean {
  */
 export function serializeOpenMetrics(families: readonly MetricFamily[], options: { eof?: boolean } = {}): string {
   const clean = normalizeFamilies(families).families;
-  const used = new Set<string>();
-  for (const family of clean) for (const name of familySampleNames(family.name, family.type)) used.add(name);
-  /** Takes the OpenMetrics-only names of a typed family, if nobody has them. */
+  const types = new Map(clean.map((family) => [family.name, family.type]));
+  const typeOf = (name: string): MetricType | undefined => types.get(name);
+  /** OpenMetrics-only names that typed families took. */
+  const claimed = new Set<string>();
+  /** Takes the OpenMetrics-only names of a typed family, if no family owns them and no typed family took them. */
   const claim = (names: string[]): boolean => {
-    if (names.some((name) => used.has(name))) return false;
-    for (const name of names) used.add(name);
+    if (names.some((name) => claimed.has(name) || owningFamily(name, typeOf) !== undefined)) return false;
+    for (const name of names) claimed.add(name);
     return true;
   };
 
