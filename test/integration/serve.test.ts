@@ -50,7 +50,9 @@ async function serve(env: Record<string, string> = {}): Promise<RunningServer> {
 
 async function get(url: string, headers: Record<string, string> = {}, method: 'GET' | 'HEAD' | 'POST' | 'DELETE' = 'GET') {
   const started = performance.now();
-  const res = await request(url, { method, headers });
+  // A fresh connection per request: a keep-alive socket closed by the server's idle timer as it is
+  // reused fails with ECONNRESET, most of all while the embedded database blocks the event loop.
+  const res = await request(url, { method, headers, reset: true });
   const body = await res.body.text();
   return { status: res.statusCode, headers: res.headers, body, ms: performance.now() - started };
 }
