@@ -1,7 +1,8 @@
 /**
  * `analytics-exporter sync [--from ISO] [--to ISO] [--wait]`: one ETL run, for cron or a
- * Kubernetes CronJob. Exit 0 success (or another run holds the lock), 1 failure, 2 bad usage,
- * 130/143 when interrupted by SIGINT/SIGTERM before the run completed.
+ * Kubernetes CronJob. Exit 0 success, another run holds the lock, or stopped cleanly by
+ * SIGINT/SIGTERM (current window rolled back, committed windows intact); 1 failure; 2 bad usage;
+ * 130/143 when a second signal forces the exit.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
@@ -22,7 +23,7 @@ export function parseIsoOption(value: string): Date {
   return new Date(value);
 }
 
-/** Exit status for a run cut short by a signal: 128 + signal number. */
+/** Exit status when a second signal forces the exit: 128 + signal number. */
 const SIGNAL_EXIT: Record<'SIGINT' | 'SIGTERM', number> = { SIGINT: 130, SIGTERM: 143 };
 
 /**
@@ -91,7 +92,10 @@ export function registerSyncCommand(program: Command): void {
     .option('--from <iso>', 'start of the range (default: watermark minus SYNC_LOOKBACK, or SYNC_START_DATE on a first run)', parseIsoOption)
     .option('--to <iso>', 'end of the range (default: now minus SYNC_SETTLE)', parseIsoOption)
     .option('--wait', 'wait for a sync holding the lock instead of exiting 0 at once')
-    .addHelpText('after', '\nExit status: 0 done (or another sync holds the lock), 1 failed, 2 bad usage, 130/143 interrupted by SIGINT/SIGTERM.')
+    .addHelpText(
+      'after',
+      '\nExit status: 0 done, another sync holds the lock, or stopped cleanly by SIGINT/SIGTERM (the open window rolled back);\n1 failed; 2 bad usage; 130/143 when a second signal forces the exit.',
+    )
     .action(async (options: { from?: Date; to?: Date; wait?: boolean }, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
@@ -117,8 +121,8 @@ export function registerSyncCommand(program: Command): void {
             } else if (result.status === 'succeeded') {
               code = EXIT_OK;
             } else if (result.status === 'interrupted') {
-              const signal = signals.received();
-              code = signal === 'SIGINT' || signal === 'SIGTERM' ? SIGNAL_EXIT[signal] : EXIT_FAILURE;
+              // Stopped cleanly: the open window rolled back, the committed ones are whole.
+              code = signals.received() !== undefined ? EXIT_OK : EXIT_FAILURE;
             }
           } finally {
             await upstream.close();
