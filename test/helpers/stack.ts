@@ -1,0 +1,85 @@
+import { startServe, type RunningServer } from '../../src/commands/serve.js';
+import { loadConfig } from '../../src/config.js';
+import { silentLogger } from '../../src/log.js';
+import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startPrometheus, type PrometheusServer } from './prometheus.js';
+
+/** The whole demo stack on loopback: simulator → serve (with a real PostgreSQL) → a real Prometheus scraping it. */
+export interface Stack {
+  sim: Simulator;
+  serve: RunningServer;
+  prometheus: PrometheusServer;
+  /** The PostgreSQL URL serve writes to, and the schema. */
+  databaseUrl: string;
+  schema: string;
+  /** Scrape job name of the exporter in Prometheus. */
+  job: string;
+  stop(): Promise<void>;
+}
+
+export interface StackOptions {
+  /** A database of the test's own (from useTestDatabase()). */
+  databaseUrl: string;
+  schema?: string;
+  /** Simulator records over the 7 days before now (default 50,000). */
+  records?: number;
+  /** Rule files for Prometheus (absolute paths). */
+  ruleFiles?: string[];
+  /** More environment for serve's configuration. */
+  env?: Record<string, string>;
+}
+
+/**
+ * Starts the stack and waits until the first sync succeeded (records are in the database) and
+ * Prometheus has scraped the exporter at least once with `up == 1`.
+ */
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const schema = options.schema ?? 'analytics';
+  const job = 'analytics-exporter';
+  const now = Date.now();
+  const sim = await startSimulator({ port: 0, records: options.records ?? 50_000, start: new Date(now - 7 * 86_400_000), end: new Date(now) });
+  let serve: RunningServer | undefined;
+  let prometheus: PrometheusServer | undefined;
+  try {
+    const config = loadConfig({
+      STATISTICS_URL: sim.url,
+      AUTH_URL: sim.url,
+      CLIENT_ID: 'demo-client',
+      CLIENT_SECRET: 'demo-secret',
+      DATABASE_URL: options.databaseUrl,
+      DATABASE_SCHEMA: schema,
+      METRICS_LISTEN: '127.0.0.1:0',
+      SYNC_START_DATE: '7d',
+      SYNC_SETTLE: '0',
+      SYNC_SCHEDULE: '*/10 * * * * *',
+      ...options.env,
+    });
+    serve = await startServe(config, silentLogger);
+    prometheus = await startPrometheus({
+      scrapeConfigs: [{ job_name: job, scrape_interval: '1s', scrape_timeout: '1s', static_configs: [{ targets: [new URL(serve.url).host] }] }],
+      ...(options.ruleFiles ? { ruleFiles: options.ruleFiles } : {}),
+    });
+    await prometheus.waitFor(`analytics_exporter_sync_runs_total{job="${job}"} >= 1`, (r) => r.length === 1, 60_000);
+    await prometheus.waitFor(`up{job="${job}"} == 1`, (r) => r.length === 1, 30_000);
+  } catch (err) {
+    await prometheus?.stop();
+    await serve?.stop();
+    await sim.close();
+    throw err;
+  }
+  const p = prometheus;
+  const s = serve;
+  return {
+    sim,
+    serve: s,
+    prometheus: p,
+    databaseUrl: options.databaseUrl,
+    schema,
+    job,
+    stop: async () => {
+      await p.stop();
+      await s.stop();
+      await sim.close();
+    },
+  };
+}
