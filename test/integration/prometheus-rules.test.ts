@@ -1,0 +1,323 @@
+/**
+ * Proves prometheus/: the alerting rules pass `promtool check rules` with every lint and their
+ * own `promtool test rules` unit tests (which make each alert fire and show it quiet), the
+ * example configuration passes `promtool check config` as compose.yaml mounts it, and a real
+ * Prometheus scraping the real exporter (simulator → serve → PostgreSQL, test/helpers/stack.ts)
+ * evaluates every rule without error, reads real series with every selector, and fires nothing
+ * for the healthy stack.
+ *
+ * The stack syncs every 10 s, so its sync metrics look healthy by any of the rules' thresholds;
+ * the firing cases live in the unit tests, where time can be made to pass.
+ */
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { useTestDatabase } from '../helpers/db.js';
+import { promtool, type PromApiResponse } from '../helpers/prometheus.js';
+import { startStack, type Stack } from '../helpers/stack.js';
+
+const PROMETHEUS_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../prometheus');
+const CONFIG_FILE = join(PROMETHEUS_DIR, 'prometheus.yml');
+const RULES_DIR = join(PROMETHEUS_DIR, 'rules');
+const RULES_FILE = join(RULES_DIR, 'analytics-exporter.rules.yml');
+const RULES_TEST_FILE = join(RULES_DIR, 'analytics-exporter.rules.test.yml');
+/** Where compose.yaml mounts prometheus/ inside the Prometheus container. */
+const CONTAINER_CONFIG_DIR = '/etc/prometheus';
+const JOB = 'analytics-exporter';
+
+/** An alerting rule as written in the rule file. */
+interface AlertRuleSpec {
+  alert: string;
+  expr: string;
+  for?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+interface RuleFileSpec {
+  groups: Array<{ name: string; rules: AlertRuleSpec[] }>;
+}
+
+/** The parts of a promtool unit-test file this test reads. */
+interface RuleTestFileSpec {
+  rule_files: string[];
+  tests: Array<{ name?: string; alert_rule_test?: Array<{ eval_time: string; alertname: string; exp_alerts?: unknown[] }> }>;
+}
+
+interface ScrapeConfigSpec {
+  job_name: string;
+  scrape_interval?: string;
+  scrape_timeout?: string;
+  static_configs?: Array<{ targets: string[] }>;
+}
+
+interface PrometheusConfigSpec {
+  global?: { scrape_interval?: string; scrape_timeout?: string; evaluation_interval?: string };
+  rule_files?: string[];
+  scrape_configs?: ScrapeConfigSpec[];
+}
+
+/** A rule as `/api/v1/rules` reports it (https://prometheus.io/docs/prometheus/latest/querying/api/#rules). */
+interface ApiRule {
+  type: 'alerting' | 'recording';
+  name: string;
+  query: string;
+  /** `for` in seconds (alerting rules only). */
+  duration?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  /** Alerting rules only. */
+  state?: 'inactive' | 'pending' | 'firing';
+  /** "unknown" until first evaluated, "err" when the last evaluation failed (then lastError says why). */
+  health: 'ok' | 'err' | 'unknown';
+  lastError?: string;
+  /** RFC 3339; "0001-01-01T00:00:00Z" before the first evaluation. */
+  lastEvaluation: string;
+}
+
+interface ApiRuleGroup {
+  name: string;
+  file: string;
+  rules: ApiRule[];
+  /** Evaluation interval in seconds. */
+  interval: number;
+}
+
+const rulesSpec = parse(readFileSync(RULES_FILE, 'utf8')) as RuleFileSpec;
+const alertRules: AlertRuleSpec[] = rulesSpec.groups.flatMap((group) => group.rules);
+const alertNames = alertRules.map((rule) => rule.alert);
+
+/** Seconds in a Prometheus duration of one unit, as the rules use them ("5m", "30s", "1h"). */
+function durationSeconds(text: string): number {
+  const match = /^(\d+)([smh])$/.exec(text);
+  if (!match) throw new Error(`Not a one-unit duration: ${JSON.stringify(text)}`);
+  return Number(match[1]) * { s: 1, m: 60, h: 3600 }[match[2] as 's' | 'm' | 'h'];
+}
+
+/** Every `name{matchers}` selector in a PromQL expression (`up{job="x"}` → `up{job="x"}`). */
+function selectors(expr: string): string[] {
+  return [...expr.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}]*\}/g)].map((match) => match[0]);
+}
+
+/**
+ * GET /api/v1/rules of the Prometheus at `url`: its rule groups with every rule's health, state
+ * and last evaluation.
+ *
+ * @throws Error when the answer is not HTTP 200 with `status: "success"`.
+ */
+async function getRules(url: string): Promise<ApiRuleGroup[]> {
+  const response = await fetch(`${url}/api/v1/rules`);
+  const body = (await response.json()) as PromApiResponse<{ groups: ApiRuleGroup[] }>;
+  if (response.status !== 200 || body.status !== 'success' || body.data === undefined) {
+    throw new Error(`GET ${url}/api/v1/rules answered HTTP ${response.status}: ${JSON.stringify(body)}`);
+  }
+  return body.data.groups;
+}
+
+/** Polls {@link getRules} every 200 ms until `predicate` accepts the rules; returns them. */
+async function waitForRules(url: string, predicate: (rules: ApiRule[]) => boolean, timeoutMs: number): Promise<ApiRule[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const rules = (await getRules(url)).flatMap((group) => group.rules);
+    if (predicate(rules)) return rules;
+    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for the rules; last seen: ${JSON.stringify(rules, null, 2)}`);
+    await new Promise((done) => setTimeout(done, 200));
+  }
+}
+
+describe('prometheus/rules/analytics-exporter.rules.yml', () => {
+  it('passes promtool check rules with every lint, printing nothing but success', async () => {
+    const result = await promtool(['check', 'rules', '--lint=all', '--lint-fatal', RULES_FILE]);
+    expect(result).toEqual({ code: 0, stdout: `Checking ${RULES_FILE}\n  SUCCESS: ${alertRules.length} rules found\n\n`, stderr: '' });
+  });
+
+  it('gives every alert a for, a severity, a summary and a description naming the target', () => {
+    expect(alertNames).toEqual(['AnalyticsExporterDown', 'AnalyticsExporterAbsent', 'AnalyticsUpstreamDown', 'AnalyticsSyncStale', 'AnalyticsSyncFailing']);
+    for (const rule of alertRules) {
+      expect(durationSeconds(rule.for ?? ''), rule.alert).toBeGreaterThanOrEqual(300);
+      expect(['warning', 'critical'], rule.alert).toContain(rule.labels?.severity);
+      expect(rule.annotations?.summary, rule.alert).toMatch(/\S/);
+      expect(rule.annotations?.description, rule.alert).toContain('Runbook:');
+      // absent() has no instance to name: the job is all it knows.
+      const target = rule.alert === 'AnalyticsExporterAbsent' ? '{{ $labels.job }}' : '{{ $labels.instance }}';
+      expect(rule.annotations?.summary, rule.alert).toContain(target);
+      expect(rule.annotations?.description, rule.alert).toContain(target);
+    }
+  });
+
+  it('selects the one scrape job in every selector', () => {
+    for (const rule of alertRules) {
+      const found = selectors(rule.expr);
+      expect(found.length, rule.alert).toBeGreaterThan(0);
+      for (const selector of found) expect(selector, rule.alert).toMatch(new RegExp(`\\{job="${JOB}"\\}$`));
+    }
+  });
+
+  it('passes its promtool unit tests, which show every alert firing and quiet', async () => {
+    const result = await promtool(['test', 'rules', RULES_TEST_FILE]);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toBe(`Unit Testing:  ${RULES_TEST_FILE}\n  SUCCESS\n\n`);
+    expect(result.code).toBe(0);
+
+    const tests = parse(readFileSync(RULES_TEST_FILE, 'utf8')) as RuleTestFileSpec;
+    expect(tests.rule_files).toEqual(['analytics-exporter.rules.yml']);
+    const cases = tests.tests.flatMap((test) => test.alert_rule_test ?? []);
+    for (const name of alertNames) {
+      const mine = cases.filter((c) => c.alertname === name);
+      expect(
+        mine.some((c) => (c.exp_alerts ?? []).length > 0),
+        `${name} fires in some case`,
+      ).toBe(true);
+      expect(
+        mine.some((c) => (c.exp_alerts ?? []).length === 0),
+        `${name} stays quiet in some case`,
+      ).toBe(true);
+    }
+  });
+});
+
+describe('prometheus/prometheus.yml', () => {
+  const config = parse(readFileSync(CONFIG_FILE, 'utf8')) as PrometheusConfigSpec;
+
+  it('scrapes the exporter as compose.yaml runs it, with the job the rules select', () => {
+    expect(config.global).toEqual({ scrape_interval: '30s', scrape_timeout: '10s', evaluation_interval: '30s' });
+    expect(config.rule_files).toEqual([`${CONTAINER_CONFIG_DIR}/rules/*.rules.yml`]);
+    expect(config.scrape_configs).toHaveLength(1);
+    expect(config.scrape_configs?.[0]).toMatchObject({
+      job_name: JOB,
+      scrape_interval: '30s',
+      scrape_timeout: '10s',
+      static_configs: [{ targets: ['analytics-exporter:9877'] }],
+    });
+  });
+
+  it('passes promtool check config in a folder mirroring /etc/prometheus, loading the rules and not their tests', async () => {
+    // compose.yaml mounts prometheus/prometheus.yml and prometheus/rules/ under /etc/prometheus;
+    // the copy keeps that layout in a temp folder, with only the absolute paths rewritten. The
+    // whole rules folder goes along, so the glob is shown to skip the unit-test file.
+    const root = mkdtempSync(join(tmpdir(), 'prometheus-config-check-'));
+    try {
+      const mirror = join(root, 'etc', 'prometheus');
+      mkdirSync(join(mirror, 'rules'), { recursive: true });
+      for (const file of readdirSync(RULES_DIR)) copyFileSync(join(RULES_DIR, file), join(mirror, 'rules', file));
+      const text = readFileSync(CONFIG_FILE, 'utf8');
+      expect(text).toContain(`${CONTAINER_CONFIG_DIR}/rules/`);
+      writeFileSync(join(mirror, 'prometheus.yml'), text.replaceAll(`${CONTAINER_CONFIG_DIR}/`, `${mirror}/`));
+
+      const result = await promtool(['check', 'config', '--lint=all', '--lint-fatal', join(mirror, 'prometheus.yml')]);
+      expect(result.stderr).toBe('');
+      expect(result.stdout).toBe(
+        [
+          `Checking ${mirror}/prometheus.yml`,
+          '  SUCCESS: 1 rule files found',
+          ` SUCCESS: ${mirror}/prometheus.yml is valid prometheus config file syntax`,
+          '',
+          `Checking ${mirror}/rules/analytics-exporter.rules.yml`,
+          `  SUCCESS: ${alertRules.length} rules found`,
+          '',
+          '',
+        ].join('\n'),
+      );
+      expect(result.code).toBe(0);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the rules in a real Prometheus scraping the exporter', () => {
+  const db = useTestDatabase();
+  let stack: Stack;
+  let instance: string;
+
+  beforeAll(async () => {
+    stack = await startStack({ databaseUrl: db.url, records: 20_000, ruleFiles: [RULES_FILE] });
+    instance = new URL(stack.serve.url).host;
+    // The upstream gauge starts at 0 and turns 1 with the first scrape's read; the failure
+    // ratio is 0/0 until Prometheus has seen a run finish (the next tick, within 10 s).
+    await stack.prometheus.waitFor(`analytics_exporter_upstream_up{job="${JOB}"} == 1`, (r) => r.length === 1, 20_000);
+    await stack.prometheus.waitFor(`increase(analytics_exporter_sync_runs_total{job="${JOB}"}[1h]) > 0`, (r) => r.length === 1, 30_000);
+  }, 90_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it('loads every rule with its for, and evaluates each without error', async () => {
+    const rules = await waitForRules(stack.prometheus.url, (all) => all.length > 0 && all.every((rule) => rule.health !== 'unknown'), 10_000);
+    expect(rules.map((rule) => rule.name)).toEqual(alertNames);
+    for (const rule of rules) {
+      const spec = alertRules.find((r) => r.alert === rule.name)!;
+      expect({ name: rule.name, type: rule.type, health: rule.health, lastError: rule.lastError ?? '' }).toEqual({
+        name: spec.alert,
+        type: 'alerting',
+        health: 'ok',
+        lastError: '',
+      });
+      expect(rule.duration, rule.name).toBe(durationSeconds(spec.for ?? ''));
+      expect(rule.labels, rule.name).toEqual(spec.labels);
+    }
+  });
+
+  it('has no alert firing or pending for the healthy stack', async () => {
+    // Every rule's `for` is minutes long, so "not firing" alone would prove little: inactive
+    // means each expression is false now, for every series.
+    const rules = await waitForRules(stack.prometheus.url, (all) => all.length === alertRules.length && all.every((rule) => rule.state === 'inactive'), 10_000);
+    expect(rules.map((rule) => [rule.name, rule.state])).toEqual(alertNames.map((name) => [name, 'inactive']));
+    expect(await stack.prometheus.query('ALERTS{alertstate="firing"}')).toEqual([]);
+    expect(await stack.prometheus.query('ALERTS')).toEqual([]);
+  });
+
+  it('parses and evaluates each alert expression through the query API, empty for the healthy stack', async () => {
+    for (const rule of alertRules) {
+      const answer = await stack.prometheus.queryRaw(rule.expr);
+      expect({ alert: rule.alert, status: answer.status, error: answer.error ?? '', resultType: answer.data?.resultType, result: answer.data?.result }).toEqual({
+        alert: rule.alert,
+        status: 'success',
+        error: '',
+        resultType: 'vector',
+        result: [],
+      });
+    }
+  });
+
+  it('finds series of the real exporter behind every selector the rules use', async () => {
+    for (const selector of new Set(alertRules.flatMap((rule) => selectors(rule.expr)))) {
+      const series = await stack.prometheus.query(selector);
+      expect(
+        series.map((s) => s.metric.instance),
+        selector,
+      ).toEqual([instance]);
+    }
+  });
+
+  it('computes the values behind each threshold from the real metrics, one series per exporter', async () => {
+    // Each alert's expression without its comparison, and the values the healthy stack must
+    // give: the exporter and its upstream up, seconds since the last success (syncs run every
+    // 10 s), and no failed run. A changed threshold must be changed here too.
+    const thresholds: Record<string, { comparison: RegExp; healthy: (value: number) => boolean }> = {
+      AnalyticsExporterDown: { comparison: / == 0$/, healthy: (v) => v === 1 },
+      AnalyticsUpstreamDown: { comparison: / == 0$/, healthy: (v) => v === 1 },
+      AnalyticsSyncStale: { comparison: /\s*> 2 \* 15 \* 60$/, healthy: (v) => v >= 0 && v < 60 },
+      AnalyticsSyncFailing: { comparison: /\s*> 0\.5$/, healthy: (v) => v === 0 },
+    };
+    // absent() has no value to show: it is either empty (a target exists) or 1.
+    expect(Object.keys(thresholds).sort()).toEqual(alertNames.filter((name) => name !== 'AnalyticsExporterAbsent').sort());
+
+    for (const [alert, { comparison, healthy }] of Object.entries(thresholds)) {
+      const expr = alertRules.find((rule) => rule.alert === alert)!.expr.trim();
+      const value = expr.replace(comparison, '');
+      expect(value, `${alert}: ${comparison} must end its expression`).not.toBe(expr);
+      const series = await stack.prometheus.query(value);
+      expect(
+        series.map((s) => ({ job: s.metric.job, instance: s.metric.instance })),
+        alert,
+      ).toEqual([{ job: JOB, instance }]);
+      const number = Number(series[0]!.value[1]);
+      expect(healthy(number), `${alert}: ${value} = ${number}`).toBe(true);
+    }
+  });
+});
