@@ -1,0 +1,77 @@
+# syntax=docker/dockerfile:1
+#
+# analytics-exporter: Prometheus exporter and exactly-once PostgreSQL ETL.
+#
+#   docker build --build-arg REVISION=$(git rev-parse --short HEAD) -t analytics-exporter .
+#   docker run --rm -p 9877:9877 analytics-exporter                 # serve (demo data, embedded database)
+#   docker run --rm --env-file exporter.env analytics-exporter sync  # one ETL run, then exit
+#
+# See docs/deploy.md.
+
+# ---------------------------------------------------------------------------------------------
+# Build: dev dependencies, TypeScript → dist/, dist/revision.txt for build_info.
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+
+# Dependencies first, in their own layer, so a source change does not reinstall them.
+# --ignore-scripts: `prepare` (the build) needs the sources, which are not here yet;
+# it is run explicitly below, once they are. No dependency has an install script.
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/write-revision.mjs scripts/
+COPY src/ src/
+
+# The source revision (there is no .git in the build context): scripts/write-revision.mjs
+# writes it to dist/revision.txt, which build_info{revision} reports.
+ARG REVISION=""
+RUN REVISION="${REVISION}" npm run build
+
+# ---------------------------------------------------------------------------------------------
+# Runtime: production dependencies, the compiled code and the SQL migrations; no compiler, no sources.
+FROM node:24-bookworm-slim
+
+ARG REVISION=""
+LABEL org.opencontainers.image.title="analytics-exporter" \
+      org.opencontainers.image.description="Prometheus exporter and exactly-once PostgreSQL ETL for the forms platform's analytics API" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="docker.io/library/node:24-bookworm-slim"
+
+ENV NODE_ENV=production
+WORKDIR /app
+
+# --ignore-scripts: `prepare` would try to compile with tsc, which is a dev dependency.
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm cache clean --force
+
+# Layout as in the package: dist/db/migrate.js reads ../../migrations, i.e. /app/migrations.
+# Owned by root and read-only for the user that runs the process.
+COPY --from=build /app/dist/ dist/
+COPY migrations/ migrations/
+
+# The embedded database (used when DATABASE_URL is unset) lives in DATA_DIR. The folder is
+# created and handed to the runtime user before VOLUME, so a fresh named volume inherits that owner.
+RUN mkdir -p /data && chown node:node /data
+VOLUME /data
+
+ENV METRICS_LISTEN=0.0.0.0:9877 \
+    DATA_DIR=/data
+EXPOSE 9877
+
+# The base image's unprivileged `node` user, by number so that Kubernetes' runAsNonRoot can verify it.
+USER 1000:1000
+
+# Liveness of `serve` with Node itself (slim images have no curl or wget). It follows the port of
+# METRICS_LISTEN; containers running sync, migrate or simulate should be started with --no-healthcheck.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "const port = (process.env.METRICS_LISTEN || '').split(':').pop() || '9877'; fetch('http://127.0.0.1:' + port + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+
+# Node is PID 1 and handles SIGTERM/SIGINT itself (serve drains, sync rolls back the open window);
+# it starts no child processes, so there are no zombies to reap and no init is needed.
+# STOPSIGNAL stays SIGTERM; give `serve` more than its 15 s drain (docker stop -t 20).
+ENTRYPOINT ["node", "/app/dist/cli.js"]
+CMD ["serve"]
