@@ -1,0 +1,192 @@
+/**
+ * The "Platform usage" dashboard: the platform's own event counts (E7 in
+ * ../shared/reference/platform-api.md), re-exposed by the exporter and stored by Prometheus.
+ *
+ * Every upstream value is a count over the exporter's METRICS_WINDOW (24 h by default) ending at
+ * the scrape, not a counter: panels graph and sum the values as they are and never apply
+ * rate()/increase() to them (test/unit/dashboards.test.ts checks this).
+ */
+import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
+import * as bargauge from '@grafana/grafana-foundation-sdk/bargauge';
+import * as common from '@grafana/grafana-foundation-sdk/common';
+import * as stat from '@grafana/grafana-foundation-sdk/stat';
+import * as table from '@grafana/grafana-foundation-sdk/table';
+import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
+import { PromQueryFormat } from '@grafana/grafana-foundation-sdk/prometheus';
+import { COMMON_TAG, PROMETHEUS_DATASOURCE_TYPE, datasourceRef, datasourceVariable, finish, promQuery } from './common.js';
+
+/** The upstream families (E7) in the order the platform writes them, with the words the panels use. */
+export const UPSTREAM_FAMILIES = [
+  { metric: 'userlogin_event_count', title: 'Logins' },
+  { metric: 'dialogcreated_event_count', title: 'Dialogs created' },
+  { metric: 'dialogsubmitted_event_count', title: 'Dialogs submitted' },
+  { metric: 'documentcreated_event_count', title: 'Documents created' },
+  { metric: 'pdfcreated_event_count', title: 'PDFs created' },
+  { metric: 'smssent_event_count', title: 'SMS sent' },
+  { metric: 'emailsent_event_count', title: 'E-mails sent' },
+] as const;
+
+/** uid of the dashboard (stable across Grafana instances; links use it). */
+export const PLATFORM_USAGE_UID = 'analytics-platform-usage';
+
+/** Label selector of every upstream query: the customers picked in `$customer`. */
+const CUSTOMER = 'customer=~"$customer"';
+/** All seven upstream families at once, by name. */
+const ALL_FAMILIES = `{__name__=~"${UPSTREAM_FAMILIES.map((f) => f.metric).join('|')}", ${CUSTOMER}}`;
+
+const WINDOW_NOTE = 'Each value counts the events of the exporter\'s METRICS_WINDOW (24 h by default) before the scrape; it is not a counter.';
+
+const legend = () =>
+  new common.VizLegendOptionsBuilder().showLegend(true).displayMode(common.LegendDisplayMode.Table).placement(common.LegendPlacement.Right).calcs(['lastNotNull', 'max']);
+const tooltip = () => new common.VizTooltipOptionsBuilder().mode(common.TooltipDisplayMode.Multi).sort(common.SortOrder.Descending);
+const lastValue = () => new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(false);
+
+function totalStat(title: string, description: string, expr: string): stat.PanelBuilder {
+  return new stat.PanelBuilder()
+    .title(title)
+    .description(`${description} ${WINDOW_NOTE}`)
+    .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
+    .withTarget(promQuery('A', expr, title, true))
+    .unit('short')
+    .decimals(0)
+    .graphMode(common.BigValueGraphMode.None)
+    .colorMode(common.BigValueColorMode.None)
+    .reduceOptions(lastValue())
+    .height(4)
+    .span(4);
+}
+
+/**
+ * Builds the "Platform usage" dashboard (Prometheus): totals, events by type and by customer,
+ * and the top customers, for the customers picked in `$customer`.
+ */
+export function platformUsageDashboard(): dashboard.Dashboard {
+  const logins = UPSTREAM_FAMILIES[0];
+  const builder = new dashboard.DashboardBuilder('Platform usage')
+    .uid(PLATFORM_USAGE_UID)
+    .description(
+      'Usage of the forms platform per customer, from the event counts the platform publishes (E7) and analytics-exporter re-exposes. ' +
+        `${WINDOW_NOTE} Assumes the exporter runs without UPSTREAM_METRIC_PREFIX (metric names as the platform writes them, e.g. userlogin_event_count).`,
+    )
+    .tags([COMMON_TAG, 'platform', 'prometheus'])
+    .time({ from: 'now-7d', to: 'now' })
+    .refresh('1m')
+    .tooltip(dashboard.DashboardCursorSync.Crosshair)
+    .withVariable(datasourceVariable('prometheus'))
+    .withVariable(
+      new dashboard.QueryVariableBuilder('customer')
+        .label('Customer')
+        .description('Customers (label `customer` of the upstream families), from those with login counts in the selected time range.')
+        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
+        .query(`label_values(${logins.metric}, customer)`)
+        .definition(`label_values(${logins.metric}, customer)`)
+        .refresh(dashboard.VariableRefresh.OnTimeRangeChanged)
+        .sort(dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc)
+        .multi(true)
+        .includeAll(true)
+        .allValue('.*')
+        .current({ selected: true, text: ['All'], value: ['$__all'] }),
+    )
+
+    .withRow(new dashboard.RowBuilder('Totals over METRICS_WINDOW'))
+    .withPanel(totalStat(logins.title, 'Logins of the selected customers.', `sum(${logins.metric}{${CUSTOMER}})`))
+    .withPanel(totalStat('Dialogs submitted', 'Dialogs submitted by the selected customers.', `sum(dialogsubmitted_event_count{${CUSTOMER}})`))
+    .withPanel(totalStat('Documents created', 'Documents created by the selected customers.', `sum(documentcreated_event_count{${CUSTOMER}})`))
+    .withPanel(totalStat('Messages sent', 'SMS and e-mails sent for the selected customers.', `sum({__name__=~"smssent_event_count|emailsent_event_count", ${CUSTOMER}})`))
+    .withPanel(totalStat('All events', 'Events of all seven types for the selected customers.', `sum(${ALL_FAMILIES})`))
+    .withPanel(
+      totalStat('Active customers', 'Selected customers with at least one login.', `count(sum by (customer_id) (${logins.metric}{${CUSTOMER}}) > 0)`),
+    )
+
+    .withRow(new dashboard.RowBuilder('Events over time'))
+    .withPanel(
+      new timeseries.PanelBuilder()
+        .title('Events by type')
+        .description(`Events of each type, summed over the selected customers. ${WINDOW_NOTE}`)
+        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
+        .targets(UPSTREAM_FAMILIES.map((f, i) => promQuery(String.fromCharCode(65 + i), `sum(${f.metric}{${CUSTOMER}})`, f.title, false)))
+        .unit('short')
+        .decimals(0)
+        .min(0)
+        .legend(legend())
+        .tooltip(tooltip())
+        .height(9)
+        .span(12),
+    )
+    .withPanel(
+      new timeseries.PanelBuilder()
+        .title('Logins by customer')
+        .description(`Logins per selected customer. ${WINDOW_NOTE}`)
+        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
+        .withTarget(promQuery('A', `sum by (customer) (${logins.metric}{${CUSTOMER}})`, '{{customer}}', false))
+        .unit('short')
+        .decimals(0)
+        .min(0)
+        .legend(legend())
+        .tooltip(tooltip())
+        .height(9)
+        .span(12),
+    )
+
+    .withRow(new dashboard.RowBuilder('Customers'))
+    .withPanel(
+      new bargauge.PanelBuilder()
+        .title('Top 10 customers by logins')
+        .description(`The ten selected customers with the most logins now. ${WINDOW_NOTE}`)
+        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
+        .withTarget(promQuery('A', `topk(10, sum by (customer) (${logins.metric}{${CUSTOMER}}))`, '{{customer}}', true))
+        .unit('short')
+        .decimals(0)
+        .min(0)
+        .displayMode(common.BarGaugeDisplayMode.Gradient)
+        .orientation(common.VizOrientation.Horizontal)
+        .reduceOptions(lastValue())
+        .height(10)
+        .span(12),
+    )
+    .withPanel(
+      new bargauge.PanelBuilder()
+        .title('Top 10 customers by all events')
+        .description(`The ten selected customers with the most events of all seven types now. ${WINDOW_NOTE}`)
+        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
+        .withTarget(promQuery('A', `topk(10, sum by (customer) (${ALL_FAMILIES}))`, '{{customer}}', true))
+        .unit('short')
+        .decimals(0)
+        .min(0)
+        .displayMode(common.BarGaugeDisplayMode.Gradient)
+        .orientation(common.VizOrientation.Horizontal)
+        .reduceOptions(lastValue())
+        .height(10)
+        .span(12),
+    )
+    .withPanel(
+      new table.PanelBuilder()
+        .title('Events per customer')
+        .description(`One row per selected customer, one column per event type, the counts of now. ${WINDOW_NOTE}`)
+        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
+        .targets(
+          UPSTREAM_FAMILIES.map((f, i) =>
+            // Table format gives one frame per query with a "Value #<refId>" column; merge joins them on the labels.
+            promQuery(String.fromCharCode(65 + i), `sum by (customer, customer_id) (${f.metric}{${CUSTOMER}})`, f.title, true).format(PromQueryFormat.Table),
+          ),
+        )
+        .withTransformation({ id: 'merge', options: {} })
+        .withTransformation({
+          id: 'organize',
+          options: {
+            excludeByName: { Time: true },
+            renameByName: {
+              customer: 'Customer',
+              customer_id: 'Customer id',
+              ...Object.fromEntries(UPSTREAM_FAMILIES.map((f, i) => [`Value #${String.fromCharCode(65 + i)}`, f.title])),
+            },
+          },
+        })
+        .unit('short')
+        .decimals(0)
+        .sortBy([new common.TableSortByFieldStateBuilder().displayName(logins.title).desc(true)])
+        .height(10)
+        .span(24),
+    );
+  return finish(builder);
+}

@@ -1,0 +1,238 @@
+/**
+ * The Grafana dashboards (grafana/src → grafana/dashboards/*.json) and their provisioning:
+ * committed files equal the generator's output byte for byte, every dashboard and panel carries
+ * what Grafana and its readers need, no query rates the upstream window counts, every own metric
+ * named exists, the SQL touches payload fields only through variables, and the interpolation
+ * emulator the integration test relies on behaves like Grafana.
+ *
+ * Regenerate the files with `UPDATE_DASHBOARDS=1 npx vitest run test/unit/dashboards.test.ts`.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
+import { PROVISIONED } from '../../grafana/src/common.js';
+import { DASHBOARDS_DIR, buildDashboards, renderDashboards, writeDashboards } from '../../grafana/src/generate.js';
+import { expandSqlMacros, interpolate, intervalSeconds, renderPromQL, renderSql } from '../../grafana/src/interpolate.js';
+import { UPSTREAM_FAMILIES } from '../../grafana/src/platform-usage.js';
+import { FIELD_VARIABLES } from '../../grafana/src/analytics-history.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
+
+const PROVISIONING_DIR = join(DASHBOARDS_DIR, '..', 'provisioning');
+const UPDATE = process.env.UPDATE_DASHBOARDS === '1';
+
+interface Target {
+  refId?: string;
+  datasource?: { type?: string; uid?: string };
+  expr?: string;
+  rawSql?: string;
+}
+
+/** Panels that show data (rows excluded), with the panels inside collapsed rows. */
+function dataPanels(dash: Dashboard): Panel[] {
+  return (dash.panels ?? []).flatMap((p: Panel | RowPanel) => (p.type === 'row' ? (p as RowPanel).panels : [p as Panel]));
+}
+
+const targets = (panel: Panel) => (panel.targets ?? []) as unknown as Target[];
+const dashboards = buildDashboards();
+const variables = (dash: Dashboard): VariableModel[] => dash.templating.list ?? [];
+
+describe('generated dashboard files', () => {
+  it(UPDATE ? 'writes grafana/dashboards/*.json (UPDATE_DASHBOARDS=1)' : 'match the generator byte for byte', () => {
+    if (UPDATE) writeDashboards();
+    for (const [file, text] of Object.entries(renderDashboards())) {
+      let committed: string;
+      try {
+        committed = readFileSync(join(DASHBOARDS_DIR, file), 'utf8');
+      } catch (error) {
+        throw new Error(`grafana/dashboards/${file} is missing: run \`UPDATE_DASHBOARDS=1 npx vitest run test/unit/dashboards.test.ts\``, { cause: error });
+      }
+      if (committed !== text) {
+        expect.fail(`grafana/dashboards/${file} differs from grafana/src: run \`UPDATE_DASHBOARDS=1 npx vitest run test/unit/dashboards.test.ts\` and commit the result`);
+      }
+    }
+  });
+});
+
+describe.each(Object.entries(dashboards))('dashboard %s', (_file, dash) => {
+  const dsVariable = variables(dash).find((v) => v.name === 'datasource');
+
+  it('has a uid, title, description, tags and a datasource variable defaulting to a provisioned data source', () => {
+    expect(dash.uid).toMatch(/^[a-z0-9-]{8,40}$/);
+    expect(dash.title).toBeTruthy();
+    expect(dash.description).toBeTruthy();
+    expect(dash.tags).toContain('analytics-exporter');
+    expect(dsVariable?.type).toBe('datasource');
+    const provisioned = Object.values(PROVISIONED).find((p) => p.type === dsVariable?.query);
+    expect(provisioned, `datasource variable of type ${String(dsVariable?.query)}`).toBeDefined();
+    expect(dsVariable?.current?.value).toBe(provisioned!.uid);
+  });
+
+  it('gives every panel an id, a unit, a description and the datasource variable', () => {
+    const ids = (dash.panels ?? []).map((p) => p.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    const panels = dataPanels(dash);
+    expect(panels.length).toBeGreaterThan(3);
+    for (const panel of panels) {
+      const where = `${dash.uid} / ${panel.title}`;
+      expect(panel.id, where).toBeTypeOf('number');
+      expect(panel.description, where).toBeTruthy();
+      expect(panel.fieldConfig?.defaults.unit, where).toBeTruthy();
+      expect(panel.datasource, where).toEqual({ type: dsVariable!.query, uid: '${datasource}' });
+      const ts = targets(panel);
+      expect(ts.length, where).toBeGreaterThan(0);
+      expect(new Set(ts.map((t) => t.refId)).size, where).toBe(ts.length);
+      for (const t of ts) {
+        expect(t.datasource, where).toEqual({ type: dsVariable!.query, uid: '${datasource}' });
+        expect(t.expr ?? t.rawSql, where).toBeTruthy();
+      }
+    }
+  });
+
+  it('uses only variables it defines', () => {
+    const defined = new Set(variables(dash).map((v) => v.name));
+    const texts = [...dataPanels(dash).flatMap((p) => targets(p).map((t) => t.expr ?? t.rawSql ?? '')), ...variables(dash).map((v) => String(v.query ?? ''))];
+    for (const text of texts) {
+      for (const [, a, b] of text.matchAll(/\$(?:\{(\w+)[^}]*\}|(\w+))/g)) {
+        const name = (a ?? b)!;
+        if (!name.startsWith('__')) expect(defined, `$${name} in ${text}`).toContain(name);
+      }
+    }
+  });
+});
+
+describe('PromQL of the dashboards', () => {
+  const prom = Object.values(dashboards).flatMap((dash) => dataPanels(dash).flatMap((p) => targets(p).flatMap((t) => (t.expr ? [{ dash, panel: p, expr: t.expr }] : []))));
+  const families = UPSTREAM_FAMILIES.map((f) => f.metric).join('|');
+
+  it('never applies a counter function to the upstream window counts', () => {
+    // rate(userlogin_event_count[5m]), increase({__name__=~"...event_count"}[1h]) …
+    const counterFn = new RegExp(`\\b(rate|irate|increase|delta|idelta|deriv|resets)\\s*\\([^()]*(${families}|_event_count)`);
+    for (const { expr } of prom) expect(expr).not.toMatch(counterFn);
+  });
+
+  it('filters every upstream selector of Platform usage by $customer', () => {
+    const usage = prom.filter((q) => q.dash.uid === 'analytics-platform-usage');
+    expect(usage.length).toBeGreaterThan(10);
+    for (const { expr } of usage) {
+      for (const [selector] of expr.matchAll(/(?:\w+_event_count)?\{[^}]*\}/g)) expect(selector).toContain('customer=~"$customer"');
+    }
+  });
+
+  it('names only metrics the exporter registers (prom-client defaults included)', () => {
+    const metrics = new ExporterMetrics();
+    const names = new Set<string>();
+    for (const metric of metrics.registry.getMetricsAsArray()) {
+      const { name, type } = metric as unknown as { name: string; type: string };
+      names.add(name);
+      if (type === 'histogram') for (const suffix of ['_bucket', '_count', '_sum']) names.add(`${name}${suffix}`);
+    }
+    const used = new Set(prom.flatMap(({ expr }) => [...expr.matchAll(/\b((?:analytics_exporter|process|nodejs)_\w+)\{/g)].map((m) => m[1]!)));
+    expect(used.size).toBeGreaterThan(15);
+    for (const name of used) expect(names, name).toContain(name);
+  });
+
+  it('selects the exporter by $job and $instance on Exporter health', () => {
+    const health = prom.filter((q) => q.dash.uid === 'analytics-exporter-health');
+    for (const { expr } of health) {
+      for (const [selector] of expr.matchAll(/\b(?:analytics_exporter|process|nodejs)_\w+\{[^}]*\}/g)) expect(selector).toContain('job=~"$job", instance=~"$instance"');
+    }
+  });
+});
+
+describe('SQL of Analytics history', () => {
+  const dash = dashboards['analytics-history.json']!;
+  const sql = [...dataPanels(dash).flatMap((p) => targets(p).map((t) => t.rawSql!)), ...variables(dash).filter((v) => v.type === 'query').map((v) => String(v.query))];
+
+  it('reaches tables only through ${schema}, restricted to SQL identifiers', () => {
+    for (const text of sql.filter((s) => !s.includes('information_schema'))) {
+      for (const [, table] of text.matchAll(/(?<!epoch )\b(?:FROM|JOIN)\s+(\S+)/gi)) expect(table).toMatch(/^\$\{schema\}\.(records|sync_runs|sync_windows|sync_state)$/);
+    }
+    const schema = variables(dash).find((v) => v.name === 'schema')!;
+    expect(schema.regex).toBe('/^[a-z_][a-z0-9_]{0,62}$/');
+    expect(schema.allowCustomValue).toBe(false);
+  });
+
+  it('reads payload fields only by variables, as SQL string literals', () => {
+    let checked = 0;
+    for (const text of sql) {
+      for (const use of [...text.matchAll(/\bpayload\b/g)].map((m) => text.slice(m.index))) {
+        checked++;
+        expect(use).toMatch(/^payload(::text AS "Payload"| #>> string_to_array\(\$\{(event|customer|customer_id|user)_field:sqlstring\}, '\.'\)\))/);
+      }
+      for (const v of FIELD_VARIABLES) expect(text).not.toContain(v.default);
+    }
+    expect(checked).toBeGreaterThan(20);
+  });
+});
+
+describe('provisioning', () => {
+  const datasources = parseYaml(readFileSync(join(PROVISIONING_DIR, 'datasources', 'datasources.yaml'), 'utf8')) as {
+    apiVersion: number;
+    datasources: Array<Record<string, unknown> & { jsonData?: Record<string, unknown>; secureJsonData?: Record<string, unknown> }>;
+  };
+  const providers = parseYaml(readFileSync(join(PROVISIONING_DIR, 'dashboards', 'dashboards.yaml'), 'utf8')) as {
+    apiVersion: number;
+    providers: Array<{ type: string; options: { path: string } }>;
+  };
+
+  it('provisions the data sources the dashboards default to, on the compose services', () => {
+    expect(datasources.apiVersion).toBe(1);
+    const byUid = new Map(datasources.datasources.map((d) => [d.uid, d]));
+    const prometheus = byUid.get(PROVISIONED.prometheus.uid)!;
+    expect(prometheus).toMatchObject({ name: PROVISIONED.prometheus.name, type: 'prometheus', url: 'http://prometheus:9090' });
+    const postgres = byUid.get(PROVISIONED.postgres.uid)!;
+    expect(postgres).toMatchObject({ name: PROVISIONED.postgres.name, type: 'grafana-postgresql-datasource', url: 'postgres:5432', user: '$POSTGRES_USER' });
+    expect(postgres.jsonData?.database).toBe('analytics');
+    expect(postgres.secureJsonData?.password).toBe('$POSTGRES_PASSWORD');
+  });
+
+  it('loads the dashboards folder compose.yaml mounts', () => {
+    expect(providers.apiVersion).toBe(1);
+    expect(providers.providers).toEqual([expect.objectContaining({ type: 'file', options: expect.objectContaining({ path: '/var/lib/grafana/dashboards' }) })]);
+  });
+});
+
+describe('interpolation emulator (grafana/src/interpolate.ts)', () => {
+  const vars = [
+    { type: 'query', name: 'customer', multi: true, includeAll: true, allValue: '.*' },
+    { type: 'query', name: 'pick', multi: true, includeAll: true },
+    { type: 'textbox', name: 'field' },
+  ] as VariableModel[];
+  const range = { from: new Date('2026-10-01T00:00:00Z'), to: new Date('2026-10-08T12:00:00.500Z') };
+
+  it('formats Prometheus values as Grafana does: regex-escaped alternatives, allValue as is', () => {
+    const scope = { variables: vars, builtins: { __rate_interval: '1m' } };
+    expect(renderPromQL('x{c=~"$customer"}[$__rate_interval]', { ...scope, selections: { customer: { values: ['A.B', 'C|D'] } } })).toBe('x{c=~"(A\\\\.B|C\\\\|D)"}[1m]');
+    expect(renderPromQL('x{c=~"$customer"}', { ...scope, selections: { customer: { values: ['A', 'B'], all: true } } })).toBe('x{c=~".*"}');
+    expect(renderPromQL("x{c=~\"$field\"}", { ...scope, selections: { field: { values: ["it's"] } } })).toBe("x{c=~\"it\\\\'s\"}");
+  });
+
+  it('formats SQL values as Grafana does: sqlstring literals, All as every option', () => {
+    const scope = { variables: vars, selections: { pick: { values: ["O'Hara", 'B'], all: true }, field: { values: ["a'b"] } } };
+    expect(interpolate('x IN (${pick:sqlstring}) AND y = ${field:sqlstring}', { ...scope, dialect: 'sql' })).toBe("x IN ('O''Hara','B') AND y = 'a''b'");
+    expect(interpolate("y = '$field' AND x IN ($pick)", { ...scope, dialect: 'sql' })).toBe("y = 'a''b' AND x IN ('O''Hara','B')");
+    expect(interpolate('ARRAY[${pick:sqlstring}]', { ...scope, selections: { pick: { values: [], all: true } }, dialect: 'sql' })).toBe('ARRAY[]');
+  });
+
+  it('expands the PostgreSQL macros to the text Grafana produces', () => {
+    expect(expandSqlMacros('SELECT $__timeGroupAlias(t, 1d), 1 WHERE $__timeFilter(t) AND $__timeFrom() < $__timeTo()', range)).toBe(
+      'SELECT floor(extract(epoch from t)/86400)*86400 AS "time", 1 WHERE t BETWEEN \'2026-10-01T00:00:00.000Z\' AND \'2026-10-08T12:00:00.500Z\' AND \'2026-10-01T00:00:00.000Z\' < \'2026-10-08T12:00:00.500Z\'',
+    );
+    expect(expandSqlMacros("$__timeGroup(t, '5m', 0) $__unixEpochFilter(u) $__time(t)", range)).toBe(
+      'floor(extract(epoch from t)/300)*300 u >= 1790812800 AND u <= 1791460800 t AS "time"',
+    );
+    expect(intervalSeconds('1w')).toBe(604_800);
+  });
+
+  it('fails loudly on what it does not know', () => {
+    const scope = { variables: vars, selections: {} };
+    expect(() => renderPromQL('x{a="$nope"}', scope)).toThrow(/not defined/);
+    expect(() => renderPromQL('x{a=~"$customer"}', scope)).toThrow(/no selection/);
+    expect(() => renderPromQL('rate(x[$__interval])', scope)).toThrow(/\$__interval has no value/);
+    expect(() => renderSql('SELECT $__timeShift(t)', scope, range)).toThrow(/not emulated/);
+    expect(() => renderSql('SELECT ${customer:lucene}', { variables: vars, selections: { customer: { values: ['a'] } } }, range)).toThrow(/format "lucene"/);
+    expect(() => expandSqlMacros('$__timeGroup(t, 1 day)', range)).toThrow(/interval/);
+  });
+});
