@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import cron from 'node-cron';
 import { z } from 'zod';
 import { ConfigError, maskSecret } from './errors.js';
+import { loadWebConfig, WebConfigError, type WebConfig } from './webconfig.js';
 
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
 export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';
@@ -87,6 +88,8 @@ export interface ServeConfig {
   scrapeTimeoutMs: number;
   /** Prefix added to upstream metric names; undefined for none. */
   upstreamPrefix: string | undefined;
+  /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE); undefined for plain HTTP without auth. */
+  web: WebConfig | undefined;
 }
 
 export interface Config {
@@ -137,6 +140,7 @@ export const SETTINGS: readonly SettingDoc[] = [
   { env: 'METRICS_WINDOW', flag: '--metrics-window', help: 'upstream E7 values are counts over now minus this (default 24h)' },
   { env: 'METRICS_CACHE_TTL', flag: '--metrics-cache-ttl', help: 'an upstream read is reused by scrapes for this long (default 30s)' },
   { env: 'METRICS_SCRAPE_TIMEOUT', flag: '--metrics-scrape-timeout', help: 'scrape timeout when Prometheus sends none (default 10s)' },
+  { env: 'WEB_CONFIG_FILE', flag: '--web-config-file', help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format" },
   { env: 'UPSTREAM_METRIC_PREFIX', flag: '--upstream-metric-prefix', help: 'prefix added to upstream metric names (default none)' },
   { env: 'LOG_LEVEL', flag: '--log-level', help: 'fatal, error, warn, info (default), debug, trace or silent' },
 ];
@@ -272,6 +276,7 @@ const envSchema = z.object({
   METRICS_WINDOW: duration('24h').default(86_400_000),
   METRICS_CACHE_TTL: durationOrZero('30s').default(30_000),
   METRICS_SCRAPE_TIMEOUT: duration('10s').default(10_000),
+  WEB_CONFIG_FILE: optional(z.string()),
   UPSTREAM_METRIC_PREFIX: optional(z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a metric name prefix: letters, digits, _ and :, not starting with a digit')),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
 });
@@ -393,9 +398,19 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       cacheTtlMs: v.METRICS_CACHE_TTL,
       scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
       upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
+      web: v.WEB_CONFIG_FILE === undefined ? undefined : readWebConfig(v.WEB_CONFIG_FILE),
     },
     logLevel: v.LOG_LEVEL,
   };
+}
+
+function readWebConfig(file: string): WebConfig {
+  try {
+    return loadWebConfig(file);
+  } catch (err) {
+    if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
+    throw err;
+  }
 }
 
 /** `https://h/base` → `https://h/base/`, so relative paths resolve below it instead of replacing `base`. */

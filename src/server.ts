@@ -3,6 +3,8 @@
  * reachable and migrated), `/` (a landing page); 404 for other paths, 405 for other methods.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { TLSSocket } from 'node:tls';
 import type { Logger } from './log.js';
 import {
   OPENMETRICS_CONTENT_TYPE,
@@ -17,6 +19,7 @@ import {
 import type { ExporterMetrics } from './metrics/registry.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './metrics/upstream.js';
 import { VERSION } from './version.js';
+import { BasicAuth, type WebConfig } from './webconfig.js';
 
 /** prom-client names three gauges `_total`, which promtool's lint rejects; they are served without it. */
 const RENAMED_DEFAULT_METRICS: ReadonlyMap<string, string> = new Map([
@@ -43,6 +46,8 @@ export interface ServerDeps {
   readiness: () => Promise<Readiness>;
   /** Scrape timeout assumed when Prometheus sends none, in milliseconds. */
   defaultScrapeTimeoutMs: number;
+  /** TLS, client certificates, basic auth and headers (WEB_CONFIG_FILE); plain HTTP when absent. */
+  web?: WebConfig;
   log: Logger;
 }
 
@@ -82,6 +87,25 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
 }
 
 /**
+ * Applies exporter-toolkit's client_auth_type to a finished TLS handshake. Node can only demand
+ * *verified* certificates during the handshake (RequireAndVerifyClientCert); the other modes
+ * request a certificate and are judged here, closing connections that break the rule.
+ */
+function acceptsClient(socket: TLSSocket, mode: NonNullable<WebConfig['tls']>['clientAuth']): boolean {
+  const presented = Object.keys(socket.getPeerCertificate() ?? {}).length > 0;
+  switch (mode) {
+    case 'RequireAnyClientCert':
+      return presented;
+    case 'VerifyClientCertIfGiven':
+      return !presented || socket.authorized;
+    case 'RequireAndVerifyClientCert':
+      return presented && socket.authorized;
+    default:
+      return true;
+  }
+}
+
+/**
  * Creates (does not start) the server.
  *
  * /metrics never fails for an upstream fault: it answers 200 within the scrape timeout with the
@@ -89,9 +113,14 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
  */
 export function createMetricsServer(deps: ServerDeps): Server {
   const { log } = deps;
+  const auth = new BasicAuth(deps.web?.users ?? {});
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    for (const [name, value] of Object.entries(deps.web?.headers ?? {})) res.setHeader(name, value);
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
     const head = req.method === 'HEAD';
+    if (auth.enabled && !(await auth.verify(req.headers.authorization))) {
+      return send(res, 401, 'text/plain; charset=utf-8', 'unauthorized\n', head, { 'www-authenticate': 'Basic realm="analytics-exporter", charset="UTF-8"' });
+    }
     const known = path === '/metrics' || path === '/healthz' || path === '/readyz' || path === '/';
     if (!known) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n', head);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -120,7 +149,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
     }
   };
 
-  const server = createServer((req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
     // Drain and ignore any body so the connection stays usable; we never read one.
     req.resume();
     handle(req, res).catch((err: unknown) => {
@@ -128,7 +157,32 @@ export function createMetricsServer(deps: ServerDeps): Server {
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n', false);
       else res.destroy();
     });
-  });
+  };
+  const tls = deps.web?.tls;
+  let server: Server;
+  if (tls === undefined) {
+    server = createServer(listener);
+  } else {
+    server = createHttpsServer(
+      {
+        cert: tls.cert,
+        key: tls.key,
+        ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+        minVersion: tls.minVersion,
+        ...(tls.maxVersion !== undefined ? { maxVersion: tls.maxVersion } : {}),
+        requestCert: tls.clientAuth !== 'NoClientCert',
+        rejectUnauthorized: tls.clientAuth === 'RequireAndVerifyClientCert',
+      },
+      listener,
+    );
+    server.on('secureConnection', (socket: TLSSocket) => {
+      if (!acceptsClient(socket, tls.clientAuth)) {
+        log.warn({ clientAuth: tls.clientAuth, remote: socket.remoteAddress }, 'closed a TLS connection whose client certificate breaks client_auth_type');
+        socket.destroy();
+      }
+    });
+    server.on('tlsClientError', (err: Error) => log.debug({ err: { message: err.message } }, 'TLS handshake failed'));
+  }
   server.headersTimeout = HEADERS_TIMEOUT_MS;
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.maxConnections = MAX_CONNECTIONS;

@@ -95,7 +95,14 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     ownFamilies: () => ownFamilies(metrics),
     log,
   });
-  const server = createMetricsServer({ metrics, upstream: upstreamMetrics, readiness, defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs, log });
+  const server = createMetricsServer({
+    metrics,
+    upstream: upstreamMetrics,
+    readiness,
+    defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
+    ...(config.serve.web ? { web: config.serve.web } : {}),
+    log,
+  });
 
   const scheduler = new SyncScheduler({
     schedule: config.sync.schedule ?? '0 0 1 1 *',
@@ -121,9 +128,17 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   }
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  const url = `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
+  const scheme = config.serve.web?.tls ? 'https' : 'http';
+  const url = `${scheme}://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
   log.info(
-    { metrics: `${url}/metrics`, schedule: config.sync.schedule ?? 'off', demo: upstream.demo, embeddedDatabase: config.database.url === undefined },
+    {
+      metrics: `${url}/metrics`,
+      schedule: config.sync.schedule ?? 'off',
+      demo: upstream.demo,
+      embeddedDatabase: config.database.url === undefined,
+      tls: config.serve.web?.tls?.clientAuth ?? 'off',
+      basicAuth: Object.keys(config.serve.web?.users ?? {}).length > 0,
+    },
     `serving ${url}/metrics`,
   );
 
