@@ -123,6 +123,8 @@ export interface SimulatorOptions extends DatasetOptions {
   scope?: string;
   /** `expires_in` of issued tokens, and their real lifetime, in seconds. */
   tokenLifetimeSeconds?: number;
+  /** Text every issued token starts with, so tests can search outputs for leaked tokens. Default none. */
+  tokenPrefix?: string;
   /** Whether a record exactly at `toDate` is in the range. Default inclusive (the reference is silent). */
   toDate?: 'inclusive' | 'exclusive';
   tls?: SimulatorTlsOptions;
@@ -390,7 +392,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     }
 
     const issuedAtMs = now();
-    const token = randomBytes(32).toString('base64url');
+    const token = `${options.tokenPrefix ?? ''}${randomBytes(32).toString('base64url')}`;
     tokens.set(token, { issuedAtMs, expiresAtMs: issuedAtMs + lifetimeSeconds * 1000, revoked: false });
     for (const [key, info] of tokens) if (info.expiresAtMs <= issuedAtMs) tokens.delete(key);
     sendJson(res, 200, { access_token: token, token_type: 'Bearer', expires_in: lifetimeSeconds }, { 'cache-control': 'no-store', pragma: 'no-cache' });
