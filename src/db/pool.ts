@@ -25,6 +25,8 @@ export function createPool(url: string, log: Logger, options: { max?: number } =
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     idleTimeoutMillis: 30_000,
     application_name: 'analytics-exporter',
+    // Detects half-open connections (a database host that vanished) instead of waiting forever.
+    keepAlive: true,
   });
   pool.on('error', (err) => log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'idle database connection failed'));
   return pool;
@@ -44,12 +46,20 @@ export function databaseError(what: string, cause: unknown): ExporterError {
 export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let failure: Error | undefined;
+  // The pool listens for errors of idle clients only: a connection dropped while checked out
+  // (failover, pg_terminate_backend) would otherwise be an unhandled 'error' event and kill the
+  // process. The query in flight rejects with the same error, so noting it is enough here.
+  const onError = (err: Error) => {
+    failure ??= err;
+  };
+  client.on('error', onError);
   try {
     return await fn(client);
   } catch (err) {
     failure = err as Error;
     throw err;
   } finally {
+    client.off('error', onError);
     client.release(failure);
   }
 }

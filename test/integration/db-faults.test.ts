@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/db/migrate.js';
+import { createPool, type Pool } from '../../src/db/pool.js';
+import { silentLogger } from '../../src/log.js';
+import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { runSync } from '../../src/sync/run.js';
+import { useTestDatabase } from '../helpers/db.js';
+import { expectExactDataset, simClient, syncConfig } from '../helpers/sync.js';
+
+const db = useTestDatabase();
+let pool: Pool;
+let admin: Pool;
+let sim: Simulator;
+const START = new Date('2026-10-25T00:00:00Z');
+const END = new Date('2026-11-01T00:00:00Z');
+
+beforeAll(async () => {
+  pool = createPool(db.url, silentLogger, { max: 2 });
+  admin = createPool(db.url, silentLogger, { max: 1 });
+  sim = await startSimulator({ port: 0, records: 20_000, start: START, end: END, faults: { latencyMs: 10 } });
+  await migrate(pool, 'faults', silentLogger);
+});
+afterAll(async () => {
+  await sim.close();
+  await pool.end();
+  await admin.end();
+});
+
+describe('database faults', () => {
+  it('a connection killed with pg_terminate_backend mid-window fails the run cleanly; the next run gives the exact dataset', async () => {
+    const client = simClient(sim);
+    let windows = 0;
+    const run = runSync(
+      {
+        pool,
+        client,
+        config: syncConfig({ SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '200', SYNC_CONCURRENCY: '1' }),
+        schema: 'faults',
+        log: silentLogger,
+        observer: {
+          pageLoaded: () => {
+            if (++windows === 15) {
+              void admin.query(
+                "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'analytics-exporter' and pid <> pg_backend_pid() and state <> 'idle'",
+              );
+            }
+          },
+        },
+      },
+      { from: START, to: END },
+    );
+    // Either the run reports failure or, when even recording it fails, rejects: never a crash.
+    const outcome = await run.then(
+      (result) => result.status,
+      (err: Error) => `rejected: ${err.message}`,
+    );
+    expect(outcome).toMatch(/^(failed|rejected: .*(terminat|connection))/i);
+    const partial = await admin.query<{ stray: number }>(
+      `select count(*)::int as stray from faults.records r where not exists (select 1 from faults.sync_windows w where w.window_start = r.window_start)`,
+    );
+    expect(partial.rows[0]!.stray).toBe(0);
+
+    const next = await runSync({ pool, client, config: syncConfig({ SYNC_WINDOW: '1d' }), schema: 'faults', log: silentLogger }, { from: START, to: END });
+    expect(next.status).toBe('succeeded');
+    await expectExactDataset(pool, 'faults', sim, START, END);
+    await client.close();
+  });
+});
