@@ -18,7 +18,7 @@ import {
   clearWindow,
   committedWindows,
   finishRun,
-  insertRecords,
+  prepareInsertRecords,
   readWatermark,
   recordWindow,
   startRun,
@@ -42,7 +42,9 @@ export interface WindowSummary {
   /** What E6 reported for the window (includes records left to a neighbour window). */
   totalRecords: number;
   pages: number;
-  /** Records whose event time lies outside the window (an inclusive toDate), left to their own window. */
+  /** Records exactly at the window end (an inclusive toDate), left to the next window, which returns them too. */
+  atEnd: number;
+  /** Records kept although their event time lies outside the window (RECORD_TIME_FIELD may not be what E6 filters on). */
   outside: number;
   /** Records without a readable event time. */
   untimed: number;
@@ -171,6 +173,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
           totalRecords: summary.totalRecords,
           pages: summary.pages,
           replaced: summary.replaced,
+          ...(summary.atEnd ? { atEnd: summary.atEnd } : {}),
           ...(summary.outside ? { outside: summary.outside } : {}),
           ...(summary.untimed ? { untimed: summary.untimed } : {}),
           ...(summary.attempts > 1 ? { attempts: summary.attempts } : {}),
@@ -178,6 +181,12 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
         },
         'window committed',
       );
+      if (summary.outside > 0) {
+        log.warn(
+          { runId, window: [iso(window.start), iso(window.end)], outside: summary.outside },
+          'E6 returned records whose RECORD_TIME_FIELD lies outside the window; they are kept, but check that the field is the event time E6 filters on',
+        );
+      }
       observer?.windowCommitted?.(summary);
     }
   } catch (thrown) {
@@ -275,34 +284,64 @@ async function loadWindow(
     const replaced = await clearWindow(db, t, window);
     let stored = 0;
     let fetched = 0;
+    let atEnd = 0;
     let outside = 0;
     let untimed = 0;
+    // One page's insert runs in the database while the next page is fetched and prepared here.
+    // At most one insert is outstanding: it is awaited before the next one is sent, so inserts
+    // stay in page order, a failure surfaces before anything after it, and memory grows by one page.
+    let inserting: { done: Promise<void>; records: number } | undefined;
+    const settle = async (): Promise<void> => {
+      if (inserting === undefined) return;
+      const { done, records } = inserting;
+      inserting = undefined;
+      await done;
+      stored += records;
+      deps.observer?.pageLoaded?.({ records });
+    };
+    /** Page `n`; if its fetch fails while an insert is outstanding, that insert's failure (earlier in order) wins. */
+    const next = async (n: number): Promise<AnalyticsPage> => {
+      try {
+        return await page(n);
+      } catch (err) {
+        await settle();
+        throw err;
+      }
+    };
     const first = await page(1);
     const total = first.totalRecords;
     const pageCount = first.totalPages;
     for (let n = 1; ; n++) {
-      const current = n === 1 ? first : await page(n);
+      const current = n === 1 ? first : await next(n);
       if (current.totalRecords !== total) {
+        await settle();
         throw new InconsistentWindowError(`${where}: totalRecords changed from ${total} to ${current.totalRecords} by page ${n} (records arrived or left while paging)`);
       }
       fetched += current.data.length;
       const keep: AnalyticsRecord[] = [];
-      const times: (string | null)[] = [];
+      const times: (number | null)[] = [];
       for (const record of current.data) {
         const ms = timeField ? recordTime(record, timeField) : undefined;
-        if (ms !== undefined && (ms < window.start || ms >= window.end)) {
-          outside++; // at the window end (inclusive toDate): it belongs to the next window
+        if (ms === window.end) {
+          // An inclusive toDate returns it here and again, by startDate, with the next window.
+          atEnd++;
           continue;
         }
+        // The API returned it for this window: keep it, but say so (RECORD_TIME_FIELD may not be
+        // the field E6 filters on, or may lack a zone).
+        if (ms !== undefined && (ms < window.start || ms > window.end)) outside++;
         if (timeField && ms === undefined) untimed++;
         keep.push(record);
-        times.push(ms === undefined ? null : iso(ms));
+        times.push(ms === undefined ? null : ms);
       }
-      await insertRecords(db, t, window, runId, keep, times);
-      stored += keep.length;
-      deps.observer?.pageLoaded?.({ records: keep.length });
+      const query = prepareInsertRecords(t, window, runId, keep, times);
+      await settle();
+      const done = query === undefined ? Promise.resolve() : db.query(query.text, query.values).then(() => undefined);
+      done.catch(() => undefined); // awaited by settle(); never an unhandled rejection meanwhile
+      inserting = { done, records: keep.length };
       if (n >= pageCount) break;
     }
+    await settle();
     if (fetched !== total) {
       throw new InconsistentWindowError(`${where}: pages held ${fetched} records, totalRecords said ${total}`);
     }
@@ -313,6 +352,7 @@ async function loadWindow(
       records: stored,
       totalRecords: total,
       pages,
+      atEnd,
       outside,
       untimed,
       replaced,

@@ -79,11 +79,84 @@ export async function clearWindow(db: PoolClient, t: Tables, window: Window): Pr
   return rowCount ?? 0;
 }
 
+/** A prepared statement text and its parameters, ready for `db.query(text, values)`. */
+export interface PreparedQuery {
+  text: string;
+  values: unknown[];
+}
+
+/**
+ * Builds the insert of one page's records (see {@link insertRecords}) without sending it, so a
+ * caller can serialise the next page while the database is still busy with the previous one.
+ *
+ * @param eventTimes one entry per record: milliseconds since the epoch, or null when the record has none.
+ * @returns undefined when there is nothing to insert.
+ */
+export function prepareInsertRecords(
+  t: Tables,
+  window: Window,
+  runId: number,
+  records: readonly AnalyticsRecord[],
+  eventTimes: readonly (number | null)[],
+): PreparedQuery | undefined {
+  if (records.length === 0) return undefined;
+  return {
+    text: `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
+     select r.payload, e.event_time, $1, $2, $3
+       from jsonb_array_elements($4::jsonb) with ordinality as r(payload, n)
+       join unnest($5::timestamptz[]) with ordinality as e(event_time, n) using (n)`,
+    values: [new Date(window.start), new Date(window.end), runId, JSON.stringify(records), timestampArray(eventTimes)],
+  };
+}
+
+const MS_PER_DAY = 86_400_000;
+/** 10000-01-01T00:00:00Z: from here on `toISOString` writes six-digit years. */
+const YEAR_10000_MS = 253_402_300_800_000;
+const PAD2 = Array.from({ length: 60 }, (_, n) => String(n).padStart(2, '0'));
+const PAD3 = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
+
+/**
+ * The timestamptz[] literal of the event times, each written exactly as `new Date(ms).toISOString()`
+ * writes it (UTC, milliseconds, `Z`), nulls as NULL. Such text needs no quoting in an array literal.
+ *
+ * Records of a page mostly share their day, so the date part is formatted once per day and the
+ * time of day from tables; times before 1970, from the year 10000 on, or with a fraction of a
+ * millisecond take `toISOString` itself.
+ */
+function timestampArray(values: readonly (number | null)[]): string {
+  let text = '{';
+  let day = Number.NaN;
+  let datePart = '';
+  for (let i = 0; i < values.length; i++) {
+    if (i > 0) text += ',';
+    const ms = values[i];
+    if (ms === null || ms === undefined) {
+      text += 'NULL';
+    } else if (Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS) {
+      let rest = ms % MS_PER_DAY;
+      const dayStart = ms - rest;
+      if (dayStart !== day) {
+        day = dayStart;
+        datePart = new Date(dayStart).toISOString().slice(0, 11); // YYYY-MM-DDT
+      }
+      const hours = Math.floor(rest / 3_600_000);
+      rest -= hours * 3_600_000;
+      const minutes = Math.floor(rest / 60_000);
+      rest -= minutes * 60_000;
+      const seconds = Math.floor(rest / 1000);
+      text += `${datePart}${PAD2[hours]}:${PAD2[minutes]}:${PAD2[seconds]}.${PAD3[rest - seconds * 1000]}Z`;
+    } else {
+      text += new Date(ms).toISOString();
+    }
+  }
+  return `${text}}`;
+}
+
 /**
  * Inserts one page's records in one round trip: the page travels as one jsonb array and the
  * event times as one timestamptz array, joined by position.
  *
- * @param eventTimes one entry per record: ISO 8601 UTC, or null when the record has none.
+ * @param eventTimes one entry per record: milliseconds since the epoch, or null when the record has none.
  */
 export async function insertRecords(
   db: PoolClient,
@@ -91,16 +164,10 @@ export async function insertRecords(
   window: Window,
   runId: number,
   records: readonly AnalyticsRecord[],
-  eventTimes: readonly (string | null)[],
+  eventTimes: readonly (number | null)[],
 ): Promise<void> {
-  if (records.length === 0) return;
-  await db.query(
-    `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
-     select r.payload, e.event_time, $1, $2, $3
-       from jsonb_array_elements($4::jsonb) with ordinality as r(payload, n)
-       join unnest($5::timestamptz[]) with ordinality as e(event_time, n) using (n)`,
-    [new Date(window.start), new Date(window.end), runId, JSON.stringify(records), eventTimes],
-  );
+  const query = prepareInsertRecords(t, window, runId, records, eventTimes);
+  if (query !== undefined) await db.query(query.text, query.values);
 }
 
 /**

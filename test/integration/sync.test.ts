@@ -248,6 +248,32 @@ describe('sync (in process, real PostgreSQL)', () => {
     await expectExactDataset(pool, schema, s, START, END);
   });
 
+  it('keeps records whose RECORD_TIME_FIELD lies outside the window E6 returned them for, and counts them', async () => {
+    // Records without the field get no boundary guard, so an exclusive toDate keeps them single (README).
+    const s = await sim({ records: 2000, start: START, end: END, toDate: 'exclusive' });
+    // A field that is not what E6 filters on: its time is months before the window.
+    const odd = s.dataset
+      .plausibleRecords(5, new Date('2026-10-31T10:00:00Z'), new Date('2026-10-31T11:00:00Z'), false, 7)
+      .map((r) => ({ ...r, createdAt: '2026-01-01T00:00:00Z' }));
+    s.insertRecords(odd);
+    const schema = await freshSchema();
+    let outside = 0;
+    const result = await runSync(
+      {
+        pool,
+        client: client(s),
+        config: syncConfig({ RECORD_TIME_FIELD: 'createdAt', SYNC_WINDOW: '6h' }),
+        schema,
+        log: silentLogger,
+        observer: { windowCommitted: (w) => void (outside += w.outside) },
+      },
+      { from: START, to: END },
+    );
+    expect(result.status).toBe('succeeded');
+    expect(outside).toBe(5);
+    expect(await expectExactDataset(pool, schema, s, START, END)).toBe(s.dataset.count(START, END, false));
+  });
+
   it('records each run in sync_runs', async () => {
     const s = await sim({ records: 2000, start: START, end: END });
     const schema = await freshSchema();
