@@ -287,6 +287,10 @@ type RawEnv = Record<string, string | undefined>;
 function displayValue(variable: string, value: string | undefined): string {
   if (value === undefined) return '(unset)';
   if (SECRET_VARIABLES.has(variable)) return maskSecret(value);
+  if (variable === 'DATABASE_URL' && !URL.canParse(value)) {
+    // libpq URLs can be multi-host or hold characters URL() rejects: mask everything before the last '@'.
+    return JSON.stringify(value.replace(/^([a-z]+:\/\/)[^/]*@/i, '$1***@'));
+  }
   if (URL.canParse(value)) {
     const url = new URL(value);
     if (url.password) {

@@ -6,11 +6,11 @@
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { describeError } from '../errors.js';
+import { InvalidArgumentError, describeError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { migrate } from '../db/migrate.js';
 import { runSync, type SyncObserver } from '../sync/run.js';
-import { EXIT_FAILURE, EXIT_OK } from './exit.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
 
 const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -132,8 +132,13 @@ export function registerSyncCommand(program: Command): void {
         }
       } catch (err) {
         progress?.stop();
-        log.error({ err: { message: describeError(err) } }, 'sync failed');
-        code = EXIT_FAILURE;
+        if (err instanceof InvalidArgumentError) {
+          process.stderr.write(`analytics-exporter sync: ${err.message}\n`);
+          code = EXIT_USAGE;
+        } else {
+          log.error({ err: { message: describeError(err) } }, 'sync failed');
+          code = EXIT_FAILURE;
+        }
       } finally {
         signals.dispose();
       }

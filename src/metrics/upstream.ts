@@ -17,6 +17,9 @@ export function scrapeBudgetMs(scrapeTimeoutMs: number): number {
   return Math.max(1, scrapeTimeoutMs - Math.min(1000, scrapeTimeoutMs * 0.2));
 }
 
+/** Upper bound on a scrape timeout taken from the request header, in seconds. */
+export const MAX_SCRAPE_TIMEOUT_SECONDS = 300;
+
 /**
  * Reads `X-Prometheus-Scrape-Timeout-Seconds` (Prometheus sends the job's scrape_timeout).
  *
@@ -25,7 +28,8 @@ export function scrapeBudgetMs(scrapeTimeoutMs: number): number {
 export function scrapeTimeoutFromHeader(value: string | string[] | undefined, fallbackMs: number): number {
   const text = Array.isArray(value) ? value[0] : value;
   const seconds = text === undefined ? NaN : Number(text);
-  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : fallbackMs;
+  // A client sets this header: bound it, so a huge value cannot overflow a timer.
+  return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, MAX_SCRAPE_TIMEOUT_SECONDS) * 1000 : fallbackMs;
 }
 
 /** `86400000` → `24h`, `5400000` → `1h30m`: a Prometheus-style duration in hours, minutes and seconds. */

@@ -8,7 +8,7 @@
  * add up to it, is rolled back and fetched again, a bounded number of times.
  */
 import type { SyncConfig } from '../config.js';
-import { AbortedError, ExporterError, coerceError, describeError } from '../errors.js';
+import { AbortedError, ExporterError, InvalidArgumentError, coerceError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
@@ -106,7 +106,9 @@ export interface SyncOptions {
  *
  * @returns `{ status: 'locked' }` when another run holds the schema's lock (and `wait` is false);
  *   otherwise the run's outcome: `succeeded`, `failed` or `interrupted` (signal).
- * @throws only when the database cannot be reached to take the lock or record the run.
+ * @throws {InvalidArgumentError} before anything is loaded when `from` ≥ `to` or `to` is later than
+ *   now minus SYNC_SETTLE; otherwise only when the database cannot be reached to take the lock or
+ *   record the run.
  */
 export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncResult> {
   const tables = new Tables(deps.schema);
@@ -134,6 +136,14 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     settleMs: config.settleMs,
     now,
   });
+  if (options.from !== undefined && range.start >= range.end) {
+    throw new InvalidArgumentError(`--from ${iso(range.start)} must be before the end of the range ${iso(range.end)} (--to, or now minus SYNC_SETTLE)`);
+  }
+  // Loading windows that have not happened yet would move the watermark past data still to come.
+  const latest = now - config.settleMs;
+  if (range.end > latest) {
+    throw new InvalidArgumentError(`--to ${iso(range.end)} is later than now minus SYNC_SETTLE (${iso(latest)}); windows in the future would be committed empty`);
+  }
   const planned = planWindows(range.start, range.end, config.windowMs);
   const windows =
     planned.length === 0 ? [] : closeOverCommitted(planned, await committedWindows(db, t, { start: planned[0]!.start, end: planned[planned.length - 1]!.end }));

@@ -114,6 +114,13 @@ export class TokenClient {
       form.client_secret = clientSecret;
     }
     const body = new URLSearchParams(form).toString();
+    // Forms of the secret a server could echo back: raw, form-encoded, percent-encoded, in the Basic header.
+    const secretForms = [
+      clientSecret,
+      formUrlEncode(clientSecret),
+      encodeURIComponent(clientSecret),
+      Buffer.from(`${formUrlEncode(clientId)}:${formUrlEncode(clientSecret)}`).toString('base64'),
+    ];
 
     const token = await withRetries(
       async () => {
@@ -125,8 +132,8 @@ export class TokenClient {
           this.#options.onTokenRequest?.('failure');
           const oauth = oauthErrorSchema.safeParse(safeJson(res.body));
           const detail = oauth.success
-            ? `${oauth.data.error}${oauth.data.error_description ? ` (${excerpt(oauth.data.error_description, 120, [clientSecret])})` : ''}`
-            : excerpt(res.body, 120, [clientSecret]);
+            ? `${oauth.data.error}${oauth.data.error_description ? ` (${excerpt(oauth.data.error_description, 120, secretForms)})` : ''}`
+            : excerpt(res.body, 120, secretForms);
           const err = statusError('token', tokenUrl, res, this.#now(), detail);
           throw new TokenError('ERR_TOKEN_REQUEST', `token request refused: ${err.message}`, {
             status: res.status,
@@ -140,7 +147,7 @@ export class TokenClient {
           this.#options.onTokenRequest?.('failure');
           const what =
             json === undefined || typeof json !== 'object'
-              ? `body is not a JSON object: ${excerpt(res.body, 120, [clientSecret])}`
+              ? `body is not a JSON object: ${excerpt(res.body, 120, secretForms)}`
               : parsed.error.issues.map((i) => i.message).join('; ');
           const base = bodyError('token', tokenUrl, `not a Bearer token response: ${what}`);
           // A well-formed answer of the wrong kind will not change on a retry.
@@ -155,9 +162,12 @@ export class TokenClient {
           log.warn({ endpoint: 'token', attempt, delayMs, err: { code: error.code, message: error.message } }, 'token request failed; retrying'),
       },
     ).catch((err: unknown) => {
-      // Network faults keep their own code but are reported as token failures.
-      if (err instanceof TokenError && err.code !== 'ERR_UPSTREAM_NETWORK' && err.code !== 'ERR_UPSTREAM_TIMEOUT') throw err;
-      const e = err as Error;
+      // The token request had its own retries: the error is final, so an API call's retry loop
+      // does not run the whole token retry sequence again for each of its attempts.
+      const e = err as Error & { code?: string; status?: number };
+      if (err instanceof TokenError && err.code !== 'ERR_UPSTREAM_NETWORK' && err.code !== 'ERR_UPSTREAM_TIMEOUT') {
+        throw new TokenError(err.code, err.message, { ...(err.status !== undefined ? { status: err.status } : {}), cause: err.cause });
+      }
       throw new TokenError('ERR_TOKEN_REQUEST', `token request failed: ${e.message}`, { cause: err });
     });
 

@@ -210,6 +210,12 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     const bad = await runCli(['sync', '--from', 'yesterday']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("option '--from <iso>' argument 'yesterday' is invalid");
+    const reversed = await runCli(['sync', '--from', '2026-10-05T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], { DATA_DIR: mkdtempSync(join(tmpdir(), 'ae-usage-')) });
+    expect(reversed.code).toBe(2);
+    expect(reversed.stderr).toContain('--from 2026-10-05T00:00:00.000Z must be before the end of the range 2026-10-02T00:00:00.000Z');
+    const future = await runCli(['sync', '--to', new Date(Date.now() + 3_600_000).toISOString()], { DATA_DIR: mkdtempSync(join(tmpdir(), 'ae-usage-')) });
+    expect(future.code).toBe(2);
+    expect(future.stderr).toContain('is later than now minus SYNC_SETTLE');
     const badEnv = await runCli(['sync'], { SYNC_PAGE_SIZE: '5000' });
     expect(badEnv.code).toBe(2);
     expect(badEnv.stderr).toContain('SYNC_PAGE_SIZE must be a whole number from 1 to 1000; got "5000"');

@@ -99,6 +99,16 @@ describe('loadConfig', () => {
     expect(badDb.message).toContain('***');
   });
 
+  it.each(['postgres://exporter:hunter2#x@db/analytics', 'postgres://exporter:hunter2@h1:5432,h2:5432/analytics'])(
+    'masks the password of a DATABASE_URL the URL parser rejects: %s',
+    (url) => {
+      const err = configError({ ...base, DATABASE_URL: url });
+      expect(err.variable).toBe('DATABASE_URL');
+      expect(err.message).not.toContain('hunter2');
+      expect(err.message).toContain('postgres://***@');
+    },
+  );
+
   it('reads CLIENT_SECRET_FILE without its trailing newline', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     const file = join(dir, 'secret');

@@ -161,6 +161,29 @@ describe('TokenClient', () => {
     expect(requests).toHaveLength(1);
   });
 
+  it('masks the secret in every form a server could echo: raw, encoded, in the Basic header', async () => {
+    for (const authMethod of ['client_secret_post', 'client_secret_basic'] as const) {
+      answer = (req, body) => ({ status: 400, body: `echo: ${body} ${req.headers.authorization ?? ''} ${decodeURIComponent(body)}` });
+      const err = (await client({ authMethod })
+        .getToken()
+        .catch((e: unknown) => e)) as TokenError;
+      expect(err.message).toContain('echo:');
+      for (const form of ['p@ss:word+1', 'p%40ss%3Aword%2B1', Buffer.from('my+client:p%40ss%3Aword%2B1').toString('base64')]) {
+        expect(err.message, `${authMethod}: ${form}`).not.toContain(form);
+      }
+    }
+  });
+
+  it('makes a final token failure non-retryable, so API retries do not repeat the token retries', async () => {
+    answer = () => ({ status: 503, body: { error: 'temporarily_unavailable' } });
+    const err = (await client()
+      .getToken()
+      .catch((e: unknown) => e)) as TokenError;
+    expect(requests).toHaveLength(3); // maxAttempts of the token request itself
+    expect(err.retryable).toBe(false);
+    expect(err.status).toBe(503);
+  });
+
   it('retries 503 from the token endpoint, then succeeds', async () => {
     let n = 0;
     answer = () => (++n < 3 ? { status: 503, body: { error: 'temporarily_unavailable' } } : ok());

@@ -21,6 +21,7 @@ describe('scrape budget', () => {
     expect(scrapeTimeoutFromHeader(undefined, 10_000)).toBe(10_000);
     expect(scrapeTimeoutFromHeader('soon', 10_000)).toBe(10_000);
     expect(scrapeTimeoutFromHeader('-1', 10_000)).toBe(10_000);
+    expect(scrapeTimeoutFromHeader('1e7', 10_000)).toBe(300_000); // bounded: a huge value would overflow a timer
   });
 
   it('formats durations the Prometheus way', () => {
