@@ -109,8 +109,14 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     log,
     onSkipped: () => metrics.syncSkipped.inc(),
     run: async (signal) => {
-      const { pool } = await ensureMigrated();
-      return runSync({ pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
+      const started = performance.now();
+      try {
+        const { pool } = await ensureMigrated();
+        return await runSync({ pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
+      } catch (err) {
+        metrics.recordUnrecordedFailure((performance.now() - started) / 1000);
+        throw err;
+      }
     },
   });
 

@@ -194,6 +194,17 @@ export class ExporterMetrics {
     if (ms !== undefined) this.syncWatermark.set(ms / 1000);
   }
 
+  /**
+   * Counts a run that could not even be recorded (the database unreachable before or while the
+   * run started), so `sync_failures_total` and the sync alerts see database outages too.
+   */
+  recordUnrecordedFailure(durationSeconds: number): void {
+    this.syncRunning.set(0);
+    this.syncRuns.inc();
+    this.syncFailures.inc();
+    this.syncDuration.set(durationSeconds);
+  }
+
   private recordRun(result: SyncResult): void {
     this.syncRunning.set(0);
     if (result.status === 'locked') return;

@@ -123,6 +123,19 @@ describe('serve', () => {
     expect(sampleValue(metrics.body, 'analytics_exporter_upstream_up')).toBe(1);
   });
 
+  it('counts syncs that fail because the database is down, so the sync alerts see the outage', async () => {
+    const s = await serve({ DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', SYNC_SCHEDULE: '* * * * * *' });
+    let body = '';
+    for (let i = 0; i < 50; i++) {
+      body = (await get(`${s.url}/metrics`)).body;
+      if ((sampleValue(body, 'analytics_exporter_sync_failures_total') ?? 0) >= 1) break;
+      await sleep(100);
+    }
+    expect(sampleValue(body, 'analytics_exporter_sync_failures_total')).toBeGreaterThanOrEqual(1);
+    expect(sampleValue(body, 'analytics_exporter_sync_runs_total')).toBeGreaterThanOrEqual(1);
+    expect(sampleValue(body, 'analytics_exporter_sync_running')).toBe(0);
+  });
+
   it.each([
     ['down', async () => ({ STATISTICS_URL: 'http://127.0.0.1:1', AUTH_URL: 'http://127.0.0.1:1' }), 'token'],
     ['401', async () => ({ CLIENT_SECRET: 'wrong' }), 'token'],
