@@ -41,7 +41,7 @@ describe('database faults', () => {
           pageLoaded: () => {
             if (++windows === 15) {
               void admin.query(
-                "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'analytics-exporter' and pid <> pg_backend_pid() and state <> 'idle'",
+                "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'analytics-exporter' and datname = current_database() and pid <> pg_backend_pid() and state <> 'idle'",
               );
             }
           },
