@@ -1,11 +1,19 @@
 /**
- * Fetches E6 pages ahead of the writer, across window boundaries, with a fixed budget of pages
- * in flight: memory is bounded by `concurrency` pages (plus the one being written), never by
- * the size of a window or a run.
+ * Fetches E6 pages ahead of the writer, across window boundaries, with fixed budgets: memory is
+ * bounded by `2 × concurrency` pages (plus the one being written), never by the size of a window
+ * or a run.
  *
  * Pages are launched earliest window first: the pages of the window being written, then page 1
- * of the windows after it (their page count is unknown until page 1 answers). A slow upstream
- * with many one-page windows thus still sees `concurrency` requests at once.
+ * of the windows after it (their page count is unknown until page 1 answers), then their further
+ * pages. A slow upstream with many one-page windows thus still sees `concurrency` requests at once.
+ *
+ * Two budgets keep pages fetched ahead for later windows from starving the window being written:
+ * - the window being written holds at most `concurrency` pages (requested or fetched, not yet
+ *   taken), and requests still open for later windows count against that same budget, so at most
+ *   `concurrency` requests are ever open;
+ * - later windows hold at most `concurrency` pages between them. Once fetched, their pages wait
+ *   outside the first budget, so the window being written gets its `concurrency` requests at once
+ *   even while page 1 of the next windows waits for the writer.
  */
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
 import type { Window } from './windows.js';
@@ -18,12 +26,17 @@ interface WindowState {
   nextPage: number;
   /** Launched pages not yet taken. */
   pending: Map<number, Promise<AnalyticsPage>>;
+  /** Launched pages whose request has not answered yet. */
+  open: number;
   dropped: boolean;
 }
 
 export interface PrefetcherOptions {
   pageSize: number;
-  /** Pages in flight or fetched but not yet taken, at most. */
+  /**
+   * Requests open at once, at most; also the most pages held for the window being written, and
+   * for the later windows together (see the module comment).
+   */
   concurrency: number;
   signal?: AbortSignal;
 }
@@ -36,12 +49,11 @@ export class Prefetcher {
   readonly #signal: AbortSignal;
   /** Index of the window the writer is on; earlier windows are never launched again. */
   #cursor = 0;
-  #inFlight = 0;
 
   constructor(client: AnalyticsClient, windows: readonly Window[], options: PrefetcherOptions) {
     this.#client = client;
     this.#options = options;
-    this.#states = windows.map((window) => ({ window, totalPages: undefined, nextPage: 1, pending: new Map(), dropped: false }));
+    this.#states = windows.map((window) => ({ window, totalPages: undefined, nextPage: 1, pending: new Map(), open: 0, dropped: false }));
     this.#signal = options.signal ? AbortSignal.any([options.signal, this.#stop.signal]) : this.#stop.signal;
     this.#pump();
   }
@@ -60,12 +72,12 @@ export class Prefetcher {
     if (pending === undefined) {
       if (pageNumber >= state.nextPage) state.nextPage = pageNumber + 1;
       pending = this.#launch(state, pageNumber);
+      state.pending.set(pageNumber, pending);
     }
-    state.pending.delete(pageNumber);
     try {
       return await pending;
     } finally {
-      this.#inFlight--;
+      state.pending.delete(pageNumber);
       this.#pump();
     }
   }
@@ -78,7 +90,6 @@ export class Prefetcher {
     const state = this.#states[index];
     if (state === undefined || state.dropped) return;
     state.dropped = true;
-    this.#inFlight -= state.pending.size;
     state.pending.clear();
     this.#pump();
   }
@@ -89,35 +100,52 @@ export class Prefetcher {
   }
 
   #launch(state: WindowState, pageNumber: number): Promise<AnalyticsPage> {
-    this.#inFlight++;
+    state.open++;
     const promise = this.#client.fetchPage(
       { startDate: new Date(state.window.start), toDate: new Date(state.window.end), pageNumber, pageSize: this.#options.pageSize },
       { signal: this.#signal },
     );
-    promise.catch(() => undefined); // surfaced by take(); never an unhandled rejection
-    if (pageNumber === 1) {
-      promise.then(
-        (page) => {
-          state.totalPages = page.totalPages;
-          this.#pump();
-        },
-        () => undefined,
-      );
-    }
+    promise.then(
+      (page) => {
+        state.open--;
+        if (pageNumber === 1) state.totalPages = page.totalPages;
+        this.#pump();
+      },
+      () => {
+        state.open--; // the error is surfaced by take(); never an unhandled rejection
+        this.#pump();
+      },
+    );
     return promise;
   }
 
-  /** Launches pages, earliest window first, while the budget allows. */
+  /** Launches pages, earliest window first, while the budgets allow (see the module comment). */
   #pump(): void {
     if (this.#signal.aborted) return;
-    for (let i = this.#cursor; i < this.#states.length && this.#inFlight < this.#options.concurrency; i++) {
-      const state = this.#states[i]!;
+    const { concurrency } = this.#options;
+    const states = this.#states;
+    // Later windows are launched in order, so those holding pages directly follow the cursor.
+    const current = states[this.#cursor];
+    let used = current === undefined || current.dropped ? 0 : current.pending.size;
+    let laterHeld = 0;
+    for (let i = this.#cursor + 1; i < states.length && states[i]!.nextPage > 1; i++) {
+      const state = states[i]!;
       if (state.dropped) continue;
-      while (this.#inFlight < this.#options.concurrency) {
+      used += state.open;
+      laterHeld += state.pending.size;
+    }
+    for (let i = this.#cursor; i < states.length && used < concurrency; i++) {
+      const state = states[i]!;
+      if (state.dropped) continue;
+      const later = i > this.#cursor;
+      if (later && laterHeld >= concurrency) break;
+      while (used < concurrency && (!later || laterHeld < concurrency)) {
         const next = state.nextPage;
         if (next > 1 && (state.totalPages === undefined || next > state.totalPages)) break;
         state.nextPage++;
         state.pending.set(next, this.#launch(state, next));
+        used++;
+        if (later) laterHeld++;
       }
     }
   }
