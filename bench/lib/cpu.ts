@@ -1,0 +1,74 @@
+/**
+ * CPU time of processes, read from /proc (Linux), so a report can say where the machine's two
+ * cores went: the sync, the simulator, PostgreSQL. Outside Linux every reading is undefined.
+ */
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+let ticksPerSecond: number | undefined;
+
+function clockTicks(): number {
+  if (ticksPerSecond === undefined) {
+    try {
+      ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      ticksPerSecond = 100;
+    }
+  }
+  return ticksPerSecond;
+}
+
+interface ProcStat {
+  ppid: number;
+  /** utime + stime of the process itself, in clock ticks. */
+  own: number;
+  /** cutime + cstime: children it has waited for, in clock ticks. */
+  reaped: number;
+}
+
+function procStat(pid: number): ProcStat | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses: split after its closing one.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    // fields[0] is field 3 (state): ppid is field 4, utime..cstime are fields 14..17.
+    const n = (field: number) => Number(fields[field - 3]);
+    return { ppid: n(4), own: n(14) + n(15), reaped: n(16) + n(17) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds (user + system) a process has used so far, or undefined when it cannot be read. */
+export function processCpuSeconds(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  const stat = procStat(pid);
+  return stat === undefined ? undefined : stat.own / clockTicks();
+}
+
+/**
+ * CPU seconds used so far by a PostgreSQL server: the postmaster, its live children (backends,
+ * checkpointer, WAL writer, autovacuum) and the children it has reaped (backends of closed
+ * connections). Differences of two readings give the server's CPU over an interval.
+ *
+ * @param dataDir the cluster's data directory (postmaster.pid is read from it).
+ */
+export function postgresCpuSeconds(dataDir: string | null): number | undefined {
+  if (dataDir === null) return undefined;
+  let postmaster: number;
+  try {
+    postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return undefined;
+  }
+  const root = procStat(postmaster);
+  if (root === undefined) return undefined;
+  let ticks = root.own + root.reaped;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = procStat(Number(entry));
+    if (stat !== undefined && stat.ppid === postmaster) ticks += stat.own;
+  }
+  return ticks / clockTicks();
+}

@@ -1,0 +1,302 @@
+/** Renders the results as Markdown: the tables `npm run bench` prints and writes to BENCHMARKS.md. */
+import type { ProfiledRun, EtlResult, CpuSplit } from '../suites/etl.js';
+import type { SizeResult } from '../suites/growth.js';
+import type { MetricsResult } from '../suites/metrics.js';
+import type { SlowResult } from '../suites/slow.js';
+import type { Machine } from './machine.js';
+import { fixed, int, mib, range, verdict } from './stats.js';
+
+/** The numbers the issue sets. */
+export const TARGETS = {
+  /** ETL records/s ÷ the smaller limit, at least. */
+  etlRatio: 0.7,
+  /** Peak RSS of sync, at most. */
+  peakRssBytes: 256 * 2 ** 20,
+  /** Peak RSS of the larger run ÷ the smaller (100,000 records), at most. */
+  rssGrowth: 1.1,
+  /** Seconds for 200 pages at 100 ms latency with the default concurrency, at most (scaled by pages in quick mode). */
+  slowSecondsPer200Pages: 8,
+  /** Per-record time and memory of a larger size ÷ the next smaller, at most (1 = linear; 10% for noise). */
+  growthSlack: 1.1,
+};
+
+export interface Report {
+  quick: boolean;
+  machine: Machine;
+  startedAt: Date;
+  totalSeconds: number;
+  command: string;
+  etl?: EtlResult;
+  sizes?: SizeResult[];
+  /** The size compared with the largest for the memory target. */
+  memoryBaseRecords: number;
+  /** The memory base and the largest size again, with NODE_OPTIONS. */
+  tuned?: { nodeOptions: string; sizes: SizeResult[] };
+  slow?: SlowResult;
+  metrics?: MetricsResult;
+  profile?: ProfiledRun;
+  findings?: string;
+  /** Key figures of the code before the performance changes (bench/before.json), shown beside this run's. */
+  before?: { label: string; figures: KeyFigures };
+}
+
+/** The figures compared before and after a change: name → value. */
+export type KeyFigures = Record<string, number>;
+
+/** Units and direction of the key figures, in the order they are shown. */
+const KEY_FIGURES: { name: string; unit: string; digits: number; better: 'higher' | 'lower' }[] = [
+  { name: 'ETL records/s', unit: '/s', digits: 0, better: 'higher' },
+  { name: 'ETL ÷ smaller limit', unit: '', digits: 2, better: 'higher' },
+  { name: 'psql \\copy records/s', unit: '/s', digits: 0, better: 'higher' },
+  { name: 'fetch-only records/s', unit: '/s', digits: 0, better: 'higher' },
+  { name: 'peak RSS, memory base', unit: ' MiB', digits: 1, better: 'lower' },
+  { name: 'peak RSS, ETL size', unit: ' MiB', digits: 1, better: 'lower' },
+  { name: 'slow upstream, default concurrency, s', unit: ' s', digits: 2, better: 'lower' },
+  { name: 'slow upstream, sequential, s', unit: ' s', digits: 2, better: 'lower' },
+];
+
+/** The figures of this run that {@link KEY_FIGURES} names. */
+export function keyFigures(report: Report): KeyFigures {
+  const out: KeyFigures = {};
+  if (report.etl) {
+    out['ETL records/s'] = report.etl.median.syncRate;
+    out['ETL ÷ smaller limit'] = report.etl.median.ratio;
+    out['psql \\copy records/s'] = report.etl.median.copyRate;
+    out['fetch-only records/s'] = report.etl.median.fetchRate;
+  }
+  const base = report.sizes?.find((s) => s.records === report.memoryBaseRecords);
+  const largest = report.sizes?.[report.sizes.length - 1];
+  if (base) out['peak RSS, memory base'] = base.medianPeakRssBytes / 2 ** 20;
+  if (largest) out['peak RSS, ETL size'] = largest.medianPeakRssBytes / 2 ** 20;
+  if (report.slow) {
+    out['slow upstream, default concurrency, s'] = report.slow.concurrent.medianSeconds;
+    out['slow upstream, sequential, s'] = report.slow.sequential.medianSeconds;
+  }
+  return out;
+}
+
+/** A before/after table of the key figures both have. */
+function comparison(before: KeyFigures, after: KeyFigures): string[] {
+  const rows = KEY_FIGURES.filter((f) => before[f.name] !== undefined && after[f.name] !== undefined).map((f) => {
+    const b = before[f.name]!;
+    const a = after[f.name]!;
+    const fmt = (v: number) => (f.digits === 0 ? int(v) : v.toFixed(f.digits)) + f.unit;
+    const change = a / b;
+    const better = f.better === 'higher' ? change > 1 : change < 1;
+    return `| ${f.name} | ${fmt(b)} | ${fmt(a)} | ×${change.toFixed(2)}${Math.abs(change - 1) >= 0.05 ? (better ? ' (better)' : ' (worse)') : ''} |`;
+  });
+  return ['| Figure | before | this run | change |', '|---|---:|---:|---|', ...rows];
+}
+
+export interface Verdict {
+  name: string;
+  met: boolean;
+  detail: string;
+}
+
+function cpu(split: CpuSplit): string {
+  return [split.self, split.simulator, split.postgres].map((v) => fixed(v, 1)).join(' / ');
+}
+
+export function slowTargetSeconds(pages: number): number {
+  return (TARGETS.slowSecondsPer200Pages * pages) / 200;
+}
+
+/** Every target of the issue that the results allow judging. */
+export function verdicts(report: Report): Verdict[] {
+  const out: Verdict[] = [];
+  const { etl, sizes, slow, metrics } = report;
+  if (etl) {
+    const smaller = Math.min(etl.median.copyRate, etl.median.fetchRate);
+    out.push({
+      name: '1. ETL throughput',
+      met: etl.median.ratio >= TARGETS.etlRatio,
+      detail: `${int(etl.median.syncRate)} records/s = ${etl.median.ratio.toFixed(2)} × the smaller limit (${int(smaller)}/s, ${etl.median.copyRate <= etl.median.fetchRate ? 'psql \\copy' : 'fetch-only'}); target ≥ ${TARGETS.etlRatio}`,
+    });
+  }
+  if (sizes && sizes.length >= 2) {
+    const base = sizes.find((s) => s.records === report.memoryBaseRecords);
+    const largest = sizes[sizes.length - 1]!;
+    if (base && base !== largest) {
+      const growth = largest.medianPeakRssBytes / base.medianPeakRssBytes;
+      const peak = Math.max(base.medianPeakRssBytes, largest.medianPeakRssBytes);
+      out.push({
+        name: '2. Memory',
+        met: peak <= TARGETS.peakRssBytes && growth <= TARGETS.rssGrowth,
+        detail: `peak RSS ${mib(base.medianPeakRssBytes)} for ${int(base.records)}, ${mib(largest.medianPeakRssBytes)} for ${int(largest.records)} (×${growth.toFixed(3)}); target ≤ 256 MiB and ≤ ×${TARGETS.rssGrowth}`,
+      });
+    }
+    let linear = true;
+    const steps: string[] = [];
+    for (let i = 1; i < sizes.length; i++) {
+      const a = sizes[i - 1]!;
+      const b = sizes[i]!;
+      const time = b.microsPerRecord / a.microsPerRecord;
+      const memory = b.medianPeakRssBytes / b.records / (a.medianPeakRssBytes / a.records);
+      linear &&= time <= TARGETS.growthSlack && memory <= TARGETS.growthSlack;
+      steps.push(`${int(a.records)}→${int(b.records)}: time/record ×${time.toFixed(2)}, memory/record ×${memory.toFixed(2)}`);
+    }
+    out.push({ name: '4. Growth', met: linear, detail: `${steps.join('; ')}; target ≤ ×${TARGETS.growthSlack} each (linear or better)` });
+  }
+  if (slow) {
+    const target = slowTargetSeconds(slow.concurrent.pages);
+    out.push({
+      name: '3. Slow upstream',
+      met: slow.concurrent.medianSeconds <= target,
+      detail: `${slow.concurrent.pages} pages at ${slow.spec.latencyMs} ms in ${slow.concurrent.medianSeconds.toFixed(2)} s (sequential ${slow.sequential.medianSeconds.toFixed(2)} s); target ≤ ${target.toFixed(1)} s`,
+    });
+  }
+  if (metrics) {
+    const worst = Math.max(...metrics.rounds.map((r) => r.upstreamRequests - r.allowedUpstreamRequests));
+    const failures = metrics.rounds.reduce((n, r) => n + r.serve.failures + r.bare.failures, 0);
+    out.push({
+      name: '5. /metrics under load',
+      met: worst <= 0 && failures === 0,
+      detail: `${int(metrics.spec.scrapes)} scrapes caused ${metrics.rounds.map((r) => r.upstreamRequests).join(', ')} E7 request(s) per round (allowed ${metrics.rounds.map((r) => r.allowedUpstreamRequests).join(', ')}); ${failures} failed scrapes`,
+    });
+  }
+  return out.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+export function renderMarkdown(report: Report): string {
+  const lines: string[] = [];
+  const push = (...more: string[]) => lines.push(...more);
+  const m = report.machine;
+  push(
+    '# Benchmarks',
+    '',
+    `Generated by \`${report.command}\` (bench/run.ts) on ${report.startedAt.toISOString()}; the run took ${Math.round(report.totalSeconds)} s. Mode: **${report.quick ? 'quick' : 'full'}**${report.quick ? ' (smaller sizes and fewer runs than the issue asks; the committed file is a full run)' : ''}.`,
+    '',
+    '| Machine | |',
+    '|---|---|',
+    `| CPU | ${m.cpu} |`,
+    `| Cores | ${m.cores} |`,
+    `| Memory | ${m.memory} |`,
+    `| OS | ${m.os} |`,
+    `| Node.js | ${m.node} |`,
+    `| PostgreSQL | ${m.postgres} |`,
+    `| psql | ${m.psql} |`,
+    '',
+    'Every figure is the median of the runs named beside it; a ratio is taken within each round (the ETL and both limits measured back to back) and its median reported. ' +
+      '`sync` and `serve` run as child processes of the built CLI (`node dist/cli.js …`), the simulator as another (`node dist/cli.js simulate`; in the /metrics benchmark it runs in the bench process, whose request counters are read), ' +
+      'PostgreSQL is a throwaway cluster on loopback (test/helpers/postgres.ts: fsync, synchronous_commit and full_page_writes off). ' +
+      'All of them share the machine\'s cores: a sync\'s figure includes the simulator generating pages and PostgreSQL storing them on the same two cores.',
+    '',
+    '## Targets',
+    '',
+    '| Target | Result | |',
+    '|---|---|---|',
+    ...verdicts(report).map((v) => `| ${v.name} | ${v.detail} | ${verdict(v.met)} |`),
+    '',
+  );
+
+  const { etl } = report;
+  if (etl) {
+    const r0 = etl.rounds[0]!;
+    push(
+      `## 1. ETL throughput: ${int(etl.rows)} records`,
+      '',
+      `Simulator at zero latency, ${etl.spec.days} one-day windows (SYNC_WINDOW=1d), ${int(r0.pages)} pages of up to 1000 records, default SYNC_CONCURRENCY; ${etl.rounds.length} rounds, each into a fresh database.`,
+      '',
+      '| Measurement | records/s (median) | seconds (median) | range of seconds | CPU seconds: own / simulator / PostgreSQL (round 1) |',
+      '|---|---:|---:|---:|---|',
+      `| ETL: \`sync\` end to end (process start to exit) | **${int(etl.median.syncRate)}** | ${etl.median.syncSeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.sync.wallSeconds), 2)} | ${cpu(r0.syncCpu)} |`,
+      `| Store's limit: \`psql \\copy\` of the same rows into an identical \`records\` table | ${int(etl.median.copyRate)} | ${etl.median.copySeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.copySeconds), 2)} | – / – / ${fixed(r0.copyCpu.postgres, 1)} |`,
+      `| Upstream's limit: fetch only (same client, prefetcher and windows; pages discarded) | ${int(etl.median.fetchRate)} | ${etl.median.fetchSeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.fetchSeconds), 2)} | ${cpu(r0.fetchCpu)} |`,
+      '',
+      `ETL ÷ the smaller limit, per round: ${etl.rounds.map((r) => r.ratio.toFixed(2)).join(', ')}; median **${etl.median.ratio.toFixed(2)}** (target ≥ ${TARGETS.etlRatio}).`,
+      '',
+    );
+  }
+
+  const { sizes } = report;
+  if (sizes) {
+    push(
+      '## 2. Memory and 4. Growth',
+      '',
+      'Peak RSS is the kernel\'s high-water mark of the `sync` process (VmHWM in /proc/<pid>/status, read at exit by a preloaded module, bench/lib/exit-stats.mjs). Same days and windows for every size, zero latency, each run into a fresh database.' +
+        (etl ? ` The ${int(etl.rows)} row is the ETL benchmark's sync runs.` : ''),
+      '',
+      '| Records | runs | seconds (median) | range | µs per record | peak RSS (median) | range of peak RSS |',
+      '|---:|---:|---:|---:|---:|---:|---:|',
+      ...sizes.map(
+        (s) =>
+          `| ${int(s.records)} | ${s.runs.length} | ${s.medianSeconds.toFixed(2)} | ${range(s.runs.map((r) => r.wallSeconds), 2)} | ${s.microsPerRecord.toFixed(2)} | ${mib(s.medianPeakRssBytes)} | ${range(s.runs.map((r) => r.peakRssBytes / 2 ** 20), 1)} MiB |`,
+      ),
+      '',
+    );
+  }
+
+  const { tuned } = report;
+  if (tuned) {
+    const [base, largest] = tuned.sizes;
+    push(
+      `With \`NODE_OPTIONS=${tuned.nodeOptions}\` (a cap far above what the sync keeps alive, which also makes V8 grow its heap less eagerly):`,
+      '',
+      '| Records | runs | seconds (median) | peak RSS (median) | range of peak RSS |',
+      '|---:|---:|---:|---:|---:|',
+      ...tuned.sizes.map((s) => `| ${int(s.records)} | ${s.runs.length} | ${s.medianSeconds.toFixed(2)} | ${mib(s.medianPeakRssBytes)} | ${range(s.runs.map((r) => r.peakRssBytes / 2 ** 20), 1)} MiB |`),
+      '',
+      ...(base && largest ? [`Peak RSS of the larger run ÷ the smaller with that setting: ×${(largest.medianPeakRssBytes / base.medianPeakRssBytes).toFixed(3)}.`, ''] : []),
+    );
+  }
+
+  const { slow } = report;
+  if (slow) {
+    push(
+      `## 3. Slow upstream: ${slow.spec.latencyMs} ms per request`,
+      '',
+      `${int(slow.spec.records)} records in ${slow.spec.days} one-day windows (${slow.concurrent.pages} pages of 1000); the simulator waits ${slow.spec.latencyMs} ms before answering every request, the token request included. Wall time of the \`sync\` process.`,
+      '',
+      '| Concurrency | runs | seconds (median) | range | records/s | target |',
+      '|---|---:|---:|---:|---:|---|',
+      ...[slow.concurrent, slow.sequential].map(
+        (v) =>
+          `| ${v.label} | ${v.runs.length} | ${v.medianSeconds.toFixed(2)} | ${range(v.runs.map((r) => r.wallSeconds), 2)} | ${int(slow.spec.records / v.medianSeconds)} | ${v === slow.concurrent ? `≤ ${slowTargetSeconds(v.pages).toFixed(1)} s` : '(reference)'} |`,
+      ),
+      '',
+      `Speed-up of the default concurrency over sequential paging: ×${(slow.sequential.medianSeconds / slow.concurrent.medianSeconds).toFixed(2)}.`,
+      '',
+    );
+  }
+
+  const { metrics } = report;
+  if (metrics) {
+    const s = metrics.median.serve;
+    const b = metrics.median.bare;
+    push(
+      '## 5. /metrics under load',
+      '',
+      `${int(metrics.spec.scrapes)} scrapes, ${metrics.spec.connections} connections at once (autocannon, keep-alive), ${metrics.rounds.length} rounds; each round starts a fresh \`serve\` (empty cache, METRICS_CACHE_TTL ${metrics.cacheTtlMs / 1000}s, SYNC_SCHEDULE=off) and then a bare \`node:http\` server answering the ${int(metrics.median.bodyBytes)} bytes that \`serve\` answered in that round. autocannon measures latency in whole milliseconds.`,
+      '',
+      '| Server | p50 ms | p99 ms | scrapes/s | E7 requests caused | failed scrapes |',
+      '|---|---:|---:|---:|---:|---:|',
+      `| \`serve\` /metrics | ${s.p50Ms} | ${s.p99Ms} | ${int(s.scrapesPerSecond)} | ${metrics.rounds.map((r) => r.upstreamRequests).join(', ')} (allowed ${metrics.rounds.map((r) => r.allowedUpstreamRequests).join(', ')}) | ${s.failures} |`,
+      `| bare \`node:http\`, same bytes | ${b.p50Ms} | ${b.p99Ms} | ${int(b.scrapesPerSecond)} | – | ${b.failures} |`,
+      '',
+      `\`serve\` answers at ${(s.scrapesPerSecond / b.scrapesPerSecond).toFixed(2)} × the bare server's rate. Per round (serve / bare scrapes/s): ${metrics.rounds.map((r) => `${int(r.serve.scrapesPerSecond)} / ${int(r.bare.scrapesPerSecond)}`).join(', ')}; token requests (E0): ${metrics.rounds.map((r) => r.tokenRequests).join(', ')}.`,
+      '',
+    );
+  }
+
+  const { profile } = report;
+  if (profile) {
+    const p = profile.profile;
+    push(
+      '## CPU profile of one ETL run',
+      '',
+      `\`node --cpu-prof\` of one more \`sync\` of the ETL size (${profile.run.wallSeconds.toFixed(2)} s under the profiler): ${Math.round(p.totalMs)} ms sampled, of which ${Math.round(p.idleMs)} ms idle (waiting for PostgreSQL and the upstream) and ${Math.round(p.gcMs)} ms garbage collection. Self time of the busiest functions:`,
+      '',
+      '| Function | self ms | share |',
+      '|---|---:|---:|',
+      ...p.top.map((f) => `| \`${f.name.replaceAll('|', '\\|')}\` | ${Math.round(f.selfMs)} | ${(f.share * 100).toFixed(1)}% |`),
+      '',
+    );
+  }
+
+  if (report.before) {
+    push(`## Before and after the performance changes`, '', `${report.before.label}`, '', ...comparison(report.before.figures, keyFigures(report)), '');
+  }
+  if (report.findings) push(report.findings.trim(), '');
+  return `${lines.join('\n')}\n`;
+}

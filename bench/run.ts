@@ -1,0 +1,150 @@
+/**
+ * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics] [-- --out FILE]`
+ *
+ * Builds nothing itself (`npm run bench` runs `npm run build` first), starts a throwaway
+ * PostgreSQL cluster (test/helpers/postgres.ts) and runs the benchmarks of the issue:
+ * 1. ETL throughput beside the store's and the upstream's limits, 2. peak memory of `sync`,
+ * 3. a slow upstream, 4. growth with the number of records, 5. /metrics under load. Prints the
+ * tables and writes them to BENCHMARKS.md with the machine's description and bench/findings.md.
+ *
+ * Needs: the PostgreSQL server binaries (as the tests do: `apt-get install postgresql`, or
+ * scripts/ensure-postgres.sh) and psql (`apt-get install postgresql-client`, part of that).
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startThrowawayCluster } from '../test/helpers/postgres.js';
+import { ROOT, requireBuild } from './lib/children.js';
+import type { BenchContext } from './lib/context.js';
+import { describeMachine } from './lib/machine.js';
+import { renderMarkdown, verdicts, type Report } from './lib/report.js';
+import { etlSuite, profileEtl, type EtlSpec } from './suites/etl.js';
+import { measureSizes, sizeResult, type SizeResult } from './suites/growth.js';
+import { metricsSuite, type MetricsSpec } from './suites/metrics.js';
+import { slowSuite, type SlowSpec } from './suites/slow.js';
+
+interface Plan {
+  etl: EtlSpec;
+  /** Sizes of the growth benchmark below the ETL's (which is the largest), and runs of each. */
+  smallerSizes: number[];
+  sizeRuns: number;
+  /** The size the largest is compared with for the memory target. */
+  memoryBase: number;
+  /** Runs of the memory base and the ETL size again with {@link TUNED_NODE_OPTIONS}; 0 = none. */
+  tunedRuns: number;
+  slow: SlowSpec;
+  metrics: MetricsSpec;
+}
+
+const PLANS: Record<'full' | 'quick', Plan> = {
+  full: {
+    etl: { records: 1_000_000, days: 25, rounds: 5 },
+    smallerSizes: [10_000, 100_000],
+    sizeRuns: 5,
+    memoryBase: 100_000,
+    tunedRuns: 3,
+    slow: { records: 200_000, days: 20, latencyMs: 100, concurrentRuns: 5, sequentialRuns: 3 },
+    metrics: { scrapes: 2000, connections: 50, rounds: 5 },
+  },
+  // Under two minutes with the build: the same benchmarks at a fifth of the ETL size, half the
+  // slow one and half the scrapes, three runs each (one sequential slow run).
+  quick: {
+    etl: { records: 200_000, days: 25, rounds: 3 },
+    smallerSizes: [10_000, 100_000],
+    sizeRuns: 3,
+    memoryBase: 100_000,
+    tunedRuns: 0,
+    slow: { records: 100_000, days: 10, latencyMs: 100, concurrentRuns: 3, sequentialRuns: 1 },
+    metrics: { scrapes: 1000, connections: 50, rounds: 3 },
+  },
+};
+
+/**
+ * A cap on V8's old generation, which also makes V8 grow it less eagerly: the memory benchmark
+ * runs the sync with it too, to show how much of the peak is garbage V8 lets accumulate.
+ */
+const TUNED_NODE_OPTIONS = '--max-old-space-size=256';
+
+const SUITES = ['etl', 'growth', 'slow', 'metrics'] as const;
+type Suite = (typeof SUITES)[number];
+
+function usage(message: string): never {
+  process.stderr.write(`bench: ${message}\nusage: npm run bench -- [--quick] [--profile] [--only ${SUITES.join(',')}] [--out FILE]\n`);
+  process.exit(2);
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      profile: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      out: { type: 'string', default: join(ROOT, 'BENCHMARKS.md') },
+    },
+    strict: true,
+  });
+  const only = new Set<Suite>();
+  for (const name of (values.only ?? SUITES.join(',')).split(',')) {
+    if (!(SUITES as readonly string[]).includes(name)) usage(`unknown suite ${JSON.stringify(name)}`);
+    only.add(name as Suite);
+  }
+  requireBuild();
+  const quick = values.quick === true;
+  const plan = PLANS[quick ? 'quick' : 'full'];
+  const startedAt = new Date();
+  const started = performance.now();
+  const log = (line: string) => process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
+  const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
+
+  log(`${quick ? 'quick' : 'full'} run: starting a throwaway PostgreSQL cluster`);
+  const cluster = await startThrowawayCluster();
+  const scratch = mkdtempSync(join(tmpdir(), 'bench-'));
+  const ctx: BenchContext = { quick, cluster, scratch, log };
+  try {
+    const machine = await describeMachine(cluster.url);
+    const report: Report = { quick, machine, startedAt, totalSeconds: 0, command, memoryBaseRecords: plan.memoryBase };
+
+    // The ETL first: its sync runs are also the largest size of the memory and growth tables.
+    if (only.has('etl') || only.has('growth')) report.etl = await etlSuite(ctx, plan.etl);
+    if (only.has('growth')) {
+      const smaller = await measureSizes(ctx, plan.smallerSizes, plan.etl.days, plan.sizeRuns);
+      const largest: SizeResult = sizeResult(plan.etl.records, report.etl!.rounds.map((r) => r.sync));
+      report.sizes = [...smaller, largest];
+      if (plan.tunedRuns > 0) {
+        report.tuned = {
+          nodeOptions: TUNED_NODE_OPTIONS,
+          sizes: await measureSizes(ctx, [plan.memoryBase, plan.etl.records], plan.etl.days, plan.tunedRuns, { NODE_OPTIONS: TUNED_NODE_OPTIONS }),
+        };
+      }
+    }
+    if (only.has('slow')) report.slow = await slowSuite(ctx, plan.slow);
+    if (only.has('metrics')) report.metrics = await metricsSuite(ctx, plan.metrics);
+
+    const missed = verdicts(report).filter((v) => !v.met);
+    const etlMissed = missed.some((v) => /^(1|2|4)\./.test(v.name));
+    if (report.etl && (values.profile === true || etlMissed)) {
+      log(etlMissed ? 'a sync target was missed: profiling one more ETL run with node --cpu-prof' : 'profiling one more ETL run with node --cpu-prof');
+      report.profile = await profileEtl(ctx, plan.etl, ROOT);
+    }
+
+    const before = join(ROOT, 'bench', 'before.json');
+    if (existsSync(before) && !quick) report.before = JSON.parse(readFileSync(before, 'utf8')) as NonNullable<Report['before']>;
+    report.totalSeconds = (performance.now() - started) / 1000;
+    // The terminal gets the measurements; the file also gets the hand-written findings.
+    process.stdout.write(renderMarkdown(report));
+    const findings = join(ROOT, 'bench', 'findings.md');
+    if (existsSync(findings)) report.findings = readFileSync(findings, 'utf8');
+
+    writeFileSync(values.out!, renderMarkdown(report));
+    log(`wrote ${values.out}; ${missed.length === 0 ? 'every target met' : `missed: ${missed.map((v) => v.name).join('; ')}`}`);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+    await cluster.stop();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

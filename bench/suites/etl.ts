@@ -1,0 +1,158 @@
+/**
+ * 1. ETL throughput, beside the two limits measured in the same round: the store's (`psql
+ * \copy` of the same records) and the upstream's (paging through the simulator, discarding).
+ * Also supplies the largest size of 2. Memory and 4. Growth (its sync runs are those runs).
+ */
+import { join } from 'node:path';
+import { postgresCpuSeconds, processCpuSeconds } from '../lib/cpu.js';
+import { runScriptChild, runSyncChild, startSimulatorChild, upstreamEnv, type MeasuredRun } from '../lib/children.js';
+import { DATA_END, countRecords, daysBefore, withFreshDatabase, type BenchContext } from '../lib/context.js';
+import { migrateSchema, timePsqlCopy, writeCopyFile } from '../lib/copy-limit.js';
+import { summarizeProfile, type ProfileSummary } from '../lib/profile.js';
+import { median } from '../lib/stats.js';
+
+export interface EtlSpec {
+  records: number;
+  /** The records are spread over this many whole days before {@link DATA_END}, one window a day. */
+  days: number;
+  rounds: number;
+}
+
+/** CPU seconds of each party during one measurement. */
+export interface CpuSplit {
+  self: number | undefined;
+  simulator: number | undefined;
+  postgres: number | undefined;
+}
+
+export interface EtlRound {
+  sync: MeasuredRun;
+  syncRate: number;
+  syncCpu: CpuSplit;
+  pages: number;
+  copySeconds: number;
+  copyRate: number;
+  copyCpu: CpuSplit;
+  fetchSeconds: number;
+  fetchRate: number;
+  fetchCpu: CpuSplit;
+  /** syncRate ÷ the smaller of copyRate and fetchRate, within this round. */
+  ratio: number;
+}
+
+export interface EtlResult {
+  spec: EtlSpec;
+  rows: number;
+  rounds: EtlRound[];
+  median: { syncRate: number; copyRate: number; fetchRate: number; ratio: number; syncSeconds: number; copySeconds: number; fetchSeconds: number };
+}
+
+/** Sync settings every sync benchmark shares: one-day windows, the defaults otherwise (page size 1000, concurrency 4). */
+export const SYNC_ENV = { SYNC_WINDOW: '1d' } as const;
+
+export function syncArgs(start: Date, end: Date): string[] {
+  return ['--from', start.toISOString(), '--to', end.toISOString()];
+}
+
+export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlResult> {
+  const start = daysBefore(DATA_END, spec.days);
+  const copyFile = join(ctx.scratch, 'records.copy');
+  ctx.log(`etl: writing ${spec.records} records as COPY rows`);
+  const rows = await writeCopyFile(copyFile, { records: spec.records, start, end: DATA_END, windowMs: 86_400_000 });
+  const sim = await startSimulatorChild({ records: spec.records, start, end: DATA_END });
+  const rounds: EtlRound[] = [];
+  try {
+    for (let round = 1; round <= spec.rounds; round++) {
+      // The store's limit: psql \copy into a freshly migrated, empty records table.
+      const copy = await withFreshDatabase(ctx, 'bench_copy', async (db) => {
+        await migrateSchema(db.url, 'analytics');
+        const pg0 = postgresCpuSeconds(ctx.cluster.dataDir);
+        const seconds = await timePsqlCopy(db.url, 'analytics', copyFile);
+        const pg1 = postgresCpuSeconds(ctx.cluster.dataDir);
+        const stored = await countRecords(db.url);
+        if (stored !== rows) throw new Error(`\\copy stored ${stored} rows of ${rows}`);
+        return { seconds, cpu: { self: undefined, simulator: undefined, postgres: delta(pg0, pg1) } };
+      });
+
+      // The upstream's limit: the same windows, client and prefetcher, pages discarded.
+      const sim0 = processCpuSeconds(sim.pid);
+      const fetched = await runScriptChild<{ records: number; pages: number; seconds: number; cpuSeconds: number }>('./fetch-only.ts', [
+        JSON.stringify({ url: sim.url, from: start.toISOString(), to: DATA_END.toISOString(), env: SYNC_ENV }),
+      ]);
+      const sim1 = processCpuSeconds(sim.pid);
+
+      // The ETL itself: `sync` as a child process, end to end (start, migrations, run, exit).
+      const etl = await withFreshDatabase(ctx, 'bench_etl', async (db) => {
+        const pg0 = postgresCpuSeconds(ctx.cluster.dataDir);
+        const simBefore = processCpuSeconds(sim.pid);
+        const run = await runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, SYNC_ENV));
+        const simAfter = processCpuSeconds(sim.pid);
+        const pg1 = postgresCpuSeconds(ctx.cluster.dataDir);
+        const stored = await countRecords(db.url);
+        if (stored !== rows || run.summary?.records !== rows) throw new Error(`sync stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
+        return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
+      });
+
+      const syncRate = rows / etl.run.wallSeconds;
+      const copyRate = rows / copy.seconds;
+      const fetchRate = fetched.records / fetched.seconds;
+      const result: EtlRound = {
+        sync: etl.run,
+        syncRate,
+        syncCpu: etl.cpu,
+        pages: Number(etl.run.summary?.pages ?? 0),
+        copySeconds: copy.seconds,
+        copyRate,
+        copyCpu: copy.cpu,
+        fetchSeconds: fetched.seconds,
+        fetchRate,
+        fetchCpu: { self: fetched.cpuSeconds, simulator: delta(sim0, sim1), postgres: undefined },
+        ratio: syncRate / Math.min(copyRate, fetchRate),
+      };
+      rounds.push(result);
+      ctx.log(
+        `etl round ${round}/${spec.rounds}: sync ${Math.round(syncRate)}/s (${etl.run.wallSeconds.toFixed(2)} s), \\copy ${Math.round(copyRate)}/s, fetch-only ${Math.round(fetchRate)}/s, ratio ${result.ratio.toFixed(2)}`,
+      );
+    }
+  } finally {
+    await sim.stop();
+  }
+  return {
+    spec,
+    rows,
+    rounds,
+    median: {
+      syncRate: median(rounds.map((r) => r.syncRate)),
+      copyRate: median(rounds.map((r) => r.copyRate)),
+      fetchRate: median(rounds.map((r) => r.fetchRate)),
+      ratio: median(rounds.map((r) => r.ratio)),
+      syncSeconds: median(rounds.map((r) => r.sync.wallSeconds)),
+      copySeconds: median(rounds.map((r) => r.copySeconds)),
+      fetchSeconds: median(rounds.map((r) => r.fetchSeconds)),
+    },
+  };
+}
+
+function delta(before: number | undefined, after: number | undefined): number | undefined {
+  return before === undefined || after === undefined ? undefined : after - before;
+}
+
+export interface ProfiledRun {
+  run: MeasuredRun;
+  profile: ProfileSummary;
+}
+
+/** One more ETL sync at `spec`'s size under `node --cpu-prof`: where the sync process spends its time. */
+export async function profileEtl(ctx: BenchContext, spec: EtlSpec, root: string): Promise<ProfiledRun> {
+  const start = daysBefore(DATA_END, spec.days);
+  const sim = await startSimulatorChild({ records: spec.records, start, end: DATA_END });
+  const dir = join(ctx.scratch, 'cpu-profile');
+  try {
+    const run = await withFreshDatabase(ctx, 'bench_profile', (db) =>
+      runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, SYNC_ENV), { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-name=sync.cpuprofile'] }),
+    );
+    return { run, profile: summarizeProfile(join(dir, 'sync.cpuprofile'), root) };
+  } finally {
+    await sim.stop();
+  }
+}
