@@ -17,7 +17,7 @@ const END = new Date('2026-11-01T00:00:00Z');
 beforeAll(async () => {
   pool = createPool(db.url, silentLogger, { max: 2 });
   admin = createPool(db.url, silentLogger, { max: 1 });
-  sim = await startSimulator({ port: 0, records: 20_000, start: START, end: END, faults: { latencyMs: 10 } });
+  sim = await startSimulator({ port: 0, records: 20_000, start: START, end: END, faults: { latencyMs: 30 } });
   await migrate(pool, 'faults', silentLogger);
 });
 afterAll(async () => {
@@ -30,6 +30,7 @@ describe('database faults', () => {
   it('a connection killed with pg_terminate_backend mid-window fails the run cleanly; the next run gives the exact dataset', async () => {
     const client = simClient(sim);
     let windows = 0;
+    let killed: Promise<number> | undefined;
     const run = runSync(
       {
         pool,
@@ -40,9 +41,12 @@ describe('database faults', () => {
         observer: {
           pageLoaded: () => {
             if (++windows === 15) {
-              void admin.query(
-                "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'analytics-exporter' and datname = current_database() and pid <> pg_backend_pid() and state <> 'idle'",
-              );
+              // Every connection of the run's pool, in whatever state (between statements it is idle).
+              killed = admin
+                .query<{ pid: number }>(
+                  "select pg_terminate_backend(pid) as pid from pg_stat_activity where application_name = 'analytics-exporter' and datname = current_database() and pid <> pg_backend_pid()",
+                )
+                .then((r) => r.rowCount ?? 0);
             }
           },
         },
@@ -54,6 +58,7 @@ describe('database faults', () => {
       (result) => result.status,
       (err: Error) => `rejected: ${err.message}`,
     );
+    expect(await killed).toBeGreaterThanOrEqual(1);
     expect(outcome).toMatch(/^(failed|rejected: .*(terminat|connection))/i);
     const partial = await admin.query<{ stray: number }>(
       `select count(*)::int as stray from faults.records r where not exists (select 1 from faults.sync_windows w where w.window_start = r.window_start)`,
