@@ -99,6 +99,19 @@ export function registerSyncCommand(program: Command): void {
     .action(async (options: { from?: Date; to?: Date; wait?: boolean }, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
+      // Bad usage is refused before anything is opened (runSync checks the same again).
+      const latest = Date.now() - config.sync.settleMs;
+      const usage =
+        options.to !== undefined && options.to.getTime() > latest
+          ? `--to ${options.to.toISOString()} is later than now minus SYNC_SETTLE (${new Date(latest).toISOString()}); windows in the future would be committed empty`
+          : options.from !== undefined && options.from.getTime() >= (options.to?.getTime() ?? latest)
+            ? `--from ${options.from.toISOString()} must be before the end of the range ${new Date(options.to?.getTime() ?? latest).toISOString()} (--to, or now minus SYNC_SETTLE)`
+            : undefined;
+      if (usage !== undefined) {
+        process.stderr.write(`analytics-exporter sync: ${usage}\n`);
+        process.exitCode = EXIT_USAGE;
+        return;
+      }
       const log = createLogger(config.logLevel);
       const controller = new AbortController();
       const signals = handleSignals(controller, log);
