@@ -11,12 +11,13 @@
  * scripts/ensure-postgres.sh) and psql (`apt-get install postgresql-client`, part of that).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startThrowawayCluster } from '../test/helpers/postgres.js';
 import { ROOT, requireBuild } from './lib/children.js';
 import type { BenchContext } from './lib/context.js';
+import { machineTicks, stealShare } from './lib/cpu.js';
 import { describeMachine } from './lib/machine.js';
 import { renderMarkdown, verdicts, type Report } from './lib/report.js';
 import { etlSuite, profileEtl, type EtlSpec } from './suites/etl.js';
@@ -93,6 +94,8 @@ async function main(): Promise<void> {
   const quick = values.quick === true;
   const plan = PLANS[quick ? 'quick' : 'full'];
   const startedAt = new Date();
+  const loadStart = loadavg()[0]!;
+  const ticksStart = machineTicks();
   const started = performance.now();
   const log = (line: string) => process.stderr.write(`[${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
@@ -103,7 +106,7 @@ async function main(): Promise<void> {
   const ctx: BenchContext = { quick, cluster, scratch, log };
   try {
     const machine = await describeMachine(cluster.url);
-    const report: Report = { quick, machine, startedAt, totalSeconds: 0, command, memoryBaseRecords: plan.memoryBase };
+    const report: Report = { quick, machine, startedAt, totalSeconds: 0, command, load: { start: loadStart, end: loadStart, steal: undefined }, memoryBaseRecords: plan.memoryBase };
 
     // The ETL first: its sync runs are also the largest size of the memory and growth tables.
     if (only.has('etl') || only.has('growth')) report.etl = await etlSuite(ctx, plan.etl);
@@ -131,6 +134,8 @@ async function main(): Promise<void> {
     const before = join(ROOT, 'bench', 'before.json');
     if (existsSync(before) && !quick) report.before = JSON.parse(readFileSync(before, 'utf8')) as NonNullable<Report['before']>;
     report.totalSeconds = (performance.now() - started) / 1000;
+    report.load.end = loadavg()[0]!;
+    report.load.steal = stealShare(ticksStart, machineTicks());
     // The terminal gets the measurements; the file also gets the hand-written findings.
     process.stdout.write(renderMarkdown(report));
     const findings = join(ROOT, 'bench', 'findings.md');

@@ -72,3 +72,26 @@ export function postgresCpuSeconds(dataDir: string | null): number | undefined {
   }
   return ticks / clockTicks();
 }
+
+/** Cumulative CPU time of the whole machine from /proc/stat: all states, and `steal` (taken by the hypervisor). */
+export interface MachineTicks {
+  total: number;
+  steal: number;
+}
+
+export function machineTicks(): MachineTicks | undefined {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal guest guest_nice; guest time is inside user.
+    const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { total, steal: fields[7] ?? 0 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Share (0..1) of the machine's CPU time between two readings that the hypervisor gave to other guests. */
+export function stealShare(before: MachineTicks | undefined, after: MachineTicks | undefined): number | undefined {
+  if (before === undefined || after === undefined || after.total <= before.total) return undefined;
+  return (after.steal - before.steal) / (after.total - before.total);
+}
