@@ -6,9 +6,10 @@
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { InvalidArgumentError, describeError } from '../errors.js';
+import { AbortedError, InvalidArgumentError, describeError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { migrate } from '../db/migrate.js';
+import { describeDatabase, isDatabaseUnavailable } from '../db/pool.js';
 import { runSync, type SyncObserver } from '../sync/run.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
@@ -148,6 +149,17 @@ export function registerSyncCommand(program: Command): void {
         if (err instanceof InvalidArgumentError) {
           process.stderr.write(`analytics-exporter sync: ${err.message}\n`);
           code = EXIT_USAGE;
+        } else if (err instanceof AbortedError && signals.received() !== undefined) {
+          // The signal came while --wait waited for the lock: nothing was started, nothing to roll back.
+          log.warn({ schema: config.database.schema }, 'stopped while waiting for another sync to release the lock; nothing was loaded');
+          code = EXIT_OK;
+        } else if (isDatabaseUnavailable(err)) {
+          const database = config.database.url !== undefined ? describeDatabase(config.database.url) : `the embedded database in ${config.database.dataDir}`;
+          log.error(
+            { database, err: { message: describeError(err) } },
+            `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`,
+          );
+          code = EXIT_FAILURE;
         } else {
           log.error({ err: { message: describeError(err) } }, 'sync failed');
           code = EXIT_FAILURE;

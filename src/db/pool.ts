@@ -2,8 +2,9 @@
  * Database access, callback-scoped: every client is released in `finally`, every
  * transaction ends in COMMIT or ROLLBACK, every advisory lock is unlocked.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import { ExporterError } from '../errors.js';
+import { AbortedError, ExporterError } from '../errors.js';
 import type { Logger } from '../log.js';
 
 export type Pool = pg.Pool;
@@ -37,6 +38,46 @@ export function databaseError(what: string, cause: unknown): ExporterError {
   const e = cause as { message?: string; code?: string };
   const state = e?.code ? ` [${e.code}]` : '';
   return new ExporterError('ERR_DATABASE', `${what}: ${e?.message ?? String(cause)}${state}`, { cause });
+}
+
+/**
+ * Names a database for messages and logs: `host:port/database`, never the user or password.
+ *
+ * @param url a `postgres://` URL; an unparsable one gives `the configured database` (its text may hold a password).
+ */
+export function describeDatabase(url: string): string {
+  try {
+    const parsed = new URL(url);
+    const name = decodeURIComponent(parsed.pathname.replace(/^\//, '')) || '(default database)';
+    return `${parsed.hostname || 'localhost'}:${parsed.port || '5432'}/${name}`;
+  } catch {
+    return 'the configured database';
+  }
+}
+
+/** Socket errors meaning the server cannot be reached or the connection to it broke. */
+const UNREACHABLE_NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+/** SQLSTATEs of a server shutting down, restarting or starting up: admin_shutdown, crash_shutdown, cannot_connect_now. */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03']);
+/** pg's own messages for a connection that broke or never opened (they carry no code). */
+const CONNECTION_LOST_MESSAGE = /Connection terminated|connection timeout|timeout exceeded when trying to connect|not queryable|Client was closed/i;
+
+/**
+ * Whether `err` (or an error in its `cause` chain) says the database is unreachable or the
+ * connection to it was lost: refused or timed-out connects, a server shutting down or restarting
+ * (SQLSTATE 57P01–57P03), a connection exception (class 08), a connection pg saw break. Query
+ * errors (syntax, constraint, lock timeout) are not.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  let current: unknown = err;
+  for (let depth = 0; current !== undefined && current !== null && depth < 5; depth++) {
+    const e = current as { code?: unknown; message?: unknown; cause?: unknown };
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (UNREACHABLE_NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+    if (typeof e.message === 'string' && CONNECTION_LOST_MESSAGE.test(e.message)) return true;
+    current = e.cause;
+  }
+  return false;
 }
 
 /**
@@ -84,23 +125,44 @@ export async function withTransaction<T>(client: PoolClient, fn: (client: PoolCl
 export const ADVISORY_LOCK_NAMESPACE = 0x41455850; // "AEXP"
 
 /**
+ * How often a wait for an advisory lock that can be interrupted tries the lock again, in
+ * milliseconds. A blocking `pg_advisory_lock` cannot be interrupted by a signal: only cancelling
+ * the statement from another connection would, so an interruptible wait polls instead.
+ */
+export const ADVISORY_LOCK_POLL_MS = 250;
+
+/**
  * Takes a session-level advisory lock named by `name` on `client`, runs `fn`, and unlocks in
  * `finally`. The lock lives as long as the connection: a crashed process releases it.
  *
- * @param wait true blocks until the lock is free; false returns `{ acquired: false }` at once.
+ * @param options.wait true waits until the lock is free; false returns `{ acquired: false }` at once.
+ * @param options.signal makes the wait interruptible: the lock is then tried every
+ *   {@link ADVISORY_LOCK_POLL_MS} until it is free or the signal aborts. Without it the wait
+ *   blocks inside the database (first come, first served).
  * @returns `{ acquired: true, value }` after `fn`, or `{ acquired: false }` when held elsewhere.
+ * @throws {AbortedError} when `options.signal` aborts before the lock was taken (`fn` never ran).
  */
 export async function withAdvisoryLock<T>(
   client: PoolClient,
   name: string,
-  options: { wait: boolean },
+  options: { wait: boolean; signal?: AbortSignal },
   fn: () => Promise<T>,
 ): Promise<{ acquired: true; value: T } | { acquired: false }> {
-  if (options.wait) {
-    await client.query('select pg_advisory_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, name]);
-  } else {
+  const tryLock = async (): Promise<boolean> => {
     const { rows } = await client.query<{ locked: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as locked', [ADVISORY_LOCK_NAMESPACE, name]);
-    if (!rows[0]?.locked) return { acquired: false };
+    return rows[0]?.locked === true;
+  };
+  if (options.wait && options.signal === undefined) {
+    await client.query('select pg_advisory_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, name]);
+  } else if (options.wait) {
+    const signal = options.signal!;
+    for (;;) {
+      if (signal.aborted) throw new AbortedError(`stopped while waiting for the lock ${name}`);
+      if (await tryLock()) break;
+      await delay(ADVISORY_LOCK_POLL_MS, undefined, { signal }).catch(() => undefined);
+    }
+  } else if (!(await tryLock())) {
+    return { acquired: false };
   }
   try {
     return { acquired: true, value: await fn() };

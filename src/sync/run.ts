@@ -107,13 +107,16 @@ export interface SyncOptions {
  * @returns `{ status: 'locked' }` when another run holds the schema's lock (and `wait` is false);
  *   otherwise the run's outcome: `succeeded`, `failed` or `interrupted` (signal).
  * @throws {InvalidArgumentError} before anything is loaded when `from` ≥ `to` or `to` is later than
- *   now minus SYNC_SETTLE; otherwise only when the database cannot be reached to take the lock or
- *   record the run.
+ *   now minus SYNC_SETTLE; {@link AbortedError} when `signal` aborts while waiting for the lock
+ *   (`wait`), before the run starts; otherwise only when the database cannot be reached to take
+ *   the lock or record the run.
  */
 export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncResult> {
   const tables = new Tables(deps.schema);
   return withClient(deps.pool, async (db) => {
-    const locked = await withAdvisoryLock(db, `sync:${deps.schema}`, { wait: options.wait ?? false }, () => runLocked(db, tables, deps, options));
+    // With the signal, a --wait for the lock ends on SIGINT/SIGTERM instead of blocking in the database.
+    const lockOptions = { wait: options.wait ?? false, ...(options.signal ? { signal: options.signal } : {}) };
+    const locked = await withAdvisoryLock(db, `sync:${deps.schema}`, lockOptions, () => runLocked(db, tables, deps, options));
     return locked.acquired ? locked.value : { status: 'locked' as const };
   });
 }

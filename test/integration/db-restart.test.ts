@@ -1,0 +1,129 @@
+/**
+ * Issue 7 item 1: PostgreSQL restarted (pg_ctl -m fast) or crashed (-m immediate, then started
+ * again) while a `sync` child process loads windows. The run fails cleanly with a line naming
+ * the database, nothing partial is committed, and the next run leaves the exact dataset.
+ *
+ * The cluster is this file's own: the suite's shared cluster is never restarted.
+ */
+import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { CLI_PATH, runCli } from '../helpers/cli.js';
+import { createTestDatabase, startThrowawayCluster, type TestDatabase, type ThrowawayCluster } from '../helpers/postgres.js';
+import { expectExactDataset } from '../helpers/sync.js';
+
+const START = '2026-10-02T00:00:00Z';
+const END = '2026-11-01T00:00:00Z';
+/** Never used by trust authentication, but part of DATABASE_URL: it must not show anywhere. */
+const PASSWORD = 'Restart-Pw-5e1f';
+
+let cluster: ThrowawayCluster;
+let database: TestDatabase;
+let sim: Simulator;
+let schemaCounter = 0;
+
+beforeAll(async () => {
+  // synchronous_commit on, as in production: an immediate shutdown then loses no acknowledged commit.
+  cluster = await startThrowawayCluster({ ignoreTestDatabaseUrl: true, settings: { synchronous_commit: 'on' } });
+  database = await createTestDatabase(cluster.url, 'db_restart');
+  // ~670 records a day in 7 pages of 100: a window takes several round trips, so a restart lands inside one.
+  sim = await startSimulator({ port: 0, records: 20_000, start: new Date(START), end: new Date(END), faults: { latencyMs: 5 } });
+});
+afterAll(async () => {
+  await sim?.close();
+  await cluster?.stop();
+});
+
+/** DATABASE_URL with a password, which trust authentication never asks for. */
+function databaseUrl(): string {
+  const url = new URL(database.url);
+  url.password = PASSWORD;
+  return url.toString();
+}
+
+function env(schema: string): Record<string, string> {
+  return {
+    STATISTICS_URL: sim.url,
+    AUTH_URL: sim.url,
+    CLIENT_ID: 'demo-client',
+    CLIENT_SECRET: 'demo-secret',
+    DATABASE_URL: databaseUrl(),
+    DATABASE_SCHEMA: schema,
+    SYNC_WINDOW: '1d',
+    SYNC_PAGE_SIZE: '100',
+    SYNC_CONCURRENCY: '2',
+  };
+}
+
+/** One query on a fresh connection: pooled ones die with every restart. */
+async function query<R extends pg.QueryResultRow>(text: string): Promise<R[]> {
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+async function until(condition: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await sleep(25);
+  }
+}
+
+describe('PostgreSQL restarted in the middle of a sync', () => {
+  it.each([
+    ['fast', () => cluster.restart()],
+    ['immediate', async () => (await cluster.kill(), await cluster.restart())],
+  ] as const)('pg_ctl -m %s: the run exits 1 naming the database, commits nothing partial, and the next run is exact', async (_mode, restart) => {
+    const schema = `restart_${++schemaCounter}`;
+    const child = spawn(process.execPath, [CLI_PATH, 'sync', '--from', START, '--to', END], {
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env(schema) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    try {
+      await until(async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
+      await restart();
+      expect(await exited).toBe(1);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
+
+    const where = new URL(database.url);
+    expect(stderr).toContain(`"msg":"sync failed: the database 127.0.0.1:${where.port}/${database.name} is unreachable or closed the connection`);
+    expect(stderr).not.toContain(PASSWORD);
+    expect(stderr).not.toMatch(/\n\s+at /); // no stack trace
+
+    // The restart cut the run short, and only whole windows are stored.
+    const [state] = await query<{ windows: number; stray: number; mismatched: number }>(
+      `select (select count(*)::int from ${schema}.sync_windows) as windows,
+              (select count(*)::int from ${schema}.records r where not exists (select 1 from ${schema}.sync_windows w where w.window_start = r.window_start)) as stray,
+              (select count(*)::int from ${schema}.sync_windows w where w.record_count <> (select count(*) from ${schema}.records r where r.window_start = w.window_start)) as mismatched`,
+    );
+    expect(state!.windows).toBeGreaterThanOrEqual(2);
+    expect(state!.windows).toBeLessThan(30);
+    expect({ stray: state!.stray, mismatched: state!.mismatched }).toEqual({ stray: 0, mismatched: 0 });
+
+    const next = await runCli(['sync', '--from', START, '--to', END], env(schema), 120_000);
+    expect(next.stderr).toContain('sync run succeeded');
+    expect(next.code).toBe(0);
+    const pool = new pg.Pool({ connectionString: database.url, max: 1 });
+    try {
+      expect(await expectExactDataset(pool, schema, sim, new Date(START), new Date(END))).toBe(20_000);
+    } finally {
+      await pool.end();
+    }
+    // The run cut short was left `running` by its dead connection; the next run marks it abandoned.
+    const runs = await query<{ status: string }>(`select status from ${schema}.sync_runs order by id`);
+    expect(runs.map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
+  }, 60_000);
+});
