@@ -1,0 +1,121 @@
+/**
+ * One sample of `serve` during a soak: what Prometheus would scrape (/metrics, /readyz), and
+ * what the kernel and PostgreSQL say about the process (resident set, open descriptors,
+ * database connections). Linux only: /proc is read directly.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import type pg from 'pg';
+
+/** Figures of one sample; times in seconds since the soak's serve started. */
+export interface Sample {
+  t: number;
+  /** VmRSS of serve, in bytes. */
+  rssBytes: number;
+  /** Entries of /proc/<pid>/fd. */
+  fds: number;
+  /** nodejs_active_handles (prom-client's nodejs_active_handles_total, renamed by serve) from /metrics (NaN when the scrape failed). */
+  handles: number;
+  /** nodejs_heap_size_used_bytes from /metrics (NaN when the scrape failed). */
+  heapUsedBytes: number;
+  /** Connections of serve (application_name analytics-exporter) to the soak's database. */
+  dbConnections: number;
+  /** sync_runs_total, sync_failures_total and sync_skipped_total from /metrics (NaN when the scrape failed). */
+  syncRuns: number;
+  syncFailures: number;
+  syncSkipped: number;
+  /** sync_watermark_timestamp_seconds from /metrics, in seconds since the epoch (NaN when absent). */
+  watermarkSeconds: number;
+  /** HTTP status of /metrics (0 when the request failed), its duration in milliseconds, and analytics_exporter_upstream_up. */
+  scrapeStatus: number;
+  scrapeMs: number;
+  upstreamUp: number;
+  /** HTTP status of /readyz (0 when the request failed). */
+  readyStatus: number;
+}
+
+/** Scrape timeout we send in X-Prometheus-Scrape-Timeout-Seconds, as Prometheus does, in seconds. */
+export const SCRAPE_TIMEOUT_SECONDS = 4;
+/** The harness gives up on a scrape after this long, in milliseconds. */
+const SCRAPE_ABORT_MS = 10_000;
+
+/** Resident set size of a process from /proc/<pid>/status, in bytes; NaN when the process is gone. */
+export function rssBytes(pid: number): number {
+  try {
+    const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Open file descriptors of a process (entries of /proc/<pid>/fd); NaN when the process is gone. */
+export function openFds(pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * Values of the samples without labels in a Prometheus text, by metric name (the families a
+ * soak reads have one such sample; `nodejs_active_handles` also has samples by `type`, which
+ * are skipped). Comment lines and lines that do not parse are skipped.
+ */
+export function unlabelledValues(text: string): Map<string, number> {
+  const values = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)\s+(\S+)/.exec(line);
+    if (match) values.set(match[1]!, Number(match[2]));
+  }
+  return values;
+}
+
+/** Connections serve holds to database `dbName`, counted by PostgreSQL; the harness's own connection excluded. */
+export async function serveConnections(admin: pg.Client, dbName: string): Promise<number> {
+  const { rows } = await admin.query<{ n: string }>(
+    `select count(*) as n from pg_stat_activity where datname = $1 and application_name = 'analytics-exporter' and pid <> pg_backend_pid()`,
+    [dbName],
+  );
+  return Number(rows[0]!.n);
+}
+
+async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string; ms: number }> {
+  const started = performance.now();
+  try {
+    const response = await fetch(url, { headers, signal: AbortSignal.timeout(SCRAPE_ABORT_MS) });
+    const text = await response.text();
+    return { status: response.status, text, ms: performance.now() - started };
+  } catch {
+    return { status: 0, text: '', ms: performance.now() - started };
+  }
+}
+
+/**
+ * Takes one sample of the `serve` with process id `pid` listening at `baseUrl`.
+ *
+ * @param t seconds since serve started, stored in the sample.
+ * @throws pg errors when the harness's own database connection fails.
+ */
+export async function takeSample(t: number, pid: number, baseUrl: string, admin: pg.Client, dbName: string): Promise<Sample> {
+  const scrape = await get(`${baseUrl}/metrics`, { 'x-prometheus-scrape-timeout-seconds': String(SCRAPE_TIMEOUT_SECONDS) });
+  const ready = await get(`${baseUrl}/readyz`);
+  const values = scrape.status === 200 ? unlabelledValues(scrape.text) : new Map<string, number>();
+  const metric = (name: string) => values.get(name) ?? Number.NaN;
+  return {
+    t,
+    rssBytes: rssBytes(pid),
+    fds: openFds(pid),
+    handles: metric('nodejs_active_handles'),
+    heapUsedBytes: metric('nodejs_heap_size_used_bytes'),
+    dbConnections: await serveConnections(admin, dbName),
+    syncRuns: metric('analytics_exporter_sync_runs_total'),
+    syncFailures: metric('analytics_exporter_sync_failures_total'),
+    syncSkipped: metric('analytics_exporter_sync_skipped_total'),
+    watermarkSeconds: metric('analytics_exporter_sync_watermark_timestamp_seconds'),
+    scrapeStatus: scrape.status,
+    scrapeMs: scrape.ms,
+    upstreamUp: metric('analytics_exporter_upstream_up'),
+    readyStatus: ready.status,
+  };
+}

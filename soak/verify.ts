@@ -1,0 +1,96 @@
+/**
+ * The end-of-soak data check: every committed window holds exactly the simulator's records of
+ * its range, the windows tile [start, watermark) without gap or overlap, and no row lies
+ * outside a committed window. Records have no id, so windows are compared as multisets of
+ * canonical JSON (identical records counted as often as they occur).
+ */
+import type pg from 'pg';
+import type { Simulator } from '../src/simulator/index.js';
+
+/** Outcome of {@link verifyWindows}. */
+export interface WindowCheck {
+  pass: boolean;
+  windows: number;
+  /** Rows in the records table, and records the simulator has for [start, watermark). */
+  storedRecords: number;
+  expectedRecords: number;
+  /** The watermark the windows must end at. */
+  watermark: Date | undefined;
+  /** Up to 10 problems, each naming the window. */
+  problems: string[];
+}
+
+/**
+ * JSON with object keys sorted at every level: jsonb re-orders keys, so both sides are compared
+ * in this form. (test/helpers/sync.ts has the same function, but that module imports vitest.)
+ */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value as object).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+function sameMultiset(a: string[], b: string[]): boolean {
+  if (a.length !== b.length) return false;
+  a.sort();
+  b.sort();
+  return a.every((x, i) => x === b[i]);
+}
+
+/**
+ * Compares the tables of `schema` (through `client`) with `sim`'s dataset.
+ *
+ * @param start where the first sync started (SYNC_START_DATE): the first window must begin there.
+ * @returns the verdict with counts and the first problems; never throws for a mismatch, only for database errors.
+ */
+export async function verifyWindows(client: pg.Client, schema: string, sim: Simulator, start: Date): Promise<WindowCheck> {
+  const s = client.escapeIdentifier(schema);
+  const problems: string[] = [];
+  const note = (problem: string) => void (problems.length < 10 && problems.push(problem));
+
+  const { rows: state } = await client.query<{ watermark: Date | null }>(`select watermark from ${s}.sync_state`);
+  const watermark = state[0]?.watermark ?? undefined;
+  const { rows: windows } = await client.query<{ start: Date; end: Date; recordCount: string }>(
+    `select window_start as start, window_end as "end", record_count as "recordCount" from ${s}.sync_windows order by window_start`,
+  );
+  const { rows: records } = await client.query<{ windowStartMs: string; payload: unknown }>(
+    `select (extract(epoch from window_start) * 1000)::bigint as "windowStartMs", payload from ${s}.records`,
+  );
+
+  const stored = new Map<number, string[]>();
+  for (const row of records) {
+    const key = Number(row.windowStartMs);
+    let list = stored.get(key);
+    if (list === undefined) stored.set(key, (list = []));
+    list.push(canonicalJson(row.payload));
+  }
+
+  if (watermark === undefined) note('no watermark: nothing was committed');
+  if (windows.length === 0) note('no committed windows');
+  let cursor = start.getTime();
+  let expectedRecords = 0;
+  for (const window of windows) {
+    const from = window.start.getTime();
+    const to = window.end.getTime();
+    const name = `[${window.start.toISOString()}, ${window.end.toISOString()})`;
+    if (from !== cursor) note(`${name} does not start where the previous window ends (${new Date(cursor).toISOString()})`);
+    cursor = to;
+    const expected = [...sim.dataset.iterate(window.start, window.end, false)].map(canonicalJson);
+    expectedRecords += expected.length;
+    const got = stored.get(from) ?? [];
+    stored.delete(from);
+    if (Number(window.recordCount) !== got.length) note(`${name}: sync_windows says ${window.recordCount} records, the table holds ${got.length}`);
+    if (!sameMultiset(got, expected)) {
+      const missing = expected.filter((x) => !got.includes(x)).length;
+      const extra = got.filter((x) => !expected.includes(x)).length;
+      note(`${name}: ${got.length} stored, ${expected.length} expected (${missing} missing, ${extra} not in the dataset)`);
+    }
+  }
+  if (watermark !== undefined && cursor !== watermark.getTime()) note(`the windows end at ${new Date(cursor).toISOString()}, the watermark is ${watermark.toISOString()}`);
+  for (const [key, list] of stored) note(`${list.length} rows belong to no committed window (window_start ${new Date(key).toISOString()})`);
+
+  return { pass: problems.length === 0, windows: windows.length, storedRecords: records.length, expectedRecords, watermark, problems };
+}
