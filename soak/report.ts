@@ -15,6 +15,8 @@ export interface Check {
 /** Everything a soak measured, for {@link renderTable} and {@link renderMarkdown}. */
 export interface SoakResult {
   minutes: number;
+  /** Commit measured (`git rev-parse`), noting uncommitted changes to the code. */
+  revision: string;
   startedAt: Date;
   finishedAt: Date;
   machine: Machine;
@@ -128,6 +130,7 @@ export function renderMarkdown(result: SoakResult): string {
       ['PostgreSQL', m.postgres],
       ['Load average (1 min) start → end', `${result.loadStart.toFixed(2)} → ${result.loadEnd.toFixed(2)}`],
       ['Hypervisor steal over the soak', result.steal === undefined ? 'n/a' : `${(result.steal * 100).toFixed(1)} %`],
+      ['Code measured', result.revision],
       ['Started, finished', `${result.startedAt.toISOString()}, ${result.finishedAt.toISOString()}`],
     ]),
     '',

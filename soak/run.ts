@@ -14,7 +14,7 @@
  *
  * Needs Linux (/proc) and the PostgreSQL server binaries, as the tests do.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -149,6 +149,17 @@ async function startServe(env: Record<string, string>, logFile: string, logCount
   return { child, pid: child.pid!, url, exited };
 }
 
+/** The commit measured, and whether src/, migrations/ or package.json differ from it (then the figures are of uncommitted code). */
+function revision(): string {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'migrations', 'package.json'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return dirty === '' ? commit : `${commit} with uncommitted changes in ${[...new Set(dirty.split('\n').map((l) => l.slice(3).split('/')[0]))].join(', ')}`;
+  } catch {
+    return 'unknown (not a git checkout)';
+  }
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function flatVerdicts(samples: Sample[]): FlatVerdict[] {
@@ -167,6 +178,7 @@ async function main(): Promise<void> {
   const scratch = mkdtempSync(join(tmpdir(), 'soak-'));
   const logFile = join(scratch, 'serve.log');
   const startedAt = new Date();
+  const measured = revision();
   const log = (line: string) => process.stdout.write(`[soak ${((Date.now() - startedAt.getTime()) / 60_000).toFixed(1).padStart(5)} min] ${line}\n`);
   log(`${minutes} minutes; serve's log: ${logFile}`);
 
@@ -194,7 +206,8 @@ async function main(): Promise<void> {
     admin,
     dbName: db.name,
     schema: SCHEMA,
-    schedule: { tickMs: 1_000, queueEveryMs: 10_000, arrivalsEveryMs: 45_000, lateEveryMs: 40_000, dbKillEveryMs: 4 * 60_000, lateSpanMs: 4 * 60_000 },
+    // Database kills every 4 minutes, more often in a short soak so that it sees a few.
+    schedule: { tickMs: 1_000, queueEveryMs: 10_000, arrivalsEveryMs: 45_000, lateEveryMs: 40_000, dbKillEveryMs: Math.min(4 * 60_000, Math.max(40_000, (minutes * 60_000) / 4)), lateSpanMs: 4 * 60_000 },
   });
   driver.start();
   const logCounts: Record<string, number> = {};
@@ -301,6 +314,7 @@ async function main(): Promise<void> {
 
   const result: SoakResult = {
     minutes,
+    revision: measured,
     startedAt,
     finishedAt: new Date(),
     machine,
