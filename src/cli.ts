@@ -14,6 +14,7 @@ import { registerMigrateCommand } from './commands/migrate.js';
 import { registerServeCommand } from './commands/serve.js';
 import { registerSimulateCommand } from './commands/simulate.js';
 import { registerSyncCommand } from './commands/sync.js';
+import { limitHeapGrowth } from './heap.js';
 import { VERSION } from './version.js';
 
 /** Builds the program; exported so tests can drive it without a child process. */
@@ -79,6 +80,7 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
+  limitHeapGrowth();
   // `analytics-exporter --help | head` closes the pipe early: that is the reader's choice, not an error.
   for (const stream of [process.stdout, process.stderr]) {
     stream.on('error', (err: NodeJS.ErrnoException) => {

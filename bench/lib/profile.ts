@@ -45,7 +45,7 @@ function label(node: ProfileNode, root: string): string {
 }
 
 /** Self time per function of a .cpuprofile, largest first. */
-export function summarizeProfile(file: string, root: string, limit = 12): ProfileSummary {
+export function summarizeProfile(file: string, root: string, limit = Number(process.env.BENCH_PROFILE_TOP ?? 12)): ProfileSummary {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const self = new Map<string, number>();

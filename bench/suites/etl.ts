@@ -143,13 +143,13 @@ export interface ProfiledRun {
 }
 
 /** One more ETL sync at `spec`'s size under `node --cpu-prof`: where the sync process spends its time. */
-export async function profileEtl(ctx: BenchContext, spec: EtlSpec, root: string): Promise<ProfiledRun> {
+export async function profileEtl(ctx: BenchContext, spec: EtlSpec, root: string, nodeArgs: string[] = []): Promise<ProfiledRun> {
   const start = daysBefore(DATA_END, spec.days);
   const sim = await startSimulatorChild({ records: spec.records, start, end: DATA_END });
   const dir = join(ctx.scratch, 'cpu-profile');
   try {
     const run = await withFreshDatabase(ctx, 'bench_profile', (db) =>
-      runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, SYNC_ENV), { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-name=sync.cpuprofile'] }),
+      runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, SYNC_ENV), { nodeArgs: [...nodeArgs, "--cpu-prof", `--cpu-prof-dir=${dir}`, '--cpu-prof-name=sync.cpuprofile'] }),
     );
     return { run, profile: summarizeProfile(join(dir, 'sync.cpuprofile'), root) };
   } finally {

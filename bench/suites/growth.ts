@@ -20,9 +20,9 @@ export interface SizeResult {
 /**
  * Runs `sync` `runs` times for each size, each into a fresh database.
  *
- * @param extraEnv more environment for the sync, e.g. NODE_OPTIONS.
+ * @param nodeArgs Node flags for the sync, e.g. `--heap-growing-percent=0` for V8's own heap sizing.
  */
-export async function measureSizes(ctx: BenchContext, sizes: readonly number[], days: number, runs: number, extraEnv: Record<string, string> = {}): Promise<SizeResult[]> {
+export async function measureSizes(ctx: BenchContext, sizes: readonly number[], days: number, runs: number, nodeArgs: string[] = []): Promise<SizeResult[]> {
   const start = daysBefore(DATA_END, days);
   const results: SizeResult[] = [];
   for (const records of sizes) {
@@ -31,13 +31,13 @@ export async function measureSizes(ctx: BenchContext, sizes: readonly number[], 
     try {
       for (let i = 1; i <= runs; i++) {
         const run = await withFreshDatabase(ctx, 'bench_growth', async (db) => {
-          const r = await runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, { ...SYNC_ENV, ...extraEnv }));
+          const r = await runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, SYNC_ENV), { nodeArgs });
           const stored = await countRecords(db.url);
           if (stored !== records) throw new Error(`sync of ${records} records stored ${stored}`);
           return r;
         });
         measured.push(run);
-        ctx.log(`growth ${records} records${extraEnv.NODE_OPTIONS ? ` (NODE_OPTIONS=${extraEnv.NODE_OPTIONS})` : ''}, run ${i}/${runs}: ${run.wallSeconds.toFixed(2)} s, peak RSS ${(run.peakRssBytes / 2 ** 20).toFixed(1)} MiB`);
+        ctx.log(`growth ${records} records${nodeArgs.length > 0 ? ` (node ${nodeArgs.join(' ')})` : ''}, run ${i}/${runs}: ${run.wallSeconds.toFixed(2)} s, peak RSS ${(run.peakRssBytes / 2 ** 20).toFixed(1)} MiB`);
       }
     } finally {
       await sim.stop();
