@@ -13,7 +13,7 @@ export interface Sample {
   rssBytes: number;
   /** Entries of /proc/<pid>/fd. */
   fds: number;
-  /** nodejs_active_handles (prom-client's nodejs_active_handles_total, renamed by serve) from /metrics (NaN when the scrape failed). */
+  /** Sum of nodejs_active_handles over handle types, from /metrics (NaN when the scrape failed). */
   handles: number;
   /** nodejs_heap_size_used_bytes from /metrics (NaN when the scrape failed). */
   heapUsedBytes: number;
@@ -58,17 +58,23 @@ export function openFds(pid: number): number {
 }
 
 /**
- * Values of the samples without labels in a Prometheus text, by metric name (the families a
- * soak reads have one such sample; `nodejs_active_handles` also has samples by `type`, which
- * are skipped). Comment lines and lines that do not parse are skipped.
+ * Per metric name in a Prometheus text: the value of its sample without labels, or else the
+ * sum of its labelled samples. (`nodejs_active_handles` is served by `type` only: serve renames
+ * prom-client's `nodejs_active_handles_total` to the by-type family's name and the total is
+ * dropped; the sum over types is the same number.) Comments and unparsable lines are skipped.
  */
-export function unlabelledValues(text: string): Map<string, number> {
-  const values = new Map<string, number>();
+export function valuesByName(text: string): Map<string, number> {
+  const unlabelled = new Map<string, number>();
+  const sums = new Map<string, number>();
   for (const line of text.split('\n')) {
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)\s+(\S+)/.exec(line);
-    if (match) values.set(match[1]!, Number(match[2]));
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)/.exec(line);
+    if (!match) continue;
+    const value = Number(match[3]);
+    if (match[2] === undefined) unlabelled.set(match[1]!, value);
+    else sums.set(match[1]!, (sums.get(match[1]!) ?? 0) + value);
   }
-  return values;
+  for (const [name, value] of unlabelled) sums.set(name, value);
+  return sums;
 }
 
 /** Connections serve holds to database `dbName`, counted by PostgreSQL; the harness's own connection excluded. */
@@ -100,7 +106,7 @@ async function get(url: string, headers: Record<string, string> = {}): Promise<{
 export async function takeSample(t: number, pid: number, baseUrl: string, admin: pg.Client, dbName: string): Promise<Sample> {
   const scrape = await get(`${baseUrl}/metrics`, { 'x-prometheus-scrape-timeout-seconds': String(SCRAPE_TIMEOUT_SECONDS) });
   const ready = await get(`${baseUrl}/readyz`);
-  const values = scrape.status === 200 ? unlabelledValues(scrape.text) : new Map<string, number>();
+  const values = scrape.status === 200 ? valuesByName(scrape.text) : new Map<string, number>();
   const metric = (name: string) => values.get(name) ?? Number.NaN;
   return {
     t,
