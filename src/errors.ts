@@ -18,7 +18,40 @@ export type ErrorCode =
   | 'ERR_UPSTREAM_BODY'
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_DATABASE'
-  | 'ERR_ABORTED';
+  | 'ERR_ABORTED'
+  | 'ERR_RECORD_UNSTORABLE';
+
+/**
+ * Why an upstream request or a sync run failed, as a bounded metric label value and a log field;
+ * finer than {@link ErrorCode} (every body error shares `ERR_UPSTREAM_BODY`, but a truncated body
+ * and a page that contradicts itself are different faults to an operator).
+ *
+ * - `network`, `timeout`, `http_<status>`: transport and status faults;
+ * - `invalid_json` (truncated or not JSON), `content_type` (not JSON or text), `invalid_envelope`
+ *   (valid JSON of the wrong shape), `inconsistent_page` (a page contradicting itself: totalPages vs
+ *   totalRecords, an empty or short page before the last, more records than pageSize, another page
+ *   number), `response_too_large`, `invalid_body` (any other body fault);
+ * - `unstorable_record`: a valid record PostgreSQL jsonb cannot hold ({@link UnstorableRecordError});
+ * - `token`: no token could be had (E0), for a request or run that needed one;
+ * - `inconsistent_window`: a window kept changing while it was paged (SYNC_WINDOW_ATTEMPTS);
+ * - `database`, `aborted`, `other`.
+ */
+export type FailureReason =
+  | 'network'
+  | 'timeout'
+  | `http_${number}`
+  | 'invalid_json'
+  | 'content_type'
+  | 'invalid_envelope'
+  | 'inconsistent_page'
+  | 'response_too_large'
+  | 'invalid_body'
+  | 'unstorable_record'
+  | 'token'
+  | 'inconsistent_window'
+  | 'database'
+  | 'aborted'
+  | 'other';
 
 export interface ExporterErrorOptions {
   cause?: unknown;
@@ -28,6 +61,8 @@ export interface ExporterErrorOptions {
   retryable?: boolean;
   /** The server's Retry-After, in milliseconds from now, when it sent one. */
   retryAfterMs?: number;
+  /** Finer than `code`, for metrics and logs; {@link failureReason} derives one when absent. */
+  reason?: FailureReason;
 }
 
 export class ExporterError extends Error {
@@ -35,6 +70,8 @@ export class ExporterError extends Error {
   readonly status: number | undefined;
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
+  /** The fault behind the error, when the thrower knew it better than `code` says (see {@link failureReason}). */
+  readonly reason: FailureReason | undefined;
 
   constructor(code: ErrorCode, message: string, options: ExporterErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -43,6 +80,7 @@ export class ExporterError extends Error {
     this.status = options.status;
     this.retryable = options.retryable ?? false;
     this.retryAfterMs = options.retryAfterMs;
+    this.reason = options.reason;
   }
 }
 
@@ -90,10 +128,72 @@ export class UpstreamError extends ExporterError {
   }
 }
 
+/**
+ * An E6 record that is valid JSON but that PostgreSQL `jsonb` cannot store as it is: a string or
+ * key holding U+0000 or an unpaired UTF-16 surrogate (jsonb refuses both, SQLSTATE 22P05/22P02), a
+ * number beyond the range of a double (JSON.parse makes it Infinity, which would be written as
+ * null), or nesting deeper than {@link UnstorableRecordError.MAX_DEPTH} levels. Records are stored
+ * whole or not at all, so the window is not committed and the watermark stays; the same record
+ * fails every run until the platform changes it. Not retryable: the same body comes back.
+ */
+export class UnstorableRecordError extends UpstreamError {
+  /** Nesting deeper than this (objects and arrays, the record itself being level 1) is refused. */
+  static readonly MAX_DEPTH = 1000;
+  /** E6 page number of the record, from 1. */
+  readonly pageNumber: number;
+  /** Index of the record in its page's `data`, from 0. */
+  readonly index: number;
+  /** Where in the record, as a JSONPath-like string (`$.customer.name`, `$.tags[2]`). */
+  readonly path: string;
+
+  constructor(message: string, where: { pageNumber: number; index: number; path: string }) {
+    super('ERR_RECORD_UNSTORABLE', 'analytics', message, { reason: 'unstorable_record' });
+    this.pageNumber = where.pageNumber;
+    this.index = where.index;
+    this.path = where.path;
+  }
+}
+
 /** The operation was cancelled through its AbortSignal (shutdown, scrape timeout). */
 export class AbortedError extends ExporterError {
   constructor(message = 'operation aborted', options: ExporterErrorOptions = {}) {
     super('ERR_ABORTED', message, options);
+  }
+}
+
+/** SQLSTATE codes are five characters of digits and capital letters (PostgreSQL errors carry them as `code`). */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/**
+ * The {@link FailureReason} of anything thrown: the error's own `reason` when it set one, otherwise
+ * derived from its class and `code`. A failed token request (E0) counts as `token` for whatever
+ * needed the token; the token request's own attempts are classified by its client.
+ */
+export function failureReason(err: unknown): FailureReason {
+  const e = err as { reason?: unknown; code?: unknown; status?: unknown; name?: unknown } | null | undefined;
+  if (e === null || e === undefined || typeof e !== 'object') return 'other';
+  if (err instanceof ExporterError && err.reason !== undefined) return err.reason;
+  if (e.name === 'InconsistentWindowError') return 'inconsistent_window';
+  switch (e.code) {
+    case 'ERR_TOKEN_REQUEST':
+    case 'ERR_TOKEN_RESPONSE':
+      return 'token';
+    case 'ERR_UPSTREAM_TIMEOUT':
+      return 'timeout';
+    case 'ERR_UPSTREAM_NETWORK':
+      return 'network';
+    case 'ERR_UPSTREAM_HTTP':
+      return typeof e.status === 'number' ? `http_${e.status}` : 'other';
+    case 'ERR_UPSTREAM_BODY':
+      return 'invalid_body';
+    case 'ERR_RECORD_UNSTORABLE':
+      return 'unstorable_record';
+    case 'ERR_ABORTED':
+      return 'aborted';
+    case 'ERR_DATABASE':
+      return 'database';
+    default:
+      return typeof e.code === 'string' && SQLSTATE.test(e.code) ? 'database' : 'other';
   }
 }
 

@@ -8,7 +8,7 @@
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
-import { AbortedError, InvalidArgumentError, type Endpoint } from '../errors.js';
+import { AbortedError, InvalidArgumentError, UnstorableRecordError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
 import { withRetries, type RetryPolicy } from './retry.js';
@@ -64,6 +64,12 @@ export interface ClientObserver {
   onRetry?(event: { endpoint: Endpoint; code: string; status: number | undefined; delayMs: number }): void;
   /** One token request (E0) sent. */
   onTokenRequest?(outcome: 'success' | 'failure'): void;
+  /**
+   * One attempt of a request failed, whether it is retried or not (E0 token attempts included):
+   * `reason` is the fault's {@link FailureReason}; an E6/E7 attempt that could get no token is `token`.
+   * Cancellations through an AbortSignal are not reported.
+   */
+  onAttemptFailed?(event: { endpoint: Endpoint; reason: FailureReason }): void;
 }
 
 const pageEnvelopeSchema = z.object({
@@ -118,19 +124,25 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
 
 /**
  * Validates an E6 body against the envelope and against itself: the page asked for, no more
- * records than pageSize, totalPages agreeing with totalRecords, and a full page before the last.
+ * records than pageSize, totalPages agreeing with totalRecords, a full page before the last; and
+ * every record against what PostgreSQL jsonb can store (see {@link findUnstorable}).
  *
- * @returns the page, records kept whole.
- * @throws a retryable `ERR_UPSTREAM_BODY` error naming what was wrong.
+ * @param body the parsed JSON of the response.
+ * @param requestedPage the pageNumber sent, from 1.
+ * @param url the request URL; only its origin and path appear in messages.
+ * @returns the page, records kept whole (the same objects).
+ * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, naming what was wrong (reason
+ *   `invalid_envelope` or `inconsistent_page`); {@link UnstorableRecordError} (not retryable) naming
+ *   the record's position and path when a record cannot be stored. Never anything else.
  */
 export function parsePage(body: unknown, requestedPage: number, url: URL): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
   if (!parsed.success) {
     const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
-    throw bodyError('analytics', url, `page envelope is invalid: ${what}`);
+    throw bodyError('analytics', url, `page envelope is invalid: ${what}`, undefined, 'invalid_envelope');
   }
   const page = parsed.data;
-  const bad = (what: string) => bodyError('analytics', url, `page ${requestedPage} is inconsistent: ${what}`);
+  const bad = (what: string) => bodyError('analytics', url, `page ${requestedPage} is inconsistent: ${what}`, undefined, 'inconsistent_page');
   for (let i = 0; i < page.data.length; i++) {
     const record = page.data[i];
     if (typeof record !== 'object' || record === null || Array.isArray(record)) throw bad(`data[${i}] is not a JSON object`);
@@ -148,8 +160,95 @@ export function parsePage(body: unknown, requestedPage: number, url: URL): Analy
       : page.pageNumber === expectedPages
         ? page.totalRecords - (expectedPages - 1) * page.pageSize
         : 0;
-  if (page.data.length !== expectedLength) throw bad(`${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
+  if (page.data.length !== expectedLength) {
+    const where = page.data.length === 0 && page.pageNumber < expectedPages ? `an empty page before the last (totalPages ${page.totalPages}): ` : '';
+    throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
+  }
+  for (let i = 0; i < page.data.length; i++) {
+    const found = findUnstorable(page.data[i]);
+    if (found === undefined) continue;
+    const position = (page.pageNumber - 1) * page.pageSize + i + 1;
+    throw new UnstorableRecordError(
+      `${describeEndpointPath(url)}: page ${page.pageNumber}, data[${i}] (record ${position} of ${page.totalRecords} in the requested range): ` +
+        `${found.path} ${found.problem}; the record cannot be stored whole, so its window is not committed ` +
+        `(and fails the same way on every run while E6 returns this record)`,
+      { pageNumber: page.pageNumber, index: i, path: found.path },
+    );
+  }
   return page as AnalyticsPage;
+}
+
+/** `E6 <origin><path>` for messages, without the query string. */
+function describeEndpointPath(url: URL): string {
+  return `E6 ${url.origin}${url.pathname}`;
+}
+
+/** A lone UTF-16 surrogate: a high one not followed by a low one, or a low one not preceded by a high one. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const ANY_SURROGATE = /[\ud800-\udfff]/;
+const PLAIN_KEY = /^[A-Za-z_$][\w$]*$/;
+
+/** Why PostgreSQL jsonb cannot store this string as it is, or undefined when it can. */
+function stringProblem(text: string): string | undefined {
+  if (text.includes('\u0000')) return 'holds U+0000 (\\u0000), which PostgreSQL jsonb cannot store';
+  if (ANY_SURROGATE.test(text) && LONE_SURROGATE.test(text)) return 'holds an unpaired UTF-16 surrogate, which PostgreSQL jsonb cannot store';
+  return undefined;
+}
+
+/**
+ * Finds the first value in an E6 record that PostgreSQL `jsonb` cannot store as it is:
+ * a string (value or key) holding U+0000 or an unpaired surrogate, a number that is not finite
+ * (JSON.parse turns `1e400` into Infinity, which JSON.stringify would write as null), or nesting
+ * deeper than {@link UnstorableRecordError.MAX_DEPTH} (JSON.stringify overflows the stack far
+ * before PostgreSQL's own limit).
+ *
+ * @returns the JSONPath-like location (`$.a.b[3]`, keys that are not identifiers quoted as JSON) and
+ *   what is wrong there, or undefined when the whole record can be stored.
+ */
+export function findUnstorable(record: unknown): { path: string; problem: string } | undefined {
+  const found = scan(record, 1);
+  if (found === undefined) return undefined;
+  let path = '$';
+  for (let i = found.keys.length - 1; i >= 0; i--) {
+    const key = found.keys[i]!;
+    path += typeof key === 'number' ? `[${key}]` : PLAIN_KEY.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+  }
+  return { path, problem: found.problem };
+}
+
+/** Depth-first scan; keys are collected innermost first on the way back. Recursion is bounded by MAX_DEPTH. */
+function scan(value: unknown, depth: number): { keys: (string | number)[]; problem: string } | undefined {
+  if (typeof value === 'string') {
+    const problem = stringProblem(value);
+    return problem === undefined ? undefined : { keys: [], problem: `is a string that ${problem}` };
+  }
+  if (typeof value === 'number') {
+    return Number.isFinite(value) ? undefined : { keys: [], problem: 'is a number beyond the range of a double (it would be stored as null)' };
+  }
+  if (value === null || typeof value !== 'object') return undefined;
+  if (depth > UnstorableRecordError.MAX_DEPTH) {
+    return { keys: [], problem: `nests deeper than ${UnstorableRecordError.MAX_DEPTH} levels of objects and arrays` };
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = scan(value[i], depth + 1);
+      if (found !== undefined) {
+        found.keys.push(i);
+        return found;
+      }
+    }
+    return undefined;
+  }
+  for (const key of Object.keys(value)) {
+    const keyProblem = stringProblem(key);
+    if (keyProblem !== undefined) return { keys: [key], problem: `has a key that ${keyProblem}` };
+    const found = scan((value as Record<string, unknown>)[key], depth + 1);
+    if (found !== undefined) {
+      found.keys.push(key);
+      return found;
+    }
+  }
+  return undefined;
 }
 
 export interface AnalyticsClientOptions {
@@ -161,6 +260,8 @@ export interface AnalyticsClientOptions {
   log: Logger;
   observer?: ClientObserver;
   now?: () => number;
+  /** UPSTREAM_TIMEOUT in milliseconds, named in timeout messages (the dispatcher enforces it). */
+  timeoutMs?: number;
 }
 
 /** Reads analytics from the platform (E6, E7) with tokens from E0. */
@@ -203,8 +304,10 @@ export class AnalyticsClient {
       dispatcher,
       retry,
       log: deps.log,
+      timeoutMs: config.timeoutMs,
       ...(deps.now ? { now: deps.now } : {}),
       ...(deps.observer?.onTokenRequest ? { onTokenRequest: (o) => deps.observer?.onTokenRequest?.(o) } : {}),
+      ...(deps.observer?.onAttemptFailed ? { onAttemptFailed: (reason) => deps.observer?.onAttemptFailed?.({ endpoint: 'token', reason }) } : {}),
     });
     return new AnalyticsClient({
       statisticsUrl: config.statisticsUrl,
@@ -212,6 +315,7 @@ export class AnalyticsClient {
       dispatcher,
       retry,
       log: deps.log,
+      timeoutMs: config.timeoutMs,
       ...(deps.observer ? { observer: deps.observer } : {}),
       ...(deps.now ? { now: deps.now } : {}),
     });
@@ -229,6 +333,7 @@ export class AnalyticsClient {
    * @returns the validated page envelope with its records kept whole.
    * @throws {InvalidArgumentError} for parameters the reference forbids (nothing is sent);
    *   {@link UpstreamError} `ERR_UPSTREAM_HTTP` / `_NETWORK` / `_TIMEOUT` / `_BODY` after the retries;
+   *   {@link UnstorableRecordError} at once (no retry) for a record PostgreSQL jsonb cannot store;
    *   {@link TokenError} when no token can be had; {@link AbortedError} on `signal`.
    */
   async fetchPage(query: PageQuery, options: RequestOptions = {}): Promise<AnalyticsPage> {
@@ -241,13 +346,13 @@ export class AnalyticsClient {
     return this.#get('analytics', url, 'application/json', options.signal, (res) => {
       const type = mediaType(res.headers);
       if (type !== '' && type !== 'application/json' && !type.endsWith('+json')) {
-        throw bodyError('analytics', url, `content type ${type}, expected application/json: ${excerpt(res.body)}`);
+        throw bodyError('analytics', url, `content type ${type}, expected application/json: ${excerpt(res.body)}`, undefined, 'content_type');
       }
       let json: unknown;
       try {
         json = JSON.parse(res.body);
       } catch (err) {
-        throw bodyError('analytics', url, `body is not valid JSON (${(err as Error).message}): ${excerpt(res.body)}`, err);
+        throw bodyError('analytics', url, `body is not valid JSON (${(err as Error).message}): ${excerpt(res.body)}`, err, 'invalid_json');
       }
       return parsePage(json, q.pageNumber, url);
     });
@@ -310,7 +415,7 @@ export class AnalyticsClient {
     return this.#get('prometheus', url, 'text/plain;version=0.0.4, */*;q=0.1', options.signal, (res) => {
       const type = mediaType(res.headers);
       if (type !== '' && type !== 'text/plain' && type !== 'application/openmetrics-text') {
-        throw bodyError('prometheus', url, `content type ${type}, expected text/plain: ${excerpt(res.body)}`);
+        throw bodyError('prometheus', url, `content type ${type}, expected text/plain: ${excerpt(res.body)}`, undefined, 'content_type');
       }
       const parsed = prometheusTextSchema.safeParse(res.body);
       if (!parsed.success) throw bodyError('prometheus', url, `body is not Prometheus text: ${parsed.error.issues[0]!.message}`);
@@ -326,7 +431,7 @@ export class AnalyticsClient {
   }
 
   async #get<T>(endpoint: Endpoint, url: URL, accept: string, signal: AbortSignal | undefined, parse: (res: RawResponse) => T): Promise<T> {
-    const { tokens, retry, log, observer, dispatcher } = this.#o;
+    const { tokens, retry, log, observer, dispatcher, timeoutMs } = this.#o;
     const once = async (token: string): Promise<RawResponse> => {
       const started = performance.now();
       try {
@@ -337,6 +442,7 @@ export class AnalyticsClient {
           url,
           headers: { authorization: `Bearer ${token}`, accept },
           ...(signal ? { signal } : {}),
+          ...(timeoutMs !== undefined ? { timeoutMs } : {}),
         });
         observer?.onResponse?.({ endpoint, status: res.status, durationSeconds: res.durationSeconds });
         return res;
@@ -347,23 +453,31 @@ export class AnalyticsClient {
     };
     return withRetries(
       async () => {
-        let token = await tokens.getToken();
-        let res = await once(token);
-        if (res.status === 401) {
-          // The reference promises an hour, but a token can be revoked early: renew once.
-          tokens.invalidate(token);
-          token = await tokens.getToken();
-          res = await once(token);
+        try {
+          let token = await tokens.getToken();
+          let res = await once(token);
+          if (res.status === 401) {
+            // The reference promises an hour, but a token can be revoked early: renew once.
+            tokens.invalidate(token);
+            token = await tokens.getToken();
+            res = await once(token);
+          }
+          if (res.status < 200 || res.status > 299) throw statusError(endpoint, url, res, this.#now(), excerpt(res.body, 120, [token]));
+          return parse(res);
+        } catch (err) {
+          if (!(err instanceof AbortedError)) observer?.onAttemptFailed?.({ endpoint, reason: failureReason(err) });
+          throw err;
         }
-        if (res.status < 200 || res.status > 299) throw statusError(endpoint, url, res, this.#now(), excerpt(res.body, 120, [token]));
-        return parse(res);
       },
       retry,
       {
         ...(signal ? { signal } : {}),
         onRetry: ({ attempt, error, delayMs }) => {
           observer?.onRetry?.({ endpoint, code: error.code, status: error.status, delayMs });
-          log.warn({ endpoint, attempt, delayMs, status: error.status, code: error.code, reason: error.message }, 'upstream request failed; retrying');
+          log.warn(
+            { endpoint, attempt, maxAttempts: retry.maxAttempts, delayMs, status: error.status, code: error.code, fault: failureReason(error), reason: error.message },
+            'upstream request failed; retrying',
+          );
         },
       },
     );

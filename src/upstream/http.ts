@@ -5,7 +5,7 @@
  */
 import { rootCertificates } from 'node:tls';
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
-import { AbortedError, ExporterError, TokenError, UpstreamError, type Endpoint, type ErrorCode } from '../errors.js';
+import { AbortedError, ExporterError, TokenError, UpstreamError, type Endpoint, type ErrorCode, type FailureReason } from '../errors.js';
 import type { TlsFiles } from '../config.js';
 import { parseRetryAfter } from './retry.js';
 
@@ -29,7 +29,14 @@ const RETRYABLE_NETWORK_CODES = new Set([
   'UND_ERR_SOCKET',
   'UND_ERR_CLOSED',
 ]);
-const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** undici's timeout codes, and what the request was waiting for when each fired (for messages). */
+const TIMEOUT_PHASES: Readonly<Record<string, string>> = {
+  UND_ERR_CONNECT_TIMEOUT: 'no connection',
+  UND_ERR_HEADERS_TIMEOUT: 'no response headers',
+  UND_ERR_BODY_TIMEOUT: 'the body stalled: no data',
+};
+/** Socket errors that, once the headers have arrived, mean the body was cut off. */
+const CUT_OFF_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 
 export interface AgentOptions {
   /** Connect, headers and body timeout, in milliseconds. */
@@ -74,6 +81,8 @@ export interface SendOptions {
   headers?: Record<string, string>;
   body?: string;
   signal?: AbortSignal;
+  /** The timeout the dispatcher applies (UPSTREAM_TIMEOUT), in milliseconds; named in timeout messages. */
+  timeoutMs?: number;
 }
 
 function makeError(endpoint: Endpoint, code: ErrorCode, message: string, options: ConstructorParameters<typeof UpstreamError>[3]) {
@@ -96,6 +105,7 @@ export function describeEndpoint(endpoint: Endpoint, url: URL): string {
 export async function send(options: SendOptions): Promise<RawResponse> {
   const started = performance.now();
   const where = describeEndpoint(options.endpoint, options.url);
+  let headersReceived = false;
   try {
     const res = await request(options.url, {
       dispatcher: options.dispatcher,
@@ -104,6 +114,7 @@ export async function send(options: SendOptions): Promise<RawResponse> {
       body: options.body,
       signal: options.signal,
     });
+    headersReceived = true;
     const body = await res.body.text();
     return {
       status: res.statusCode,
@@ -114,14 +125,22 @@ export async function send(options: SendOptions): Promise<RawResponse> {
   } catch (err) {
     if (options.signal?.aborted) throw new AbortedError(`${where}: request aborted`, { cause: err });
     const code = networkCode(err);
-    if (code !== undefined && TIMEOUT_CODES.has(code)) {
-      throw makeError(options.endpoint, 'ERR_UPSTREAM_TIMEOUT', `${where}: timed out (${code})`, { cause: err, retryable: true });
+    const phase = code === undefined ? undefined : TIMEOUT_PHASES[code];
+    if (phase !== undefined) {
+      const limit = options.timeoutMs !== undefined ? ` within ${options.timeoutMs} ms (UPSTREAM_TIMEOUT)` : '';
+      throw makeError(options.endpoint, 'ERR_UPSTREAM_TIMEOUT', `${where}: timed out, ${phase}${limit} (${code})`, { cause: err, retryable: true });
     }
     if (err instanceof undiciErrors.ResponseExceededMaxSizeError) {
-      throw makeError(options.endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${MAX_RESPONSE_BYTES} bytes`, { cause: err });
+      throw makeError(options.endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${MAX_RESPONSE_BYTES} bytes`, {
+        cause: err,
+        reason: 'response_too_large',
+      });
     }
     const retryable = code !== undefined && RETRYABLE_NETWORK_CODES.has(code);
-    throw makeError(options.endpoint, 'ERR_UPSTREAM_NETWORK', `${where}: ${code ?? 'network error'}: ${(err as Error).message}`, {
+    // A socket closed after the headers is a body cut off in the middle: say so, not just the code.
+    const what = headersReceived && code !== undefined && CUT_OFF_CODES.has(code) ? 'connection closed in the middle of the body' : undefined;
+    const text = `${code ?? 'network error'}: ${(err as Error).message}`;
+    throw makeError(options.endpoint, 'ERR_UPSTREAM_NETWORK', `${where}: ${what !== undefined ? `${what} (${text})` : text}`, {
       cause: err,
       retryable,
     });
@@ -153,9 +172,13 @@ export function statusError(endpoint: Endpoint, url: URL, res: RawResponse, now:
   });
 }
 
-/** Builds a body error (`ERR_UPSTREAM_BODY`); such bodies are retried, since truncation is usually transient. */
-export function bodyError(endpoint: Endpoint, url: URL, what: string, cause?: unknown): ExporterError {
-  return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${describeEndpoint(endpoint, url)}: ${what}`, { cause, retryable: true });
+/**
+ * Builds a body error (`ERR_UPSTREAM_BODY`); such bodies are retried, since truncation is usually transient.
+ *
+ * @param reason the kind of body fault, for metrics (`invalid_json`, `content_type`, …); default `invalid_body`.
+ */
+export function bodyError(endpoint: Endpoint, url: URL, what: string, cause?: unknown, reason: FailureReason = 'invalid_body'): ExporterError {
+  return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${describeEndpoint(endpoint, url)}: ${what}`, { cause, retryable: true, reason });
 }
 
 /**

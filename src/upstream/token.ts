@@ -8,7 +8,7 @@
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { TokenAuthMethod } from '../config.js';
-import { TokenError } from '../errors.js';
+import { TokenError, failureReason, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { bodyError, excerpt, send, statusError } from './http.js';
 import { withRetries, type RetryPolicy } from './retry.js';
@@ -17,6 +17,12 @@ import { withRetries, type RetryPolicy } from './retry.js';
 export const DEFAULT_TOKEN_LIFETIME_MS = 3_600_000;
 /** A token is renewed this long before it expires (10% of shorter lifetimes), so no call carries a token that dies in flight. */
 export const TOKEN_REFRESH_MARGIN_MS = 60_000;
+/**
+ * After a token request fails for good (its retries spent), callers arriving within this long get
+ * the same error without a request: a burst of API calls, or a prefetcher moving on to its next
+ * page, would otherwise each run a whole retry sequence against an identity host that is down.
+ */
+export const TOKEN_FAILURE_HOLD_MS = 1_000;
 
 const tokenResponseSchema = z.object({
   access_token: z.string({ error: 'access_token is missing or not a string' }).min(1, 'access_token is empty'),
@@ -44,6 +50,10 @@ export interface TokenClientOptions {
   now?: () => number;
   /** Called once per token request sent (for `analytics_exporter_token_requests_total`). */
   onTokenRequest?: (outcome: 'success' | 'failure') => void;
+  /** Called once per failed token request, retried or not, with what went wrong (`network`, `timeout`, `http_503`, `invalid_body`). */
+  onAttemptFailed?: (reason: FailureReason) => void;
+  /** UPSTREAM_TIMEOUT in milliseconds, named in timeout messages (the dispatcher enforces it). */
+  timeoutMs?: number;
 }
 
 /** A cached token: the bearer value and when to stop using it. */
@@ -67,6 +77,8 @@ export class TokenClient {
   readonly #now: () => number;
   #cached: CachedToken | undefined;
   #inflight: Promise<CachedToken> | undefined;
+  /** The last final failure, and until when (ms since the epoch) it is handed out instead of a new request. */
+  #failure: { error: unknown; until: number } | undefined;
 
   constructor(options: TokenClientOptions) {
     this.#options = options;
@@ -75,7 +87,8 @@ export class TokenClient {
 
   /**
    * Returns a bearer token valid for at least the refresh margin, fetching one (E0) only when
-   * the cache is empty or due for renewal. Concurrent callers share one in-flight request.
+   * the cache is empty or due for renewal. Concurrent callers share one in-flight request, and
+   * callers within {@link TOKEN_FAILURE_HOLD_MS} of a final failure share that failure.
    *
    * @throws {TokenError} `ERR_TOKEN_REQUEST` when the identity host refuses (401 invalid_client for
    *   a wrong id or secret, 400 invalid_scope, …) or cannot be reached after the retries;
@@ -84,9 +97,20 @@ export class TokenClient {
   async getToken(): Promise<string> {
     const cached = this.#cached;
     if (cached !== undefined && this.#now() < cached.renewAt) return cached.value;
-    this.#inflight ??= this.#fetch().finally(() => {
-      this.#inflight = undefined;
-    });
+    const failure = this.#failure;
+    if (failure !== undefined && this.#now() < failure.until) throw failure.error;
+    this.#inflight ??= this.#fetch().then(
+      (token) => {
+        this.#failure = undefined;
+        this.#inflight = undefined;
+        return token;
+      },
+      (err: unknown) => {
+        this.#failure = { error: err, until: this.#now() + TOKEN_FAILURE_HOLD_MS };
+        this.#inflight = undefined;
+        throw err;
+      },
+    );
     return (await this.#inflight).value;
   }
 
@@ -100,7 +124,7 @@ export class TokenClient {
   }
 
   async #fetch(): Promise<CachedToken> {
-    const { tokenUrl, clientId, clientSecret, authMethod, scope, dispatcher, log } = this.#options;
+    const { tokenUrl, clientId, clientSecret, authMethod, scope, dispatcher, log, timeoutMs } = this.#options;
     const form: Record<string, string> = { grant_type: 'client_credentials', scope };
     const headers: Record<string, string> = {
       'content-type': 'application/x-www-form-urlencoded',
@@ -122,14 +146,20 @@ export class TokenClient {
       Buffer.from(`${formUrlEncode(clientId)}:${formUrlEncode(clientSecret)}`).toString('base64'),
     ];
 
+    const failed = (reason: FailureReason): void => {
+      this.#options.onTokenRequest?.('failure');
+      this.#options.onAttemptFailed?.(reason);
+    };
     const token = await withRetries(
       async () => {
-        const res = await send({ dispatcher, endpoint: 'token', method: 'POST', url: tokenUrl, headers, body }).catch((err: unknown) => {
-          this.#options.onTokenRequest?.('failure');
-          throw err;
-        });
+        const res = await send({ dispatcher, endpoint: 'token', method: 'POST', url: tokenUrl, headers, body, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }).catch(
+          (err: unknown) => {
+            failed(failureReason(err));
+            throw err;
+          },
+        );
         if (res.status < 200 || res.status > 299) {
-          this.#options.onTokenRequest?.('failure');
+          failed(`http_${res.status}`);
           const oauth = oauthErrorSchema.safeParse(safeJson(res.body));
           const detail = oauth.success
             ? `${oauth.data.error}${oauth.data.error_description ? ` (${excerpt(oauth.data.error_description, 120, secretForms)})` : ''}`
@@ -144,7 +174,7 @@ export class TokenClient {
         const json = safeJson(res.body);
         const parsed = tokenResponseSchema.safeParse(json);
         if (!parsed.success) {
-          this.#options.onTokenRequest?.('failure');
+          failed('invalid_body');
           const what =
             json === undefined || typeof json !== 'object'
               ? `body is not a JSON object: ${excerpt(res.body, 120, secretForms)}`
