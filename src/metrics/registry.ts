@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { ClientObserver } from '../upstream/analytics.js';
 import type { SyncObserver, SyncResult } from '../sync/run.js';
 import { REVISION, VERSION } from '../version.js';
+import { failureReason } from '../errors.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
 
@@ -86,6 +87,14 @@ export class ExporterMetrics {
     labelNames: ['endpoint'],
     registers: [this.registry],
   });
+  readonly upstreamAttemptFailures = new Counter({
+    name: `${METRIC_PREFIX}upstream_attempt_failures_total`,
+    help:
+      'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
+      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, unstorable_record, token, other).',
+    labelNames: ['endpoint', 'reason'],
+    registers: [this.registry],
+  });
   readonly tokenRequests = new Counter({
     name: `${METRIC_PREFIX}token_requests_total`,
     help: 'OAuth2 token requests sent to the identity host (E0), by outcome.',
@@ -100,6 +109,14 @@ export class ExporterMetrics {
   readonly syncFailures = new Counter({
     name: `${METRIC_PREFIX}sync_failures_total`,
     help: 'Sync runs that failed.',
+    registers: [this.registry],
+  });
+  readonly syncErrors = new Counter({
+    name: `${METRIC_PREFIX}sync_errors_total`,
+    help:
+      'Sync runs that failed, by the reason of the error that ended them (the failures of sync_failures_total, broken down): ' +
+      'network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, unstorable_record, token, inconsistent_window, database, other.',
+    labelNames: ['reason'],
     registers: [this.registry],
   });
   readonly syncSkipped = new Counter({
@@ -172,6 +189,7 @@ export class ExporterMetrics {
         this.upstreamRequestDuration.observe({ endpoint, code: status === undefined ? 'error' : String(status) }, durationSeconds),
       onRetry: ({ endpoint }) => this.upstreamRetries.inc({ endpoint }),
       onTokenRequest: (outcome) => this.tokenRequests.inc({ outcome }),
+      onAttemptFailed: ({ endpoint, reason }) => this.upstreamAttemptFailures.inc({ endpoint, reason }),
     };
   }
 
@@ -202,6 +220,7 @@ export class ExporterMetrics {
     this.syncRunning.set(0);
     this.syncRuns.inc();
     this.syncFailures.inc();
+    this.syncErrors.inc({ reason: 'database' });
     this.syncDuration.set(durationSeconds);
   }
 
@@ -211,6 +230,9 @@ export class ExporterMetrics {
     this.syncRuns.inc();
     this.syncDuration.set(result.durationSeconds);
     if (result.status === 'succeeded') this.syncLastSuccess.set(Date.now() / 1000);
-    else if (result.status === 'failed') this.syncFailures.inc();
+    else if (result.status === 'failed') {
+      this.syncFailures.inc();
+      this.syncErrors.inc({ reason: failureReason(result.error) });
+    }
   }
 }
