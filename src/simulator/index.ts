@@ -38,10 +38,12 @@ export {
   NO_FAULTS,
   startSimulator,
   type FaultSettings,
+  type FaultRequest,
   type FaultTarget,
   type QueuedFault,
   type Simulator,
   type SimulatorOptions,
+  type SimulatorRequestEvent,
   type SimulatorStats,
   type SimulatorTlsOptions,
 } from './server.js';

@@ -81,7 +81,13 @@ export const NO_FAULTS: Readonly<FaultSettings> = Object.freeze({
  * - `'reset-mid-body'`: headers and half the body, then the socket is destroyed.
  * - `'slow-body'`: headers, then nothing for `faults.stallMs`, then the body.
  * - E6 only: `'inconsistent-total-pages'` (totalPages disagrees with totalRecords and pageSize),
- *   `'empty-page'` (`data: []` on a page before totalPages), `'oversized-page'` (more records than pageSize).
+ *   `'empty-page'` (`data: []` on a page before totalPages), `'oversized-page'` (more records than pageSize),
+ *   `'nul-in-record'` (the page's first record carries a string holding U+0000: valid JSON that
+ *   PostgreSQL jsonb refuses).
+ *
+ * Queued for the `'token'` target, the same kinds apply to E0 requests (the E6-only ones excepted):
+ * a status answers with an RFC 6749 §5.2 body `temporarily_unavailable`, `'bad-envelope'` is a JSON
+ * object without `access_token`, the transport faults cut, stall or mislabel the token response.
  */
 export type QueuedFault =
   | { status: number; retryAfter?: string }
@@ -92,12 +98,40 @@ export type QueuedFault =
   | 'slow-body'
   | 'inconsistent-total-pages'
   | 'empty-page'
-  | 'oversized-page';
+  | 'oversized-page'
+  | 'nul-in-record';
 
-/** Which requests a queued fault may be used by. */
-export type FaultTarget = 'analytics' | 'prometheus' | 'any';
+/**
+ * Which requests a queued fault may be used by: `'any'` is any authenticated E6/E7 request;
+ * `'token'` is E0 token requests only (never matched by `'any'`).
+ */
+export type FaultTarget = 'analytics' | 'prometheus' | 'any' | 'token';
 
-const ANALYTICS_ONLY_FAULTS = new Set<QueuedFault>(['inconsistent-total-pages', 'empty-page', 'oversized-page']);
+/** One request the simulator answered (or broke off), reported to {@link SimulatorOptions.onRequest}. */
+export interface SimulatorRequestEvent {
+  endpoint: 'token' | 'analytics' | 'prometheus' | 'other';
+  method: string;
+  /** Path and query as received (`/analytics?pageNumber=2&…`). */
+  path: string;
+  /** Status sent, or undefined when the connection closed before any. */
+  status: number | undefined;
+  /** The injected fault this request got, if any: a queued kind, `status <n>`, `rate-limit`, `error-rate`, `malformed-every`. */
+  fault: string | undefined;
+}
+
+const ANALYTICS_ONLY_FAULTS = new Set<QueuedFault>(['inconsistent-total-pages', 'empty-page', 'oversized-page', 'nul-in-record']);
+
+/** A request as a queued fault's `when` predicate sees it. */
+export interface FaultRequest {
+  endpoint: 'token' | 'analytics' | 'prometheus';
+  /** Path and query as received, e.g. `url.searchParams.get('pageNumber')`. */
+  url: URL;
+}
+
+/** Label of a queued fault for {@link SimulatorRequestEvent.fault}. */
+function faultLabel(fault: QueuedFault): string {
+  return typeof fault === 'object' ? `status ${fault.status}` : fault;
+}
 
 /** PEM strings (not paths) for HTTPS. */
 export interface SimulatorTlsOptions {
@@ -136,6 +170,14 @@ export interface SimulatorOptions extends DatasetOptions {
   logger?: Logger;
   /** Clock for token expiry and revocation, in milliseconds since the epoch. Default `Date.now`. */
   now?: () => number;
+  /**
+   * Serve E0 on a second port of its own ({@link Simulator.authUrl}), as the platform's identity host
+   * is a host of its own; the main port then answers 404 for `/connect/token`. Needed for
+   * {@link Simulator.setAuthDown}. Default false (one port for everything).
+   */
+  separateAuth?: boolean;
+  /** Called once per request when its response ends or its connection closes (tests count attempts with it). Must not throw. */
+  onRequest?: (event: SimulatorRequestEvent) => void;
 }
 
 /** Request and response counts since start. */
@@ -150,8 +192,10 @@ export interface SimulatorStats {
 
 /** A running simulator. */
 export interface Simulator {
-  /** Base URL without a trailing slash, e.g. `http://127.0.0.1:41234`; both {auth_url} and {statistics_url}. */
+  /** Base URL without a trailing slash, e.g. `http://127.0.0.1:41234`: {statistics_url}, and {auth_url} unless `separateAuth`. */
   readonly url: string;
+  /** {auth_url}: the same as `url`, or the E0 port's own URL with `separateAuth`. */
+  readonly authUrl: string;
   readonly dataset: Dataset;
   /** Live fault settings; change fields at any time. */
   readonly faults: FaultSettings;
@@ -160,15 +204,27 @@ export interface Simulator {
    * Makes the next `times` matching E6/E7 requests (authenticated ones) fail with `fault`.
    * Faults are used in the order queued. E6-only kinds are never used by E7 requests.
    *
-   * @param target restricts the fault to E6 (`'analytics'`) or E7 (`'prometheus'`). Default `'any'`.
+   * @param target restricts the fault to E6 (`'analytics'`) or E7 (`'prometheus'`), or makes it an E0
+   *   fault (`'token'`). Default `'any'` (E6 or E7).
+   * @param when further restricts it to the requests for which this returns true (a given page of a
+   *   given range, say), so a test can aim a fault without racing the client's prefetching.
+   * @throws {InvalidArgumentError} for `times` < 1, a status outside 100–599, an E6-only fault for `'token'`.
    */
-  queueFault(fault: QueuedFault, times?: number, target?: FaultTarget): void;
+  queueFault(fault: QueuedFault, times?: number, target?: FaultTarget, when?: (request: FaultRequest) => boolean): void;
   /** Number of queued fault uses not yet consumed. */
   pendingFaults(): number;
   /** Inserts late records into the dataset (see {@link Dataset.insert}). @throws {InvalidArgumentError} for an invalid record. */
   insertRecords(records: readonly AnalyticsRecord[]): void;
   /** Makes every token issued so far invalid (401 on next use). */
   revokeAllTokens(): void;
+  /**
+   * Takes the identity host down (`true`: the E0 port stops listening and drops its connections, so
+   * token requests see connection refused) or brings it back on the same port (`false`).
+   * Resolves once done; idempotent.
+   *
+   * @throws {InvalidArgumentError} without `separateAuth` (E6/E7 share the port and would go down too).
+   */
+  setAuthDown(down: boolean): Promise<void>;
   /** Stops listening and destroys idle and active connections. Idempotent. */
   close(): Promise<void>;
 }
@@ -183,6 +239,7 @@ interface QueueEntry {
   fault: QueuedFault;
   remaining: number;
   target: FaultTarget;
+  when: ((request: FaultRequest) => boolean) | undefined;
 }
 
 type Endpoint = 'analytics' | 'prometheus';
@@ -266,6 +323,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   checkFaultNumbers(faults);
 
   const tokens = new Map<string, TokenInfo>();
+  /** The fault each response got, for onRequest. */
+  const injected = new WeakMap<http.ServerResponse, string>();
   const queue: QueueEntry[] = [];
   const random = mulberry32(dataset.seed ^ 0x2545f491);
   const stats: SimulatorStats = { tokenRequests: 0, analyticsRequests: 0, prometheusRequests: 0, otherRequests: 0, responses: {} };
@@ -320,10 +379,15 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     return Buffer.concat(chunks).toString('utf8');
   };
 
-  const handleToken = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+  const handleToken = async (req: http.IncomingMessage, res: http.ServerResponse, queued: QueuedFault | undefined): Promise<void> => {
     const body = await readBody(req);
     if (body === undefined) {
       oauthError(res, 413, 'invalid_request', `request body larger than ${MAX_TOKEN_BODY_BYTES} bytes`, { connection: 'close' });
+      return;
+    }
+    if (typeof queued === 'object') {
+      // RFC 6749 §5.2 names no code for a server fault; temporarily_unavailable (§4.1.2.1) is the closest.
+      oauthError(res, queued.status, 'temporarily_unavailable', 'simulated fault', queued.retryAfter !== undefined ? { 'retry-after': queued.retryAfter } : {});
       return;
     }
     const contentType = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
@@ -395,6 +459,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     const token = `${options.tokenPrefix ?? ''}${randomBytes(32).toString('base64url')}`;
     tokens.set(token, { issuedAtMs, expiresAtMs: issuedAtMs + lifetimeSeconds * 1000, revoked: false });
     for (const [key, info] of tokens) if (info.expiresAtMs <= issuedAtMs) tokens.delete(key);
+    if (queued !== undefined) {
+      const answer = queued === 'bad-envelope' ? { token_type: 'Bearer', expires_in: lifetimeSeconds } : { access_token: token, token_type: 'Bearer', expires_in: lifetimeSeconds };
+      deliver(res, 'application/json; charset=utf-8', JSON.stringify(answer), queued === 'bad-envelope' ? undefined : queued);
+      return;
+    }
     sendJson(res, 200, { access_token: token, token_type: 'Bearer', expires_in: lifetimeSeconds }, { 'cache-control': 'no-store', pragma: 'no-cache' });
   };
 
@@ -466,9 +535,13 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   // ----------------------------------------------------------------------------------------
   // Faults.
 
-  const takeQueuedFault = (endpoint: Endpoint): QueuedFault | undefined => {
+  const takeQueuedFault = (endpoint: Endpoint | 'token', url: URL): QueuedFault | undefined => {
     const index = queue.findIndex(
-      (e) => (e.target === 'any' || e.target === endpoint) && (endpoint === 'analytics' || !ANALYTICS_ONLY_FAULTS.has(e.fault)),
+      (e) =>
+        (endpoint === 'token'
+          ? e.target === 'token'
+          : (e.target === 'any' || e.target === endpoint) && (endpoint === 'analytics' || !ANALYTICS_ONLY_FAULTS.has(e.fault))) &&
+        (e.when === undefined || e.when({ endpoint, url })),
     );
     if (index < 0) return undefined;
     const entry = queue[index]!;
@@ -525,10 +598,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       return true;
     }
     if (everyNth('rateLimit', faults.rateLimitEvery)) {
+      injected.set(res, 'rate-limit');
       sendJson(res, 429, { error: 'rate_limited', error_description: 'too many requests' }, { 'retry-after': String(faults.retryAfterSeconds) });
       return true;
     }
     if (faults.errorRate > 0 && random() < faults.errorRate) {
+      injected.set(res, 'error-rate');
       sendJson(res, faults.errorStatus, { error: 'simulated_error', status: faults.errorStatus });
       return true;
     }
@@ -571,9 +646,16 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       while (records.length <= pageSize) records.push(records[records.length - 1]!);
     }
     if (queued === 'inconsistent-total-pages') totalPages += 3;
+    if (queued === 'nul-in-record' && records.length > 0) {
+      // Valid JSON (the escape \u0000), which PostgreSQL jsonb refuses to store (SQLSTATE 22P05).
+      const first = JSON.parse(records[0]!) as Record<string, unknown>;
+      first.customerName = `${String(first.customerName ?? '')}\u0000`;
+      records[0] = JSON.stringify(first);
+    }
     const data = queued === 'bad-envelope' ? `{"records":[${records.join(',')}]}` : `[${records.join(',')}]`;
     const body = `{"pageNumber":${pageNumber},"pageSize":${pageSize},"totalRecords":${totalRecords},"totalPages":${totalPages},"data":${data}}`;
     const malformed = everyNth('malformed', faults.malformedEvery) ? 'malformed-json' : undefined;
+    if (queued === undefined && malformed !== undefined) injected.set(res, 'malformed-every');
     deliver(res, 'application/json; charset=utf-8', body, queued ?? malformed);
   };
 
@@ -602,11 +684,17 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   // ----------------------------------------------------------------------------------------
   // Routing.
 
-  const route = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+  /** Which endpoint a path is on which port; undefined = not served there. */
+  const endpointOf = (path: string, authPort: boolean): Endpoint | 'token' | undefined => {
+    if (path === '/connect/token') return authPort || options.separateAuth !== true ? 'token' : undefined;
+    if (authPort) return undefined;
+    return path === '/analytics' ? 'analytics' : path === '/analytics/prometheus' ? 'prometheus' : undefined;
+  };
+
+  const route = async (req: http.IncomingMessage, res: http.ServerResponse, authPort: boolean): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://simulator.invalid');
     const path = url.pathname;
-    const endpoint: Endpoint | 'token' | undefined =
-      path === '/connect/token' ? 'token' : path === '/analytics' ? 'analytics' : path === '/analytics/prometheus' ? 'prometheus' : undefined;
+    const endpoint = endpointOf(path, authPort);
     if (endpoint === 'token') stats.tokenRequests++;
     else if (endpoint === 'analytics') stats.analyticsRequests++;
     else if (endpoint === 'prometheus') stats.prometheusRequests++;
@@ -625,7 +713,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       return;
     }
     if (endpoint === 'token') {
-      await handleToken(req, res);
+      const queuedForToken = takeQueuedFault('token', url);
+      if (queuedForToken !== undefined) injected.set(res, faultLabel(queuedForToken));
+      await handleToken(req, res, queuedForToken);
       return;
     }
     const problem = bearerProblem(req);
@@ -633,7 +723,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       sendInvalidToken(res, problem);
       return;
     }
-    const queued = takeQueuedFault(endpoint);
+    const queued = takeQueuedFault(endpoint, url);
+    if (queued !== undefined) injected.set(res, faultLabel(queued));
     if (answeredByFault(res, queued)) return;
     try {
       if (endpoint === 'analytics') handleAnalytics(url, res, queued);
@@ -644,12 +735,24 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     }
   };
 
-  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse, authPort = false): void => {
     const startedMs = performance.now();
     res.once('finish', () => {
       log?.debug({ method: req.method, path: req.url, status: res.statusCode, ms: Math.round(performance.now() - startedMs) }, 'simulator request');
     });
-    route(req, res).catch((err: unknown) => {
+    if (options.onRequest !== undefined) {
+      const report = options.onRequest;
+      res.once('close', () => {
+        const pathname = (req.url ?? '/').split('?')[0]!;
+        const endpoint = endpointOf(pathname, authPort) ?? 'other';
+        try {
+          report({ endpoint, method: req.method ?? '', path: req.url ?? '/', status: res.headersSent ? res.statusCode : undefined, fault: injected.get(res) });
+        } catch (err) {
+          log?.error({ err }, 'simulator onRequest hook threw');
+        }
+      });
+    }
+    route(req, res, authPort).catch((err: unknown) => {
       log?.error({ err, method: req.method, path: req.url }, 'simulator handler failed');
       if (!res.headersSent) sendJson(res, 500, { error: 'server_error' });
       else res.destroy();
@@ -657,45 +760,77 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   };
 
   const tls = options.tls;
-  const server: http.Server = tls
-    ? https.createServer(
-        {
-          cert: tls.cert,
-          key: tls.key,
-          ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
-          requestCert: tls.requireClientCert === true,
-          rejectUnauthorized: tls.requireClientCert === true,
-        },
-        onRequest,
-      )
-    : http.createServer(onRequest);
-
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
+  const createServer = (handler: http.RequestListener): http.Server => {
+    const created: http.Server = tls
+      ? https.createServer(
+          {
+            cert: tls.cert,
+            key: tls.key,
+            ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+            requestCert: tls.requireClientCert === true,
+            rejectUnauthorized: tls.requireClientCert === true,
+          },
+          handler,
+        )
+      : http.createServer(handler);
+    // A client that breaks off mid-request must not take the server down.
+    created.on('clientError', (_err, socket) => socket.destroy());
+    return created;
+  };
+  const listen = (target: http.Server, port: number): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      target.once('error', reject);
+      target.listen(port, host, () => {
+        target.off('error', reject);
+        resolve();
+      });
     });
-  });
-  // A client that breaks off mid-request must not take the server down.
-  server.on('clientError', (_err, socket) => socket.destroy());
+  const shutDown = (target: http.Server): Promise<void> =>
+    new Promise<void>((resolve) => {
+      if (!target.listening) {
+        target.closeAllConnections();
+        resolve();
+        return;
+      }
+      target.close(() => resolve());
+      target.closeAllConnections();
+    });
 
-  const address = server.address() as AddressInfo;
+  const server = createServer((req, res) => onRequest(req, res));
+  await listen(server, options.port ?? 0);
+  const authServer = options.separateAuth === true ? createServer((req, res) => onRequest(req, res, true)) : undefined;
+  if (authServer !== undefined) {
+    try {
+      await listen(authServer, 0);
+    } catch (err) {
+      await shutDown(server);
+      throw err;
+    }
+  }
+
   const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
-  const url = `${tls ? 'https' : 'http'}://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${address.port}`;
+  const urlOf = (target: http.Server): string =>
+    `${tls ? 'https' : 'http'}://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${(target.address() as AddressInfo).port}`;
+  const url = urlOf(server);
+  const authUrl = authServer !== undefined ? urlOf(authServer) : url;
+  const authPort = authServer !== undefined ? (authServer.address() as AddressInfo).port : undefined;
+  /** Serialises setAuthDown calls. */
+  let authChange: Promise<void> = Promise.resolve();
 
   let closing: Promise<void> | undefined;
   return {
     url,
+    authUrl,
     dataset,
     faults,
     stats,
-    queueFault(fault, times = 1, target = 'any') {
+    queueFault(fault, times = 1, target = 'any', when = undefined) {
       if (!Number.isSafeInteger(times) || times < 1) throw new InvalidArgumentError(`times must be a whole number ≥ 1; got ${times}`);
+      if (target === 'token' && ANALYTICS_ONLY_FAULTS.has(fault)) throw new InvalidArgumentError(`fault ${String(fault)} applies to E6 only, not to token requests`);
       if (typeof fault === 'object' && !(Number.isInteger(fault.status) && fault.status >= 100 && fault.status <= 599)) {
         throw new InvalidArgumentError(`fault status must be an HTTP status from 100 to 599; got ${fault.status}`);
       }
-      queue.push({ fault, remaining: times, target });
+      queue.push({ fault, remaining: times, target, when });
     },
     pendingFaults() {
       return queue.reduce((sum, e) => sum + e.remaining, 0);
@@ -706,13 +841,24 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     revokeAllTokens() {
       for (const info of tokens.values()) info.revoked = true;
     },
+    setAuthDown(down) {
+      if (authServer === undefined || authPort === undefined) {
+        return Promise.reject(new InvalidArgumentError('setAuthDown needs startSimulator({ separateAuth: true }): E0 shares the port of E6 and E7'));
+      }
+      authChange = authChange.then(async () => {
+        if (closed) return;
+        if (down) await shutDown(authServer);
+        else if (!authServer.listening) await listen(authServer, authPort);
+      });
+      return authChange;
+    },
     close() {
       closing ??= new Promise<void>((resolve) => {
         closed = true;
         for (const timer of stallTimers) clearTimeout(timer);
         stallTimers.clear();
-        server.close(() => resolve());
-        server.closeAllConnections();
+        const done = [shutDown(server), ...(authServer !== undefined ? [authChange.catch(() => undefined).then(() => shutDown(authServer))] : [])];
+        void Promise.all(done).then(() => resolve());
       });
       return closing;
     },
