@@ -14,7 +14,8 @@ import { createMetricsServer, ownFamilies, type Readiness } from '../server.js';
 import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
 import { readWatermark, Tables } from '../sync/store.js';
-import { withClient } from '../db/pool.js';
+import { describeDatabase, isDatabaseUnavailable, withClient } from '../db/pool.js';
+import { DatabaseHealth } from '../db/health.js';
 import type { Config } from '../config.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
 import { loadConfigForCommand, openDatabase, openUpstream, type Database } from './runtime.js';
@@ -62,6 +63,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     },
   );
   const schema = config.database.schema;
+  const target = config.database.url !== undefined ? describeDatabase(config.database.url) : `the embedded database in ${config.database.dataDir}`;
 
   let migrated = false;
   const ensureMigrated = async (): Promise<Database> => {
@@ -73,16 +75,33 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     return opened;
   };
 
+  // Set when the database turns out unreachable: probes it with backoff, and runs the sync that
+  // could not run as soon as it is back (down at start, restarted, failed over).
+  const health = new DatabaseHealth({
+    registry: metrics.registry,
+    log,
+    target,
+    probe: async () => {
+      const { pool } = await ensureMigrated();
+      await pool.query('select 1');
+    },
+    onRecovered: () => {
+      if (config.sync.schedule !== undefined) void scheduler.trigger('database-recovered');
+    },
+  });
+
   const readiness = async (): Promise<Readiness> => {
     if (openError !== undefined) return { ready: false, detail: `not ready: the database could not be opened: ${openError}` };
     if (db === undefined) return { ready: false, detail: 'not ready: the database is still opening' };
     try {
       const pending = await withTimeout(pendingMigrations(db.pool, schema), READINESS_TIMEOUT_MS, 'the database check');
+      health.reachable();
       return pending.length === 0
         ? { ready: true, detail: `ready: database reachable, schema ${schema} migrated` }
         : { ready: false, detail: `not ready: schema ${schema} has pending migrations (${pending.join(', ')})` };
     } catch (err) {
-      return { ready: false, detail: `not ready: database unreachable: ${describeError(err)}` };
+      health.unreachable(err);
+      return { ready: false, detail: `not ready: database ${target} unreachable: ${describeError(err)}` };
     }
   };
 
@@ -112,9 +131,13 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       const started = performance.now();
       try {
         const { pool } = await ensureMigrated();
-        return await runSync({ pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
+        const result = await runSync({ pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
+        if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
+        else health.reachable();
+        return result;
       } catch (err) {
         metrics.recordUnrecordedFailure((performance.now() - started) / 1000);
+        if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
         throw err;
       }
     },
@@ -153,7 +176,10 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     scheduler.start();
     void scheduler.trigger('startup');
   } else {
-    ensureMigrated().catch((err: unknown) => log.error({ err: { message: describeError(err) } }, 'database migration failed'));
+    ensureMigrated().catch((err: unknown) => {
+      log.error({ database: target, err: { message: describeError(err) } }, 'database migration failed');
+      if (isDatabaseUnavailable(err)) health.unreachable(err);
+    });
   }
 
   let stopping: Promise<void> | undefined;
@@ -162,6 +188,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await scheduler.stop();
+      health.stop();
       await closed;
       await upstream.close();
       await opening.then((opened) => opened.close()).catch(() => undefined);
