@@ -24,6 +24,16 @@ import { loadConfigForCommand, openDatabase, openUpstream, type Database } from 
 const READINESS_TIMEOUT_MS = 3_000;
 /** After the first signal, exit anyway after this long (the timer does not keep the process alive). */
 const SHUTDOWN_GRACE_MS = 15_000;
+/**
+ * How long the aborted sync gets to roll back its window and record the run. Aborting takes
+ * milliseconds, except while the run waits on what takes no signal (a token request in flight);
+ * then serve stops without it and the database rolls back the open window when the process exits.
+ */
+const SYNC_DRAIN_TIMEOUT_MS = 5_000;
+/** How long requests in flight (a scrape waiting on the upstream) get to finish before their connections are cut. */
+const HTTP_DRAIN_TIMEOUT_MS = 3_000;
+/** Bound on closing the upstream client and the database pool at shutdown, each. */
+const CLOSE_TIMEOUT_MS = 2_000;
 
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -33,12 +43,34 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** A running `serve`; `stop()` drains the server and the sync and closes everything. Idempotent. */
+/** Whether `promise` settles (either way) within `ms`; it is not cancelled when it does not. */
+function settledWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const settled = promise.then(
+    () => true,
+    () => true,
+  );
+  return Promise.race([settled, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** A running `serve`. */
 export interface RunningServer {
   url: string;
   scheduler: SyncScheduler;
   metrics: ExporterMetrics;
-  stop(): Promise<void>;
+  /**
+   * Stops accepting connections, aborts the sync (its open window rolls back) and closes
+   * everything, within about {@link SYNC_DRAIN_TIMEOUT_MS} (the sync) or
+   * {@link CLOSE_TIMEOUT_MS} (the upstream client and the pool, once the sync has stopped). Idempotent.
+   *
+   * @returns `drained: false` when something (the sync, the upstream client, the pool) was still
+   *   busy at its bound; it is left to finish in the background, and a process should exit
+   *   rather than wait for it.
+   */
+  stop(): Promise<{ drained: boolean }>;
 }
 
 /**
@@ -182,16 +214,25 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     });
   }
 
-  let stopping: Promise<void> | undefined;
+  let stopping: Promise<{ drained: boolean }> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
+      // No new connections from here on; idle keep-alive ones are closed, busy ones finish their request.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      await scheduler.stop();
+      const [syncDrained, httpDrained] = await Promise.all([scheduler.stop(SYNC_DRAIN_TIMEOUT_MS), settledWithin(closed, HTTP_DRAIN_TIMEOUT_MS)]);
       health.stop();
-      await closed;
-      await upstream.close();
-      await opening.then((opened) => opened.close()).catch(() => undefined);
+      if (!httpDrained) server.closeAllConnections();
+      const closing = [upstream.close(), opening.then((opened) => opened.close())].map((p) => p.catch(() => undefined));
+      if (!syncDrained) {
+        // The stuck run holds a pooled client and an upstream request: closing would wait for them too.
+        log.warn(
+          { drainTimeoutMs: SYNC_DRAIN_TIMEOUT_MS },
+          'the sync did not stop in time (it waits on a request that cannot be cancelled); stopping without it: the database rolls back its open window, committed windows are kept',
+        );
+        return { drained: false };
+      }
+      return { drained: await settledWithin(Promise.all(closing), CLOSE_TIMEOUT_MS) };
     })());
   return { url, scheduler, metrics, stop };
 }
@@ -227,8 +268,10 @@ export function registerServeCommand(program: Command): void {
             process.exit(EXIT_FAILURE);
           }, SHUTDOWN_GRACE_MS).unref();
           running.stop().then(
-            () => {
-              log.info('stopped');
+            ({ drained }) => {
+              log.info({ drained }, 'stopped');
+              // Whatever is still busy (a request that cannot be cancelled) would keep the process alive.
+              if (!drained) process.exit(EXIT_OK);
               process.exitCode = EXIT_OK;
               resolve();
             },

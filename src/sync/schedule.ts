@@ -70,12 +70,31 @@ export class SyncScheduler {
   /**
    * Stops the schedule and aborts the run in progress (its open window rolls back), waiting
    * for it to finish. Idempotent.
+   *
+   * @param drainTimeoutMs how long to wait for the aborted run; default: as long as it takes. A
+   *   run can outlast its abort while it waits on something that takes no signal (a token request
+   *   in flight, a database statement blocked on a lock).
+   * @returns true when no run is left going; false when the run was still going at the timeout.
    */
-  async stop(): Promise<void> {
+  async stop(drainTimeoutMs?: number): Promise<boolean> {
     this.#stopped = true;
     await this.#task?.destroy();
     this.#task = undefined;
     this.#stop.abort();
-    await this.#current;
+    const current = this.#current;
+    if (current === undefined) return true;
+    if (drainTimeoutMs === undefined) {
+      await current;
+      return true;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), drainTimeoutMs);
+    });
+    try {
+      return await Promise.race([current.then(() => true), timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
