@@ -133,7 +133,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
         : { ready: false, detail: `not ready: schema ${schema} has pending migrations (${pending.join(', ')})` };
     } catch (err) {
       health.unreachable(err);
-      return { ready: false, detail: `not ready: database ${target} unreachable: ${describeError(err)}` };
+      return { ready: false, detail: `not ready: database unreachable (${target}): ${describeError(err)}` };
     }
   };
 

@@ -119,7 +119,7 @@ describe('the database down at start', () => {
       const notReady = await get(`${url}/readyz`);
       bodies.push(notReady.body);
       expect(notReady.status).toBe(503);
-      expect(notReady.body).toContain(`not ready: database ${target} unreachable`);
+      expect(notReady.body).toContain(`not ready: database unreachable (${target})`);
       await until('the unreachable warning', async () => (stderr.includes(`"msg":"the database ${target} is unreachable; retrying with backoff`) ? true : undefined));
 
       // Back: without a restart of serve, /readyz turns 200 and the owed sync runs.
