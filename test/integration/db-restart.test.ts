@@ -8,7 +8,9 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseExposition } from '../../src/exposition/index.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { createTestDatabase, startThrowawayCluster, type TestDatabase, type ThrowawayCluster } from '../helpers/postgres.js';
@@ -68,6 +70,12 @@ async function query<R extends pg.QueryResultRow>(text: string): Promise<R[]> {
   }
 }
 
+function sample(text: string, name: string): number | undefined {
+  return parseExposition(text)
+    .families.flatMap((f) => f.samples)
+    .find((s) => s.name === name)?.value;
+}
+
 async function until(condition: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition().catch(() => false))) {
@@ -123,6 +131,53 @@ describe('PostgreSQL restarted in the middle of a sync', () => {
       await pool.end();
     }
     // The run cut short was left `running` by its dead connection; the next run marks it abandoned.
+    const runs = await query<{ status: string }>(`select status from ${schema}.sync_runs order by id`);
+    expect(runs.map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
+  }, 60_000);
+});
+
+describe('PostgreSQL restarted in the middle of serve\'s sync', () => {
+  it('the run fails, serve sees the database back by itself and runs the sync again at once: the exact dataset', async () => {
+    const schema = `restart_${++schemaCounter}`;
+    // A yearly schedule: the second run can only come from serve noticing the database is back.
+    const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        ...env(schema),
+        METRICS_LISTEN: '127.0.0.1:0',
+        SYNC_SCHEDULE: '0 0 1 1 *',
+        SYNC_START_DATE: START,
+        // The data ends at END; serve's run goes on to now, in windows of one day.
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    try {
+      await until(async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
+      await cluster.restart();
+      const url = /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)![1]!;
+      let body = '';
+      await until(async () => {
+        body = await (await request(`${url}/metrics`, { reset: true })).body.text();
+        return (sample(body, 'analytics_exporter_sync_last_success_timestamp_seconds') ?? 0) > 0;
+      });
+      expect(sample(body, 'analytics_exporter_sync_failures_total')).toBe(1);
+      expect(sample(body, 'analytics_exporter_database_up')).toBe(1);
+      expect(stderr).toContain('is reachable again');
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+    expect(stderr).not.toContain(PASSWORD);
+    const pool = new pg.Pool({ connectionString: database.url, max: 1 });
+    try {
+      expect(await expectExactDataset(pool, schema, sim, new Date(START), new Date(END))).toBe(20_000);
+    } finally {
+      await pool.end();
+    }
     const runs = await query<{ status: string }>(`select status from ${schema}.sync_runs order by id`);
     expect(runs.map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
   }, 60_000);
