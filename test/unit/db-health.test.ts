@@ -1,0 +1,133 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { DatabaseHealth } from '../../src/db/health.js';
+import { describeDatabase, isDatabaseUnavailable } from '../../src/db/pool.js';
+import { silentLogger } from '../../src/log.js';
+import { SyncScheduler } from '../../src/sync/schedule.js';
+
+async function gauge(registry: Registry): Promise<number | undefined> {
+  const metric = await registry.getSingleMetric('analytics_exporter_database_up')?.get();
+  return metric?.values[0]?.value;
+}
+
+async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await sleep(5);
+  }
+}
+
+const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+
+describe('DatabaseHealth', () => {
+  it('probes with doubling delays up to the cap, then reports up and asks for the owed sync once', async () => {
+    const registry = new Registry();
+    const probes: number[] = [];
+    let failuresLeft = 4;
+    let recovered = 0;
+    const health = new DatabaseHealth({
+      registry,
+      log: silentLogger,
+      target: 'db:5432/x',
+      initialDelayMs: 10,
+      maxDelayMs: 40,
+      probe: async () => {
+        probes.push(performance.now());
+        if (failuresLeft-- > 0) throw refused;
+      },
+      onRecovered: () => recovered++,
+    });
+    const started = performance.now();
+    health.unreachable(refused, { syncOwed: true });
+    health.unreachable(refused); // a second report joins the same retry loop
+    expect(health.up).toBe(false);
+    expect(await gauge(registry)).toBe(0);
+    await until(() => recovered === 1);
+    expect(health.up).toBe(true);
+    expect(await gauge(registry)).toBe(1);
+    expect(probes).toHaveLength(5);
+    // Waits of 10, 20, 40, 40, 40 ms (capped): at least 150 ms in all.
+    expect(probes[4]! - started).toBeGreaterThanOrEqual(145);
+    health.stop();
+  });
+
+  it('does not ask for a sync when none was owed, and a reachable() cuts a long wait short', async () => {
+    let recovered = 0;
+    let probes = 0;
+    const health = new DatabaseHealth({
+      registry: new Registry(),
+      log: silentLogger,
+      target: 'db:5432/x',
+      initialDelayMs: 60_000,
+      probe: async () => void probes++,
+      onRecovered: () => recovered++,
+    });
+    health.unreachable(refused);
+    health.reachable();
+    await until(() => health.up);
+    expect(probes).toBe(1);
+    expect(recovered).toBe(0);
+    health.stop();
+  });
+
+  it('stops probing on stop()', async () => {
+    let probes = 0;
+    const health = new DatabaseHealth({
+      registry: new Registry(),
+      log: silentLogger,
+      target: 'db:5432/x',
+      initialDelayMs: 5,
+      probe: async () => {
+        probes++;
+        throw refused;
+      },
+      onRecovered: () => undefined,
+    });
+    health.unreachable(refused);
+    await until(() => probes >= 2);
+    health.stop();
+    const after = probes;
+    await sleep(100);
+    expect(probes).toBeLessThanOrEqual(after + 1);
+    expect(health.up).toBe(false);
+  });
+});
+
+describe('database error helpers', () => {
+  it('name a database by host, port and name, never by its credentials', () => {
+    expect(describeDatabase('postgres://user:S3cret@db.example.com:6543/analytics?sslmode=require')).toBe('db.example.com:6543/analytics');
+    expect(describeDatabase('postgres://user:S3cret@db.example.com/analytics')).toBe('db.example.com:5432/analytics');
+    expect(describeDatabase('not a url with S3cret')).toBe('the configured database');
+  });
+
+  it('tell an unreachable or restarting database from a query error', () => {
+    expect(isDatabaseUnavailable(refused)).toBe(true);
+    expect(isDatabaseUnavailable(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))).toBe(true);
+    expect(isDatabaseUnavailable(Object.assign(new Error('the database system is starting up'), { code: '57P03' }))).toBe(true);
+    expect(isDatabaseUnavailable(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isDatabaseUnavailable(new Error('migrating schema x: failed', { cause: refused }))).toBe(true);
+    expect(isDatabaseUnavailable(Object.assign(new Error('syntax error at or near "selec"'), { code: '42601' }))).toBe(false);
+    expect(isDatabaseUnavailable(Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' }))).toBe(false);
+    expect(isDatabaseUnavailable(undefined)).toBe(false);
+  });
+});
+
+describe('SyncScheduler.stop with a drain timeout', () => {
+  it('returns false at the timeout when the aborted run does not end, true when it does', async () => {
+    const stuck = new SyncScheduler({ schedule: '0 0 1 1 *', log: silentLogger, run: () => new Promise(() => undefined) });
+    void stuck.trigger('test');
+    const started = performance.now();
+    expect(await stuck.stop(100)).toBe(false);
+    expect(performance.now() - started).toBeLessThan(1_000);
+
+    const prompt = new SyncScheduler({
+      schedule: '0 0 1 1 *',
+      log: silentLogger,
+      run: (signal) => new Promise((resolve) => signal.addEventListener('abort', () => resolve({ status: 'locked' }))),
+    });
+    void prompt.trigger('test');
+    expect(await prompt.stop(5_000)).toBe(true);
+  });
+});
