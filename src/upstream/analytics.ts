@@ -130,12 +130,15 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
  * @param body the parsed JSON of the response.
  * @param requestedPage the pageNumber sent, from 1.
  * @param url the request URL; only its origin and path appear in messages.
+ * @param options.stringsChecked the caller has seen in the JSON text that no string can hold U+0000
+ *   or an unpaired surrogate (no `\u0000`, no surrogate escape, no raw surrogate), so only numbers
+ *   and depth are checked record by record: a page's strings are most of its values.
  * @returns the page, records kept whole (the same objects).
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, naming what was wrong (reason
  *   `invalid_envelope` or `inconsistent_page`); {@link UnstorableRecordError} (not retryable) naming
  *   the record's position and path when a record cannot be stored. Never anything else.
  */
-export function parsePage(body: unknown, requestedPage: number, url: URL): AnalyticsPage {
+export function parsePage(body: unknown, requestedPage: number, url: URL, options: { stringsChecked?: boolean } = {}): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
   if (!parsed.success) {
     const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
@@ -164,8 +167,9 @@ export function parsePage(body: unknown, requestedPage: number, url: URL): Analy
     const where = page.data.length === 0 && page.pageNumber < expectedPages ? `an empty page before the last (totalPages ${page.totalPages}): ` : '';
     throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
   }
+  const strings = options.stringsChecked !== true;
   for (let i = 0; i < page.data.length; i++) {
-    const found = findUnstorable(page.data[i]);
+    const found = findUnstorable(page.data[i], { strings });
     if (found === undefined) continue;
     const position = (page.pageNumber - 1) * page.pageSize + i + 1;
     throw new UnstorableRecordError(
@@ -187,6 +191,8 @@ function describeEndpointPath(url: URL): string {
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const ANY_SURROGATE = /[\ud800-\udfff]/;
 const PLAIN_KEY = /^[A-Za-z_$][\w$]*$/;
+/** Longest path quoted in a message; a deep or long-keyed path is shortened in its middle. */
+const MAX_PATH_CHARS = 160;
 
 /** Why PostgreSQL jsonb cannot store this string as it is, or undefined when it can. */
 function stringProblem(text: string): string | undefined {
@@ -202,23 +208,29 @@ function stringProblem(text: string): string | undefined {
  * deeper than {@link UnstorableRecordError.MAX_DEPTH} (JSON.stringify overflows the stack far
  * before PostgreSQL's own limit).
  *
- * @returns the JSONPath-like location (`$.a.b[3]`, keys that are not identifiers quoted as JSON) and
- *   what is wrong there, or undefined when the whole record can be stored.
+ * @returns the JSONPath-like location (`$.a.b[3]`, keys that are not identifiers quoted as JSON,
+ *   shortened in the middle with `…` beyond 160 characters) and what is wrong there, or undefined
+ *   when the whole record can be stored.
  */
-export function findUnstorable(record: unknown): { path: string; problem: string } | undefined {
-  const found = scan(record, 1);
+export function findUnstorable(record: unknown, options: { strings?: boolean } = {}): { path: string; problem: string } | undefined {
+  const found = scan(record, 1, options.strings ?? true);
   if (found === undefined) return undefined;
   let path = '$';
   for (let i = found.keys.length - 1; i >= 0; i--) {
     const key = found.keys[i]!;
     path += typeof key === 'number' ? `[${key}]` : PLAIN_KEY.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
   }
+  if (path.length > MAX_PATH_CHARS) path = `${path.slice(0, MAX_PATH_CHARS - 41)}…${path.slice(-40)}`;
   return { path, problem: found.problem };
 }
 
-/** Depth-first scan; keys are collected innermost first on the way back. Recursion is bounded by MAX_DEPTH. */
-function scan(value: unknown, depth: number): { keys: (string | number)[]; problem: string } | undefined {
+/**
+ * Depth-first scan; keys are collected innermost first on the way back. Recursion is bounded by
+ * MAX_DEPTH. `strings` false skips the string checks (the caller ruled them out on the text).
+ */
+function scan(value: unknown, depth: number, strings: boolean): { keys: (string | number)[]; problem: string } | undefined {
   if (typeof value === 'string') {
+    if (!strings) return undefined;
     const problem = stringProblem(value);
     return problem === undefined ? undefined : { keys: [], problem: `is a string that ${problem}` };
   }
@@ -231,7 +243,7 @@ function scan(value: unknown, depth: number): { keys: (string | number)[]; probl
   }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = scan(value[i], depth + 1);
+      const found = scan(value[i], depth + 1, strings);
       if (found !== undefined) {
         found.keys.push(i);
         return found;
@@ -239,10 +251,10 @@ function scan(value: unknown, depth: number): { keys: (string | number)[]; probl
     }
     return undefined;
   }
-  for (const key of Object.keys(value)) {
-    const keyProblem = stringProblem(key);
+  for (const key in value) {
+    const keyProblem = strings ? stringProblem(key) : undefined;
     if (keyProblem !== undefined) return { keys: [key], problem: `has a key that ${keyProblem}` };
-    const found = scan((value as Record<string, unknown>)[key], depth + 1);
+    const found = scan((value as Record<string, unknown>)[key], depth + 1, strings);
     if (found !== undefined) {
       found.keys.push(key);
       return found;
@@ -250,6 +262,37 @@ function scan(value: unknown, depth: number): { keys: (string | number)[]; probl
   }
   return undefined;
 }
+
+/**
+ * Turns one 2xx E6 response into a validated page, as {@link AnalyticsClient.fetchPage} does:
+ * the content type (JSON, or none), the body as JSON, then {@link parsePage}.
+ *
+ * @param res the response's headers (only `content-type` is read) and its body as text.
+ * @param requestedPage the pageNumber sent, from 1.
+ * @param url the request URL; only its origin and path appear in messages.
+ * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, with reason `content_type`, `invalid_json`,
+ *   `invalid_envelope` or `inconsistent_page`; {@link UnstorableRecordError}. Never anything else,
+ *   whatever the body (test/unit/page-fuzz.test.ts).
+ */
+export function decodePage(res: Pick<RawResponse, 'headers' | 'body'>, requestedPage: number, url: URL): AnalyticsPage {
+  const type = mediaType(res.headers);
+  if (type !== '' && type !== 'application/json' && !type.endsWith('+json')) {
+    throw bodyError('analytics', url, `content type ${type}, expected application/json: ${excerpt(res.body)}`, undefined, 'content_type');
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(res.body);
+  } catch (err) {
+    throw bodyError('analytics', url, `body is not valid JSON (${excerpt((err as Error).message, 160)}): ${excerpt(res.body)}`, err, 'invalid_json');
+  }
+  return parsePage(json, requestedPage, url, { stringsChecked: !MAY_HOLD_UNSTORABLE_STRING.test(res.body) });
+}
+
+/**
+ * JSON text can give a string U+0000 or a lone surrogate only through a `\u0000` or surrogate escape
+ * (raw control characters are invalid JSON), or a raw surrogate (never from UTF-8 off the wire).
+ */
+const MAY_HOLD_UNSTORABLE_STRING = /\\u0000|\\u[dD][89abAB]|\\u[dD][c-fC-F]|[\ud800-\udfff]/;
 
 export interface AnalyticsClientOptions {
   /** {statistics_url}. */
@@ -343,19 +386,7 @@ export class AnalyticsClient {
     url.searchParams.set('pageSize', String(q.pageSize));
     url.searchParams.set('startDate', formatApiDate(q.startDate));
     if (q.toDate !== undefined) url.searchParams.set('toDate', formatApiDate(q.toDate));
-    return this.#get('analytics', url, 'application/json', options.signal, (res) => {
-      const type = mediaType(res.headers);
-      if (type !== '' && type !== 'application/json' && !type.endsWith('+json')) {
-        throw bodyError('analytics', url, `content type ${type}, expected application/json: ${excerpt(res.body)}`, undefined, 'content_type');
-      }
-      let json: unknown;
-      try {
-        json = JSON.parse(res.body);
-      } catch (err) {
-        throw bodyError('analytics', url, `body is not valid JSON (${(err as Error).message}): ${excerpt(res.body)}`, err, 'invalid_json');
-      }
-      return parsePage(json, q.pageNumber, url);
-    });
+    return this.#get('analytics', url, 'application/json', options.signal, (res) => decodePage(res, q.pageNumber, url));
   }
 
   /**
