@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError, UpstreamError } from '../../src/errors.js';
+import { InvalidArgumentError, TokenError, UnstorableRecordError, UpstreamError, failureReason } from '../../src/errors.js';
 import { formatApiDate, parsePage, validatePageQuery } from '../../src/upstream/analytics.js';
 import { excerpt } from '../../src/upstream/http.js';
 import { formUrlEncode } from '../../src/upstream/token.js';
@@ -90,5 +90,55 @@ describe('small encoders', () => {
   it('redacts secrets from body excerpts', () => {
     expect(excerpt('{"echo":"Bearer tok-123"}', 120, ['tok-123'])).toBe('{"echo":"Bearer [redacted]"}');
     expect(excerpt('x'.repeat(200), 10)).toBe('xxxxxxxxxx…');
+  });
+});
+
+describe('records PostgreSQL jsonb cannot store', () => {
+  const nested = (levels: number): unknown => (levels === 0 ? 1 : [nested(levels - 1)]);
+  it.each([
+    ['U+0000 in a value', { name: 'a\u0000b' }, '$.name', /is a string that holds U\+0000 \(\\u0000\), which PostgreSQL jsonb cannot store/],
+    ['U+0000 in a key', { ['k\u0000']: 1 }, '$["k\\u0000"]', /has a key that holds U\+0000/],
+    ['an unpaired surrogate', { a: ['x', 'y\ud800'] }, '$.a[1]', /unpaired UTF-16 surrogate/],
+    ['a number JSON.parse made Infinity (1e400)', { n: { m: Infinity } }, '$.n.m', /beyond the range of a double \(it would be stored as null\)/],
+    ['1001 levels of nesting', { deep: nested(1000) }, /^\$\.deep\[0\]\[0\].*….*\[0\]$/, /nests deeper than 1000 levels/],
+  ])('refuses %s, naming page, record, position and path, without retrying', (_name, record, path, problem) => {
+    const body = { pageNumber: 2, pageSize: 2, totalRecords: 4, totalPages: 2, data: [{ ok: true }, record] };
+    let err: unknown;
+    try {
+      parsePage(body, 2, url);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(UnstorableRecordError);
+    expect(err).toMatchObject({ code: 'ERR_RECORD_UNSTORABLE', reason: 'unstorable_record', retryable: false, pageNumber: 2, index: 1 });
+    const e = err as UnstorableRecordError;
+    if (typeof path === 'string') expect(e.path).toBe(path);
+    else expect(e.path).toMatch(path);
+    expect(e.message).toContain('E6 https://stats.test/analytics: page 2, data[1] (record 4 of 4 in the requested range): ');
+    expect(e.message).toMatch(problem);
+    expect(e.message).not.toMatch(/[\u0000\ud800-\udfff]/);
+  });
+
+  it('keeps what jsonb can store: paired surrogates, 1000 levels, big finite numbers', () => {
+    const data = [{ emoji: '\ud83d\ude00', deep: nested(999), big: 1.7e308, tiny: 5e-324 }];
+    expect(parsePage({ pageNumber: 1, pageSize: 1, totalRecords: 1, totalPages: 1, data }, 1, url).data[0]).toBe(data[0]);
+  });
+});
+
+describe('failureReason', () => {
+  it.each([
+    [new UpstreamError('ERR_UPSTREAM_NETWORK', 'analytics', 'x'), 'network'],
+    [new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'analytics', 'x'), 'timeout'],
+    [new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'x', { status: 503 }), 'http_503'],
+    [new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x'), 'invalid_body'],
+    [new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'invalid_json' }), 'invalid_json'],
+    [new TokenError('ERR_TOKEN_REQUEST', 'x', { status: 503 }), 'token'],
+    [Object.assign(new Error('window changed'), { name: 'InconsistentWindowError', code: 'ERR_UPSTREAM_BODY' }), 'inconsistent_window'],
+    [Object.assign(new Error('unsupported Unicode escape sequence'), { code: '22P05' }), 'database'],
+    [new Error('boom'), 'other'],
+    ['a string', 'other'],
+    [undefined, 'other'],
+  ])('%o → %s', (err, reason) => {
+    expect(failureReason(err)).toBe(reason);
   });
 });
