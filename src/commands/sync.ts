@@ -28,13 +28,27 @@ export function parseIsoOption(value: string): Date {
 const SIGNAL_EXIT: Record<'SIGINT' | 'SIGTERM', number> = { SIGINT: 130, SIGTERM: 143 };
 
 /**
- * Installs SIGINT/SIGTERM handling for a one-shot command: the first signal aborts `controller`
- * (the run rolls back its current window and stops), a second exits at once.
- *
- * @returns the signal received, if any, and a function removing the handlers.
+ * How long the run gets to stop after the first signal. Aborting takes milliseconds, except while
+ * the run waits on what takes no signal (a token request in flight, a statement blocked on a
+ * lock); then the process exits 0 without it and the database rolls back the open window.
+ * Same bound as `serve`'s.
  */
-export function handleSignals(controller: AbortController, log: Logger): { received: () => NodeJS.Signals | undefined; dispose: () => void } {
+export const SIGNAL_DRAIN_TIMEOUT_MS = 5_000;
+
+/**
+ * Installs SIGINT/SIGTERM handling for a one-shot command: the first signal aborts `controller`
+ * (the run rolls back its current window and stops) and exits 0 after `drainTimeoutMs` if the
+ * run has not stopped by then; a second signal exits at once with 128 + its number.
+ *
+ * @returns the signal received, if any, and a function removing the handlers (and the drain timer).
+ */
+export function handleSignals(
+  controller: AbortController,
+  log: Logger,
+  drainTimeoutMs = SIGNAL_DRAIN_TIMEOUT_MS,
+): { received: () => NodeJS.Signals | undefined; dispose: () => void } {
   let received: NodeJS.Signals | undefined;
+  let drainTimer: NodeJS.Timeout | undefined;
   const onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
     if (received !== undefined) {
       log.warn({ signal }, 'second signal: exiting at once; the open window is rolled back by the database');
@@ -43,6 +57,14 @@ export function handleSignals(controller: AbortController, log: Logger): { recei
     received = signal;
     log.warn({ signal }, 'stopping: rolling back the current window (send the signal again to exit at once)');
     controller.abort();
+    drainTimer = setTimeout(() => {
+      log.warn(
+        { drainTimeoutMs },
+        'the run did not stop in time (it waits on a request that cannot be cancelled); exiting without it: the database rolls back the open window, committed windows are kept',
+      );
+      process.exit(EXIT_OK);
+    }, drainTimeoutMs);
+    drainTimer.unref();
   };
   const onInt = () => onSignal('SIGINT');
   const onTerm = () => onSignal('SIGTERM');
@@ -51,6 +73,7 @@ export function handleSignals(controller: AbortController, log: Logger): { recei
   return {
     received: () => received,
     dispose: () => {
+      clearTimeout(drainTimer);
       process.off('SIGINT', onInt);
       process.off('SIGTERM', onTerm);
     },

@@ -113,7 +113,8 @@ async function expectNextSyncExact(s: Simulator, schema: string): Promise<void> 
             (select count(*)::int from ${schema}.sync_windows w where w.record_count <> (select count(*) from ${schema}.records r where r.window_start = w.window_start)) as mismatched`,
   );
   expect(partial.rows[0]).toEqual({ stray: 0, mismatched: 0 });
-  const next = await runCli(['sync', '--from', START, '--to', END], env(s, schema), 60_000);
+  // Full pages: only the windows matter for exactness, and the test stays quick.
+  const next = await runCli(['sync', '--from', START, '--to', END], { ...env(s, schema), SYNC_PAGE_SIZE: '1000' }, 60_000);
   expect(next.code).toBe(0);
   expect(await expectExactDataset(pool, schema, s, new Date(START), new Date(END))).toBe(10_000);
 }
@@ -191,6 +192,32 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
     const stderr = server.stderr();
     expect(stderr).toContain('"msg":"the sync did not stop in time');
     expect(stderr).toContain('"drained":false,"msg":"stopped"');
+    s.faults.latencyMs = 0;
+    await expectNextSyncExact(s, schema);
+  }, 60_000);
+});
+
+describe('sync on SIGTERM while waiting on a token request', () => {
+  it('exits 0 within the same bound as serve, and the next run is exact', async () => {
+    const s = await sim({ faults: { latencyMs: 30_000 } });
+    const schema = `signals_${++schemaCounter}`;
+    const child = spawn(process.execPath, [CLI_PATH, 'sync', '--from', START, '--to', END], {
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env(s, schema) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    closers.push(async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    });
+    await until('the token request in flight', async () => (s.stats.tokenRequests >= 1 ? true : undefined));
+    const signalled = performance.now();
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(performance.now() - signalled).toBeLessThan(STOP_BOUND_MS);
+    expect(stderr).toContain('"msg":"the run did not stop in time');
     s.faults.latencyMs = 0;
     await expectNextSyncExact(s, schema);
   }, 60_000);
