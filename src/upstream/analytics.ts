@@ -220,7 +220,12 @@ export function findUnstorable(record: unknown, options: { strings?: boolean } =
     const key = found.keys[i]!;
     path += typeof key === 'number' ? `[${key}]` : PLAIN_KEY.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
   }
-  if (path.length > MAX_PATH_CHARS) path = `${path.slice(0, MAX_PATH_CHARS - 41)}…${path.slice(-40)}`;
+  if (path.length > MAX_PATH_CHARS) {
+    // Cut between code points: half a surrogate pair in a message would be a new unpaired surrogate.
+    const head = path.slice(0, MAX_PATH_CHARS - 41).replace(/[\ud800-\udbff]$/, '');
+    const tail = path.slice(-40).replace(/^[\udc00-\udfff]/, '');
+    path = `${head}…${tail}`;
+  }
   return { path, problem: found.problem };
 }
 

@@ -45,6 +45,7 @@ function expectTypedBodyError(err: unknown): void {
   expect(e.message).toMatch(/^E6 https:\/\/stats\.test\/analytics: \S/);
   // One printable line of bounded length, whatever the body held (the query string never shows).
   expect(e.message).not.toMatch(/[\u0000-\u001f\u007f]/);
+  expect(e.message).not.toMatch(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/);
   expect(e.message).not.toContain('startDate');
   expect(e.message.length).toBeLessThan(2000);
 }
