@@ -331,10 +331,10 @@ async function loadWindow(
         throw new InconsistentWindowError(`${where}: totalRecords changed from ${total} to ${current.totalRecords} by page ${n} (records arrived or left while paging)`);
       }
       fetched += current.data.length;
-      const keep: AnalyticsRecord[] = [];
+      const keep: number[] = [];
       const times: (number | null)[] = [];
-      for (const record of current.data) {
-        const ms = timeField ? recordTime(record, timeField) : undefined;
+      for (let i = 0; i < current.data.length; i++) {
+        const ms = timeField ? recordTime(current.data[i]!, timeField) : undefined;
         if (ms === window.end) {
           // An inclusive toDate returns it here and again, by startDate, with the next window.
           atEnd++;
@@ -344,10 +344,10 @@ async function loadWindow(
         // the field E6 filters on, or may lack a zone).
         if (ms !== undefined && (ms < window.start || ms > window.end)) outside++;
         if (timeField && ms === undefined) untimed++;
-        keep.push(record);
+        keep.push(i);
         times.push(ms === undefined ? null : ms);
       }
-      const query = prepareInsertRecords(t, window, runId, keep, times);
+      const query = prepareInsertRecords(t, window, runId, { ...(current.text === undefined ? {} : { text: current.text }), records: current.data, keep, eventTimes: times });
       await settle();
       const done = query === undefined ? Promise.resolve() : db.query(query.text, query.values).then(() => undefined);
       done.catch(() => undefined); // awaited by settle(); never an unhandled rejection meanwhile

@@ -86,27 +86,47 @@ export interface PreparedQuery {
 }
 
 /**
- * Builds the insert of one page's records (see {@link insertRecords}) without sending it, so a
- * caller can serialise the next page while the database is still busy with the previous one.
+ * One E6 page as stored: PostgreSQL takes the payloads from the page's own JSON text, so every
+ * record is stored exactly as E6 sent it (numbers keep all their digits: an id above 2^53, `1.10`,
+ * `1e400`; JSON.parse and JSON.stringify would round or rewrite them).
+ */
+export interface PageRows {
+  /**
+   * The E6 body as received: a JSON object whose `data` is the page's records. When absent (a page
+   * not read from E6), `records` are serialised with JSON.stringify instead.
+   */
+  text?: string;
+  /** The page's records, parsed; only used when there is no `text`. */
+  records: readonly AnalyticsRecord[];
+  /** Positions (from 0, ascending) in `data` of the records to store. */
+  keep: readonly number[];
+  /** One entry per kept record: its event time in milliseconds since the epoch, or null when it has none. */
+  eventTimes: readonly (number | null)[];
+}
+
+/**
+ * Builds the insert of one page's kept records (see {@link insertRecords}) without sending it, so
+ * a caller can prepare the next page while the database is still busy with the previous one.
  *
- * @param eventTimes one entry per record: milliseconds since the epoch, or null when the record has none.
  * @returns undefined when there is nothing to insert.
  */
-export function prepareInsertRecords(
-  t: Tables,
-  window: Window,
-  runId: number,
-  records: readonly AnalyticsRecord[],
-  eventTimes: readonly (number | null)[],
-): PreparedQuery | undefined {
-  if (records.length === 0) return undefined;
+export function prepareInsertRecords(t: Tables, window: Window, runId: number, page: PageRows): PreparedQuery | undefined {
+  if (page.keep.length === 0) return undefined;
+  const text = page.text ?? `{"data":${JSON.stringify(page.records)}}`;
   return {
     text: `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
      select r.payload, e.event_time, $1, $2, $3
-       from jsonb_array_elements($4::jsonb) with ordinality as r(payload, n)
-       join unnest($5::timestamptz[]) with ordinality as e(event_time, n) using (n)`,
-    values: [new Date(window.start), new Date(window.end), runId, jsonbBinary(JSON.stringify(records)), timestampArray(eventTimes)],
+       from jsonb_array_elements($4::jsonb -> 'data') with ordinality as r(payload, n)
+       join unnest($5::int[], $6::timestamptz[]) as e(n, event_time) using (n)`,
+    values: [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes)],
   };
+}
+
+/** The int[] literal of 1-based ordinals for 0-based positions. */
+function ordinalArray(positions: readonly number[]): string {
+  let text = '{';
+  for (let i = 0; i < positions.length; i++) text += i === 0 ? String(positions[i]! + 1) : `,${positions[i]! + 1}`;
+  return `${text}}`;
 }
 
 /**
@@ -165,20 +185,11 @@ function timestampArray(values: readonly (number | null)[]): string {
 }
 
 /**
- * Inserts one page's records in one round trip: the page travels as one jsonb array and the
- * event times as one timestamptz array, joined by position.
- *
- * @param eventTimes one entry per record: milliseconds since the epoch, or null when the record has none.
+ * Inserts one page's kept records in one round trip: the page travels as one jsonb value, the
+ * kept positions and their event times as two arrays, joined by position.
  */
-export async function insertRecords(
-  db: PoolClient,
-  t: Tables,
-  window: Window,
-  runId: number,
-  records: readonly AnalyticsRecord[],
-  eventTimes: readonly (number | null)[],
-): Promise<void> {
-  const query = prepareInsertRecords(t, window, runId, records, eventTimes);
+export async function insertRecords(db: PoolClient, t: Tables, window: Window, runId: number, page: PageRows): Promise<void> {
+  const query = prepareInsertRecords(t, window, runId, page);
   if (query !== undefined) await db.query(query.text, query.values);
 }
 

@@ -32,6 +32,12 @@ export interface AnalyticsPage {
   totalRecords: number;
   totalPages: number;
   data: AnalyticsRecord[];
+  /**
+   * The body as received, when the page was read from E6 ({@link decodePage}): the sync stores the
+   * records from this text, so they are kept exactly as sent (JSON.parse rounds integers beyond
+   * 2^53 and rewrites `1.10` or `1e400`; PostgreSQL's jsonb keeps them as numeric).
+   */
+  text?: string;
 }
 
 /** E6 query parameters. Dates are sent as ISO 8601 UTC. */
@@ -133,12 +139,16 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
  * @param options.stringsChecked the caller has seen in the JSON text that no string can hold U+0000
  *   or an unpaired surrogate (no `\u0000`, no surrogate escape, no raw surrogate), so only numbers
  *   and depth are checked record by record: a page's strings are most of its values.
+ * @param options.storedFromText the records will be stored from the body's text (see
+ *   {@link AnalyticsPage.text}), where jsonb keeps any number exactly: numbers JSON.parse made
+ *   infinite are not refused, and the envelope's other fields must be storable too (PostgreSQL
+ *   parses the whole body).
  * @returns the page, records kept whole (the same objects).
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, naming what was wrong (reason
  *   `invalid_envelope` or `inconsistent_page`); {@link UnstorableRecordError} (not retryable) naming
  *   the record's position and path when a record cannot be stored. Never anything else.
  */
-export function parsePage(body: unknown, requestedPage: number, url: URL, options: { stringsChecked?: boolean } = {}): AnalyticsPage {
+export function parsePage(body: unknown, requestedPage: number, url: URL, options: { stringsChecked?: boolean; storedFromText?: boolean } = {}): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
   if (!parsed.success) {
     const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
@@ -168,8 +178,17 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
     throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
   }
   const strings = options.stringsChecked !== true;
+  const numbers = options.storedFromText !== true;
+  if (strings && !numbers) {
+    // PostgreSQL parses the whole body: a field beside `data` must be storable as well.
+    const { data: _records, ...envelope } = body as Record<string, unknown>;
+    const found = findUnstorable(envelope, { strings, numbers });
+    if (found !== undefined) {
+      throw bodyError('analytics', url, `page ${requestedPage}: envelope field ${found.path} ${found.problem}`, undefined, 'invalid_envelope');
+    }
+  }
   for (let i = 0; i < page.data.length; i++) {
-    const found = findUnstorable(page.data[i], { strings });
+    const found = findUnstorable(page.data[i], { strings, numbers });
     if (found === undefined) continue;
     const position = (page.pageNumber - 1) * page.pageSize + i + 1;
     throw new UnstorableRecordError(
@@ -204,7 +223,8 @@ function stringProblem(text: string): string | undefined {
 /**
  * Finds the first value in an E6 record that PostgreSQL `jsonb` cannot store as it is:
  * a string (value or key) holding U+0000 or an unpaired surrogate, a number that is not finite
- * (JSON.parse turns `1e400` into Infinity, which JSON.stringify would write as null), or nesting
+ * (JSON.parse turns `1e400` into Infinity, which JSON.stringify would write as null; checked only
+ * with `numbers`, for records that are stored re-serialised rather than from E6's text), or nesting
  * deeper than {@link UnstorableRecordError.MAX_DEPTH} (JSON.stringify overflows the stack far
  * before PostgreSQL's own limit).
  *
@@ -212,8 +232,8 @@ function stringProblem(text: string): string | undefined {
  *   shortened in the middle with `…` beyond 160 characters) and what is wrong there, or undefined
  *   when the whole record can be stored.
  */
-export function findUnstorable(record: unknown, options: { strings?: boolean } = {}): { path: string; problem: string } | undefined {
-  const found = scan(record, 1, options.strings ?? true);
+export function findUnstorable(record: unknown, options: { strings?: boolean; numbers?: boolean } = {}): { path: string; problem: string } | undefined {
+  const found = scan(record, 1, options.strings ?? true, options.numbers ?? true);
   if (found === undefined) return undefined;
   let path = '$';
   for (let i = found.keys.length - 1; i >= 0; i--) {
@@ -233,14 +253,14 @@ export function findUnstorable(record: unknown, options: { strings?: boolean } =
  * Depth-first scan; keys are collected innermost first on the way back. Recursion is bounded by
  * MAX_DEPTH. `strings` false skips the string checks (the caller ruled them out on the text).
  */
-function scan(value: unknown, depth: number, strings: boolean): { keys: (string | number)[]; problem: string } | undefined {
+function scan(value: unknown, depth: number, strings: boolean, numbers: boolean): { keys: (string | number)[]; problem: string } | undefined {
   if (typeof value === 'string') {
     if (!strings) return undefined;
     const problem = stringProblem(value);
     return problem === undefined ? undefined : { keys: [], problem: `is a string that ${problem}` };
   }
   if (typeof value === 'number') {
-    return Number.isFinite(value) ? undefined : { keys: [], problem: 'is a number beyond the range of a double (it would be stored as null)' };
+    return !numbers || Number.isFinite(value) ? undefined : { keys: [], problem: 'is a number beyond the range of a double (it would be stored as null)' };
   }
   if (value === null || typeof value !== 'object') return undefined;
   if (depth > UnstorableRecordError.MAX_DEPTH) {
@@ -248,7 +268,7 @@ function scan(value: unknown, depth: number, strings: boolean): { keys: (string 
   }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = scan(value[i], depth + 1, strings);
+      const found = scan(value[i], depth + 1, strings, numbers);
       if (found !== undefined) {
         found.keys.push(i);
         return found;
@@ -259,7 +279,7 @@ function scan(value: unknown, depth: number, strings: boolean): { keys: (string 
   for (const key in value) {
     const keyProblem = strings ? stringProblem(key) : undefined;
     if (keyProblem !== undefined) return { keys: [key], problem: `has a key that ${keyProblem}` };
-    const found = scan((value as Record<string, unknown>)[key], depth + 1, strings);
+    const found = scan((value as Record<string, unknown>)[key], depth + 1, strings, numbers);
     if (found !== undefined) {
       found.keys.push(key);
       return found;
@@ -290,7 +310,9 @@ export function decodePage(res: Pick<RawResponse, 'headers' | 'body'>, requested
   } catch (err) {
     throw bodyError('analytics', url, `body is not valid JSON (${excerpt((err as Error).message, 160)}): ${excerpt(res.body)}`, err, 'invalid_json');
   }
-  return parsePage(json, requestedPage, url, { stringsChecked: !MAY_HOLD_UNSTORABLE_STRING.test(res.body) });
+  const page = parsePage(json, requestedPage, url, { stringsChecked: !MAY_HOLD_UNSTORABLE_STRING.test(res.body), storedFromText: true });
+  page.text = res.body;
+  return page;
 }
 
 /**
@@ -378,7 +400,7 @@ export class AnalyticsClient {
    * Fetches one E6 page.
    *
    * @param query startDate required; pageSize 1–1000 (default 500); pageNumber from 1.
-   * @returns the validated page envelope with its records kept whole.
+   * @returns the validated page envelope with its records kept whole, and the body's text (stored as sent).
    * @throws {InvalidArgumentError} for parameters the reference forbids (nothing is sent);
    *   {@link UpstreamError} `ERR_UPSTREAM_HTTP` / `_NETWORK` / `_TIMEOUT` / `_BODY` after the retries;
    *   {@link UnstorableRecordError} at once (no retry) for a record PostgreSQL jsonb cannot store;

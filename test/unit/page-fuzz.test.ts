@@ -31,7 +31,7 @@ function decode(body: string, requestedPage = 1, headers: Record<string, string>
     expectTypedBodyError(err);
     return { error: err as UpstreamError };
   }
-  expectStorable(page);
+  expectStorable(page, body);
   return { page };
 }
 
@@ -55,10 +55,18 @@ function expectTypedBodyError(err: unknown): void {
  * survive the round trip unchanged (no number became null), and hold nothing jsonb refuses
  * (JSON.stringify writes U+0000 and lone surrogates as escapes, and only those).
  */
-function expectStorable(page: AnalyticsPage): void {
-  const text = JSON.stringify(page.data);
-  expect(text).not.toMatch(/\\u(0000|d[89a-f][0-9a-f]{2})/i);
-  expect(JSON.parse(text)).toEqual(page.data);
+/**
+ * What PostgreSQL will be given: the body as received (jsonb keeps every number, even one JSON.parse
+ * made infinite), so what must hold is that no string in it, record or envelope, is one jsonb refuses.
+ * JSON.stringify writes U+0000 and unpaired surrogates, and only those, as \u escapes of this form.
+ */
+function expectStorable(page: AnalyticsPage, body: string): void {
+  expect(page.text).toBe(body);
+  const finite = (_key: string, value: unknown) => (typeof value === 'number' && !Number.isFinite(value) ? 0 : value);
+  const { text: _text, ...envelope } = page;
+  expect(JSON.stringify(envelope, finite)).not.toMatch(/\\u(0000|d[89a-f][0-9a-f]{2})/i);
+  const parsed = JSON.parse(body) as Record<string, unknown>;
+  expect(JSON.stringify(parsed, finite)).not.toMatch(/\\u(0000|d[89a-f][0-9a-f]{2})/i);
   for (const record of page.data) expect(typeof record === 'object' && record !== null && !Array.isArray(record)).toBe(true);
 }
 
@@ -99,8 +107,6 @@ const unstorableValue = fc.constantFrom(
   { text: '"x\\ud800"', problem: /unpaired UTF-16 surrogate/ },
   { text: '"\\udfffy"', problem: /unpaired UTF-16 surrogate/ },
   { text: '"\\udc00\\ud800"', problem: /unpaired UTF-16 surrogate/ },
-  { text: '1e400', problem: /beyond the range of a double/ },
-  { text: '-1e309', problem: /beyond the range of a double/ },
   { text: `${'['.repeat(1001)}${']'.repeat(1001)}`, problem: /nests deeper than 1000 levels/ },
 );
 
@@ -383,7 +389,7 @@ describe('E6 page bodies under fuzzing, through the client (mock dispatcher: ret
         contentType = type;
         try {
           const result = await client.fetchPage({ startDate: new Date('2026-10-01T00:00:00Z'), pageNumber: page, pageSize: 12 });
-          expectStorable(result);
+          expectStorable(result, text);
         } catch (err) {
           expect(err).toBeInstanceOf(ExporterError);
           expectTypedBodyError(err);
