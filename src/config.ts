@@ -70,6 +70,11 @@ export interface SyncConfig {
   concurrency: number;
   /** Fetches of one window before an inconsistent window fails the run. */
   windowAttempts: number;
+  /**
+   * A committed window re-read with fewer records than are stored (E6's retention, a deletion):
+   * `keep` leaves the stored rows as they were, `replace` stores what E6 returns now.
+   */
+  shrink: 'keep' | 'replace';
   /** Cron expression of the schedule inside `serve`; undefined when `off`. */
   schedule: string | undefined;
   /** Path of the record's event-time field (split on dots); undefined when `none`. */
@@ -134,6 +139,7 @@ export const SETTINGS: readonly SettingDoc[] = [
   { env: 'SYNC_PAGE_SIZE', flag: '--sync-page-size', help: 'E6 pageSize, 1 to 1000 (default 1000)' },
   { env: 'SYNC_CONCURRENCY', flag: '--sync-concurrency', help: 'E6 pages fetched at once, 1 to 32 (default 4)' },
   { env: 'SYNC_WINDOW_ATTEMPTS', flag: '--sync-window-attempts', help: 'fetches of a window whose count keeps changing before the run fails (default 3)' },
+  { env: 'SYNC_SHRINK', flag: '--sync-shrink', help: "a re-read window now holding fewer records than stored: 'keep' the stored rows (default) or 'replace' them" },
   { env: 'SYNC_SCHEDULE', flag: '--sync-schedule', help: "cron expression of the sync inside serve, or 'off' (default */15 * * * *)" },
   { env: 'RECORD_TIME_FIELD', flag: '--record-time-field', help: "record field holding its event time, dotted for nesting, or 'none' (default timestamp)" },
   { env: 'METRICS_LISTEN', flag: '--metrics-listen', help: `host:port of serve's HTTP server (default 0.0.0.0:${DEFAULT_METRICS_PORT})` },
@@ -253,6 +259,7 @@ const envSchema = z.object({
   SYNC_PAGE_SIZE: wholeNumber(1, 1000).default(1000),
   SYNC_CONCURRENCY: wholeNumber(1, 32).default(4),
   SYNC_WINDOW_ATTEMPTS: wholeNumber(1, 10).default(3),
+  SYNC_SHRINK: z.enum(['keep', 'replace'], { error: "must be 'keep' or 'replace'" }).default('keep'),
   SYNC_SCHEDULE: z
     .string()
     .refine((text) => text === 'off' || cron.validate(text), "must be a cron expression (minute hour day month weekday, optional seconds first) or 'off'")
@@ -392,6 +399,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       pageSize: v.SYNC_PAGE_SIZE,
       concurrency: v.SYNC_CONCURRENCY,
       windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
+      shrink: v.SYNC_SHRINK,
       schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
       recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
     },

@@ -144,6 +144,12 @@ export class ExporterMetrics {
     help: 'Windows committed to the database.',
     registers: [this.registry],
   });
+  readonly syncWindowsShrunk = new Counter({
+    name: `${METRIC_PREFIX}sync_windows_shrunk_total`,
+    help: 'Committed windows that E6 returned with fewer records than stored when re-read (retention or deletion upstream), by action: kept (SYNC_SHRINK=keep) or replaced.',
+    labelNames: ['action'] as const,
+    registers: [this.registry],
+  });
   readonly syncDuration = new Gauge({
     name: `${METRIC_PREFIX}sync_duration_seconds`,
     help: 'Duration of the last finished sync run, in seconds.',
@@ -179,6 +185,8 @@ export class ExporterMetrics {
     }).set({ version: VERSION, revision: REVISION, nodejs_version: process.version }, 1);
     this.upstreamUp.set(0);
     this.syncRunning.set(0);
+    // Both series exist from the start, so increase() sees the first one.
+    for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ action }, 0);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -203,6 +211,7 @@ export class ExporterMetrics {
         this.syncRecords.inc(w.records);
         if (w.watermark !== undefined) this.syncWatermark.set(w.watermark / 1000);
       },
+      windowShrunk: (w) => this.syncWindowsShrunk.inc({ action: w.action }),
       runFinished: (result: SyncResult) => this.recordRun(result),
     };
   }

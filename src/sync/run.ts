@@ -53,6 +53,29 @@ export interface WindowSummary {
   /** Fetches the window took (1 = consistent at once). */
   attempts: number;
   durationSeconds: number;
+  /**
+   * Set when E6 now returned fewer records than were stored for the window: with action `kept`
+   * (SYNC_SHRINK=keep) nothing of this fetch was committed and the stored rows are as they were.
+   */
+  shrunk?: ShrunkWindow;
+}
+
+/** A committed window re-read with fewer records than are stored (see SyncConfig.shrink). */
+export interface ShrunkWindow {
+  window: Window;
+  /** Rows stored for the window before this run. */
+  stored: number;
+  /** Records E6 returned for it now (kept ones, after the boundary rule). */
+  returned: number;
+  /** What was done: the stored rows kept, or replaced by what E6 returned. */
+  action: 'kept' | 'replaced';
+}
+
+/** Thrown inside a window's transaction to roll it back when a shrunk window is kept. */
+class KeepStoredWindow extends Error {
+  constructor(readonly shrunk: ShrunkWindow) {
+    super('window kept');
+  }
 }
 
 /** Hooks for metrics and progress; every one optional, none may throw. */
@@ -60,6 +83,8 @@ export interface SyncObserver {
   runStarted?(event: { runId: number; windows: readonly Window[] }): void;
   pageLoaded?(event: { records: number }): void;
   windowCommitted?(summary: WindowSummary & { watermark: number | undefined }): void;
+  /** A re-read window held fewer records than were stored; called before windowCommitted. */
+  windowShrunk?(event: ShrunkWindow): void;
   runFinished?(result: SyncResult): void;
 }
 
@@ -192,8 +217,18 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
           ...(summary.attempts > 1 ? { attempts: summary.attempts } : {}),
           durationMs: Math.round(summary.durationSeconds * 1000),
         },
-        'window committed',
+        summary.shrunk?.action === 'kept' ? 'window kept as stored' : 'window committed',
       );
+      if (summary.shrunk) {
+        const { stored: before, returned, action } = summary.shrunk;
+        log.warn(
+          { runId, window: [iso(window.start), iso(window.end)], stored: before, returned },
+          action === 'kept'
+            ? 'E6 now returns fewer records for this window than are stored (retention or deletion upstream); the stored rows are kept (SYNC_SHRINK=keep)'
+            : 'E6 now returns fewer records for this window than were stored; they were replaced (SYNC_SHRINK=replace)',
+        );
+        observer?.windowShrunk?.(summary.shrunk);
+      }
       if (summary.outside > 0) {
         log.warn(
           { runId, window: [iso(window.start), iso(window.end)], outside: summary.outside },
@@ -291,10 +326,45 @@ async function loadWindow(
   attempt: number,
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
+  try {
+    return await loadWindowOnce(db, t, deps, runId, window, page, attempt, started);
+  } catch (err) {
+    if (!(err instanceof KeepStoredWindow)) throw err;
+    // Rolled back: the rows and the ledger entry stored before are as they were.
+    const { shrunk } = err;
+    return {
+      window,
+      records: 0,
+      totalRecords: shrunk.returned,
+      pages: 0,
+      atEnd: 0,
+      outside: 0,
+      untimed: 0,
+      replaced: 0,
+      attempts: attempt,
+      durationSeconds: (performance.now() - started) / 1000,
+      shrunk,
+      watermark: await readWatermark(db, t),
+    };
+  }
+}
+
+/** {@link loadWindow}'s transaction; throws {@link KeepStoredWindow} to roll back a shrunk window that is kept. */
+async function loadWindowOnce(
+  db: PoolClient,
+  t: Tables,
+  deps: SyncDeps,
+  runId: number,
+  window: Window,
+  page: (pageNumber: number) => Promise<AnalyticsPage>,
+  attempt: number,
+  started: number,
+): Promise<WindowSummary & { watermark: number | undefined }> {
   const timeField = deps.config.recordTimeField;
   const where = `window ${iso(window.start)}..${iso(window.end)}`;
   return withTransaction(db, async () => {
     const replaced = await clearWindow(db, t, window);
+    let shrunkAndReplaced: ShrunkWindow | undefined;
     let stored = 0;
     let fetched = 0;
     let atEnd = 0;
@@ -358,6 +428,11 @@ async function loadWindow(
     if (fetched !== total) {
       throw new InconsistentWindowError(`${where}: pages held ${fetched} records, totalRecords said ${total}`);
     }
+    if (stored < replaced) {
+      const shrunk: ShrunkWindow = { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' };
+      if (shrunk.action === 'kept') throw new KeepStoredWindow(shrunk);
+      shrunkAndReplaced = shrunk;
+    }
     const pages = Math.max(1, pageCount);
     const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: total, pages, runId });
     return {
@@ -371,6 +446,7 @@ async function loadWindow(
       replaced,
       attempts: attempt,
       durationSeconds: (performance.now() - started) / 1000,
+      ...(shrunkAndReplaced ? { shrunk: shrunkAndReplaced } : {}),
       watermark,
     };
   });

@@ -3,7 +3,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { runSync, type SyncResult } from '../../src/sync/run.js';
+import { runSync, type ShrunkWindow, type SyncResult } from '../../src/sync/run.js';
 import type { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncConfig, watermarkOf } from '../helpers/sync.js';
@@ -176,6 +176,41 @@ describe('sync (in process, real PostgreSQL)', () => {
     expect(s.stats.tokenRequests).toBeGreaterThan(revocations);
     expect(s.stats.responses['401']).toBeGreaterThan(0);
     await expectExactDataset(pool, schema, s, START, END);
+  });
+
+  it('keeps the stored rows of a window E6 now returns with fewer records (SYNC_SHRINK=keep), or replaces them (replace)', async () => {
+    const options = { records: 5_000, start: START, end: END };
+    const before = await sim(options);
+    // Three more records in one window than the second simulator (same seed) will return: E6's retention, say.
+    const lateFrom = new Date(START.getTime() + 3 * 3_600_000);
+    before.insertRecords(before.dataset.plausibleRecords(3, lateFrom, new Date(lateFrom.getTime() + 3_600_000), false, 7));
+    const schema = await freshSchema();
+    expect(await sync(before, schema, { SYNC_WINDOW: '6h' })).toMatchObject({ status: 'succeeded', records: 5_003 });
+    const count = async () => Number((await pool.query<{ n: string }>(`select count(*) as n from ${schema}.records`)).rows[0]!.n);
+    const ledger = async () => (await pool.query(`select window_start, record_count, run_id from ${schema}.sync_windows order by window_start`)).rows;
+    const ledgerBefore = await ledger();
+
+    const after = await sim(options);
+    const shrunk: ShrunkWindow[] = [];
+    const run = (env: Record<string, string>) =>
+      runSync(
+        { pool, client: client(after), config: syncConfig({ SYNC_WINDOW: '6h', ...env }), schema, log: silentLogger, observer: { windowShrunk: (w) => shrunk.push(w) } },
+        { from: START, to: END },
+      );
+    const kept = await run({});
+    expect(kept).toMatchObject({ status: 'succeeded', windows: 8 });
+    expect(shrunk).toEqual([{ window: { start: START.getTime(), end: START.getTime() + 6 * 3_600_000 }, stored: expect.any(Number), returned: expect.any(Number), action: 'kept' }]);
+    expect(shrunk[0]!.stored - shrunk[0]!.returned).toBe(3);
+    expect(await count()).toBe(5_003);
+    // The kept window's ledger row is the first run's; the others were re-loaded by this run.
+    const ledgerKept = await ledger();
+    expect(ledgerKept[0]).toEqual(ledgerBefore[0]);
+    expect(ledgerKept.slice(1).every((row, i) => row.run_id !== ledgerBefore[i + 1]!.run_id)).toBe(true);
+
+    shrunk.length = 0;
+    expect(await run({ SYNC_SHRINK: 'replace' })).toMatchObject({ status: 'succeeded', windows: 8 });
+    expect(shrunk).toMatchObject([{ action: 'replaced' }]);
+    expect(await expectExactDataset(pool, schema, after, START, END)).toBe(5_000);
   });
 
   it('rides out 429 and 5xx mid-run', async () => {

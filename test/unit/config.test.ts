@@ -149,6 +149,7 @@ describe('sync settings', () => {
       pageSize: 1000,
       concurrency: 4,
       windowAttempts: 3,
+      shrink: 'keep',
       schedule: '*/15 * * * *',
       recordTimeField: ['timestamp'],
     });
