@@ -21,12 +21,12 @@ import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from '.
 import { VERSION } from './version.js';
 import { BasicAuth, type WebConfig } from './webconfig.js';
 
-/** prom-client names three gauges `_total`, which promtool's lint rejects; they are served without it. */
-const RENAMED_DEFAULT_METRICS: ReadonlyMap<string, string> = new Map([
-  ['nodejs_active_handles_total', 'nodejs_active_handles'],
-  ['nodejs_active_requests_total', 'nodejs_active_requests'],
-  ['nodejs_active_resources_total', 'nodejs_active_resources'],
-]);
+/**
+ * prom-client's three gauges named `_total` (a suffix promtool's lint reserves for counters). Each
+ * is the sum of the per-type gauge of the name without it (`nodejs_active_handles{type}`), which is
+ * served, so they are left out rather than renamed onto that family: `sum(nodejs_active_handles)`.
+ */
+const OMITTED_DEFAULT_METRICS: ReadonlySet<string> = new Set(['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']);
 
 /** Bounds that keep a slow or hostile client from holding the server. */
 export const HEADERS_TIMEOUT_MS = 10_000;
@@ -57,13 +57,7 @@ export interface ServerDeps {
  */
 export async function ownFamilies(metrics: ExporterMetrics): Promise<MetricFamily[]> {
   const { families } = parseExposition(await metrics.registry.metrics());
-  for (const family of families) {
-    const renamed = RENAMED_DEFAULT_METRICS.get(family.name);
-    if (renamed === undefined) continue;
-    family.name = renamed;
-    for (const sample of family.samples) sample.name = renamed;
-  }
-  return families;
+  return families.filter((family) => !OMITTED_DEFAULT_METRICS.has(family.name));
 }
 
 function landingPage(): string {

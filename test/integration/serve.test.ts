@@ -76,8 +76,11 @@ describe('serve', () => {
     expect(sampleValue(res.body, 'analytics_exporter_upstream_samples')).toBeGreaterThan(0);
     expect(sampleValue(res.body, 'analytics_exporter_build_info')).toBe(1);
     expect(res.body).toContain('# TYPE analytics_exporter_upstream_errors_total counter');
-    expect(res.body).toContain('nodejs_active_handles ');
-    expect(res.body).not.toContain('nodejs_active_handles_total');
+    // prom-client's `_total` gauges are left out; the per-type gauges they sum are served once each.
+    expect(res.body).toMatch(/^nodejs_active_handles\{type="[^"]+"\} \d+$/m);
+    expect(res.body).not.toMatch(/^nodejs_active_(handles|requests|resources)_total/m);
+    const typeLines = res.body.split('\n').filter((line) => line.startsWith('# TYPE '));
+    expect(new Set(typeLines.map((line) => line.split(' ')[2])).size).toBe(typeLines.length);
   });
 
   it('serves OpenMetrics when asked', async () => {
