@@ -298,9 +298,27 @@ async function loadWindowWithRetries(
     // The first fetch uses the pages prefetched for the run; a refetch gets a prefetcher of its own.
     const source = attempt === 1 ? prefetcher : new Prefetcher(deps.client, [window], { pageSize: config.pageSize, concurrency: config.concurrency, ...(signal ? { signal } : {}) });
     const sourceIndex = attempt === 1 ? index : 0;
+    const started = performance.now();
     try {
       return await loadWindow(db, t, deps, runId, window, (n) => source.take(sourceIndex, n), attempt);
     } catch (err) {
+      if (err instanceof KeepStoredWindow) {
+        // Rolled back: the rows and the ledger entry stored before are as they were.
+        return {
+          window,
+          records: 0,
+          totalRecords: err.shrunk.returned,
+          pages: 0,
+          atEnd: 0,
+          outside: 0,
+          untimed: 0,
+          replaced: 0,
+          attempts: attempt,
+          durationSeconds: (performance.now() - started) / 1000,
+          shrunk: err.shrunk,
+          watermark: await readWatermark(db, t),
+        };
+      }
       if (!(err instanceof InconsistentWindowError) || attempt >= config.windowAttempts) {
         if (err instanceof InconsistentWindowError) {
           throw new InconsistentWindowError(`${err.message}; still inconsistent after ${attempt} fetches (SYNC_WINDOW_ATTEMPTS), nothing committed for it`);
@@ -315,7 +333,10 @@ async function loadWindowWithRetries(
   }
 }
 
-/** Loads one window in one transaction; any throw rolls it back whole. */
+/**
+ * Loads one window in one transaction; any throw rolls it back whole, {@link KeepStoredWindow}
+ * included (a shrunk window that is kept).
+ */
 async function loadWindow(
   db: PoolClient,
   t: Tables,
@@ -326,40 +347,6 @@ async function loadWindow(
   attempt: number,
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
-  try {
-    return await loadWindowOnce(db, t, deps, runId, window, page, attempt, started);
-  } catch (err) {
-    if (!(err instanceof KeepStoredWindow)) throw err;
-    // Rolled back: the rows and the ledger entry stored before are as they were.
-    const { shrunk } = err;
-    return {
-      window,
-      records: 0,
-      totalRecords: shrunk.returned,
-      pages: 0,
-      atEnd: 0,
-      outside: 0,
-      untimed: 0,
-      replaced: 0,
-      attempts: attempt,
-      durationSeconds: (performance.now() - started) / 1000,
-      shrunk,
-      watermark: await readWatermark(db, t),
-    };
-  }
-}
-
-/** {@link loadWindow}'s transaction; throws {@link KeepStoredWindow} to roll back a shrunk window that is kept. */
-async function loadWindowOnce(
-  db: PoolClient,
-  t: Tables,
-  deps: SyncDeps,
-  runId: number,
-  window: Window,
-  page: (pageNumber: number) => Promise<AnalyticsPage>,
-  attempt: number,
-  started: number,
-): Promise<WindowSummary & { watermark: number | undefined }> {
   const timeField = deps.config.recordTimeField;
   const where = `window ${iso(window.start)}..${iso(window.end)}`;
   return withTransaction(db, async () => {

@@ -7,7 +7,6 @@
  * The cluster is this file's own: the suite's shared cluster is never stopped.
  */
 import { spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +15,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { createTestDatabase, startThrowawayCluster, type TestDatabase, type ThrowawayCluster } from '../helpers/postgres.js';
 import { expectExactDataset } from '../helpers/sync.js';
+import { until } from '../helpers/wait.js';
 
 /** Never used by trust authentication, but part of DATABASE_URL: it must not show anywhere. */
 const PASSWORD = 'Down-Pw-77c2';
@@ -55,15 +55,6 @@ function env(schema: string, extra: Record<string, string> = {}): Record<string,
   };
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`);
-    await sleep(50);
-  }
-}
 
 async function get(url: string): Promise<{ status: number; body: string }> {
   const res = await request(url, { reset: true });

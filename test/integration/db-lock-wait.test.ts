@@ -12,6 +12,7 @@ import { AbortedError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { CLI_PATH } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
+import { until } from '../helpers/wait.js';
 
 const db = useTestDatabase();
 let pool: Pool;
@@ -21,15 +22,6 @@ beforeAll(() => {
   pool = db.pool({ max: 4, application_name: 'lock-wait-test' });
 });
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`);
-    await sleep(20);
-  }
-}
 
 /** Holds the advisory lock `name` on a connection of its own until `release()`. */
 async function holdLock(name: string): Promise<{ release: () => Promise<void> }> {

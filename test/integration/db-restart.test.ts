@@ -6,7 +6,6 @@
  * The cluster is this file's own: the suite's shared cluster is never restarted.
  */
 import { spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +14,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { createTestDatabase, startThrowawayCluster, type TestDatabase, type ThrowawayCluster } from '../helpers/postgres.js';
 import { expectExactDataset } from '../helpers/sync.js';
+import { untilTrue } from '../helpers/wait.js';
 
 const START = '2026-10-02T00:00:00Z';
 const END = '2026-11-01T00:00:00Z';
@@ -76,13 +76,6 @@ function sample(text: string, name: string): number | undefined {
     .find((s) => s.name === name)?.value;
 }
 
-async function until(condition: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await sleep(25);
-  }
-}
 
 describe('PostgreSQL restarted in the middle of a sync', () => {
   it.each([
@@ -98,7 +91,7 @@ describe('PostgreSQL restarted in the middle of a sync', () => {
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     try {
-      await until(async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
+      await untilTrue('two windows committed', async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
       await restart();
       expect(await exited).toBe(1);
     } finally {
@@ -156,11 +149,11 @@ describe('PostgreSQL restarted in the middle of serve\'s sync', () => {
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     try {
-      await until(async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
+      await untilTrue('two windows committed', async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
       await cluster.restart();
       const url = /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)![1]!;
       let body = '';
-      await until(async () => {
+      await untilTrue('a successful sync after the restart', async () => {
         body = await (await request(`${url}/metrics`, { reset: true })).body.text();
         return (sample(body, 'analytics_exporter_sync_last_success_timestamp_seconds') ?? 0) > 0;
       });

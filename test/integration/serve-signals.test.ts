@@ -6,7 +6,6 @@
  * next `sync` leaves the exact dataset.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, type Pool } from '../../src/db/pool.js';
@@ -15,6 +14,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset } from '../helpers/sync.js';
+import { until } from '../helpers/wait.js';
 
 const db = useTestDatabase();
 const START = '2026-10-02T00:00:00Z';
@@ -81,15 +81,6 @@ async function serve(childEnv: Record<string, string>): Promise<ServeChild> {
   return { child, url, stderr: () => stderr, exited };
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`);
-    await sleep(20);
-  }
-}
 
 async function committedWindows(schema: string): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`);

@@ -11,6 +11,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, watermarkOf } from '../helpers/sync.js';
+import { untilTrue } from '../helpers/wait.js';
 
 const db = useTestDatabase();
 let pool: Pool;
@@ -67,13 +68,6 @@ function spawnSync(args: string[], childEnv: Record<string, string>): { child: C
   return { child, done };
 }
 
-async function until(condition: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await sleep(20);
-  }
-}
 
 async function committedWindows(schema: string): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`).catch(() => ({ rows: [{ n: 0 }] }));
@@ -103,7 +97,7 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     // 1-day windows of ~1000 records in 10 pages of 100: plenty of moments inside a window.
     const childEnv = env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '2' });
     const { child, done } = spawnSync(['--from', START, '--to', END], childEnv);
-    await until(async () => (await committedWindows(schema)) >= 3);
+    await untilTrue('3 windows committed', async () => (await committedWindows(schema)) >= 3);
     const requestsAtKill = s.stats.analyticsRequests;
     child.kill('SIGKILL');
     const killed = await done;
@@ -130,7 +124,7 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     const schema = `cli_${++schemaCounter}`;
     const childEnv = env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '200', SYNC_CONCURRENCY: '1' });
     const first = spawnSync(['--from', START, '--to', END], childEnv);
-    await until(async () => (await committedWindows(schema)) >= 1);
+    await untilTrue('1 windows committed', async () => (await committedWindows(schema)) >= 1);
     const second = await runCli(['sync', '--from', START, '--to', END], childEnv);
     expect(second.code).toBe(0);
     expect(second.stderr).toContain('another sync holds the lock for this schema');
@@ -147,7 +141,7 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     const schema = `cli_${++schemaCounter}`;
     const childEnv = env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '2' });
     const { child, done } = spawnSync(['--from', START, '--to', END], childEnv);
-    await until(async () => (await committedWindows(schema)) >= 2);
+    await untilTrue('2 windows committed', async () => (await committedWindows(schema)) >= 2);
     child.kill(signal);
     const result = await done;
     expect(result.code).toBe(0);
@@ -171,7 +165,7 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     const schema = `cli_${++schemaCounter}`;
     const childEnv = env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '1' });
     const { child, done } = spawnSync(['--from', START, '--to', END], childEnv);
-    await until(async () => (await committedWindows(schema)) >= 1);
+    await untilTrue('1 windows committed', async () => (await committedWindows(schema)) >= 1);
     // Block the child inside a database statement, which the first signal cannot interrupt.
     const locker = await pool.connect();
     try {
