@@ -19,11 +19,11 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import pg from 'pg';
 import { registerCleanup, type RunAs } from './processes.js';
+import { freePort } from './ports.js';
 
 /** Where the PostgreSQL server binaries were found, and which major version they are. */
 export interface PostgresBinaries {
@@ -156,19 +156,6 @@ function runTool(file: string, args: string[], runAs: RunAs | undefined, cwd: st
     child.on('close', (code, signal) => {
       if (code === 0) resolve(output);
       else reject(new Error(`${file} ${args.join(' ')} failed (${signal ?? `exit ${code}`}):\n${output.trim()}`));
-    });
-  });
-}
-
-/** Asks the kernel for a free TCP port on 127.0.0.1. Another process may take it before we do; callers retry. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
     });
   });
 }

@@ -22,10 +22,10 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve as resolvePath } from 'node:path';
 import { registerCleanup } from './processes.js';
+import { freePort } from './ports.js';
 
 /** Where the Prometheus binaries were found, and which version they are. */
 export interface PrometheusBinaries {
@@ -228,19 +228,6 @@ export function promtool(args: string[], stdin?: string): Promise<PromtoolResult
  */
 export function checkMetrics(text: string): Promise<PromtoolResult> {
   return promtool(['check', 'metrics'], text);
-}
-
-/** Asks the kernel for a free TCP port on 127.0.0.1. Another process may take it before we do; callers retry. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 /** Blocks the thread for `ms` (only for exit handlers, where nothing asynchronous runs any more). */
