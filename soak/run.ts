@@ -16,7 +16,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -343,12 +343,15 @@ async function main(): Promise<void> {
   const pass = checks.every((c) => c.pass);
   log(`${pass ? 'PASSED' : 'FAILED'}; wrote ${out}`);
 
+  // Every sample, for looking closer than the report's medians (the folder is kept, like serve's log).
+  const columns = Object.keys(samples[0] ?? {}) as (keyof Sample)[];
+  writeFileSync(join(scratch, 'samples.csv'), [columns.join(','), ...samples.map((x) => columns.map((c) => String(x[c])).join(','))].join('\n') + '\n');
+  log(`serve's log and samples.csv kept in ${scratch}`);
+
   await admin.end();
   await sim.close();
   await db.drop();
   await cluster.stop();
-  if (pass) rmSync(scratch, { recursive: true, force: true });
-  else log(`serve's log kept at ${logFile}`);
   process.exitCode = pass ? 0 : 1;
 }
 
