@@ -59,9 +59,9 @@ export function openFds(pid: number): number {
 
 /**
  * Per metric name in a Prometheus text: the value of its sample without labels, or else the
- * sum of its labelled samples. (`nodejs_active_handles` is served by `type` only: serve renames
- * prom-client's `nodejs_active_handles_total` to the by-type family's name and the total is
- * dropped; the sum over types is the same number.) Comments and unparsable lines are skipped.
+ * sum of its labelled samples. (`nodejs_active_handles` is served by `type` only: serve leaves
+ * out prom-client's `nodejs_active_handles_total`, and the sum over types is the same number.)
+ * Comments and unparsable lines are skipped.
  */
 export function valuesByName(text: string): Map<string, number> {
   const unlabelled = new Map<string, number>();
