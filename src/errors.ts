@@ -57,7 +57,7 @@ export interface ExporterErrorOptions {
   cause?: unknown;
   /** HTTP status of the response that caused the error, when there was one. */
   status?: number;
-  /** Whether trying the same request again may succeed (network faults, 429, 502–504, bad bodies). */
+  /** Whether trying the same request again may succeed (network faults, 429, 500, 502–504, bad bodies). */
   retryable?: boolean;
   /** The server's Retry-After, in milliseconds from now, when it sent one. */
   retryAfterMs?: number;

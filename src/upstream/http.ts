@@ -14,8 +14,12 @@ export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 /** How long an idle keep-alive socket is kept for the next page. */
 export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
 
-/** Statuses worth another try (the reference names none; these are the transient ones of RFC 9110). */
-export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+/**
+ * Statuses worth another try. The reference names none: these are RFC 9110's transient ones and
+ * 500, since E0's token request and E6/E7's GETs are safe to repeat and a one-off 500 otherwise
+ * costs a whole sync period (seen in the soak); attempts stay bounded by UPSTREAM_MAX_ATTEMPTS.
+ */
+export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
 
 /** Network error codes after which a new attempt may succeed. TLS and DNS-name errors are final. */
 const RETRYABLE_NETWORK_CODES = new Set([
@@ -155,7 +159,7 @@ function networkCode(err: unknown): string | undefined {
 }
 
 /**
- * Turns a non-2xx response into a typed error: retryable for 429, 502, 503 and 504 (with the
+ * Turns a non-2xx response into a typed error: retryable for 429, 500, 502, 503 and 504 (with the
  * server's Retry-After), final for the rest. The body is quoted only as a short, printable excerpt.
  *
  * @param now current time in milliseconds since the epoch, for HTTP-date Retry-After values.

@@ -115,9 +115,9 @@ describe('AnalyticsClient against the simulator', () => {
     expect(sim.stats.analyticsRequests - before).toBe(1);
   });
 
-  it('retries 502, 503, 504 and network resets; not 400 or 404', async () => {
-    const client = makeClient();
-    for (const status of [502, 503, 504]) sim.queueFault({ status }, 1, 'analytics');
+  it('retries 500, 502, 503, 504 and network resets; not 400 or 404', async () => {
+    const client = makeClient({ UPSTREAM_MAX_ATTEMPTS: '6' });
+    for (const status of [500, 502, 503, 504]) sim.queueFault({ status }, 1, 'analytics');
     sim.queueFault('reset-mid-body', 1, 'analytics');
     await expect(client.fetchPage({ startDate: FROM, pageSize: 1 })).resolves.toMatchObject({ pageNumber: 1 });
 

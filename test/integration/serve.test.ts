@@ -183,7 +183,7 @@ describe('serve', () => {
     const s = await serve({ METRICS_CACHE_TTL: '1s' });
     expect((await get(`${s.url}/metrics`)).body).toContain('userlogin_event_count');
     await sleep(1100);
-    sim.queueFault({ status: 500 }, 1, 'prometheus');
+    sim.queueFault({ status: 404 }, 1, 'prometheus'); // final at once: no retry succeeds within the scrape
     const res = await get(`${s.url}/metrics`);
     expect(res.body).not.toContain('userlogin_event_count');
     expect(sampleValue(res.body, 'analytics_exporter_upstream_up')).toBe(0);
