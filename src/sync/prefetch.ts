@@ -18,20 +18,20 @@
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
 import type { Window } from './windows.js';
 
-interface WindowState {
+interface WindowState<T> {
   window: Window;
   /** Known once page 1 answered. */
   totalPages: number | undefined;
   /** Next page number to launch. */
   nextPage: number;
   /** Launched pages not yet taken. */
-  pending: Map<number, Promise<AnalyticsPage>>;
+  pending: Map<number, Promise<T>>;
   /** Launched pages whose request has not answered yet. */
   open: number;
   dropped: boolean;
 }
 
-export interface PrefetcherOptions {
+export interface PrefetcherOptions<T> {
   pageSize: number;
   /**
    * Requests open at once, at most; also the most pages held for the window being written, and
@@ -39,20 +39,35 @@ export interface PrefetcherOptions {
    */
   concurrency: number;
   signal?: AbortSignal;
+  /**
+   * Turns a fetched page into what is held until the writer takes it, as soon as it arrives: a
+   * caller that keeps less than the parsed page (say, the body's text and an event time per
+   * record) lets the parsed records die young instead of waiting, promoted, in the old generation.
+   * Must not throw. Default: the page itself.
+   */
+  prepare?: (page: AnalyticsPage, window: Window) => T;
 }
 
-export class Prefetcher {
+/** Anything held for the writer must say how many pages its window has (page 1 tells). */
+export interface PageCount {
+  totalPages: number;
+}
+
+export class Prefetcher<T extends PageCount = AnalyticsPage> {
   readonly #client: AnalyticsClient;
-  readonly #options: PrefetcherOptions;
-  readonly #states: WindowState[];
+  readonly #options: PrefetcherOptions<T>;
+  /** The `prepare` option, or the identity; a prefetcher for a refetch reuses it. */
+  readonly prepare: (page: AnalyticsPage, window: Window) => T;
+  readonly #states: WindowState<T>[];
   readonly #stop = new AbortController();
   readonly #signal: AbortSignal;
   /** Index of the window the writer is on; earlier windows are never launched again. */
   #cursor = 0;
 
-  constructor(client: AnalyticsClient, windows: readonly Window[], options: PrefetcherOptions) {
+  constructor(client: AnalyticsClient, windows: readonly Window[], options: PrefetcherOptions<T>) {
     this.#client = client;
     this.#options = options;
+    this.prepare = options.prepare ?? ((page) => page as unknown as T);
     this.#states = windows.map((window) => ({ window, totalPages: undefined, nextPage: 1, pending: new Map(), open: 0, dropped: false }));
     this.#signal = options.signal ? AbortSignal.any([options.signal, this.#stop.signal]) : this.#stop.signal;
     this.#pump();
@@ -62,9 +77,10 @@ export class Prefetcher {
    * Returns page `pageNumber` of window `index`, launching it now if the budget had not reached it.
    * The writer takes pages in order: all pages of a window, then the next window.
    *
+   * @returns the page as `prepare` made it.
    * @throws what {@link AnalyticsClient.fetchPage} throws for that page.
    */
-  async take(index: number, pageNumber: number): Promise<AnalyticsPage> {
+  async take(index: number, pageNumber: number): Promise<T> {
     const state = this.#states[index];
     if (state === undefined) throw new RangeError(`no window ${index}`);
     this.#cursor = index;
@@ -99,12 +115,14 @@ export class Prefetcher {
     this.#stop.abort();
   }
 
-  #launch(state: WindowState, pageNumber: number): Promise<AnalyticsPage> {
+  #launch(state: WindowState<T>, pageNumber: number): Promise<T> {
     state.open++;
-    const promise = this.#client.fetchPage(
-      { startDate: new Date(state.window.start), toDate: new Date(state.window.end), pageNumber, pageSize: this.#options.pageSize },
-      { signal: this.#signal },
-    );
+    const promise = this.#client
+      .fetchPage(
+        { startDate: new Date(state.window.start), toDate: new Date(state.window.end), pageNumber, pageSize: this.#options.pageSize },
+        { signal: this.#signal },
+      )
+      .then((page) => this.prepare(page, state.window));
     promise.then(
       (page) => {
         state.open--;

@@ -19,6 +19,7 @@ import {
   committedWindows,
   finishRun,
   prepareInsertRecords,
+  type PageRows,
   readWatermark,
   recordWindow,
   startRun,
@@ -189,9 +190,11 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   let status: RunStatus = 'succeeded';
   let error: Error | undefined;
 
+  const prepare = (page: AnalyticsPage, window: Window) => preparePage(page, window, config.recordTimeField);
   const prefetcher = new Prefetcher(deps.client, windows, {
     pageSize: config.pageSize,
     concurrency: config.concurrency,
+    prepare,
     ...(options.signal ? { signal: options.signal } : {}),
   });
   try {
@@ -290,13 +293,13 @@ async function loadWindowWithRetries(
   runId: number,
   window: Window,
   index: number,
-  prefetcher: Prefetcher,
+  prefetcher: Prefetcher<PreparedPage>,
   signal: AbortSignal | undefined,
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const { config, log } = deps;
   for (let attempt = 1; ; attempt++) {
     // The first fetch uses the pages prefetched for the run; a refetch gets a prefetcher of its own.
-    const source = attempt === 1 ? prefetcher : new Prefetcher(deps.client, [window], { pageSize: config.pageSize, concurrency: config.concurrency, ...(signal ? { signal } : {}) });
+    const source = attempt === 1 ? prefetcher : new Prefetcher(deps.client, [window], { pageSize: config.pageSize, concurrency: config.concurrency, prepare: prefetcher.prepare, ...(signal ? { signal } : {}) });
     const sourceIndex = attempt === 1 ? index : 0;
     const started = performance.now();
     try {
@@ -334,6 +337,50 @@ async function loadWindowWithRetries(
 }
 
 /**
+ * What is held of one fetched page until the writer stores it: the body's text, the positions of
+ * the records to store and their event times, and the counts. The parsed records are let go (they
+ * are kept only for a page that came without its text).
+ */
+interface PreparedPage {
+  totalRecords: number;
+  totalPages: number;
+  /** Records on the page (E6's `data` length). */
+  records: number;
+  rows: PageRows;
+  atEnd: number;
+  outside: number;
+  untimed: number;
+}
+
+/**
+ * Reads each record's event time (RECORD_TIME_FIELD) and decides which records the window keeps:
+ * all but one exactly at the window end, which an inclusive toDate returns here and again, by
+ * startDate, with the next window. A record whose time lies outside the window is kept (E6
+ * returned it for this window), and counted: RECORD_TIME_FIELD may not be the field E6 filters
+ * on, or may lack a zone.
+ */
+function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined): PreparedPage {
+  const keep: number[] = [];
+  const eventTimes: (number | null)[] = [];
+  let atEnd = 0;
+  let outside = 0;
+  let untimed = 0;
+  for (let i = 0; i < page.data.length; i++) {
+    const ms = timeField ? recordTime(page.data[i]!, timeField) : undefined;
+    if (ms === window.end) {
+      atEnd++;
+      continue;
+    }
+    if (ms !== undefined && (ms < window.start || ms > window.end)) outside++;
+    if (timeField && ms === undefined) untimed++;
+    keep.push(i);
+    eventTimes.push(ms === undefined ? null : ms);
+  }
+  const rows: PageRows = page.text === undefined ? { records: page.data, keep, eventTimes } : { text: page.text, records: [], keep, eventTimes };
+  return { totalRecords: page.totalRecords, totalPages: page.totalPages, records: page.data.length, rows, atEnd, outside, untimed };
+}
+
+/**
  * Loads one window in one transaction; any throw rolls it back whole, {@link KeepStoredWindow}
  * included (a shrunk window that is kept).
  */
@@ -343,11 +390,10 @@ async function loadWindow(
   deps: SyncDeps,
   runId: number,
   window: Window,
-  page: (pageNumber: number) => Promise<AnalyticsPage>,
+  page: (pageNumber: number) => Promise<PreparedPage>,
   attempt: number,
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
-  const timeField = deps.config.recordTimeField;
   const where = `window ${iso(window.start)}..${iso(window.end)}`;
   return withTransaction(db, async () => {
     const replaced = await clearWindow(db, t, window);
@@ -370,7 +416,7 @@ async function loadWindow(
       deps.observer?.pageLoaded?.({ records });
     };
     /** Page `n`; if its fetch fails while an insert is outstanding, that insert's failure (earlier in order) wins. */
-    const next = async (n: number): Promise<AnalyticsPage> => {
+    const next = async (n: number): Promise<PreparedPage> => {
       try {
         return await page(n);
       } catch (err) {
@@ -387,28 +433,15 @@ async function loadWindow(
         await settle();
         throw new InconsistentWindowError(`${where}: totalRecords changed from ${total} to ${current.totalRecords} by page ${n} (records arrived or left while paging)`);
       }
-      fetched += current.data.length;
-      const keep: number[] = [];
-      const times: (number | null)[] = [];
-      for (let i = 0; i < current.data.length; i++) {
-        const ms = timeField ? recordTime(current.data[i]!, timeField) : undefined;
-        if (ms === window.end) {
-          // An inclusive toDate returns it here and again, by startDate, with the next window.
-          atEnd++;
-          continue;
-        }
-        // The API returned it for this window: keep it, but say so (RECORD_TIME_FIELD may not be
-        // the field E6 filters on, or may lack a zone).
-        if (ms !== undefined && (ms < window.start || ms > window.end)) outside++;
-        if (timeField && ms === undefined) untimed++;
-        keep.push(i);
-        times.push(ms === undefined ? null : ms);
-      }
-      const query = prepareInsertRecords(t, window, runId, { ...(current.text === undefined ? {} : { text: current.text }), records: current.data, keep, eventTimes: times });
+      fetched += current.records;
+      atEnd += current.atEnd;
+      outside += current.outside;
+      untimed += current.untimed;
+      const query = prepareInsertRecords(t, window, runId, current.rows);
       await settle();
       const done = query === undefined ? Promise.resolve() : db.query(query.text, query.values).then(() => undefined);
       done.catch(() => undefined); // awaited by settle(); never an unhandled rejection meanwhile
-      inserting = { done, records: keep.length };
+      inserting = { done, records: current.rows.keep.length };
       if (n >= pageCount) break;
     }
     await settle();
