@@ -77,15 +77,33 @@ function usage(message: string): never {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      quick: { type: 'boolean', default: false },
-      profile: { type: 'boolean', default: false },
-      only: { type: 'string' },
-      out: { type: 'string', default: join(ROOT, 'BENCHMARKS.md') },
-    },
-    strict: true,
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      options: {
+        quick: { type: 'boolean', default: false },
+        profile: { type: 'boolean', default: false },
+        only: { type: 'string' },
+        out: { type: 'string', default: join(ROOT, 'BENCHMARKS.md') },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+    });
+  } catch (err) {
+    usage((err as Error).message);
+  }
+  const { values } = parsed;
+  if (values.help === true) {
+    process.stdout.write(
+      `usage: npm run bench -- [--quick] [--profile] [--only ${SUITES.join(',')}] [--out FILE]\n` +
+        '  --quick    smaller sizes and fewer runs (under two minutes on a quiet 2-core machine)\n' +
+        '  --profile  add a CPU profile of one more ETL sync (a full run adds one by itself when a sync target is missed)\n' +
+        '  --only     run only these suites (comma-separated)\n' +
+        '  --out      where the markdown goes (default BENCHMARKS.md)\n' +
+        'Needs PostgreSQL 15 binaries and psql (scripts/ensure-postgres.sh). Exit status: 0 done, 1 failed, 2 bad usage.\n',
+    );
+    return;
+  }
   const only = new Set<Suite>();
   for (const name of (values.only ?? SUITES.join(',')).split(',')) {
     if (!(SUITES as readonly string[]).includes(name)) usage(`unknown suite ${JSON.stringify(name)}`);
