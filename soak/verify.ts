@@ -6,6 +6,7 @@
  */
 import type pg from 'pg';
 import type { Simulator } from '../src/simulator/index.js';
+import { canonicalJson } from '../test/helpers/canonical.js';
 
 /** Outcome of {@link verifyWindows}. */
 export interface WindowCheck {
@@ -20,18 +21,6 @@ export interface WindowCheck {
   problems: string[];
 }
 
-/**
- * JSON with object keys sorted at every level: jsonb re-orders keys, so both sides are compared
- * in this form. (test/helpers/sync.ts has the same function, but that module imports vitest.)
- */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const keys = Object.keys(value as object).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
 
 function sameMultiset(a: string[], b: string[]): boolean {
   if (a.length !== b.length) return false;

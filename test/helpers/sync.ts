@@ -4,6 +4,7 @@ import type { Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
+import { canonicalJson } from './canonical.js';
 
 /** Sync settings for tests: the configuration's defaults with `env` applied. */
 export function syncConfig(env: Record<string, string> = {}): SyncConfig {
@@ -16,15 +17,7 @@ export function simClient(sim: Simulator, env: Record<string, string> = {}): Ana
   return AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger, random: () => 0 });
 }
 
-/** JSON with object keys sorted at every level: jsonb re-orders keys, so both sides are compared in this form. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const keys = Object.keys(value as object).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
+export { canonicalJson } from './canonical.js';
 
 /** The stored payloads of `schema.records`, canonical and sorted (a multiset). */
 export async function storedMultiset(pool: Pool, schema: string): Promise<string[]> {
