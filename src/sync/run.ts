@@ -153,7 +153,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   const now = (options.now ?? Date.now)();
 
   const abandoned = await abandonStaleRuns(db, t);
-  if (abandoned > 0) log.warn({ runs: abandoned }, 'marked runs left running by a process that died as abandoned');
+  if (abandoned > 0) log.warn({ runs: abandoned }, 'marked runs left running by a process that died as abandoned (or whose end could not be recorded)');
 
   const watermarkBefore = await readWatermark(db, t);
   const range = runRange({
@@ -248,13 +248,16 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   }
 
   const durationSeconds = (performance.now() - started) / 1000;
-  await finishRun(db, t, runId, {
-    status,
-    windows: committed,
-    pages,
-    records,
-    ...(error ? { error: describeError(error) } : {}),
-  });
+  const ending = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
+  try {
+    await finishRun(db, t, runId, ending);
+  } catch (recording) {
+    // The run's own connection is gone (killed, a failover): record its end on a fresh one, so the
+    // row does not stay `running` for the next run to call abandoned. If that fails too, the
+    // database is unreachable and this throws as before.
+    if (error === undefined) throw recording;
+    await withClient(deps.pool, (fresh) => finishRun(fresh, t, runId, ending));
+  }
   const result: SyncResult = {
     status,
     runId,

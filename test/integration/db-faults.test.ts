@@ -59,7 +59,10 @@ describe('database faults', () => {
       (err: Error) => `rejected: ${err.message}`,
     );
     expect(await killed).toBeGreaterThanOrEqual(1);
-    expect(outcome).toMatch(/^(failed|rejected: .*(terminat|connection))/i);
+    // The run's end is recorded on a fresh connection: failed, not left `running` to be called abandoned.
+    expect(outcome).toBe('failed');
+    const runs = await admin.query<{ status: string; error: string | null }>(`select status, error from faults.sync_runs order by id`);
+    expect(runs.rows).toEqual([{ status: 'failed', error: expect.stringMatching(/terminat|connection/i) }]);
     const partial = await admin.query<{ stray: number }>(
       `select count(*)::int as stray from faults.records r where not exists (select 1 from faults.sync_windows w where w.window_start = r.window_start)`,
     );
