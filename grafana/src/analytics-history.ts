@@ -17,7 +17,7 @@ import * as common from '@grafana/grafana-foundation-sdk/common';
 import * as stat from '@grafana/grafana-foundation-sdk/stat';
 import * as table from '@grafana/grafana-foundation-sdk/table';
 import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
-import { COMMON_TAG, datasourceRef, datasourceVariable, finish, sqlQuery } from './common.js';
+import { COMMON_TAG, datasourceRef, datasourceVariable, finish, multiSelectVariable, sqlQuery } from './common.js';
 import { POSTGRES_DATASOURCE_TYPE, PostgresFormat } from './postgres-query.js';
 
 /** uid of the dashboard (stable across Grafana instances; links use it). */
@@ -147,18 +147,14 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
   const customerQuery = `SELECT DISTINCT ${CUSTOMER} AS customer\nFROM ${RECORDS}\nWHERE $__timeFilter(event_time)\n  AND ${CUSTOMER} IS NOT NULL\nORDER BY 1`;
   builder
     .withVariable(
-      new dashboard.QueryVariableBuilder('customer')
-        .label('Customer')
-        .description('Customers (payload field named in "Customer field") with records in the time range.')
-        .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
-        .query(customerQuery)
-        .definition(customerQuery)
-        .refresh(dashboard.VariableRefresh.OnTimeRangeChanged)
-        .sort(dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc)
-        .multi(true)
-        .includeAll(true)
-        .allowCustomValue(false)
-        .current({ selected: true, text: ['All'], value: ['$__all'] }),
+      multiSelectVariable('customer', {
+        label: 'Customer',
+        description: 'Customers (payload field named in "Customer field") with records in the time range.',
+        type: POSTGRES_DATASOURCE_TYPE,
+        query: customerQuery,
+        sort: dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc,
+        allowCustomValue: false,
+      }),
     )
 
     .withRow(new dashboard.RowBuilder('Records in the time range'))

@@ -58,6 +58,30 @@ export function datasourceVariable(which: keyof typeof PROVISIONED): dashboard.D
 }
 
 /**
+ * A multi-select query variable on `${datasource}` of plugin `type` that defaults to All: its
+ * options are what `query` returns (also shown as its definition), refreshed when the time range
+ * changes. `allValue` (Prometheus: `.*` for `=~` matchers) and `allowCustomValue` are set only when given.
+ */
+export function multiSelectVariable(
+  name: string,
+  o: { label: string; description: string; type: string; query: string; sort: dashboard.VariableSort; allValue?: string; allowCustomValue?: boolean },
+): dashboard.QueryVariableBuilder {
+  const builder = new dashboard.QueryVariableBuilder(name)
+    .label(o.label)
+    .description(o.description)
+    .datasource(datasourceRef(o.type))
+    .query(o.query)
+    .definition(o.query)
+    .refresh(dashboard.VariableRefresh.OnTimeRangeChanged)
+    .sort(o.sort)
+    .multi(true)
+    .includeAll(true);
+  if (o.allowCustomValue !== undefined) builder.allowCustomValue(o.allowCustomValue);
+  if (o.allValue !== undefined) builder.allValue(o.allValue);
+  return builder.current({ selected: true, text: ['All'], value: ['$__all'] });
+}
+
+/**
  * A PromQL target on `${datasource}`, in code mode.
  *
  * @param refId the target's id in its panel (`A`, `B`, …).

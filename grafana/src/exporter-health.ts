@@ -10,7 +10,7 @@ import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import * as common from '@grafana/grafana-foundation-sdk/common';
 import * as stat from '@grafana/grafana-foundation-sdk/stat';
 import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
-import { COMMON_TAG, PROMETHEUS_DATASOURCE_TYPE, booleanMapping, datasourceRef, datasourceVariable, finish, promQuery, thresholds } from './common.js';
+import { COMMON_TAG, PROMETHEUS_DATASOURCE_TYPE, booleanMapping, datasourceRef, datasourceVariable, finish, multiSelectVariable, promQuery, thresholds } from './common.js';
 
 /** uid of the dashboard (stable across Grafana instances; links use it). */
 export const EXPORTER_HEALTH_UID = 'analytics-exporter-health';
@@ -72,32 +72,24 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .tooltip(dashboard.DashboardCursorSync.Crosshair)
     .withVariable(datasourceVariable('prometheus'))
     .withVariable(
-      new dashboard.QueryVariableBuilder('job')
-        .label('Job')
-        .description('Prometheus jobs scraping an analytics-exporter (series of analytics_exporter_build_info).')
-        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-        .query('label_values(analytics_exporter_build_info, job)')
-        .definition('label_values(analytics_exporter_build_info, job)')
-        .refresh(dashboard.VariableRefresh.OnTimeRangeChanged)
-        .sort(dashboard.VariableSort.AlphabeticalAsc)
-        .multi(true)
-        .includeAll(true)
-        .allValue('.*')
-        .current({ selected: true, text: ['All'], value: ['$__all'] }),
+      multiSelectVariable('job', {
+        label: 'Job',
+        description: 'Prometheus jobs scraping an analytics-exporter (series of analytics_exporter_build_info).',
+        type: PROMETHEUS_DATASOURCE_TYPE,
+        query: 'label_values(analytics_exporter_build_info, job)',
+        sort: dashboard.VariableSort.AlphabeticalAsc,
+        allValue: '.*',
+      }),
     )
     .withVariable(
-      new dashboard.QueryVariableBuilder('instance')
-        .label('Instance')
-        .description('Exporter instances of the selected jobs.')
-        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-        .query('label_values(analytics_exporter_build_info{job=~"$job"}, instance)')
-        .definition('label_values(analytics_exporter_build_info{job=~"$job"}, instance)')
-        .refresh(dashboard.VariableRefresh.OnTimeRangeChanged)
-        .sort(dashboard.VariableSort.AlphabeticalAsc)
-        .multi(true)
-        .includeAll(true)
-        .allValue('.*')
-        .current({ selected: true, text: ['All'], value: ['$__all'] }),
+      multiSelectVariable('instance', {
+        label: 'Instance',
+        description: 'Exporter instances of the selected jobs.',
+        type: PROMETHEUS_DATASOURCE_TYPE,
+        query: 'label_values(analytics_exporter_build_info{job=~"$job"}, instance)',
+        sort: dashboard.VariableSort.AlphabeticalAsc,
+        allValue: '.*',
+      }),
     )
 
     .withRow(new dashboard.RowBuilder('Now'))

@@ -13,7 +13,7 @@ import * as stat from '@grafana/grafana-foundation-sdk/stat';
 import * as table from '@grafana/grafana-foundation-sdk/table';
 import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
 import { PromQueryFormat } from '@grafana/grafana-foundation-sdk/prometheus';
-import { COMMON_TAG, PROMETHEUS_DATASOURCE_TYPE, datasourceRef, datasourceVariable, finish, promQuery } from './common.js';
+import { COMMON_TAG, PROMETHEUS_DATASOURCE_TYPE, datasourceRef, datasourceVariable, finish, multiSelectVariable, promQuery } from './common.js';
 
 /** The upstream families (E7) in the order the platform writes them, with the words the panels use. */
 export const UPSTREAM_FAMILIES = [
@@ -74,18 +74,14 @@ export function platformUsageDashboard(): dashboard.Dashboard {
     .tooltip(dashboard.DashboardCursorSync.Crosshair)
     .withVariable(datasourceVariable('prometheus'))
     .withVariable(
-      new dashboard.QueryVariableBuilder('customer')
-        .label('Customer')
-        .description('Customers (label `customer` of the upstream families), from those with login counts in the selected time range.')
-        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-        .query(`label_values(${logins.metric}, customer)`)
-        .definition(`label_values(${logins.metric}, customer)`)
-        .refresh(dashboard.VariableRefresh.OnTimeRangeChanged)
-        .sort(dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc)
-        .multi(true)
-        .includeAll(true)
-        .allValue('.*')
-        .current({ selected: true, text: ['All'], value: ['$__all'] }),
+      multiSelectVariable('customer', {
+        label: 'Customer',
+        description: 'Customers (label `customer` of the upstream families), from those with login counts in the selected time range.',
+        type: PROMETHEUS_DATASOURCE_TYPE,
+        query: `label_values(${logins.metric}, customer)`,
+        sort: dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc,
+        allValue: '.*',
+      }),
     )
 
     .withRow(new dashboard.RowBuilder('Totals over METRICS_WINDOW'))
