@@ -56,6 +56,23 @@ function totalStat(title: string, description: string, expr: string): stat.Panel
     .span(4);
 }
 
+/** A horizontal bar gauge of the ten selected customers with the most of `sum` (events now). */
+function topCustomers(title: string, description: string, sum: string): bargauge.PanelBuilder {
+  return new bargauge.PanelBuilder()
+    .title(title)
+    .description(`${description} ${WINDOW_NOTE}`)
+    .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
+    .withTarget(promQuery('A', `topk(10, sum by (customer) (${sum}))`, '{{customer}}', true))
+    .unit('short')
+    .decimals(0)
+    .min(0)
+    .displayMode(common.BarGaugeDisplayMode.Gradient)
+    .orientation(common.VizOrientation.Horizontal)
+    .reduceOptions(lastValue())
+    .height(10)
+    .span(12);
+}
+
 /**
  * Builds the "Platform usage" dashboard (Prometheus): totals, events by type and by customer,
  * and the top customers, for the customers picked in `$customer`.
@@ -126,34 +143,10 @@ export function platformUsageDashboard(): dashboard.Dashboard {
 
     .withRow(new dashboard.RowBuilder('Customers'))
     .withPanel(
-      new bargauge.PanelBuilder()
-        .title('Top 10 customers by logins')
-        .description(`The ten selected customers with the most logins now. ${WINDOW_NOTE}`)
-        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-        .withTarget(promQuery('A', `topk(10, sum by (customer) (${logins.metric}{${CUSTOMER}}))`, '{{customer}}', true))
-        .unit('short')
-        .decimals(0)
-        .min(0)
-        .displayMode(common.BarGaugeDisplayMode.Gradient)
-        .orientation(common.VizOrientation.Horizontal)
-        .reduceOptions(lastValue())
-        .height(10)
-        .span(12),
+      topCustomers('Top 10 customers by logins', 'The ten selected customers with the most logins now.', `${logins.metric}{${CUSTOMER}}`),
     )
     .withPanel(
-      new bargauge.PanelBuilder()
-        .title('Top 10 customers by all events')
-        .description(`The ten selected customers with the most events of all seven types now. ${WINDOW_NOTE}`)
-        .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-        .withTarget(promQuery('A', `topk(10, sum by (customer) (${ALL_FAMILIES}))`, '{{customer}}', true))
-        .unit('short')
-        .decimals(0)
-        .min(0)
-        .displayMode(common.BarGaugeDisplayMode.Gradient)
-        .orientation(common.VizOrientation.Horizontal)
-        .reduceOptions(lastValue())
-        .height(10)
-        .span(12),
+      topCustomers('Top 10 customers by all events', 'The ten selected customers with the most events of all seven types now.', ALL_FAMILIES),
     )
     .withPanel(
       new table.PanelBuilder()
