@@ -3,6 +3,7 @@ import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { startPrometheus, type PrometheusServer } from './prometheus.js';
+import { simulatorEnv } from './sync.js';
 
 /** The whole demo stack on loopback: simulator → serve (with a real PostgreSQL) → a real Prometheus scraping it. */
 export interface Stack {
@@ -42,10 +43,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   let prometheus: PrometheusServer | undefined;
   try {
     const config = loadConfig({
-      STATISTICS_URL: sim.url,
-      AUTH_URL: sim.url,
-      CLIENT_ID: 'demo-client',
-      CLIENT_SECRET: 'demo-secret',
+      ...simulatorEnv(sim),
       DATABASE_URL: options.databaseUrl,
       DATABASE_SCHEMA: schema,
       METRICS_LISTEN: '127.0.0.1:0',

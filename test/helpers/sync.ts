@@ -11,9 +11,14 @@ export function syncConfig(env: Record<string, string> = {}): SyncConfig {
   return loadConfig(env).sync;
 }
 
+/** The upstream settings that point the exporter at `sim` (its E6/E7 and E0 on one port) with the simulator's client credentials. */
+export function simulatorEnv(sim: Pick<Simulator, 'url'>): Record<string, string> {
+  return { STATISTICS_URL: sim.url, AUTH_URL: sim.url, CLIENT_ID: 'demo-client', CLIENT_SECRET: 'demo-secret' };
+}
+
 /** A client of `sim` with instant backoff (Retry-After is still honoured). */
 export function simClient(sim: Simulator, env: Record<string, string> = {}): AnalyticsClient {
-  const config = loadConfig({ STATISTICS_URL: sim.url, AUTH_URL: sim.url, CLIENT_ID: 'demo-client', CLIENT_SECRET: 'demo-secret', ...env });
+  const config = loadConfig({ ...simulatorEnv(sim), ...env });
   return AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger, random: () => 0 });
 }
 

@@ -14,7 +14,7 @@ import { parseExposition } from '../../src/exposition/index.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { createTestDatabase, startThrowawayCluster, type TestDatabase, type ThrowawayCluster } from '../helpers/postgres.js';
-import { expectExactDataset } from '../helpers/sync.js';
+import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
 
 /** Never used by trust authentication, but part of DATABASE_URL: it must not show anywhere. */
@@ -43,10 +43,7 @@ function env(schema: string, extra: Record<string, string> = {}): Record<string,
   const url = new URL(database.url);
   url.password = PASSWORD;
   return {
-    STATISTICS_URL: sim.url,
-    AUTH_URL: sim.url,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
+    ...simulatorEnv(sim),
     DATABASE_URL: url.toString(),
     DATABASE_SCHEMA: schema,
     SYNC_START_DATE: SIM_START.toISOString(),

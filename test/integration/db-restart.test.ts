@@ -13,7 +13,7 @@ import { parseExposition } from '../../src/exposition/index.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { createTestDatabase, startThrowawayCluster, type TestDatabase, type ThrowawayCluster } from '../helpers/postgres.js';
-import { expectExactDataset } from '../helpers/sync.js';
+import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';
 import { untilTrue } from '../helpers/wait.js';
 
 const START = '2026-10-02T00:00:00Z';
@@ -47,10 +47,7 @@ function databaseUrl(): string {
 
 function env(schema: string): Record<string, string> {
   return {
-    STATISTICS_URL: sim.url,
-    AUTH_URL: sim.url,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
+    ...simulatorEnv(sim),
     DATABASE_URL: databaseUrl(),
     DATABASE_SCHEMA: schema,
     SYNC_WINDOW: '1d',

@@ -6,6 +6,7 @@ import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { checkMetrics, startPrometheus, type PrometheusServer } from '../helpers/prometheus.js';
+import { simulatorEnv } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 let sim: Simulator;
@@ -15,10 +16,7 @@ let prometheus: PrometheusServer;
 beforeAll(async () => {
   sim = await startSimulator({ port: 0, records: 20_000, end: new Date(), start: new Date(Date.now() - 2 * 86_400_000) });
   const config = loadConfig({
-    STATISTICS_URL: sim.url,
-    AUTH_URL: sim.url,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
+    ...simulatorEnv(sim),
     DATABASE_URL: db.url,
     METRICS_LISTEN: '127.0.0.1:0',
     SYNC_START_DATE: '1d',

@@ -13,7 +13,7 @@ import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
-import { expectExactDataset } from '../helpers/sync.js';
+import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
 
 const db = useTestDatabase();
@@ -44,10 +44,7 @@ async function sim(options: Parameters<typeof startSimulator>[0] = {}): Promise<
 
 function env(s: Simulator, schema: string): Record<string, string> {
   return {
-    STATISTICS_URL: s.url,
-    AUTH_URL: s.url,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
+    ...simulatorEnv(s),
     DATABASE_URL: db.url,
     DATABASE_SCHEMA: schema,
     SYNC_START_DATE: START,

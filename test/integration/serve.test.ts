@@ -12,6 +12,7 @@ import { silentLogger } from '../../src/log.js';
 import { NO_FAULTS, startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
+import { simulatorEnv } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 let sim: Simulator;
@@ -32,10 +33,7 @@ afterAll(async () => {
 
 async function serve(env: Record<string, string> = {}): Promise<RunningServer> {
   const config = loadConfig({
-    STATISTICS_URL: sim.url,
-    AUTH_URL: sim.url,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
+    ...simulatorEnv(sim),
     DATABASE_URL: db.url,
     DATABASE_SCHEMA: `serve_${++schemaCounter}`,
     METRICS_LISTEN: '127.0.0.1:0',

@@ -10,7 +10,7 @@ import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
-import { expectExactDataset, watermarkOf } from '../helpers/sync.js';
+import { expectExactDataset, watermarkOf, simulatorEnv } from '../helpers/sync.js';
 import { untilTrue } from '../helpers/wait.js';
 
 const db = useTestDatabase();
@@ -39,10 +39,7 @@ async function sim(options: Parameters<typeof startSimulator>[0]): Promise<Simul
 
 function env(s: Simulator, schema: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
-    STATISTICS_URL: s.url,
-    AUTH_URL: s.url,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
+    ...simulatorEnv(s),
     DATABASE_URL: db.url,
     DATABASE_SCHEMA: schema,
     LOG_LEVEL: 'info',

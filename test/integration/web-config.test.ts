@@ -11,6 +11,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { createTestPki, type TestPki } from '../helpers/certs.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { startPrometheus } from '../helpers/prometheus.js';
+import { simulatorEnv } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 let pki: TestPki;
@@ -43,10 +44,7 @@ function webConfig(name: string, yaml: string): string {
 
 async function serve(webConfigFile: string): Promise<RunningServer> {
   const config = loadConfig({
-    STATISTICS_URL: sim.url,
-    AUTH_URL: sim.url,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
+    ...simulatorEnv(sim),
     DATABASE_URL: db.url,
     METRICS_LISTEN: '127.0.0.1:0',
     SYNC_SCHEDULE: 'off',
