@@ -347,8 +347,8 @@ async function loadWindowWithRetries(
 interface PreparedPage {
   totalRecords: number;
   totalPages: number;
-  /** Records on the page (E6's `data` length). */
-  records: number;
+  /** Records on the page (E6's `data` length), kept or not. */
+  length: number;
   rows: PageRows;
   atEnd: number;
   outside: number;
@@ -379,8 +379,8 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
     keep.push(i);
     eventTimes.push(ms === undefined ? null : ms);
   }
-  const rows: PageRows = page.text === undefined ? { records: page.data, keep, eventTimes } : { text: page.text, records: [], keep, eventTimes };
-  return { totalRecords: page.totalRecords, totalPages: page.totalPages, records: page.data.length, rows, atEnd, outside, untimed };
+  const rows: PageRows = page.text === undefined ? { records: page.data, keep, eventTimes } : { text: page.text, keep, eventTimes };
+  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, atEnd, outside, untimed };
 }
 
 /**
@@ -400,7 +400,6 @@ async function loadWindow(
   const where = `window ${iso(window.start)}..${iso(window.end)}`;
   return withTransaction(db, async () => {
     const replaced = await clearWindow(db, t, window);
-    let shrunkAndReplaced: ShrunkWindow | undefined;
     let stored = 0;
     let fetched = 0;
     let atEnd = 0;
@@ -436,7 +435,7 @@ async function loadWindow(
         await settle();
         throw new InconsistentWindowError(`${where}: totalRecords changed from ${total} to ${current.totalRecords} by page ${n} (records arrived or left while paging)`);
       }
-      fetched += current.records;
+      fetched += current.length;
       atEnd += current.atEnd;
       outside += current.outside;
       untimed += current.untimed;
@@ -451,11 +450,9 @@ async function loadWindow(
     if (fetched !== total) {
       throw new InconsistentWindowError(`${where}: pages held ${fetched} records, totalRecords said ${total}`);
     }
-    if (stored < replaced) {
-      const shrunk: ShrunkWindow = { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' };
-      if (shrunk.action === 'kept') throw new KeepStoredWindow(shrunk);
-      shrunkAndReplaced = shrunk;
-    }
+    const shrunk: ShrunkWindow | undefined =
+      stored < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
+    if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
     const pages = Math.max(1, pageCount);
     const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: total, pages, runId });
     return {
@@ -469,7 +466,7 @@ async function loadWindow(
       replaced,
       attempts: attempt,
       durationSeconds: (performance.now() - started) / 1000,
-      ...(shrunkAndReplaced ? { shrunk: shrunkAndReplaced } : {}),
+      ...(shrunk ? { shrunk } : {}),
       watermark,
     };
   });

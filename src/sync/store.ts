@@ -90,19 +90,21 @@ export interface PreparedQuery {
  * record is stored exactly as E6 sent it (numbers keep all their digits: an id above 2^53, `1.10`,
  * `1e400`; JSON.parse and JSON.stringify would round or rewrite them).
  */
-export interface PageRows {
-  /**
-   * The E6 body as received: a JSON object whose `data` is the page's records. When absent (a page
-   * not read from E6), `records` are serialised with JSON.stringify instead.
-   */
-  text?: string;
-  /** The page's records, parsed; only used when there is no `text`. */
-  records: readonly AnalyticsRecord[];
+export type PageRows = (
+  | {
+      /** The E6 body as received: a JSON object whose `data` is the page's records. */
+      text: string;
+    }
+  | {
+      /** The page's records, parsed, for a page not read from E6: serialised with JSON.stringify. */
+      records: readonly AnalyticsRecord[];
+    }
+) & {
   /** Positions (from 0, ascending) in `data` of the records to store. */
   keep: readonly number[];
   /** One entry per kept record: its event time in milliseconds since the epoch, or null when it has none. */
   eventTimes: readonly (number | null)[];
-}
+};
 
 /**
  * Builds the insert of one page's kept records (see {@link insertRecords}) without sending it, so
@@ -112,7 +114,7 @@ export interface PageRows {
  */
 export function prepareInsertRecords(t: Tables, window: Window, runId: number, page: PageRows): PreparedQuery | undefined {
   if (page.keep.length === 0) return undefined;
-  const text = page.text ?? `{"data":${JSON.stringify(page.records)}}`;
+  const text = 'text' in page ? page.text : `{"data":${JSON.stringify(page.records)}}`;
   return {
     text: `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
      select r.payload, e.event_time, $1, $2, $3

@@ -136,19 +136,18 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
  * @param body the parsed JSON of the response.
  * @param requestedPage the pageNumber sent, from 1.
  * @param url the request URL; only its origin and path appear in messages.
- * @param options.stringsChecked the caller has seen in the JSON text that no string can hold U+0000
- *   or an unpaired surrogate (no `\u0000`, no surrogate escape, no raw surrogate), so only numbers
- *   and depth are checked record by record: a page's strings are most of its values.
- * @param options.storedFromText the records will be stored from the body's text (see
- *   {@link AnalyticsPage.text}), where jsonb keeps any number exactly: numbers JSON.parse made
- *   infinite are not refused, and the envelope's other fields must be storable too (PostgreSQL
- *   parses the whole body).
- * @returns the page, records kept whole (the same objects).
+ * @param options.text the body's JSON text, when there is one: the page carries it and the records
+ *   are stored from it (see {@link AnalyticsPage.text}), where jsonb keeps any number exactly, so
+ *   numbers JSON.parse made infinite are not refused and the envelope's other fields must be
+ *   storable too (PostgreSQL parses the whole body). When the text shows that no string can hold
+ *   U+0000 or an unpaired surrogate (no `\u0000`, no surrogate escape, no raw surrogate), only
+ *   depth is checked record by record: a page's strings are most of its values.
+ * @returns the page, records kept whole (the same objects), with `text` when given.
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, naming what was wrong (reason
  *   `invalid_envelope` or `inconsistent_page`); {@link UnstorableRecordError} (not retryable) naming
  *   the record's position and path when a record cannot be stored. Never anything else.
  */
-export function parsePage(body: unknown, requestedPage: number, url: URL, options: { stringsChecked?: boolean; storedFromText?: boolean } = {}): AnalyticsPage {
+export function parsePage(body: unknown, requestedPage: number, url: URL, options: { text?: string } = {}): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
   if (!parsed.success) {
     const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
@@ -177,8 +176,9 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
     const where = page.data.length === 0 && page.pageNumber < expectedPages ? `an empty page before the last (totalPages ${page.totalPages}): ` : '';
     throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
   }
-  const strings = options.stringsChecked !== true;
-  const numbers = options.storedFromText !== true;
+  const { text } = options;
+  const strings = text === undefined || MAY_HOLD_UNSTORABLE_STRING.test(text);
+  const numbers = text === undefined;
   if (strings && !numbers) {
     // PostgreSQL parses the whole body: a field beside `data` must be storable as well.
     const { data: _records, ...envelope } = body as Record<string, unknown>;
@@ -198,7 +198,7 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
       { pageNumber: page.pageNumber, index: i, path: found.path },
     );
   }
-  return page as AnalyticsPage;
+  return text === undefined ? (page as AnalyticsPage) : { ...(page as AnalyticsPage), text };
 }
 
 /** `E6 <origin><path>` for messages, without the query string. */
@@ -310,9 +310,7 @@ export function decodePage(res: Pick<RawResponse, 'headers' | 'body'>, requested
   } catch (err) {
     throw bodyError('analytics', url, `body is not valid JSON (${excerpt((err as Error).message, 160)}): ${excerpt(res.body)}`, err, 'invalid_json');
   }
-  const page = parsePage(json, requestedPage, url, { stringsChecked: !MAY_HOLD_UNSTORABLE_STRING.test(res.body), storedFromText: true });
-  page.text = res.body;
-  return page;
+  return parsePage(json, requestedPage, url, { text: res.body });
 }
 
 /**
