@@ -14,47 +14,21 @@ import { createMetricsServer, ownFamilies, type Readiness } from '../server.js';
 import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
 import { readWatermark, Tables } from '../sync/store.js';
-import { describeDatabase, isDatabaseUnavailable, withClient } from '../db/pool.js';
+import { describeConfiguredDatabase, isDatabaseUnavailable, withClient } from '../db/pool.js';
 import { DatabaseHealth } from '../db/health.js';
 import type { Config } from '../config.js';
-import { EXIT_FAILURE, EXIT_OK } from './exit.js';
+import { DRAIN_TIMEOUT_MS, EXIT_FAILURE, EXIT_OK } from './exit.js';
+import { settledWithin, withTimeout } from '../settle.js';
 import { loadConfigForCommand, openDatabase, openUpstream, type Database } from './runtime.js';
 
 /** How long /readyz waits for the database before answering 503. */
 const READINESS_TIMEOUT_MS = 3_000;
 /** After the first signal, exit anyway after this long (the timer does not keep the process alive). */
 const SHUTDOWN_GRACE_MS = 15_000;
-/**
- * How long the aborted sync gets to roll back its window and record the run. Aborting takes
- * milliseconds, except while the run waits on what takes no signal (a token request in flight);
- * then serve stops without it and the database rolls back the open window when the process exits.
- */
-const SYNC_DRAIN_TIMEOUT_MS = 5_000;
 /** How long requests in flight (a scrape waiting on the upstream) get to finish before their connections are cut. */
 const HTTP_DRAIN_TIMEOUT_MS = 3_000;
 /** Bound on closing the upstream client and the database pool at shutdown, each. */
 const CLOSE_TIMEOUT_MS = 2_000;
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Whether `promise` settles (either way) within `ms`; it is not cancelled when it does not. */
-function settledWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  const settled = promise.then(
-    () => true,
-    () => true,
-  );
-  return Promise.race([settled, timeout]).finally(() => clearTimeout(timer));
-}
 
 /** A running `serve`. */
 export interface RunningServer {
@@ -63,7 +37,7 @@ export interface RunningServer {
   metrics: ExporterMetrics;
   /**
    * Stops accepting connections, aborts the sync (its open window rolls back) and closes
-   * everything, within about {@link SYNC_DRAIN_TIMEOUT_MS} (the sync) or
+   * everything, within about {@link DRAIN_TIMEOUT_MS} (the sync) or
    * {@link CLOSE_TIMEOUT_MS} (the upstream client and the pool, once the sync has stopped). Idempotent.
    *
    * @returns `drained: false` when something (the sync, the upstream client, the pool) was still
@@ -95,7 +69,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     },
   );
   const schema = config.database.schema;
-  const target = config.database.url !== undefined ? describeDatabase(config.database.url) : `the embedded database in ${config.database.dataDir}`;
+  const target = describeConfiguredDatabase(config.database);
 
   let migrated = false;
   const ensureMigrated = async (): Promise<Database> => {
@@ -220,14 +194,14 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       // No new connections from here on; idle keep-alive ones are closed, busy ones finish their request.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      const [syncDrained, httpDrained] = await Promise.all([scheduler.stop(SYNC_DRAIN_TIMEOUT_MS), settledWithin(closed, HTTP_DRAIN_TIMEOUT_MS)]);
+      const [syncDrained, httpDrained] = await Promise.all([scheduler.stop(DRAIN_TIMEOUT_MS), settledWithin(closed, HTTP_DRAIN_TIMEOUT_MS)]);
       health.stop();
       if (!httpDrained) server.closeAllConnections();
       const closing = [upstream.close(), opening.then((opened) => opened.close())].map((p) => p.catch(() => undefined));
       if (!syncDrained) {
         // The stuck run holds a pooled client and an upstream request: closing would wait for them too.
         log.warn(
-          { drainTimeoutMs: SYNC_DRAIN_TIMEOUT_MS },
+          { drainTimeoutMs: DRAIN_TIMEOUT_MS },
           'the sync did not stop in time (it waits on a request that cannot be cancelled); stopping without it: the database rolls back its open window, committed windows are kept',
         );
         return { drained: false };

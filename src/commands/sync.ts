@@ -9,9 +9,9 @@ import cliProgress from 'cli-progress';
 import { AbortedError, InvalidArgumentError, describeError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { migrate } from '../db/migrate.js';
-import { describeDatabase, isDatabaseUnavailable } from '../db/pool.js';
+import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js';
 import { runSync, type SyncObserver } from '../sync/run.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { DRAIN_TIMEOUT_MS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
 
 const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -28,14 +28,6 @@ export function parseIsoOption(value: string): Date {
 const SIGNAL_EXIT: Record<'SIGINT' | 'SIGTERM', number> = { SIGINT: 130, SIGTERM: 143 };
 
 /**
- * How long the run gets to stop after the first signal. Aborting takes milliseconds, except while
- * the run waits on what takes no signal (a token request in flight, a statement blocked on a
- * lock); then the process exits 0 without it and the database rolls back the open window.
- * Same bound as `serve`'s.
- */
-export const SIGNAL_DRAIN_TIMEOUT_MS = 5_000;
-
-/**
  * Installs SIGINT/SIGTERM handling for a one-shot command: the first signal aborts `controller`
  * (the run rolls back its current window and stops) and exits 0 after `drainTimeoutMs` if the
  * run has not stopped by then; a second signal exits at once with 128 + its number.
@@ -45,7 +37,7 @@ export const SIGNAL_DRAIN_TIMEOUT_MS = 5_000;
 export function handleSignals(
   controller: AbortController,
   log: Logger,
-  drainTimeoutMs = SIGNAL_DRAIN_TIMEOUT_MS,
+  drainTimeoutMs = DRAIN_TIMEOUT_MS,
 ): { received: () => NodeJS.Signals | undefined; dispose: () => void } {
   let received: NodeJS.Signals | undefined;
   let drainTimer: NodeJS.Timeout | undefined;
@@ -177,7 +169,7 @@ export function registerSyncCommand(program: Command): void {
           log.warn({ schema: config.database.schema }, 'stopped while waiting for another sync to release the lock; nothing was loaded');
           code = EXIT_OK;
         } else if (isDatabaseUnavailable(err)) {
-          const database = config.database.url !== undefined ? describeDatabase(config.database.url) : `the embedded database in ${config.database.dataDir}`;
+          const database = describeConfiguredDatabase(config.database);
           log.error(
             { database, err: { message: describeError(err) } },
             `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`,

@@ -55,6 +55,14 @@ export function describeDatabase(url: string): string {
   }
 }
 
+/**
+ * Names the database a configuration points at, for messages and logs: {@link describeDatabase}
+ * of DATABASE_URL, or the embedded database's folder.
+ */
+export function describeConfiguredDatabase(database: { url?: string | undefined; dataDir: string }): string {
+  return database.url !== undefined ? describeDatabase(database.url) : `the embedded database in ${database.dataDir}`;
+}
+
 /** Socket errors meaning the server cannot be reached or the connection to it broke. */
 const UNREACHABLE_NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
 /** SQLSTATEs of a server shutting down, restarting or starting up: admin_shutdown, crash_shutdown, cannot_connect_now. */

@@ -5,6 +5,7 @@
  */
 import cron, { type ScheduledTask } from 'node-cron';
 import { coerceError, describeError } from '../errors.js';
+import { settledWithin } from '../settle.js';
 import type { Logger } from '../log.js';
 import type { SyncResult } from './run.js';
 
@@ -87,14 +88,6 @@ export class SyncScheduler {
       await current;
       return true;
     }
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), drainTimeoutMs);
-    });
-    try {
-      return await Promise.race([current.then(() => true), timedOut]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return settledWithin(current, drainTimeoutMs);
   }
 }
