@@ -10,6 +10,7 @@
  */
 import { Gauge, type Registry } from 'prom-client';
 import { describeError } from '../errors.js';
+import { METRIC_PREFIX } from '../metrics/registry.js';
 import type { Logger } from '../log.js';
 
 /** First wait before probing an unreachable database again, in milliseconds; it doubles each time. */
@@ -46,7 +47,7 @@ export class DatabaseHealth {
   constructor(options: DatabaseHealthOptions) {
     this.#o = options;
     this.#up = new Gauge({
-      name: 'analytics_exporter_database_up',
+      name: `${METRIC_PREFIX}database_up`,
       help: 'Whether the database answered the last time it was used or probed (1) or was unreachable (0); while 0, serve probes it with backoff.',
       registers: [options.registry],
     });
