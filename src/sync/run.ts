@@ -86,6 +86,10 @@ export interface SyncObserver {
   windowCommitted?(summary: WindowSummary & { watermark: number | undefined }): void;
   /** A re-read window held fewer records than were stored; called before windowCommitted. */
   windowShrunk?(event: ShrunkWindow): void;
+  /** Records of a committed window that jsonb cannot store, kept in `records_quarantine` instead; called before windowCommitted. */
+  recordsQuarantined?(event: { window: Window; records: number }): void;
+  /** An instant (a part of SYNC_MIN_SPLIT that cannot be split) whose two reads disagreed; it is read again or fails the run. */
+  unstableInstant?(event: { instant: Window; records: number; attempt: number }): void;
   runFinished?(result: SyncResult): void;
 }
 
