@@ -68,8 +68,18 @@ export interface SyncConfig {
   pageSize: number;
   /** E6 pages fetched at once, ahead of the one being written. */
   concurrency: number;
-  /** Fetches of one window before an inconsistent window fails the run. */
+  /**
+   * Pairs of reads of an instant (a part of `minSplitMs` holding more than a page) before its
+   * window fails the run when the two reads keep disagreeing.
+   */
   windowAttempts: number;
+  /**
+   * Finest split of a window, in milliseconds: parts are cut on multiples of it since the epoch
+   * (the API's time resolution is not published).
+   */
+  minSplitMs: number;
+  /** Whether E6 returns records exactly at `toDate` (UPSTREAM_TO_DATE; the reference is silent). */
+  toDate: 'inclusive' | 'exclusive';
   /**
    * A committed window re-read with fewer records than are stored (E6's retention, a deletion):
    * `keep` leaves the stored rows as they were, `replace` stores what E6 returns now.
@@ -138,7 +148,9 @@ export const SETTINGS: readonly SettingDoc[] = [
   { env: 'SYNC_LOOKBACK', flag: '--sync-lookback', help: 'each run re-reads this much before the watermark (default 1h)' },
   { env: 'SYNC_PAGE_SIZE', flag: '--sync-page-size', help: 'E6 pageSize, 1 to 1000 (default 1000)' },
   { env: 'SYNC_CONCURRENCY', flag: '--sync-concurrency', help: 'E6 pages fetched at once, 1 to 32 (default 4)' },
-  { env: 'SYNC_WINDOW_ATTEMPTS', flag: '--sync-window-attempts', help: 'fetches of a window whose count keeps changing before the run fails (default 3)' },
+  { env: 'SYNC_WINDOW_ATTEMPTS', flag: '--sync-window-attempts', help: 'pairs of reads of an instant holding more than a page, while they disagree, before the run fails (default 3)' },
+  { env: 'SYNC_MIN_SPLIT', flag: '--sync-min-split', help: 'finest time split of a window into parts of one page each; cuts lie on its multiples (default 1s)' },
+  { env: 'UPSTREAM_TO_DATE', flag: '--upstream-to-date', help: "whether E6 returns records exactly at toDate: 'inclusive' (default, safe either way with RECORD_TIME_FIELD) or 'exclusive'" },
   { env: 'SYNC_SHRINK', flag: '--sync-shrink', help: "a re-read window now holding fewer records than stored: 'keep' the stored rows (default) or 'replace' them" },
   { env: 'SYNC_SCHEDULE', flag: '--sync-schedule', help: "cron expression of the sync inside serve, or 'off' (default */15 * * * *)" },
   { env: 'RECORD_TIME_FIELD', flag: '--record-time-field', help: "record field holding its event time, dotted for nesting, or 'none' (default timestamp)" },
@@ -259,6 +271,8 @@ const envSchema = z.object({
   SYNC_PAGE_SIZE: wholeNumber(1, 1000).default(1000),
   SYNC_CONCURRENCY: wholeNumber(1, 32).default(4),
   SYNC_WINDOW_ATTEMPTS: wholeNumber(1, 10).default(3),
+  SYNC_MIN_SPLIT: duration('1s').default(1000),
+  UPSTREAM_TO_DATE: z.enum(['inclusive', 'exclusive'], { error: "must be 'inclusive' or 'exclusive'" }).default('inclusive'),
   SYNC_SHRINK: z.enum(['keep', 'replace'], { error: "must be 'keep' or 'replace'" }).default('keep'),
   SYNC_SCHEDULE: z
     .string()
@@ -357,6 +371,17 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     fail(missing, 'must be set together with its pair (TLS_CLIENT_CERT_FILE and TLS_CLIENT_KEY_FILE)', raw);
   }
 
+  if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) fail('SYNC_MIN_SPLIT', `must not be longer than SYNC_WINDOW (${raw.SYNC_WINDOW ?? '1h'})`, raw);
+  if (v.RECORD_TIME_FIELD === 'none' && v.UPSTREAM_TO_DATE !== 'exclusive') {
+    // Windows are split into parts at instants; an inclusive toDate returns a record exactly at
+    // a cut with both parts, and without its event time nothing can tell which one keeps it.
+    fail(
+      'RECORD_TIME_FIELD',
+      "is 'none', which needs UPSTREAM_TO_DATE=exclusive: windows are split by time into parts, and with an inclusive toDate a record exactly at a cut would be stored twice (set RECORD_TIME_FIELD to the record's event-time field, or UPSTREAM_TO_DATE=exclusive if E6 leaves out records at toDate)",
+      raw,
+    );
+  }
+
   let upstream: UpstreamConfig | undefined;
   if (v.STATISTICS_URL !== undefined) {
     if (v.AUTH_URL === undefined) fail('AUTH_URL', 'is required when STATISTICS_URL is set', raw);
@@ -399,6 +424,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       pageSize: v.SYNC_PAGE_SIZE,
       concurrency: v.SYNC_CONCURRENCY,
       windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
+      minSplitMs: v.SYNC_MIN_SPLIT,
+      toDate: v.UPSTREAM_TO_DATE,
       shrink: v.SYNC_SHRINK,
       schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
       recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),

@@ -1,18 +1,19 @@
 /**
  * One sync run: E6 → PostgreSQL, exactly once.
  *
- * Under a per-schema advisory lock, the run plans its windows (windows.ts), fetches their pages
- * ahead of the writer (prefetch.ts), and loads each window in one transaction: delete what was
- * loaded for it, insert every record the API returns for it now, record it in the ledger and
- * advance the watermark. A window whose pages disagree on totalRecords, or whose records do not
- * add up to it, is rolled back and fetched again, a bounded number of times.
+ * Under a per-schema advisory lock, the run plans its windows (windows.ts), reads them ahead of
+ * the writer as parts that E6 answers each in one complete page (reader.ts, split.ts: exact
+ * whatever order E6 returns records in), and loads each window in one transaction: delete what
+ * was loaded for it, insert every record of its parts, record it in the ledger and advance the
+ * watermark.
  */
 import type { SyncConfig } from '../config.js';
-import { AbortedError, ExporterError, InvalidArgumentError, coerceError, describeError } from '../errors.js';
+import { AbortedError, InvalidArgumentError, coerceError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
-import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
-import { Prefetcher } from './prefetch.js';
+import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
+import { InconsistentWindowError, WindowReader, type WindowReadStats } from './reader.js';
+import { RecordEstimate } from './split.js';
 import {
   abandonStaleRuns,
   clearWindow,
@@ -28,21 +29,22 @@ import {
 } from './store.js';
 import { closeOverCommitted, iso, planWindows, recordTime, runRange, type Window } from './windows.js';
 
-/** A window's pages disagreed with each other; it is fetched again. */
-export class InconsistentWindowError extends ExporterError {
-  constructor(message: string) {
-    super('ERR_UPSTREAM_BODY', message, { retryable: true });
-  }
-}
+export { InconsistentWindowError };
 
 /** Counts of one committed window. */
 export interface WindowSummary {
   window: Window;
   /** Records stored. */
   records: number;
-  /** What E6 reported for the window (includes records left to a neighbour window). */
+  /** What E6 returned for the window's parts (includes records left to a neighbour part). */
   totalRecords: number;
+  /** Leaf pages stored. */
   pages: number;
+  /** E6 requests the window took: leaves, overflows that were split, both reads of instants. */
+  requests: number;
+  /** Overflows split / instants read twice. */
+  splits: number;
+  instants: number;
   /** Records exactly at the window end (an inclusive toDate), left to the next window, which returns them too. */
   atEnd: number;
   /** Records kept although their event time lies outside the window (RECORD_TIME_FIELD may not be what E6 filters on). */
@@ -51,8 +53,6 @@ export interface WindowSummary {
   untimed: number;
   /** Rows deleted because the window was loaded before. */
   replaced: number;
-  /** Fetches the window took (1 = consistent at once). */
-  attempts: number;
   durationSeconds: number;
   /**
    * Set when E6 now returned fewer records than were stored for the window: with action `kept`
@@ -194,18 +194,29 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   let status: RunStatus = 'succeeded';
   let error: Error | undefined;
 
-  const prepare = (page: AnalyticsPage, window: Window) => preparePage(page, window, config.recordTimeField);
-  const prefetcher = new Prefetcher(deps.client, windows, {
+  const timeField = config.recordTimeField;
+  const reader = new WindowReader(deps.client, windows, {
     pageSize: config.pageSize,
     concurrency: config.concurrency,
-    prepare,
+    minSplitMs: config.minSplitMs,
+    instantAttempts: config.windowAttempts,
+    prepare: (page, part) => preparePage(page, part, timeField),
+    eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
+    estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, windows[0]!.start, windows[windows.length - 1]!.end)),
+    onUnstableInstant: (event) => {
+      log.warn(
+        { runId, instant: [iso(event.instant.start), iso(event.instant.end)], records: event.records, attempt: event.attempt, maxAttempts: config.windowAttempts },
+        'two reads of an instant holding more than a page returned different records (E6 order not stable); reading it again',
+      );
+      observer?.unstableInstant?.(event);
+    },
     ...(options.signal ? { signal: options.signal } : {}),
   });
   try {
     for (let i = 0; i < windows.length; i++) {
       if (options.signal?.aborted) throw new AbortedError('sync interrupted by a signal');
       const window = windows[i]!;
-      const summary = await loadWindowWithRetries(db, t, deps, runId, window, i, prefetcher, options.signal);
+      const summary = await loadWindowOrKeep(db, t, deps, runId, window, i, reader);
       committed++;
       pages += summary.pages;
       records += summary.records;
@@ -221,7 +232,9 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
           ...(summary.atEnd ? { atEnd: summary.atEnd } : {}),
           ...(summary.outside ? { outside: summary.outside } : {}),
           ...(summary.untimed ? { untimed: summary.untimed } : {}),
-          ...(summary.attempts > 1 ? { attempts: summary.attempts } : {}),
+          requests: summary.requests,
+          ...(summary.splits ? { splits: summary.splits } : {}),
+          ...(summary.instants ? { instants: summary.instants } : {}),
           durationMs: Math.round(summary.durationSeconds * 1000),
         },
         summary.shrunk?.action === 'kept' ? 'window kept as stored' : 'window committed',
@@ -248,7 +261,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     error = coerceError(thrown);
     status = error instanceof AbortedError || options.signal?.aborted ? 'interrupted' : 'failed';
   } finally {
-    prefetcher.close();
+    reader.close();
   }
 
   const durationSeconds = (performance.now() - started) / 1000;
@@ -293,53 +306,44 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   return result;
 }
 
-async function loadWindowWithRetries(
+/**
+ * Loads one window ({@link loadWindow}); a shrunk window kept as stored (SYNC_SHRINK=keep) comes
+ * back as a summary of nothing committed.
+ */
+async function loadWindowOrKeep(
   db: PoolClient,
   t: Tables,
   deps: SyncDeps,
   runId: number,
   window: Window,
   index: number,
-  prefetcher: Prefetcher<PreparedPage>,
-  signal: AbortSignal | undefined,
+  reader: WindowReader<PreparedPage>,
 ): Promise<WindowSummary & { watermark: number | undefined }> {
-  const { config, log } = deps;
-  for (let attempt = 1; ; attempt++) {
-    // The first fetch uses the pages prefetched for the run; a refetch gets a prefetcher of its own.
-    const source = attempt === 1 ? prefetcher : new Prefetcher(deps.client, [window], { pageSize: config.pageSize, concurrency: config.concurrency, prepare: prefetcher.prepare, ...(signal ? { signal } : {}) });
-    const sourceIndex = attempt === 1 ? index : 0;
-    const started = performance.now();
-    try {
-      return await loadWindow(db, t, deps, runId, window, (n) => source.take(sourceIndex, n), attempt);
-    } catch (err) {
-      if (err instanceof KeepStoredWindow) {
-        // Rolled back: the rows and the ledger entry stored before are as they were.
-        return {
-          window,
-          records: 0,
-          totalRecords: err.shrunk.returned,
-          pages: 0,
-          atEnd: 0,
-          outside: 0,
-          untimed: 0,
-          replaced: 0,
-          attempts: attempt,
-          durationSeconds: (performance.now() - started) / 1000,
-          shrunk: err.shrunk,
-          watermark: await readWatermark(db, t),
-        };
-      }
-      if (!(err instanceof InconsistentWindowError) || attempt >= config.windowAttempts) {
-        if (err instanceof InconsistentWindowError) {
-          throw new InconsistentWindowError(`${err.message}; still inconsistent after ${attempt} fetches (SYNC_WINDOW_ATTEMPTS), nothing committed for it`);
-        }
-        throw err;
-      }
-      log.warn({ runId, window: [iso(window.start), iso(window.end)], attempt, reason: err.message }, 'window changed while paging; fetching it again');
-    } finally {
-      source.drop(sourceIndex);
-      if (source !== prefetcher) source.close();
-    }
+  const started = performance.now();
+  try {
+    return await loadWindow(db, t, deps, runId, window, index, reader);
+  } catch (err) {
+    if (!(err instanceof KeepStoredWindow)) throw err;
+    // Rolled back: the rows and the ledger entry stored before are as they were.
+    const stats = reader.stats(index);
+    return {
+      window,
+      records: 0,
+      totalRecords: err.shrunk.returned,
+      pages: 0,
+      requests: stats.requests,
+      splits: stats.splits,
+      instants: stats.instants,
+      atEnd: 0,
+      outside: 0,
+      untimed: 0,
+      replaced: 0,
+      durationSeconds: (performance.now() - started) / 1000,
+      shrunk: err.shrunk,
+      watermark: await readWatermark(db, t),
+    };
+  } finally {
+    reader.drop(index);
   }
 }
 
@@ -360,11 +364,11 @@ interface PreparedPage {
 }
 
 /**
- * Reads each record's event time (RECORD_TIME_FIELD) and decides which records the window keeps:
- * all but one exactly at the window end, which an inclusive toDate returns here and again, by
- * startDate, with the next window. A record whose time lies outside the window is kept (E6
- * returned it for this window), and counted: RECORD_TIME_FIELD may not be the field E6 filters
- * on, or may lack a zone.
+ * Reads each record's event time (RECORD_TIME_FIELD) and decides which records a part keeps:
+ * all but those exactly at the part's end, which an inclusive toDate returns here and again, by
+ * startDate, with the next part. A record whose time lies outside the part is kept (E6 returned
+ * it for this part), and counted: RECORD_TIME_FIELD may not be the field E6 filters on, or may
+ * lack a zone.
  */
 function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined): PreparedPage {
   const keep: number[] = [];
@@ -388,8 +392,8 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
 }
 
 /**
- * Loads one window in one transaction; any throw rolls it back whole, {@link KeepStoredWindow}
- * included (a shrunk window that is kept).
+ * Loads one window in one transaction from its leaves (reader.ts); any throw rolls it back whole,
+ * {@link KeepStoredWindow} included (a shrunk window that is kept).
  */
 async function loadWindow(
   db: PoolClient,
@@ -397,21 +401,21 @@ async function loadWindow(
   deps: SyncDeps,
   runId: number,
   window: Window,
-  page: (pageNumber: number) => Promise<PreparedPage>,
-  attempt: number,
+  index: number,
+  reader: WindowReader<PreparedPage>,
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
-  const where = `window ${iso(window.start)}..${iso(window.end)}`;
   return withTransaction(db, async () => {
     const replaced = await clearWindow(db, t, window);
     let stored = 0;
     let fetched = 0;
+    let pages = 0;
     let atEnd = 0;
     let outside = 0;
     let untimed = 0;
-    // One page's insert runs in the database while the next page is fetched and prepared here.
-    // At most one insert is outstanding: it is awaited before the next one is sent, so inserts
-    // stay in page order, a failure surfaces before anything after it, and memory grows by one page.
+    // One leaf's insert runs in the database while the next leaves are fetched and prepared here.
+    // At most one insert is outstanding: it is awaited before the next one is sent, so a failure
+    // surfaces before anything after it, and memory grows by one page.
     let inserting: { done: Promise<void>; records: number } | undefined;
     const settle = async (): Promise<void> => {
       if (inserting === undefined) return;
@@ -421,57 +425,56 @@ async function loadWindow(
       stored += records;
       deps.observer?.pageLoaded?.({ records });
     };
-    /** Page `n`; if its fetch fails while an insert is outstanding, that insert's failure (earlier in order) wins. */
-    const next = async (n: number): Promise<PreparedPage> => {
-      try {
-        return await page(n);
-      } catch (err) {
+    try {
+      for await (const leaf of reader.leaves(index)) {
+        const current = leaf.page;
+        pages++;
+        fetched += current.length;
+        atEnd += current.atEnd;
+        outside += current.outside;
+        untimed += current.untimed;
+        const query = prepareInsertRecords(t, window, runId, current.rows);
         await settle();
-        throw err;
+        const done = query === undefined ? Promise.resolve() : db.query(query.text, query.values).then(() => undefined);
+        done.catch(() => undefined); // awaited by settle(); never an unhandled rejection meanwhile
+        inserting = { done, records: current.rows.keep.length };
       }
-    };
-    const first = await page(1);
-    const total = first.totalRecords;
-    const pageCount = first.totalPages;
-    for (let n = 1; ; n++) {
-      const current = n === 1 ? first : await next(n);
-      if (current.totalRecords !== total) {
-        await settle();
-        throw new InconsistentWindowError(`${where}: totalRecords changed from ${total} to ${current.totalRecords} by page ${n} (records arrived or left while paging)`);
-      }
-      fetched += current.length;
-      atEnd += current.atEnd;
-      outside += current.outside;
-      untimed += current.untimed;
-      const query = prepareInsertRecords(t, window, runId, current.rows);
+    } finally {
+      // An outstanding insert's failure (earlier in order) wins over a read failure.
       await settle();
-      const done = query === undefined ? Promise.resolve() : db.query(query.text, query.values).then(() => undefined);
-      done.catch(() => undefined); // awaited by settle(); never an unhandled rejection meanwhile
-      inserting = { done, records: current.rows.keep.length };
-      if (n >= pageCount) break;
     }
-    await settle();
-    if (fetched !== total) {
-      throw new InconsistentWindowError(`${where}: pages held ${fetched} records, totalRecords said ${total}`);
-    }
+    const stats = reader.stats(index);
     const shrunk: ShrunkWindow | undefined =
       stored < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
-    const pages = Math.max(1, pageCount);
-    const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: total, pages, runId });
+    const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {
       window,
       records: stored,
-      totalRecords: total,
+      totalRecords: fetched,
       pages,
+      requests: stats.requests,
+      splits: stats.splits,
+      instants: stats.instants,
       atEnd,
       outside,
       untimed,
       replaced,
-      attempts: attempt,
       durationSeconds: (performance.now() - started) / 1000,
       ...(shrunk ? { shrunk } : {}),
       watermark,
     };
   });
+}
+
+/** Committed windows in [from, to) with the record count E6 gave for each, for {@link RecordEstimate}; also the last one before `from`. */
+async function ledgerCounts(db: PoolClient, t: Tables, from: number, to: number): Promise<(Window & { totalRecords: number })[]> {
+  const { rows } = await db.query<{ start: Date; end: Date; total: string }>(
+    `(select window_start as "start", window_end as "end", total_records as "total" from ${t.windows}
+       where window_start < $2 and window_end > $1)
+     union all
+     (select window_start, window_end, total_records from ${t.windows} where window_end <= $1 order by window_end desc limit 1)`,
+    [new Date(from), new Date(to)],
+  );
+  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), totalRecords: Number(r.total) }));
 }

@@ -99,11 +99,12 @@ describe('sync (in process, real PostgreSQL)', () => {
     await expectExactDataset(pool, schema, s, from, to);
   });
 
-  it('refetches a window whose records arrive while paging', async () => {
-    // The 5th request is page 5 of the first 12h window (10 pages): pages 1–4 saw the old total.
+  it('stores records that arrive while a window is read, each part exact as read', async () => {
+    // The 5th request lands 37 records inside its own range before it is answered: a split part
+    // (12h windows of 5,000 records at pageSize 500) that then returns them with the rest.
     const s = await sim({ records: 20_000, start: START, end: END, faults: { arrivals: { afterRequests: 5, count: 37 } } });
     const schema = await freshSchema();
-    const attempts: number[] = [];
+    const requests: number[] = [];
     const result = await runSync(
       {
         pool,
@@ -111,44 +112,15 @@ describe('sync (in process, real PostgreSQL)', () => {
         config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '1' }),
         schema,
         log: silentLogger,
-        observer: { windowCommitted: (w) => attempts.push(w.attempts) },
+        observer: { windowCommitted: (w) => requests.push(w.requests) },
       },
       { from: START, to: END },
     );
     expect(result.status).toBe('succeeded');
-    expect(attempts).toEqual([2, 1, 1, 1]);
     expect(s.dataset.count(START, END, false)).toBe(20_037);
     await expectExactDataset(pool, schema, s, START, END);
-  });
-
-  it('fails loudly, committing nothing for the window, when it keeps changing', async () => {
-    const s = await sim({ records: 4000, start: START, end: END });
-    const schema = await freshSchema();
-    // Arrivals on every third request: the second window never holds still.
-    let requests = 0;
-    const result = await runSync(
-      {
-        pool,
-        client: client(s),
-        config: syncConfig({ SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '1', SYNC_WINDOW_ATTEMPTS: '2' }),
-        schema,
-        log: silentLogger,
-        observer: {
-          pageLoaded: () => {
-            if (++requests > 25) s.insertRecords(s.dataset.plausibleRecords(1, new Date('2026-10-31T01:00:00Z'), new Date('2026-10-31T02:00:00Z'), false, requests));
-          },
-        },
-      },
-      { from: START, to: END },
-    );
-    expect(result.status).toBe('failed');
-    expect(result.status === 'failed' && result.error?.message).toMatch(/window 2026-10-31T00:00:00.000Z\.\.2026-11-01T00:00:00.000Z: .*still inconsistent after 2 fetches/);
-    expect(result).toMatchObject({ windows: 1 });
-    expect((await watermarkOf(pool, schema))?.toISOString()).toBe('2026-10-31T00:00:00.000Z');
-    const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records where window_start >= '2026-10-31T00:00:00Z'`);
-    expect(rows[0]!.n).toBe(0);
-    const run = await pool.query(`select status, error from ${schema}.sync_runs where id = $1`, [result.status === 'locked' ? -1 : result.runId]);
-    expect(run.rows[0]).toMatchObject({ status: 'failed', error: expect.stringContaining('still inconsistent') });
+    // The first window overflowed once and was split; the later ones were split ahead from what it held.
+    expect(requests[0]).toBeGreaterThan(requests[1]!);
   });
 
   it('survives tokens revoked mid-run', async () => {
@@ -172,8 +144,8 @@ describe('sync (in process, real PostgreSQL)', () => {
     const result = await sync(s, schema, { SYNC_WINDOW: '2h', SYNC_PAGE_SIZE: '250' });
     expect(result.status).toBe('succeeded');
     expect(revocations).toBeGreaterThan(5);
-    // Each revocation costs at least one new token.
-    expect(s.stats.tokenRequests).toBeGreaterThan(revocations);
+    // Each revocation costs a new token (but the last, when no request followed it).
+    expect(s.stats.tokenRequests).toBeGreaterThanOrEqual(revocations);
     expect(s.stats.responses['401']).toBeGreaterThan(0);
     await expectExactDataset(pool, schema, s, START, END);
   });

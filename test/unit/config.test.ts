@@ -149,6 +149,8 @@ describe('sync settings', () => {
       pageSize: 1000,
       concurrency: 4,
       windowAttempts: 3,
+      minSplitMs: 1000,
+      toDate: 'inclusive',
       shrink: 'keep',
       schedule: '*/15 * * * *',
       recordTimeField: ['timestamp'],
@@ -168,7 +170,19 @@ describe('sync settings', () => {
     expect(sync.lookbackMs).toBe(0);
     expect(sync.schedule).toBeUndefined();
     expect(sync.recordTimeField).toEqual(['meta', 'time']);
-    expect(loadConfig({ RECORD_TIME_FIELD: 'none' }).sync.recordTimeField).toBeUndefined();
+    expect(loadConfig({ RECORD_TIME_FIELD: 'none', UPSTREAM_TO_DATE: 'exclusive' }).sync.recordTimeField).toBeUndefined();
+    expect(loadConfig({ SYNC_MIN_SPLIT: '100ms' }).sync.minSplitMs).toBe(100);
+  });
+
+  it('refuses RECORD_TIME_FIELD=none unless E6 leaves out records at toDate (UPSTREAM_TO_DATE=exclusive)', () => {
+    // Windows are split at instants; without an event time a record at a cut cannot be assigned to one part.
+    const err = configError({ RECORD_TIME_FIELD: 'none' });
+    expect(err.variable).toBe('RECORD_TIME_FIELD');
+    expect(err.message).toContain('needs UPSTREAM_TO_DATE=exclusive');
+    expect(configError({ RECORD_TIME_FIELD: 'none', UPSTREAM_TO_DATE: 'inclusive' }).variable).toBe('RECORD_TIME_FIELD');
+    expect(configError({ UPSTREAM_TO_DATE: 'open' }).message).toContain("UPSTREAM_TO_DATE must be 'inclusive' or 'exclusive'");
+    expect(configError({ SYNC_MIN_SPLIT: '2h' }).message).toContain('SYNC_MIN_SPLIT must not be longer than SYNC_WINDOW');
+    expect(configError({ SYNC_MIN_SPLIT: '0s' }).variable).toBe('SYNC_MIN_SPLIT');
     expect(loadConfig({ SYNC_START_DATE: '7d' }).sync.startDate).toEqual({ agoMs: 7 * 86_400_000 });
   });
 
