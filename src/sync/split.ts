@@ -67,6 +67,12 @@ export function splitRange(range: Window, parts: number, minSplitMs: number, hot
   }
   for (const cell of hot) {
     for (const cut of [cell, cell + minSplitMs]) if (cut > range.start && cut < range.end) cuts.add(cut);
+    if (cell >= range.end) {
+      // Records at the end itself (an inclusive toDate) belong to the next part but still fill this
+      // one's answers: cut the last cell off, so only it has to be read with them.
+      const last = Math.floor((range.end - 1) / minSplitMs) * minSplitMs;
+      if (last > range.start) cuts.add(last);
+    }
   }
   if (cuts.size === 0 && parts > 1) {
     // Rounding put every cut on an edge: take the first cut inside, if there is one.
