@@ -1,14 +1,16 @@
 /**
- * The upstream side's limit: pages through the same windows as `sync` would, with the same
- * client and prefetcher (src/upstream/analytics.ts, src/sync/prefetch.ts) and the same
- * concurrency, but discards every page instead of writing it. Run as a child process by the
+ * The upstream side's limit: reads the same windows as `sync` would, with the same client and
+ * window reader (src/upstream/analytics.ts, src/sync/reader.ts: the same splits, the same
+ * concurrency), but discards every page instead of writing it. Run as a child process by the
  * bench (`node --import tsx bench/lib/fetch-only.ts '<json>'`); prints one JSON line: records,
- * pages, seconds from the first request to the last page, and the process's CPU seconds.
+ * pages (leaves), E6 requests, seconds from the first request to the last page, and the
+ * process's CPU seconds.
  */
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
-import { Prefetcher } from '../../src/sync/prefetch.js';
-import { planWindows } from '../../src/sync/windows.js';
+import { WindowReader } from '../../src/sync/reader.js';
+import { RecordEstimate } from '../../src/sync/split.js';
+import { planWindows, recordTime } from '../../src/sync/windows.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 
 interface Spec {
@@ -23,25 +25,32 @@ const config = loadConfig({ STATISTICS_URL: spec.url, AUTH_URL: spec.url, CLIENT
 const started = performance.now();
 const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
 const windows = planWindows(Date.parse(spec.from), Date.parse(spec.to), config.sync.windowMs);
-const prefetcher = new Prefetcher(client, windows, { pageSize: config.sync.pageSize, concurrency: config.sync.concurrency });
+const timeField = config.sync.recordTimeField;
+const reader = new WindowReader(client, windows, {
+  pageSize: config.sync.pageSize,
+  concurrency: config.sync.concurrency,
+  minSplitMs: config.sync.minSplitMs,
+  instantAttempts: config.sync.windowAttempts,
+  prepare: (page, part) => (timeField ? page.data.filter((r) => recordTime(r, timeField) !== part.end).length : page.data.length),
+  eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
+  estimate: new RecordEstimate(),
+});
 let records = 0;
 let pages = 0;
+let requests = 0;
 try {
   for (let i = 0; i < windows.length; i++) {
-    const first = await prefetcher.take(i, 1);
-    records += first.data.length;
-    pages++;
-    for (let n = 2; n <= first.totalPages; n++) {
-      const page = await prefetcher.take(i, n);
-      records += page.data.length;
+    for await (const leaf of reader.leaves(i)) {
+      records += leaf.page;
       pages++;
     }
-    prefetcher.drop(i);
+    requests += reader.stats(i).requests;
+    reader.drop(i);
   }
 } finally {
-  prefetcher.close();
+  reader.close();
   await client.close();
 }
 const seconds = (performance.now() - started) / 1000;
 const cpu = process.cpuUsage();
-process.stdout.write(`${JSON.stringify({ records, pages, seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`);
+process.stdout.write(`${JSON.stringify({ records, pages, requests, seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`);

@@ -209,7 +209,7 @@ export function renderMarkdown(report: Report): string {
       '|---|---:|---:|---:|---|',
       `| ETL: \`sync\` end to end (process start to exit) | **${int(etl.median.syncRate)}** | ${etl.median.syncSeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.sync.wallSeconds), 2)} | ${cpu(r0.syncCpu)} |`,
       `| Store's limit: \`psql \\copy\` of the same rows into an identical \`records\` table | ${int(etl.median.copyRate)} | ${etl.median.copySeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.copySeconds), 2)} | – / – / ${fixed(r0.copyCpu.postgres, 1)} |`,
-      `| Upstream's limit: fetch only (same client, prefetcher and windows; pages discarded) | ${int(etl.median.fetchRate)} | ${etl.median.fetchSeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.fetchSeconds), 2)} | ${cpu(r0.fetchCpu)} |`,
+      `| Upstream's limit: fetch only (same client, window reader and windows; pages discarded) | ${int(etl.median.fetchRate)} | ${etl.median.fetchSeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.fetchSeconds), 2)} | ${cpu(r0.fetchCpu)} |`,
       '',
       `ETL ÷ the smaller limit, per round: ${etl.rounds.map((r) => r.ratio.toFixed(2)).join(', ')}; median **${etl.median.ratio.toFixed(3)}** (target ≥ ${TARGETS.etlRatio}). ` +
         `The sync's own summary line, which times the run without process start, configuration and migrations, says ${int(median(etl.rounds.map((r) => Number(r.sync.summary?.recordsPerSecond ?? 0))))} records/s (median); the ratio uses the end-to-end figure.`,

@@ -74,7 +74,7 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         return { seconds, cpu: { self: undefined, simulator: undefined, postgres: delta(pg0, pg1) } };
       });
 
-      // The upstream's limit: the same windows, client and prefetcher, pages discarded.
+      // The upstream's limit: the same windows, client and window reader, pages discarded.
       const sim0 = processCpuSeconds(sim.pid);
       const fetched = await runScriptChild<{ records: number; pages: number; seconds: number; cpuSeconds: number }>('./fetch-only.ts', [
         JSON.stringify({ url: sim.url, from: start.toISOString(), to: DATA_END.toISOString(), env: SYNC_ENV }),
