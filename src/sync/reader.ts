@@ -18,7 +18,7 @@
  */
 import { AbortedError, ExporterError } from '../errors.js';
 import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
-import { isSplittable, partsFor, PART_FILL, splitOverflow, splitRange, type RecordEstimate } from './split.js';
+import { isSplittable, splitOverflow, type RecordEstimate } from './split.js';
 import { iso, type Window } from './windows.js';
 
 /** A window's reads disagreed with each other (an instant's two reads); nothing of it is committed. */
@@ -87,8 +87,9 @@ interface WindowState<T> {
   dropped: boolean;
   waiter: (() => void) | undefined;
   stats: WindowReadStats;
-  /** Records of the window's leaves, for the estimate of later windows. */
+  /** Records of the window's leaves, and how they spread over its parts, for the plans of later windows. */
   records: number;
+  leafCounts: { part: Window; records: number }[];
 }
 
 /** Reads the windows of one run, ahead of the writer (see the module comment). */
@@ -123,6 +124,7 @@ export class WindowReader<T> {
       waiter: undefined,
       stats: { requests: 0, leaves: 0, splits: 0, instants: 0 },
       records: 0,
+      leafCounts: [],
     }));
     this.#signal = options.signal ? AbortSignal.any([options.signal, this.#stop.signal]) : this.#stop.signal;
     // Queued requests are never sent once stopped: end every window still waiting for one.
@@ -186,13 +188,11 @@ export class WindowReader<T> {
     if (state.started) return;
     state.started = true;
     const { pageSize, minSplitMs, estimate } = this.#o;
-    const expected = estimate.estimate(state.window);
-    const parts =
-      expected !== undefined && expected > pageSize * PART_FILL ? splitRange(state.window, partsFor(expected, pageSize), minSplitMs) : [state.window];
+    const parts = estimate.plan(state.window, pageSize, minSplitMs);
     Promise.all(parts.map((part) => this.#readPart(state, part))).then(
       () => {
         state.done = true;
-        estimate.observe(state.window, state.records);
+        estimate.observe(state.window, state.records, state.leafCounts);
         this.#wake(state);
         this.#pump();
       },
@@ -234,6 +234,8 @@ export class WindowReader<T> {
       if (ms !== undefined) times.push(ms);
     }
     const total = page.totalRecords;
+    // A whole window's count is its rate: later windows need not wait for all of it to be read.
+    if (part.start === state.window.start && part.end === state.window.end) this.#o.estimate.observe(part, total);
     const parts = splitOverflow(part, total, pageSize, minSplitMs, times);
     if (parts.length === 1 || !isSplittable(part, minSplitMs)) {
       await this.#readInstant(state, part);
@@ -294,6 +296,7 @@ export class WindowReader<T> {
   #hold(state: WindowState<T>, leaf: Leaf<T>): void {
     state.stats.leaves++;
     state.records += leaf.records;
+    state.leafCounts.push({ part: leaf.part, records: leaf.records });
     if (state.dropped) return;
     state.held.push(leaf);
     this.#wake(state);
@@ -330,6 +333,9 @@ export class WindowReader<T> {
       if (state.dropped || state.error !== undefined) continue;
       if (i > this.#cursor) {
         if (later >= concurrency) return false;
+        // Plan a later window only once the estimate can place its cuts, or when nothing earlier
+        // is left to teach it (the first windows of a run would otherwise be cut blind).
+        if (!state.started && !this.#o.estimate.ready(state.window, this.#o.pageSize) && this.#states.slice(this.#cursor, i).some((s) => !s.done)) return false;
         this.#start(state);
       }
       const task = state.queue.shift();

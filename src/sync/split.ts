@@ -113,14 +113,26 @@ export function splitOverflow(part: Window, totalRecords: number, pageSize: numb
   return splitRange(part, partsFor(totalRecords, pageSize), minSplitMs, hot);
 }
 
+/** How a window's records were spread over it: each leaf's range (relative to the window start) and count. */
+interface Profile {
+  /** Window length, ms. */
+  length: number;
+  /** Disjoint, in time order; offsets in ms from the window start. */
+  cells: { start: number; end: number; records: number }[];
+  records: number;
+}
+
 /**
- * Estimates how many records a window holds before reading it, from what is known: the ledger's
- * count for the same range (an earlier run read it), else the latest rate seen (records per
- * millisecond of a window read in this run, or of the last window of an earlier run).
+ * Plans a window's first parts before reading it, from what is known: its count in the ledger (an
+ * earlier run read it), else the latest rate seen (records per millisecond of a window read in this
+ * run, or of the last window of an earlier run); and where in the window records fall, from how the
+ * last window of the same length spread its records over its leaves (a daily or hourly rhythm
+ * repeats), else evenly.
  */
 export class RecordEstimate {
   readonly #known = new Map<string, number>();
   #rate: number | undefined;
+  #profile: Profile | undefined;
 
   /**
    * @param ledger committed windows with their `totalRecords`, as earlier runs stored them; the
@@ -135,10 +147,37 @@ export class RecordEstimate {
     if (latest !== undefined) this.observe(latest, latest.totalRecords);
   }
 
-  /** Notes that `window` held `records` (after it was read). */
-  observe(window: Window, records: number): void {
+  /**
+   * Notes that `window` held `records` (after it was read), and, when given, how its leaves held them.
+   *
+   * @param leaves the window's leaf parts (absolute ms) and the records E6 returned for each.
+   */
+  observe(window: Window, records: number, leaves: readonly { part: Window; records: number }[] = []): void {
     const length = window.end - window.start;
-    if (length > 0) this.#rate = records / length;
+    if (length <= 0) return;
+    this.#rate = records / length;
+    if (leaves.length > 1 && records > 0) {
+      const byStart = new Map<number, { start: number; end: number; records: number }>();
+      for (const leaf of leaves) {
+        const start = leaf.part.start - window.start;
+        const cell = byStart.get(start) ?? { start, end: leaf.part.end - window.start, records: 0 };
+        cell.records += leaf.records;
+        byStart.set(start, cell);
+      }
+      this.#profile = { length, cells: [...byStart.values()].sort((a, b) => a.start - b.start), records };
+    }
+  }
+
+  /**
+   * Whether {@link plan} has what it needs for `window`: an expected count, and where in the window
+   * records fall when more than one part is needed. A reader that can wait for a window being read
+   * (it will tell) plans better than one that cuts blind.
+   */
+  ready(window: Window, pageSize: number): boolean {
+    const expected = this.estimate(window);
+    if (expected === undefined) return false;
+    if (expected <= pageSize * PART_FILL) return true;
+    return this.#profile !== undefined && this.#profile.length === window.end - window.start;
   }
 
   /**
@@ -148,5 +187,44 @@ export class RecordEstimate {
     const known = this.#known.get(`${window.start}:${window.end}`);
     if (known !== undefined) return known;
     return this.#rate === undefined ? undefined : this.#rate * (window.end - window.start);
+  }
+
+  /**
+   * The parts to read `window` in first: one when it is expected to fit in a page (or nothing is
+   * known), else {@link partsFor} parts holding about as many records each, by the profile of the
+   * last window of the same length, or of equal length when there is none.
+   *
+   * @returns disjoint parts in time order covering `window`, cut on multiples of `minSplitMs`.
+   */
+  plan(window: Window, pageSize: number, minSplitMs: number): Window[] {
+    const expected = this.estimate(window);
+    if (expected === undefined || expected <= pageSize * PART_FILL) return [window];
+    const parts = partsFor(expected, pageSize);
+    const profile = this.#profile;
+    if (profile === undefined || profile.length !== window.end - window.start) return splitRange(window, parts, minSplitMs);
+    // Cuts where the profile's cumulative count crosses each k/parts of its records, assuming
+    // records spread evenly inside each of its cells.
+    const cuts: number[] = [];
+    const share = profile.records / parts;
+    let before = 0;
+    let next = share;
+    for (const cell of profile.cells) {
+      while (next < before + cell.records && cuts.length < parts - 1) {
+        const offset = cell.start + ((next - before) / cell.records) * (cell.end - cell.start);
+        cuts.push(Math.round((window.start + offset) / minSplitMs) * minSplitMs);
+        next += share;
+      }
+      before += cell.records;
+    }
+    const inside = [...new Set(cuts)].filter((c) => c > window.start && c < window.end).sort((a, b) => a - b);
+    if (inside.length === 0) return splitRange(window, parts, minSplitMs);
+    const out: Window[] = [];
+    let start = window.start;
+    for (const cut of inside) {
+      out.push({ start, end: cut });
+      start = cut;
+    }
+    out.push({ start, end: window.end });
+    return out;
   }
 }

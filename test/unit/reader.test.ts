@@ -168,6 +168,27 @@ describe('WindowReader against an upstream of any order', () => {
     expect(made / minimum).toBeLessThanOrEqual(1.3);
   });
 
+  it('cuts later windows where the last one of the same length held its records (a daily rhythm)', async () => {
+    // Five days of 20,000 records each, 80% of them in the eight office hours: equal cuts of a day
+    // would overflow through the busy hours and waste the quiet ones.
+    const r = rng(5);
+    const offsets: number[] = [];
+    for (let d = 0; d < 5; d++) {
+      for (let i = 0; i < 20_000; i++) {
+        const busy = r() < 0.8;
+        const within = busy ? 9 * HOUR + r() * 8 * HOUR : r() < 9 / 16 ? r() * 9 * HOUR : 17 * HOUR + r() * 7 * HOUR;
+        offsets.push(d * 24 * HOUR + Math.floor(within / 1000) * 1000);
+      }
+    }
+    const records = recordsAt(offsets);
+    const days = Array.from({ length: 5 }, (_, d) => ({ start: T0 + d * 24 * HOUR, end: T0 + (d + 1) * 24 * HOUR }));
+    const up = fakeUpstream(records, { order: 'ties', toDate: 'inclusive', seed: 9 });
+    const { ids, requests } = await readAll(up.client, days, { pageSize: 1000 });
+    expect(ids).toEqual(idsIn(records, T0, T0 + 5 * 24 * HOUR));
+    // Each day needs 20 requests at least; days after the first are planned from its profile.
+    for (const made of requests.slice(1)) expect(made / 20).toBeLessThanOrEqual(1.3);
+  });
+
   it('offset paging alone would not be exact here (the fault is real)', async () => {
     const up = fakeUpstream(day, { order: 'ties', toDate: 'exclusive', seed: 3 });
     const seen: number[] = [];
