@@ -18,8 +18,7 @@ export type ErrorCode =
   | 'ERR_UPSTREAM_BODY'
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_DATABASE'
-  | 'ERR_ABORTED'
-  | 'ERR_RECORD_UNSTORABLE';
+  | 'ERR_ABORTED';
 
 /**
  * Why an upstream request or a sync run failed, as a bounded metric label value and a log field;
@@ -31,7 +30,6 @@ export type ErrorCode =
  *   (valid JSON of the wrong shape), `inconsistent_page` (a page contradicting itself: totalPages vs
  *   totalRecords, an empty or short page before the last, more records than pageSize, another page
  *   number), `response_too_large`, `invalid_body` (any other body fault);
- * - `unstorable_record`: a valid record PostgreSQL jsonb cannot hold ({@link UnstorableRecordError});
  * - `token`: no token could be had (E0), for a request or run that needed one;
  * - `inconsistent_window`: a window kept changing while it was paged (SYNC_WINDOW_ATTEMPTS);
  * - `database`, `aborted`, `other`.
@@ -46,7 +44,6 @@ export type FailureReason =
   | 'inconsistent_page'
   | 'response_too_large'
   | 'invalid_body'
-  | 'unstorable_record'
   | 'token'
   | 'inconsistent_window'
   | 'database'
@@ -128,32 +125,6 @@ export class UpstreamError extends ExporterError {
   }
 }
 
-/**
- * An E6 record that is valid JSON but that PostgreSQL `jsonb` cannot store as it is: a string or
- * key holding U+0000 or an unpaired UTF-16 surrogate (jsonb refuses both, SQLSTATE 22P05/22P02), a
- * number beyond the range of a double (JSON.parse makes it Infinity, which would be written as
- * null), or nesting deeper than {@link UnstorableRecordError.MAX_DEPTH} levels. Records are stored
- * whole or not at all, so the window is not committed and the watermark stays; the same record
- * fails every run until the platform changes it. Not retryable: the same body comes back.
- */
-export class UnstorableRecordError extends UpstreamError {
-  /** Nesting deeper than this (objects and arrays, the record itself being level 1) is refused. */
-  static readonly MAX_DEPTH = 1000;
-  /** E6 page number of the record, from 1. */
-  readonly pageNumber: number;
-  /** Index of the record in its page's `data`, from 0. */
-  readonly index: number;
-  /** Where in the record, as a JSONPath-like string (`$.customer.name`, `$.tags[2]`). */
-  readonly path: string;
-
-  constructor(message: string, where: { pageNumber: number; index: number; path: string }) {
-    super('ERR_RECORD_UNSTORABLE', 'analytics', message, { reason: 'unstorable_record' });
-    this.pageNumber = where.pageNumber;
-    this.index = where.index;
-    this.path = where.path;
-  }
-}
-
 /** The operation was cancelled through its AbortSignal (shutdown, scrape timeout). */
 export class AbortedError extends ExporterError {
   constructor(message = 'operation aborted', options: ExporterErrorOptions = {}) {
@@ -186,8 +157,6 @@ export function failureReason(err: unknown): FailureReason {
       return typeof e.status === 'number' ? `http_${e.status}` : 'other';
     case 'ERR_UPSTREAM_BODY':
       return 'invalid_body';
-    case 'ERR_RECORD_UNSTORABLE':
-      return 'unstorable_record';
     case 'ERR_ABORTED':
       return 'aborted';
     case 'ERR_DATABASE':

@@ -8,9 +8,10 @@
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
-import { AbortedError, InvalidArgumentError, UnstorableRecordError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
+import { AbortedError, InvalidArgumentError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
+import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, stringifyJson, unstorableEscapes, type UnstorableEscape } from './page-text.js';
 import { withRetries, type RetryPolicy } from './retry.js';
 import { TokenClient } from './token.js';
 
@@ -18,6 +19,12 @@ import { TokenClient } from './token.js';
 export const MAX_PAGE_SIZE = 1000;
 /** Reference E6: pageSize default. */
 export const DEFAULT_PAGE_SIZE = 500;
+/**
+ * Records nesting deeper than this (objects and arrays, the record itself being level 1) are
+ * quarantined: JSON.stringify overflows the stack from about ten thousand levels and PostgreSQL
+ * from a few tens of thousands (`stack depth limit exceeded`).
+ */
+export const MAX_RECORD_DEPTH = 1000;
 
 /**
  * One analytics record, kept whole. The reference does not publish its fields, so nothing
@@ -33,11 +40,41 @@ export interface AnalyticsPage {
   totalPages: number;
   data: AnalyticsRecord[];
   /**
-   * The body as received, when the page was read from E6 ({@link decodePage}): the sync stores the
+   * The body's text, when the page was read from E6 ({@link decodePage}): the sync stores the
    * records from this text, so they are kept exactly as sent (JSON.parse rounds integers beyond
-   * 2^53 and rewrites `1.10` or `1e400`; PostgreSQL's jsonb keeps them as numeric).
+   * 2^53 and rewrites `1.10` or `1e400`; PostgreSQL's jsonb keeps them as numeric). It is the body
+   * as received, unless the body may hold something jsonb refuses (the text holds `\u0000`, a
+   * surrogate escape or a raw surrogate; or a record or an envelope field nests too deep): then it
+   * is `{"data":[…]}` holding every record's exact text but `null` at the position of each
+   * quarantined one, so positions in `data` still index it, and nothing of the envelope.
    */
   text?: string;
+  /**
+   * The records of `data` PostgreSQL jsonb cannot store as they are, in order of position; absent
+   * when there are none (most pages). They stay in `data`; the sync keeps them out of `records`
+   * and stores them in `records_quarantine` instead.
+   */
+  quarantined?: readonly QuarantinedRecord[];
+}
+
+/**
+ * A record of an E6 page that PostgreSQL jsonb cannot store as it is (see {@link findUnstorable}):
+ * a string or key holding U+0000 or an unpaired surrogate, nesting deeper than
+ * {@link MAX_RECORD_DEPTH}, or (for a page without text) a number JSON.parse made infinite.
+ */
+export interface QuarantinedRecord {
+  /** Position in the page's `data`, from 0. */
+  index: number;
+  /** Where in the record, JSONPath-like, as {@link findUnstorable} gives it (`$.customer.name`, `$.tags[2]`). */
+  path: string;
+  /** What is wrong there, as {@link findUnstorable} gives it (`is a string that holds U+0000 …`). */
+  reason: string;
+  /**
+   * The record's JSON text exactly as in the body (an unpaired surrogate, which a body read off the
+   * wire never holds raw, written as its `\uXXXX` escape); for a page without text,
+   * JSON.stringify of the parsed record. Never holds a NUL byte: U+0000 is the six characters `\u0000`.
+   */
+  text: string;
 }
 
 /** E6 query parameters. Dates are sent as ISO 8601 UTC. */
@@ -131,21 +168,25 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
 /**
  * Validates an E6 body against the envelope and against itself: the page asked for, no more
  * records than pageSize, totalPages agreeing with totalRecords, a full page before the last; and
- * every record against what PostgreSQL jsonb can store (see {@link findUnstorable}).
+ * finds the records PostgreSQL jsonb cannot store (see {@link findUnstorable}), which are
+ * quarantined rather than refused: one bad record must not stop its window on every run.
  *
  * @param body the parsed JSON of the response.
  * @param requestedPage the pageNumber sent, from 1.
  * @param url the request URL; only its origin and path appear in messages.
  * @param options.text the body's JSON text, when there is one: the page carries it and the records
  *   are stored from it (see {@link AnalyticsPage.text}), where jsonb keeps any number exactly, so
- *   numbers JSON.parse made infinite are not refused and the envelope's other fields must be
- *   storable too (PostgreSQL parses the whole body). When the text shows that no string can hold
+ *   numbers JSON.parse made infinite are storable. When the text shows that no string can hold
  *   U+0000 or an unpaired surrogate (no `\u0000`, no surrogate escape, no raw surrogate), only
- *   depth is checked record by record: a page's strings are most of its values.
- * @returns the page, records kept whole (the same objects), with `text` when given.
+ *   depth is checked record by record: a page's strings are most of its values. Only a page the
+ *   pre-check does not clear, or with something nested too deep, is scanned for its records' text
+ *   spans and given a new `text` (see {@link AnalyticsPage.text}); that scan also quarantines a
+ *   record whose text holds an escape jsonb refuses in a member a duplicate key hid from JSON.parse.
+ * @returns the page, records kept whole (the same objects), with `text` when given and
+ *   `quarantined` when a record cannot be stored.
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, naming what was wrong (reason
- *   `invalid_envelope` or `inconsistent_page`); {@link UnstorableRecordError} (not retryable) naming
- *   the record's position and path when a record cannot be stored. Never anything else.
+ *   `invalid_envelope` or `inconsistent_page`); {@link InvalidArgumentError} when `options.text`
+ *   is not the JSON text of `body`. Never anything else.
  */
 export function parsePage(body: unknown, requestedPage: number, url: URL, options: { text?: string } = {}): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
@@ -153,7 +194,7 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
     const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
     throw bodyError('analytics', url, `page envelope is invalid: ${what}`, undefined, 'invalid_envelope');
   }
-  const page = parsed.data;
+  const page = parsed.data as AnalyticsPage;
   const bad = (what: string) => bodyError('analytics', url, `page ${requestedPage} is inconsistent: ${what}`, undefined, 'inconsistent_page');
   for (let i = 0; i < page.data.length; i++) {
     const record = page.data[i];
@@ -179,27 +220,44 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
   const { text } = options;
   const strings = text === undefined || MAY_HOLD_UNSTORABLE_STRING.test(text);
   const numbers = text === undefined;
-  if (strings && !numbers) {
-    // PostgreSQL parses the whole body: a field beside `data` must be storable as well.
-    const { data: _records, ...envelope } = body as Record<string, unknown>;
-    const found = findUnstorable(envelope, { strings, numbers });
-    if (found !== undefined) {
-      throw bodyError('analytics', url, `page ${requestedPage}: envelope field ${found.path} ${found.problem}`, undefined, 'invalid_envelope');
-    }
-  }
+  let found: Omit<QuarantinedRecord, 'text'>[] | undefined;
   for (let i = 0; i < page.data.length; i++) {
-    const found = findUnstorable(page.data[i], { strings, numbers });
-    if (found === undefined) continue;
-    const position = (page.pageNumber - 1) * page.pageSize + i + 1;
-    throw new UnstorableRecordError(
-      `${describeEndpointPath(url)}: page ${page.pageNumber}, data[${i}] (record ${position} of ${page.totalRecords} in the requested range): ` +
-        `${found.path} ${found.problem}; the record cannot be stored whole, so its window is not committed ` +
-        `(and fails the same way on every run while E6 returns this record)`,
-      { pageNumber: page.pageNumber, index: i, path: found.path },
-    );
+    const problem = findUnstorable(page.data[i], { strings, numbers });
+    if (problem !== undefined) (found ??= []).push({ index: i, path: problem.path, reason: problem.problem });
   }
-  return text === undefined ? (page as AnalyticsPage) : { ...(page as AnalyticsPage), text };
+  if (text === undefined) {
+    return found === undefined ? page : { ...page, quarantined: found.map((q) => ({ ...q, text: stringifyJson(page.data[q.index]) })) };
+  }
+  if (!strings && found === undefined) {
+    // PostgreSQL parses the whole body: a field beside `data` must be storable as well. With no
+    // string to fear, only depth can be wrong there, and the envelope is a few numbers.
+    const { data: _records, ...envelope } = body as Record<string, unknown>;
+    if (findUnstorable(envelope, { strings: false, numbers: false }) === undefined) return { ...page, text };
+  }
+  // Rare: store `{"data":[…]}` with every record's exact span but the unstorable ones, which also
+  // leaves out the envelope and whatever a duplicate key hid from JSON.parse but not from PostgreSQL.
+  const spans = dataElementSpans(text);
+  if (spans === undefined || spans.length !== page.data.length) {
+    throw new InvalidArgumentError(`${describeEndpointPath(url)}: page ${requestedPage}: the text given is not the JSON text of the body (its data array was not found whole)`);
+  }
+  const byIndex = new Map(found?.map((q) => [q.index, q]));
+  // A member overridden by a duplicate key is gone from the parsed record but not from its text.
+  const escapes = strings ? unstorableEscapes(text, spans) : undefined;
+  const quarantined: QuarantinedRecord[] = [];
+  for (let i = 0; i < spans.length; i++) {
+    const escape = escapes?.get(i);
+    const q = byIndex.get(i) ?? (escape === undefined ? undefined : { index: i, path: '$', reason: HIDDEN_ESCAPE_PROBLEMS[escape] });
+    if (q !== undefined) quarantined.push({ ...q, text: escapeLoneSurrogates(text.slice(spans[i]!.start, spans[i]!.end)) });
+  }
+  const storable = dataTextWithout(text, spans, new Set(quarantined.map((q) => q.index)));
+  return quarantined.length === 0 ? { ...page, text: storable } : { ...page, text: storable, quarantined };
 }
+
+/** Problems of a record whose text holds an escape jsonb refuses that its parsed value does not show. */
+const HIDDEN_ESCAPE_PROBLEMS: Record<UnstorableEscape, string> = {
+  nul: 'has in its text a \\u0000 escape (U+0000), which PostgreSQL jsonb cannot store, in a member JSON.parse does not keep (a duplicate key)',
+  surrogate: 'has in its text an unpaired UTF-16 surrogate escape, which PostgreSQL jsonb cannot store, in a member JSON.parse does not keep (a duplicate key)',
+};
 
 /** `E6 <origin><path>` for messages, without the query string. */
 function describeEndpointPath(url: URL): string {
@@ -225,8 +283,7 @@ function stringProblem(text: string): string | undefined {
  * a string (value or key) holding U+0000 or an unpaired surrogate, a number that is not finite
  * (JSON.parse turns `1e400` into Infinity, which JSON.stringify would write as null; checked only
  * with `numbers`, for records that are stored re-serialised rather than from E6's text), or nesting
- * deeper than {@link UnstorableRecordError.MAX_DEPTH} (JSON.stringify overflows the stack far
- * before PostgreSQL's own limit).
+ * deeper than {@link MAX_RECORD_DEPTH}.
  *
  * @returns the JSONPath-like location (`$.a.b[3]`, keys that are not identifiers quoted as JSON,
  *   shortened in the middle with `…` beyond 160 characters) and what is wrong there, or undefined
@@ -263,8 +320,8 @@ function scan(value: unknown, depth: number, strings: boolean, numbers: boolean)
     return !numbers || Number.isFinite(value) ? undefined : { keys: [], problem: 'is a number beyond the range of a double (it would be stored as null)' };
   }
   if (value === null || typeof value !== 'object') return undefined;
-  if (depth > UnstorableRecordError.MAX_DEPTH) {
-    return { keys: [], problem: `nests deeper than ${UnstorableRecordError.MAX_DEPTH} levels of objects and arrays` };
+  if (depth > MAX_RECORD_DEPTH) {
+    return { keys: [], problem: `nests deeper than ${MAX_RECORD_DEPTH} levels of objects and arrays` };
   }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
@@ -295,9 +352,10 @@ function scan(value: unknown, depth: number, strings: boolean, numbers: boolean)
  * @param res the response's headers (only `content-type` is read) and its body as text.
  * @param requestedPage the pageNumber sent, from 1.
  * @param url the request URL; only its origin and path appear in messages.
+ * @returns the page with the body's text (see {@link AnalyticsPage.text}) and its quarantined records.
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, with reason `content_type`, `invalid_json`,
- *   `invalid_envelope` or `inconsistent_page`; {@link UnstorableRecordError}. Never anything else,
- *   whatever the body (test/unit/page-fuzz.test.ts).
+ *   `invalid_envelope` or `inconsistent_page`. Never anything else, whatever the body
+ *   (test/unit/page-fuzz.test.ts).
  */
 export function decodePage(res: Pick<RawResponse, 'headers' | 'body'>, requestedPage: number, url: URL): AnalyticsPage {
   const type = mediaType(res.headers);
@@ -398,10 +456,10 @@ export class AnalyticsClient {
    * Fetches one E6 page.
    *
    * @param query startDate required; pageSize 1–1000 (default 500); pageNumber from 1.
-   * @returns the validated page envelope with its records kept whole, and the body's text (stored as sent).
+   * @returns the validated page envelope with its records kept whole, the body's text (stored as
+   *   sent), and the records PostgreSQL jsonb cannot store, quarantined (see {@link parsePage}).
    * @throws {InvalidArgumentError} for parameters the reference forbids (nothing is sent);
    *   {@link UpstreamError} `ERR_UPSTREAM_HTTP` / `_NETWORK` / `_TIMEOUT` / `_BODY` after the retries;
-   *   {@link UnstorableRecordError} at once (no retry) for a record PostgreSQL jsonb cannot store;
    *   {@link TokenError} when no token can be had; {@link AbortedError} on `signal`.
    */
   async fetchPage(query: PageQuery, options: RequestOptions = {}): Promise<AnalyticsPage> {

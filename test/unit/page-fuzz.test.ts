@@ -2,20 +2,22 @@
  * Fuzzing of E6 page bodies (issue 7, item 7; the Prometheus text is fuzzed in
  * exposition-property.test.ts): arbitrary and mutated bodies fed to decodePage, the function
  * fetchPage decodes every response with, and through the client itself over a mock dispatcher.
- * Every body must give either a valid page that PostgreSQL jsonb can store whole, or a typed error
- * naming E6 in one printable line: never another exception, never an unhandled rejection.
+ * Every body must give either a valid page whose text PostgreSQL jsonb can store, its records
+ * exact and those it cannot store quarantined with their exact text, or a typed error naming E6 in
+ * one printable line: never another exception, never an unhandled rejection.
  */
 import fc from 'fast-check';
 import { MockAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExporterError, UnstorableRecordError, UpstreamError, type FailureReason } from '../../src/errors.js';
+import { ExporterError, UpstreamError, type FailureReason } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { AnalyticsClient, decodePage, parsePage, type AnalyticsPage } from '../../src/upstream/analytics.js';
+import { stringifyJson } from '../../src/upstream/page-text.js';
 import { TokenClient } from '../../src/upstream/token.js';
 
 const url = new URL('https://stats.test/analytics?pageNumber=1&pageSize=5&startDate=2026-10-01T00:00:00Z');
 const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8' };
-const BODY_REASONS: FailureReason[] = ['content_type', 'invalid_json', 'invalid_envelope', 'inconsistent_page', 'unstorable_record'];
+const BODY_REASONS: FailureReason[] = ['content_type', 'invalid_json', 'invalid_envelope', 'inconsistent_page'];
 
 type Outcome = { page: AnalyticsPage; error?: undefined } | { page?: undefined; error: UpstreamError };
 
@@ -40,8 +42,8 @@ function expectTypedBodyError(err: unknown): void {
   const e = err as UpstreamError;
   expect(e.endpoint).toBe('analytics');
   expect(BODY_REASONS).toContain(e.reason);
-  expect(e.code).toBe(e instanceof UnstorableRecordError ? 'ERR_RECORD_UNSTORABLE' : 'ERR_UPSTREAM_BODY');
-  expect(e.retryable).toBe(!(e instanceof UnstorableRecordError));
+  expect(e.code).toBe('ERR_UPSTREAM_BODY');
+  expect(e.retryable).toBe(true);
   expect(e.message).toMatch(/^E6 https:\/\/stats\.test\/analytics: \S/);
   // One printable line of bounded length, whatever the body held (the query string never shows).
   expect(e.message).not.toMatch(/[\u0000-\u001f\u007f]/);
@@ -51,23 +53,63 @@ function expectTypedBodyError(err: unknown): void {
 }
 
 /**
- * What the loader needs of a valid page: its records serialise (JSON.stringify does not overflow),
- * survive the round trip unchanged (no number became null), and hold nothing jsonb refuses
- * (JSON.stringify writes U+0000 and lone surrogates as escapes, and only those).
+ * An independent reading of PostgreSQL's jsonb rule on escapes (page-text.ts has its own): drop
+ * escaped backslashes, then look for `\u0000`, a high surrogate escape not followed by a low one,
+ * a low one not preceded by a high one.
  */
+function holdsUnstorableEscape(text: string): boolean {
+  const t = text.replace(/\\\\/g, '');
+  return /\\u0000/.test(t) || /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])/.test(t) || /(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}/.test(t);
+}
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Nesting depth of a parsed JSON value (the value itself is level 1 when it is an object or array), without recursion. */
+function depthOf(value: unknown): number {
+  let max = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    max = Math.max(max, d);
+    for (const child of Object.values(v)) stack.push([child, d + 1]);
+  }
+  return max;
+}
+
 /**
- * What PostgreSQL will be given: the body as received (jsonb keeps every number, even one JSON.parse
- * made infinite), so what must hold is that no string in it, record or envelope, is one jsonb refuses.
- * JSON.stringify writes U+0000 and unpaired surrogates, and only those, as \u escapes of this form.
+ * What PostgreSQL will be given, and what the quarantine keeps: the page's text holds nothing jsonb
+ * refuses (no escape it refuses, no raw unpaired surrogate, no record deeper than 1000 levels),
+ * gives every kept record as parsed from the body and `null` for each quarantined one; and each
+ * quarantined record's text is that record (the same JSON value), storable in a text column. The
+ * text is the body itself unless something had to be left out.
  */
 function expectStorable(page: AnalyticsPage, body: string): void {
-  expect(page.text).toBe(body);
-  const finite = (_key: string, value: unknown) => (typeof value === 'number' && !Number.isFinite(value) ? 0 : value);
-  const { text: _text, ...envelope } = page;
-  expect(JSON.stringify(envelope, finite)).not.toMatch(/\\u(0000|d[89a-f][0-9a-f]{2})/i);
-  const parsed = JSON.parse(body) as Record<string, unknown>;
-  expect(JSON.stringify(parsed, finite)).not.toMatch(/\\u(0000|d[89a-f][0-9a-f]{2})/i);
-  for (const record of page.data) expect(typeof record === 'object' && record !== null && !Array.isArray(record)).toBe(true);
+  expect(page.text).toBeDefined();
+  const text = page.text!;
+  expect(holdsUnstorableEscape(text)).toBe(false);
+  expect(text).not.toMatch(LONE_SURROGATE);
+  const quarantined = new Map((page.quarantined ?? []).map((q) => [q.index, q]));
+  expect(quarantined.size).toBe(page.quarantined?.length ?? 0);
+  if (text !== body) expect(text.startsWith('{"data":[')).toBe(true);
+  else expect(quarantined.size).toBe(0);
+  const stored = JSON.parse(text) as { data: unknown[] };
+  expect(stored.data.length).toBe(page.data.length);
+  for (let i = 0; i < page.data.length; i++) {
+    const record = page.data[i];
+    expect(typeof record === 'object' && record !== null && !Array.isArray(record)).toBe(true);
+    const q = quarantined.get(i);
+    if (q === undefined) {
+      expect(stringifyJson(stored.data[i])).toBe(stringifyJson(record));
+      expect(depthOf(stored.data[i])).toBeLessThanOrEqual(1000);
+    } else {
+      expect(stored.data[i]).toBeNull();
+      expect(stringifyJson(JSON.parse(q.text))).toBe(stringifyJson(record));
+      expect(q.text).not.toMatch(/\u0000/);
+      expect(q.text).not.toMatch(LONE_SURROGATE);
+      expect(q.path).toMatch(/^\$/);
+      expect(q.reason).toMatch(/\S/);
+    }
+  }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -228,7 +270,7 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
     );
   });
 
-  it('names the page, the record and the path of anything jsonb cannot store, and does not retry it', () => {
+  it('quarantines anything jsonb cannot store, naming the record and the path, and keeps the rest of the page exact', () => {
     const withBadValue = fc
       .record({
         page: validPage.filter((p) => p.data.length > 0),
@@ -236,29 +278,37 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
         key: fc.oneof(fc.constantFrom('name', 'customer_id', 'a b', 'ø'), fc.string({ minLength: 1, maxLength: 6 }).map((s) => s.replaceAll('\u0000', ''))),
         nest: fc.constantFrom('value', 'in-array', 'key'),
         bad: unstorableValue,
+        spaced: fc.boolean(),
       })
       .filter(({ bad, nest }) => nest !== 'key' || bad.text.startsWith('"'));
     fc.assert(
-      fc.property(withBadValue, ({ page, index, key, nest, bad }) => {
+      fc.property(withBadValue, ({ page, index, key, nest, bad, spaced }) => {
         const i = index % page.data.length;
         // Build the body as text: values like 1e400 and lone surrogates cannot round-trip through a JS object.
         const holder = '@@BAD@@';
         const records = page.data.map((r, n) => (n === i ? { ...r, [nest === 'key' ? holder : key]: nest === 'in-array' ? [1, holder] : holder } : r));
-        let body = JSON.stringify({ ...page, data: records });
-        body = nest === 'key' ? body.replace(`"${holder}":"${holder}"`, () => `${bad.text}:1`) : body.replace(`"${holder}"`, () => bad.text);
+        let body = spaced ? JSON.stringify({ ...page, data: records }, null, 1) : JSON.stringify({ ...page, data: records });
+        const recordText = (n: number) => JSON.stringify(records[n]);
+        let badText = recordText(i);
+        const put = (t: string) => (nest === 'key' ? t.replace(new RegExp(`"${holder}": ?"${holder}"`), () => `${bad.text}:1`) : t.replace(`"${holder}"`, () => bad.text));
+        body = put(body);
+        badText = put(badText);
         const out = decode(body, page.pageNumber);
-        expect(out.error).toBeInstanceOf(UnstorableRecordError);
-        const err = out.error as UnstorableRecordError;
-        expect(err).toMatchObject({ pageNumber: page.pageNumber, index: i, retryable: false, reason: 'unstorable_record' });
-        expect(err.message).toMatch(bad.problem);
-        expect(err.message).toContain(`page ${page.pageNumber}, data[${i}] (record ${(page.pageNumber - 1) * page.pageSize + i + 1} of ${page.totalRecords} in the requested range)`);
-        if (nest === 'key') expect(err.path).toMatch(/^\$\[".*"\]$/);
+        expect(out.error).toBeUndefined();
+        const q = out.page!.quarantined ?? [];
+        expect(q.map((r) => r.index)).toEqual([i]);
+        expect(q[0]!.reason).toMatch(bad.problem);
+        // The exact text as sent (the compact body's record is JSON.stringify's; the spaced one, its own layout).
+        if (!spaced) expect(q[0]!.text).toBe(badText);
+        if (nest === 'key') expect(q[0]!.path).toMatch(/^\$\[".*"\]$/);
         else {
           const at = `$${/^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`}${nest === 'in-array' ? '[1]' : ''}`;
           // Too deep a value is named where its depth runs out, under `at` (the middle of a long path elided).
-          if (bad.text.startsWith('[[')) expect(err.path.startsWith(at) && err.path.length <= 160).toBe(true);
-          else expect(err.path).toBe(at);
+          if (bad.text.startsWith('[[')) expect(q[0]!.path.startsWith(at) && q[0]!.path.length <= 160).toBe(true);
+          else expect(q[0]!.path).toBe(at);
         }
+        // Every other record is stored from its own text as sent.
+        if (!spaced) expect(out.page!.text).toBe(`{"data":[${records.map((_, n) => (n === i ? 'null' : recordText(n))).join(',')}]}`);
       }),
       { numRuns: 400 },
     );
@@ -270,27 +320,30 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
     fc.assert(
       fc.property(fc.array(record, { minLength: 1, maxLength: 5 }), (data) => {
         const body = JSON.stringify({ pageNumber: 1, pageSize: data.length, totalRecords: data.length, totalPages: 1, data });
-        let full: Error | undefined;
-        try {
-          parsePage(JSON.parse(body), 1, url);
-        } catch (err) {
-          full = err as Error;
-        }
-        expect(decode(body).error?.message).toBe(full?.message);
+        const full = parsePage(JSON.parse(body), 1, url).quarantined;
+        // The compact body writes each record as JSON.stringify does: the same text both ways.
+        expect(decode(body).page!.quarantined).toEqual(full);
       }),
       { numRuns: 500 },
     );
   });
 
-  it('accepts nesting up to 1000 levels and refuses deeper records by name, whatever the depth', () => {
+  it('accepts nesting up to 1000 levels and quarantines deeper records, whatever the depth', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 20_000 }), fc.constantFrom('[', '{"k":'), (depth, open) => {
         const close = open === '[' ? ']' : '}';
         // The record is level 1; `depth` containers more sit inside it.
-        const body = `{"pageNumber":1,"pageSize":1,"totalRecords":1,"totalPages":1,"data":[{"deep":${open.repeat(depth)}1${close.repeat(depth)}}]}`;
+        const record = `{"deep":${open.repeat(depth)}1${close.repeat(depth)}}`;
+        const body = `{"pageNumber":1,"pageSize":2,"totalRecords":2,"totalPages":1,"data":[{"a":1},${record}]}`;
         const out = decode(body);
-        if (depth + 1 <= 1000) expect(out.page?.data).toHaveLength(1);
-        else expect(out.error).toBeInstanceOf(UnstorableRecordError);
+        expect(out.page?.data).toHaveLength(2);
+        if (depth + 1 <= 1000) {
+          expect(out.page!.quarantined).toBeUndefined();
+          expect(out.page!.text).toBe(body);
+        } else {
+          expect(out.page!.quarantined).toEqual([{ index: 1, path: expect.stringMatching(/^\$\.deep/), reason: 'nests deeper than 1000 levels of objects and arrays', text: record }]);
+          expect(out.page!.text).toBe('{"data":[{"a":1},null]}');
+        }
       }),
       { numRuns: 60 },
     );

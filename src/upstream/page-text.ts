@@ -1,0 +1,270 @@
+/**
+ * The E6 body's own text (reference E6: `{pageNumber, pageSize, totalRecords, totalPages, data}`):
+ * where each record of `data` lies in it, so that a page can be stored from the text as sent while
+ * some of its records are left out (the quarantine of records PostgreSQL jsonb cannot store, see
+ * parsePage in analytics.ts), and the JSON text of a record that has no text of its own.
+ *
+ * Glossary: a *span* is the [start, end) range of UTF-16 code units one JSON value occupies in a
+ * text, without the whitespace around it.
+ */
+
+/** [start, end) of one JSON value in a text, in UTF-16 code units. */
+export interface Span {
+  start: number;
+  end: number;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+
+/** Thrown inside the scanner when the text is not the JSON it expects; {@link dataElementSpans} turns it into undefined. */
+class NotJson extends Error {}
+
+/** The first index from `i` that is not JSON whitespace (space, tab, LF, CR: all JSON.parse allows). */
+function skipWhitespace(text: string, i: number): number {
+  for (;;) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) return i;
+    i++;
+  }
+}
+
+/**
+ * The end of the string whose opening quote is at `i`: the index after its closing quote, the first
+ * quote not escaped, i.e. preceded by an even number of backslashes. Linear: every run of
+ * backslashes is counted once, for the quote that ends it.
+ */
+function stringEnd(text: string, i: number): number {
+  let from = i + 1;
+  for (;;) {
+    const quote = text.indexOf('"', from);
+    if (quote < 0) throw new NotJson('unterminated string');
+    let before = quote - 1;
+    while (text.charCodeAt(before) === BACKSLASH) before--; // stops at the opening quote at the latest
+    if ((quote - 1 - before) % 2 === 0) return quote + 1;
+    from = quote + 1;
+  }
+}
+
+/**
+ * The end of the value starting at `i`: a string, an object or array of any depth (one counter,
+ * no recursion, so a body nested a million levels deep is no problem), or a number or literal,
+ * which runs to the next delimiter.
+ */
+function valueEnd(text: string, i: number): number {
+  const first = text.charCodeAt(i);
+  if (first === QUOTE) return stringEnd(text, i);
+  if (first === OPEN_BRACE || first === OPEN_BRACKET) {
+    let depth = 0;
+    for (;;) {
+      const c = text.charCodeAt(i);
+      if (c === QUOTE) {
+        i = stringEnd(text, i);
+        continue;
+      }
+      if (c === OPEN_BRACE || c === OPEN_BRACKET) depth++;
+      else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+        if (--depth === 0) return i + 1;
+      } else if (Number.isNaN(c)) throw new NotJson('unterminated container');
+      i++;
+    }
+  }
+  const start = i;
+  for (; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === COMMA || c === CLOSE_BRACE || c === CLOSE_BRACKET || c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) break;
+  }
+  if (i === start) throw new NotJson('missing value');
+  return i;
+}
+
+/**
+ * Finds the span of every element of the top-level `data` array of a JSON object text, in order:
+ * the exact text of each record of an E6 page as sent. As JSON.parse and PostgreSQL do, the last
+ * `data` member counts when the key appears more than once, and a key written with escapes
+ * (`"d\u0061ta"`) is the key it decodes to.
+ *
+ * The text must be valid JSON (what JSON.parse accepted); the scan relies on that and checks only
+ * the structure it walks. Linear in the text's length; allocates one span per record.
+ *
+ * @returns the spans, or undefined when the text is not a JSON object with a `data` array.
+ */
+export function dataElementSpans(text: string): Span[] | undefined {
+  try {
+    let i = skipWhitespace(text, 0);
+    if (text.charCodeAt(i) !== OPEN_BRACE) return undefined;
+    i = skipWhitespace(text, i + 1);
+    let data: Span | undefined;
+    if (text.charCodeAt(i) !== CLOSE_BRACE) {
+      for (;;) {
+        if (text.charCodeAt(i) !== QUOTE) return undefined;
+        const keyEnd = stringEnd(text, i);
+        const key = text.slice(i, keyEnd);
+        i = skipWhitespace(text, keyEnd);
+        if (text.charCodeAt(i) !== COLON) return undefined;
+        i = skipWhitespace(text, i + 1);
+        const end = valueEnd(text, i);
+        if (key === '"data"' || (key.includes('\\') && JSON.parse(key) === 'data')) data = { start: i, end };
+        i = skipWhitespace(text, end);
+        const c = text.charCodeAt(i);
+        if (c === CLOSE_BRACE) break;
+        if (c !== COMMA) return undefined;
+        i = skipWhitespace(text, i + 1);
+      }
+    }
+    if (data === undefined || text.charCodeAt(data.start) !== OPEN_BRACKET) return undefined;
+    const spans: Span[] = [];
+    i = skipWhitespace(text, data.start + 1);
+    if (text.charCodeAt(i) === CLOSE_BRACKET) return spans;
+    for (;;) {
+      const end = valueEnd(text, i);
+      spans.push({ start: i, end });
+      i = skipWhitespace(text, end);
+      const c = text.charCodeAt(i);
+      if (c === CLOSE_BRACKET) return i + 1 === data.end ? spans : undefined;
+      if (c !== COMMA) return undefined;
+      i = skipWhitespace(text, i + 1);
+    }
+  } catch (err) {
+    if (err instanceof NotJson || err instanceof SyntaxError) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * `{"data":[…]}` from the records of `text` at `spans`, each kept as its exact span except those
+ * whose position is in `left`, written `null`: positions do not move, and nothing else of the
+ * body (its envelope) is carried over.
+ */
+export function dataTextWithout(text: string, spans: readonly Span[], left: ReadonlySet<number>): string {
+  let out = '{"data":[';
+  for (let i = 0; i < spans.length; i++) {
+    if (i > 0) out += ',';
+    out += left.has(i) ? 'null' : text.slice(spans[i]!.start, spans[i]!.end);
+  }
+  return `${out}]}`;
+}
+
+const LONE_SURROGATES = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const ANY_SURROGATE = /[\ud800-\udfff]/;
+
+/**
+ * JSON text with each unpaired surrogate written as its `\uXXXX` escape, the same JSON value: in
+ * JSON text such a code unit can only stand inside a string. Encoding to UTF-8 (a `text` column)
+ * would otherwise replace it with U+FFFD. Never the case for a body read off the wire, which is
+ * decoded from UTF-8; the text is returned as is when it holds no surrogate at all.
+ */
+export function escapeLoneSurrogates(json: string): string {
+  if (!ANY_SURROGATE.test(json)) return json;
+  return json.replace(LONE_SURROGATES, (unit) => `\\u${unit.charCodeAt(0).toString(16)}`);
+}
+
+/**
+ * JSON.stringify of a value parsed from JSON, even one nested too deep for JSON.stringify's
+ * recursion (a RangeError from about ten thousand levels): then the same text is written with an
+ * explicit stack. Like JSON.stringify, a number that is not finite is written `null`.
+ */
+export function stringifyJson(value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+  }
+  return stringifyDeep(value);
+}
+
+type Frame = { array: unknown[]; next: number } | { object: Record<string, unknown>; keys: string[]; next: number; written: number };
+
+/** JSON.stringify's output for JSON values (no toJSON, functions or undefined inside), without recursion. */
+function stringifyDeep(root: unknown): string {
+  const parts: string[] = [];
+  const stack: Frame[] = [];
+  const open = (value: unknown): void => {
+    if (Array.isArray(value)) {
+      parts.push('[');
+      stack.push({ array: value, next: 0 });
+    } else if (value !== null && typeof value === 'object') {
+      parts.push('{');
+      stack.push({ object: value as Record<string, unknown>, keys: Object.keys(value), next: 0, written: 0 });
+    } else {
+      parts.push(JSON.stringify(value) ?? 'null');
+    }
+  };
+  open(root);
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1]!;
+    if ('array' in top) {
+      if (top.next === top.array.length) {
+        parts.push(']');
+        stack.pop();
+        continue;
+      }
+      if (top.next > 0) parts.push(',');
+      open(top.array[top.next++]);
+    } else {
+      if (top.next === top.keys.length) {
+        parts.push('}');
+        stack.pop();
+        continue;
+      }
+      const key = top.keys[top.next++]!;
+      const value = top.object[key];
+      if (value === undefined || typeof value === 'function' || typeof value === 'symbol') continue;
+      parts.push(`${top.written++ > 0 ? ',' : ''}${JSON.stringify(key)}:`);
+      open(value);
+    }
+  }
+  return parts.join('');
+}
+
+/** Why an escape of a JSON text makes it unstorable in jsonb: `\u0000`, or a surrogate escape not in a `\uD8xx\uDCxx` pair. */
+export type UnstorableEscape = 'nul' | 'surrogate';
+
+/** A JSON escape: `\uXXXX` with its hex digits, or a backslash and one other character (so `\\u0000` is no `\u0000`). */
+const ESCAPE = /\\(?:u([0-9a-fA-F]{4})|[^u])/g;
+
+/**
+ * The records of `text` (at `spans`, from {@link dataElementSpans}) whose text holds an escape
+ * PostgreSQL jsonb refuses, as its parser decides it: `\u0000`, a low surrogate escape not right
+ * after a high one, a high one not right before a low one. One pass over the escapes of the whole
+ * array: outside strings valid JSON has no backslash, so every escape lies inside one record.
+ *
+ * @returns the position of each such record with its first problem (empty for most texts).
+ */
+export function unstorableEscapes(text: string, spans: readonly Span[]): Map<number, UnstorableEscape> {
+  const found = new Map<number, UnstorableEscape>();
+  if (spans.length === 0) return found;
+  const flag = (record: number, problem: UnstorableEscape): void => {
+    if (!found.has(record)) found.set(record, problem);
+  };
+  const end = spans[spans.length - 1]!.end;
+  const re = new RegExp(ESCAPE.source, 'g');
+  re.lastIndex = spans[0]!.start;
+  let record = 0;
+  // Index just after a high surrogate escape waiting for its low half, and the record holding it.
+  let pendingAt = -1;
+  let pendingRecord = -1;
+  for (let m = re.exec(text); m !== null && m.index < end; m = re.exec(text)) {
+    while (m.index >= spans[record]!.end) record++;
+    const unit = m[1] === undefined ? -1 : Number.parseInt(m[1], 16);
+    if (pendingAt >= 0) {
+      const paired = m.index === pendingAt && unit >= 0xdc00 && unit <= 0xdfff;
+      if (!paired) flag(pendingRecord, 'surrogate');
+      pendingAt = -1;
+      if (paired) continue;
+    }
+    if (unit === 0) flag(record, 'nul');
+    else if (unit >= 0xd800 && unit <= 0xdbff) {
+      pendingAt = m.index + 6;
+      pendingRecord = record;
+    } else if (unit >= 0xdc00 && unit <= 0xdfff) flag(record, 'surrogate');
+  }
+  if (pendingAt >= 0) flag(pendingRecord, 'surrogate');
+  return found;
+}
