@@ -11,6 +11,7 @@ export type RunStatus = 'succeeded' | 'failed' | 'interrupted';
 /** Qualified table names of one schema. */
 export class Tables {
   readonly records: string;
+  readonly quarantine: string;
   readonly windows: string;
   readonly runs: string;
   readonly state: string;
@@ -18,6 +19,7 @@ export class Tables {
   constructor(readonly schema: string) {
     const q = quoteIdent(schema);
     this.records = `${q}.records`;
+    this.quarantine = `${q}.records_quarantine`;
     this.windows = `${q}.sync_windows`;
     this.runs = `${q}.sync_runs`;
     this.state = `${q}.sync_state`;
@@ -71,10 +73,16 @@ export async function finishRun(
   );
 }
 
-/** Deletes what is loaded for the windows inside `window` (records and ledger rows), before reloading it. */
+/**
+ * Deletes what is loaded for the windows inside `window` (records, quarantined records and ledger
+ * rows), before reloading it.
+ *
+ * @returns the number of records deleted (quarantined ones not counted).
+ */
 export async function clearWindow(db: PoolClient, t: Tables, window: Window): Promise<number> {
   const bounds = [new Date(window.start), new Date(window.end)];
   const { rowCount } = await db.query(`delete from ${t.records} where window_start >= $1 and window_start < $2`, bounds);
+  await db.query(`delete from ${t.quarantine} where window_start >= $1 and window_start < $2`, bounds);
   await db.query(`delete from ${t.windows} where window_start >= $1 and window_start < $2`, bounds);
   return rowCount ?? 0;
 }
@@ -96,7 +104,10 @@ export type PageRows = (
       text: string;
     }
   | {
-      /** The page's records, parsed, for a page not read from E6: serialised with JSON.stringify. */
+      /**
+       * The page's records, parsed, for a page not read from E6: the kept ones are serialised with
+       * JSON.stringify, the others not at all (a quarantined record may not even serialise).
+       */
       records: readonly AnalyticsRecord[];
     }
 ) & {
@@ -114,7 +125,7 @@ export type PageRows = (
  */
 export function prepareInsertRecords(t: Tables, window: Window, runId: number, page: PageRows): PreparedQuery | undefined {
   if (page.keep.length === 0) return undefined;
-  const text = 'text' in page ? page.text : `{"data":${JSON.stringify(page.records)}}`;
+  const text = 'text' in page ? page.text : keptRecordsText(page.records, page.keep);
   return {
     text: `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
      select r.payload, e.event_time, $1, $2, $3
@@ -122,6 +133,22 @@ export function prepareInsertRecords(t: Tables, window: Window, runId: number, p
        join unnest($5::int[], $6::timestamptz[]) as e(n, event_time) using (n)`,
     values: [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes)],
   };
+}
+
+/** `{"data":[…]}` of `records` with the kept positions serialised and every other one `null`, so positions stay. */
+function keptRecordsText(records: readonly AnalyticsRecord[], keep: readonly number[]): string {
+  let text = '{"data":[';
+  let k = 0;
+  for (let i = 0; i < records.length; i++) {
+    if (i > 0) text += ',';
+    if (keep[k] === i) {
+      text += JSON.stringify(records[i]);
+      k++;
+    } else {
+      text += 'null';
+    }
+  }
+  return `${text}]}`;
 }
 
 /** The int[] literal of 1-based ordinals for 0-based positions. */
@@ -192,6 +219,53 @@ function timestampArray(values: readonly (number | null)[]): string {
  */
 export async function insertRecords(db: PoolClient, t: Tables, window: Window, runId: number, page: PageRows): Promise<void> {
   const query = prepareInsertRecords(t, window, runId, page);
+  if (query !== undefined) await db.query(query.text, query.values);
+}
+
+/** One quarantined record as stored (see {@link prepareInsertQuarantined}). */
+export interface QuarantineRow {
+  /**
+   * The record's JSON text (AnalyticsPage.quarantined[].text): stored as is in a `text` column, which
+   * holds it exactly; jsonb would refuse it. It never holds a NUL byte (U+0000 is the escape `\u0000`).
+   */
+  text: string;
+  /** Where in the record the problem is, JSONPath-like. */
+  path: string;
+  /** What the problem is. */
+  reason: string;
+  /** The record's event time in milliseconds since the epoch, or null when it has none. */
+  eventTime: number | null;
+}
+
+/**
+ * Builds the insert of a window's quarantined records into `records_quarantine` (one statement,
+ * the columns as parallel arrays) without sending it; like {@link prepareInsertRecords}, and
+ * replaced with the window's records by {@link clearWindow}. Nothing decodes `text`: it goes to
+ * a `text` column as sent.
+ *
+ * @returns undefined when there is nothing to insert.
+ */
+export function prepareInsertQuarantined(t: Tables, window: Window, runId: number, rows: readonly QuarantineRow[]): PreparedQuery | undefined {
+  if (rows.length === 0) return undefined;
+  return {
+    text: `insert into ${t.quarantine} (payload_text, json_path, reason, event_time, window_start, window_end, run_id)
+     select q.payload_text, q.json_path, q.reason, q.event_time, $1, $2, $3
+       from unnest($4::text[], $5::text[], $6::text[], $7::timestamptz[]) as q(payload_text, json_path, reason, event_time)`,
+    values: [
+      new Date(window.start),
+      new Date(window.end),
+      runId,
+      rows.map((r) => r.text),
+      rows.map((r) => r.path),
+      rows.map((r) => r.reason),
+      timestampArray(rows.map((r) => r.eventTime)),
+    ],
+  };
+}
+
+/** Inserts a window's quarantined records in one round trip (see {@link prepareInsertQuarantined}). */
+export async function insertQuarantined(db: PoolClient, t: Tables, window: Window, runId: number, rows: readonly QuarantineRow[]): Promise<void> {
+  const query = prepareInsertQuarantined(t, window, runId, rows);
   if (query !== undefined) await db.query(query.text, query.values);
 }
 
