@@ -91,7 +91,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_attempt_failures_total`,
     help:
       'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
-      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, unstorable_record, token, other).',
+      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, token, other).',
     labelNames: ['endpoint', 'reason'],
     registers: [this.registry],
   });
@@ -115,7 +115,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}sync_errors_total`,
     help:
       'Sync runs that failed, by the reason of the error that ended them (the failures of sync_failures_total, broken down): ' +
-      'network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, unstorable_record, token, inconsistent_window, database, other.',
+      'network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, token, inconsistent_window, database, other.',
     labelNames: ['reason'],
     registers: [this.registry],
   });
@@ -148,6 +148,20 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}sync_windows_shrunk_total`,
     help: 'Committed windows that E6 returned with fewer records than stored when re-read (retention or deletion upstream), by action: kept (SYNC_SHRINK=keep) or replaced.',
     labelNames: ['action'] as const,
+    registers: [this.registry],
+  });
+  readonly syncRecordsQuarantined = new Counter({
+    name: `${METRIC_PREFIX}sync_records_quarantined_total`,
+    help:
+      'Analytics records of committed windows that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting too deep), ' +
+      'kept as sent in the table records_quarantine (payload_text, json_path, reason) instead of records (re-loaded windows count again).',
+    registers: [this.registry],
+  });
+  readonly syncUnstableInstants = new Counter({
+    name: `${METRIC_PREFIX}sync_unstable_instants_total`,
+    help:
+      'Reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page of records) whose two reads disagreed; ' +
+      'such an instant is read again, and fails the run after SYNC_WINDOW_ATTEMPTS.',
     registers: [this.registry],
   });
   readonly syncDuration = new Gauge({
@@ -185,8 +199,10 @@ export class ExporterMetrics {
     }).set({ version: VERSION, revision: REVISION, nodejs_version: process.version }, 1);
     this.upstreamUp.set(0);
     this.syncRunning.set(0);
-    // Both series exist from the start, so increase() sees the first one.
+    // These series exist from the start, so increase() sees the first increment.
     for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ action }, 0);
+    this.syncRecordsQuarantined.inc(0);
+    this.syncUnstableInstants.inc(0);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -212,6 +228,8 @@ export class ExporterMetrics {
         if (w.watermark !== undefined) this.syncWatermark.set(w.watermark / 1000);
       },
       windowShrunk: (w) => this.syncWindowsShrunk.inc({ action: w.action }),
+      recordsQuarantined: (e) => this.syncRecordsQuarantined.inc(e.records),
+      unstableInstant: () => this.syncUnstableInstants.inc(),
       runFinished: (result: SyncResult) => this.recordRun(result),
     };
   }

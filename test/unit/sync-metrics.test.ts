@@ -1,0 +1,34 @@
+/**
+ * The sync's quarantine and unstable-instant counters (src/metrics/registry.ts): present at 0 from
+ * the start, so increase() sees the first event, and moved by the SyncObserver hooks run.ts calls.
+ */
+import { describe, expect, it } from 'vitest';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
+
+const window = { start: Date.parse('2026-10-01T00:00:00Z'), end: Date.parse('2026-10-02T00:00:00Z') };
+
+async function sample(metrics: ExporterMetrics, name: string): Promise<string | undefined> {
+  const text = await metrics.registry.metrics();
+  return text.split('\n').find((line) => line.startsWith(`${name} `));
+}
+
+describe('sync counters of issue 11', () => {
+  it('exports both counters at 0 before any run, with help naming where to look', async () => {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    expect(await sample(metrics, 'analytics_exporter_sync_records_quarantined_total')).toBe('analytics_exporter_sync_records_quarantined_total 0');
+    expect(await sample(metrics, 'analytics_exporter_sync_unstable_instants_total')).toBe('analytics_exporter_sync_unstable_instants_total 0');
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/# HELP analytics_exporter_sync_records_quarantined_total .*records_quarantine \(payload_text, json_path, reason\)/);
+    expect(text).toMatch(/# HELP analytics_exporter_sync_unstable_instants_total .*SYNC_MIN_SPLIT.*SYNC_WINDOW_ATTEMPTS/);
+  });
+
+  it('counts quarantined records and unstable instants from the observer hooks', async () => {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const observer = metrics.syncObserver();
+    observer.recordsQuarantined?.({ window, records: 3 });
+    observer.recordsQuarantined?.({ window, records: 2 });
+    observer.unstableInstant?.({ instant: window, records: 1200, attempt: 1 });
+    expect(await sample(metrics, 'analytics_exporter_sync_records_quarantined_total')).toBe('analytics_exporter_sync_records_quarantined_total 5');
+    expect(await sample(metrics, 'analytics_exporter_sync_unstable_instants_total')).toBe('analytics_exporter_sync_unstable_instants_total 1');
+  });
+});
