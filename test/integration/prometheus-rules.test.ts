@@ -135,7 +135,15 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
   });
 
   it('gives every alert a for, a severity, a summary and a description naming the target', () => {
-    expect(alertNames).toEqual(['AnalyticsExporterDown', 'AnalyticsExporterAbsent', 'AnalyticsUpstreamDown', 'AnalyticsSyncStale', 'AnalyticsSyncFailing']);
+    expect(alertNames).toEqual([
+      'AnalyticsExporterDown',
+      'AnalyticsExporterAbsent',
+      'AnalyticsUpstreamDown',
+      'AnalyticsSyncStale',
+      'AnalyticsSyncFailing',
+      'AnalyticsRecordsQuarantined',
+      'AnalyticsSyncUnstableInstants',
+    ]);
     for (const rule of alertRules) {
       expect(durationSeconds(rule.for ?? ''), rule.alert).toBeGreaterThanOrEqual(300);
       expect(['warning', 'critical'], rule.alert).toContain(rule.labels?.severity);
@@ -297,12 +305,15 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
   it('computes the values behind each threshold from the real metrics, one series per exporter', async () => {
     // Each alert's expression without its comparison, and the values the healthy stack must
     // give: the exporter and its upstream up, seconds since the last success (syncs run every
-    // 10 s), and no failed run. A changed threshold must be changed here too.
+    // 10 s), no failed run, no quarantined record and no unstable instant (the simulator's
+    // records are all storable and its order stable). A changed threshold must be changed here too.
     const thresholds: Record<string, { comparison: RegExp; healthy: (value: number) => boolean }> = {
       AnalyticsExporterDown: { comparison: / == 0$/, healthy: (v) => v === 1 },
       AnalyticsUpstreamDown: { comparison: / == 0$/, healthy: (v) => v === 1 },
       AnalyticsSyncStale: { comparison: /\s*> 2 \* 15 \* 60$/, healthy: (v) => v >= 0 && v < 60 },
       AnalyticsSyncFailing: { comparison: /\s*> 0\.5$/, healthy: (v) => v === 0 },
+      AnalyticsRecordsQuarantined: { comparison: / > 0$/, healthy: (v) => v === 0 },
+      AnalyticsSyncUnstableInstants: { comparison: / > 2$/, healthy: (v) => v === 0 },
     };
     // absent() has no value to show: it is either empty (a target exists) or 1.
     expect(Object.keys(thresholds).sort()).toEqual(alertNames.filter((name) => name !== 'AnalyticsExporterAbsent').sort());
