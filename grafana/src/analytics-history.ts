@@ -1,7 +1,8 @@
 /**
  * The "Analytics history" dashboard: the analytics records the ETL loaded into PostgreSQL (E6 in
- * ../shared/reference/platform-api.md), and the sync's own bookkeeping (`sync_runs`,
- * `sync_windows`, `sync_state`; see migrations/).
+ * ../shared/reference/platform-api.md), the records it quarantined (`records_quarantine`: records
+ * jsonb cannot store), and the sync's own bookkeeping (`sync_runs`, `sync_windows`, `sync_state`;
+ * see migrations/).
  *
  * The record schema of E6 is not published, so no field name inside `records.payload` is written
  * into the SQL: each comes from a textbox variable whose default matches the simulator
@@ -17,7 +18,7 @@ import * as common from '@grafana/grafana-foundation-sdk/common';
 import * as stat from '@grafana/grafana-foundation-sdk/stat';
 import * as table from '@grafana/grafana-foundation-sdk/table';
 import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
-import { COMMON_TAG, datasourceRef, datasourceVariable, finish, multiSelectVariable, sqlQuery } from './common.js';
+import { COMMON_TAG, QUARANTINE_RED, datasourceRef, datasourceVariable, finish, multiSelectVariable, sqlQuery, thresholds } from './common.js';
 import { POSTGRES_DATASOURCE_TYPE, PostgresFormat } from './postgres-query.js';
 
 /** uid of the dashboard (stable across Grafana instances; links use it). */
@@ -58,6 +59,12 @@ const RECORDS = '${schema}.records';
 const WHERE = `WHERE $__timeFilter(event_time)\n  AND ${CUSTOMER} = ANY (ARRAY[\${customer:sqlstring}]::text[])`;
 
 const RECORDS_NOTE = 'Records are counted by their own event time (records.event_time, from RECORD_TIME_FIELD); records without one are not shown.';
+
+const QUARANTINE = '${schema}.records_quarantine';
+/** Longest payload_text shown in the quarantine table, in characters; the rest is cut with an ellipsis. */
+const PAYLOAD_EXCERPT_CHARS = 200;
+const QUARANTINE_NOTE =
+  'Quarantined records are records E6 sent that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels), kept as sent in records_quarantine instead of records; they are placed by their window (window_start), since they may lack an event time. Independent of the customers.';
 
 const lastValue = () => new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(false);
 const legend = () =>
@@ -105,7 +112,7 @@ function dailyBars(title: string, description: string, metric: string): timeseri
 
 /**
  * Builds the "Analytics history" dashboard (PostgreSQL): records per event type and customer per
- * day, the customers' totals, the latest records, and the sync runs and windows.
+ * day, the customers' totals, the latest records, the sync runs and windows, and the quarantine.
  */
 export function analyticsHistoryDashboard(): dashboard.Dashboard {
   const builder = new dashboard.DashboardBuilder('Analytics history')
@@ -281,6 +288,36 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
         .tooltip(tooltip())
         .height(10)
         .span(24),
+    )
+
+    .withRow(new dashboard.RowBuilder('Quarantine'))
+    .withPanel(
+      countStat('Quarantined records', `Records quarantined for the windows in the time range. ${QUARANTINE_NOTE}`, `SELECT count(*) AS "quarantined"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)`)
+        .colorMode(common.BigValueColorMode.Background)
+        .thresholds(thresholds(1, QUARANTINE_RED))
+        .height(10),
+    )
+    .withPanel(
+      new table.PanelBuilder()
+        .title('Latest quarantined records')
+        .description(
+          `The 100 latest quarantined records of the windows in the time range, newest first: where in the record (JSON path) and what PostgreSQL jsonb refuses, and the record's JSON text as E6 sent it, cut at ${PAYLOAD_EXCERPT_CHARS} characters (all of it is in records_quarantine.payload_text; U+0000 shows as \\u0000). ${QUARANTINE_NOTE}`,
+        )
+        .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
+        .withTarget(
+          sqlQuery(
+            'A',
+            `SELECT\n  window_start AS "Window start",\n  window_end AS "Window end",\n  event_time AS "Event time",\n  json_path AS "Path",\n  reason AS "Reason",\n  CASE WHEN length(payload_text) > ${PAYLOAD_EXCERPT_CHARS} THEN left(payload_text, ${PAYLOAD_EXCERPT_CHARS}) || '…' ELSE payload_text END AS "Payload text",\n  loaded_at AS "Loaded",\n  run_id AS "Run"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)\nORDER BY id DESC\nLIMIT 100`,
+            PostgresFormat.Table,
+          ),
+        )
+        .unit('none')
+        .overrideByName('Window start', [{ id: 'unit', value: 'dateTimeAsIso' }])
+        .overrideByName('Window end', [{ id: 'unit', value: 'dateTimeAsIso' }])
+        .overrideByName('Event time', [{ id: 'unit', value: 'dateTimeAsIso' }])
+        .overrideByName('Loaded', [{ id: 'unit', value: 'dateTimeAsIso' }])
+        .height(10)
+        .span(18),
     );
   return finish(builder);
 }

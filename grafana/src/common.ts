@@ -110,6 +110,12 @@ export function sqlQuery(refId: string, rawSql: string, format: PostgresFormat):
   return new PostgresQueryBuilder(rawSql).datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE)).refId(refId).format(format);
 }
 
+/**
+ * Quarantined records from which their count turns red on both dashboards (it is amber from 1:
+ * each one is a record missing from `records`); this many suggests the platform changed something.
+ */
+export const QUARANTINE_RED = 100;
+
 /** Green below `amber`, amber from it, red from `red` (absolute thresholds, in the panel's unit). */
 export function thresholds(amber: number, red: number): dashboard.ThresholdsConfigBuilder {
   return new dashboard.ThresholdsConfigBuilder().mode(dashboard.ThresholdsMode.Absolute).steps([

@@ -10,7 +10,7 @@ import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import * as common from '@grafana/grafana-foundation-sdk/common';
 import * as stat from '@grafana/grafana-foundation-sdk/stat';
 import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
-import { COMMON_TAG, PROMETHEUS_DATASOURCE_TYPE, booleanMapping, datasourceRef, datasourceVariable, finish, multiSelectVariable, promQuery, thresholds } from './common.js';
+import { COMMON_TAG, PROMETHEUS_DATASOURCE_TYPE, QUARANTINE_RED, booleanMapping, datasourceRef, datasourceVariable, finish, multiSelectVariable, promQuery, thresholds } from './common.js';
 
 /** uid of the dashboard (stable across Grafana instances; links use it). */
 export const EXPORTER_HEALTH_UID = 'analytics-exporter-health';
@@ -202,6 +202,30 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     )
     .withPanel(
       graph('Sync duration', 'Duration of the last finished sync run, per instance.', 's', [{ expr: m('sync_duration_seconds'), legend: '{{instance}}' }], 12),
+    )
+    .withPanel(
+      single(
+        'Quarantined records',
+        'Records the sync quarantined in the time range (increase of sync_records_quarantined_total): records E6 sent that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels), kept as sent in the table records_quarantine (payload_text, json_path, reason) instead of records. A re-loaded window counts its records again. The Analytics history dashboard lists them.',
+        'short',
+        `sum(increase(${m('sync_records_quarantined_total')}[$__range]))`,
+      )
+        .decimals(0)
+        .thresholds(thresholds(1, QUARANTINE_RED))
+        .height(8)
+        .span(6),
+    )
+    .withPanel(
+      graph(
+        'Quarantined records and unstable instants',
+        'Records quarantined per second (sync_records_quarantined_total), and reads of an instant that disagreed per second (sync_unstable_instants_total: an instant, a part of SYNC_MIN_SPLIT holding more than a page, is read twice; a disagreement is read again and fails the run after SYNC_WINDOW_ATTEMPTS).',
+        'cps',
+        [
+          { expr: `sum(rate(${m('sync_records_quarantined_total')}[$__rate_interval]))`, legend: 'quarantined records' },
+          { expr: `sum(rate(${m('sync_unstable_instants_total')}[$__rate_interval]))`, legend: 'unstable instants' },
+        ],
+        18,
+      ),
     )
 
     .withRow(new dashboard.RowBuilder('Process'))
