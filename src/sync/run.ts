@@ -19,8 +19,10 @@ import {
   clearWindow,
   committedWindows,
   finishRun,
+  prepareInsertQuarantined,
   prepareInsertRecords,
   type PageRows,
+  type QuarantineRow,
   readWatermark,
   recordWindow,
   startRun,
@@ -36,6 +38,8 @@ export interface WindowSummary {
   window: Window;
   /** Records stored. */
   records: number;
+  /** Records jsonb cannot store, kept in `records_quarantine` instead (not in `records`). */
+  quarantined: number;
   /** What E6 returned for the window's parts (includes records left to a neighbour part). */
   totalRecords: number;
   /** Leaf pages stored. */
@@ -229,6 +233,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
           totalRecords: summary.totalRecords,
           pages: summary.pages,
           replaced: summary.replaced,
+          ...(summary.quarantined ? { quarantined: summary.quarantined } : {}),
           ...(summary.atEnd ? { atEnd: summary.atEnd } : {}),
           ...(summary.outside ? { outside: summary.outside } : {}),
           ...(summary.untimed ? { untimed: summary.untimed } : {}),
@@ -248,6 +253,13 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
             : 'E6 now returns fewer records for this window than were stored; they were replaced (SYNC_SHRINK=replace)',
         );
         observer?.windowShrunk?.(summary.shrunk);
+      }
+      if (summary.quarantined > 0) {
+        log.warn(
+          { runId, window: [iso(window.start), iso(window.end)], quarantined: summary.quarantined },
+          'E6 returned records PostgreSQL jsonb cannot store; they are kept whole in records_quarantine (payload_text, json_path, reason) and the rest of the window is committed',
+        );
+        observer?.recordsQuarantined?.({ window, records: summary.quarantined });
       }
       if (summary.outside > 0) {
         log.warn(
@@ -329,6 +341,7 @@ async function loadWindowOrKeep(
     return {
       window,
       records: 0,
+      quarantined: 0,
       totalRecords: err.shrunk.returned,
       pages: 0,
       requests: stats.requests,
@@ -358,6 +371,8 @@ interface PreparedPage {
   /** Records on the page (E6's `data` length), kept or not. */
   length: number;
   rows: PageRows;
+  /** Records of the part that jsonb cannot store, kept (boundary rule applied) for `records_quarantine`. */
+  quarantine: QuarantineRow[];
   atEnd: number;
   outside: number;
   untimed: number;
@@ -373,6 +388,8 @@ interface PreparedPage {
 function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined): PreparedPage {
   const keep: number[] = [];
   const eventTimes: (number | null)[] = [];
+  const quarantine: QuarantineRow[] = [];
+  const unstorable = new Map((page.quarantined ?? []).map((q) => [q.index, q]));
   let atEnd = 0;
   let outside = 0;
   let untimed = 0;
@@ -384,11 +401,16 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
     }
     if (ms !== undefined && (ms < window.start || ms > window.end)) outside++;
     if (timeField && ms === undefined) untimed++;
+    const bad = unstorable.get(i);
+    if (bad !== undefined) {
+      quarantine.push({ text: bad.text, path: bad.path, reason: bad.reason, eventTime: ms ?? null });
+      continue;
+    }
     keep.push(i);
     eventTimes.push(ms === undefined ? null : ms);
   }
   const rows: PageRows = page.text === undefined ? { records: page.data, keep, eventTimes } : { text: page.text, keep, eventTimes };
-  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, atEnd, outside, untimed };
+  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed };
 }
 
 /**
@@ -409,6 +431,7 @@ async function loadWindow(
     const replaced = await clearWindow(db, t, window);
     let stored = 0;
     let fetched = 0;
+    let quarantined = 0;
     let pages = 0;
     let atEnd = 0;
     let outside = 0;
@@ -434,8 +457,12 @@ async function loadWindow(
         outside += current.outside;
         untimed += current.untimed;
         const query = prepareInsertRecords(t, window, runId, current.rows);
+        const isolated = prepareInsertQuarantined(t, window, runId, current.quarantine);
+        quarantined += current.quarantine.length;
         await settle();
-        const done = query === undefined ? Promise.resolve() : db.query(query.text, query.values).then(() => undefined);
+        const done = Promise.all(
+          [query, isolated].map((q) => (q === undefined ? undefined : db.query(q.text, q.values))),
+        ).then(() => undefined);
         done.catch(() => undefined); // awaited by settle(); never an unhandled rejection meanwhile
         inserting = { done, records: current.rows.keep.length };
       }
@@ -444,13 +471,15 @@ async function loadWindow(
       await settle();
     }
     const stats = reader.stats(index);
+    // Quarantined records count as stored for the shrink check: E6 still returns them.
     const shrunk: ShrunkWindow | undefined =
-      stored < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
+      stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
     const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {
       window,
       records: stored,
+      quarantined,
       totalRecords: fetched,
       pages,
       requests: stats.requests,

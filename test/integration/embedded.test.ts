@@ -6,6 +6,7 @@ import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
+import { MIGRATIONS } from '../helpers/migrations.js';
 
 describe('embedded PGlite database', () => {
   const dir = mkdtempSync(join(tmpdir(), 'ae-pglite-'));
@@ -14,7 +15,7 @@ describe('embedded PGlite database', () => {
   it('runs the migrations through pg and keeps data across restarts', async () => {
     const first = await startEmbeddedDatabase(dir, silentLogger);
     let pool = createPool(first.url, silentLogger, { max: 2 });
-    expect(await migrate(pool, 'analytics', silentLogger)).toEqual(['20261122000000000_init']);
+    expect(await migrate(pool, 'analytics', silentLogger)).toEqual(MIGRATIONS);
     await pool.query(`insert into analytics.sync_runs (range_start, range_end, status) values (now(), now(), 'succeeded')`);
     await pool.end();
     await first.close();

@@ -3,6 +3,7 @@ import { migrate, pendingMigrations } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { useTestDatabase } from '../helpers/db.js';
+import { MIGRATIONS } from '../helpers/migrations.js';
 
 describe('migrate', () => {
   const db = useTestDatabase();
@@ -10,14 +11,14 @@ describe('migrate', () => {
   it('creates the schema and its tables, then has nothing to do', async () => {
     const pool = createPool(db.url, silentLogger);
     try {
-      expect(await pendingMigrations(pool, 'etl_a')).toEqual(['20261122000000000_init']);
-      expect(await migrate(pool, 'etl_a', silentLogger)).toEqual(['20261122000000000_init']);
+      expect(await pendingMigrations(pool, 'etl_a')).toEqual(MIGRATIONS);
+      expect(await migrate(pool, 'etl_a', silentLogger)).toEqual(MIGRATIONS);
       expect(await migrate(pool, 'etl_a', silentLogger)).toEqual([]);
       expect(await pendingMigrations(pool, 'etl_a')).toEqual([]);
       const { rows } = await pool.query<{ table_name: string }>(
         "select table_name from information_schema.tables where table_schema = 'etl_a' order by 1",
       );
-      expect(rows.map((r) => r.table_name)).toEqual(['pgmigrations', 'records', 'sync_runs', 'sync_state', 'sync_windows']);
+      expect(rows.map((r) => r.table_name)).toEqual(['pgmigrations', 'records', 'records_quarantine', 'sync_runs', 'sync_state', 'sync_windows']);
       const path = await pool.query<{ search_path: string }>('show search_path');
       expect(path.rows[0]!.search_path).toBe('"$user", public');
     } finally {
@@ -29,9 +30,9 @@ describe('migrate', () => {
     const pools = Array.from({ length: 4 }, () => createPool(db.url, silentLogger, { max: 1 }));
     try {
       const results = await Promise.all(pools.map((p) => migrate(p, 'etl_b', silentLogger)));
-      expect(results.flat()).toEqual(['20261122000000000_init']);
+      expect(results.flat()).toEqual(MIGRATIONS);
       const { rows } = await pools[0]!.query<{ n: number }>('select count(*)::int as n from etl_b.pgmigrations');
-      expect(rows[0]!.n).toBe(1);
+      expect(rows[0]!.n).toBe(MIGRATIONS.length);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }

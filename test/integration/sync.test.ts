@@ -299,6 +299,8 @@ describe('sync (in process, real PostgreSQL)', () => {
     const schema = await freshSchema();
     const result = await sync(s, schema, { SYNC_WINDOW: '1d' });
     const { rows } = await pool.query(`select status, windows, pages, records, error, finished_at is not null as finished from ${schema}.sync_runs where id = $1`, [result.runId]);
-    expect(rows[0]).toEqual({ status: 'succeeded', windows: 2, pages: 2, records: '2000', error: null, finished: true });
+    // About 1,000 records a day: the first day fits one page; the second, planned from it, in one or two.
+    expect(result.pages).toBeGreaterThanOrEqual(2);
+    expect(rows[0]).toEqual({ status: 'succeeded', windows: 2, pages: result.pages, records: '2000', error: null, finished: true });
   });
 });

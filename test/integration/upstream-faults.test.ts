@@ -16,7 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
-import { TokenError, UnstorableRecordError, UpstreamError, type FailureReason } from '../../src/errors.js';
+import { TokenError, UpstreamError, type FailureReason } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { startSimulator, type FaultRequest, type Simulator, type SimulatorRequestEvent } from '../../src/simulator/index.js';
@@ -46,7 +46,7 @@ const CLIENT_SECRET = 'upstream-faults-secret-7Qx9';
 const TOKEN_PREFIX = 'tok-upstream-faults-';
 const MAX_ATTEMPTS = 3;
 
-// Two days, 2400 records, 12h windows of 3 pages of 200: four windows, ~600 records each.
+// Two days, 2400 records, 12h windows of ~600 records read in parts of at most 200: four windows.
 const START = new Date('2026-10-30T00:00:00Z');
 const END = new Date('2026-11-01T00:00:00Z');
 const WINDOW_MS = 12 * 3_600_000;
@@ -56,9 +56,20 @@ const SYNC_ENV = {
   SYNC_PAGE_SIZE: '200',
   SYNC_CONCURRENCY: '2',
 };
-/** Page 2 of the second window: a fault here hits a window whose page 1 is already inserted in the open transaction. */
-const SECOND_WINDOW_PAGE_2 = (r: FaultRequest): boolean =>
-  r.url.searchParams.get('startDate') === '2026-10-30T12:00:00Z' && r.url.searchParams.get('pageNumber') === '2';
+/**
+ * A later part of the second window (its startDate inside the window, after its first part): a
+ * fault here hits a window whose first part may already be inserted in the open transaction. The
+ * first such request is pinned, so every use of the fault hits that one request and its retries.
+ */
+function laterPartOfSecondWindow(): (r: FaultRequest) => boolean {
+  let pinned: string | undefined;
+  return (r) => {
+    const start = r.url.searchParams.get('startDate') ?? '';
+    if (!(start > '2026-10-30T12:00:00Z' && start < '2026-10-31T00:00:00Z')) return false;
+    pinned ??= r.url.search;
+    return pinned === r.url.search;
+  };
+}
 
 /** One sync setup: a simulator with its identity host on a port of its own, a fresh schema, metrics, captured logs. */
 interface Harness {
@@ -227,7 +238,7 @@ interface FaultCase {
 }
 
 const e6Fault = (fault: Parameters<Simulator['queueFault']>[0]) => ({
-  arm: (h: Harness, uses: number) => h.sim.queueFault(fault, uses, 'analytics', SECOND_WINDOW_PAGE_2),
+  arm: (h: Harness, uses: number) => h.sim.queueFault(fault, uses, 'analytics', laterPartOfSecondWindow()),
   faulted: (h: Harness) => h.requests.filter((r) => r.fault === fault).length,
 });
 const E6 = String.raw`^E6 http://127\.0\.0\.1:\d+/analytics: `;
@@ -269,17 +280,17 @@ const CASES: FaultCase[] = [
     ...e6Fault('inconsistent-total-pages'),
     errorClass: UpstreamError,
     code: 'ERR_UPSTREAM_BODY',
-    message: new RegExp(`${E6}page 2 is inconsistent: totalPages \\d+ does not match totalRecords \\d+ at pageSize 200`),
+    message: new RegExp(`${E6}page 1 is inconsistent: totalPages \\d+ does not match totalRecords \\d+ at pageSize 200`),
     syncReason: 'inconsistent_page',
     attempt: { endpoint: 'analytics', reason: 'inconsistent_page' },
     retryable: true,
   },
   {
-    name: 'an empty page before totalPages',
+    name: 'an empty page where records were promised',
     ...e6Fault('empty-page'),
     errorClass: UpstreamError,
     code: 'ERR_UPSTREAM_BODY',
-    message: new RegExp(`${E6}page 2 is inconsistent: an empty page before the last \\(totalPages 3\\): 0 records, expected 200`),
+    message: new RegExp(`${E6}page 1 is inconsistent: 0 records, expected (\\d+) of totalRecords \\1`),
     syncReason: 'inconsistent_page',
     attempt: { endpoint: 'analytics', reason: 'inconsistent_page' },
     retryable: true,
@@ -289,7 +300,7 @@ const CASES: FaultCase[] = [
     ...e6Fault('oversized-page'),
     errorClass: UpstreamError,
     code: 'ERR_UPSTREAM_BODY',
-    message: new RegExp(`${E6}page 2 is inconsistent: 220 records, more than pageSize 200`),
+    message: new RegExp(`${E6}page 1 is inconsistent: 2\\d\\d records, more than pageSize 200`),
     syncReason: 'inconsistent_page',
     attempt: { endpoint: 'analytics', reason: 'inconsistent_page' },
     retryable: true,
@@ -299,7 +310,7 @@ const CASES: FaultCase[] = [
     env: { UPSTREAM_TIMEOUT: '1s' },
     arm: (h, uses) => {
       h.sim.faults.stallMs = 60_000; // far beyond the timeout; the stall ends when the client gives up on the socket
-      h.sim.queueFault('slow-body', uses, 'analytics', SECOND_WINDOW_PAGE_2);
+      h.sim.queueFault('slow-body', uses, 'analytics', laterPartOfSecondWindow());
     },
     faulted: (h) => h.requests.filter((r) => r.fault === 'slow-body').length,
     errorClass: UpstreamError,
@@ -349,18 +360,6 @@ const CASES: FaultCase[] = [
     syncReason: 'token',
     attempt: { endpoint: 'token', reason: 'http_503' },
     retryable: true,
-  },
-  {
-    name: 'a record holding \\u0000, which PostgreSQL jsonb cannot store',
-    ...e6Fault('nul-in-record'),
-    errorClass: UnstorableRecordError,
-    code: 'ERR_RECORD_UNSTORABLE',
-    message: new RegExp(
-      `${E6}page 2, data\\[0\\] \\(record 201 of \\d+ in the requested range\\): \\$\\.customerName is a string that holds U\\+0000 \\(\\\\u0000\\), which PostgreSQL jsonb cannot store`,
-    ),
-    syncReason: 'unstorable_record',
-    attempt: { endpoint: 'analytics', reason: 'unstorable_record' },
-    retryable: false,
   },
 ];
 
@@ -445,5 +444,50 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     const retryLines = h.logs.filter((l) => l.msg === (c.attempt.endpoint === 'token' ? 'token request failed; retrying' : 'upstream request failed; retrying'));
     expect(retryLines).toHaveLength(uses);
     await expectNoSecrets(h);
+  });
+
+  it('a record holding \\u0000, which jsonb cannot store, goes whole into records_quarantine; the rest of its window commits; a re-load replaces it', async () => {
+    const h = await harness();
+    h.sim.queueFault('nul-in-record', 1, 'analytics', laterPartOfSecondWindow());
+    const result = await run(h);
+    expect(result.status, result.error?.message).toBe('succeeded');
+    expect(h.requests.filter((r) => r.fault === 'nul-in-record')).toHaveLength(1);
+
+    // The record as E6 sent it, exactly, with where and why; every other record of its window is stored.
+    const { rows: quarantined } = await pool.query<{ payloadText: string; jsonPath: string; reason: string; windowStart: Date }>(
+      `select payload_text as "payloadText", json_path as "jsonPath", reason, window_start as "windowStart" from "${h.schema}".records_quarantine`,
+    );
+    expect(quarantined).toHaveLength(1);
+    const q = quarantined[0]!;
+    expect(q).toMatchObject({ jsonPath: '$.customerName', reason: expect.stringContaining('U+0000') });
+    expect(q.windowStart.toISOString()).toBe('2026-10-30T12:00:00.000Z');
+    expect(q.payloadText).toContain('\\u0000');
+    const original = JSON.parse(q.payloadText) as Record<string, unknown>;
+    const asSent = canonicalJson({ ...original, customerName: String(original.customerName).replace(/\u0000$/, '') });
+    const expectedWindow = expectedMultiset(h.sim, new Date('2026-10-30T12:00:00Z'), new Date('2026-10-31T00:00:00Z'));
+    expect(expectedWindow).toContain(asSent);
+    const { rows: stored } = await pool.query<{ payload: unknown }>(`select payload from "${h.schema}".records where window_start = '2026-10-30T12:00:00Z'`);
+    const rest = [...expectedWindow];
+    rest.splice(rest.indexOf(asSent), 1);
+    expect(stored.map((r) => canonicalJson(r.payload)).sort()).toEqual(rest);
+    expect(await counter(h, 'sync_records_quarantined_total')).toBe(1);
+    expect(await counter(h, 'sync_records_total')).toBe(2399);
+    const warning = h.logs.find((l) => typeof l.msg === 'string' && l.msg.startsWith('E6 returned records PostgreSQL jsonb cannot store'));
+    expect(warning).toMatchObject({ level: 'warn', quarantined: 1 });
+    expect((await watermarkOf(pool, h.schema))?.toISOString()).toBe(END.toISOString());
+
+    // E6 now sends the record intact: re-loading the window replaces its quarantined row like its records.
+    const client = AnalyticsClient.fromConfig(
+      loadConfig({ STATISTICS_URL: h.sim.url, AUTH_URL: h.sim.authUrl, CLIENT_ID: 'faults-client', CLIENT_SECRET, ...SYNC_ENV }).upstream!,
+      { log: silentLogger },
+    );
+    closers.push(() => client.close());
+    const reload = await runSync(
+      { pool, client, config: syncConfig(SYNC_ENV), schema: h.schema, log: silentLogger },
+      { from: new Date('2026-10-30T12:00:00Z'), to: new Date('2026-10-31T00:00:00Z'), now: () => END.getTime() + 3_600_000 },
+    );
+    expect(reload.status).toBe('succeeded');
+    expect((await pool.query(`select 1 from "${h.schema}".records_quarantine`)).rowCount).toBe(0);
+    expect(await expectExactDataset(pool, h.schema, h.sim, START, END)).toBe(2400);
   });
 });
