@@ -31,7 +31,7 @@ export type ErrorCode =
  *   totalRecords, an empty or short page before the last, more records than pageSize, another page
  *   number), `response_too_large`, `invalid_body` (any other body fault);
  * - `token`: no token could be had (E0), for a request or run that needed one;
- * - `inconsistent_window`: a window kept changing while it was paged (SYNC_WINDOW_ATTEMPTS);
+ * - `inconsistent_window`: the two reads of an instant holding more than a page kept disagreeing (SYNC_WINDOW_ATTEMPTS);
  * - `database`, `aborted`, `other`.
  */
 export type FailureReason =
