@@ -79,7 +79,12 @@ export function splitRange(range: Window, parts: number, minSplitMs: number, hot
     const cut = nextCut(range.start, minSplitMs);
     if (cut < range.end) cuts.add(cut);
   }
-  const sorted = [...cuts].sort((a, b) => a - b);
+  return partsBetween(range, cuts);
+}
+
+/** The parts of `range` between `cuts` (each strictly inside it; any order, repeats allowed). */
+function partsBetween(range: Window, cuts: Iterable<number>): Window[] {
+  const sorted = [...new Set(cuts)].sort((a, b) => a - b);
   const out: Window[] = [];
   let start = range.start;
   for (const cut of sorted) {
@@ -216,15 +221,7 @@ export class RecordEstimate {
       }
       before += cell.records;
     }
-    const inside = [...new Set(cuts)].filter((c) => c > window.start && c < window.end).sort((a, b) => a - b);
-    if (inside.length === 0) return splitRange(window, parts, minSplitMs);
-    const out: Window[] = [];
-    let start = window.start;
-    for (const cut of inside) {
-      out.push({ start, end: cut });
-      start = cut;
-    }
-    out.push({ start, end: window.end });
-    return out;
+    const inside = cuts.filter((c) => c > window.start && c < window.end);
+    return inside.length === 0 ? splitRange(window, parts, minSplitMs) : partsBetween(window, inside);
   }
 }
