@@ -52,6 +52,7 @@ const FLAGS = [
   ['scope', '--scope <scope>', `scope a token request must include (default ${DEFAULT_SCOPE})`],
   ['tokenLifetime', '--token-lifetime <duration>', `expires_in and real lifetime of tokens, whole seconds, e.g. 1h (default ${DEFAULT_TOKEN_LIFETIME_SECONDS}s)`],
   ['toDate', '--to-date <mode>', 'whether a record exactly at toDate is included: inclusive (default) or exclusive'],
+  ['order', '--order <order>', 'order of records within an E6 range, drawn per request: stable (default), ties (timestamp order, ties reshuffled) or random'],
   ['prometheusHelp', '--prometheus-help', 'add # HELP and # TYPE lines to /analytics/prometheus (the reference shows none)'],
   ['tlsCert', '--tls-cert <file>', 'PEM server certificate: serve HTTPS (needs --tls-key)'],
   ['tlsKey', '--tls-key <file>', 'PEM private key of --tls-cert'],
@@ -131,6 +132,7 @@ const flagsSchema = z.object({
     .refine((ms) => ms >= 1000 && ms % 1000 === 0, 'must be whole seconds, at least 1s')
     .optional(),
   toDate: z.enum(['inclusive', 'exclusive'], { error: 'must be inclusive or exclusive' }).optional(),
+  order: z.enum(['stable', 'ties', 'random'], { error: 'must be stable, ties or random' }).optional(),
   prometheusHelp: z.boolean().optional(),
   tlsCert: pemFile.optional(),
   tlsKey: pemFile.optional(),
@@ -239,6 +241,7 @@ function simulatorOptions(flags: Flags, logger: Logger): SimulatorOptions {
     scope: flags.scope,
     tokenLifetimeSeconds: flags.tokenLifetime === undefined ? undefined : flags.tokenLifetime / 1000,
     toDate: flags.toDate,
+    order: flags.order,
     prometheusHelp: flags.prometheusHelp,
     tls:
       flags.tlsCert !== undefined && flags.tlsKey !== undefined

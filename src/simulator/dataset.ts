@@ -232,6 +232,23 @@ interface InsertedEntry {
   customerKey: string;
 }
 
+/**
+ * The order of records within an E6 response, which the reference does not promise: `stable`
+ * (timestamp, then a fixed tie order), `ties` (timestamp, ties in an order drawn per request),
+ * `random` (an order drawn per request). See {@link Dataset.pageJsonOrdered}.
+ */
+export type RecordOrder = 'stable' | 'ties' | 'random';
+
+/** Fisher–Yates, in place. */
+function shuffle<T>(items: T[], random: () => number): void {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    const swap = items[i]!;
+    items[i] = items[j]!;
+    items[j] = swap;
+  }
+}
+
 /** A reference to one merged record: a base index, or an inserted entry. */
 type Ref = number | InsertedEntry;
 
@@ -766,6 +783,65 @@ export class Dataset {
     const out: string[] = [];
     for (const ref of this.#walk(this.#span(from, to, toInclusive), offset, limit)) out.push(this.#refToJson(ref));
     return out;
+  }
+
+  /**
+   * Like {@link pageJson}, but in the given order, drawn anew on each call from `random` (one
+   * request of E6, whose reference promises no order):
+   * - `stable`: merged order, exactly {@link pageJson};
+   * - `ties`: by timestamp, records with equal timestamps in an order shuffled per call, as
+   *   `ORDER BY timestamp OFFSET … LIMIT …` leaves ties to chance. Only the tie groups the page
+   *   cuts through are drawn: the cost is the page plus those groups;
+   * - `random`: the whole range shuffled per call (the cost is the range's size).
+   *
+   * @param random uniform in [0, 1); advanced by the shuffle.
+   * @throws {InvalidArgumentError} for a negative or fractional offset or limit.
+   */
+  pageJsonOrdered(
+    from: Date | undefined,
+    to: Date | undefined,
+    toInclusive: boolean,
+    offset: number,
+    limit: number,
+    order: RecordOrder,
+    random: () => number,
+  ): string[] {
+    if (order === 'stable') return this.pageJson(from, to, toInclusive, offset, limit);
+    this.#checkOffsetLimit(offset, limit);
+    const span = this.#span(from, to, toInclusive);
+    const total = span.b - span.a + (span.d - span.c);
+    if (offset >= total || limit === 0) return [];
+    if (order === 'random') {
+      const all = [...this.#walk(span, 0, total)];
+      shuffle(all, random);
+      return all.slice(offset, offset + limit).map((ref) => this.#refToJson(ref));
+    }
+    // ties: widen the page to whole tie groups at both ends, shuffle each group, cut the page out.
+    const last = Math.min(total, offset + limit) - 1;
+    const msAt = (position: number): number => this.#refMs(this.#walk(span, position, 1).next().value as Ref);
+    let first = offset;
+    const firstMs = msAt(offset);
+    while (first > 0 && msAt(first - 1) === firstMs) first--;
+    let end = last + 1;
+    const lastMs = msAt(last);
+    while (end < total && msAt(end) === lastMs) end++;
+    const refs = [...this.#walk(span, first, end - first)];
+    for (let i = 0; i < refs.length; ) {
+      const ms = this.#refMs(refs[i]!);
+      let j = i + 1;
+      while (j < refs.length && this.#refMs(refs[j]!) === ms) j++;
+      if (j - i > 1) {
+        const group = refs.slice(i, j);
+        shuffle(group, random);
+        refs.splice(i, j - i, ...group);
+      }
+      i = j;
+    }
+    return refs.slice(offset - first, offset - first + limit).map((ref) => this.#refToJson(ref));
+  }
+
+  #refMs(ref: Ref): number {
+    return typeof ref === 'number' ? this.#baseMs(ref) : ref.ms;
   }
 
   /**

@@ -25,6 +25,7 @@ export {
   type DatasetOptions,
   type EventCount,
   type EventType,
+  type RecordOrder,
 } from './dataset.js';
 export {
   DEFAULT_CLIENT_ID,

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { Dataset, EVENT_TYPES, parseIsoDateTime, type AnalyticsRecord, type DatasetOptions } from './dataset.js';
+import { Dataset, EVENT_TYPES, parseIsoDateTime, type AnalyticsRecord, type DatasetOptions, type RecordOrder } from './dataset.js';
 
 export const DEFAULT_CLIENT_ID = 'demo-client';
 export const DEFAULT_CLIENT_SECRET = 'demo-secret';
@@ -161,6 +161,11 @@ export interface SimulatorOptions extends DatasetOptions {
   tokenPrefix?: string;
   /** Whether a record exactly at `toDate` is in the range. Default inclusive (the reference is silent). */
   toDate?: 'inclusive' | 'exclusive';
+  /**
+   * Order of records within an E6 range, drawn anew per request (the reference promises none):
+   * `stable` (default), `ties` (timestamp order, ties reshuffled), `random`. See {@link Dataset.pageJsonOrdered}.
+   */
+  order?: RecordOrder;
   tls?: SimulatorTlsOptions;
   /** Initial fault settings; the rest from {@link NO_FAULTS}. */
   faults?: Partial<FaultSettings>;
@@ -197,6 +202,8 @@ export interface Simulator {
   /** {auth_url}: the same as `url`, or the E0 port's own URL with `separateAuth`. */
   readonly authUrl: string;
   readonly dataset: Dataset;
+  /** Order of records within an E6 range (see {@link SimulatorOptions.order}); may be changed at any time. */
+  order: RecordOrder;
   /** Live fault settings; change fields at any time. */
   readonly faults: FaultSettings;
   readonly stats: SimulatorStats;
@@ -317,6 +324,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     throw new InvalidArgumentError(`tokenLifetimeSeconds must be a whole number ≥ 1; got ${lifetimeSeconds}`);
   }
   const toInclusive = (options.toDate ?? 'inclusive') === 'inclusive';
+  const order = options.order ?? 'stable';
+  if (!['stable', 'ties', 'random'].includes(order)) throw new InvalidArgumentError(`order must be stable, ties or random; got ${String(order)}`);
+  /** Draws each request's order; seeded, so a run repeats. */
+  const orderRandom = mulberry32(dataset.seed ^ 0x0bad5eed);
+  // Assigned once listening; handlers read its live `order`.
+  let simulator: Simulator | undefined;
   const now = options.now ?? Date.now;
   const log = options.logger;
   const faults: FaultSettings = { ...NO_FAULTS, ...options.faults };
@@ -635,7 +648,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (pageNumber <= totalPages && queued !== 'empty-page') {
       const offset = (pageNumber - 1) * pageSize;
       const limit = queued === 'oversized-page' ? pageSize + Math.max(1, Math.ceil(pageSize / 10)) : pageSize;
-      records = dataset.pageJson(from, to, toInclusive, offset, limit);
+      records = dataset.pageJsonOrdered(from, to, toInclusive, offset, limit, simulator?.order ?? order, orderRandom);
     }
     if (queued === 'oversized-page') {
       // Too few records left in the range: pad with copies (or new records) to exceed pageSize.
@@ -818,10 +831,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   let authChange: Promise<void> = Promise.resolve();
 
   let closing: Promise<void> | undefined;
-  return {
+  simulator = {
     url,
     authUrl,
     dataset,
+    order,
     faults,
     stats,
     queueFault(fault, times = 1, target = 'any', when = undefined) {
@@ -863,4 +877,5 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       return closing;
     },
   };
+  return simulator;
 }
