@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'ERR_UPSTREAM_BODY'
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_DATABASE'
+  | 'ERR_DATA_DIR_LOCKED'
   | 'ERR_ABORTED';
 
 /**
@@ -122,6 +123,35 @@ export class UpstreamError extends ExporterError {
   constructor(code: ErrorCode, endpoint: Endpoint, message: string, options: ExporterErrorOptions = {}) {
     super(code, message, options);
     this.endpoint = endpoint;
+  }
+}
+
+/**
+ * The embedded database could not be opened: its folder (DATA_DIR) or a file in it could not be
+ * created, opened or locked. The message names the folder and the errno code (`EROFS`, `EACCES`).
+ */
+export class DatabaseOpenError extends ExporterError {
+  constructor(message: string, options: ExporterErrorOptions = {}) {
+    super('ERR_DATABASE', message, { ...options, reason: 'database' });
+  }
+}
+
+/**
+ * Another process holds the embedded database's folder (DATA_DIR): one process per embedded
+ * database. The CLI exits 1 on it, naming the holder and the way out.
+ */
+export class DataDirLockedError extends ExporterError {
+  constructor(
+    readonly dataDir: string,
+    /** What the lock file says of the process holding it; undefined when it says nothing readable. */
+    readonly holder: { pid: number; command: string; since: string } | undefined,
+  ) {
+    const who = holder === undefined ? 'another process' : `process ${holder.pid} (${holder.command}), since ${holder.since},`;
+    super(
+      'ERR_DATA_DIR_LOCKED',
+      `the embedded database in ${dataDir} is in use by ${who} and serves one process at a time: ` +
+        'stop that process, or set DATABASE_URL to a PostgreSQL server to run several processes on one database',
+    );
   }
 }
 

@@ -3,7 +3,9 @@
  * (token E0, one E6 page, the E7 text, the database) and prints one line per step, like
  * `telegraf --test` or `vector validate`. Exit 0 only when every step passes.
  */
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
+import { openDatabase } from './runtime.js';
 import pg from 'pg';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError, describeError } from '../errors.js';
@@ -88,7 +90,17 @@ export async function runChecks(
   }
 
   if (config.database.url === undefined) {
-    report({ step: 'database', status: 'skip', detail: `DATABASE_URL unset: the embedded database under ${config.database.dataDir} is used` });
+    // The embedded database is opened as every command opens it: locked to this process, so a
+    // second process on DATA_DIR (a running serve, say) fails here, naming the holder.
+    await step('database', async () => {
+      const db = await openDatabase(config, log, 1);
+      try {
+        const { rows } = await db.pool.query<{ version: string }>('select current_setting($1) as version', ['server_version']);
+        return `embedded PostgreSQL ${rows[0]?.version ?? '?'} (PGlite) in ${resolve(config.database.dataDir)}`;
+      } finally {
+        await db.close();
+      }
+    });
   } else {
     const url = config.database.url;
     await step('database', async () => {

@@ -1,6 +1,6 @@
 /** `analytics-exporter migrate`: applies pending migrations and exits (sync and serve also do it at start). */
 import type { Command } from 'commander';
-import { describeError } from '../errors.js';
+import { DataDirLockedError, describeError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { migrate } from '../db/migrate.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
@@ -25,7 +25,8 @@ export function registerMigrateCommand(program: Command): void {
           await db.close();
         }
       } catch (err) {
-        log.error({ err: { message: describeError(err) } }, 'migrate failed');
+        if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
+        else log.error({ err: { message: describeError(err) } }, 'migrate failed');
         process.exitCode = EXIT_FAILURE;
       }
     });

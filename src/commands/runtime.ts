@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
+import type { DataDirLock } from '../db/datadir-lock.js';
 import { startEmbeddedDatabase } from '../db/embedded.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { startDemoUpstream } from '../demo.js';
@@ -39,14 +40,17 @@ export interface Database {
  * Opens DATABASE_URL, or the embedded database under DATA_DIR when it is unset.
  *
  * @param maxConnections pool size; the embedded database multiplexes onto one backend anyway.
- * @throws {ExporterError} `ERR_DATABASE` when the embedded database cannot be opened.
+ * @param lock DATA_DIR, already locked by the caller (see {@link lockDataDir}); otherwise the
+ *   embedded database locks it itself.
+ * @throws {DataDirLockedError} when another process holds DATA_DIR; {@link DatabaseOpenError}
+ *   (`ERR_DATABASE`) when the embedded database cannot be opened.
  */
-export async function openDatabase(config: Config, log: Logger, maxConnections = 4): Promise<Database> {
+export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock): Promise<Database> {
   if (config.database.url !== undefined) {
     const pool = createPool(config.database.url, log, { max: maxConnections });
     return { pool, embedded: false, close: () => pool.end() };
   }
-  const embedded = await startEmbeddedDatabase(config.database.dataDir, log);
+  const embedded = await startEmbeddedDatabase(config.database.dataDir, log, lock);
   const pool = createPool(embedded.url, log, { max: Math.min(maxConnections, 4) });
   return {
     pool,

@@ -5,7 +5,8 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { Command } from 'commander';
-import { describeError } from '../errors.js';
+import { DataDirLockedError, describeError } from '../errors.js';
+import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
 import { createLogger, type Logger } from '../log.js';
 import { migrate, pendingMigrations } from '../db/migrate.js';
 import { ExporterMetrics } from '../metrics/registry.js';
@@ -54,18 +55,36 @@ export interface RunningServer {
  *   and database faults after that are reported through /metrics and /readyz, never thrown.
  */
 export async function startServe(config: Config, log: Logger): Promise<RunningServer> {
+  // The embedded database's folder first: a second process on it stops here, before it serves anything.
+  let lock: DataDirLock | undefined;
+  let lockError: unknown;
+  if (config.database.url === undefined) {
+    try {
+      lock = lockDataDir(config.database.dataDir);
+    } catch (err) {
+      if (err instanceof DataDirLockedError) throw err;
+      lockError = err; // EROFS, EACCES: served as a database that cannot be opened (database_up 0)
+    }
+  }
   const metrics = new ExporterMetrics({ cacheTtlMs: config.serve.cacheTtlMs });
-  const upstream = await openUpstream(config, log, metrics.clientObserver());
+  let upstream: Awaited<ReturnType<typeof openUpstream>>;
+  try {
+    upstream = await openUpstream(config, log, metrics.clientObserver());
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
   // The database opens in the background (the embedded one takes seconds the first time), so
   // /metrics serves the upstream at once; /readyz and the first sync wait for it.
-  const opening = openDatabase(config, log, 4);
+  const opening = lockError !== undefined ? Promise.reject(lockError) : openDatabase(config, log, 4, lock);
   let db: Database | undefined;
   let openError: string | undefined;
   opening.then(
     (opened) => void (db = opened),
     (err: unknown) => {
       openError = describeError(err);
-      log.error({ err: { message: openError } }, 'the database could not be opened');
+      health.cannotOpen(err);
+      log.error({ database: target, err: { message: openError } }, `the database could not be opened: ${openError}`);
     },
   );
   const schema = config.database.schema;
@@ -225,7 +244,8 @@ export function registerServeCommand(program: Command): void {
       try {
         running = await startServe(config, log);
       } catch (err) {
-        log.error({ err: { message: describeError(err) } }, 'serve could not start');
+        if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
+        else log.error({ err: { message: describeError(err) } }, 'serve could not start');
         process.exitCode = EXIT_FAILURE;
         return;
       }

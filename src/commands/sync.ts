@@ -6,7 +6,7 @@
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { AbortedError, InvalidArgumentError, describeError } from '../errors.js';
+import { AbortedError, DataDirLockedError, InvalidArgumentError, describeError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { migrate } from '../db/migrate.js';
 import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js';
@@ -168,6 +168,9 @@ export function registerSyncCommand(program: Command): void {
           // The signal came while --wait waited for the lock: nothing was started, nothing to roll back.
           log.warn({ schema: config.database.schema }, 'stopped while waiting for another sync to release the lock; nothing was loaded');
           code = EXIT_OK;
+        } else if (err instanceof DataDirLockedError) {
+          log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
+          code = EXIT_FAILURE;
         } else if (isDatabaseUnavailable(err)) {
           const database = describeConfiguredDatabase(config.database);
           log.error(

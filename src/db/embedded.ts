@@ -3,16 +3,17 @@
  * DATA_DIR and served on a loopback port by pglite-socket, so the same `pg` code runs against
  * it as against a real server.
  *
- * Limits, logged at start: every connection shares one backend (transactions of different
- * connections are serialised at query level, not isolated), and advisory locks do not exclude.
- * It is for one process trying things out; set DATABASE_URL for anything else.
+ * One process at a time: DATA_DIR is held with an OS file lock for as long as the database is
+ * open (datadir-lock.ts); a second process is refused at once, naming the holder. Within the
+ * process every connection shares one backend (transactions of different connections are
+ * serialised at query level, not isolated). It is for trying things out and small single-process
+ * deployments; set DATABASE_URL for anything else.
  */
-import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
-import { ExporterError } from '../errors.js';
+import { DatabaseOpenError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { lockDataDir, type DataDirLock } from './datadir-lock.js';
 
 /** Connections the socket server multiplexes onto the one backend. */
 export const EMBEDDED_MAX_CONNECTIONS = 8;
@@ -29,24 +30,39 @@ export interface EmbeddedDatabase {
 /**
  * Opens (creating if needed) the PGlite database in `dataDir` and serves it on 127.0.0.1.
  *
- * @throws {ExporterError} `ERR_DATABASE` when the folder cannot be created or PGlite cannot open it
- *   (for example, another process has it open).
+ * @param lock DATA_DIR already locked by the caller ({@link lockDataDir}), who wanted to know before
+ *   anything else started; otherwise it is locked here, before anything is read. Either way it is
+ *   released by {@link EmbeddedDatabase.close}, or when opening fails.
+ * @throws {DataDirLockedError} when another process holds DATA_DIR; {@link DatabaseOpenError}
+ *   (`ERR_DATABASE`) when the folder cannot be created or locked, or PGlite cannot open it, naming
+ *   the errno code (`EROFS`, `EACCES`) where there is one.
  */
-export async function startEmbeddedDatabase(dataDir: string, log: Logger): Promise<EmbeddedDatabase> {
-  const dir = resolve(dataDir);
+export async function startEmbeddedDatabase(dataDir: string, log: Logger, lock?: DataDirLock): Promise<EmbeddedDatabase> {
+  const held = lock ?? lockDataDir(dataDir);
+  const dir = held.dir;
   let db: PGlite;
   try {
-    mkdirSync(dir, { recursive: true });
     db = await PGlite.create(dir);
   } catch (err) {
-    throw new ExporterError('ERR_DATABASE', `cannot open the embedded database in ${dir}: ${(err as Error).message}`, { cause: err });
+    held.release();
+    const e = err as { code?: unknown; message?: unknown };
+    const why = [typeof e?.code === 'string' ? e.code : undefined, typeof e?.message === 'string' && e.message !== '' ? e.message : undefined]
+      .filter((part) => part !== undefined)
+      .join(': ');
+    throw new DatabaseOpenError(`cannot open the embedded database in ${dir}: ${why || String(err)}`, { cause: err });
   }
   const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: EMBEDDED_MAX_CONNECTIONS });
-  await server.start();
+  try {
+    await server.start();
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    held.release();
+    throw new DatabaseOpenError(`cannot serve the embedded database in ${dir} on 127.0.0.1: ${(err as Error).message}`, { cause: err });
+  }
   const conn = server.getServerConn(); // "127.0.0.1:PORT"
   log.warn(
     { dataDir: dir },
-    'DATABASE_URL is unset: using the embedded PGlite database (one process only: connections share one backend and advisory locks do not exclude); set DATABASE_URL for production',
+    'DATABASE_URL is unset: using the embedded PGlite database, held by this process alone (a second process on DATA_DIR is refused); set DATABASE_URL for production',
   );
   let closed: Promise<void> | undefined;
   return {
@@ -56,6 +72,7 @@ export async function startEmbeddedDatabase(dataDir: string, log: Logger): Promi
       (closed ??= (async () => {
         await server.stop().catch(() => undefined);
         await db.close().catch(() => undefined);
+        held.release();
       })()),
   };
 }

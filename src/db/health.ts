@@ -82,6 +82,18 @@ export class DatabaseHealth {
     });
   }
 
+  /**
+   * The database could not be opened at all (the embedded database's folder is read-only, not
+   * ours, locked): it is down for good in this process, with nothing to probe. Never throws.
+   */
+  cannotOpen(err: unknown): void {
+    if (this.#stopped) return;
+    this.#down = true;
+    this.#stopped = true;
+    this.#up.set(0);
+    this.#o.log.debug({ database: this.#o.target, err: { message: describeError(err) } }, 'analytics_exporter_database_up 0: the database cannot be opened');
+  }
+
   /** A database operation succeeded: the database is up; a backoff wait in progress ends now. */
   reachable(): void {
     if (!this.#down) {
