@@ -1,10 +1,11 @@
 /**
- * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics] [-- --out FILE]`
+ * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,requests] [-- --out FILE]`
  *
  * Builds nothing itself (`npm run bench` runs `npm run build` first), starts a throwaway
  * PostgreSQL cluster (test/helpers/postgres.ts) and runs the benchmarks of the issue:
  * 1. ETL throughput beside the store's and the upstream's limits, 2. peak memory of `sync`,
- * 3. a slow upstream, 4. growth with the number of records, 5. /metrics under load. Prints the
+ * 3. a slow upstream, 4. growth with the number of records, 5. /metrics under load, 6. E6 requests
+ * per window against the minimum (order-independent reads). Prints the
  * tables and writes them to BENCHMARKS.md with the machine's description and bench/findings.md.
  *
  * Needs: the PostgreSQL server binaries (as the tests do: `apt-get install postgresql`, or
@@ -23,6 +24,7 @@ import { renderMarkdown, verdicts, type Report } from './lib/report.js';
 import { etlSuite, profileEtl, type EtlSpec } from './suites/etl.js';
 import { measureSizes, sizeResult, type SizeResult } from './suites/growth.js';
 import { metricsSuite, type MetricsSpec } from './suites/metrics.js';
+import { requestsSuite, type RequestsSet, type RequestsSpec } from './suites/requests.js';
 import { slowSuite, type SlowSpec } from './suites/slow.js';
 
 interface Plan {
@@ -36,6 +38,16 @@ interface Plan {
   tunedRuns: number;
   slow: SlowSpec;
   metrics: MetricsSpec;
+  requests: RequestsSpec;
+}
+
+/** 6.: the ETL's data set, and dense data: whole-minute timestamps (about 21 records a minute, and 10× that) with ties reshuffled per request. */
+function requestSets(etl: EtlSpec): RequestsSet[] {
+  return [
+    { name: `the ETL's data set: ${etl.records.toLocaleString('en-US')} records, ${etl.days} one-day windows`, records: etl.records, days: etl.days, window: '1d', precisionMs: 1000, order: 'stable' },
+    { name: 'dense: 30,000 records in a day on whole minutes, 1h windows, ties reshuffled', records: 30_000, days: 1, window: '1h', precisionMs: 60_000, order: 'ties' },
+    { name: 'dense ×10: 300,000 records in a day on whole minutes, 1h windows, ties reshuffled', records: 300_000, days: 1, window: '1h', precisionMs: 60_000, order: 'ties' },
+  ];
 }
 
 const PLANS: Record<'full' | 'quick', Plan> = {
@@ -47,6 +59,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     tunedRuns: 3,
     slow: { records: 200_000, days: 20, latencyMs: 100, concurrentRuns: 5, sequentialRuns: 3 },
     metrics: { scrapes: 2000, connections: 50, rounds: 5 },
+    requests: { sets: requestSets({ records: 1_000_000, days: 25, rounds: 5 }) },
   },
   // Under two minutes with the build on a quiet machine: the same benchmarks at a fifth of the ETL
   // size, half the slow one and half the scrapes; three ETL rounds and growth runs, two of the
@@ -59,6 +72,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     tunedRuns: 0,
     slow: { records: 100_000, days: 10, latencyMs: 100, concurrentRuns: 2, sequentialRuns: 1 },
     metrics: { scrapes: 1000, connections: 50, rounds: 2 },
+    requests: { sets: requestSets({ records: 200_000, days: 25, rounds: 3 }) },
   },
 };
 
@@ -68,7 +82,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
  */
 const V8_DEFAULT_HEAP = ['--heap-growing-percent=0'];
 
-const SUITES = ['etl', 'growth', 'slow', 'metrics'] as const;
+const SUITES = ['etl', 'growth', 'slow', 'metrics', 'requests'] as const;
 type Suite = (typeof SUITES)[number];
 
 function usage(message: string): never {
@@ -142,6 +156,7 @@ async function main(): Promise<void> {
     }
     if (only.has('slow')) report.slow = await slowSuite(ctx, plan.slow);
     if (only.has('metrics')) report.metrics = await metricsSuite(ctx, plan.metrics);
+    if (only.has('requests')) report.requests = await requestsSuite(ctx, plan.requests);
 
     const missed = verdicts(report).filter((v) => !v.met);
     const etlMissed = missed.some((v) => /^(1|2|4)\./.test(v.name));

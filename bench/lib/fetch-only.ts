@@ -8,10 +8,9 @@
  */
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
-import { WindowReader } from '../../src/sync/reader.js';
-import { RecordEstimate } from '../../src/sync/split.js';
-import { planWindows, recordTime } from '../../src/sync/windows.js';
+import { planWindows } from '../../src/sync/windows.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
+import { readWindows } from './reader.js';
 
 interface Spec {
   url: string;
@@ -25,32 +24,14 @@ const config = loadConfig({ STATISTICS_URL: spec.url, AUTH_URL: spec.url, CLIENT
 const started = performance.now();
 const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
 const windows = planWindows(Date.parse(spec.from), Date.parse(spec.to), config.sync.windowMs);
-const timeField = config.sync.recordTimeField;
-const reader = new WindowReader(client, windows, {
-  pageSize: config.sync.pageSize,
-  concurrency: config.sync.concurrency,
-  minSplitMs: config.sync.minSplitMs,
-  instantAttempts: config.sync.windowAttempts,
-  prepare: (page, part) => (timeField ? page.data.filter((r) => recordTime(r, timeField) !== part.end).length : page.data.length),
-  eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
-  estimate: new RecordEstimate(),
-});
-let records = 0;
-let pages = 0;
-let requests = 0;
+let counts;
 try {
-  for (let i = 0; i < windows.length; i++) {
-    for await (const leaf of reader.leaves(i)) {
-      records += leaf.page;
-      pages++;
-    }
-    requests += reader.stats(i).requests;
-    reader.drop(i);
-  }
+  counts = await readWindows(client, windows, config.sync);
 } finally {
-  reader.close();
   await client.close();
 }
+const { records, pages } = counts;
+const requests = counts.requests.reduce((a, b) => a + b, 0);
 const seconds = (performance.now() - started) / 1000;
 const cpu = process.cpuUsage();
 process.stdout.write(`${JSON.stringify({ records, pages, requests, seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`);

@@ -2,6 +2,7 @@
 import type { ProfiledRun, EtlResult, CpuSplit } from '../suites/etl.js';
 import type { SizeResult } from '../suites/growth.js';
 import type { MetricsResult } from '../suites/metrics.js';
+import type { RequestsResult } from '../suites/requests.js';
 import type { SlowResult } from '../suites/slow.js';
 import type { Machine } from './machine.js';
 import { fixed, int, median, mib, range, verdict } from './stats.js';
@@ -18,6 +19,8 @@ export const TARGETS = {
   slowSecondsPer200Pages: 8,
   /** Per-record time and memory of a larger size ÷ the next smaller, at most (1 = linear; 10% for noise). */
   growthSlack: 1.1,
+  /** E6 requests ÷ the minimum Σ max(1, ceil(records in a window ÷ pageSize)), at most. */
+  requestsRatio: 1.3,
 };
 
 export interface Report {
@@ -37,6 +40,7 @@ export interface Report {
   tuned?: { nodeArgs: string[]; sizes: SizeResult[] };
   slow?: SlowResult;
   metrics?: MetricsResult;
+  requests?: RequestsResult;
   profile?: ProfiledRun;
   findings?: string;
   /** Key figures of the code before the performance changes (bench/before.json), shown beside this run's. */
@@ -158,6 +162,14 @@ export function verdicts(report: Report): Verdict[] {
       name: '5. /metrics under load',
       met: worst <= 0 && failures === 0,
       detail: `${int(metrics.spec.scrapes)} scrapes caused ${metrics.rounds.map((r) => r.upstreamRequests).join(', ')} E7 request(s) per round (allowed ${metrics.rounds.map((r) => r.allowedUpstreamRequests).join(', ')}); ${failures} failed scrapes`,
+    });
+  }
+  if (report.requests) {
+    const rows = report.requests.rows;
+    out.push({
+      name: '6. Requests per window',
+      met: rows.every((r) => r.ratio <= TARGETS.requestsRatio),
+      detail: `${rows.map((r) => `${r.ratio.toFixed(2)}× the minimum (${int(r.requests)} of ${int(r.minimum)})`).join('; ')}; target ≤ ${TARGETS.requestsRatio}× each`,
     });
   }
   return out.sort((a, b) => a.name.localeCompare(b.name));
@@ -283,6 +295,27 @@ export function renderMarkdown(report: Report): string {
       `| bare \`node:http\`, same bytes | ${b.p50Ms} | ${b.p99Ms} | ${int(b.scrapesPerSecond)} | – | ${b.failures} |`,
       '',
       `\`serve\` answers at ${(s.scrapesPerSecond / b.scrapesPerSecond).toFixed(2)} × the bare server's rate. Per round (serve / bare scrapes/s): ${metrics.rounds.map((r) => `${int(r.serve.scrapesPerSecond)} / ${int(r.bare.scrapesPerSecond)}`).join(', ')}; token requests (E0): ${metrics.rounds.map((r) => r.tokenRequests).join(', ')}.`,
+      '',
+    );
+  }
+
+  const { requests } = report;
+  if (requests) {
+    push(
+      '## 6. Requests per window',
+      '',
+      'The sync takes every record from a part that E6 answers completely in one page (pageNumber 1, `totalRecords` ≤ pageSize), so that no record depends on the order E6 returns records in; a window that does not fit is split by time (src/sync/split.ts). ' +
+        'The minimum is Σ over windows of max(1, ceil(records in the window ÷ pageSize)): what exact offset paging of the same windows needs, and the least any reader of one page per request needs. ' +
+        'Each set is read through the sync\'s own window reader (bench/lib/reader.ts: the sync\'s configuration, pages discarded) from a fresh start, with nothing learned from a ledger; the simulator runs in the bench process and its own count of E6 requests must equal the reader\'s.',
+      '',
+      '| Data set | windows | records | minimum | requests | ÷ minimum | first window | splits | instants | seconds |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...requests.rows.map(
+        (r) =>
+          `| ${r.set.name} | ${int(r.windows)} | ${int(r.records)} | ${int(r.minimum)} | ${int(r.requests)} | **${r.ratio.toFixed(3)}** | ${int(r.firstWindow)} | ${int(r.splits)} | ${int(r.instants)} | ${r.seconds.toFixed(2)} |`,
+      ),
+      '',
+      '"first window": its requests; it has nothing to plan from (no earlier window, no ledger), so it is asked whole and split from the oversized answer. Later windows are planned from the counts and the spread of the windows read before.',
       '',
     );
   }

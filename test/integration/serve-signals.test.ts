@@ -178,7 +178,9 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
     expect(code).toBe(0);
     expect(stopMs).toBeLessThan(STOP_BOUND_MS);
     const stderr = server.stderr();
-    expect(stderr).toContain('"msg":"the sync did not stop in time');
+    // The run ends at once (the window reader leaves the request waiting on its token behind); the
+    // token request itself, which takes no signal, is what keeps the upstream client from closing.
+    expect(stderr).toContain('"msg":"sync run interrupted; committed windows are kept');
     expect(stderr).toContain('"drained":false,"msg":"stopped"');
     s.faults.latencyMs = 0;
     await expectNextSyncExact(s, schema);
