@@ -29,7 +29,11 @@ export async function readWindows(client: AnalyticsClient, windows: readonly Win
     concurrency: config.concurrency,
     minSplitMs: config.minSplitMs,
     instantAttempts: config.windowAttempts,
-    prepare: (page, part) => (timeField ? page.data.filter((r) => recordTime(r, timeField) !== part.end).length : page.data.length),
+    prepare: (page, part) => {
+      const times = page.data.map((r) => (timeField ? (recordTime(r, timeField) ?? null) : null));
+      return timeField ? times.filter((ms) => ms !== part.end) : times;
+    },
+    timesOf: (times) => times,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(),
   });
@@ -37,7 +41,7 @@ export async function readWindows(client: AnalyticsClient, windows: readonly Win
   try {
     for (let i = 0; i < windows.length; i++) {
       for await (const leaf of reader.leaves(i)) {
-        counts.records += leaf.page;
+        counts.records += leaf.page.length;
         counts.pages++;
       }
       const stats = reader.stats(i);

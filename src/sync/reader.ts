@@ -60,6 +60,12 @@ export interface WindowReaderOptions<T> {
   instantAttempts: number;
   /** Turns a leaf page into what is held for the writer. Must not throw. */
   prepare: (page: AnalyticsPage, part: Window) => T;
+  /**
+   * The event times of the records a prepared page keeps (null for none), so the estimate learns
+   * where in a window records fall without reading them twice. Without it, later windows are cut
+   * evenly.
+   */
+  timesOf?: (prepared: T) => Iterable<number | null>;
   /** A record's event time (RECORD_TIME_FIELD), to steer cuts; undefined when it has none. */
   eventTime: (record: AnalyticsRecord) => number | undefined;
   /** Expected counts of windows not read yet: chooses their first parts. */
@@ -88,9 +94,9 @@ interface WindowState<T> {
   dropped: boolean;
   waiter: (() => void) | undefined;
   stats: WindowReadStats;
-  /** Records of the window's leaves, and how they spread over its parts, for the plans of later windows. */
+  /** Records of the window's leaves, and how many fell in each cell of SYNC_MIN_SPLIT, for the plans of later windows. */
   records: number;
-  leafCounts: { part: Window; records: number }[];
+  cells: Map<number, number>;
 }
 
 /** Reads the windows of one run, ahead of the writer (see the module comment). */
@@ -125,7 +131,7 @@ export class WindowReader<T> {
       waiter: undefined,
       stats: { requests: 0, leaves: 0, splits: 0, instants: 0 },
       records: 0,
-      leafCounts: [],
+      cells: new Map(),
     }));
     this.#signal = options.signal ? AbortSignal.any([options.signal, this.#stop.signal]) : this.#stop.signal;
     // Queued requests are never sent once stopped: end every window still waiting for one.
@@ -193,7 +199,7 @@ export class WindowReader<T> {
     Promise.all(parts.map((part) => this.#readPart(state, part))).then(
       () => {
         state.done = true;
-        estimate.observe(state.window, state.records, state.leafCounts);
+        estimate.observe(state.window, state.records, this.#o.timesOf ? state.cells : undefined, minSplitMs);
         this.#wake(state);
         this.#pump();
       },
@@ -297,8 +303,19 @@ export class WindowReader<T> {
 
   #hold(state: WindowState<T>, leaf: Leaf<T>): void {
     state.stats.leaves++;
-    state.records += leaf.records;
-    state.leafCounts.push({ part: leaf.part, records: leaf.records });
+    if (this.#o.timesOf) {
+      // Count what the part keeps: records at its end belong to the next part, and counted here
+      // too they would inflate the estimate of later windows.
+      const step = this.#o.minSplitMs;
+      for (const ms of this.#o.timesOf(leaf.page)) {
+        state.records++;
+        if (ms === null) continue;
+        const cell = Math.floor(ms / step) * step;
+        state.cells.set(cell, (state.cells.get(cell) ?? 0) + 1);
+      }
+    } else {
+      state.records += leaf.records;
+    }
     if (state.dropped) return;
     state.held.push(leaf);
     this.#wake(state);

@@ -205,6 +205,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     minSplitMs: config.minSplitMs,
     instantAttempts: config.windowAttempts,
     prepare: (page, part) => preparePage(page, part, timeField),
+    timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, windows[0]!.start, windows[windows.length - 1]!.end)),
     onUnstableInstant: (event) => {

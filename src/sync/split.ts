@@ -96,9 +96,12 @@ function partsBetween(range: Window, cuts: Iterable<number>): Window[] {
 }
 
 /**
- * Chooses how to split a part that overflowed: into {@link partsFor} `totalRecords` parts of equal
- * length, with every cell that holds at least {@link HOT_CELL_SHARE} of the sampled event times
- * cut out on its own. The sample is whatever page 1 happened to return; it only steers the cuts.
+ * Chooses how to split a part that overflowed: into parts of equal length, as many as
+ * `totalRecords` needs at {@link PART_FILL} of a page less one *lump* (the records the sample shows
+ * per occupied cell: timestamps on whole minutes come in lumps, and an equal cut can put one more
+ * whole lump in a part than its share), with every cell that holds at least
+ * {@link HOT_CELL_SHARE} of the sample cut out on its own. The sample is whatever page 1 happened
+ * to return; it only steers the cuts.
  *
  * @param sampleTimes event times (ms) of the records the overflow response carried; may be empty.
  * @returns parts as {@link splitRange}; `[part]` when the part is an instant.
@@ -106,6 +109,7 @@ function partsBetween(range: Window, cuts: Iterable<number>): Window[] {
 export function splitOverflow(part: Window, totalRecords: number, pageSize: number, minSplitMs: number, sampleTimes: readonly number[]): Window[] {
   if (!isSplittable(part, minSplitMs)) return [part];
   const hot: number[] = [];
+  let lump = 0;
   if (sampleTimes.length > 0) {
     const counts = new Map<number, number>();
     for (const ms of sampleTimes) {
@@ -114,25 +118,39 @@ export function splitOverflow(part: Window, totalRecords: number, pageSize: numb
     }
     const threshold = Math.max(2, sampleTimes.length * HOT_CELL_SHARE);
     for (const [cell, count] of counts) if (count >= threshold) hot.push(cell);
+    lump = sampleTimes.length / counts.size;
   }
-  return splitRange(part, partsFor(totalRecords, pageSize), minSplitMs, hot);
+  const perPart = Math.max(pageSize * PART_FILL - lump, pageSize * MIN_PART_SHARE);
+  return splitRange(part, Math.max(1, Math.ceil(totalRecords / perPart)), minSplitMs, hot);
 }
 
-/** How a window's records were spread over it: each leaf's range (relative to the window start) and count. */
+/** Smallest share of a page a part is sized for, however lumpy the sample (bigger lumps are hot cells). */
+export const MIN_PART_SHARE = 0.25;
+
+/** Most cells a profile keeps; a finer one is merged into wider cells (multiples of SYNC_MIN_SPLIT). */
+export const MAX_PROFILE_CELLS = 20_000;
+
+/**
+ * How a window's records were spread over it: the number of records in each occupied cell of
+ * SYNC_MIN_SPLIT (or of a multiple of it, for a very fine spread), by offset from the window start.
+ */
 interface Profile {
   /** Window length, ms. */
   length: number;
-  /** Disjoint, in time order; offsets in ms from the window start. */
-  cells: { start: number; end: number; records: number }[];
+  /** Cell width, ms: SYNC_MIN_SPLIT, or a multiple of it. */
+  cellMs: number;
+  /** Offsets (ms from the window start) of the occupied cells, ascending, and their counts. */
+  offsets: number[];
+  counts: number[];
   records: number;
 }
 
 /**
  * Plans a window's first parts before reading it, from what is known: its count in the ledger (an
  * earlier run read it), else the latest rate seen (records per millisecond of a window read in this
- * run, or of the last window of an earlier run); and where in the window records fall, from how the
- * last window of the same length spread its records over its leaves (a daily or hourly rhythm
- * repeats), else evenly.
+ * run, or of the last window of an earlier run); and where in the window records fall, from the
+ * event times of the last window of the same length read in this run (a daily or hourly rhythm
+ * repeats, and so do timestamps bunched on whole minutes), else evenly.
  */
 export class RecordEstimate {
   readonly #known = new Map<string, number>();
@@ -153,24 +171,35 @@ export class RecordEstimate {
   }
 
   /**
-   * Notes that `window` held `records` (after it was read), and, when given, how its leaves held them.
+   * Notes that `window` held `records` (after it was read), and, when given, where they fell.
    *
-   * @param leaves the window's leaf parts (absolute ms) and the records E6 returned for each.
+   * @param cells records per cell: absolute cell start (ms, a multiple of `minSplitMs`) → count.
+   * @param minSplitMs the cells' width.
    */
-  observe(window: Window, records: number, leaves: readonly { part: Window; records: number }[] = []): void {
+  observe(window: Window, records: number, cells?: ReadonlyMap<number, number>, minSplitMs?: number): void {
     const length = window.end - window.start;
     if (length <= 0) return;
     this.#rate = records / length;
-    if (leaves.length > 1 && records > 0) {
-      const byStart = new Map<number, { start: number; end: number; records: number }>();
-      for (const leaf of leaves) {
-        const start = leaf.part.start - window.start;
-        const cell = byStart.get(start) ?? { start, end: leaf.part.end - window.start, records: 0 };
-        cell.records += leaf.records;
-        byStart.set(start, cell);
+    if (cells === undefined || minSplitMs === undefined || cells.size === 0) return;
+    let cellMs = minSplitMs;
+    let entries = [...cells].map(([start, count]) => [start - window.start, count] as [number, number]);
+    while (entries.length > MAX_PROFILE_CELLS) {
+      cellMs *= 4;
+      const merged = new Map<number, number>();
+      for (const [offset, count] of entries) {
+        const cell = Math.floor(offset / cellMs) * cellMs;
+        merged.set(cell, (merged.get(cell) ?? 0) + count);
       }
-      this.#profile = { length, cells: [...byStart.values()].sort((a, b) => a.start - b.start), records };
+      entries = [...merged];
     }
+    entries.sort((x, y) => x[0] - y[0]);
+    this.#profile = {
+      length,
+      cellMs,
+      offsets: entries.map((e) => e[0]),
+      counts: entries.map((e) => e[1]),
+      records: entries.reduce((n, e) => n + e[1], 0),
+    };
   }
 
   /**
@@ -196,32 +225,39 @@ export class RecordEstimate {
 
   /**
    * The parts to read `window` in first: one when it is expected to fit in a page (or nothing is
-   * known), else {@link partsFor} parts holding about as many records each, by the profile of the
-   * last window of the same length, or of equal length when there is none.
+   * known); else, with a profile of a window of the same length, cells packed into parts in time
+   * order while the expected count stays within {@link PART_FILL} of a page (a part's count
+   * includes the cell right after it: an inclusive toDate returns its first records too); else
+   * {@link partsFor} parts of equal length.
    *
    * @returns disjoint parts in time order covering `window`, cut on multiples of `minSplitMs`.
    */
   plan(window: Window, pageSize: number, minSplitMs: number): Window[] {
     const expected = this.estimate(window);
     if (expected === undefined || expected <= pageSize * PART_FILL) return [window];
-    const parts = partsFor(expected, pageSize);
     const profile = this.#profile;
-    if (profile === undefined || profile.length !== window.end - window.start) return splitRange(window, parts, minSplitMs);
-    // Cuts where the profile's cumulative count crosses each k/parts of its records, assuming
-    // records spread evenly inside each of its cells.
+    if (profile === undefined || profile.length !== window.end - window.start || profile.records === 0) {
+      return splitRange(window, partsFor(expected, pageSize), minSplitMs);
+    }
+    const scale = expected / profile.records;
+    const target = pageSize * PART_FILL;
+    const { offsets, counts, cellMs } = profile;
     const cuts: number[] = [];
-    const share = profile.records / parts;
-    let before = 0;
-    let next = share;
-    for (const cell of profile.cells) {
-      while (next < before + cell.records && cuts.length < parts - 1) {
-        const offset = cell.start + ((next - before) / cell.records) * (cell.end - cell.start);
-        cuts.push(Math.round((window.start + offset) / minSplitMs) * minSplitMs);
-        next += share;
+    let held = 0;
+    // The next window's first instant, which the last part's inclusive toDate returns too: as full
+    // as this window's first instant was.
+    const atEnd = offsets[0] === 0 ? counts[0]! * scale : 0;
+    for (let i = 0; i < offsets.length; i++) {
+      const count = counts[i]! * scale;
+      // Records at the instant a part would end on after this cell: returned by it too.
+      const next = i + 1 === offsets.length ? atEnd : offsets[i + 1] === offsets[i]! + cellMs ? counts[i + 1]! * scale : 0;
+      if (held > 0 && held + count + next > target) {
+        cuts.push(Math.round((window.start + offsets[i - 1]! + cellMs) / minSplitMs) * minSplitMs);
+        held = 0;
       }
-      before += cell.records;
+      held += count;
     }
     const inside = cuts.filter((c) => c > window.start && c < window.end);
-    return inside.length === 0 ? splitRange(window, parts, minSplitMs) : partsBetween(window, inside);
+    return inside.length === 0 ? splitRange(window, partsFor(expected, pageSize), minSplitMs) : partsBetween(window, inside);
   }
 }

@@ -84,7 +84,8 @@ async function readAll(
     concurrency: options.concurrency ?? 3,
     minSplitMs: options.minSplitMs ?? 1000,
     instantAttempts: options.attempts ?? 3,
-    prepare: (page, part) => (page.data as FakeRecord[]).filter((r) => r.t !== part.end).map((r) => r.id),
+    prepare: (page, part) => (page.data as FakeRecord[]).filter((r) => r.t !== part.end),
+    timesOf: (kept) => kept.map((r) => r.t),
     eventTime: (record) => (record as FakeRecord).t,
     estimate: options.estimate ?? new RecordEstimate(),
   });
@@ -92,7 +93,7 @@ async function readAll(
   const requests: number[] = [];
   try {
     for (let i = 0; i < windows.length; i++) {
-      for await (const leaf of reader.leaves(i)) ids.push(...leaf.page);
+      for await (const leaf of reader.leaves(i)) ids.push(...leaf.page.map((r) => r.id));
       requests.push(reader.stats(i).requests);
       reader.drop(i);
     }
@@ -133,6 +134,20 @@ describe('splitRange / splitOverflow', () => {
     const hot = T0 + 1234 * 1000;
     const parts = splitOverflow({ start: T0, end: T0 + HOUR }, 1500, 1000, 1000, Array(900).fill(hot + 17));
     expect(parts).toContainEqual({ start: hot, end: hot + 1000 });
+  });
+
+  it('packs whole cells into parts by the last window of the same length, leaving a gap after each part', () => {
+    // Last hour: 208 records on every whole minute. The next one, expected the same, is cut after
+    // every 4th minute (832 + nothing at the cut), never through a minute or just before one; the
+    // last part also leaves room for the next hour's first minute, which its toDate returns.
+    const estimate = new RecordEstimate();
+    const cells = new Map(Array.from({ length: 60 }, (_, m) => [T0 + m * 60_000, 208] as [number, number]));
+    estimate.observe({ start: T0, end: T0 + HOUR }, 60 * 208, cells, 1000);
+    const next = { start: T0 + HOUR, end: T0 + 2 * HOUR };
+    expect(estimate.ready(next, 1000)).toBe(true);
+    const parts = estimate.plan(next, 1000, 1000);
+    expect(parts).toHaveLength(16);
+    for (const part of parts.slice(1)) expect((part.start - T0) % 60_000).toBe(1000);
   });
 
   it('estimates from the ledger first, then from the latest rate', () => {
