@@ -19,7 +19,7 @@
 import { AbortedError, ExporterError } from '../errors.js';
 import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
 import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
-import { isSplittable, splitOverflow, type RecordEstimate } from './split.js';
+import { isSplittable, ProfileCells, splitOverflow, type RecordEstimate } from './split.js';
 import { iso, type Window } from './windows.js';
 
 /** A window's reads disagreed with each other (an instant's two reads); nothing of it is committed. */
@@ -96,7 +96,7 @@ interface WindowState<T> {
   stats: WindowReadStats;
   /** Records of the window's leaves, and how many fell in each cell of SYNC_MIN_SPLIT, for the plans of later windows. */
   records: number;
-  cells: Map<number, number>;
+  cells: ProfileCells | undefined;
 }
 
 /** Reads the windows of one run, ahead of the writer (see the module comment). */
@@ -131,7 +131,7 @@ export class WindowReader<T> {
       waiter: undefined,
       stats: { requests: 0, leaves: 0, splits: 0, instants: 0 },
       records: 0,
-      cells: new Map(),
+      cells: undefined,
     }));
     this.#signal = options.signal ? AbortSignal.any([options.signal, this.#stop.signal]) : this.#stop.signal;
     // Queued requests are never sent once stopped: end every window still waiting for one.
@@ -196,10 +196,11 @@ export class WindowReader<T> {
     state.started = true;
     const { pageSize, minSplitMs, estimate } = this.#o;
     const parts = estimate.plan(state.window, pageSize, minSplitMs);
+    if (this.#o.timesOf) state.cells = new ProfileCells(state.window, minSplitMs);
     Promise.all(parts.map((part) => this.#readPart(state, part))).then(
       () => {
         state.done = true;
-        estimate.observe(state.window, state.records, this.#o.timesOf ? state.cells : undefined, minSplitMs);
+        estimate.observe(state.window, state.records, state.cells);
         this.#wake(state);
         this.#pump();
       },
@@ -303,15 +304,13 @@ export class WindowReader<T> {
 
   #hold(state: WindowState<T>, leaf: Leaf<T>): void {
     state.stats.leaves++;
-    if (this.#o.timesOf) {
+    const cells = state.cells;
+    if (this.#o.timesOf && cells !== undefined) {
       // Count what the part keeps: records at its end belong to the next part, and counted here
       // too they would inflate the estimate of later windows.
-      const step = this.#o.minSplitMs;
       for (const ms of this.#o.timesOf(leaf.page)) {
         state.records++;
-        if (ms === null) continue;
-        const cell = Math.floor(ms / step) * step;
-        state.cells.set(cell, (state.cells.get(cell) ?? 0) + 1);
+        if (ms !== null) cells.add(ms);
       }
     } else {
       state.records += leaf.records;

@@ -127,21 +127,37 @@ export function splitOverflow(part: Window, totalRecords: number, pageSize: numb
 /** Smallest share of a page a part is sized for, however lumpy the sample (bigger lumps are hot cells). */
 export const MIN_PART_SHARE = 0.25;
 
-/** Most cells a profile keeps; a finer one is merged into wider cells (multiples of SYNC_MIN_SPLIT). */
-export const MAX_PROFILE_CELLS = 20_000;
+/** Most cells a profile has; a longer window gets wider cells (multiples of SYNC_MIN_SPLIT). */
+export const MAX_PROFILE_CELLS = 100_000;
 
 /**
- * How a window's records were spread over it: the number of records in each occupied cell of
- * SYNC_MIN_SPLIT (or of a multiple of it, for a very fine spread), by offset from the window start.
+ * Where in a window records fell: a count per cell of equal width from the window start. Filled
+ * while the window is read ({@link ProfileCells.add}), then handed to {@link RecordEstimate.observe}.
  */
+export class ProfileCells {
+  /** Cell width, ms: SYNC_MIN_SPLIT, or a multiple of it for a window of more than {@link MAX_PROFILE_CELLS} of them. */
+  readonly cellMs: number;
+  readonly counts: Uint32Array;
+
+  constructor(readonly window: Window, minSplitMs: number) {
+    const length = window.end - window.start;
+    this.cellMs = minSplitMs * Math.max(1, Math.ceil(length / minSplitMs / MAX_PROFILE_CELLS));
+    this.counts = new Uint32Array(Math.max(1, Math.ceil(length / this.cellMs)));
+  }
+
+  /** Counts a record at `ms`; one outside the window is left out. */
+  add(ms: number): void {
+    const cell = Math.floor((ms - this.window.start) / this.cellMs);
+    if (cell >= 0 && cell < this.counts.length) this.counts[cell]!++;
+  }
+}
+
+/** How a window's records were spread over it (see {@link ProfileCells}). */
 interface Profile {
   /** Window length, ms. */
   length: number;
-  /** Cell width, ms: SYNC_MIN_SPLIT, or a multiple of it. */
   cellMs: number;
-  /** Offsets (ms from the window start) of the occupied cells, ascending, and their counts. */
-  offsets: number[];
-  counts: number[];
+  counts: Uint32Array;
   records: number;
 }
 
@@ -173,33 +189,16 @@ export class RecordEstimate {
   /**
    * Notes that `window` held `records` (after it was read), and, when given, where they fell.
    *
-   * @param cells records per cell: absolute cell start (ms, a multiple of `minSplitMs`) → count.
-   * @param minSplitMs the cells' width.
+   * @param cells the window's records per cell, as they were read.
    */
-  observe(window: Window, records: number, cells?: ReadonlyMap<number, number>, minSplitMs?: number): void {
+  observe(window: Window, records: number, cells?: ProfileCells): void {
     const length = window.end - window.start;
     if (length <= 0) return;
     this.#rate = records / length;
-    if (cells === undefined || minSplitMs === undefined || cells.size === 0) return;
-    let cellMs = minSplitMs;
-    let entries = [...cells].map(([start, count]) => [start - window.start, count] as [number, number]);
-    while (entries.length > MAX_PROFILE_CELLS) {
-      cellMs *= 4;
-      const merged = new Map<number, number>();
-      for (const [offset, count] of entries) {
-        const cell = Math.floor(offset / cellMs) * cellMs;
-        merged.set(cell, (merged.get(cell) ?? 0) + count);
-      }
-      entries = [...merged];
-    }
-    entries.sort((x, y) => x[0] - y[0]);
-    this.#profile = {
-      length,
-      cellMs,
-      offsets: entries.map((e) => e[0]),
-      counts: entries.map((e) => e[1]),
-      records: entries.reduce((n, e) => n + e[1], 0),
-    };
+    if (cells === undefined) return;
+    let total = 0;
+    for (const count of cells.counts) total += count;
+    if (total > 0) this.#profile = { length, cellMs: cells.cellMs, counts: cells.counts, records: total };
   }
 
   /**
@@ -241,21 +240,27 @@ export class RecordEstimate {
     }
     const scale = expected / profile.records;
     const target = pageSize * PART_FILL;
-    const { offsets, counts, cellMs } = profile;
+    const { counts, cellMs } = profile;
     const cuts: number[] = [];
-    let held = 0;
     // The next window's first instant, which the last part's inclusive toDate returns too: as full
-    // as this window's first instant was.
-    const atEnd = offsets[0] === 0 ? counts[0]! * scale : 0;
-    for (let i = 0; i < offsets.length; i++) {
+    // as this window's first cell was.
+    const atEnd = counts[0]! * scale;
+    let lastOccupied = counts.length - 1;
+    while (lastOccupied > 0 && counts[lastOccupied] === 0) lastOccupied--;
+    let held = 0;
+    let last = -1; // the last occupied cell taken into the current part
+    for (let i = 0; i <= lastOccupied; i++) {
+      if (counts[i] === 0) continue;
       const count = counts[i]! * scale;
-      // Records at the instant a part would end on after this cell: returned by it too.
-      const next = i + 1 === offsets.length ? atEnd : offsets[i + 1] === offsets[i]! + cellMs ? counts[i + 1]! * scale : 0;
+      // Records at the instant a part would end on after this cell (the window's end, for the
+      // last one): returned by it too.
+      const next = i === lastOccupied ? atEnd : counts[i + 1]! * scale;
       if (held > 0 && held + count + next > target) {
-        cuts.push(Math.round((window.start + offsets[i - 1]! + cellMs) / minSplitMs) * minSplitMs);
+        cuts.push(Math.round((window.start + (last + 1) * cellMs) / minSplitMs) * minSplitMs);
         held = 0;
       }
       held += count;
+      last = i;
     }
     const inside = cuts.filter((c) => c > window.start && c < window.end);
     return inside.length === 0 ? splitRange(window, partsFor(expected, pageSize), minSplitMs) : partsBetween(window, inside);

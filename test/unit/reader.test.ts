@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InconsistentWindowError, WindowReader } from '../../src/sync/reader.js';
-import { RecordEstimate, splitOverflow, splitRange, isSplittable } from '../../src/sync/split.js';
+import { ProfileCells, RecordEstimate, splitOverflow, splitRange, isSplittable } from '../../src/sync/split.js';
 import type { Window } from '../../src/sync/windows.js';
 import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord, PageQuery } from '../../src/upstream/analytics.js';
 
@@ -141,8 +141,9 @@ describe('splitRange / splitOverflow', () => {
     // every 4th minute (832 + nothing at the cut), never through a minute or just before one; the
     // last part also leaves room for the next hour's first minute, which its toDate returns.
     const estimate = new RecordEstimate();
-    const cells = new Map(Array.from({ length: 60 }, (_, m) => [T0 + m * 60_000, 208] as [number, number]));
-    estimate.observe({ start: T0, end: T0 + HOUR }, 60 * 208, cells, 1000);
+    const cells = new ProfileCells({ start: T0, end: T0 + HOUR }, 1000);
+    for (let m = 0; m < 60; m++) for (let k = 0; k < 208; k++) cells.add(T0 + m * 60_000);
+    estimate.observe({ start: T0, end: T0 + HOUR }, 60 * 208, cells);
     const next = { start: T0 + HOUR, end: T0 + 2 * HOUR };
     expect(estimate.ready(next, 1000)).toBe(true);
     const parts = estimate.plan(next, 1000, 1000);
