@@ -24,6 +24,7 @@ import {
   MAX_RECORDS,
   NO_FAULTS,
   parseIsoDateTime,
+  RECORD_ORDERS,
   startSimulator,
   type FaultSettings,
   type SimulatorOptions,
@@ -132,7 +133,7 @@ const flagsSchema = z.object({
     .refine((ms) => ms >= 1000 && ms % 1000 === 0, 'must be whole seconds, at least 1s')
     .optional(),
   toDate: z.enum(['inclusive', 'exclusive'], { error: 'must be inclusive or exclusive' }).optional(),
-  order: z.enum(['stable', 'ties', 'random'], { error: 'must be stable, ties or random' }).optional(),
+  order: z.enum(RECORD_ORDERS, { error: 'must be stable, ties or random' }).optional(),
   prometheusHelp: z.boolean().optional(),
   tlsCert: pemFile.optional(),
   tlsKey: pemFile.optional(),

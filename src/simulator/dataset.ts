@@ -233,20 +233,41 @@ interface InsertedEntry {
 }
 
 /**
- * The order of records within an E6 response, which the reference does not promise: `stable`
- * (timestamp, then a fixed tie order), `ties` (timestamp, ties in an order drawn per request),
- * `random` (an order drawn per request). See {@link Dataset.pageJsonOrdered}.
+ * The orders of records within an E6 response the simulator can serve; the reference promises
+ * none. `stable`: timestamp, then a fixed tie order. `ties`: timestamp, ties in an order drawn per
+ * request. `random`: an order drawn per request. See {@link Dataset.pageJsonOrdered}.
  */
-export type RecordOrder = 'stable' | 'ties' | 'random';
+export const RECORD_ORDERS = ['stable', 'ties', 'random'] as const;
+export type RecordOrder = (typeof RECORD_ORDERS)[number];
 
-/** Fisher–Yates, in place. */
-function shuffle<T>(items: T[], random: () => number): void {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
+/** Fisher–Yates of `items[from … to)`, in place. */
+function shuffleRange<T>(items: T[], from: number, to: number, random: () => number): void {
+  for (let i = to - 1; i > from; i--) {
+    const j = from + Math.floor(random() * (i - from + 1));
     const swap = items[i]!;
     items[i] = items[j]!;
     items[j] = swap;
   }
+}
+
+/**
+ * The first `k` entries of a uniformly random permutation of 0 … n-1 (a random ordered sample
+ * without replacement), by a Fisher–Yates stopped after `k` steps that keeps only the cells it
+ * moved: O(k) time and memory whatever `n`.
+ *
+ * One request shows positions [s, s + k) of its own permutation and no other position of it;
+ * those are distributed exactly as positions [0, k), so drawing only the part served is the same
+ * as shuffling everything and cutting the page out.
+ */
+function samplePermutation(n: number, k: number, random: () => number): number[] {
+  const moved = new Map<number, number>();
+  const out = new Array<number>(k);
+  for (let i = 0; i < k; i++) {
+    const j = i + Math.floor(random() * (n - i));
+    out[i] = moved.get(j) ?? j;
+    moved.set(j, moved.get(i) ?? i);
+  }
+  return out;
 }
 
 /** A reference to one merged record: a base index, or an inserted entry. */
@@ -787,15 +808,22 @@ export class Dataset {
 
   /**
    * Like {@link pageJson}, but in the given order, drawn anew on each call from `random` (one
-   * request of E6, whose reference promises no order):
-   * - `stable`: merged order, exactly {@link pageJson};
+   * request of E6, whose reference promises no order of records):
+   * - `stable`: merged order, exactly {@link pageJson} (and as fast);
    * - `ties`: by timestamp, records with equal timestamps in an order shuffled per call, as
-   *   `ORDER BY timestamp OFFSET … LIMIT …` leaves ties to chance. Only the tie groups the page
-   *   cuts through are drawn: the cost is the page plus those groups;
-   * - `random`: the whole range shuffled per call (the cost is the range's size).
+   *   `ORDER BY timestamp OFFSET … LIMIT …` leaves ties to chance. A tie group the page cuts
+   *   shows a random part of its members, so pages of one paging can overlap and miss records;
+   * - `random`: positions [offset, offset + limit) of the range shuffled per call.
    *
-   * @param random uniform in [0, 1); advanced by the shuffle.
-   * @throws {InvalidArgumentError} for a negative or fractional offset or limit.
+   * Whatever the order, a call is a sample without replacement from the range (no record more
+   * often than the range holds it), `count` is unchanged, and a page holding the whole range
+   * holds exactly the range's records.
+   *
+   * Cost: O(page + log N + log M) for `ties`, whatever the size of the tie groups the page cuts;
+   * O(page × log M × log N) for `random` (N base, M inserted records), not the range's size.
+   *
+   * @param random uniform in [0, 1); advanced by the draw, so a seeded generator repeats a run.
+   * @throws {InvalidArgumentError} for a negative or fractional offset or limit, or an unknown order.
    */
   pageJsonOrdered(
     from: Date | undefined,
@@ -807,41 +835,57 @@ export class Dataset {
     random: () => number,
   ): string[] {
     if (order === 'stable') return this.pageJson(from, to, toInclusive, offset, limit);
+    if (order !== 'ties' && order !== 'random') {
+      throw new InvalidArgumentError(`order must be ${RECORD_ORDERS.join(', ')}; got ${String(order)}`);
+    }
     this.#checkOffsetLimit(offset, limit);
     const span = this.#span(from, to, toInclusive);
     const total = span.b - span.a + (span.d - span.c);
-    if (offset >= total || limit === 0) return [];
+    const stop = Math.min(total, offset + limit);
+    if (offset >= stop) return [];
     if (order === 'random') {
-      const all = [...this.#walk(span, 0, total)];
-      shuffle(all, random);
-      return all.slice(offset, offset + limit).map((ref) => this.#refToJson(ref));
+      return samplePermutation(total, stop - offset, random).map((position) => this.#refToJson(this.#refAt(span, position)));
     }
-    // ties: widen the page to whole tie groups at both ends, shuffle each group, cut the page out.
-    const last = Math.min(total, offset + limit) - 1;
-    const msAt = (position: number): number => this.#refMs(this.#walk(span, position, 1).next().value as Ref);
-    let first = offset;
-    const firstMs = msAt(offset);
-    while (first > 0 && msAt(first - 1) === firstMs) first--;
-    let end = last + 1;
-    const lastMs = msAt(last);
-    while (end < total && msAt(end) === lastMs) end++;
-    const refs = [...this.#walk(span, first, end - first)];
+    const refs = [...this.#walk(span, offset, stop - offset)];
     for (let i = 0; i < refs.length; ) {
       const ms = this.#refMs(refs[i]!);
       let j = i + 1;
       while (j < refs.length && this.#refMs(refs[j]!) === ms) j++;
-      if (j - i > 1) {
-        const group = refs.slice(i, j);
-        shuffle(group, random);
-        refs.splice(i, j - i, ...group);
+      // Only the first and the last run can belong to a tie group reaching past the page.
+      const group = i === 0 || j === refs.length ? this.#tieGroup(span, ms) : undefined;
+      if (group !== undefined && group.size > j - i) {
+        const picks = samplePermutation(group.size, j - i, random);
+        for (let k = 0; k < picks.length; k++) refs[i + k] = group.member(picks[k]!);
+      } else {
+        shuffleRange(refs, i, j, random);
       }
       i = j;
     }
-    return refs.slice(offset - first, offset - first + limit).map((ref) => this.#refToJson(ref));
+    return refs.map((ref) => this.#refToJson(ref));
   }
 
   #refMs(ref: Ref): number {
     return typeof ref === 'number' ? this.#baseMs(ref) : ref.ms;
+  }
+
+  /** The merged record at `position` of a span (0 ≤ position < the span's count). */
+  #refAt(span: Span, position: number): Ref {
+    return this.#walk(span, position, 1).next().value as Ref;
+  }
+
+  /**
+   * The records of a span with timestamp `ms`: in merged order the base records [i0, i1) come
+   * first, then inserted entries [j0, j1), so member `k` is found without walking. O(log N + log M).
+   */
+  #tieGroup(span: Span, ms: number): { size: number; member: (k: number) => Ref } {
+    const i0 = this.#baseBound(ms, false, span.a, span.b);
+    const i1 = this.#baseBound(ms, true, i0, span.b);
+    const clamp = (j: number) => Math.min(span.d, Math.max(span.c, j));
+    const j0 = clamp(this.#insertedBound(ms, false));
+    const j1 = clamp(this.#insertedBound(ms, true));
+    const bases = i1 - i0;
+    const inserted = this.#inserted;
+    return { size: bases + (j1 - j0), member: (k) => (k < bases ? i0 + k : inserted[j0 + k - bases]!) };
   }
 
   /**

@@ -19,6 +19,7 @@ export {
   EVENT_TYPES,
   MAX_RECORDS,
   parseIsoDateTime,
+  RECORD_ORDERS,
   type AnalyticsRecord,
   type Channel,
   type Customer,

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { Dataset, EVENT_TYPES, parseIsoDateTime, type AnalyticsRecord, type DatasetOptions, type RecordOrder } from './dataset.js';
+import { Dataset, EVENT_TYPES, parseIsoDateTime, RECORD_ORDERS, type AnalyticsRecord, type DatasetOptions, type RecordOrder } from './dataset.js';
 
 export const DEFAULT_CLIENT_ID = 'demo-client';
 export const DEFAULT_CLIENT_SECRET = 'demo-secret';
@@ -202,7 +202,11 @@ export interface Simulator {
   /** {auth_url}: the same as `url`, or the E0 port's own URL with `separateAuth`. */
   readonly authUrl: string;
   readonly dataset: Dataset;
-  /** Order of records within an E6 range (see {@link SimulatorOptions.order}); may be changed at any time. */
+  /**
+   * Order of records within an E6 range (see {@link SimulatorOptions.order}). Assign to change it
+   * for the requests that follow; a value other than `stable`, `ties` or `random` throws
+   * {@link InvalidArgumentError} and leaves the order as it was.
+   */
   order: RecordOrder;
   /** Live fault settings; change fields at any time. */
   readonly faults: FaultSettings;
@@ -269,6 +273,14 @@ function mulberry32(seed: number): () => number {
   };
 }
 
+/** @returns `value` when it is one of {@link RECORD_ORDERS}. @throws {InvalidArgumentError} otherwise, naming the value. */
+function checkOrder(value: unknown): RecordOrder {
+  if (!(RECORD_ORDERS as readonly unknown[]).includes(value)) {
+    throw new InvalidArgumentError(`order must be ${RECORD_ORDERS.join(', ')}; got ${String(value)}`);
+  }
+  return value as RecordOrder;
+}
+
 /** Decodes one `application/x-www-form-urlencoded` component: `+` is a space (RFC 6749 §2.3.1, appendix B). */
 function formDecode(text: string): string {
   return decodeURIComponent(text.replaceAll('+', ' '));
@@ -310,7 +322,7 @@ function checkFaultNumbers(faults: FaultSettings): void {
  * Serves E0 `POST /connect/token`, E6 `GET /analytics`, E7 `GET /analytics/prometheus`
  * (reference: Authentication, E0, E6, E7, Limits); anything else is 404, a wrong method 405.
  *
- * @throws {InvalidArgumentError} for invalid dataset or fault options.
+ * @throws {InvalidArgumentError} for invalid dataset, fault or order options.
  * @throws the listen error (e.g. `EADDRINUSE`, `EACCES`) when the port cannot be bound.
  */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
@@ -324,12 +336,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     throw new InvalidArgumentError(`tokenLifetimeSeconds must be a whole number ≥ 1; got ${lifetimeSeconds}`);
   }
   const toInclusive = (options.toDate ?? 'inclusive') === 'inclusive';
-  const order = options.order ?? 'stable';
-  if (!['stable', 'ties', 'random'].includes(order)) throw new InvalidArgumentError(`order must be stable, ties or random; got ${String(order)}`);
-  /** Draws each request's order; seeded, so a run repeats. */
+  /** The live order (see {@link Simulator.order}); read by every E6 request. */
+  let order = checkOrder(options.order ?? 'stable');
+  /** Draws each E6 request's order; seeded, so a run repeats, and advanced per request, so two requests differ. */
   const orderRandom = mulberry32(dataset.seed ^ 0x0bad5eed);
-  // Assigned once listening; handlers read its live `order`.
-  let simulator: Simulator | undefined;
   const now = options.now ?? Date.now;
   const log = options.logger;
   const faults: FaultSettings = { ...NO_FAULTS, ...options.faults };
@@ -648,7 +658,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (pageNumber <= totalPages && queued !== 'empty-page') {
       const offset = (pageNumber - 1) * pageSize;
       const limit = queued === 'oversized-page' ? pageSize + Math.max(1, Math.ceil(pageSize / 10)) : pageSize;
-      records = dataset.pageJsonOrdered(from, to, toInclusive, offset, limit, simulator?.order ?? order, orderRandom);
+      records = dataset.pageJsonOrdered(from, to, toInclusive, offset, limit, order, orderRandom);
     }
     if (queued === 'oversized-page') {
       // Too few records left in the range: pad with copies (or new records) to exceed pageSize.
@@ -831,11 +841,16 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   let authChange: Promise<void> = Promise.resolve();
 
   let closing: Promise<void> | undefined;
-  simulator = {
+  return {
     url,
     authUrl,
     dataset,
-    order,
+    get order(): RecordOrder {
+      return order;
+    },
+    set order(value: RecordOrder) {
+      order = checkOrder(value);
+    },
     faults,
     stats,
     queueFault(fault, times = 1, target = 'any', when = undefined) {
@@ -877,5 +892,4 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       return closing;
     },
   };
-  return simulator;
 }

@@ -328,6 +328,77 @@ describe('E6 GET /analytics', () => {
   });
 });
 
+describe('E6 record order (order: stable | ties | random)', () => {
+  const DAY = new Date('2026-10-31T00:00:00Z');
+  const NEXT_DAY = new Date('2026-11-01T00:00:00Z');
+
+  /** Every page of [DAY, NEXT_DAY] at pageSize 1000 over HTTP, with the totalRecords each response reported. */
+  async function pageThrough(s: Simulator, token: string): Promise<{ pages: string[][]; totals: number[] }> {
+    const pages: string[][] = [];
+    const totals: number[] = [];
+    for (let n = 1; n === 1 || n <= Math.ceil(totals[0]! / 1000); n++) {
+      const page = await pageOf(token, { startDate: DAY, toDate: NEXT_DAY, pageSize: 1000, pageNumber: n }, s);
+      totals.push(page.totalRecords);
+      pages.push(page.data.map((r) => JSON.stringify(r)));
+    }
+    return { pages, totals };
+  }
+
+  it('reshuffles ties per request so offset paging doubles and misses records; stable pages exactly; a whole-range page is exact', async () => {
+    // About 21 records on every minute of a day.
+    const s = await startExtra({ records: 31_000, start: DAY, end: NEXT_DAY, timePrecisionMs: 60_000, duplicateEvery: 0, order: 'ties' });
+    const token = await tokenFor(s);
+    const expected = [...s.dataset.iterate(DAY, NEXT_DAY, true)].map((r) => JSON.stringify(r));
+    expect(expected).toHaveLength(31_000);
+
+    const ties = await pageThrough(s, token);
+    expect(ties.totals.every((t) => t === 31_000)).toBe(true);
+    expect(ties.pages).toHaveLength(31);
+    for (const page of ties.pages) {
+      const times = page.map((r) => (JSON.parse(r) as AnalyticsRecord).timestamp);
+      expect([...times].sort()).toEqual(times);
+    }
+    // As many records as the range, but not the range's records: some twice, others never.
+    // (Distinct counts prove nothing here: at whole minutes some records are genuinely identical.)
+    const seen = ties.pages.flat();
+    expect(seen).toHaveLength(31_000);
+    const sortedExpected = [...expected].sort();
+    expect([...seen].sort()).not.toEqual(sortedExpected);
+
+    // A page that holds the whole range is exact in every order.
+    const from = new Date('2026-10-31T10:00:00Z');
+    const to = new Date('2026-10-31T10:30:00Z');
+    const range = [...s.dataset.iterate(from, to, true)].map((r) => JSON.stringify(r)).sort();
+    for (const order of ['ties', 'random'] as const) {
+      s.order = order;
+      const whole = await pageOf(token, { startDate: from, toDate: to, pageSize: 1000 }, s);
+      expect(whole.totalRecords).toBe(range.length);
+      expect(whole.data.map((r) => JSON.stringify(r)).sort()).toEqual(range);
+    }
+
+    // random: a page is in no order and differs between two requests.
+    const p1 = await pageOf(token, { startDate: DAY, toDate: NEXT_DAY, pageSize: 1000, pageNumber: 5 }, s);
+    const p2 = await pageOf(token, { startDate: DAY, toDate: NEXT_DAY, pageSize: 1000, pageNumber: 5 }, s);
+    const times = p1.data.map((r) => r.timestamp);
+    expect([...times].sort()).not.toEqual(times);
+    expect(p1.data.map((r) => JSON.stringify(r)).sort()).not.toEqual(p2.data.map((r) => JSON.stringify(r)).sort());
+
+    // Switched live to stable: offset paging is exact again, in merged order.
+    s.order = 'stable';
+    const stable = (await pageThrough(s, token)).pages.flat();
+    expect(stable).toEqual(expected);
+    expect([...stable].sort()).toEqual(sortedExpected);
+    expect(() => {
+      s.order = 'sorted' as 'stable';
+    }).toThrow(/order must be stable, ties, random; got sorted/);
+    expect(s.order).toBe('stable');
+  });
+
+  it('refuses an unknown order at start', async () => {
+    await expect(startSimulator({ records: 10, order: 'sorted' as 'stable' })).rejects.toThrow(/order must be stable, ties, random; got sorted/);
+  });
+});
+
 describe('E7 GET /analytics/prometheus', () => {
   let token: string;
   beforeAll(async () => {
@@ -652,6 +723,9 @@ describe('simulate command', () => {
     expect(await runSimulate({ errorRate: '1.5', toDate: 'maybe' }, io)).toBe(2);
     expect(err.join('\n')).toContain('--error-rate must be a number from 0 to 1; got "1.5"');
     expect(err.join('\n')).toContain('--to-date must be inclusive or exclusive; got "maybe"');
+    err.length = 0;
+    expect(await runSimulate({ order: 'sorted' }, io)).toBe(2);
+    expect(err).toEqual(['simulate: --order must be stable, ties or random; got "sorted"']);
     err.length = 0;
     expect(await runSimulate({ tlsCert: '/nonexistent/cert.pem', tlsKey: '/nonexistent/key.pem' }, io)).toBe(2);
     expect(err[0]).toContain('--tls-cert must name a readable file (ENOENT); got "/nonexistent/cert.pem"');

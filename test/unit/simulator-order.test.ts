@@ -1,22 +1,27 @@
 /**
- * The simulator's `order` (issue 11): E6 promises no order, so the simulator can draw one per
- * request. Offset paging over `ties` or `random` must really go wrong (else the sync's tests of
- * order independence prove nothing), while one page holding a whole range is exact in every order.
+ * The simulator's `order` (issue 11 item 3): E6 promises no order of records, so the simulator can
+ * draw one per request. Offset paging over `ties` or `random` must really go wrong (else the
+ * sync's tests of order independence prove nothing), while every single response stays a fair
+ * sample of the range and one page holding a whole range is exact in every order.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Dataset, type RecordOrder } from '../../src/simulator/index.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { Dataset, RECORD_ORDERS, type RecordOrder } from '../../src/simulator/index.js';
 
 const FROM = new Date('2026-10-31T00:00:00Z');
 const TO = new Date('2026-11-01T00:00:00Z');
 
 /**
- * 31,000 records in a day on whole minutes: about 21 per minute. (At 30,000 the generator's even
- * spacing puts every 1000th record exactly on a minute, so pages of 1000 would cut no tie group.)
+ * `records` records in a day on whole minutes: about 21 a minute at 31,000. (At 30,000 the
+ * generator's even spacing puts every 1000th record exactly on a minute, so pages of 1000
+ * starting at midnight cut no tie group; see the test of that below.)
  */
-function dense(): Dataset {
-  return new Dataset({ records: 31_000, start: FROM, end: TO, timePrecisionMs: 60_000, duplicateEvery: 0 });
+function dense(records = 31_000): Dataset {
+  return new Dataset({ records, start: FROM, end: TO, timePrecisionMs: 60_000, duplicateEvery: 0 });
 }
 
+/** mulberry32, seeded: the same generator the server uses, so draws repeat. */
 function seeded(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
@@ -27,54 +32,197 @@ function seeded(seed: number): () => number {
   };
 }
 
-/** Pages through [FROM, TO) at `pageSize`, each page drawn anew, and returns every record's text. */
-function pageThrough(d: Dataset, order: RecordOrder, pageSize: number, random: () => number): string[] {
-  const total = d.count(FROM, TO, false);
-  const out: string[] = [];
-  for (let offset = 0; offset < total; offset += pageSize) out.push(...d.pageJsonOrdered(FROM, TO, false, offset, pageSize, order, random));
-  return out;
+/** `random`, counting its draws in `counter.draws`: a measure of a call's cost that does not depend on the machine. */
+function counting(random: () => number): { random: () => number; draws: number } {
+  const counter = {
+    draws: 0,
+    random: () => {
+      counter.draws++;
+      return random();
+    },
+  };
+  return counter;
 }
 
-const sorted = (texts: string[]) => [...texts].sort();
-const timestampOf = (json: string) => (JSON.parse(json) as { timestamp: string }).timestamp;
+/** Pages through [from, to) at `pageSize` as a client does (offsets 0, pageSize, …), each page drawn anew. */
+function pagesOf(d: Dataset, order: RecordOrder, pageSize: number, random: () => number, from = FROM, to = TO): string[][] {
+  const total = d.count(from, to, false);
+  const pages: string[][] = [];
+  for (let offset = 0; offset < total; offset += pageSize) pages.push(d.pageJsonOrdered(from, to, false, offset, pageSize, order, random));
+  return pages;
+}
+
+function multiset(texts: readonly string[]): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const t of texts) m.set(t, (m.get(t) ?? 0) + 1);
+  return m;
+}
+
+/**
+ * Records `got` holds more often than `expected` (doubled) and less often (missed), and how many
+ * copies too many (`extra`) and too few (`lacking`) in all.
+ */
+function difference(got: readonly string[], expected: readonly string[]): { doubled: string[]; missed: string[]; extra: number; lacking: number } {
+  const want = multiset(expected);
+  const have = multiset(got);
+  const doubled = [...have].filter(([t, n]) => n > (want.get(t) ?? 0)).map(([t]) => t);
+  const missed = [...want].filter(([t, n]) => n > (have.get(t) ?? 0)).map(([t]) => t);
+  const extra = doubled.reduce((sum, t) => sum + have.get(t)! - (want.get(t) ?? 0), 0);
+  const lacking = missed.reduce((sum, t) => sum + want.get(t)! - (have.get(t) ?? 0), 0);
+  return { doubled, missed, extra, lacking };
+}
+
+/** The timestamp of a served record: every record's text starts with `{"timestamp":"`. */
+const timestampOf = (json: string) => (json.startsWith('{"timestamp":"') ? json.slice(14, json.indexOf('"', 14)) : `not a record: ${json}`);
+
+/** Whether `page` holds no record more often than the multiset `range` does (a sample without replacement). */
+function isSampleOf(page: readonly string[], range: ReadonlyMap<string, number>): boolean {
+  return [...multiset(page)].every(([t, n]) => n <= (range.get(t) ?? 0));
+}
+const isTimeOrdered = (page: readonly string[]) => page.every((t, k) => k === 0 || timestampOf(page[k - 1]!) <= timestampOf(t));
 
 describe('simulator record order', () => {
   const d = dense();
-  const exact = sorted(d.pageJson(FROM, TO, false, 0, 31_000));
+  const all = d.pageJson(FROM, TO, false, 0, 31_000);
+  const allSet = multiset(all);
 
-  it('stable: the merged order, the same on every request', () => {
-    const random = seeded(1);
-    expect(d.pageJsonOrdered(FROM, TO, false, 1000, 1000, 'stable', random)).toEqual(d.pageJson(FROM, TO, false, 1000, 1000));
-    expect(sorted(pageThrough(d, 'stable', 1000, random))).toEqual(exact);
-  });
-
-  it.each(['ties', 'random'] as const)('%s: offset paging doubles some records and misses as many, with the right total', (order) => {
-    const seen = pageThrough(d, order, 1000, seeded(2));
-    expect(seen).toHaveLength(31_000);
-    const distinct = new Set(seen).size;
-    expect(distinct).toBeLessThan(31_000);
-    expect(sorted(seen)).not.toEqual(exact);
-  });
-
-  it('ties: every page is in timestamp order, and a page cut through a tie group differs between requests', () => {
-    const random = seeded(3);
-    const a = d.pageJsonOrdered(FROM, TO, false, 1000, 1000, 'ties', random);
-    const b = d.pageJsonOrdered(FROM, TO, false, 1000, 1000, 'ties', random);
-    for (const page of [a, b]) {
-      const times = page.map(timestampOf);
-      expect([...times].sort()).toEqual(times);
+  it('stable: two pagings of a tied range give the same pages, the merged order', () => {
+    for (const pageSize of [1000, 777]) {
+      const first = pagesOf(d, 'stable', pageSize, seeded(1));
+      const second = pagesOf(d, 'stable', pageSize, seeded(2));
+      expect(second).toEqual(first);
+      expect(first.flat()).toEqual(all);
     }
-    // The same timestamps, but not the same records at the edges.
-    expect(a.map(timestampOf)).toEqual(b.map(timestampOf));
-    expect(sorted(a)).not.toEqual(sorted(b));
   });
 
-  it.each(['stable', 'ties', 'random'] as const)('%s: one page holding the whole range is exactly the range', (order) => {
+  it('ties: each page has the stable page’s timestamps, a page differs between requests, and a paging doubles and misses records', () => {
+    expect(d.count(FROM, TO, false)).toBe(31_000);
+    const stablePages = pagesOf(d, 'stable', 1000, seeded(3));
+    const random = seeded(3);
+    const a = pagesOf(d, 'ties', 1000, random);
+    const b = pagesOf(d, 'ties', 1000, random);
+    for (const [k, page] of [...a, ...b].entries()) {
+      expect(isTimeOrdered(page)).toBe(true);
+      // Ties are only reordered: page k holds the same timestamps as the stable page k.
+      expect(page.map(timestampOf)).toEqual(stablePages[k % a.length]!.map(timestampOf));
+      // No page holds a record more often than the range does.
+      expect(isSampleOf(page, allSet)).toBe(true);
+    }
+    expect(a.some((page, k) => [...page].sort().join() !== [...b[k]!].sort().join())).toBe(true);
+    // totalRecords (the count) is unchanged, and the pages add up to it, yet the union is wrong.
+    expect(d.count(FROM, TO, false)).toBe(31_000);
+    expect(a.flat()).toHaveLength(31_000);
+    const { doubled, missed, extra, lacking } = difference(a.flat(), all);
+    expect(doubled.length).toBeGreaterThan(0);
+    expect(missed.length).toBeGreaterThan(0);
+    expect(extra).toBe(lacking);
+    // A doubled record sits at a page boundary, in a tie group the boundary cuts.
+    const cut = a.slice(1).map((page, k) => [timestampOf(a[k]!.at(-1)!), timestampOf(page[0]!)]);
+    expect(cut.some(([before, after]) => before === after && before === timestampOf(doubled[0]!))).toBe(true);
+  });
+
+  it('random: pages in no order, each a fair sample, a page differs between requests, and a paging doubles and misses records', () => {
+    const random = seeded(4);
+    const a = pagesOf(d, 'random', 1000, random);
+    const b = pagesOf(d, 'random', 1000, random);
+    for (const page of [...a, ...b]) {
+      expect(page).toHaveLength(1000);
+      expect(isSampleOf(page, allSet)).toBe(true);
+    }
+    expect(a.every(isTimeOrdered)).toBe(false);
+    expect([...a[0]!].sort()).not.toEqual([...b[0]!].sort());
+    expect(d.count(FROM, TO, false)).toBe(31_000);
+    const { doubled, missed, extra, lacking } = difference(a.flat(), all);
+    expect(doubled.length).toBeGreaterThan(100);
+    expect(missed.length).toBeGreaterThan(100);
+    expect(extra).toBe(lacking);
+  });
+
+  it('repeats a run from the seed', () => {
+    for (const order of ['ties', 'random'] as const) {
+      expect(pagesOf(d, order, 1000, seeded(5))).toEqual(pagesOf(d, order, 1000, seeded(5)));
+    }
+  });
+
+  it.each(RECORD_ORDERS)('%s: one page holding the whole range is exactly the range', (order) => {
     const from = new Date('2026-10-31T10:00:00Z');
     const to = new Date('2026-10-31T10:30:00Z');
     const n = d.count(from, to, true);
-    expect(n).toBeGreaterThan(100);
-    const page = d.pageJsonOrdered(from, to, true, 0, 1000, order, seeded(4));
-    expect(sorted(page)).toEqual(sorted(d.pageJson(from, to, true, 0, 1000)));
+    expect(n).toBeGreaterThan(600);
+    const expected = d.pageJson(from, to, true, 0, n);
+    for (const limit of [n, 1000]) {
+      const page = d.pageJsonOrdered(from, to, true, 0, limit, order, seeded(6));
+      expect([...page].sort()).toEqual([...expected].sort());
+    }
+  });
+
+  it('ties: at 30,000 records a day, pages of 1000 from midnight cut no tie group and are exact; pages of 999 are not', () => {
+    const d30 = dense(30_000);
+    const exact = d30.pageJson(FROM, TO, false, 0, 30_000);
+    expect([...pagesOf(d30, 'ties', 1000, seeded(7)).flat()].sort()).toEqual([...exact].sort());
+    const { doubled } = difference(pagesOf(d30, 'ties', 999, seeded(7)).flat(), exact);
+    expect(doubled.length).toBeGreaterThan(0);
+  });
+
+  it('ties: a tie group larger than a page, of base and inserted records, is sampled without replacement', () => {
+    const crowded = new Dataset({ records: 5000, start: FROM, end: TO, timePrecisionMs: 60_000, duplicateEvery: 0 });
+    const instant = new Date('2026-10-31T15:42:00Z');
+    const bases = crowded.count(instant, instant, true);
+    expect(bases).toBeGreaterThan(0);
+    crowded.insert(crowded.plausibleRecords(2500, instant, instant, true, 1));
+    const from = new Date('2026-10-31T15:40:00Z');
+    const to = new Date('2026-10-31T15:44:00Z');
+    const range = multiset(crowded.pageJson(from, to, false, 0, 10_000));
+    const group = crowded.pageJson(instant, instant, true, 0, 10_000);
+    expect(group).toHaveLength(2500 + bases);
+    const random = seeded(8);
+    let sawBase = false;
+    for (let request = 0; request < 3; request++) {
+      const pages = pagesOf(crowded, 'ties', 1000, random, from, to);
+      for (const page of pages) {
+        expect(isTimeOrdered(page)).toBe(true);
+        expect(isSampleOf(page, range)).toBe(true);
+      }
+      // The group spans pages, and each page draws its part of it afresh.
+      const drawn = pages.flat().filter((t) => timestampOf(t) === timestampOf(group[0]!));
+      expect(drawn).toHaveLength(group.length);
+      expect(difference(drawn, group).doubled.length).toBeGreaterThan(0);
+      if (pages.flat().some((t) => group.indexOf(t) < bases && group.indexOf(t) >= 0)) sawBase = true;
+    }
+    expect(sawBase).toBe(true);
+  });
+
+  it('costs about a page, not a tie group or a range: draws per request of 1000 out of 1,000,000 records at one instant', () => {
+    const day = 86_400_000;
+    const one = new Dataset({ records: 1_000_000, start: FROM, end: TO, timePrecisionMs: day });
+    expect(one.count(FROM, FROM, true)).toBe(1_000_000);
+    for (const order of ['ties', 'random'] as const) {
+      const counter = counting(seeded(9));
+      const page = one.pageJsonOrdered(FROM, TO, false, 500_000, 1000, order, counter.random);
+      expect(page).toHaveLength(1000);
+      expect(counter.draws).toBeLessThanOrEqual(1000);
+    }
+  });
+
+  it('refuses an unknown order', () => {
+    expect(() => d.pageJsonOrdered(FROM, TO, false, 0, 10, 'sorted' as RecordOrder, seeded(1))).toThrow(InvalidArgumentError);
+  });
+
+  it('property: any range, offset and limit give the stable page’s length, a sample of the range, and under ties its timestamps', () => {
+    const small = new Dataset({ records: 400, start: FROM, end: new Date(FROM.getTime() + 3_600_000), timePrecisionMs: 60_000, duplicateEvery: 7 });
+    small.insert(small.plausibleRecords(60, FROM, new Date(FROM.getTime() + 3_600_000), false, 2));
+    const minute = fc.integer({ min: -2, max: 62 }).map((m) => new Date(FROM.getTime() + m * 60_000));
+    fc.assert(
+      fc.property(minute, minute, fc.boolean(), fc.nat(500), fc.integer({ min: 0, max: 300 }), fc.constantFrom('ties', 'random') as fc.Arbitrary<RecordOrder>, fc.nat(), (from, to, inclusive, offset, limit, order, seed) => {
+        const stable = small.pageJson(from, to, inclusive, offset, limit);
+        const range = small.pageJson(from, to, inclusive, 0, 1000);
+        const page = small.pageJsonOrdered(from, to, inclusive, offset, limit, order, seeded(seed));
+        expect(page).toHaveLength(stable.length);
+        expect(isSampleOf(page, multiset(range))).toBe(true);
+        if (order === 'ties') expect(page.map(timestampOf)).toEqual(stable.map(timestampOf));
+        if (offset === 0 && limit >= range.length) expect([...page].sort()).toEqual([...range].sort());
+      }),
+      { numRuns: 300 },
+    );
   });
 });
