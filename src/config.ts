@@ -8,8 +8,8 @@
 import { readFileSync } from 'node:fs';
 import cron from 'node-cron';
 import { z } from 'zod';
-import { ConfigError, maskSecret } from './errors.js';
-import { loadWebConfig, WebConfigError, type WebConfig } from './webconfig.js';
+import { ConfigError, WebConfigError, maskSecret } from './errors.js';
+import { loadWebConfig, type WebConfig } from './webconfig.js';
 
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
 export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';

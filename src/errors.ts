@@ -19,6 +19,8 @@ export type ErrorCode =
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_DATABASE'
   | 'ERR_DATA_DIR_LOCKED'
+  | 'ERR_INCONSISTENT_WINDOW'
+  | 'ERR_WEB_CONFIG'
   | 'ERR_ABORTED';
 
 /**
@@ -126,13 +128,37 @@ export class UpstreamError extends ExporterError {
   }
 }
 
+/** A database operation failed: the message says which and carries the PostgreSQL SQLSTATE where there is one; `cause` is pg's error. */
+export class DatabaseError extends ExporterError {
+  constructor(message: string, options: ExporterErrorOptions = {}) {
+    super('ERR_DATABASE', message, { ...options, reason: 'database' });
+  }
+}
+
 /**
  * The embedded database could not be opened: its folder (DATA_DIR) or a file in it could not be
  * created, opened or locked. The message names the folder and the errno code (`EROFS`, `EACCES`).
  */
-export class DatabaseOpenError extends ExporterError {
-  constructor(message: string, options: ExporterErrorOptions = {}) {
-    super('ERR_DATABASE', message, { ...options, reason: 'database' });
+export class DatabaseOpenError extends DatabaseError {}
+
+/**
+ * The two reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page) kept
+ * disagreeing (SYNC_WINDOW_ATTEMPTS): E6's order within it is not stable, so nothing of its window
+ * is committed and the run fails.
+ */
+export class InconsistentWindowError extends ExporterError {
+  constructor(message: string) {
+    super('ERR_INCONSISTENT_WINDOW', message, { reason: 'inconsistent_window' });
+  }
+}
+
+/** A web configuration file (WEB_CONFIG_FILE) that cannot be used; `path` names the key (`tls_server_config.cert_file`), or is empty for the whole file. */
+export class WebConfigError extends ExporterError {
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super('ERR_WEB_CONFIG', message);
   }
 }
 
@@ -174,7 +200,6 @@ export function failureReason(err: unknown): FailureReason {
   const e = err as { reason?: unknown; code?: unknown; status?: unknown; name?: unknown } | null | undefined;
   if (e === null || e === undefined || typeof e !== 'object') return 'other';
   if (err instanceof ExporterError && err.reason !== undefined) return err.reason;
-  if (e.name === 'InconsistentWindowError') return 'inconsistent_window';
   switch (e.code) {
     case 'ERR_TOKEN_REQUEST':
     case 'ERR_TOKEN_RESPONSE':
@@ -191,6 +216,8 @@ export function failureReason(err: unknown): FailureReason {
       return 'aborted';
     case 'ERR_DATABASE':
       return 'database';
+    case 'ERR_INCONSISTENT_WINDOW':
+      return 'inconsistent_window';
     default:
       return typeof e.code === 'string' && SQLSTATE.test(e.code) ? 'database' : 'other';
   }

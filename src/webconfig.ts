@@ -13,6 +13,7 @@ import { dirname, resolve } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { WebConfigError } from './errors.js';
 
 /** exporter-toolkit's client authentication modes (Go's tls.ClientAuthType names). */
 export const CLIENT_AUTH_TYPES = [
@@ -66,16 +67,6 @@ export interface WebConfig {
   users: Record<string, string>;
 }
 
-/** A web configuration file that cannot be used; `path` names the key (`tls_server_config.cert_file`). */
-export class WebConfigError extends Error {
-  constructor(
-    readonly path: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'WebConfigError';
-  }
-}
 
 /**
  * Reads and validates a web configuration file.

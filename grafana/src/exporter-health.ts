@@ -142,7 +142,7 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
       ]),
     )
     .withPanel(
-      graph('Upstream errors by reason', 'Failed reads of E7 per second, by reason (timeout, network, http_<status>, invalid_body, token, other).', 'ops', [
+      graph('Upstream errors by reason', 'Failed reads of E7 per second, by reason (the values of upstream_attempt_failures_total: timeout, network, http_<status>, content_type, invalid_body, token, other).', 'ops', [
         { expr: `sum by (reason) (rate(${m('upstream_errors_total')}[$__rate_interval]))`, legend: '{{reason}}' },
       ]),
     )

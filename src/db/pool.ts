@@ -4,7 +4,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import { AbortedError, ExporterError } from '../errors.js';
+import { AbortedError, DatabaseError } from '../errors.js';
 import type { Logger } from '../log.js';
 
 export type Pool = pg.Pool;
@@ -33,11 +33,11 @@ export function createPool(url: string, log: Logger, options: { max?: number } =
   return pool;
 }
 
-/** Wraps a database failure as `ERR_DATABASE`, keeping the Postgres SQLSTATE in the message. */
-export function databaseError(what: string, cause: unknown): ExporterError {
+/** Wraps a database failure as a {@link DatabaseError} (`ERR_DATABASE`), keeping the Postgres SQLSTATE in the message. */
+export function databaseError(what: string, cause: unknown): DatabaseError {
   const e = cause as { message?: string; code?: string };
   const state = e?.code ? ` [${e.code}]` : '';
-  return new ExporterError('ERR_DATABASE', `${what}: ${e?.message ?? String(cause)}${state}`, { cause });
+  return new DatabaseError(`${what}: ${e?.message ?? String(cause)}${state}`, { cause });
 }
 
 /**

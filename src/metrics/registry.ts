@@ -16,28 +16,6 @@ export const METRIC_PREFIX = 'analytics_exporter_';
 /** Buckets of upstream request durations, in seconds: 5 ms to 30 s. */
 const REQUEST_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
-/**
- * Why an upstream scrape failed, as a bounded label value.
- * `timeout`, `network`, `http_<status>`, `invalid_body`, `token`, `other`.
- */
-export function errorReason(err: unknown): string {
-  const e = err as { code?: string; status?: number; name?: string };
-  if (e?.name === 'TokenError') return 'token';
-  switch (e?.code) {
-    case 'ERR_UPSTREAM_TIMEOUT':
-    case 'ERR_ABORTED':
-      return 'timeout';
-    case 'ERR_UPSTREAM_NETWORK':
-      return 'network';
-    case 'ERR_UPSTREAM_HTTP':
-      return e.status !== undefined ? `http_${e.status}` : 'http';
-    case 'ERR_UPSTREAM_BODY':
-      return 'invalid_body';
-    default:
-      return 'other';
-  }
-}
-
 export class ExporterMetrics {
   readonly registry = new Registry();
 
@@ -59,7 +37,9 @@ export class ExporterMetrics {
   });
   readonly upstreamErrors = new Counter({
     name: `${METRIC_PREFIX}upstream_errors_total`,
-    help: 'Failed reads of the platform E7 Prometheus text, by reason (timeout, network, http_<status>, invalid_body, token, other).',
+    help:
+      'Failed reads of the platform E7 Prometheus text, by reason (the same values as upstream_attempt_failures_total: timeout, network, ' +
+      'http_<status>, content_type, invalid_body, response_too_large, token, other).',
     labelNames: ['reason'],
     registers: [this.registry],
   });

@@ -6,11 +6,11 @@
  * - the read is bounded by the scrape's own deadline, so /metrics always answers in time, with
  *   `analytics_exporter_upstream_up 0` and no upstream sample older than the TTL when it fails.
  */
-import { describeError } from '../errors.js';
+import { AbortedError, UpstreamError, describeError, failureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { mergeFamilies, parseExposition, prefixFamilies, type MetricFamily } from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
-import { errorReason, type ExporterMetrics } from './registry.js';
+import type { ExporterMetrics } from './registry.js';
 
 /** Part of the scrape timeout kept for rendering and sending the response: 20%, at most 1 s. */
 export function scrapeBudgetMs(scrapeTimeoutMs: number): number {
@@ -125,11 +125,17 @@ export class UpstreamMetrics {
     const { client, metrics, log } = this.#o;
     const started = performance.now();
     const now = this.#now();
+    const budget = AbortSignal.timeout(budgetMs);
     try {
-      const text = await client.fetchPrometheusText(
-        { startDate: new Date(now - this.#o.windowMs), toDate: new Date(now) },
-        { signal: AbortSignal.timeout(budgetMs) },
-      );
+      const text = await client
+        .fetchPrometheusText({ startDate: new Date(now - this.#o.windowMs), toDate: new Date(now) }, { signal: budget })
+        .catch((err: unknown) => {
+          // The scrape's budget ran out: for the scrape, that is the upstream timing out.
+          if (err instanceof AbortedError && budget.aborted) {
+            throw new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'prometheus', `E7 did not answer within the scrape's budget of ${budgetMs} ms`, { cause: err, reason: 'timeout' });
+          }
+          throw err;
+        });
       const parsed = parseExposition(text);
       for (const line of parsed.invalid) metrics.upstreamInvalidLines.inc({ reason: line.reason });
       if (parsed.invalid.length > 0) {
@@ -152,8 +158,9 @@ export class UpstreamMetrics {
       return snapshot;
     } catch (err) {
       metrics.upstreamUp.set(0);
-      metrics.upstreamErrors.inc({ reason: errorReason(err) });
-      log.warn({ reason: errorReason(err), err: { message: describeError(err) } }, 'reading the upstream Prometheus text failed');
+      const reason = failureReason(err);
+      metrics.upstreamErrors.inc({ reason });
+      log.warn({ reason, err: { message: describeError(err) } }, 'reading the upstream Prometheus text failed');
       throw err;
     } finally {
       metrics.upstreamScrapeDuration.set((performance.now() - started) / 1000);

@@ -16,18 +16,11 @@
  *   `concurrency` pages (open or fetched, not yet taken) together with requests open for later windows;
  * - later windows hold at most `concurrency` pages (open or fetched) between them.
  */
-import { AbortedError, ExporterError } from '../errors.js';
+import { AbortedError, InconsistentWindowError } from '../errors.js';
 import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
 import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
 import { isSplittable, ProfileCells, splitOverflow, type RecordEstimate } from './split.js';
 import { iso, type Window } from './windows.js';
-
-/** A window's reads disagreed with each other (an instant's two reads); nothing of it is committed. */
-export class InconsistentWindowError extends ExporterError {
-  constructor(message: string) {
-    super('ERR_UPSTREAM_BODY', message, { retryable: true });
-  }
-}
 
 /** One leaf: a part of a window and its page, as `prepare` made it. */
 export interface Leaf<T> {

@@ -12,7 +12,7 @@ import { AbortedError, InvalidArgumentError, coerceError, describeError } from '
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
-import { InconsistentWindowError, WindowReader, type WindowReadStats } from './reader.js';
+import { WindowReader } from './reader.js';
 import { RecordEstimate } from './split.js';
 import {
   abandonStaleRuns,
@@ -31,7 +31,6 @@ import {
 } from './store.js';
 import { closeOverCommitted, iso, planWindows, recordTime, runRange, type Window } from './windows.js';
 
-export { InconsistentWindowError };
 
 /** Counts of one committed window. */
 export interface WindowSummary {

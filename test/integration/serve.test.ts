@@ -140,7 +140,7 @@ describe('serve', () => {
   it.each([
     ['down', async () => ({ STATISTICS_URL: 'http://127.0.0.1:1', AUTH_URL: 'http://127.0.0.1:1' }), 'token'],
     ['401', async () => ({ CLIENT_SECRET: 'wrong' }), 'token'],
-    ['invalid', async () => (sim.queueFault('wrong-content-type', 1, 'prometheus'), {}), 'invalid_body'],
+    ['invalid', async () => (sim.queueFault('wrong-content-type', 1, 'prometheus'), {}), 'content_type'],
     ['answering 503', async () => (sim.queueFault({ status: 503 }, 1, 'prometheus'), {}), 'http_503'],
   ] as const)('answers 200 with upstream_up 0 when the upstream is %s', async (_name, setup, reason) => {
     const s = await serve(await setup());

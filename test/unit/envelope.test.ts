@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError, TokenError, UpstreamError, failureReason } from '../../src/errors.js';
+import { AbortedError, InconsistentWindowError, InvalidArgumentError, TokenError, UpstreamError, failureReason } from '../../src/errors.js';
 import { decodePage, formatApiDate, parsePage, validatePageQuery } from '../../src/upstream/analytics.js';
 import { excerpt } from '../../src/upstream/http.js';
 import { formUrlEncode } from '../../src/upstream/token.js';
@@ -209,7 +209,10 @@ describe('failureReason', () => {
     [new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x'), 'invalid_body'],
     [new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'invalid_json' }), 'invalid_json'],
     [new TokenError('ERR_TOKEN_REQUEST', 'x', { status: 503 }), 'token'],
-    [Object.assign(new Error('window changed'), { name: 'InconsistentWindowError', code: 'ERR_UPSTREAM_BODY' }), 'inconsistent_window'],
+    [new InconsistentWindowError('reads of an instant disagreed'), 'inconsistent_window'],
+    // A class is never matched by its name: an error merely called so is "other".
+    [Object.assign(new Error('window changed'), { name: 'InconsistentWindowError' }), 'other'],
+    [new AbortedError('stopped'), 'aborted'],
     [Object.assign(new Error('unsupported Unicode escape sequence'), { code: '22P05' }), 'database'],
     [new Error('boom'), 'other'],
     ['a string', 'other'],

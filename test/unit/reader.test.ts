@@ -5,7 +5,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { InconsistentWindowError, WindowReader } from '../../src/sync/reader.js';
+import { InconsistentWindowError } from '../../src/errors.js';
+import { WindowReader } from '../../src/sync/reader.js';
 import { ProfileCells, RecordEstimate, splitOverflow, splitRange, isSplittable } from '../../src/sync/split.js';
 import type { Window } from '../../src/sync/windows.js';
 import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord, PageQuery } from '../../src/upstream/analytics.js';

@@ -2,9 +2,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { TokenError, UpstreamError } from '../../src/errors.js';
+import { DatabaseError, InconsistentWindowError, TokenError, UpstreamError, failureReason } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { ExporterMetrics, errorReason } from '../../src/metrics/registry.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { UpstreamMetrics, formatDuration, scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/metrics/upstream.js';
 import { ownFamilies } from '../../src/server.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
@@ -31,15 +31,18 @@ describe('scrape budget', () => {
   });
 });
 
-describe('errorReason', () => {
+describe('failureReason, the one source of upstream_errors_total{reason}', () => {
   it.each([
     [new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'prometheus', 'x'), 'timeout'],
     [new UpstreamError('ERR_UPSTREAM_NETWORK', 'prometheus', 'x'), 'network'],
     [new UpstreamError('ERR_UPSTREAM_HTTP', 'prometheus', 'x', { status: 503 }), 'http_503'],
     [new UpstreamError('ERR_UPSTREAM_BODY', 'prometheus', 'x'), 'invalid_body'],
+    [new UpstreamError('ERR_UPSTREAM_BODY', 'prometheus', 'x', { reason: 'content_type' }), 'content_type'],
     [new TokenError('ERR_TOKEN_REQUEST', 'x'), 'token'],
+    [new InconsistentWindowError('x'), 'inconsistent_window'],
+    [new DatabaseError('x'), 'database'],
     [new Error('x'), 'other'],
-  ])('%s → %s', (err, reason) => expect(errorReason(err)).toBe(reason));
+  ])('%s → %s', (err, reason) => expect(failureReason(err)).toBe(reason));
 });
 
 describe('UpstreamMetrics with an upstream that reuses our names', () => {
