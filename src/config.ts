@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import cron from 'node-cron';
 import { z } from 'zod';
 import { ConfigError, WebConfigError, maskSecret } from './errors.js';
+import { parseDuration, parseIsoDateTime } from './time.js';
 import { loadWebConfig, type WebConfig } from './webconfig.js';
 
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
@@ -165,33 +166,6 @@ export const SETTINGS: readonly SettingDoc[] = [
 
 const SECRET_VARIABLES = new Set(SETTINGS.filter((s) => s.secret).map((s) => s.env));
 
-const DURATION_UNITS_MS: Record<string, number> = {
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-  w: 604_800_000,
-};
-
-/**
- * Parses a Prometheus-style duration (`500ms`, `30s`, `15m`, `1h30m`, `7d`) into milliseconds.
- * Units must appear from largest to smallest, each at most once.
- *
- * @returns milliseconds, or `undefined` when the text is not a duration.
- */
-export function parseDuration(text: string): number | undefined {
-  if (!/^(\d+(ms|s|m|h|d|w))+$/.test(text)) return undefined;
-  let total = 0;
-  let lastUnitMs = Infinity;
-  for (const [, amount, unit] of text.matchAll(/(\d+)(ms|s|m|h|d|w)/g)) {
-    const unitMs = DURATION_UNITS_MS[unit!]!;
-    if (unitMs >= lastUnitMs) return undefined;
-    lastUnitMs = unitMs;
-    total += Number(amount) * unitMs;
-  }
-  return total;
-}
 
 const duration = (rule: string) =>
   z.string().transform((text, ctx) => {
@@ -219,9 +193,6 @@ const wholeNumber = (min: number, max: number) => {
   const rule = `must be a whole number from ${min} to ${max}`;
   return z.coerce.number({ error: rule }).int(rule).min(min, rule).max(max, rule);
 };
-
-/** ISO 8601 date-time with a zone designator; a bare date or local time would depend on the host's zone. */
-const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
 
@@ -257,7 +228,9 @@ const envSchema = z.object({
     .transform((text, ctx) => {
       const ago = parseDuration(text);
       if (ago !== undefined) return { agoMs: ago };
-      if (ISO_DATE_TIME.test(text) && !Number.isNaN(Date.parse(text))) return { at: new Date(text) };
+      // A zone is required: a bare date or local time would depend on the host's zone.
+      const at = parseIsoDateTime(text);
+      if (at !== undefined) return { at: new Date(at) };
       ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time with a zone (2026-01-01T00:00:00Z) or a duration before now (30d)' });
       return z.NEVER;
     })

@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { LOG_LEVELS, parseDuration } from '../config.js';
+import { LOG_LEVELS } from '../config.js';
+import { parseDuration, parseIsoDateTime } from '../time.js';
 import { describeError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import {
@@ -23,7 +24,6 @@ import {
   DEFAULT_USERS,
   MAX_RECORDS,
   NO_FAULTS,
-  parseIsoDateTime,
   RECORD_ORDERS,
   startSimulator,
   type FaultSettings,

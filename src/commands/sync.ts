@@ -13,15 +13,15 @@ import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js
 import { runSync, type SyncObserver } from '../sync/run.js';
 import { DRAIN_TIMEOUT_MS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
+import { parseIsoDate } from '../time.js';
 
-const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
-
-/** Parses `--from`/`--to`: ISO 8601 date-time with a zone. */
+/** Parses `--from`/`--to`: ISO 8601 date-time with a zone ({@link parseIsoDate}); an impossible date is refused. */
 export function parseIsoOption(value: string): Date {
-  if (!ISO_WITH_ZONE.test(value) || Number.isNaN(Date.parse(value))) {
+  const date = parseIsoDate(value);
+  if (date === undefined) {
     throw new CommanderArgumentError(`must be an ISO 8601 date-time with a zone, such as 2026-11-01T00:00:00Z; got ${JSON.stringify(value)}`);
   }
-  return new Date(value);
+  return date;
 }
 
 /** Exit status when a second signal forces the exit: 128 + signal number. */

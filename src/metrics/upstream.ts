@@ -11,6 +11,7 @@ import type { Logger } from '../log.js';
 import { mergeFamilies, parseExposition, prefixFamilies, type MetricFamily } from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { ExporterMetrics } from './registry.js';
+import { formatDuration } from '../time.js';
 
 /** Part of the scrape timeout kept for rendering and sending the response: 20%, at most 1 s. */
 export function scrapeBudgetMs(scrapeTimeoutMs: number): number {
@@ -32,18 +33,6 @@ export function scrapeTimeoutFromHeader(value: string | string[] | undefined, fa
   return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, MAX_SCRAPE_TIMEOUT_SECONDS) * 1000 : fallbackMs;
 }
 
-/** `86400000` → `24h`, `5400000` → `1h30m`: a Prometheus-style duration in hours, minutes and seconds. */
-export function formatDuration(ms: number): string {
-  let rest = Math.floor(ms / 1000);
-  let text = '';
-  for (const [unit, size] of [['h', 3600], ['m', 60], ['s', 1]] as const) {
-    if (rest >= size) {
-      text += `${Math.floor(rest / size)}${unit}`;
-      rest %= size;
-    }
-  }
-  return text || `${ms}ms`;
-}
 
 interface Snapshot {
   families: MetricFamily[];

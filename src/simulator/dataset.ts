@@ -16,6 +16,7 @@
  * in docs/simulator.md.
  */
 import { z } from 'zod';
+import { parseIsoDateTime } from '../time.js';
 import { InvalidArgumentError } from '../errors.js';
 
 /** Event types, in the order E7 families are written. Our guess; the reference names only `userlogin_event_count`. */
@@ -169,44 +170,6 @@ const LANE_DETAIL = 0x1b56c4e9;
 const LANE_JITTER = 0x6a09e667;
 const GOLDEN_32 = 0x9e3779b9;
 
-// ---------------------------------------------------------------------------------------------
-// Date-time text.
-
-const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|[+-]\d{2}:?\d{2})$/;
-
-/**
- * Parses an ISO 8601 / RFC 3339 date-time with a zone (`Z` or `±HH:MM`), the form of E6/E7's
- * `startDate` and `toDate` and of record timestamps. Fractions beyond milliseconds are cut.
- *
- * @returns milliseconds since the epoch, or `undefined` for anything else (a date without a
- *   time, no zone, or impossible fields such as February 30).
- */
-export function parseIsoDateTime(text: string): number | undefined {
-  const m = ISO_DATE_TIME.exec(text);
-  if (m === null) return undefined;
-  const [, ys, mos, ds, hs, mis, ss, fs, zone] = m;
-  const year = Number(ys);
-  const month = Number(mos);
-  const day = Number(ds);
-  const hour = Number(hs);
-  const minute = Number(mis);
-  const second = ss === undefined ? 0 : Number(ss);
-  const millis = fs === undefined ? 0 : Number(fs.slice(0, 3).padEnd(3, '0'));
-  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return undefined;
-  const date = new Date(0);
-  date.setUTCFullYear(year, month - 1, day);
-  if (date.getUTCMonth() !== month - 1) return undefined; // day overflowed into the next month
-  date.setUTCHours(hour, minute, second, millis);
-  let offsetMinutes = 0;
-  if (zone !== undefined && zone !== 'Z' && zone !== 'z') {
-    const digits = zone.slice(1).replace(':', '');
-    const oh = Number(digits.slice(0, 2));
-    const om = Number(digits.slice(2));
-    if (oh > 23 || om > 59) return undefined;
-    offsetMinutes = (zone.startsWith('-') ? -1 : 1) * (oh * 60 + om);
-  }
-  return date.getTime() - offsetMinutes * 60_000;
-}
 
 /** Validation of inserted records: the fields of {@link AnalyticsRecord}; extra fields are kept as given. */
 export const analyticsRecordSchema = z.looseObject({

@@ -18,7 +18,6 @@ export {
   DEFAULT_USERS,
   EVENT_TYPES,
   MAX_RECORDS,
-  parseIsoDateTime,
   RECORD_ORDERS,
   type AnalyticsRecord,
   type Channel,
@@ -49,3 +48,4 @@ export {
   type SimulatorStats,
   type SimulatorTlsOptions,
 } from './server.js';
+export { parseIsoDateTime } from '../time.js';

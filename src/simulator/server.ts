@@ -13,7 +13,8 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { Dataset, EVENT_TYPES, parseIsoDateTime, RECORD_ORDERS, type AnalyticsRecord, type DatasetOptions, type RecordOrder } from './dataset.js';
+import { parseIsoDateTime } from '../time.js';
+import { Dataset, EVENT_TYPES, RECORD_ORDERS, type AnalyticsRecord, type DatasetOptions, type RecordOrder } from './dataset.js';
 
 export const DEFAULT_CLIENT_ID = 'demo-client';
 export const DEFAULT_CLIENT_SECRET = 'demo-secret';

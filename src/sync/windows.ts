@@ -11,6 +11,8 @@
  * - watermark: the end of the contiguous range loaded so far; a run resumes from it.
  */
 
+import { parseEventTime } from '../time.js';
+
 /** A half-open range of event time, [start, end), in milliseconds since the epoch. */
 export interface Window {
   start: number;
@@ -86,8 +88,6 @@ export function runRange(options: {
   return { start, end };
 }
 
-const ISO_LIKE = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}/;
-
 /**
  * Reads a record's event time from the field at `path` (the record schema is not published, so
  * the field is configurable: RECORD_TIME_FIELD).
@@ -103,12 +103,7 @@ export function recordTime(record: Record<string, unknown>, path: readonly strin
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
     value = (value as Record<string, unknown>)[key];
   }
-  if (typeof value === 'string') {
-    if (!ISO_LIKE.test(value)) return undefined;
-    const hasZone = /(Z|[+-]\d{2}:?\d{2})$/i.test(value);
-    const ms = Date.parse(hasZone ? value : `${value.replace(' ', 'T')}Z`);
-    return Number.isNaN(ms) ? undefined : ms;
-  }
+  if (typeof value === 'string') return parseEventTime(value);
   if (typeof value === 'number' && Number.isFinite(value)) return value < 1e11 ? value * 1000 : value;
   return undefined;
 }

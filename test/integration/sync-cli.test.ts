@@ -201,6 +201,13 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     const bad = await runCli(['sync', '--from', 'yesterday']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("option '--from <iso>' argument 'yesterday' is invalid");
+    // An impossible date is refused, not rolled over to March 2.
+    const impossible = await runCli(['sync', '--from', '2026-02-30T00:00:00Z']);
+    expect(impossible.code).toBe(2);
+    expect(impossible.stderr).toContain("option '--from <iso>' argument '2026-02-30T00:00:00Z' is invalid");
+    const impossibleEnv = await runCli(['sync'], { SYNC_START_DATE: '2026-02-30T00:00:00Z' });
+    expect(impossibleEnv.code).toBe(2);
+    expect(impossibleEnv.stderr).toContain('SYNC_START_DATE must be an ISO 8601 date-time with a zone');
     const reversed = await runCli(['sync', '--from', '2026-10-05T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], { DATA_DIR: mkdtempSync(join(tmpdir(), 'ae-usage-')) });
     expect(reversed.code).toBe(2);
     expect(reversed.stderr).toContain('--from 2026-10-05T00:00:00.000Z must be before the end of the range 2026-10-02T00:00:00.000Z');

@@ -2,7 +2,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, parseDuration } from '../../src/config.js';
+import { loadConfig } from '../../src/config.js';
+import { parseDuration } from '../../src/time.js';
 import { ConfigError } from '../../src/errors.js';
 
 const base = {
@@ -192,6 +193,9 @@ describe('sync settings', () => {
     ['SYNC_CONCURRENCY', '0', 'must be a whole number from 1 to 32'],
     ['SYNC_WINDOW', '30s', 'must be from 1m to 31d'],
     ['SYNC_START_DATE', '2026-01-01', 'must be an ISO 8601 date-time with a zone'],
+    // An impossible date is refused, not rolled over to March 2.
+    ['SYNC_START_DATE', '2026-02-30T00:00:00Z', 'must be an ISO 8601 date-time with a zone'],
+    ['SYNC_START_DATE', '2026-11-01T24:00:00Z', 'must be an ISO 8601 date-time with a zone'],
     ['SYNC_START_DATE', 'yesterday', 'must be an ISO 8601 date-time with a zone'],
     ['SYNC_SCHEDULE', 'every 5 minutes', 'must be a cron expression'],
     ['SYNC_LOOKBACK', '-1h', 'must be a duration such as 1h, or 0'],

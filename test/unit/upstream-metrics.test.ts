@@ -5,7 +5,8 @@ import { loadConfig } from '../../src/config.js';
 import { DatabaseError, InconsistentWindowError, TokenError, UpstreamError, failureReason } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { UpstreamMetrics, formatDuration, scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/metrics/upstream.js';
+import { UpstreamMetrics, scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/metrics/upstream.js';
+import { formatDuration } from '../../src/time.js';
 import { ownFamilies } from '../../src/server.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 

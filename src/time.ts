@@ -1,0 +1,113 @@
+/**
+ * Durations and date-times: the one place their text is read and written, for configuration,
+ * CLI flags, the simulator's E6/E7 parameters and record timestamps.
+ *
+ * - duration: Prometheus style, `500ms`, `30s`, `15m`, `1h30m`, `7d`, `1w`; units from largest to
+ *   smallest, each at most once.
+ * - date-time: ISO 8601 / RFC 3339 with a zone (`Z` or `±HH:MM`), as the reference's examples
+ *   write E6/E7's `startDate` and `toDate`; impossible dates (February 30) are refused, never
+ *   rolled over.
+ */
+
+const DURATION_UNITS_MS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
+
+/**
+ * Parses a Prometheus-style duration (`500ms`, `30s`, `15m`, `1h30m`, `7d`) into milliseconds.
+ * Units must appear from largest to smallest, each at most once.
+ *
+ * @returns milliseconds, or `undefined` when the text is not a duration.
+ */
+export function parseDuration(text: string): number | undefined {
+  if (!/^(\d+(ms|s|m|h|d|w))+$/.test(text)) return undefined;
+  let total = 0;
+  let lastUnitMs = Infinity;
+  for (const [, amount, unit] of text.matchAll(/(\d+)(ms|s|m|h|d|w)/g)) {
+    const unitMs = DURATION_UNITS_MS[unit!]!;
+    if (unitMs >= lastUnitMs) return undefined;
+    lastUnitMs = unitMs;
+    total += Number(amount) * unitMs;
+  }
+  return total;
+}
+
+/** `86400000` → `24h`, `5400000` → `1h30m`: a Prometheus-style duration in hours, minutes and seconds. */
+export function formatDuration(ms: number): string {
+  let rest = Math.floor(ms / 1000);
+  let text = '';
+  for (const [unit, size] of [['h', 3600], ['m', 60], ['s', 1]] as const) {
+    if (rest >= size) {
+      text += `${Math.floor(rest / size)}${unit}`;
+      rest %= size;
+    }
+  }
+  return text || `${ms}ms`;
+}
+
+const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|[+-]\d{2}:?\d{2})$/;
+
+/**
+ * Parses an ISO 8601 / RFC 3339 date-time with a zone (`Z` or `±HH:MM`), the form of E6/E7's
+ * `startDate` and `toDate` and of record timestamps. Fractions beyond milliseconds are cut.
+ *
+ * @returns milliseconds since the epoch, or `undefined` for anything else (a date without a
+ *   time, no zone, or impossible fields such as February 30).
+ */
+export function parseIsoDateTime(text: string): number | undefined {
+  const m = ISO_DATE_TIME.exec(text);
+  if (m === null) return undefined;
+  const [, ys, mos, ds, hs, mis, ss, fs, zone] = m;
+  const year = Number(ys);
+  const month = Number(mos);
+  const day = Number(ds);
+  const hour = Number(hs);
+  const minute = Number(mis);
+  const second = ss === undefined ? 0 : Number(ss);
+  const millis = fs === undefined ? 0 : Number(fs.slice(0, 3).padEnd(3, '0'));
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return undefined;
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  if (date.getUTCMonth() !== month - 1) return undefined; // day overflowed into the next month
+  date.setUTCHours(hour, minute, second, millis);
+  let offsetMinutes = 0;
+  if (zone !== undefined && zone !== 'Z' && zone !== 'z') {
+    const digits = zone.slice(1).replace(':', '');
+    const oh = Number(digits.slice(0, 2));
+    const om = Number(digits.slice(2));
+    if (oh > 23 || om > 59) return undefined;
+    offsetMinutes = (zone.startsWith('-') ? -1 : 1) * (oh * 60 + om);
+  }
+  return date.getTime() - offsetMinutes * 60_000;
+}
+
+/**
+ * Parses `text` as {@link parseIsoDateTime} does.
+ *
+ * @returns the date, or undefined for anything {@link parseIsoDateTime} refuses.
+ */
+export function parseIsoDate(text: string): Date | undefined {
+  const ms = parseIsoDateTime(text);
+  return ms === undefined ? undefined : new Date(ms);
+}
+
+const EVENT_TIME_PREFIX = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}/;
+const ZONE_SUFFIX = /(Z|[+-]\d{2}:?\d{2})$/i;
+
+/**
+ * Reads a record's event time (RECORD_TIME_FIELD), more leniently than {@link parseIsoDateTime}:
+ * the record schema is not published, so a space may stand for `T` and a time without a zone is
+ * read as UTC. Hot: called once per record stored.
+ *
+ * @returns milliseconds since the epoch, or undefined when the text is not such a date-time.
+ */
+export function parseEventTime(text: string): number | undefined {
+  if (!EVENT_TIME_PREFIX.test(text)) return undefined;
+  const ms = Date.parse(ZONE_SUFFIX.test(text) ? text : `${text.replace(' ', 'T')}Z`);
+  return Number.isNaN(ms) ? undefined : ms;
+}
