@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import cron from 'node-cron';
 import { z } from 'zod';
 import { ConfigError, WebConfigError, maskSecret } from './errors.js';
-import { parseDuration, parseIsoDateTime } from './time.js';
+import { parseDuration, parseDurationOrZero, parseIsoDateTime } from './time.js';
 import { loadWebConfig, type WebConfig } from './webconfig.js';
 
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
@@ -180,8 +180,7 @@ const duration = (rule: string) =>
 /** A duration that may be zero (`0`, `0s`): settle and lookback can be switched off. */
 const durationOrZero = (rule: string) =>
   z.string().transform((text, ctx) => {
-    if (/^0+(ms|s|m|h|d|w)?$/.test(text)) return 0;
-    const ms = parseDuration(text);
+    const ms = parseDurationOrZero(text);
     if (ms === undefined) {
       ctx.addIssue({ code: 'custom', message: `must be a duration such as ${rule}, or 0` });
       return z.NEVER;

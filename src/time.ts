@@ -37,6 +37,15 @@ export function parseDuration(text: string): number | undefined {
   return total;
 }
 
+/**
+ * Like {@link parseDuration}, and `0` with or without a unit (`0`, `0s`) for "none".
+ *
+ * @returns milliseconds (0 for zero), or `undefined` when the text is not a duration.
+ */
+export function parseDurationOrZero(text: string): number | undefined {
+  return /^0+(ms|s|m|h|d|w)?$/.test(text) ? 0 : parseDuration(text);
+}
+
 /** `86400000` → `24h`, `5400000` → `1h30m`: a Prometheus-style duration in hours, minutes and seconds. */
 export function formatDuration(ms: number): string {
   let rest = Math.floor(ms / 1000);

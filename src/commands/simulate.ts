@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { LOG_LEVELS } from '../config.js';
-import { parseDuration, parseIsoDateTime } from '../time.js';
+import { parseDurationOrZero, parseIsoDateTime } from '../time.js';
 import { describeError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import {
@@ -96,7 +96,7 @@ const dateTime = z.string().transform((text, ctx) => {
 /** A duration such as `250ms` or `1h30m` (or `0`), in milliseconds. */
 const durationMs = (rule: string) =>
   z.string().transform((text, ctx) => {
-    const ms = text === '0' ? 0 : parseDuration(text);
+    const ms = parseDurationOrZero(text);
     if (ms === undefined) {
       ctx.addIssue(custom(`must be a duration such as ${rule} (units ms, s, m, h, d, w)`));
       return z.NEVER;
