@@ -21,6 +21,7 @@ import type { Config } from '../config.js';
 import { DRAIN_TIMEOUT_MS, EXIT_FAILURE, EXIT_OK } from './exit.js';
 import { settledWithin, withTimeout } from '../settle.js';
 import { loadConfigForCommand, openDatabase, openUpstream, type Database } from './runtime.js';
+import { handleShutdownSignals } from './shutdown.js';
 
 /** How long /readyz waits for the database before answering 503. */
 const READINESS_TIMEOUT_MS = 3_000;
@@ -250,34 +251,30 @@ export function registerServeCommand(program: Command): void {
         return;
       }
       await new Promise<void>((resolve) => {
-        let signals = 0;
-        const onSignal = (signal: NodeJS.Signals) => {
-          if (++signals > 1) {
-            log.warn({ signal }, 'second signal: exiting at once');
-            process.exit(signal === 'SIGINT' ? 130 : 143);
-          }
-          log.info({ signal }, 'shutting down: draining HTTP and the running sync (send the signal again to exit at once)');
-          setTimeout(() => {
-            log.error({ graceMs: SHUTDOWN_GRACE_MS }, 'shutdown took too long; exiting');
-            process.exit(EXIT_FAILURE);
-          }, SHUTDOWN_GRACE_MS).unref();
-          running.stop().then(
-            ({ drained }) => {
-              log.info({ drained }, 'stopped');
-              // Whatever is still busy (a request that cannot be cancelled) would keep the process alive.
-              if (!drained) process.exit(EXIT_OK);
-              process.exitCode = EXIT_OK;
-              resolve();
-            },
-            (err: unknown) => {
-              log.error({ err: { message: describeError(err) } }, 'shutdown failed');
-              process.exitCode = EXIT_FAILURE;
-              resolve();
-            },
-          );
-        };
-        process.on('SIGINT', onSignal);
-        process.on('SIGTERM', onSignal);
+        const shutdown = handleShutdownSignals({
+          log,
+          stopping: 'shutting down: draining HTTP and the running sync (send the signal again to exit at once)',
+          bound: { ms: SHUTDOWN_GRACE_MS, exitCode: EXIT_FAILURE, level: 'error', message: 'shutdown took too long; exiting' },
+          forced: 'second signal: exiting at once',
+          stop: () => {
+            running.stop().then(
+              ({ drained }) => {
+                log.info({ drained }, 'stopped');
+                // Whatever is still busy (a request that cannot be cancelled) would keep the process alive.
+                if (!drained) process.exit(EXIT_OK);
+                process.exitCode = EXIT_OK;
+                shutdown.dispose();
+                resolve();
+              },
+              (err: unknown) => {
+                log.error({ err: { message: describeError(err) } }, 'shutdown failed');
+                process.exitCode = EXIT_FAILURE;
+                shutdown.dispose();
+                resolve();
+              },
+            );
+          },
+        });
       });
     });
 }

@@ -8,6 +8,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { LOG_LEVELS } from '../config.js';
 import { parseDurationOrZero, parseIsoDateTime } from '../time.js';
+import { handleShutdownSignals } from './shutdown.js';
 import { describeError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import {
@@ -300,24 +301,25 @@ export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, 
     const stop = (reason: string): void => {
       if (stopping) return;
       stopping = true;
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
       io.signal?.removeEventListener('abort', onAbort);
       log.info({ reason }, 'simulator stopping');
-      // A connection that refuses to close must not keep the process alive forever.
-      const forced = io.handleSignals === true ? setTimeout(() => process.exit(EXIT_FAILURE), FORCED_EXIT_AFTER_MS) : undefined;
-      forced?.unref();
       void simulator.close().then(() => {
-        if (forced !== undefined) clearTimeout(forced);
+        shutdown?.dispose();
         resolve();
       });
     };
-    const onSignal = (signal: NodeJS.Signals): void => stop(signal);
     const onAbort = (): void => stop('aborted');
-    if (io.handleSignals === true) {
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
-    }
+    // A connection that refuses to close must not keep the process alive forever.
+    const shutdown =
+      io.handleSignals === true
+        ? handleShutdownSignals({
+            log,
+            stopping: 'stopping the simulator (send the signal again to exit at once)',
+            stop: (signal) => stop(signal),
+            bound: { ms: FORCED_EXIT_AFTER_MS, exitCode: EXIT_FAILURE, level: 'error', message: 'the simulator did not stop in time; exiting' },
+            forced: 'second signal: exiting at once',
+          })
+        : undefined;
     if (io.signal?.aborted) stop('aborted');
     else io.signal?.addEventListener('abort', onAbort, { once: true });
   });

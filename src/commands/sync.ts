@@ -14,6 +14,7 @@ import { runSync, type SyncObserver } from '../sync/run.js';
 import { DRAIN_TIMEOUT_MS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
 import { parseIsoDate } from '../time.js';
+import { handleShutdownSignals, type Shutdown } from './shutdown.js';
 
 /** Parses `--from`/`--to`: ISO 8601 date-time with a zone ({@link parseIsoDate}); an impossible date is refused. */
 export function parseIsoOption(value: string): Date {
@@ -24,52 +25,25 @@ export function parseIsoOption(value: string): Date {
   return date;
 }
 
-/** Exit status when a second signal forces the exit: 128 + signal number. */
-const SIGNAL_EXIT: Record<'SIGINT' | 'SIGTERM', number> = { SIGINT: 130, SIGTERM: 143 };
-
 /**
- * Installs SIGINT/SIGTERM handling for a one-shot command: the first signal aborts `controller`
- * (the run rolls back its current window and stops) and exits 0 after `drainTimeoutMs` if the
- * run has not stopped by then; a second signal exits at once with 128 + its number.
- *
- * @returns the signal received, if any, and a function removing the handlers (and the drain timer).
+ * SIGINT/SIGTERM for a one-shot sync: the first signal aborts `controller` (the run rolls back its
+ * current window and stops) and exits 0 after `drainTimeoutMs` if the run has not stopped by then;
+ * a second signal exits at once with 128 + its number.
  */
-export function handleSignals(
-  controller: AbortController,
-  log: Logger,
-  drainTimeoutMs = DRAIN_TIMEOUT_MS,
-): { received: () => NodeJS.Signals | undefined; dispose: () => void } {
-  let received: NodeJS.Signals | undefined;
-  let drainTimer: NodeJS.Timeout | undefined;
-  const onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
-    if (received !== undefined) {
-      log.warn({ signal }, 'second signal: exiting at once; the open window is rolled back by the database');
-      process.exit(SIGNAL_EXIT[signal]);
-    }
-    received = signal;
-    log.warn({ signal }, 'stopping: rolling back the current window (send the signal again to exit at once)');
-    controller.abort();
-    drainTimer = setTimeout(() => {
-      log.warn(
-        { drainTimeoutMs },
+export function handleSignals(controller: AbortController, log: Logger, drainTimeoutMs = DRAIN_TIMEOUT_MS): Shutdown {
+  return handleShutdownSignals({
+    log,
+    stopping: 'stopping: rolling back the current window (send the signal again to exit at once)',
+    stop: () => controller.abort(),
+    bound: {
+      ms: drainTimeoutMs,
+      exitCode: EXIT_OK,
+      level: 'warn',
+      message:
         'the run did not stop in time (it waits on a request that cannot be cancelled); exiting without it: the database rolls back the open window, committed windows are kept',
-      );
-      process.exit(EXIT_OK);
-    }, drainTimeoutMs);
-    drainTimer.unref();
-  };
-  const onInt = () => onSignal('SIGINT');
-  const onTerm = () => onSignal('SIGTERM');
-  process.on('SIGINT', onInt);
-  process.on('SIGTERM', onTerm);
-  return {
-    received: () => received,
-    dispose: () => {
-      clearTimeout(drainTimer);
-      process.off('SIGINT', onInt);
-      process.off('SIGTERM', onTerm);
     },
-  };
+    forced: 'second signal: exiting at once; the open window is rolled back by the database',
+  });
 }
 
 /** A progress bar on stderr for a TTY: windows, records, rate, ETA. */
