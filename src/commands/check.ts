@@ -1,128 +1,14 @@
 /**
- * `analytics-exporter check`: validates the configuration, then tries each dependency once
- * (token E0, one E6 page, the E7 text, the database) and prints one line per step, like
- * `telegraf --test` or `vector validate`. Exit 0 only when every step passes.
+ * `analytics-exporter check`: validates the configuration, then runs the checks of
+ * src/app/check.ts and prints one line per step. Exit 0 only when every step passes.
  */
-import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { openDatabase } from './runtime.js';
-import pg from 'pg';
+import { formatStep, runChecks } from '../app/check.js';
 import { loadConfig, type Config } from '../config.js';
-import { ConfigError, describeError } from '../errors.js';
-import { createLogger, type Logger } from '../log.js';
-import { AnalyticsClient } from '../upstream/analytics.js';
-import { startDemoUpstream } from '../demo.js';
+import { ConfigError } from '../errors.js';
+import { createLogger } from '../log.js';
 import { configOverrides } from './options.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
-
-/** How far back the E6 and E7 probes look. */
-const PROBE_RANGE_MS = 24 * 3_600_000;
-/** Bound on the database probe's connect. */
-const DATABASE_CONNECT_TIMEOUT_MS = 10_000;
-
-export type StepStatus = 'ok' | 'FAIL' | 'skip';
-
-/** One line of `check` output. */
-export interface StepResult {
-  step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database';
-  status: StepStatus;
-  detail: string;
-}
-
-/** Formats a step as `ok    token          detail`. */
-export function formatStep(result: StepResult): string {
-  return `${result.status.padEnd(5)} ${result.step.padEnd(14)} ${result.detail}`;
-}
-
-/**
- * Runs the dependency steps for a valid configuration, reporting each through `report` as soon
- * as it finishes. A failed token step skips the API steps (they need a token); the database
- * step runs regardless.
- *
- * @param now milliseconds since the epoch; the probes cover the 24 hours before it.
- * @returns true when no step failed.
- */
-export async function runChecks(
-  config: Config,
-  deps: { log: Logger; report: (result: StepResult) => void; now?: () => number },
-): Promise<boolean> {
-  const { log, report } = deps;
-  const now = deps.now ?? Date.now;
-  let failed = false;
-  const step = async (name: StepResult['step'], fn: () => Promise<string>): Promise<boolean> => {
-    try {
-      report({ step: name, status: 'ok', detail: await fn() });
-      return true;
-    } catch (err) {
-      failed = true;
-      report({ step: name, status: 'FAIL', detail: describeError(err) });
-      return false;
-    }
-  };
-
-  const demo = config.upstream === undefined ? await startDemoUpstream(log) : undefined;
-  const upstream = config.upstream ?? demo!.config;
-  const client = AnalyticsClient.fromConfig(upstream, { log });
-  try {
-    const tokenOk = await step('token', async () => {
-      await client.tokens.getToken();
-      return `Bearer token from ${upstream.tokenUrl.origin}${upstream.tokenUrl.pathname} (${upstream.tokenAuthMethod}, scope ${upstream.scope})`;
-    });
-    const end = new Date(now());
-    const start = new Date(end.getTime() - PROBE_RANGE_MS);
-    if (tokenOk) {
-      await step('analytics', async () => {
-        const page = await client.fetchPage({ startDate: start, toDate: end, pageSize: 1 });
-        return `E6 ${new URL('analytics', upstream.statisticsUrl.href.replace(/\/?$/, '/')).href}: ${page.totalRecords} records in the last 24h`;
-      });
-      await step('prometheus', async () => {
-        const text = await client.fetchPrometheusText({ startDate: start, toDate: end });
-        const samples = text.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#')).length;
-        return `E7 text with ${samples} sample lines for the last 24h`;
-      });
-    } else {
-      report({ step: 'analytics', status: 'skip', detail: 'not tried: no token' });
-      report({ step: 'prometheus', status: 'skip', detail: 'not tried: no token' });
-    }
-  } finally {
-    await client.close();
-    await demo?.close();
-  }
-
-  if (config.database.url === undefined) {
-    // The embedded database is opened as every command opens it: locked to this process, so a
-    // second process on DATA_DIR (a running serve, say) fails here, naming the holder.
-    await step('database', async () => {
-      const db = await openDatabase(config, log, 1);
-      try {
-        const { rows } = await db.pool.query<{ version: string }>('select current_setting($1) as version', ['server_version']);
-        return `embedded PostgreSQL ${rows[0]?.version ?? '?'} (PGlite) in ${resolve(config.database.dataDir)}`;
-      } finally {
-        await db.close();
-      }
-    });
-  } else {
-    const url = config.database.url;
-    await step('database', async () => {
-      const db = new pg.Client({ connectionString: url, connectionTimeoutMillis: DATABASE_CONNECT_TIMEOUT_MS });
-      db.on('error', () => undefined); // a dropped connection is reported by the query below
-      try {
-        await db.connect();
-        const { rows } = await db.query<{ version: string }>('select current_setting($1) as version', ['server_version']);
-        return `PostgreSQL ${rows[0]?.version ?? '?'} at ${describeDatabase(url)}`;
-      } finally {
-        await db.end().catch(() => undefined);
-      }
-    });
-  }
-  return !failed;
-}
-
-/** host:port/database of a PostgreSQL URL, never its password. */
-export function describeDatabase(url: string): string {
-  const u = new URL(url);
-  return `${u.hostname}${u.port ? `:${u.port}` : ''}${u.pathname}`;
-}
 
 /** Adds `check` to the program. */
 export function registerCheckCommand(program: Command): void {

@@ -4,7 +4,8 @@ import { DataDirLockedError, describeError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { migrate } from '../db/migrate.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
-import { loadConfigForCommand, openDatabase } from './runtime.js';
+import { openDatabase } from '../app/runtime.js';
+import { loadConfigForCommand } from './runtime.js';
 
 /** Adds `migrate` to the program. */
 export function registerMigrateCommand(program: Command): void {

@@ -11,8 +11,9 @@ import { createLogger, type Logger } from '../log.js';
 import { migrate } from '../db/migrate.js';
 import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js';
 import { runSync, type SyncObserver } from '../sync/run.js';
-import { DRAIN_TIMEOUT_MS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
-import { loadConfigForCommand, openDatabase, openUpstream } from './runtime.js';
+import { DRAIN_TIMEOUT_MS, openDatabase, openUpstream } from '../app/runtime.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { loadConfigForCommand } from './runtime.js';
 import { parseIsoDate } from '../time.js';
 import { handleShutdownSignals, type Shutdown } from './shutdown.js';
 

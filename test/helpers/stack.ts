@@ -1,4 +1,4 @@
-import { startServe, type RunningServer } from '../../src/commands/serve.js';
+import { startServe, type RunningServer } from '../../src/app/serve.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startServe, type RunningServer } from '../../src/commands/serve.js';
+import { startServe, type RunningServer } from '../../src/app/serve.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';

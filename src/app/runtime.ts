@@ -1,0 +1,73 @@
+/**
+ * What every long-running command opens and closes, as the application layer: the database
+ * (DATABASE_URL or the embedded one) and the upstream client (the platform or the demo simulator).
+ */
+import type { Config } from '../config.js';
+import type { DataDirLock } from '../db/datadir-lock.js';
+import { startEmbeddedDatabase } from '../db/embedded.js';
+import { createPool, type Pool } from '../db/pool.js';
+import { startDemoUpstream } from '../demo.js';
+import type { Logger } from '../log.js';
+import { AnalyticsClient, type ClientObserver } from '../upstream/analytics.js';
+
+/**
+ * How long a stopping command waits for its aborted sync after the first SIGINT/SIGTERM. Aborting
+ * takes milliseconds, except while the run waits on what takes no signal (a token request in
+ * flight, a statement blocked on a lock); then the command exits 0 without it and the database
+ * rolls back the open window. `sync` and `serve` alike.
+ */
+export const DRAIN_TIMEOUT_MS = 5_000;
+
+export interface Database {
+  pool: Pool;
+  /** True for the embedded PGlite database. */
+  embedded: boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens DATABASE_URL, or the embedded database under DATA_DIR when it is unset.
+ *
+ * @param maxConnections pool size; the embedded database multiplexes onto one backend anyway.
+ * @param lock DATA_DIR, already locked by the caller (see {@link lockDataDir}); otherwise the
+ *   embedded database locks it itself.
+ * @throws {DataDirLockedError} when another process holds DATA_DIR; {@link DatabaseOpenError}
+ *   (`ERR_DATABASE`) when the embedded database cannot be opened.
+ */
+export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock): Promise<Database> {
+  if (config.database.url !== undefined) {
+    const pool = createPool(config.database.url, log, { max: maxConnections });
+    return { pool, embedded: false, close: () => pool.end() };
+  }
+  const embedded = await startEmbeddedDatabase(config.database.dataDir, log, lock);
+  const pool = createPool(embedded.url, log, { max: Math.min(maxConnections, 4) });
+  return {
+    pool,
+    embedded: true,
+    close: async () => {
+      await pool.end().catch(() => undefined);
+      await embedded.close();
+    },
+  };
+}
+
+export interface Upstream {
+  client: AnalyticsClient;
+  /** True when talking to the built-in demo simulator. */
+  demo: boolean;
+  close(): Promise<void>;
+}
+
+/** Opens the analytics client: the configured platform, or the in-process demo simulator. */
+export async function openUpstream(config: Config, log: Logger, observer?: ClientObserver): Promise<Upstream> {
+  const demo = config.upstream === undefined ? await startDemoUpstream(log) : undefined;
+  const client = AnalyticsClient.fromConfig(config.upstream ?? demo!.config, { log, ...(observer ? { observer } : {}) });
+  return {
+    client,
+    demo: demo !== undefined,
+    close: async () => {
+      await client.close();
+      await demo?.close();
+    },
+  };
+}

@@ -1,0 +1,229 @@
+/**
+ * The serve application: the HTTP server (/metrics, /healthz, /readyz, /) and the sync schedule in
+ * one process, with the database opened in the background, its health tracked and the metrics'
+ * bookkeeping. With nothing configured it runs on the demo simulator and the embedded database,
+ * so `npm start` shows data within seconds. The command (src/commands/serve.ts) only starts it
+ * and maps signals and failures to exit statuses.
+ */
+import type { AddressInfo } from 'node:net';
+import { DataDirLockedError, describeError } from '../errors.js';
+import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
+import type { Logger } from '../log.js';
+import { migrate, pendingMigrations } from '../db/migrate.js';
+import { ExporterMetrics } from '../metrics/registry.js';
+import { UpstreamMetrics } from '../metrics/upstream.js';
+import { createMetricsServer, ownFamilies, type Readiness } from '../server.js';
+import { runSync } from '../sync/run.js';
+import { SyncScheduler } from '../sync/schedule.js';
+import { readWatermark, Tables } from '../sync/store.js';
+import { describeConfiguredDatabase, isDatabaseUnavailable, withClient } from '../db/pool.js';
+import { DatabaseHealth } from '../db/health.js';
+import type { Config } from '../config.js';
+import { settledWithin, withTimeout } from '../settle.js';
+import { DRAIN_TIMEOUT_MS, openDatabase, openUpstream, type Database } from './runtime.js';
+
+/** How long /readyz waits for the database before answering 503. */
+const READINESS_TIMEOUT_MS = 3_000;
+/** How long requests in flight (a scrape waiting on the upstream) get to finish before their connections are cut. */
+const HTTP_DRAIN_TIMEOUT_MS = 3_000;
+/** Bound on closing the upstream client and the database pool at shutdown, each. */
+const CLOSE_TIMEOUT_MS = 2_000;
+
+/** A running `serve`. */
+export interface RunningServer {
+  url: string;
+  scheduler: SyncScheduler;
+  metrics: ExporterMetrics;
+  /**
+   * Stops accepting connections, aborts the sync (its open window rolls back) and closes
+   * everything, within about {@link DRAIN_TIMEOUT_MS} (the sync) or
+   * {@link CLOSE_TIMEOUT_MS} (the upstream client and the pool, once the sync has stopped). Idempotent.
+   *
+   * @returns `drained: false` when something (the sync, the upstream client, the pool) was still
+   *   busy at its bound; it is left to finish in the background, and a process should exit
+   *   rather than wait for it.
+   */
+  stop(): Promise<{ drained: boolean }>;
+}
+
+/**
+ * Starts everything `serve` runs. Exported for tests, which start it in-process.
+ *
+ * @throws when the port cannot be bound or the embedded database cannot be opened; upstream
+ *   and database faults after that are reported through /metrics and /readyz, never thrown.
+ */
+export async function startServe(config: Config, log: Logger): Promise<RunningServer> {
+  // The embedded database's folder first: a second process on it stops here, before it serves anything.
+  let lock: DataDirLock | undefined;
+  let lockError: unknown;
+  if (config.database.url === undefined) {
+    try {
+      lock = lockDataDir(config.database.dataDir);
+    } catch (err) {
+      if (err instanceof DataDirLockedError) throw err;
+      lockError = err; // EROFS, EACCES: served as a database that cannot be opened (database_up 0)
+    }
+  }
+  const metrics = new ExporterMetrics({ cacheTtlMs: config.serve.cacheTtlMs });
+  let upstream: Awaited<ReturnType<typeof openUpstream>>;
+  try {
+    upstream = await openUpstream(config, log, metrics.clientObserver());
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+  // The database opens in the background (the embedded one takes seconds the first time), so
+  // /metrics serves the upstream at once; /readyz and the first sync wait for it.
+  const opening = lockError !== undefined ? Promise.reject(lockError) : openDatabase(config, log, 4, lock);
+  let db: Database | undefined;
+  let openError: string | undefined;
+  opening.then(
+    (opened) => void (db = opened),
+    (err: unknown) => {
+      openError = describeError(err);
+      health.cannotOpen(err);
+      log.error({ database: target, err: { message: openError } }, `the database could not be opened: ${openError}`);
+    },
+  );
+  const schema = config.database.schema;
+  const target = describeConfiguredDatabase(config.database);
+
+  let migrated = false;
+  const ensureMigrated = async (): Promise<Database> => {
+    const opened = await opening;
+    if (migrated) return opened;
+    await migrate(opened.pool, schema, log);
+    migrated = true;
+    metrics.setWatermark(await withClient(opened.pool, (client) => readWatermark(client, new Tables(schema))));
+    return opened;
+  };
+
+  // Set when the database turns out unreachable: probes it with backoff, and runs the sync that
+  // could not run as soon as it is back (down at start, restarted, failed over).
+  const health = new DatabaseHealth({
+    registry: metrics.registry,
+    log,
+    target,
+    probe: async () => {
+      const { pool } = await ensureMigrated();
+      await pool.query('select 1');
+    },
+    onRecovered: () => {
+      if (config.sync.schedule !== undefined) void scheduler.trigger('database-recovered');
+    },
+  });
+
+  const readiness = async (): Promise<Readiness> => {
+    if (openError !== undefined) return { ready: false, detail: `not ready: the database could not be opened: ${openError}` };
+    if (db === undefined) return { ready: false, detail: 'not ready: the database is still opening' };
+    try {
+      const pending = await withTimeout(pendingMigrations(db.pool, schema), READINESS_TIMEOUT_MS, 'the database check');
+      health.reachable();
+      return pending.length === 0
+        ? { ready: true, detail: `ready: database reachable, schema ${schema} migrated` }
+        : { ready: false, detail: `not ready: schema ${schema} has pending migrations (${pending.join(', ')})` };
+    } catch (err) {
+      health.unreachable(err);
+      return { ready: false, detail: `not ready: database unreachable (${target}): ${describeError(err)}` };
+    }
+  };
+
+  const upstreamMetrics = new UpstreamMetrics({
+    client: upstream.client,
+    metrics,
+    windowMs: config.serve.metricsWindowMs,
+    cacheTtlMs: config.serve.cacheTtlMs,
+    prefix: config.serve.upstreamPrefix,
+    ownFamilies: () => ownFamilies(metrics),
+    log,
+  });
+  const server = createMetricsServer({
+    metrics,
+    upstream: upstreamMetrics,
+    readiness,
+    defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
+    ...(config.serve.web ? { web: config.serve.web } : {}),
+    log,
+  });
+
+  const scheduler = new SyncScheduler({
+    schedule: config.sync.schedule ?? '0 0 1 1 *',
+    log,
+    onSkipped: () => metrics.syncSkipped.inc(),
+    run: async (signal) => {
+      const started = performance.now();
+      try {
+        const { pool } = await ensureMigrated();
+        const result = await runSync({ pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
+        if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
+        else health.reachable();
+        return result;
+      } catch (err) {
+        metrics.recordUnrecordedFailure((performance.now() - started) / 1000);
+        if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
+        throw err;
+      }
+    },
+  });
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.serve.port, config.serve.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    await Promise.allSettled([upstream.close(), opening.then((opened) => opened.close())]);
+    throw err;
+  }
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const scheme = config.serve.web?.tls ? 'https' : 'http';
+  const url = `${scheme}://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
+  log.info(
+    {
+      metrics: `${url}/metrics`,
+      schedule: config.sync.schedule ?? 'off',
+      demo: upstream.demo,
+      embeddedDatabase: config.database.url === undefined,
+      tls: config.serve.web?.tls?.clientAuth ?? 'off',
+      basicAuth: Object.keys(config.serve.web?.users ?? {}).length > 0,
+    },
+    `serving ${url}/metrics`,
+  );
+
+  // The first sync starts now, so a newcomer sees records within seconds; then on the schedule.
+  if (config.sync.schedule !== undefined) {
+    scheduler.start();
+    void scheduler.trigger('startup');
+  } else {
+    ensureMigrated().catch((err: unknown) => {
+      log.error({ database: target, err: { message: describeError(err) } }, 'database migration failed');
+      if (isDatabaseUnavailable(err)) health.unreachable(err);
+    });
+  }
+
+  let stopping: Promise<{ drained: boolean }> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      // No new connections from here on; idle keep-alive ones are closed, busy ones finish their request.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const [syncDrained, httpDrained] = await Promise.all([scheduler.stop(DRAIN_TIMEOUT_MS), settledWithin(closed, HTTP_DRAIN_TIMEOUT_MS)]);
+      health.stop();
+      if (!httpDrained) server.closeAllConnections();
+      const closing = [upstream.close(), opening.then((opened) => opened.close())].map((p) => p.catch(() => undefined));
+      if (!syncDrained) {
+        // The stuck run holds a pooled client and an upstream request: closing would wait for them too.
+        log.warn(
+          { drainTimeoutMs: DRAIN_TIMEOUT_MS },
+          'the sync did not stop in time (it waits on a request that cannot be cancelled); stopping without it: the database rolls back its open window, committed windows are kept',
+        );
+        return { drained: false };
+      }
+      return { drained: await settledWithin(Promise.all(closing), CLOSE_TIMEOUT_MS) };
+    })());
+  return { url, scheduler, metrics, stop };
+}
