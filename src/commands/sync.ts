@@ -8,10 +8,10 @@ import { InvalidArgumentError as CommanderArgumentError, type Command } from 'co
 import cliProgress from 'cli-progress';
 import { AbortedError, DataDirLockedError, InvalidArgumentError, describeError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
-import { migrate } from '../db/migrate.js';
 import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js';
-import { runSync, type SyncObserver } from '../sync/run.js';
-import { DRAIN_TIMEOUT_MS, openDatabase, openUpstream } from '../app/runtime.js';
+import type { SyncObserver } from '../sync/run.js';
+import { DRAIN_TIMEOUT_MS } from '../app/runtime.js';
+import { syncOnce } from '../app/sync.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand } from './runtime.js';
 import { parseIsoDate } from '../time.js';
@@ -109,30 +109,22 @@ export function registerSyncCommand(program: Command): void {
       const progress = progressObserver();
       let code = EXIT_FAILURE;
       try {
-        const db = await openDatabase(config, log, 2);
-        try {
-          await migrate(db.pool, config.database.schema, log);
-          const upstream = await openUpstream(config, log);
-          try {
-            const result = await runSync(
-              { pool: db.pool, client: upstream.client, config: config.sync, schema: config.database.schema, log, ...(progress ? { observer: progress.observer } : {}) },
-              { ...(options.from ? { from: options.from } : {}), ...(options.to ? { to: options.to } : {}), wait: options.wait ?? false, signal: controller.signal },
-            );
-            progress?.stop();
-            if (result.status === 'locked') {
-              log.info({ schema: config.database.schema }, 'another sync holds the lock for this schema; nothing to do (use --wait to wait for it)');
-              code = EXIT_OK;
-            } else if (result.status === 'succeeded') {
-              code = EXIT_OK;
-            } else if (result.status === 'interrupted') {
-              // Stopped cleanly: the open window rolled back, the committed ones are whole.
-              code = signals.received() !== undefined ? EXIT_OK : EXIT_FAILURE;
-            }
-          } finally {
-            await upstream.close();
-          }
-        } finally {
-          await db.close();
+        const result = await syncOnce(config, log, {
+          ...(options.from ? { from: options.from } : {}),
+          ...(options.to ? { to: options.to } : {}),
+          wait: options.wait ?? false,
+          signal: controller.signal,
+          ...(progress ? { observer: progress.observer } : {}),
+        });
+        progress?.stop();
+        if (result.status === 'locked') {
+          log.info({ schema: config.database.schema }, 'another sync holds the lock for this schema; nothing to do (use --wait to wait for it)');
+          code = EXIT_OK;
+        } else if (result.status === 'succeeded') {
+          code = EXIT_OK;
+        } else if (result.status === 'interrupted') {
+          // Stopped cleanly: the open window rolled back, the committed ones are whole.
+          code = signals.received() !== undefined ? EXIT_OK : EXIT_FAILURE;
         }
       } catch (err) {
         progress?.stop();
