@@ -28,7 +28,8 @@ export function buildProgram(): Command {
 
   for (const setting of SETTINGS) {
     if (setting.flag === undefined) continue;
-    program.addOption(new Option(`${setting.flag} <value>`, `${setting.help} [env ${setting.env}]`));
+    const byDefault = setting.default === undefined ? '' : ` (default ${setting.default})`;
+    program.addOption(new Option(`${setting.flag} <value>`, `${setting.help}${byDefault} [env ${setting.env}]`));
   }
   program.addHelpText(
     'after',

@@ -117,56 +117,6 @@ export interface Config {
   logLevel: LogLevel;
 }
 
-/** Documentation of every variable, used for `--help` and the README table. */
-export interface SettingDoc {
-  env: string;
-  /** CLI flag overriding the variable; secrets have none (a flag shows in `ps`). */
-  flag?: string;
-  secret?: boolean;
-  help: string;
-}
-
-export const SETTINGS: readonly SettingDoc[] = [
-  { env: 'STATISTICS_URL', flag: '--statistics-url', help: 'base URL of the analytics API ({statistics_url}); unset = built-in demo simulator' },
-  { env: 'AUTH_URL', flag: '--auth-url', help: 'base URL of the identity host ({auth_url}); tokens come from AUTH_URL/connect/token' },
-  { env: 'CLIENT_ID', flag: '--client-id', help: 'OAuth2 client id of the API client' },
-  { env: 'CLIENT_SECRET', secret: true, help: 'OAuth2 client secret (or CLIENT_SECRET_FILE)' },
-  { env: 'CLIENT_SECRET_FILE', flag: '--client-secret-file', help: 'file holding the client secret (Docker/Kubernetes secrets)' },
-  { env: 'TOKEN_AUTH_METHOD', flag: '--token-auth-method', help: 'client_secret_post (default) or client_secret_basic' },
-  { env: 'TOKEN_SCOPE', flag: '--token-scope', help: 'scope requested with the token (default api.external)' },
-  { env: 'TLS_CLIENT_CERT_FILE', flag: '--tls-client-cert-file', help: 'PEM client certificate for mutual TLS' },
-  { env: 'TLS_CLIENT_KEY_FILE', flag: '--tls-client-key-file', help: 'PEM private key of the client certificate' },
-  { env: 'TLS_CA_FILE', flag: '--tls-ca-file', help: 'PEM CA bundle to trust for the platform (private CAs)' },
-  { env: 'UPSTREAM_TIMEOUT', flag: '--upstream-timeout', help: 'connect/headers/body timeout per upstream request (default 30s)' },
-  { env: 'UPSTREAM_MAX_ATTEMPTS', flag: '--upstream-max-attempts', help: 'attempts per upstream request, retries included (default 5)' },
-  { env: 'UPSTREAM_RETRY_MAX_DELAY', flag: '--upstream-retry-max-delay', help: 'cap on one retry delay, Retry-After included (default 30s)' },
-  { env: 'DATABASE_URL', flag: '--database-url', help: 'PostgreSQL URL; unset = embedded database under DATA_DIR' },
-  { env: 'DATABASE_SCHEMA', flag: '--database-schema', help: 'schema holding the tables (default analytics)' },
-  { env: 'DATA_DIR', flag: '--data-dir', help: 'folder of the embedded database (default ./data)' },
-  { env: 'SYNC_START_DATE', flag: '--sync-start-date', help: 'where a first sync starts: ISO 8601 date-time, or a duration before now (default 30d)' },
-  { env: 'SYNC_WINDOW', flag: '--sync-window', help: 'window length; windows align to multiples of it in UTC (default 1h)' },
-  { env: 'SYNC_SETTLE', flag: '--sync-settle', help: 'a run ends this long before now, for late data (default 5m)' },
-  { env: 'SYNC_LOOKBACK', flag: '--sync-lookback', help: 'each run re-reads this much before the watermark (default 1h)' },
-  { env: 'SYNC_PAGE_SIZE', flag: '--sync-page-size', help: 'E6 pageSize, 1 to 1000 (default 1000)' },
-  { env: 'SYNC_CONCURRENCY', flag: '--sync-concurrency', help: 'E6 pages fetched at once, 1 to 32 (default 4)' },
-  { env: 'SYNC_WINDOW_ATTEMPTS', flag: '--sync-window-attempts', help: 'pairs of reads of an instant holding more than a page, while they disagree, before the run fails (default 3)' },
-  { env: 'SYNC_MIN_SPLIT', flag: '--sync-min-split', help: 'finest time split of a window into parts of one page each; cuts lie on its multiples (default 1s)' },
-  { env: 'UPSTREAM_TO_DATE', flag: '--upstream-to-date', help: "whether E6 returns records exactly at toDate: 'inclusive' (default, safe either way with RECORD_TIME_FIELD) or 'exclusive'" },
-  { env: 'SYNC_SHRINK', flag: '--sync-shrink', help: "a re-read window now holding fewer records than stored: 'keep' the stored rows (default) or 'replace' them" },
-  { env: 'SYNC_SCHEDULE', flag: '--sync-schedule', help: "cron expression of the sync inside serve, or 'off' (default */15 * * * *)" },
-  { env: 'RECORD_TIME_FIELD', flag: '--record-time-field', help: "record field holding its event time, dotted for nesting, or 'none' (default timestamp)" },
-  { env: 'METRICS_LISTEN', flag: '--metrics-listen', help: `host:port of serve's HTTP server (default 0.0.0.0:${DEFAULT_METRICS_PORT})` },
-  { env: 'METRICS_WINDOW', flag: '--metrics-window', help: 'upstream E7 values are counts over now minus this (default 24h)' },
-  { env: 'METRICS_CACHE_TTL', flag: '--metrics-cache-ttl', help: 'an upstream read is reused by scrapes for this long (default 30s)' },
-  { env: 'METRICS_SCRAPE_TIMEOUT', flag: '--metrics-scrape-timeout', help: 'scrape timeout when Prometheus sends none (default 10s)' },
-  { env: 'WEB_CONFIG_FILE', flag: '--web-config-file', help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format" },
-  { env: 'UPSTREAM_METRIC_PREFIX', flag: '--upstream-metric-prefix', help: 'prefix added to upstream metric names (default none)' },
-  { env: 'LOG_LEVEL', flag: '--log-level', help: 'fatal, error, warn, info (default), debug, trace or silent' },
-];
-
-const SECRET_VARIABLES = new Set(SETTINGS.filter((s) => s.secret).map((s) => s.env));
-
-
 const duration = (rule: string) =>
   z.string().transform((text, ctx) => {
     const ms = parseDuration(text);
@@ -197,34 +147,70 @@ const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or http
 
 const optional = <T extends z.ZodType>(schema: T) => schema.optional();
 
-/** The raw schema: one key per environment variable, values as strings. */
-const envSchema = z.object({
-  STATISTICS_URL: optional(httpUrl),
-  AUTH_URL: optional(httpUrl),
-  CLIENT_ID: optional(z.string()),
-  CLIENT_SECRET: optional(z.string()),
-  CLIENT_SECRET_FILE: optional(z.string()),
-  TOKEN_AUTH_METHOD: z
-    .enum(['client_secret_post', 'client_secret_basic'], { error: 'must be client_secret_post or client_secret_basic' })
-    .default('client_secret_post'),
-  TOKEN_SCOPE: z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/, 'must be space-separated scope tokens (RFC 6749 §3.3)').default('api.external'),
-  TLS_CLIENT_CERT_FILE: optional(z.string()),
-  TLS_CLIENT_KEY_FILE: optional(z.string()),
-  TLS_CA_FILE: optional(z.string()),
-  UPSTREAM_TIMEOUT: duration('30s').default(30_000),
-  UPSTREAM_MAX_ATTEMPTS: wholeNumber(1, 20).default(5),
-  UPSTREAM_RETRY_MAX_DELAY: duration('30s').default(30_000),
-  DATABASE_URL: optional(
-    z.string().refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL'),
-  ),
-  DATABASE_SCHEMA: z
-    .string()
-    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier: a-z, 0-9 and _, not starting with a digit, at most 63 characters')
-    .default('analytics'),
-  DATA_DIR: z.string().default('./data'),
-  SYNC_START_DATE: z
-    .string()
-    .transform((text, ctx) => {
+/**
+ * One entry per setting: its environment variable (the key), CLI flag, zod schema (reading the
+ * variable's text), default (the text a user would write, read by the same schema), help and
+ * secrecy. The zod object of {@link loadConfig}, the CLI's options and `--help`
+ * (src/cli.ts, src/commands/options.ts) and the README's configuration table (checked by
+ * test/unit/config.test.ts) all come from here.
+ */
+interface SettingSpec {
+  /** CLI flag overriding the variable; secrets have none (a flag shows in `ps`). */
+  flag?: string;
+  secret?: boolean;
+  /** The default as a user would write it; absent = unset by default. */
+  default?: string;
+  help: string;
+  schema: z.ZodType;
+}
+
+const SETTING_TABLE = {
+  STATISTICS_URL: { flag: '--statistics-url', help: 'base URL of the analytics API ({statistics_url}); unset = built-in demo simulator', schema: optional(httpUrl) },
+  AUTH_URL: { flag: '--auth-url', help: 'base URL of the identity host ({auth_url}); tokens come from AUTH_URL/connect/token', schema: optional(httpUrl) },
+  CLIENT_ID: { flag: '--client-id', help: 'OAuth2 client id of the API client', schema: optional(z.string()) },
+  CLIENT_SECRET: { secret: true, help: 'OAuth2 client secret (or CLIENT_SECRET_FILE)', schema: optional(z.string()) },
+  CLIENT_SECRET_FILE: { flag: '--client-secret-file', help: 'file holding the client secret (Docker/Kubernetes secrets)', schema: optional(z.string()) },
+  TOKEN_AUTH_METHOD: {
+    flag: '--token-auth-method',
+    default: 'client_secret_post',
+    help: 'client_secret_post or client_secret_basic',
+    schema: z.enum(['client_secret_post', 'client_secret_basic'], { error: 'must be client_secret_post or client_secret_basic' }),
+  },
+  TOKEN_SCOPE: {
+    flag: '--token-scope',
+    default: 'api.external',
+    help: 'scope requested with the token',
+    schema: z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/, 'must be space-separated scope tokens (RFC 6749 §3.3)'),
+  },
+  TLS_CLIENT_CERT_FILE: { flag: '--tls-client-cert-file', help: 'PEM client certificate for mutual TLS', schema: optional(z.string()) },
+  TLS_CLIENT_KEY_FILE: { flag: '--tls-client-key-file', help: 'PEM private key of the client certificate', schema: optional(z.string()) },
+  TLS_CA_FILE: { flag: '--tls-ca-file', help: 'PEM CA bundle to trust for the platform (private CAs)', schema: optional(z.string()) },
+  UPSTREAM_TIMEOUT: { flag: '--upstream-timeout', default: '30s', help: 'connect/headers/body timeout per upstream request', schema: duration('30s') },
+  UPSTREAM_MAX_ATTEMPTS: { flag: '--upstream-max-attempts', default: '5', help: 'attempts per upstream request, retries included', schema: wholeNumber(1, 20) },
+  UPSTREAM_RETRY_MAX_DELAY: { flag: '--upstream-retry-max-delay', default: '30s', help: 'cap on one retry delay, Retry-After included', schema: duration('30s') },
+  UPSTREAM_TO_DATE: {
+    flag: '--upstream-to-date',
+    default: 'inclusive',
+    help: "whether E6 returns records exactly at toDate: 'inclusive' (safe either way with RECORD_TIME_FIELD) or 'exclusive'",
+    schema: z.enum(['inclusive', 'exclusive'], { error: "must be 'inclusive' or 'exclusive'" }),
+  },
+  DATABASE_URL: {
+    flag: '--database-url',
+    help: 'PostgreSQL URL; unset = embedded database under DATA_DIR',
+    schema: optional(z.string().refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL')),
+  },
+  DATABASE_SCHEMA: {
+    flag: '--database-schema',
+    default: 'analytics',
+    help: 'schema holding the tables',
+    schema: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier: a-z, 0-9 and _, not starting with a digit, at most 63 characters'),
+  },
+  DATA_DIR: { flag: '--data-dir', default: './data', help: 'folder of the embedded database', schema: z.string() },
+  SYNC_START_DATE: {
+    flag: '--sync-start-date',
+    default: '30d',
+    help: 'where a first sync starts: ISO 8601 date-time, or a duration before now',
+    schema: z.string().transform((text, ctx): { at: Date } | { agoMs: number } => {
       const ago = parseDuration(text);
       if (ago !== undefined) return { agoMs: ago };
       // A zone is required: a bare date or local time would depend on the host's zone.
@@ -232,31 +218,57 @@ const envSchema = z.object({
       if (at !== undefined) return { at: new Date(at) };
       ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time with a zone (2026-01-01T00:00:00Z) or a duration before now (30d)' });
       return z.NEVER;
-    })
-    .default({ agoMs: 30 * 86_400_000 }),
-  SYNC_WINDOW: duration('1h')
-    .refine((ms) => ms >= 60_000 && ms <= 31 * 86_400_000, 'must be from 1m to 31d')
-    .refine((ms) => ms % 1000 === 0, 'must be whole seconds')
-    .default(3_600_000),
-  SYNC_SETTLE: durationOrZero('5m').default(300_000),
-  SYNC_LOOKBACK: durationOrZero('1h').default(3_600_000),
-  SYNC_PAGE_SIZE: wholeNumber(1, 1000).default(1000),
-  SYNC_CONCURRENCY: wholeNumber(1, 32).default(4),
-  SYNC_WINDOW_ATTEMPTS: wholeNumber(1, 10).default(3),
-  SYNC_MIN_SPLIT: duration('1s').default(1000),
-  UPSTREAM_TO_DATE: z.enum(['inclusive', 'exclusive'], { error: "must be 'inclusive' or 'exclusive'" }).default('inclusive'),
-  SYNC_SHRINK: z.enum(['keep', 'replace'], { error: "must be 'keep' or 'replace'" }).default('keep'),
-  SYNC_SCHEDULE: z
-    .string()
-    .refine((text) => text === 'off' || cron.validate(text), "must be a cron expression (minute hour day month weekday, optional seconds first) or 'off'")
-    .default('*/15 * * * *'),
-  RECORD_TIME_FIELD: z
-    .string()
-    .regex(/^(none|[^.\s]+(\.[^.\s]+)*)$/, "must be a field name, dotted for nested fields, or 'none'")
-    .default('timestamp'),
-  METRICS_LISTEN: z
-    .string()
-    .transform((text, ctx) => {
+    }),
+  },
+  SYNC_WINDOW: {
+    flag: '--sync-window',
+    default: '1h',
+    help: 'window length; windows align to multiples of it in UTC',
+    schema: duration('1h')
+      .refine((ms) => ms >= 60_000 && ms <= 31 * 86_400_000, 'must be from 1m to 31d')
+      .refine((ms) => ms % 1000 === 0, 'must be whole seconds'),
+  },
+  SYNC_SETTLE: { flag: '--sync-settle', default: '5m', help: 'a run ends this long before now, for late data', schema: durationOrZero('5m') },
+  SYNC_LOOKBACK: { flag: '--sync-lookback', default: '1h', help: 'each run re-reads this much before the watermark', schema: durationOrZero('1h') },
+  SYNC_PAGE_SIZE: { flag: '--sync-page-size', default: '1000', help: 'E6 pageSize, 1 to 1000', schema: wholeNumber(1, 1000) },
+  SYNC_CONCURRENCY: { flag: '--sync-concurrency', default: '4', help: 'E6 pages fetched at once, 1 to 32', schema: wholeNumber(1, 32) },
+  SYNC_WINDOW_ATTEMPTS: {
+    flag: '--sync-window-attempts',
+    default: '3',
+    help: 'pairs of reads of an instant holding more than a page, while they disagree, before the run fails',
+    schema: wholeNumber(1, 10),
+  },
+  SYNC_MIN_SPLIT: {
+    flag: '--sync-min-split',
+    default: '1s',
+    help: 'finest time split of a window into parts of one page each; cuts lie on its multiples',
+    schema: duration('1s'),
+  },
+  SYNC_SHRINK: {
+    flag: '--sync-shrink',
+    default: 'keep',
+    help: "a re-read window now holding fewer records than stored: 'keep' the stored rows or 'replace' them",
+    schema: z.enum(['keep', 'replace'], { error: "must be 'keep' or 'replace'" }),
+  },
+  SYNC_SCHEDULE: {
+    flag: '--sync-schedule',
+    default: '*/15 * * * *',
+    help: "cron expression of the sync inside serve, or 'off'",
+    schema: z
+      .string()
+      .refine((text) => text === 'off' || cron.validate(text), "must be a cron expression (minute hour day month weekday, optional seconds first) or 'off'"),
+  },
+  RECORD_TIME_FIELD: {
+    flag: '--record-time-field',
+    default: 'timestamp',
+    help: "record field holding its event time, dotted for nesting, or 'none'",
+    schema: z.string().regex(/^(none|[^.\s]+(\.[^.\s]+)*)$/, "must be a field name, dotted for nested fields, or 'none'"),
+  },
+  METRICS_LISTEN: {
+    flag: '--metrics-listen',
+    default: `0.0.0.0:${DEFAULT_METRICS_PORT}`,
+    help: "host:port of serve's HTTP server",
+    schema: z.string().transform((text, ctx) => {
       const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]*):(\d{1,5})$/.exec(text);
       const port = Number(match?.[2]);
       if (!match || port > 65535) {
@@ -264,15 +276,53 @@ const envSchema = z.object({
         return z.NEVER;
       }
       return { host: match[1]!.replace(/^\[|\]$/g, '') || '0.0.0.0', port };
-    })
-    .default({ host: '0.0.0.0', port: DEFAULT_METRICS_PORT }),
-  METRICS_WINDOW: duration('24h').default(86_400_000),
-  METRICS_CACHE_TTL: durationOrZero('30s').default(30_000),
-  METRICS_SCRAPE_TIMEOUT: duration('10s').default(10_000),
-  WEB_CONFIG_FILE: optional(z.string()),
-  UPSTREAM_METRIC_PREFIX: optional(z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a metric name prefix: letters, digits, _ and :, not starting with a digit')),
-  LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
-});
+    }),
+  },
+  METRICS_WINDOW: { flag: '--metrics-window', default: '24h', help: 'upstream E7 values are counts over now minus this', schema: duration('24h') },
+  METRICS_CACHE_TTL: { flag: '--metrics-cache-ttl', default: '30s', help: 'an upstream read is reused by scrapes for this long', schema: durationOrZero('30s') },
+  METRICS_SCRAPE_TIMEOUT: { flag: '--metrics-scrape-timeout', default: '10s', help: 'scrape timeout when Prometheus sends none', schema: duration('10s') },
+  WEB_CONFIG_FILE: { flag: '--web-config-file', help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format", schema: optional(z.string()) },
+  UPSTREAM_METRIC_PREFIX: {
+    flag: '--upstream-metric-prefix',
+    help: 'prefix added to upstream metric names',
+    schema: optional(z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a metric name prefix: letters, digits, _ and :, not starting with a digit')),
+  },
+  LOG_LEVEL: {
+    flag: '--log-level',
+    default: 'info',
+    help: 'fatal, error, warn, info, debug, trace or silent',
+    schema: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }),
+  },
+} satisfies Record<string, SettingSpec>;
+
+/** Documentation of a setting, as `--help` and the README table show it. */
+export interface SettingDoc {
+  env: string;
+  /** CLI flag overriding the variable; secrets have none (a flag shows in `ps`). */
+  flag?: string;
+  secret?: boolean;
+  /** The default as a user would write it; absent = unset by default. */
+  default?: string;
+  help: string;
+}
+
+/** Every setting, in the order `--help` and the README list them. */
+export const SETTINGS: readonly SettingDoc[] = Object.entries(SETTING_TABLE).map(([env, spec]: [string, SettingSpec]) => ({
+  env,
+  ...(spec.flag !== undefined ? { flag: spec.flag } : {}),
+  ...(spec.secret ? { secret: true } : {}),
+  ...(spec.default !== undefined ? { default: spec.default } : {}),
+  help: spec.help,
+}));
+
+const SECRET_VARIABLES = new Set(SETTINGS.filter((s) => s.secret).map((s) => s.env));
+
+type SchemaShape<T> = { [K in keyof T]: T[K] extends { schema: infer S extends z.ZodType } ? S : never };
+
+/** The raw schema: one key per environment variable, values as strings (defaults filled in first, as text). */
+const envSchema = z.object(
+  Object.fromEntries(Object.entries(SETTING_TABLE).map(([env, spec]: [string, SettingSpec]) => [env, spec.schema])) as SchemaShape<typeof SETTING_TABLE>,
+);
 
 type RawEnv = Record<string, string | undefined>;
 
@@ -319,12 +369,15 @@ function readConfigFile(variable: string, raw: RawEnv): string {
  */
 export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, string | undefined> = {}): Config {
   const raw: RawEnv = {};
-  for (const key of Object.keys(envSchema.shape)) {
-    const value = overrides[key] ?? env[key];
-    raw[key] = value === '' ? undefined : value;
+  for (const setting of SETTINGS) {
+    const value = overrides[setting.env] ?? env[setting.env];
+    raw[setting.env] = value === '' ? undefined : value;
   }
+  // Defaults are text, read by the same schema as a value given: a default can break no rule unseen.
+  const withDefaults: RawEnv = { ...raw };
+  for (const setting of SETTINGS) if (withDefaults[setting.env] === undefined && setting.default !== undefined) withDefaults[setting.env] = setting.default;
 
-  const parsed = envSchema.safeParse(raw);
+  const parsed = envSchema.safeParse(withDefaults);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => {
       const variable = String(issue.path[0]);

@@ -2,7 +2,7 @@
  * Demo mode: with STATISTICS_URL unset, commands run against the built-in simulator,
  * started in-process on a loopback port and announced plainly as demo data.
  */
-import type { UpstreamConfig } from './config.js';
+import { loadConfig, type UpstreamConfig } from './config.js';
 import type { Logger } from './log.js';
 import { startSimulator } from './simulator/index.js';
 
@@ -24,20 +24,9 @@ export function demoDatasetBounds(now: number): { start: Date; end: Date; record
   return { start: new Date(DEMO_EPOCH_MS), end: new Date(DEMO_EPOCH_MS + records * DEMO_RECORD_INTERVAL_MS), records };
 }
 
-/** Upstream settings for the demo, as loadConfig would build them for a real platform. */
+/** Upstream settings for the demo: loadConfig's, with the settings table's defaults, pointed at the simulator. */
 export function demoUpstreamConfig(url: string): UpstreamConfig {
-  return {
-    statisticsUrl: new URL(url),
-    tokenUrl: new URL('/connect/token', url),
-    clientId: DEMO_CLIENT_ID,
-    clientSecret: DEMO_CLIENT_SECRET,
-    tokenAuthMethod: 'client_secret_post',
-    scope: 'api.external',
-    tls: {},
-    timeoutMs: 30_000,
-    maxAttempts: 5,
-    retryMaxDelayMs: 30_000,
-  };
+  return loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: DEMO_CLIENT_ID, CLIENT_SECRET: DEMO_CLIENT_SECRET }).upstream!;
 }
 
 /**

@@ -2,7 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { SETTINGS, loadConfig } from '../../src/config.js';
 import { parseDuration } from '../../src/time.js';
 import { ConfigError } from '../../src/errors.js';
 
@@ -237,5 +239,28 @@ describe('serve settings', () => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);
     expect(err.message).toContain(rule);
+  });
+});
+
+describe('the settings table', () => {
+  // The README's configuration table is written by hand; it must say what the table says.
+  const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
+  const rows = new Map(
+    [...readme.matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|([^|]*)\|([^|]*)\|/gm)].map((m) => [m[1]!, { flag: m[2]!.trim(), byDefault: m[3]!.trim() }]),
+  );
+
+  it('documents every setting in the README, in the same order, with its flag and default', () => {
+    expect([...rows.keys()]).toEqual(SETTINGS.map((s) => s.env));
+    for (const setting of SETTINGS) {
+      const row = rows.get(setting.env)!;
+      expect(row.flag, setting.env).toBe(setting.flag === undefined ? '(none: flags show in `ps`)' : `\`${setting.flag}\``);
+      if (setting.default !== undefined) expect(row.byDefault, setting.env).toBe(`\`${setting.default}\``);
+      else expect(row.byDefault, setting.env).not.toMatch(/^`[^`]*`$/);
+    }
+  });
+
+  it('reads every default through the setting own schema (a default breaks no rule)', () => {
+    const env = Object.fromEntries(SETTINGS.filter((s) => s.default !== undefined).map((s) => [s.env, s.default!]));
+    expect(loadConfig(env)).toEqual(loadConfig({}));
   });
 });
