@@ -49,3 +49,4 @@ export {
   type SimulatorTlsOptions,
 } from './server.js';
 export { parseIsoDateTime } from '../time.js';
+export { mulberry32 } from './random.js';

@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { parseIsoDateTime } from '../time.js';
+import { mulberry32 } from './random.js';
 import { Dataset, EVENT_TYPES, RECORD_ORDERS, type AnalyticsRecord, type DatasetOptions, type RecordOrder } from './dataset.js';
 
 export const DEFAULT_CLIENT_ID = 'demo-client';
@@ -260,18 +261,6 @@ class ParameterError extends Error {
   constructor(readonly parameter: string, message: string) {
     super(message);
   }
-}
-
-/** mulberry32: the seeded generator behind `errorRate`, so failing requests repeat run to run. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 /** @returns `value` when it is one of {@link RECORD_ORDERS}. @throws {InvalidArgumentError} otherwise, naming the value. */

@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InconsistentWindowError } from '../../src/errors.js';
+import { mulberry32 } from '../../src/simulator/random.js';
 import { WindowReader } from '../../src/sync/reader.js';
 import { ProfileCells, RecordEstimate, splitOverflow, splitRange, isSplittable } from '../../src/sync/split.js';
 import type { Window } from '../../src/sync/windows.js';
@@ -18,18 +19,6 @@ interface FakeRecord extends AnalyticsRecord {
   t: number;
 }
 
-/** A seeded generator (mulberry32) so a failing property replays. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 function shuffle<T>(items: T[], random: () => number): T[] {
   for (let i = items.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
@@ -40,7 +29,7 @@ function shuffle<T>(items: T[], random: () => number): T[] {
 
 /** An in-memory E6: offset paging over `order`, drawn anew for every request. */
 function fakeUpstream(records: readonly FakeRecord[], options: { order: Order; toDate: 'inclusive' | 'exclusive'; seed?: number }) {
-  const random = rng(options.seed ?? 1);
+  const random = mulberry32(options.seed ?? 1);
   let requests = 0;
   const client = {
     async fetchPage(query: PageQuery): Promise<AnalyticsPage> {
@@ -163,7 +152,7 @@ describe('splitRange / splitOverflow', () => {
 
 describe('WindowReader against an upstream of any order', () => {
   // 30,000 records in one day on whole minutes (about 21 per minute): the issue's case.
-  const minute = rng(11);
+  const minute = mulberry32(11);
   const day = recordsAt(Array.from({ length: 30_000 }, () => Math.floor(minute() * 1440) * 60_000));
   const windows = Array.from({ length: 24 }, (_, h) => ({ start: T0 + h * HOUR, end: T0 + (h + 1) * HOUR }));
 
@@ -188,7 +177,7 @@ describe('WindowReader against an upstream of any order', () => {
   it('cuts later windows where the last one of the same length held its records (a daily rhythm)', async () => {
     // Five days of 20,000 records each, 80% of them in the eight office hours: equal cuts of a day
     // would overflow through the busy hours and waste the quiet ones.
-    const r = rng(5);
+    const r = mulberry32(5);
     const offsets: number[] = [];
     for (let d = 0; d < 5; d++) {
       for (let i = 0; i < 20_000; i++) {

@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { Dataset, RECORD_ORDERS, type RecordOrder } from '../../src/simulator/index.js';
+import { Dataset, mulberry32, RECORD_ORDERS, type RecordOrder } from '../../src/simulator/index.js';
 
 const FROM = new Date('2026-10-31T00:00:00Z');
 const TO = new Date('2026-11-01T00:00:00Z');
@@ -19,17 +19,6 @@ const TO = new Date('2026-11-01T00:00:00Z');
  */
 function dense(records = 31_000): Dataset {
   return new Dataset({ records, start: FROM, end: TO, timePrecisionMs: 60_000, duplicateEvery: 0 });
-}
-
-/** mulberry32, seeded: the same generator the server uses, so draws repeat. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 /** `random`, counting its draws in `counter.draws`: a measure of a call's cost that does not depend on the machine. */
@@ -88,8 +77,8 @@ describe('simulator record order', () => {
 
   it('stable: two pagings of a tied range give the same pages, the merged order', () => {
     for (const pageSize of [1000, 777]) {
-      const first = pagesOf(d, 'stable', pageSize, seeded(1));
-      const second = pagesOf(d, 'stable', pageSize, seeded(2));
+      const first = pagesOf(d, 'stable', pageSize, mulberry32(1));
+      const second = pagesOf(d, 'stable', pageSize, mulberry32(2));
       expect(second).toEqual(first);
       expect(first.flat()).toEqual(all);
     }
@@ -97,8 +86,8 @@ describe('simulator record order', () => {
 
   it('ties: each page has the stable page’s timestamps, a page differs between requests, and a paging doubles and misses records', () => {
     expect(d.count(FROM, TO, false)).toBe(31_000);
-    const stablePages = pagesOf(d, 'stable', 1000, seeded(3));
-    const random = seeded(3);
+    const stablePages = pagesOf(d, 'stable', 1000, mulberry32(3));
+    const random = mulberry32(3);
     const a = pagesOf(d, 'ties', 1000, random);
     const b = pagesOf(d, 'ties', 1000, random);
     for (const [k, page] of [...a, ...b].entries()) {
@@ -122,7 +111,7 @@ describe('simulator record order', () => {
   });
 
   it('random: pages in no order, each a fair sample, a page differs between requests, and a paging doubles and misses records', () => {
-    const random = seeded(4);
+    const random = mulberry32(4);
     const a = pagesOf(d, 'random', 1000, random);
     const b = pagesOf(d, 'random', 1000, random);
     for (const page of [...a, ...b]) {
@@ -140,7 +129,7 @@ describe('simulator record order', () => {
 
   it('repeats a run from the seed', () => {
     for (const order of ['ties', 'random'] as const) {
-      expect(pagesOf(d, order, 1000, seeded(5))).toEqual(pagesOf(d, order, 1000, seeded(5)));
+      expect(pagesOf(d, order, 1000, mulberry32(5))).toEqual(pagesOf(d, order, 1000, mulberry32(5)));
     }
   });
 
@@ -151,7 +140,7 @@ describe('simulator record order', () => {
     expect(n).toBeGreaterThan(600);
     const expected = d.pageJson(from, to, true, 0, n);
     for (const limit of [n, 1000]) {
-      const page = d.pageJsonOrdered(from, to, true, 0, limit, order, seeded(6));
+      const page = d.pageJsonOrdered(from, to, true, 0, limit, order, mulberry32(6));
       expect([...page].sort()).toEqual([...expected].sort());
     }
   });
@@ -159,8 +148,8 @@ describe('simulator record order', () => {
   it('ties: at 30,000 records a day, pages of 1000 from midnight cut no tie group and are exact; pages of 999 are not', () => {
     const d30 = dense(30_000);
     const exact = d30.pageJson(FROM, TO, false, 0, 30_000);
-    expect([...pagesOf(d30, 'ties', 1000, seeded(7)).flat()].sort()).toEqual([...exact].sort());
-    const { doubled } = difference(pagesOf(d30, 'ties', 999, seeded(7)).flat(), exact);
+    expect([...pagesOf(d30, 'ties', 1000, mulberry32(7)).flat()].sort()).toEqual([...exact].sort());
+    const { doubled } = difference(pagesOf(d30, 'ties', 999, mulberry32(7)).flat(), exact);
     expect(doubled.length).toBeGreaterThan(0);
   });
 
@@ -175,7 +164,7 @@ describe('simulator record order', () => {
     const range = multiset(crowded.pageJson(from, to, false, 0, 10_000));
     const group = crowded.pageJson(instant, instant, true, 0, 10_000);
     expect(group).toHaveLength(2500 + bases);
-    const random = seeded(8);
+    const random = mulberry32(8);
     let sawBase = false;
     for (let request = 0; request < 3; request++) {
       const pages = pagesOf(crowded, 'ties', 1000, random, from, to);
@@ -197,7 +186,7 @@ describe('simulator record order', () => {
     const one = new Dataset({ records: 1_000_000, start: FROM, end: TO, timePrecisionMs: day });
     expect(one.count(FROM, FROM, true)).toBe(1_000_000);
     for (const order of ['ties', 'random'] as const) {
-      const counter = counting(seeded(9));
+      const counter = counting(mulberry32(9));
       const page = one.pageJsonOrdered(FROM, TO, false, 500_000, 1000, order, counter.random);
       expect(page).toHaveLength(1000);
       expect(counter.draws).toBeLessThanOrEqual(1000);
@@ -205,7 +194,7 @@ describe('simulator record order', () => {
   });
 
   it('refuses an unknown order', () => {
-    expect(() => d.pageJsonOrdered(FROM, TO, false, 0, 10, 'sorted' as RecordOrder, seeded(1))).toThrow(InvalidArgumentError);
+    expect(() => d.pageJsonOrdered(FROM, TO, false, 0, 10, 'sorted' as RecordOrder, mulberry32(1))).toThrow(InvalidArgumentError);
   });
 
   it('property: any range, offset and limit give the stable page’s length, a sample of the range, and under ties its timestamps', () => {
@@ -216,7 +205,7 @@ describe('simulator record order', () => {
       fc.property(minute, minute, fc.boolean(), fc.nat(500), fc.integer({ min: 0, max: 300 }), fc.constantFrom('ties', 'random') as fc.Arbitrary<RecordOrder>, fc.nat(), (from, to, inclusive, offset, limit, order, seed) => {
         const stable = small.pageJson(from, to, inclusive, offset, limit);
         const range = small.pageJson(from, to, inclusive, 0, 1000);
-        const page = small.pageJsonOrdered(from, to, inclusive, offset, limit, order, seeded(seed));
+        const page = small.pageJsonOrdered(from, to, inclusive, offset, limit, order, mulberry32(seed));
         expect(page).toHaveLength(stable.length);
         expect(isSampleOf(page, multiset(range))).toBe(true);
         if (order === 'ties') expect(page.map(timestampOf)).toEqual(stable.map(timestampOf));
