@@ -106,11 +106,12 @@ function commandLine(): string {
   return [name, ...process.argv.slice(2)].join(' ');
 }
 
-/** `EROFS: read-only file system` from an fs error, whatever its shape. */
-function errnoText(err: unknown): string {
+/** `EROFS: read-only file system` from an fs (or PGlite) error, whatever its shape: its errno code and message. */
+export function errnoText(err: unknown): string {
   const e = err as { code?: unknown; message?: unknown };
   const code = typeof e?.code === 'string' ? e.code : undefined;
-  const message = typeof e?.message === 'string' ? e.message : String(err);
+  const message = typeof e?.message === 'string' && e.message !== '' ? e.message : undefined;
+  if (message === undefined) return code ?? String(err);
   if (code === undefined) return message;
   // Node's messages read "EROFS: read-only file system, open '/x/y'": keep them, they name the path.
   return message.startsWith(code) ? message : `${code}: ${message}`;

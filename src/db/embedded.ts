@@ -13,7 +13,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { DatabaseOpenError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { lockDataDir, type DataDirLock } from './datadir-lock.js';
+import { errnoText, lockDataDir, type DataDirLock } from './datadir-lock.js';
 
 /** Connections the socket server multiplexes onto the one backend. */
 export const EMBEDDED_MAX_CONNECTIONS = 8;
@@ -45,11 +45,7 @@ export async function startEmbeddedDatabase(dataDir: string, log: Logger, lock?:
     db = await PGlite.create(dir);
   } catch (err) {
     held.release();
-    const e = err as { code?: unknown; message?: unknown };
-    const why = [typeof e?.code === 'string' ? e.code : undefined, typeof e?.message === 'string' && e.message !== '' ? e.message : undefined]
-      .filter((part) => part !== undefined)
-      .join(': ');
-    throw new DatabaseOpenError(`cannot open the embedded database in ${dir}: ${why || String(err)}`, { cause: err });
+    throw new DatabaseOpenError(`cannot open the embedded database in ${dir}: ${errnoText(err)}`, { cause: err });
   }
   const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: EMBEDDED_MAX_CONNECTIONS });
   try {

@@ -19,7 +19,7 @@
 import { AbortedError, InconsistentWindowError } from '../errors.js';
 import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
 import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
-import { isSplittable, ProfileCells, splitOverflow, type RecordEstimate } from './split.js';
+import { ProfileCells, splitOverflow, type RecordEstimate } from './split.js';
 import { iso, type Window } from './windows.js';
 
 /** One leaf: a part of a window and its page, as `prepare` made it. */
@@ -238,7 +238,7 @@ export class WindowReader<T> {
     // A whole window's count is its rate: later windows need not wait for all of it to be read.
     if (part.start === state.window.start && part.end === state.window.end) this.#o.estimate.observe(part, total);
     const parts = splitOverflow(part, total, pageSize, minSplitMs, times);
-    if (parts.length === 1 || !isSplittable(part, minSplitMs)) {
+    if (parts.length === 1) {
       await this.#readInstant(state, part);
       return;
     }
@@ -346,7 +346,7 @@ export class WindowReader<T> {
         if (later >= concurrency) return false;
         // Plan a later window only once the estimate can place its cuts, or when nothing earlier
         // is left to teach it (the first windows of a run would otherwise be cut blind).
-        if (!state.started && !this.#o.estimate.ready(state.window, this.#o.pageSize) && this.#states.slice(this.#cursor, i).some((s) => !s.done)) return false;
+        if (!state.started && !this.#o.estimate.ready(state.window, this.#o.pageSize) && earlierOpen(states, this.#cursor, i)) return false;
         this.#start(state);
       }
       const task = state.queue.shift();
@@ -370,6 +370,12 @@ export class WindowReader<T> {
         this.#pump();
       });
   }
+}
+
+/** Whether a window in [from, to) is still being read. */
+function earlierOpen(states: readonly { done: boolean }[], from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (!states[i]!.done) return true;
+  return false;
 }
 
 /**

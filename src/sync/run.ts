@@ -18,6 +18,7 @@ import {
   abandonStaleRuns,
   clearWindow,
   committedWindows,
+  ledgerCounts,
   finishRun,
   prepareInsertQuarantined,
   prepareInsertRecords,
@@ -494,16 +495,4 @@ async function loadWindow(
       watermark,
     };
   });
-}
-
-/** Committed windows in [from, to) with the record count E6 gave for each, for {@link RecordEstimate}; also the last one before `from`. */
-async function ledgerCounts(db: PoolClient, t: Tables, from: number, to: number): Promise<(Window & { totalRecords: number })[]> {
-  const { rows } = await db.query<{ start: Date; end: Date; total: string }>(
-    `(select window_start as "start", window_end as "end", total_records as "total" from ${t.windows}
-       where window_start < $2 and window_end > $1)
-     union all
-     (select window_start, window_end, total_records from ${t.windows} where window_end <= $1 order by window_end desc limit 1)`,
-    [new Date(from), new Date(to)],
-  );
-  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), totalRecords: Number(r.total) }));
 }

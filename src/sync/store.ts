@@ -42,6 +42,18 @@ export async function committedWindows(db: PoolClient, t: Tables, range: Window)
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
 }
 
+/** Committed windows in [from, to) with the record count E6 gave for each, for {@link RecordEstimate}; also the last one before `from`. */
+export async function ledgerCounts(db: PoolClient, t: Tables, from: number, to: number): Promise<(Window & { totalRecords: number })[]> {
+  const { rows } = await db.query<{ start: Date; end: Date; total: string }>(
+    `(select window_start as "start", window_end as "end", total_records as "total" from ${t.windows}
+       where window_start < $2 and window_end > $1)
+     union all
+     (select window_start, window_end, total_records from ${t.windows} where window_end <= $1 order by window_end desc limit 1)`,
+    [new Date(from), new Date(to)],
+  );
+  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), totalRecords: Number(r.total) }));
+}
+
 /**
  * Marks runs left `running` by a process that died (SIGKILL, power loss) as `abandoned`.
  * Called while holding the sync lock, so no live run is among them.
