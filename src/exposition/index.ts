@@ -4,7 +4,10 @@
  */
 export type { FamilyProblem, InvalidLine, InvalidReason, MetricFamily, MetricType, ParseResult, Sample } from './types.js';
 export { INVALID_REASONS, METRIC_TYPES } from './types.js';
-export { isValidLabelName, isValidMetricName, normalizeFamilies, parseExposition, parseGoFloat } from './parse.js';
+export { isValidLabelName, isValidMetricName } from './lexical.js';
+export { parseGoFloat } from './number.js';
+export { parseExposition } from './parse.js';
+export { normalizeFamilies } from './normalize.js';
 export {
   OPENMETRICS_CONTENT_TYPE,
   TEXT_CONTENT_TYPE,

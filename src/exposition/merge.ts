@@ -1,9 +1,10 @@
 /**
- * Combining the upstream's families (E7, `../shared/reference/platform-api.md`, "E7 notes") with
+ * Combining the upstream's families (E7, "E7 notes") with
  * the exporter's own, so one `/metrics` serves both without two families claiming a name.
  */
 import { InvalidArgumentError } from '../errors.js';
-import { familySampleNames, isValidMetricName } from './parse.js';
+import { familySampleNames } from './family.js';
+import { isValidMetricName } from './lexical.js';
 import type { MetricFamily } from './types.js';
 
 /**

@@ -1,12 +1,14 @@
 /**
  * Serializers for the two formats `/metrics` serves: Prometheus text 0.0.4 and OpenMetrics
  * 1.0.0, and the content negotiation between them. They re-expose what was read from E7
- * (`../shared/reference/platform-api.md`, "E7 notes") together with the exporter's own metrics.
+ * ("E7 notes") together with the exporter's own metrics.
  *
  * Both start with {@link normalizeFamilies}, so whatever they are given, the output is valid:
  * what breaks a rule is left out rather than served (habit 10 of STYLE.md).
  */
-import { labelSetKey, normalizeFamilies, owningFamily, parseGoFloat } from './parse.js';
+import { labelSetKey, owningFamily } from './family.js';
+import { normalizeFamilies } from './normalize.js';
+import { parseGoFloat } from './number.js';
 import type { MetricFamily, MetricType, Sample } from './types.js';
 
 /** Content type of {@link serializeText}'s output. */

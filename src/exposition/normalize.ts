@@ -1,0 +1,102 @@
+/**
+ * Normalising a family list built elsewhere (a merge, a rename, a hand-built list) by the rules
+ * the parser applies, so that it serializes to a valid exposition.
+ */
+import { FamilySet, TYPES_BY_NAME, normalizeHelp } from './family.js';
+import { isValidLabelName, isValidMetricName } from './lexical.js';
+import type { FamilyProblem, InvalidReason, MetricFamily, Sample } from './types.js';
+
+/** Names {@link sampleProblem} found valid, so that one name on 100,000 samples is checked once. */
+class NameCache {
+  readonly #valid = new Set<string>();
+  readonly #check: (name: string) => boolean;
+
+  constructor(check: (name: string) => boolean) {
+    this.#check = check;
+  }
+
+  ok(name: string): boolean {
+    if (this.#valid.has(name)) return true;
+    if (!this.#check(name)) return false;
+    // Bounded, so hostile input cannot grow it without limit.
+    if (this.#valid.size < 10_000) this.#valid.add(name);
+    return true;
+  }
+}
+
+function sampleProblem(sample: unknown, metricNames: NameCache, labelNames: NameCache): InvalidReason | undefined {
+  if (typeof sample !== 'object' || sample === null) return 'bad_syntax';
+  const { name, labels, value, timestampMs } = sample as Partial<Sample>;
+  if (typeof name !== 'string' || !metricNames.ok(name)) return 'bad_metric_name';
+  if (!Array.isArray(labels)) return 'bad_syntax';
+  // A set only for long label lists: this runs for every sample of every scrape.
+  const names = labels.length > 8 ? new Set<string>() : undefined;
+  for (let i = 0; i < labels.length; i++) {
+    const pair: unknown = labels[i];
+    if (!Array.isArray(pair) || pair.length !== 2) return 'bad_syntax';
+    const labelName: unknown = pair[0];
+    const labelValue: unknown = pair[1];
+    if (typeof labelName !== 'string' || !labelNames.ok(labelName)) return 'bad_label_name';
+    if (typeof labelValue !== 'string' || labelValue.includes('\0')) return 'bad_syntax';
+    if (names === undefined) {
+      for (let j = 0; j < i; j++) if (labels[j]![0] === labelName) return 'duplicate_label';
+    } else {
+      if (names.has(labelName)) return 'duplicate_label';
+      names.add(labelName);
+    }
+  }
+  if (typeof value !== 'number') return 'bad_value';
+  if (timestampMs !== undefined && !(Number.isSafeInteger(timestampMs) && timestampMs >= 0)) return 'bad_timestamp';
+  return undefined;
+}
+
+/**
+ * Applies the parser's rules to a family list that did not come straight from
+ * {@link parseExposition} (a merge, a rename, a hand-built list), so that it serializes to a
+ * valid exposition: names and labels valid, samples that fit their family, each series once,
+ * no two families owning the same sample name. Both serializers call it; it is exported so
+ * callers can count what they would lose.
+ *
+ * Families stay in order. A family whose name or owned names are taken by an earlier one is left
+ * out whole; so is one with a bad name or type. Of the others, bad samples are left out. A help
+ * text loses leading blanks and trailing CRs, and is dropped when it contains NUL or is empty.
+ * Kept sample objects are reused, not copied. The input is not modified.
+ *
+ * @returns the clean families and what was left out, in input order. Never throws.
+ */
+export function normalizeFamilies(families: readonly MetricFamily[]): { families: MetricFamily[]; problems: FamilyProblem[] } {
+  const set = new FamilySet();
+  const problems: FamilyProblem[] = [];
+  const metricNames = new NameCache(isValidMetricName);
+  const labelNames = new NameCache(isValidLabelName);
+  for (const family of families as readonly unknown[]) {
+    const { name, type, help, samples } = (typeof family === 'object' && family !== null ? family : {}) as Partial<MetricFamily>;
+    const familyName = String(name);
+    if (typeof name !== 'string' || !isValidMetricName(name)) {
+      problems.push({ family: familyName, reason: 'bad_metric_name' });
+      continue;
+    }
+    if (typeof type !== 'string' || !TYPES_BY_NAME.has(type) || !Array.isArray(samples)) {
+      problems.push({ family: familyName, reason: typeof type === 'string' && TYPES_BY_NAME.has(type) ? 'bad_syntax' : 'bad_type' });
+      continue;
+    }
+    let cleanHelp: string | undefined;
+    if (typeof help === 'string') {
+      if (help.includes('\0')) problems.push({ family: familyName, reason: 'bad_syntax' });
+      else cleanHelp = normalizeHelp(help);
+    }
+    const entry = set.openFamily(name, type, cleanHelp);
+    if (typeof entry === 'string') {
+      problems.push({ family: familyName, reason: entry });
+      continue;
+    }
+    for (const sample of samples as unknown[]) {
+      const reason = sampleProblem(sample, metricNames, labelNames) ?? set.append(entry, sample as Sample);
+      if (reason !== undefined) {
+        const sampleName = (sample as Partial<Sample> | null)?.name;
+        problems.push({ family: familyName, sample: typeof sampleName === 'string' ? sampleName : String(sampleName), reason });
+      }
+    }
+  }
+  return { families: set.families(), problems };
+}
