@@ -23,6 +23,7 @@ import { describeMachine } from './lib/machine.js';
 import { renderMarkdown, verdicts, type Report } from './lib/report.js';
 import { etlSuite, profileEtl, type EtlSpec } from './suites/etl.js';
 import { measureSizes, sizeResult, type SizeResult } from './suites/growth.js';
+import { largeScrapeSuite, type LargeScrapeSpec } from './suites/large-scrape.js';
 import { metricsSuite, type MetricsSpec } from './suites/metrics.js';
 import { requestsSuite, type RequestsSet, type RequestsSpec } from './suites/requests.js';
 import { slowSuite, type SlowSpec } from './suites/slow.js';
@@ -38,6 +39,7 @@ interface Plan {
   tunedRuns: number;
   slow: SlowSpec;
   metrics: MetricsSpec;
+  largeScrape: LargeScrapeSpec;
   requests: RequestsSpec;
 }
 
@@ -59,6 +61,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     tunedRuns: 3,
     slow: { records: 200_000, days: 20, latencyMs: 100, concurrentRuns: 5, sequentialRuns: 3 },
     metrics: { scrapes: 2000, connections: 50, rounds: 5 },
+    largeScrape: { series: 100_000, scrapes: 20, promtoolRuns: 5 },
     requests: { sets: requestSets({ records: 1_000_000, days: 25, rounds: 5 }) },
   },
   // Under two minutes with the build on a quiet machine: the same benchmarks at a fifth of the ETL
@@ -72,6 +75,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     tunedRuns: 0,
     slow: { records: 100_000, days: 10, latencyMs: 100, concurrentRuns: 2, sequentialRuns: 1 },
     metrics: { scrapes: 1000, connections: 50, rounds: 2 },
+    largeScrape: { series: 100_000, scrapes: 10, promtoolRuns: 3 },
     requests: { sets: requestSets({ records: 200_000, days: 25, rounds: 3 }) },
   },
 };
@@ -82,7 +86,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
  */
 const V8_DEFAULT_HEAP = ['--heap-growing-percent=0'];
 
-const SUITES = ['etl', 'growth', 'slow', 'metrics', 'requests'] as const;
+const SUITES = ['etl', 'growth', 'slow', 'metrics', 'large-scrape', 'requests'] as const;
 type Suite = (typeof SUITES)[number];
 
 function usage(message: string): never {
@@ -156,6 +160,7 @@ async function main(): Promise<void> {
     }
     if (only.has('slow')) report.slow = await slowSuite(ctx, plan.slow);
     if (only.has('metrics')) report.metrics = await metricsSuite(ctx, plan.metrics);
+    if (only.has('large-scrape')) report.largeScrape = await largeScrapeSuite(ctx, plan.largeScrape);
     if (only.has('requests')) report.requests = await requestsSuite(ctx, plan.requests);
 
     const missed = verdicts(report).filter((v) => !v.met);

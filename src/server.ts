@@ -6,27 +6,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from './log.js';
-import {
-  OPENMETRICS_CONTENT_TYPE,
-  TEXT_CONTENT_TYPE,
-  mergeFamilies,
-  negotiateFormat,
-  parseExposition,
-  serializeOpenMetrics,
-  serializeText,
-  type MetricFamily,
-} from './exposition/index.js';
+import { OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, negotiateFormat, serializeOpenMetrics, serializeText } from './exposition/index.js';
 import type { ExporterMetrics } from './metrics/registry.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './metrics/upstream.js';
 import { VERSION } from './version.js';
 import { BasicAuth, type WebConfig } from './webconfig.js';
-
-/**
- * prom-client's three gauges named `_total` (a suffix promtool's lint reserves for counters). Each
- * is the sum of the per-type gauge of the name without it (`nodejs_active_handles{type}`), which is
- * served, so they are left out rather than renamed onto that family: `sum(nodejs_active_handles)`.
- */
-const OMITTED_DEFAULT_METRICS: ReadonlySet<string> = new Set(['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']);
 
 /** Bounds that keep a slow or hostile client from holding the server. */
 export const HEADERS_TIMEOUT_MS = 10_000;
@@ -51,13 +35,38 @@ export interface ServerDeps {
   log: Logger;
 }
 
+/** Where `/metrics` bodies end in OpenMetrics. */
+const OPENMETRICS_EOF = Buffer.from('# EOF\n');
+
 /**
- * The exporter's own families, parsed from prom-client's text so that one serializer renders
- * them and the upstream's in either format.
+ * The exporter's own part of `/metrics` bodies: its families from prom-client's objects,
+ * serialised in the format asked for (OpenMetrics without `# EOF`). Scrapes that arrive in the
+ * same turn of the event loop share one collection: under a burst of concurrent scrapes the
+ * default metrics (which read /proc) are collected once per turn rather than once per scrape,
+ * and every scrape still sees values taken after it arrived.
  */
-export async function ownFamilies(metrics: ExporterMetrics): Promise<MetricFamily[]> {
-  const { families } = parseExposition(await metrics.registry.metrics());
-  return families.filter((family) => !OMITTED_DEFAULT_METRICS.has(family.name));
+class OwnPart {
+  readonly #metrics: ExporterMetrics;
+  readonly #pending = new Map<'text' | 'openmetrics', Promise<Buffer>>();
+
+  constructor(metrics: ExporterMetrics) {
+    this.#metrics = metrics;
+  }
+
+  /** @throws what prom-client's collection throws. */
+  render(format: 'text' | 'openmetrics'): Promise<Buffer> {
+    let pending = this.#pending.get(format);
+    if (pending === undefined) {
+      pending = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+        // Scrapes that arrive from now on start the next collection.
+        this.#pending.delete(format);
+        const families = await this.#metrics.families();
+        return Buffer.from(format === 'openmetrics' ? serializeOpenMetrics(families, { eof: false }) : serializeText(families));
+      });
+      this.#pending.set(format, pending);
+    }
+    return pending;
+  }
 }
 
 function landingPage(): string {
@@ -78,6 +87,18 @@ function landingPage(): string {
 function send(res: ServerResponse, status: number, contentType: string, body: string, head: boolean, extra: Record<string, string> = {}): void {
   res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store', ...extra });
   res.end(head ? undefined : body);
+}
+
+/** Sends a body made of parts, without joining them into one buffer first. */
+function sendParts(res: ServerResponse, contentType: string, parts: readonly Buffer[], head: boolean): void {
+  res.writeHead(200, { 'content-type': contentType, 'content-length': parts.reduce((n, part) => n + part.length, 0), 'cache-control': 'no-store' });
+  if (head) {
+    res.end();
+    return;
+  }
+  res.cork();
+  for (const part of parts) if (part.length > 0) res.write(part);
+  res.end();
 }
 
 /**
@@ -108,6 +129,7 @@ function acceptsClient(socket: TLSSocket, mode: NonNullable<WebConfig['tls']>['c
 export function createMetricsServer(deps: ServerDeps): Server {
   const { log } = deps;
   const auth = new BasicAuth(deps.web?.users ?? {});
+  const own = new OwnPart(deps.metrics);
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     for (const [name, value] of Object.entries(deps.web?.headers ?? {})) res.setHeader(name, value);
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
@@ -134,11 +156,13 @@ export function createMetricsServer(deps: ServerDeps): Server {
         return send(res, 200, 'text/html; charset=utf-8', landingPage(), head);
       default: {
         const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);
+        // The upstream part first: reading it sets the upstream gauges the own part then shows.
         const upstream = await deps.upstream.collect(scrapeBudgetMs(timeoutMs));
-        const { families } = mergeFamilies(await ownFamilies(deps.metrics), upstream);
         const format = negotiateFormat(req.headers.accept);
-        const body = format === 'openmetrics' ? serializeOpenMetrics(families) : serializeText(families);
-        return send(res, 200, format === 'openmetrics' ? OPENMETRICS_CONTENT_TYPE : TEXT_CONTENT_TYPE, body, head);
+        const ownPart = await own.render(format);
+        return format === 'openmetrics'
+          ? sendParts(res, OPENMETRICS_CONTENT_TYPE, [ownPart, upstream.openMetrics, OPENMETRICS_EOF], head)
+          : sendParts(res, TEXT_CONTENT_TYPE, [ownPart, upstream.text], head);
       }
     }
   };

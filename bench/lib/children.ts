@@ -173,6 +173,8 @@ export async function runSyncChild(args: string[], env: Record<string, string>, 
 
 export interface ServerChild {
   url: string;
+  /** The child's process id (for /proc/<pid>/status). */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -189,7 +191,7 @@ export async function startServeChild(env: Record<string, string>): Promise<Serv
   const match = await waitForLine(child, /serving (http:\/\/[^\s/"]+)\/metrics/, 'serve');
   child.stdout?.resume();
   child.stderr?.resume();
-  return { url: match[1]!, stop: () => stopChild(child) };
+  return { url: match[1]!, pid: child.pid!, stop: () => stopChild(child) };
 }
 
 /** Starts bench/lib/bare-server.mjs: a bare node:http server answering every request with the bytes of `bodyFile`. */
@@ -199,7 +201,7 @@ export async function startBareServer(bodyFile: string, contentType: string): Pr
   const match = await waitForLine(child, /listening on (http:\/\/[^\s]+)/, 'the bare server');
   child.stdout?.resume();
   child.stderr?.resume();
-  return { url: match[1]!, stop: () => stopChild(child) };
+  return { url: match[1]!, pid: child.pid!, stop: () => stopChild(child) };
 }
 
 /**

@@ -12,7 +12,7 @@ import type { Logger } from '../log.js';
 import { migrate, pendingMigrations } from '../db/migrate.js';
 import { ExporterMetrics } from '../metrics/registry.js';
 import { UpstreamMetrics } from '../metrics/upstream.js';
-import { createMetricsServer, ownFamilies, type Readiness } from '../server.js';
+import { createMetricsServer, type Readiness } from '../server.js';
 import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
 import { readWatermark, Tables } from '../sync/store.js';
@@ -101,7 +101,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   // Set when the database turns out unreachable: probes it with backoff, and runs the sync that
   // could not run as soon as it is back (down at start, restarted, failed over).
   const health = new DatabaseHealth({
-    registry: metrics.registry,
+    up: metrics.databaseUp,
     log,
     target,
     probe: async () => {
@@ -134,7 +134,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     windowMs: config.serve.metricsWindowMs,
     cacheTtlMs: config.serve.cacheTtlMs,
     prefix: config.serve.upstreamPrefix,
-    ownFamilies: () => ownFamilies(metrics),
+    ownFamilies: () => metrics.families(),
     log,
   });
   const server = createMetricsServer({

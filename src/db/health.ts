@@ -8,9 +8,8 @@
  * gauge to 1, logs the recovery, and, when a sync could not run meanwhile, asks for one at once
  * instead of leaving the data stale until the next scheduled tick.
  */
-import { Gauge, type Registry } from 'prom-client';
+import type { Gauge } from 'prom-client';
 import { describeError } from '../errors.js';
-import { METRIC_PREFIX } from '../metrics/registry.js';
 import type { Logger } from '../log.js';
 
 /** First wait before probing an unreachable database again, in milliseconds; it doubles each time. */
@@ -19,8 +18,8 @@ export const DATABASE_RETRY_INITIAL_DELAY_MS = 500;
 export const DATABASE_RETRY_MAX_DELAY_MS = 30_000;
 
 export interface DatabaseHealthOptions {
-  /** The registry of the exporter's own metrics; `analytics_exporter_database_up` is added to it. */
-  registry: Registry;
+  /** `analytics_exporter_database_up` (ExporterMetrics.databaseUp): set to 1 at once, 0 while unreachable. */
+  up: Gauge;
   log: Logger;
   /** The database for messages, as {@link describeDatabase} names it: `host:port/name`. */
   target: string;
@@ -46,11 +45,7 @@ export class DatabaseHealth {
 
   constructor(options: DatabaseHealthOptions) {
     this.#o = options;
-    this.#up = new Gauge({
-      name: `${METRIC_PREFIX}database_up`,
-      help: 'Whether the database answered the last time it was used or probed (1) or was unreachable (0); while 0, serve probes it with backoff.',
-      registers: [options.registry],
-    });
+    this.#up = options.up;
     this.#up.set(1);
   }
 

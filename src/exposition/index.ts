@@ -1,5 +1,5 @@
 /**
- * Prometheus exposition text: parse text format 0.0.4 (E7 and prom-client), merge families, and
+ * Prometheus exposition text: parse text format 0.0.4 (E7), merge families, and
  * serialize as text 0.0.4 or OpenMetrics 1.0.0.
  */
 export type { FamilyProblem, InvalidLine, InvalidReason, MetricFamily, MetricType, ParseResult, Sample } from './types.js';
@@ -8,6 +8,7 @@ export { isValidLabelName, isValidMetricName } from './lexical.js';
 export { parseGoFloat } from './number.js';
 export { parseExposition } from './parse.js';
 export { normalizeFamilies } from './normalize.js';
+export type { SerializeOptions } from './serialize.js';
 export {
   OPENMETRICS_CONTENT_TYPE,
   TEXT_CONTENT_TYPE,

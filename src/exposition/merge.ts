@@ -49,12 +49,14 @@ function reservedNames(family: MetricFamily): string[] {
 
 /**
  * Puts our own families first and the upstream's after them, dropping every upstream family
- * that would collide with one of ours: one whose name, any name its type owns, or any of its
- * sample names equals a name ours reserve (see above; e.g. our histogram `x` reserves `x`,
- * `x_bucket`, `x_sum`, `x_count`, `x_created`; our counter `y_total` reserves `y_total`, `y`,
- * `y_created`). A colliding family is dropped whole, never merged, so a scrape never mixes our
- * series with the upstream's under one name. Collisions among upstream families, or among ours,
- * are left to the serializers' normalisation.
+ * that would collide with one of ours: one for which any name it reserves (see above: its name,
+ * the names its type owns, its sample names, and the names OpenMetrics derives from it) equals a
+ * name ours reserve (e.g. our histogram `x` reserves `x`, `x_bucket`, `x_sum`, `x_count`,
+ * `x_created`; our counter `y_total` reserves `y_total`, `y`, `y_created`). A colliding family
+ * is dropped whole, never merged, so a scrape never mixes our series with the upstream's under
+ * one name; and since neither side can claim a name the other reserves, the two lists can be
+ * serialised apart and their outputs concatenated. Collisions among upstream families, or among
+ * ours, are left to the serializers' normalisation.
  *
  * @returns the combined list (same family objects) and the names of the dropped upstream
  *   families, in upstream order. Never throws.
@@ -65,9 +67,7 @@ export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly M
   const families = [...own];
   const dropped: string[] = [];
   for (const family of upstream) {
-    const names = familySampleNames(family.name, family.type);
-    const collides = names.some((name) => ours.has(name)) || family.samples.some((sample) => ours.has(sample.name));
-    if (collides) dropped.push(family.name);
+    if (reservedNames(family).some((name) => ours.has(name))) dropped.push(family.name);
     else families.push(family);
   }
   return { families, dropped };

@@ -56,6 +56,32 @@ function escapeTextHelp(help: string): string {
   return TEXT_HELP_SPECIALS.test(help) ? help.replace(TEXT_HELP_SPECIALS_ALL, escapeChar) : help;
 }
 
+/**
+ * Collects output lines and joins them into flat strings, a few thousand lines at a time. Text
+ * built by `+=` is a rope of one object per piece until it is flattened: for 100,000 samples
+ * that is several times the size of the text itself, at the moment the serializer returns.
+ */
+class Lines {
+  readonly #lines: string[] = [];
+  readonly #chunks: string[] = [];
+
+  push(line: string): void {
+    this.#lines.push(line);
+    if (this.#lines.length >= 4096) {
+      this.#chunks.push(this.#lines.join(''));
+      this.#lines.length = 0;
+    }
+  }
+
+  toString(): string {
+    this.#chunks.push(this.#lines.join(''));
+    this.#lines.length = 0;
+    const text = this.#chunks.length === 1 ? this.#chunks[0]! : this.#chunks.join('');
+    this.#chunks.length = 0;
+    return text;
+  }
+}
+
 function formatLabels(labels: ReadonlyArray<readonly [string, string]>): string {
   if (labels.length === 0) return '';
   let out = '{';
@@ -64,6 +90,17 @@ function formatLabels(labels: ReadonlyArray<readonly [string, string]>): string 
     out += `${i === 0 ? '' : ','}${pair[0]}="${escapeQuoted(pair[1])}"`;
   }
   return `${out}}`;
+}
+
+export interface SerializeOptions {
+  /**
+   * The caller vouches that `families` is normalized, as {@link normalizeFamilies} would return
+   * it, and the serializer skips that step: for {@link parseExposition}'s result, a
+   * {@link prefixFamilies} rename of it, or a subset of either. Saves a set of series keys per
+   * call (100,000 samples: about 0.1 s and 12 MB). Output for a list that is not normalized may
+   * be invalid.
+   */
+  normalized?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -81,16 +118,16 @@ function formatLabels(labels: ReadonlyArray<readonly [string, string]>): string 
  *
  * @returns the body for {@link TEXT_CONTENT_TYPE}; empty for no families. Never throws.
  */
-export function serializeText(families: readonly MetricFamily[]): string {
-  let out = '';
-  for (const family of normalizeFamilies(families).families) {
-    if (family.help !== undefined) out += `# HELP ${family.name} ${escapeTextHelp(family.help)}\n`;
-    out += `# TYPE ${family.name} ${family.type}\n`;
+export function serializeText(families: readonly MetricFamily[], options: SerializeOptions = {}): string {
+  const out = new Lines();
+  for (const family of options.normalized === true ? families : normalizeFamilies(families).families) {
+    if (family.help !== undefined) out.push(`# HELP ${family.name} ${escapeTextHelp(family.help)}\n`);
+    out.push(`# TYPE ${family.name} ${family.type}\n`);
     for (const s of family.samples) {
-      out += `${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`;
+      out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`);
     }
   }
-  return out;
+  return out.toString();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -154,13 +191,12 @@ function withLabel(sample: Sample, name: string, value: string): Sample {
   return { ...sample, labels: sample.labels.map(([n, v]): [string, string] => (n === name ? [n, value] : [n, v])) };
 }
 
-function block(name: string, type: OpenMetricsType, help: string | undefined, samples: readonly Sample[]): string {
-  let out = `# TYPE ${name} ${type}\n`;
-  if (help !== undefined) out += `# HELP ${name} ${escapeQuoted(help)}\n`;
+function block(out: Lines, name: string, type: OpenMetricsType, help: string | undefined, samples: readonly Sample[]): void {
+  out.push(`# TYPE ${name} ${type}\n`);
+  if (help !== undefined) out.push(`# HELP ${name} ${escapeQuoted(help)}\n`);
   for (const s of samples) {
-    out += `${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${formatSeconds(s.timestampMs)}`}\n`;
+    out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${formatSeconds(s.timestampMs)}`}\n`);
   }
-  return out;
 }
 
 interface Point {
@@ -255,17 +291,15 @@ function summarySamples(family: MetricFamily, samples: readonly Sample[]): Sampl
 }
 
 /** A family OpenMetrics cannot type, as `unknown` families, one per sample name. */
-function unknownBlocks(family: MetricFamily, samples: readonly Sample[]): string {
-  if (samples.length === 0) return block(family.name, 'unknown', family.help, []);
+function unknownBlocks(out: Lines, family: MetricFamily, samples: readonly Sample[]): void {
+  if (samples.length === 0) return block(out, family.name, 'unknown', family.help, []);
   const byName = new Map<string, Sample[]>();
   for (const sample of samples) {
     const group = byName.get(sample.name);
     if (group === undefined) byName.set(sample.name, [sample]);
     else group.push(sample);
   }
-  let out = '';
-  for (const [name, group] of byName) out += block(name, 'unknown', family.help, group);
-  return out;
+  for (const [name, group] of byName) block(out, name, 'unknown', family.help, group);
 }
 
 function startsWithUnderscore(name: string): boolean {
@@ -297,8 +331,8 @@ function startsWithUnderscore(name: string): boolean {
  *
  * @returns the body for {@link OPENMETRICS_CONTENT_TYPE}. Never throws.
  */
-export function serializeOpenMetrics(families: readonly MetricFamily[], options: { eof?: boolean } = {}): string {
-  const clean = normalizeFamilies(families).families;
+export function serializeOpenMetrics(families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean } = {}): string {
+  const clean = options.normalized === true ? families : normalizeFamilies(families).families;
   const types = new Map(clean.map((family) => [family.name, family.type]));
   const typeOf = (name: string): MetricType | undefined => types.get(name);
   /** OpenMetrics-only names that typed families took. */
@@ -310,7 +344,7 @@ export function serializeOpenMetrics(families: readonly MetricFamily[], options:
     return true;
   };
 
-  let out = '';
+  const out = new Lines();
   for (const family of clean) {
     if (startsWithUnderscore(family.name)) continue;
     const samples = family.samples.some((s) => s.labels.some(([n]) => startsWithUnderscore(n)))
@@ -319,27 +353,29 @@ export function serializeOpenMetrics(families: readonly MetricFamily[], options:
     const { name, help } = family;
     switch (family.type) {
       case 'gauge':
-        out += block(name, 'gauge', help, samples);
+        block(out, name, 'gauge', help, samples);
         break;
       case 'untyped':
-        out += block(name, 'unknown', help, samples);
+        block(out, name, 'unknown', help, samples);
         break;
       case 'counter': {
         const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
         const typed = base !== undefined && samples.every((s) => s.value >= 0) && claim([base, `${base}_created`]);
-        out += typed ? block(base, 'counter', help, samples) : block(name, 'unknown', help, samples);
+        if (typed) block(out, base, 'counter', help, samples);
+        else block(out, name, 'unknown', help, samples);
         break;
       }
       case 'histogram':
       case 'summary': {
         const ordered = family.type === 'histogram' ? histogramSamples(family, samples) : summarySamples(family, samples);
-        out += ordered !== undefined && claim([`${name}_created`]) ? block(name, family.type, help, ordered) : unknownBlocks(family, samples);
+        if (ordered !== undefined && claim([`${name}_created`])) block(out, name, family.type, help, ordered);
+        else unknownBlocks(out, family, samples);
         break;
       }
     }
   }
-  if (options.eof ?? true) out += '# EOF\n';
-  return out;
+  if (options.eof ?? true) out.push('# EOF\n');
+  return out.toString();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,13 +5,35 @@
  * The upstream and sync code report through observer interfaces (ClientObserver, SyncObserver);
  * this module turns those events into metrics, so neither depends on prom-client.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValueWithName } from 'prom-client';
+import type { MetricFamily, MetricType, Sample } from '../exposition/index.js';
 import type { ClientObserver } from '../upstream/analytics.js';
 import type { SyncObserver, SyncResult } from '../sync/run.js';
 import { REVISION, VERSION } from '../version.js';
 import { failureReason } from '../errors.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
+
+/**
+ * prom-client's three gauges named `_total` (a suffix promtool's lint reserves for counters). Each
+ * is the sum of the per-type gauge of the name without it (`nodejs_active_handles{type}`), which is
+ * served, so they are left out rather than renamed onto that family: `sum(nodejs_active_handles)`.
+ */
+const OMITTED_DEFAULT_METRICS: ReadonlySet<string> = new Set(['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']);
+
+const FAMILY_TYPES: ReadonlySet<string> = new Set<MetricType>(['counter', 'gauge', 'histogram', 'summary', 'untyped']);
+
+/** One prom-client metric as an exposition family: samples named by `metricName` (histogram and summary parts), label values as text. */
+function toFamily(metric: MetricObjectWithValues<MetricValueWithName<string>>): MetricFamily {
+  const samples: Sample[] = metric.values.map((value) => {
+    const labels: Array<[string, string]> = [];
+    for (const [name, labelValue] of Object.entries(value.labels)) if (labelValue !== undefined) labels.push([name, String(labelValue)]);
+    const sample: Sample = { name: value.metricName ?? metric.name, labels, value: value.value };
+    return sample;
+  });
+  const type = String(metric.type);
+  return { name: metric.name, type: FAMILY_TYPES.has(type) ? (type as MetricType) : 'untyped', help: metric.help, samples };
+}
 
 /** Buckets of upstream request durations, in seconds: 5 ms to 30 s. */
 const REQUEST_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -154,6 +176,11 @@ export class ExporterMetrics {
     help: 'Unix time up to which the analytics records are loaded without a gap (the sync watermark).',
     registers: [this.registry],
   });
+  readonly databaseUp = new Gauge({
+    name: `${METRIC_PREFIX}database_up`,
+    help: 'Whether the database answered the last time it was used or probed (1) or was unreachable (0); while 0, serve probes it with backoff.',
+    registers: [this.registry],
+  });
   readonly syncRunning = new Gauge({
     name: `${METRIC_PREFIX}sync_running`,
     help: 'Whether a sync run is in progress (1) or not (0).',
@@ -184,6 +211,20 @@ export class ExporterMetrics {
     this.syncRecordsQuarantined.inc(0);
     this.syncUnstableInstants.inc(0);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * The exporter's own metric families as they are now, in registration order, straight from
+   * prom-client's objects (`getMetricsAsJSON`, which runs the collect functions of the default
+   * metrics): no text is rendered and parsed back. The serializers normalise them like any family.
+   *
+   * @returns new family objects; never throws for a well-formed registry.
+   */
+  async families(): Promise<MetricFamily[]> {
+    const metrics = await this.registry.getMetricsAsJSON();
+    const families: MetricFamily[] = [];
+    for (const metric of metrics) if (!OMITTED_DEFAULT_METRICS.has(metric.name)) families.push(toFamily(metric));
+    return families;
   }
 
   /** Observer for the analytics client: request durations, retries, token requests. */

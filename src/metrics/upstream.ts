@@ -8,7 +8,7 @@
  */
 import { AbortedError, UpstreamError, describeError, failureReason } from '../errors.js';
 import type { Logger } from '../log.js';
-import { mergeFamilies, parseExposition, prefixFamilies, type MetricFamily } from '../exposition/index.js';
+import { mergeFamilies, parseExposition, prefixFamilies, serializeOpenMetrics, serializeText, type MetricFamily } from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { ExporterMetrics } from './registry.js';
 import { formatDuration } from '../time.js';
@@ -33,10 +33,22 @@ export function scrapeTimeoutFromHeader(value: string | string[] | undefined, fa
   return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, MAX_SCRAPE_TIMEOUT_SECONDS) * 1000 : fallbackMs;
 }
 
-
-interface Snapshot {
-  families: MetricFamily[];
+/**
+ * The upstream's part of a `/metrics` body, serialised once per read in both formats, so that a
+ * cached scrape only sends bytes. The OpenMetrics part has no `# EOF`: the body ends with it.
+ */
+export interface UpstreamPart {
+  /** Prometheus text 0.0.4. */
+  text: Buffer;
+  /** OpenMetrics 1.0.0 without `# EOF`. */
+  openMetrics: Buffer;
   samples: number;
+}
+
+/** The part of a scrape that has no upstream samples (a failed or timed-out read). */
+export const EMPTY_UPSTREAM_PART: UpstreamPart = Object.freeze({ text: Buffer.alloc(0), openMetrics: Buffer.alloc(0), samples: 0 });
+
+interface Snapshot extends UpstreamPart {
   /** Milliseconds since the epoch when the read finished. */
   fetchedAt: number;
 }
@@ -66,18 +78,19 @@ export class UpstreamMetrics {
   }
 
   /**
-   * The upstream families to serve in this scrape: the cached read while it is younger than the
-   * TTL, otherwise a new read (shared with concurrent scrapes) if it finishes within `budgetMs`.
-   * Never throws: a failure or a timeout yields no families and sets `upstream_up` to 0.
+   * The upstream part to serve in this scrape: the cached read while it is younger than the TTL,
+   * otherwise a new read (shared with concurrent scrapes) if it finishes within `budgetMs`.
+   * Never throws: a failure or a timeout yields {@link EMPTY_UPSTREAM_PART} and sets
+   * `upstream_up` to 0.
    *
    * @param budgetMs how long this scrape may wait, in milliseconds.
    */
-  async collect(budgetMs: number): Promise<MetricFamily[]> {
+  async collect(budgetMs: number): Promise<UpstreamPart> {
     const { metrics } = this.#o;
     const cached = this.#cache;
     if (cached !== undefined && this.#now() - cached.fetchedAt < this.#o.cacheTtlMs) {
       metrics.upstreamSamples.set(cached.samples);
-      return cached.families;
+      return cached;
     }
     this.#inflight ??= this.#read(budgetMs).finally(() => {
       this.#inflight = undefined;
@@ -93,13 +106,13 @@ export class UpstreamMetrics {
         metrics.upstreamUp.set(0);
         metrics.upstreamErrors.inc({ reason: 'timeout' });
         metrics.upstreamSamples.set(0);
-        return [];
+        return EMPTY_UPSTREAM_PART;
       }
       metrics.upstreamSamples.set(result.samples);
-      return result.families;
+      return result;
     } catch {
       metrics.upstreamSamples.set(0);
-      return [];
+      return EMPTY_UPSTREAM_PART;
     } finally {
       clearTimeout(timer);
     }
@@ -140,7 +153,15 @@ export class UpstreamMetrics {
         metrics.upstreamDroppedFamilies.inc(dropped.length);
         log.warn({ families: dropped }, "dropped upstream metric families whose names collide with the exporter's own");
       }
-      const snapshot: Snapshot = { families: upstream, samples: upstream.reduce((n, f) => n + f.samples.length, 0), fetchedAt: this.#now() };
+      // Serialised now, once for both formats; the families are not kept, so a cached read holds
+      // two buffers rather than an object per sample. The parser's families, renamed, given a
+      // clean help and filtered, are still normalized.
+      const snapshot: Snapshot = {
+        text: Buffer.from(serializeText(upstream, { normalized: true })),
+        openMetrics: Buffer.from(serializeOpenMetrics(upstream, { eof: false, normalized: true })),
+        samples: upstream.reduce((n, f) => n + f.samples.length, 0),
+        fetchedAt: this.#now(),
+      };
       this.#cache = snapshot;
       metrics.upstreamUp.set(1);
       metrics.upstreamLastSuccess.set(snapshot.fetchedAt / 1000);

@@ -1,10 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { DatabaseHealth } from '../../src/db/health.js';
 import { describeDatabase, isDatabaseUnavailable } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { SyncScheduler } from '../../src/sync/schedule.js';
+
+function databaseUp(registry: Registry): Gauge {
+  return new Gauge({ name: 'analytics_exporter_database_up', help: 'database up', registers: [registry] });
+}
 
 async function gauge(registry: Registry): Promise<number | undefined> {
   const metric = await registry.getSingleMetric('analytics_exporter_database_up')?.get();
@@ -28,7 +32,7 @@ describe('DatabaseHealth', () => {
     let failuresLeft = 4;
     let recovered = 0;
     const health = new DatabaseHealth({
-      registry,
+      up: databaseUp(registry),
       log: silentLogger,
       target: 'db:5432/x',
       initialDelayMs: 10,
@@ -57,7 +61,7 @@ describe('DatabaseHealth', () => {
     let recovered = 0;
     let probes = 0;
     const health = new DatabaseHealth({
-      registry: new Registry(),
+      up: databaseUp(new Registry()),
       log: silentLogger,
       target: 'db:5432/x',
       initialDelayMs: 60_000,
@@ -75,7 +79,7 @@ describe('DatabaseHealth', () => {
   it('stops probing on stop()', async () => {
     let probes = 0;
     const health = new DatabaseHealth({
-      registry: new Registry(),
+      up: databaseUp(new Registry()),
       log: silentLogger,
       target: 'db:5432/x',
       initialDelayMs: 5,

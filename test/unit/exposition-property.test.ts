@@ -29,6 +29,8 @@ import {
   METRIC_TYPES,
   canonicalFloat,
   formatValue,
+  mergeFamilies,
+  prefixFamilies,
   negotiateFormat,
   normalizeFamilies,
   parseExposition,
@@ -473,6 +475,31 @@ const RUNS = { numRuns: 500 };
 // -----------------------------------------------------------------------------------------------
 
 describe('round trips', () => {
+  it('normalized: the parser\'s families, renamed and filtered, serialise the same without normalising again', () => {
+    const text = fc.oneof(garbageText, normalizedFamilies.map((families) => serializeText(families)));
+    fc.assert(
+      fc.property(text, fc.boolean(), (input, everyOther) => {
+        const families = prefixFamilies(parseExposition(input).families, 'p_').filter((_, i) => !everyOther || i % 2 === 0);
+        expect(serializeText(families, { normalized: true })).toBe(serializeText(families));
+        expect(serializeOpenMetrics(families, { normalized: true })).toBe(serializeOpenMetrics(families));
+      }),
+      RUNS,
+    );
+  });
+
+  it('merge: our part and the kept upstream part serialised apart and concatenated are the merged list serialised', () => {
+    fc.assert(
+      fc.property(normalizedFamilies, normalizedFamilies, (own, upstream) => {
+        const { families, dropped } = mergeFamilies(own, upstream);
+        const kept = families.slice(own.length);
+        expect(kept.length + dropped.length).toBe(upstream.length);
+        expect(serializeText(own) + serializeText(kept)).toBe(serializeText(families));
+        expect(serializeOpenMetrics(own, { eof: false }) + serializeOpenMetrics(kept, { eof: false }) + '# EOF\n').toBe(serializeOpenMetrics(families));
+      }),
+      RUNS,
+    );
+  });
+
   it('text: parse(serializeText(x)) is x for any normalized family list', () => {
     fc.assert(
       fc.property(normalizedFamilies, (families) => {

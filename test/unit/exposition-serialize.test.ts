@@ -441,10 +441,12 @@ describe('mergeFamilies', () => {
       { name: 'z_sum', type: 'untyped', samples: [sample('z_sum', 1)] },
       { name: 'sloppy', type: 'untyped', samples: [sample('z', 1)] },
       { name: 'also_kept_total', type: 'counter', samples: [sample('also_kept_total', 1)] },
+      // In OpenMetrics this counter would be family `z`, which is ours.
+      { name: 'z_total', type: 'counter', samples: [sample('z_total', 1)] },
     ];
     const { families, dropped } = mergeFamilies(own, upstream);
     expect(families.map((f) => f.name)).toEqual(['x', 'y_total', 'z', 'kept', 'w', 'z_sum', 'also_kept_total']);
-    expect(dropped).toEqual(['x', 'x_bucket', 'x_sum', 'x_created', 'y', 'y_created', 'y_total', 'z', 'sloppy']);
+    expect(dropped).toEqual(['x', 'x_bucket', 'x_sum', 'x_created', 'y', 'y_created', 'y_total', 'z', 'sloppy', 'z_total']);
     expect(families[0]).toBe(own[0]);
     expect(families[3]).toBe(upstream[0]);
   });

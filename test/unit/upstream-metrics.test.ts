@@ -7,7 +7,6 @@ import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { UpstreamMetrics, scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/metrics/upstream.js';
 import { formatDuration } from '../../src/time.js';
-import { ownFamilies } from '../../src/server.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 
 describe('scrape budget', () => {
@@ -80,11 +79,14 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
     const metrics = new ExporterMetrics({ processMetrics: false, cacheTtlMs: 30_000 });
-    const upstream = new UpstreamMetrics({ client, metrics, windowMs: 86_400_000, cacheTtlMs: 0, prefix: undefined, ownFamilies: () => ownFamilies(metrics), log: silentLogger });
+    const upstream = new UpstreamMetrics({ client, metrics, windowMs: 86_400_000, cacheTtlMs: 0, prefix: undefined, ownFamilies: () => metrics.families(), log: silentLogger });
     try {
-      const families = await upstream.collect(5000);
-      expect(families.map((f) => f.name)).toEqual(['userlogin_event_count']);
-      expect(families[0]!.help).toBe('Platform analytics metric (E7), a count over the last 24h (METRICS_WINDOW), as read from the upstream.');
+      const part = await upstream.collect(5000);
+      const help = 'Platform analytics metric (E7), a count over the last 24h (METRICS_WINDOW), as read from the upstream.';
+      expect(part.text.toString()).toBe(`# HELP userlogin_event_count ${help}\n# TYPE userlogin_event_count untyped\nuserlogin_event_count{customer="a"} 5\n`);
+      // OpenMetrics without # EOF: the body ends with it after the own part.
+      expect(part.openMetrics.toString()).toBe(`# TYPE userlogin_event_count unknown\n# HELP userlogin_event_count ${help}\nuserlogin_event_count{customer="a"} 5\n`);
+      expect(part.samples).toBe(1);
       expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(2);
       expect((await metrics.upstreamInvalidLines.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);
       expect((await metrics.upstreamUp.get()).values[0]!.value).toBe(1);
