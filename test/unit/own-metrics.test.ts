@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { parseExposition } from '../../src/exposition/index.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
+
+describe('ExporterMetrics.families', () => {
+  it("are the families of prom-client's own text, less its three _total gauges", async () => {
+    const metrics = new ExporterMetrics({ cacheTtlMs: 30_000 });
+    metrics.upstreamRequestDuration.observe({ endpoint: 'analytics', code: '200' }, 0.2);
+    metrics.upstreamRequestDuration.observe({ endpoint: 'prometheus', code: 'error' }, 31);
+    metrics.upstreamAttemptFailures.inc({ endpoint: 'analytics', reason: 'http_503' });
+    metrics.syncWindowsShrunk.inc({ action: 'kept' });
+    metrics.databaseUp.set(1);
+    const families = await metrics.families();
+    const fromText = parseExposition(await metrics.registry.metrics());
+    expect(fromText.invalid).toEqual([]);
+    const omitted = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+    const expected = fromText.families.filter((f) => !omitted.includes(f.name));
+    expect(families.map((f) => f.name)).toEqual(expected.map((f) => f.name));
+    // Values of the process metrics move between the two reads; names, types, help and series must not.
+    const shape = (list: typeof families) =>
+      list.map((f) => ({ name: f.name, type: f.type, help: f.help, series: f.samples.map((s) => `${s.name}${JSON.stringify(s.labels)}`) }));
+    expect(shape(families)).toEqual(shape(expected));
+    const ours = (list: typeof families) => list.filter((f) => f.name.startsWith('analytics_exporter_'));
+    expect(ours(families)).toEqual(ours(expected));
+    expect(families.find((f) => f.name === 'analytics_exporter_database_up')?.samples[0]?.value).toBe(1);
+  });
+});
