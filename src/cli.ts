@@ -17,8 +17,13 @@ import { registerSyncCommand } from './commands/sync.js';
 import { limitHeapGrowth } from './heap.js';
 import { VERSION } from './version.js';
 
-/** Builds the program; exported so tests can drive it without a child process. */
-export function buildProgram(): Command {
+/**
+ * Builds the program; exported so tests can drive it without a child process.
+ *
+ * @param configureSimulate the simulator's command line (src/simulator/cli.ts), when `simulate`
+ *   is to run; without it `simulate` is only listed.
+ */
+export function buildProgram(configureSimulate?: (command: Command) => void): Command {
   const program = new Command('analytics-exporter')
     .description('Prometheus exporter and exactly-once PostgreSQL ETL for the forms platform analytics API')
     .version(VERSION)
@@ -43,7 +48,7 @@ export function buildProgram(): Command {
   );
 
   registerCheckCommand(program);
-  registerSimulateCommand(program);
+  registerSimulateCommand(program, configureSimulate);
   registerSyncCommand(program);
   registerServeCommand(program);
   registerMigrateCommand(program);
@@ -56,7 +61,9 @@ export function buildProgram(): Command {
  * usage errors resolve 2, as do configuration errors inside commands.
  */
 export async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
+  // The simulator is loaded only for a command line that may run it.
+  const simulator = argv.includes('simulate') ? await import('./simulator/cli.js') : undefined;
+  const program = buildProgram(simulator?.configureSimulateCommand);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : 0;

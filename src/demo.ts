@@ -4,7 +4,6 @@
  */
 import { loadConfig, type UpstreamConfig } from './config.js';
 import type { Logger } from './log.js';
-import { startSimulator } from './simulator/index.js';
 
 /** Credentials of the in-process demo simulator; they protect nothing and are not secrets. */
 export const DEMO_CLIENT_ID = 'demo-client';
@@ -35,6 +34,8 @@ export function demoUpstreamConfig(url: string): UpstreamConfig {
  * @returns the upstream configuration pointing at it, and `close()` to stop it.
  */
 export async function startDemoUpstream(log: Logger): Promise<{ config: UpstreamConfig; close: () => Promise<void> }> {
+  // Loaded here, so that commands against the platform never load the simulator.
+  const { startSimulator } = await import('./simulator/index.js');
   const simulator = await startSimulator({
     host: '127.0.0.1',
     port: 0,

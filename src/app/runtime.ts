@@ -4,7 +4,6 @@
  */
 import type { Config } from '../config.js';
 import type { DataDirLock } from '../db/datadir-lock.js';
-import { startEmbeddedDatabase } from '../db/embedded.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
@@ -39,6 +38,8 @@ export async function openDatabase(config: Config, log: Logger, maxConnections =
     const pool = createPool(config.database.url, log, { max: maxConnections });
     return { pool, embedded: false, close: () => pool.end() };
   }
+  // Loaded here, so that a process with DATABASE_URL never loads PGlite.
+  const { startEmbeddedDatabase } = await import('../db/embedded.js');
   const embedded = await startEmbeddedDatabase(config.database.dataDir, log, lock);
   const pool = createPool(embedded.url, log, { max: Math.min(maxConnections, 4) });
   return {

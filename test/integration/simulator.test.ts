@@ -2,7 +2,8 @@ import { createServer } from 'node:net';
 import { Command } from 'commander';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { runSimulate, registerSimulateCommand } from '../../src/commands/simulate.js';
+import { registerSimulateCommand } from '../../src/commands/simulate.js';
+import { configureSimulateCommand, runSimulate } from '../../src/simulator/cli.js';
 import {
   Dataset,
   EVENT_TYPES,
@@ -752,7 +753,7 @@ describe('simulate command', () => {
 
   it('registers `simulate` with help for every flag and sets exit status 2 for a bad value', async () => {
     const program = new Command('analytics-exporter').exitOverride();
-    registerSimulateCommand(program);
+    registerSimulateCommand(program, configureSimulateCommand);
     const simulate = program.commands.find((c) => c.name() === 'simulate')!;
     expect(simulate.options.length).toBeGreaterThan(25);
     for (const option of simulate.options) expect(option.description.length, option.flags).toBeGreaterThan(10);

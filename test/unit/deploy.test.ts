@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_METRICS_PORT, loadConfig, SETTINGS } from '../../src/config.js';
 import { MIGRATIONS_DIR } from '../../src/db/migrate.js';
-import { runSimulate } from '../../src/commands/simulate.js';
+import { runSimulate } from '../../src/simulator/cli.js';
 import { createLogger } from '../../src/log.js';
 import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, DEFAULT_SCOPE } from '../../src/simulator/index.js';
 
