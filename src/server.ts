@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from './log.js';
-import { OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, negotiateFormat, serializeOpenMetrics, serializeText } from './exposition/index.js';
+import { OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, negotiateFormat, serializeOpenMetricsBuffer, serializeTextBuffer } from './exposition/index.js';
 import type { ExporterMetrics } from './metrics/registry.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './metrics/upstream.js';
 import { VERSION } from './version.js';
@@ -61,7 +61,7 @@ class OwnPart {
         // Scrapes that arrive from now on start the next collection.
         this.#pending.delete(format);
         const families = await this.#metrics.families();
-        return Buffer.from(format === 'openmetrics' ? serializeOpenMetrics(families, { eof: false }) : serializeText(families));
+        return format === 'openmetrics' ? serializeOpenMetricsBuffer(families, { eof: false }) : serializeTextBuffer(families);
       });
       this.#pending.set(format, pending);
     }

@@ -10,7 +10,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import bcrypt from 'bcryptjs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { WebConfigError } from './errors.js';
@@ -158,6 +157,8 @@ export class BasicAuth {
     const key = `${user}\u0000${createHash('sha256').update(password).digest('base64')}`;
     const cached = this.#cache.get(key);
     if (cached !== undefined) return cached && hash !== undefined;
+    // Loaded on the first request that needs it: only servers with basic_auth_users do.
+    const { default: bcrypt } = await import('bcryptjs');
     const ok = (await bcrypt.compare(password, hash ?? DUMMY_HASH)) && hash !== undefined;
     if (this.#cache.size >= AUTH_CACHE_ENTRIES) this.#cache.delete(this.#cache.keys().next().value!);
     this.#cache.set(key, ok);

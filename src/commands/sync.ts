@@ -5,7 +5,6 @@
  * 130/143 when a second signal forces the exit.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
-import cliProgress from 'cli-progress';
 import { AbortedError, DataDirLockedError, InvalidArgumentError, describeError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js';
@@ -47,9 +46,10 @@ export function handleSignals(controller: AbortController, log: Logger, drainTim
   });
 }
 
-/** A progress bar on stderr for a TTY: windows, records, rate, ETA. */
-function progressObserver(): { observer: SyncObserver; stop: () => void } | undefined {
+/** A progress bar on stderr for a TTY: windows, records, rate, ETA. cli-progress is loaded only then. */
+async function progressObserver(): Promise<{ observer: SyncObserver; stop: () => void } | undefined> {
   if (!process.stderr.isTTY) return undefined;
+  const { default: cliProgress } = await import('cli-progress');
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
@@ -106,7 +106,7 @@ export function registerSyncCommand(program: Command): void {
       const log = createLogger(config.logLevel);
       const controller = new AbortController();
       const signals = handleSignals(controller, log);
-      const progress = progressObserver();
+      const progress = await progressObserver();
       let code = EXIT_FAILURE;
       try {
         const result = await syncOnce(config, log, {

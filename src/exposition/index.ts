@@ -16,6 +16,8 @@ export {
   formatValue,
   negotiateFormat,
   serializeOpenMetrics,
+  serializeOpenMetricsBuffer,
   serializeText,
+  serializeTextBuffer,
 } from './serialize.js';
 export { mergeFamilies, prefixFamilies } from './merge.js';

@@ -80,6 +80,19 @@ class Lines {
     this.#chunks.length = 0;
     return text;
   }
+
+  /** The output as UTF-8, written chunk by chunk into one buffer (no joined string on the way). */
+  toBuffer(): Buffer {
+    this.#chunks.push(this.#lines.join(''));
+    this.#lines.length = 0;
+    let size = 0;
+    for (const chunk of this.#chunks) size += Buffer.byteLength(chunk);
+    const buffer = Buffer.allocUnsafe(size);
+    let at = 0;
+    for (const chunk of this.#chunks) at += buffer.write(chunk, at);
+    this.#chunks.length = 0;
+    return buffer;
+  }
 }
 
 function formatLabels(labels: ReadonlyArray<readonly [string, string]>): string {
@@ -120,6 +133,18 @@ export interface SerializeOptions {
  */
 export function serializeText(families: readonly MetricFamily[], options: SerializeOptions = {}): string {
   const out = new Lines();
+  writeText(out, families, options);
+  return out.toString();
+}
+
+/** {@link serializeText} as UTF-8 bytes, without the whole text as a string on the way (for large outputs). */
+export function serializeTextBuffer(families: readonly MetricFamily[], options: SerializeOptions = {}): Buffer {
+  const out = new Lines();
+  writeText(out, families, options);
+  return out.toBuffer();
+}
+
+function writeText(out: Lines, families: readonly MetricFamily[], options: SerializeOptions): void {
   for (const family of options.normalized === true ? families : normalizeFamilies(families).families) {
     if (family.help !== undefined) out.push(`# HELP ${family.name} ${escapeTextHelp(family.help)}\n`);
     out.push(`# TYPE ${family.name} ${family.type}\n`);
@@ -127,7 +152,6 @@ export function serializeText(families: readonly MetricFamily[], options: Serial
       out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`);
     }
   }
-  return out.toString();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -332,6 +356,19 @@ function startsWithUnderscore(name: string): boolean {
  * @returns the body for {@link OPENMETRICS_CONTENT_TYPE}. Never throws.
  */
 export function serializeOpenMetrics(families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean } = {}): string {
+  const out = new Lines();
+  writeOpenMetrics(out, families, options);
+  return out.toString();
+}
+
+/** {@link serializeOpenMetrics} as UTF-8 bytes, without the whole text as a string on the way (for large outputs). */
+export function serializeOpenMetricsBuffer(families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean } = {}): Buffer {
+  const out = new Lines();
+  writeOpenMetrics(out, families, options);
+  return out.toBuffer();
+}
+
+function writeOpenMetrics(out: Lines, families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean }): void {
   const clean = options.normalized === true ? families : normalizeFamilies(families).families;
   const types = new Map(clean.map((family) => [family.name, family.type]));
   const typeOf = (name: string): MetricType | undefined => types.get(name);
@@ -344,7 +381,6 @@ export function serializeOpenMetrics(families: readonly MetricFamily[], options:
     return true;
   };
 
-  const out = new Lines();
   for (const family of clean) {
     if (startsWithUnderscore(family.name)) continue;
     const samples = family.samples.some((s) => s.labels.some(([n]) => startsWithUnderscore(n)))
@@ -375,7 +411,6 @@ export function serializeOpenMetrics(families: readonly MetricFamily[], options:
     }
   }
   if (options.eof ?? true) out.push('# EOF\n');
-  return out.toString();
 }
 
 // ---------------------------------------------------------------------------------------------

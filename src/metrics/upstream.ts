@@ -8,7 +8,7 @@
  */
 import { AbortedError, UpstreamError, describeError, failureReason } from '../errors.js';
 import type { Logger } from '../log.js';
-import { mergeFamilies, parseExposition, prefixFamilies, serializeOpenMetrics, serializeText, type MetricFamily } from '../exposition/index.js';
+import { mergeFamilies, parseExposition, prefixFamilies, serializeOpenMetricsBuffer, serializeTextBuffer, type MetricFamily } from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { ExporterMetrics } from './registry.js';
 import { formatDuration } from '../time.js';
@@ -157,8 +157,8 @@ export class UpstreamMetrics {
       // two buffers rather than an object per sample. The parser's families, renamed, given a
       // clean help and filtered, are still normalized.
       const snapshot: Snapshot = {
-        text: Buffer.from(serializeText(upstream, { normalized: true })),
-        openMetrics: Buffer.from(serializeOpenMetrics(upstream, { eof: false, normalized: true })),
+        text: serializeTextBuffer(upstream, { normalized: true }),
+        openMetrics: serializeOpenMetricsBuffer(upstream, { eof: false, normalized: true }),
         samples: upstream.reduce((n, f) => n + f.samples.length, 0),
         fetchedAt: this.#now(),
       };
