@@ -19,6 +19,8 @@ import { median } from '../lib/stats.js';
 
 export interface LargeScrapeSpec {
   series: number;
+  /** Fresh `serve` children, each scraped cold once and then cached. */
+  rounds: number;
   /** Cached scrapes per format. */
   scrapes: number;
   /** Runs of `promtool check metrics`. */
@@ -39,7 +41,8 @@ export interface LargeScrapeResult {
   upstreamSamples: number;
   promtoolSeconds: number;
   promtoolRange: [number, number];
-  /** VmHWM of the serve child after all scrapes, in bytes. */
+  /** VmHWM of each round's serve child after all its scrapes, in bytes; and the largest. */
+  servePeakRssRounds: number[];
   servePeakRssBytes: number;
 }
 
@@ -107,42 +110,49 @@ export async function largeScrapeSuite(ctx: BenchContext, spec: LargeScrapeSpec)
   const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
   try {
     return await withFreshDatabase(ctx, 'bench_large_scrape', async (db) => {
-      const serve = await startServeChild(upstreamEnv(upstreamUrl, db.url, { METRICS_CACHE_TTL: '1h' }));
-      try {
-        const url = `${serve.url}/metrics`;
-        const first = await timedFetch(url);
-        const textTimes: number[] = [];
-        const omTimes: number[] = [];
-        let last = first.body;
-        for (let i = 0; i < spec.scrapes; i++) {
-          const scrape = await timedFetch(url);
-          textTimes.push(scrape.seconds);
-          last = scrape.body;
+      const first: number[] = [];
+      const textTimes: number[] = [];
+      const omTimes: number[] = [];
+      const peaks: number[] = [];
+      let last: Buffer = Buffer.alloc(0);
+      for (let round = 1; round <= spec.rounds; round++) {
+        const serve = await startServeChild(upstreamEnv(upstreamUrl, db.url, { METRICS_CACHE_TTL: '1h' }));
+        try {
+          const url = `${serve.url}/metrics`;
+          first.push((await timedFetch(url)).seconds);
+          for (let i = 0; i < spec.scrapes; i++) {
+            const scrape = await timedFetch(url);
+            textTimes.push(scrape.seconds);
+            last = scrape.body;
+          }
+          for (let i = 0; i < spec.scrapes; i++) omTimes.push((await timedFetch(url, 'application/openmetrics-text;version=1.0.0')).seconds);
+          peaks.push(peakRss(serve.pid));
+        } finally {
+          await serve.stop();
         }
-        for (let i = 0; i < spec.scrapes; i++) omTimes.push((await timedFetch(url, 'application/openmetrics-text;version=1.0.0')).seconds);
-        const body = last.toString();
-        const result: LargeScrapeResult = {
-          spec,
-          upstreamBytes: bytes.length,
-          firstScrapeSeconds: first.seconds,
-          cachedTextSeconds: median(textTimes),
-          cachedOpenMetricsSeconds: median(omTimes),
-          cachedTextRange: [Math.min(...textTimes), Math.max(...textTimes)],
-          bodyBytes: last.length,
-          upstreamSamples: sampleValue(body, 'analytics_exporter_upstream_samples'),
-          promtoolSeconds: median(promtool),
-          promtoolRange: [Math.min(...promtool), Math.max(...promtool)],
-          servePeakRssBytes: peakRss(serve.pid),
-        };
-        if (result.upstreamSamples !== spec.series) throw new Error(`serve served ${result.upstreamSamples} upstream samples, not ${spec.series}`);
-        ctx.log(
-          `large scrape: first ${result.firstScrapeSeconds.toFixed(3)} s, cached text ${result.cachedTextSeconds.toFixed(4)} s, ` +
-            `cached OpenMetrics ${result.cachedOpenMetricsSeconds.toFixed(4)} s, serve peak RSS ${(result.servePeakRssBytes / 2 ** 20).toFixed(1)} MiB`,
-        );
-        return result;
-      } finally {
-        await serve.stop();
+        ctx.log(`large scrape round ${round}/${spec.rounds}: first ${first[first.length - 1]!.toFixed(3)} s, serve peak RSS ${(peaks[peaks.length - 1]! / 2 ** 20).toFixed(1)} MiB`);
       }
+      const body = last.toString();
+      const result: LargeScrapeResult = {
+        spec,
+        upstreamBytes: bytes.length,
+        firstScrapeSeconds: median(first),
+        cachedTextSeconds: median(textTimes),
+        cachedOpenMetricsSeconds: median(omTimes),
+        cachedTextRange: [Math.min(...textTimes), Math.max(...textTimes)],
+        bodyBytes: last.length,
+        upstreamSamples: sampleValue(body, 'analytics_exporter_upstream_samples'),
+        promtoolSeconds: median(promtool),
+        promtoolRange: [Math.min(...promtool), Math.max(...promtool)],
+        servePeakRssRounds: peaks,
+        servePeakRssBytes: Math.max(...peaks),
+      };
+      if (result.upstreamSamples !== spec.series) throw new Error(`serve served ${result.upstreamSamples} upstream samples, not ${spec.series}`);
+      ctx.log(
+        `large scrape: cached text ${result.cachedTextSeconds.toFixed(4)} s, cached OpenMetrics ${result.cachedOpenMetricsSeconds.toFixed(4)} s, ` +
+          `serve peak RSS at most ${(result.servePeakRssBytes / 2 ** 20).toFixed(1)} MiB`,
+      );
+      return result;
     });
   } finally {
     await new Promise((resolve) => upstream.close(resolve));
