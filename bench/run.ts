@@ -181,7 +181,7 @@ async function main(): Promise<void> {
     const findings = join(ROOT, 'bench', 'findings.md');
     if (existsSync(findings)) report.findings = readFileSync(findings, 'utf8');
 
-    writeFileSync(values.out!, renderMarkdown(report));
+    writeFileSync(values.out, renderMarkdown(report));
     log(`wrote ${values.out}; ${missed.length === 0 ? 'every target met' : `missed: ${missed.map((v) => v.name).join('; ')}`}`);
   } finally {
     rmSync(scratch, { recursive: true, force: true });

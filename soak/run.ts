@@ -115,11 +115,11 @@ async function startServe(env: Record<string, string>, logFile: string, logCount
   process.on('exit', () => child.kill('SIGKILL'));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once('exit', (code, signal) => done({ code, signal })));
   const log = createWriteStream(logFile);
-  child.stdout!.resume();
+  child.stdout.resume();
   let pending = '';
   let resolveUrl: (url: string) => void;
   const urlSeen = new Promise<string>((r) => (resolveUrl = r));
-  child.stderr!.on('data', (chunk: Buffer) => {
+  child.stderr.on('data', (chunk: Buffer) => {
     log.write(chunk);
     pending += chunk.toString();
     const lines = pending.split('\n');
@@ -269,7 +269,7 @@ async function main(): Promise<void> {
   let finalSync: SoakResult['finalSync'];
   try {
     const run = await runSyncChild([], { ...env, SYNC_SCHEDULE: 'off', METRICS_LISTEN: '127.0.0.1:0' });
-    finalSync = { pass: true, wallSeconds: run.wallSeconds, detail: `succeeded in ${run.wallSeconds.toFixed(1)} s (${String(run.summary?.windows ?? '?')} windows, ${String(run.summary?.records ?? '?')} records)${drained ? `, after ${drained} requests used up queued faults` : ''}` };
+    finalSync = { pass: true, wallSeconds: run.wallSeconds, detail: `succeeded in ${run.wallSeconds.toFixed(1)} s (${JSON.stringify(run.summary?.windows ?? '?')} windows, ${JSON.stringify(run.summary?.records ?? '?')} records)${drained ? `, after ${drained} requests used up queued faults` : ''}` };
   } catch (err) {
     finalSync = { pass: false, wallSeconds: 0, detail: `failed: ${(err as Error).message.slice(0, 600)}` };
   }

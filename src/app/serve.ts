@@ -55,13 +55,14 @@ export interface RunningServer {
 export async function startServe(config: Config, log: Logger): Promise<RunningServer> {
   // The embedded database's folder first: a second process on it stops here, before it serves anything.
   let lock: DataDirLock | undefined;
-  let lockError: unknown;
+  let lockError: Error | undefined;
   if (config.database.url === undefined) {
     try {
       lock = lockDataDir(config.database.dataDir);
     } catch (err) {
       if (err instanceof DataDirLockedError) throw err;
-      lockError = err; // EROFS, EACCES: served as a database that cannot be opened (database_up 0)
+      // EROFS, EACCES: served as a database that cannot be opened (database_up 0).
+      lockError = err instanceof Error ? err : new Error(String(err));
     }
   }
   const metrics = new ExporterMetrics({ cacheTtlMs: config.serve.cacheTtlMs });

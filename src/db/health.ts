@@ -72,9 +72,11 @@ export class DatabaseHealth {
         `the database ${this.#o.target} is unreachable; retrying with backoff (analytics_exporter_database_up 0)`,
       );
     }
-    this.#retrying ??= this.#retry().finally(() => {
-      this.#retrying = undefined;
-    });
+    if (this.#retrying === undefined) {
+      this.#retrying = this.#retry().finally(() => {
+        this.#retrying = undefined;
+      });
+    }
   }
 
   /**

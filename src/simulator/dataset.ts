@@ -717,7 +717,7 @@ export class Dataset {
   }
 
   #refToRecord(ref: Ref): AnalyticsRecord {
-    return typeof ref === 'number' ? this.record(ref) : (structuredClone(ref.record) as AnalyticsRecord);
+    return typeof ref === 'number' ? this.record(ref) : structuredClone<AnalyticsRecord>(ref.record);
   }
 
   #refToJson(ref: Ref): string {

@@ -298,7 +298,7 @@ function checkFaultNumbers(faults: FaultSettings): void {
     ['stallMs', Number.isFinite(faults.stallMs) && faults.stallMs >= 0],
   ];
   for (const [name, ok] of rules) {
-    if (!ok) throw new InvalidArgumentError(`fault setting ${name} is out of range; got ${String(faults[name])}`);
+    if (!ok) throw new InvalidArgumentError(`fault setting ${name} is out of range; got ${JSON.stringify(faults[name])}`);
   }
   const arrivals = faults.arrivals;
   if (arrivals !== undefined && !(Number.isSafeInteger(arrivals.afterRequests) && arrivals.afterRequests >= 1 && Number.isSafeInteger(arrivals.count) && arrivals.count >= 0)) {
@@ -662,7 +662,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (queued === 'nul-in-record' && records.length > 0) {
       // Valid JSON (the escape \u0000), which PostgreSQL jsonb refuses to store (SQLSTATE 22P05).
       const first = JSON.parse(records[0]!) as Record<string, unknown>;
-      first.customerName = `${String(first.customerName ?? '')}\u0000`;
+      first.customerName = `${typeof first.customerName === 'string' ? first.customerName : ''}\u0000`;
       records[0] = JSON.stringify(first);
     }
     const data = queued === 'bad-envelope' ? `{"records":[${records.join(',')}]}` : `[${records.join(',')}]`;
@@ -845,7 +845,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     stats,
     queueFault(fault, times = 1, target = 'any', when = undefined) {
       if (!Number.isSafeInteger(times) || times < 1) throw new InvalidArgumentError(`times must be a whole number ≥ 1; got ${times}`);
-      if (target === 'token' && ANALYTICS_ONLY_FAULTS.has(fault)) throw new InvalidArgumentError(`fault ${String(fault)} applies to E6 only, not to token requests`);
+      if (target === 'token' && ANALYTICS_ONLY_FAULTS.has(fault)) throw new InvalidArgumentError(`fault ${JSON.stringify(fault)} applies to E6 only, not to token requests`);
       if (typeof fault === 'object' && !(Number.isInteger(fault.status) && fault.status >= 100 && fault.status <= 599)) {
         throw new InvalidArgumentError(`fault status must be an HTTP status from 100 to 599; got ${fault.status}`);
       }

@@ -25,6 +25,7 @@ export function useTestDatabase(): TestDatabaseHandle {
   const pools: pg.Pool[] = [];
 
   // Vitest parses a hook's first parameter for fixtures and insists on a destructuring pattern.
+  // eslint-disable-next-line no-empty-pattern -- that pattern is empty: this hook uses no fixture
   beforeAll(async ({}, suite) => {
     database = await createTestDatabase(inject('postgresUrl'), suite.file.name.replace(/^.*\//, '').replace(/\.test\.ts$/, ''));
   });

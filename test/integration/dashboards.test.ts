@@ -72,6 +72,8 @@ function queries(type: string): Query[] {
 }
 
 const templating = (d: Dashboard): VariableModel[] => d.templating.list ?? [];
+/** A variable's query as text: a string in our dashboards (the SDK also allows an object). */
+const queryText = (v: VariableModel | undefined): string => (typeof v?.query === 'string' ? v.query : JSON.stringify(v?.query ?? ''));
 const variable = (d: Dashboard, name: string): VariableModel => {
   const found = templating(d).find((v) => v.name === name);
   if (!found) throw new Error(`${d.uid} has no variable ${name}`);
@@ -156,8 +158,8 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
       const found = new Map<string, string[]>();
       const all: Record<string, Selection> = {};
       for (const v of templating(d).filter((v) => v.type === 'query')) {
-        const m = LABEL_VALUES.exec(String(v.query));
-        if (!m) throw new Error(`${d.uid} variable ${v.name}: ${String(v.query)} is not label_values(selector, label)`);
+        const m = LABEL_VALUES.exec(queryText(v));
+        if (!m) throw new Error(`${d.uid} variable ${v.name}: ${queryText(v)} is not label_values(selector, label)`);
         const selector = renderPromQL(m[1]!, { variables: templating(d), selections: all, builtins: BUILTINS });
         const values = await promApi<string[]>(`/api/v1/label/${m[2]}/values`, { 'match[]': selector, ...window });
         expect(values.length, `${d.uid} variable ${v.name} (${selector})`).toBeGreaterThan(0);
@@ -228,9 +230,9 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
         const selections: Record<string, Selection> = {};
         // Textboxes keep their defaults; query variables run in order, each seeing those before it.
         for (const v of vars) {
-          if (v.type === 'textbox') selections[v.name] = { values: [String(v.query)] };
+          if (v.type === 'textbox') selections[v.name] = { values: [queryText(v)] };
           if (v.type !== 'query') continue;
-          const sql = renderSql(String(v.query), { variables: vars, selections }, range);
+          const sql = renderSql(queryText(v), { variables: vars, selections }, range);
           const { rows, fields } = await run(`${d.uid} variable ${v.name}`, sql);
           const values = applyRegex(
             v,

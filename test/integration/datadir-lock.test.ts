@@ -30,7 +30,7 @@ async function serve(dataDir: string): Promise<{ child: ChildProcess; url: strin
   });
   children.push(child);
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   const url = await until('serve listening', async () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1], 30_000);
   return { child, url, exited, stderr: () => stderr };

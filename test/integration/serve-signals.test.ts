@@ -68,7 +68,7 @@ async function serve(childEnv: Record<string, string>): Promise<ServeChild> {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   closers.push(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

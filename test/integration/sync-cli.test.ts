@@ -54,7 +54,7 @@ function spawnSync(args: string[], childEnv: Record<string, string>): { child: C
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) =>
     child.on('close', (code, signal) => resolve({ code, signal, stderr })),
   );

@@ -64,12 +64,12 @@ describe('sync (in process, real PostgreSQL)', () => {
     expect(await expectExactDataset(pool, schema, s, START, END)).toBe(20_000);
     expect((await watermarkOf(pool, schema))?.toISOString()).toBe(END.toISOString());
 
-    const idsBefore = await pool.query(`select count(*)::int as n, max(id)::int as max from ${schema}.records`);
+    const idsBefore = await pool.query<{ n: number; max: number }>(`select count(*)::int as n, max(id)::int as max from ${schema}.records`);
     const second = await sync(s, schema, { SYNC_WINDOW: '6h' });
     expect(second).toMatchObject({ status: 'succeeded', records: 20_000 });
     await expectExactDataset(pool, schema, s, START, END);
-    const idsAfter = await pool.query(`select count(*)::int as n from ${schema}.records`);
-    expect(idsAfter.rows[0].n).toBe(idsBefore.rows[0].n);
+    const idsAfter = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
+    expect(idsAfter.rows[0]!.n).toBe(idsBefore.rows[0]!.n);
   });
 
   it('keeps identical records as separate rows', async () => {
@@ -159,7 +159,8 @@ describe('sync (in process, real PostgreSQL)', () => {
     const schema = await freshSchema();
     expect(await sync(before, schema, { SYNC_WINDOW: '6h' })).toMatchObject({ status: 'succeeded', records: 5_003 });
     const count = async () => Number((await pool.query<{ n: string }>(`select count(*) as n from ${schema}.records`)).rows[0]!.n);
-    const ledger = async () => (await pool.query(`select window_start, record_count, run_id from ${schema}.sync_windows order by window_start`)).rows;
+    const ledger = async () =>
+      (await pool.query<{ window_start: Date; record_count: number; run_id: number }>(`select window_start, record_count, run_id from ${schema}.sync_windows order by window_start`)).rows;
     const ledgerBefore = await ledger();
 
     const after = await sim(options);

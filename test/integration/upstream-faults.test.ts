@@ -408,9 +408,9 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     expect(committed.length).toBeLessThan(failed.windowsPlanned);
     // E6 faults aim at the second window: exactly the first is committed.
     if (c.attempt.endpoint === 'analytics') expect(committed.map((w) => w.start.toISOString())).toEqual([START.toISOString()]);
-    const recorded = await pool.query(`select status, error from "${h.schema}".sync_runs where id = $1`, [failed.runId]);
+    const recorded = await pool.query<{ status: string; error: string }>(`select status, error from "${h.schema}".sync_runs where id = $1`, [failed.runId]);
     expect(recorded.rows[0]).toMatchObject({ status: 'failed', error: expect.stringMatching(new RegExp(c.message.source.replace(/^\^/, ''))) });
-    await expectNoSecrets(h, error.message, String(recorded.rows[0].error));
+    await expectNoSecrets(h, error.message, String(recorded.rows[0]!.error));
 
     // The fault gone, the next run completes the data exactly.
     await c.heal?.(h);

@@ -36,7 +36,9 @@ import {
   parseExposition,
   parseGoFloat,
   serializeOpenMetrics,
+  serializeOpenMetricsBuffer,
   serializeText,
+  serializeTextBuffer,
   type MetricFamily,
   type MetricType,
   type Sample,
@@ -482,6 +484,9 @@ describe('round trips', () => {
         const families = prefixFamilies(parseExposition(input).families, 'p_').filter((_, i) => !everyOther || i % 2 === 0);
         expect(serializeText(families, { normalized: true })).toBe(serializeText(families));
         expect(serializeOpenMetrics(families, { normalized: true })).toBe(serializeOpenMetrics(families));
+        // The buffer forms are the same text in UTF-8.
+        expect(serializeTextBuffer(families).equals(Buffer.from(serializeText(families)))).toBe(true);
+        expect(serializeOpenMetricsBuffer(families, { eof: false }).equals(Buffer.from(serializeOpenMetrics(families, { eof: false })))).toBe(true);
       }),
       RUNS,
     );

@@ -232,7 +232,7 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
   it('refuses a missing envelope field', () => {
     fc.assert(
       fc.property(validPage, fc.constantFrom('pageNumber', 'pageSize', 'totalRecords', 'totalPages', 'data'), (page, field) => {
-        const { [field as keyof typeof page]: _dropped, ...rest } = page;
+        const { [field]: _dropped, ...rest } = page;
         const out = decode(JSON.stringify(rest), page.pageNumber);
         expect(out.error?.reason).toBe('invalid_envelope');
         expect(out.error?.message).toContain(field);
