@@ -1,7 +1,7 @@
 /**
  * `npm run soak [-- --minutes N] [-- --out FILE]`
  *
- * Issue 7 item 8: runs `serve` (dist/cli.js, a child process) with a sync every 15 seconds and a
+ * The soak: runs `serve` (dist/cli.js, a child process) with a sync every 15 seconds and a
  * 2-second metrics cache against the simulator (in-process, so the harness can steer its faults
  * and knows its exact dataset) injecting faults (soak/faults.ts), with a throwaway PostgreSQL
  * (test/helpers/postgres.ts). The dataset runs from an hour before the start to past the end,

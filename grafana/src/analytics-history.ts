@@ -1,6 +1,6 @@
 /**
- * The "Analytics history" dashboard: the analytics records the ETL loaded into PostgreSQL (E6 in
- * ../shared/reference/platform-api.md), the records it quarantined (`records_quarantine`: records
+ * The "Analytics history" dashboard: the analytics records the ETL loaded into PostgreSQL (E6 of the
+ * platform's API reference), the records it quarantined (`records_quarantine`: records
  * jsonb cannot store), and the sync's own bookkeeping (`sync_runs`, `sync_windows`, `sync_state`;
  * see migrations/).
  *

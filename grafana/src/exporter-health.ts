@@ -1,7 +1,7 @@
 /**
  * The "Exporter health" dashboard: analytics-exporter's own metrics (src/metrics/registry.ts):
- * whether its reads of E7 succeed, how the upstream requests and tokens (E0, E6, E7 in
- * ../shared/reference/platform-api.md) fare, whether the sync keeps up, and the process.
+ * whether its reads of E7 succeed, how the upstream requests and tokens (E0, E6, E7 of the
+ * platform's API reference) fare, whether the sync keeps up, and the process.
  *
  * Every query selects the exporter by `job` and `instance` variables over
  * `analytics_exporter_build_info`, so process_* and nodejs_* series of other targets stay out.

@@ -1,6 +1,6 @@
 /**
- * The "Platform usage" dashboard: the platform's own event counts (E7 in
- * ../shared/reference/platform-api.md), re-exposed by the exporter and stored by Prometheus.
+ * The "Platform usage" dashboard: the platform's own event counts (E7 of the
+ * platform's API reference), re-exposed by the exporter and stored by Prometheus.
  *
  * Every upstream value is a count over the exporter's METRICS_WINDOW (24 h by default) ending at
  * the scrape, not a counter: panels graph and sum the values as they are and never apply

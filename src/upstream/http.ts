@@ -17,7 +17,7 @@ export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
 /**
  * Statuses worth another try. The reference names none: these are RFC 9110's transient ones and
  * 500, since E0's token request and E6/E7's GETs are safe to repeat and a one-off 500 otherwise
- * costs a whole sync period (seen in the soak); attempts stay bounded by UPSTREAM_MAX_ATTEMPTS.
+ * costs a whole sync period; attempts stay bounded by UPSTREAM_MAX_ATTEMPTS.
  */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
 

@@ -1,5 +1,5 @@
 /**
- * One process per embedded database (issue 11 item 4): `serve` holds DATA_DIR; a second `sync`,
+ * One process per embedded database: `serve` holds DATA_DIR; a second `sync`,
  * `check` or `serve` on it exits 1 at once naming the holder; after `kill -9` of the holder the
  * lock is gone with it and a new process starts. A DATA_DIR that cannot be opened shows as
  * `database_up 0` with the errno named. Real processes, the demo simulator, the embedded PGlite.

@@ -1,5 +1,5 @@
 /**
- * Issue 7 item 1: the database down at start. `sync` exits 1 with one clear line naming the
+ * The database down at start. `sync` exits 1 with one clear line naming the
  * database (no stack trace, no password); `serve` keeps serving /metrics with the upstream
  * samples, fails /readyz, and once the database is back turns ready and runs its sync by itself,
  * without a restart and without waiting for the next scheduled tick.

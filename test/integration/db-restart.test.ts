@@ -1,5 +1,5 @@
 /**
- * Issue 7 item 1: PostgreSQL restarted (pg_ctl -m fast) or crashed (-m immediate, then started
+ * PostgreSQL restarted (pg_ctl -m fast) or crashed (-m immediate, then started
  * again) while a `sync` child process loads windows. The run fails cleanly with a line naming
  * the database, nothing partial is committed, and the next run leaves the exact dataset.
  *

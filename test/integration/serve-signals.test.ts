@@ -1,5 +1,5 @@
 /**
- * Issue 7 item 3: signals to `serve` while its sync is loading windows (child processes, real
+ * Signals to `serve` while its sync is loading windows (child processes, real
  * PostgreSQL). The first SIGTERM stops the HTTP server, rolls the open window back and exits 0
  * within a bound, also when the sync waits on a token request that takes no abort signal; a
  * second signal exits at once with 128 + the signal number, as `sync` does. After every case the

@@ -1,5 +1,5 @@
 /**
- * Exactness whatever order E6 returns records in (issue 11): the simulator reshuffles ties or the
+ * Exactness whatever order E6 returns records in: the simulator reshuffles ties or the
  * whole range per request (`order`), dense timestamps put about 21 records on every minute, and the
  * sync must still store every record exactly once, for an inclusive and an exclusive toDate.
  */

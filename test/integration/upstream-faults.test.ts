@@ -1,5 +1,5 @@
 /**
- * Upstream faults end to end (issue 7, item 2): each fault of the table below is injected by the
+ * Upstream faults end to end: each fault of the table below is injected by the
  * simulator (over HTTP) in the middle of a sync into a real PostgreSQL, and each must give
  * - a typed error (class, code) whose message names the endpoint and what was wrong, never a secret;
  * - bounded retries: the faulted request is tried at most UPSTREAM_MAX_ATTEMPTS times;

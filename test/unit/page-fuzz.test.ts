@@ -1,5 +1,5 @@
 /**
- * Fuzzing of E6 page bodies (issue 7, item 7; the Prometheus text is fuzzed in
+ * Fuzzing of E6 page bodies (the Prometheus text is fuzzed in
  * exposition-property.test.ts): arbitrary and mutated bodies fed to decodePage, the function
  * fetchPage decodes every response with, and through the client itself over a mock dispatcher.
  * Every body must give either a valid page whose text PostgreSQL jsonb can store, its records

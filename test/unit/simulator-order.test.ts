@@ -1,5 +1,5 @@
 /**
- * The simulator's `order` (issue 11 item 3): E6 promises no order of records, so the simulator can
+ * The simulator's `order`: E6 promises no order of records, so the simulator can
  * draw one per request. Offset paging over `ties` or `random` must really go wrong (else the
  * sync's tests of order independence prove nothing), while every single response stays a fair
  * sample of the range and one page holding a whole range is exact in every order.

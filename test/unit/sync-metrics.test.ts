@@ -12,7 +12,7 @@ async function sample(metrics: ExporterMetrics, name: string): Promise<string | 
   return text.split('\n').find((line) => line.startsWith(`${name} `));
 }
 
-describe('sync counters of issue 11', () => {
+describe('sync counters of quarantined records and unstable instants', () => {
   it('exports both counters at 0 before any run, with help naming where to look', async () => {
     const metrics = new ExporterMetrics({ processMetrics: false });
     expect(await sample(metrics, 'analytics_exporter_sync_records_quarantined_total')).toBe('analytics_exporter_sync_records_quarantined_total 0');
