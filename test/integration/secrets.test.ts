@@ -10,6 +10,9 @@ import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
+import { until } from '../helpers/wait.js';
+
+type Output = { what: string; text: string };
 
 /**
  * Runs every command, on success and failure paths, with a recognisable client secret, bearer
@@ -25,7 +28,6 @@ const needles = [SECRET, WRONG_SECRET, TOKEN_PREFIX, DB_PASSWORD, Buffer.from(`n
 const db = useTestDatabase();
 let sim: Simulator;
 let dir: string;
-const outputs: { what: string; text: string }[] = [];
 
 beforeAll(async () => {
   sim = await startSimulator({
@@ -63,14 +65,20 @@ function env(extra: Record<string, string> = {}): Record<string, string> {
   };
 }
 
-async function record(what: string, args: string[], extra: Record<string, string> = {}): Promise<number | null> {
-  const r = await runCli(args, env(extra));
-  outputs.push({ what, text: r.stdout + r.stderr });
-  return r.code;
+function expectNoNeedles(outputs: readonly Output[]): void {
+  for (const { what, text } of outputs) {
+    for (const needle of needles) expect(text.includes(needle), `${what} contains ${needle}`).toBe(false);
+  }
 }
 
 describe('secrets never leave the process', () => {
-  it('runs every command on success and failure paths', async () => {
+  it('runs every command on success and failure paths, and finds none of them in any output or in the database', async () => {
+    const outputs: Output[] = [];
+    const record = async (what: string, args: string[], extra: Record<string, string> = {}): Promise<number | null> => {
+      const r = await runCli(args, env(extra));
+      outputs.push({ what, text: r.stdout + r.stderr });
+      return r.code;
+    };
     expect(await record('check', ['check'])).toBe(0);
     expect(await record('check basic', ['check'], { TOKEN_AUTH_METHOD: 'client_secret_basic' })).toBe(0);
     expect(await record('migrate', ['migrate'])).toBe(0);
@@ -83,51 +91,14 @@ describe('secrets never leave the process', () => {
     expect(await record('check db down', ['check'], { DATABASE_URL: `postgres://postgres:${DB_PASSWORD}@127.0.0.1:1/none` })).toBe(1);
     sim.queueFault({ status: 401 }, 40, 'analytics');
     expect(await record('sync token refused', ['sync', '--from', new Date(Date.now() - 3_600_000).toISOString()])).toBe(1);
-    // Any 401s left queued fail the scheduled syncs of the serve test below: one more failure path.
     // Config errors echo values: the secret must be masked there too.
     expect(await record('config error', ['check'], { CLIENT_SECRET_FILE: '', CLIENT_SECRET: WRONG_SECRET, TOKEN_AUTH_METHOD: 'nope' })).toBe(2);
-  }, 120_000);
 
-  it('serves /metrics and /readyz without them, also after upstream failures', async () => {
-    const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env({ METRICS_LISTEN: '127.0.0.1:0', SYNC_SCHEDULE: '*/2 * * * * *' }) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let text = '';
-    child.stdout.on('data', (c: Buffer) => (text += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (text += c.toString()));
-    const exited = new Promise((resolve) => child.on('close', resolve));
-    try {
-      let url: string | undefined;
-      for (let i = 0; i < 200 && !url; i++) {
-        url = /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(text)?.[1];
-        await sleep(50);
-      }
-      expect(url).toBeDefined();
-      const get = async (path: string) => (await request(`${url}${path}`, { reset: true })).body.text();
-      sim.revokeAllTokens();
-      sim.queueFault({ status: 401 }, 4, 'prometheus');
-      for (let i = 0; i < 3; i++) {
-        outputs.push({ what: `serve /metrics ${i}`, text: await get('/metrics') });
-        await sleep(400);
-      }
-      outputs.push({ what: 'serve /readyz', text: await get('/readyz') });
-      await sleep(2500); // at least one scheduled sync
-    } finally {
-      child.kill('SIGTERM');
-      await exited;
-      outputs.push({ what: 'serve logs', text });
-    }
-  }, 60_000);
-
-  it('finds none of them in any output or in the database', async () => {
-    expect(outputs.length).toBeGreaterThanOrEqual(14);
+    expect(outputs).toHaveLength(11);
     // The trace-level logs did see tokens being used: they are not empty of activity.
     expect(outputs.find((o) => o.what === 'sync')!.text).toContain('sync run succeeded');
     expect(sim.stats.tokenRequests).toBeGreaterThan(3);
-    for (const { what, text } of outputs) {
-      for (const needle of needles) expect(text.includes(needle), `${what} contains ${needle}`).toBe(false);
-    }
+    expectNoNeedles(outputs);
     const pool = createPool(db.url, silentLogger);
     try {
       const { rows } = await pool.query<{ text: string }>(
@@ -144,5 +115,38 @@ describe('secrets never leave the process', () => {
     } finally {
       await pool.end();
     }
-  });
+  }, 120_000);
+
+  it('serves /metrics and /readyz without them, also after upstream failures', async () => {
+    const outputs: Output[] = [];
+    // Every token request refused for a while: the scheduled syncs fail on E0 as well.
+    sim.queueFault({ status: 401 }, 40, 'token');
+    const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env({ METRICS_LISTEN: '127.0.0.1:0', SYNC_SCHEDULE: '*/2 * * * * *' }) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let text = '';
+    child.stdout.on('data', (c: Buffer) => (text += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (text += c.toString()));
+    const exited = new Promise((resolve) => child.on('close', resolve));
+    try {
+      const url = await until('serve listening', () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(text)?.[1], 10_000);
+      const get = async (path: string) => (await request(`${url}${path}`, { reset: true })).body.text();
+      sim.revokeAllTokens();
+      sim.queueFault({ status: 401 }, 4, 'prometheus');
+      for (let i = 0; i < 3; i++) {
+        outputs.push({ what: `serve /metrics ${i}`, text: await get('/metrics') });
+        await sleep(400);
+      }
+      outputs.push({ what: 'serve /readyz', text: await get('/readyz') });
+      await sleep(2500); // at least one scheduled sync
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+      outputs.push({ what: 'serve logs', text });
+    }
+    expect(outputs.map((o) => o.what)).toEqual(['serve /metrics 0', 'serve /metrics 1', 'serve /metrics 2', 'serve /readyz', 'serve logs']);
+    expect(text).toContain('sync run failed');
+    expectNoNeedles(outputs);
+  }, 60_000);
 });

@@ -1,100 +1,41 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
-import { createPool, type Pool } from '../../src/db/pool.js';
+import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { CLI_PATH, runCli } from '../helpers/cli.js';
-import { useTestDatabase } from '../helpers/db.js';
-import { expectExactDataset, watermarkOf, simulatorEnv } from '../helpers/sync.js';
+import { runCli } from '../helpers/cli.js';
+import { expectExactDataset, watermarkOf } from '../helpers/sync.js';
+import { SYNC_END, SYNC_START, useSyncCli } from '../helpers/sync-cli.js';
 import { untilTrue } from '../helpers/wait.js';
 
-const db = useTestDatabase();
-let pool: Pool;
-const closers: (() => Promise<unknown>)[] = [];
-let schemaCounter = 0;
-
-beforeAll(() => {
-  pool = createPool(db.url, silentLogger);
-});
-afterEach(async () => {
-  while (closers.length) await closers.pop()!();
-});
-afterAll(async () => {
-  await pool.end();
-});
-
-const START = '2026-10-02T00:00:00Z';
-const END = '2026-11-01T00:00:00Z';
-
-async function sim(options: Parameters<typeof startSimulator>[0]): Promise<Simulator> {
-  const s = await startSimulator({ port: 0, start: new Date(START), end: new Date(END), ...options });
-  closers.push(() => s.close());
-  return s;
-}
-
-function env(s: Simulator, schema: string, extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    ...simulatorEnv(s),
-    DATABASE_URL: db.url,
-    DATABASE_SCHEMA: schema,
-    LOG_LEVEL: 'info',
-    ...extra,
-  };
-}
-
-/** Starts `sync` as a child process without waiting for it. */
-function spawnSync(args: string[], childEnv: Record<string, string>): { child: ChildProcess; done: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> } {
-  const child = spawn(process.execPath, [CLI_PATH, 'sync', ...args], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...childEnv },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) =>
-    child.on('close', (code, signal) => resolve({ code, signal, stderr })),
-  );
-  closers.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await done;
-  });
-  return { child, done };
-}
-
-
-async function committedWindows(schema: string): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`).catch(() => ({ rows: [{ n: 0 }] }));
-  return rows[0]!.n;
-}
+const h = useSyncCli();
 
 describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
-  it('loads 200,000 records over 30 days exactly, and a second run changes nothing', async () => {
-    const s = await sim({ records: 200_000 });
-    const schema = `cli_${++schemaCounter}`;
-    const first = await runCli(['sync', '--from', START, '--to', END], env(s, schema), 120_000);
+  it('loads 60,000 records over 30 days exactly, and a second run changes nothing', async () => {
+    const s = await h.sim({ records: 60_000 });
+    const schema = h.schema();
+    const first = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], h.env(s, schema), 120_000);
     expect(first.stderr).toContain('sync run succeeded');
     expect(first.code).toBe(0);
-    expect(await expectExactDataset(pool, schema, s, new Date(START), new Date(END))).toBe(200_000);
+    expect(await expectExactDataset(h.pool, schema, s, new Date(SYNC_START), new Date(SYNC_END))).toBe(60_000);
 
-    const before = await pool.query(`select count(*)::int as n, sum(hashtext(payload::text))::bigint as h from ${schema}.records`);
-    const second = await runCli(['sync', '--from', START, '--to', END], env(s, schema), 120_000);
+    const before = await h.pool.query(`select count(*)::int as n, sum(hashtext(payload::text))::bigint as h from ${schema}.records`);
+    const second = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], h.env(s, schema), 120_000);
     expect(second.code).toBe(0);
-    const after = await pool.query(`select count(*)::int as n, sum(hashtext(payload::text))::bigint as h from ${schema}.records`);
+    const after = await h.pool.query(`select count(*)::int as n, sum(hashtext(payload::text))::bigint as h from ${schema}.records`);
     expect(after.rows[0]).toEqual(before.rows[0]);
-    expect((await watermarkOf(pool, schema))?.toISOString()).toBe(new Date(END).toISOString());
+    expect((await watermarkOf(h.pool, schema))?.toISOString()).toBe(new Date(SYNC_END).toISOString());
   }, 240_000);
 
   it('survives SIGKILL in the middle of a window: nothing partial is stored, the next run gives the exact dataset', async () => {
-    const s = await sim({ records: 30_000, faults: { latencyMs: 5 } });
-    const schema = `cli_${++schemaCounter}`;
+    const s = await h.sim({ records: 30_000, faults: { latencyMs: 5 } });
+    const schema = h.schema();
     // 1-day windows of ~1000 records in 10 pages of 100: plenty of moments inside a window.
-    const childEnv = env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '2' });
-    const { child, done } = spawnSync(['--from', START, '--to', END], childEnv);
-    await untilTrue('3 windows committed', async () => (await committedWindows(schema)) >= 3);
+    const childEnv = h.env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '2' });
+    const { child, done } = h.spawnSync(['--from', SYNC_START, '--to', SYNC_END], childEnv);
+    await untilTrue('3 windows committed', async () => (await h.committedWindows(schema)) >= 3);
     const requestsAtKill = s.stats.analyticsRequests;
     child.kill('SIGKILL');
     const killed = await done;
@@ -102,99 +43,47 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     expect(requestsAtKill % 10).not.toBe(0); // killed while a window was being paged, most likely; the checks below hold either way
 
     // Only whole windows are stored: every record belongs to a committed window, counts agree.
-    const partial = await pool.query<{ stray: number; mismatched: number }>(
+    const partial = await h.pool.query<{ stray: number; mismatched: number }>(
       `select (select count(*)::int from ${schema}.records r where not exists (select 1 from ${schema}.sync_windows w where w.window_start = r.window_start)) as stray,
               (select count(*)::int from ${schema}.sync_windows w where w.record_count <> (select count(*) from ${schema}.records r where r.window_start = w.window_start)) as mismatched`,
     );
     expect(partial.rows[0]).toEqual({ stray: 0, mismatched: 0 });
 
-    const next = await runCli(['sync', '--from', START, '--to', END], childEnv, 120_000);
+    const next = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv, 120_000);
     expect(next.code).toBe(0);
     expect(next.stderr).toContain('marked runs left running by a process that died as abandoned');
-    await expectExactDataset(pool, schema, s, new Date(START), new Date(END));
-    const runs = await pool.query<{ status: string }>(`select status from ${schema}.sync_runs order by id`);
+    await expectExactDataset(h.pool, schema, s, new Date(SYNC_START), new Date(SYNC_END));
+    const runs = await h.pool.query<{ status: string }>(`select status from ${schema}.sync_runs order by id`);
     expect(runs.rows.map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
   }, 120_000);
 
   it('exits 0 saying another sync holds the lock while one runs, and waits with --wait', async () => {
-    const s = await sim({ records: 20_000, faults: { latencyMs: 20 } });
-    const schema = `cli_${++schemaCounter}`;
-    const childEnv = env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '200', SYNC_CONCURRENCY: '1' });
-    const first = spawnSync(['--from', START, '--to', END], childEnv);
-    await untilTrue('1 windows committed', async () => (await committedWindows(schema)) >= 1);
-    const second = await runCli(['sync', '--from', START, '--to', END], childEnv);
+    const s = await h.sim({ records: 20_000, faults: { latencyMs: 20 } });
+    const schema = h.schema();
+    const childEnv = h.env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '200', SYNC_CONCURRENCY: '1' });
+    const first = h.spawnSync(['--from', SYNC_START, '--to', SYNC_END], childEnv);
+    await untilTrue('1 windows committed', async () => (await h.committedWindows(schema)) >= 1);
+    const second = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv);
     expect(second.code).toBe(0);
     expect(second.stderr).toContain('another sync holds the lock for this schema');
-    const waiting = spawnSync(['--from', START, '--to', END, '--wait'], childEnv);
+    const waiting = h.spawnSync(['--from', SYNC_START, '--to', SYNC_END, '--wait'], childEnv);
     expect((await first.done).code).toBe(0);
     const waited = await waiting.done;
     expect(waited.code).toBe(0);
     expect(waited.stderr).toContain('sync run succeeded');
-    await expectExactDataset(pool, schema, s, new Date(START), new Date(END));
-  }, 120_000);
-
-  it.each(['SIGINT', 'SIGTERM'] as const)('on %s rolls back the current window and exits 0; the next run completes the data', async (signal) => {
-    const s = await sim({ records: 20_000, faults: { latencyMs: 10 } });
-    const schema = `cli_${++schemaCounter}`;
-    const childEnv = env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '2' });
-    const { child, done } = spawnSync(['--from', START, '--to', END], childEnv);
-    await untilTrue('2 windows committed', async () => (await committedWindows(schema)) >= 2);
-    child.kill(signal);
-    const result = await done;
-    expect(result.code).toBe(0);
-    expect(result.stderr).toContain('sync run interrupted');
-    const run = await pool.query<{ status: string }>(`select status from ${schema}.sync_runs`);
-    expect(run.rows.map((r) => r.status)).toEqual(['interrupted']);
-    const partial = await pool.query<{ stray: number }>(
-      `select count(*)::int as stray from ${schema}.records r where not exists (select 1 from ${schema}.sync_windows w where w.window_start = r.window_start)`,
-    );
-    expect(partial.rows[0]!.stray).toBe(0);
-    const next = await runCli(['sync', '--from', START, '--to', END], childEnv, 120_000);
-    expect(next.code).toBe(0);
-    await expectExactDataset(pool, schema, s, new Date(START), new Date(END));
-  }, 120_000);
-
-  it.each([
-    ['SIGINT', 130],
-    ['SIGTERM', 143],
-  ] as const)('exits at once on a second %s (status %d); the next run completes the data', async (signal, status) => {
-    const s = await sim({ records: 20_000 });
-    const schema = `cli_${++schemaCounter}`;
-    const childEnv = env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '1' });
-    const { child, done } = spawnSync(['--from', START, '--to', END], childEnv);
-    await untilTrue('1 windows committed', async () => (await committedWindows(schema)) >= 1);
-    // Block the child inside a database statement, which the first signal cannot interrupt.
-    const locker = await pool.connect();
-    try {
-      await locker.query('begin');
-      await locker.query(`lock table ${schema}.records in access exclusive mode`);
-      await sleep(300);
-      child.kill(signal);
-      await sleep(300);
-      expect(child.exitCode).toBeNull(); // still waiting on the database: the graceful stop cannot finish
-      child.kill(signal);
-      const result = await done;
-      expect(result.code).toBe(status);
-      expect(result.stderr).toContain('second signal: exiting at once');
-    } finally {
-      await locker.query('rollback');
-      locker.release();
-    }
-    const next = await runCli(['sync', '--from', START, '--to', END], childEnv, 120_000);
-    expect(next.code).toBe(0);
-    await expectExactDataset(pool, schema, s, new Date(START), new Date(END));
+    await expectExactDataset(h.pool, schema, s, new Date(SYNC_START), new Date(SYNC_END));
   }, 120_000);
 
   it('exits 1 when the upstream fails, with the watermark unchanged for the failed window', async () => {
-    const s = await sim({ records: 5000 });
-    const schema = `cli_${++schemaCounter}`;
-    const r = await runCli(['sync', '--from', START, '--to', END], env(s, schema, { CLIENT_SECRET: 'wrong-secret-value' }));
+    const s = await h.sim({ records: 5000 });
+    const schema = h.schema();
+    const r = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], h.env(s, schema, { CLIENT_SECRET: 'wrong-secret-value' }));
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('sync run failed');
     expect(r.stderr).toMatch(/HTTP 401: invalid_client/);
     expect(r.stderr).not.toMatch(/"level":"error".*Can't determine timestamp/);
     expect(r.stderr).not.toContain('wrong-secret-value');
-    expect(await watermarkOf(pool, schema)).toBeNull();
+    expect(await watermarkOf(h.pool, schema)).toBeNull();
   });
 
   it('exits 2 on bad usage, naming what was wrong', async () => {
@@ -220,18 +109,18 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
   });
 
   it('uses the embedded PGlite database when DATABASE_URL is unset', async () => {
-    const s = await sim({ records: 3000 });
+    const s = await h.sim({ records: 3000 });
     const dataDir = mkdtempSync(join(tmpdir(), 'ae-sync-pglite-'));
-    closers.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const { DATABASE_URL: _unset, ...rest } = env(s, 'analytics', { DATA_DIR: dataDir, SYNC_WINDOW: '1d' });
-    const r = await runCli(['sync', '--from', START, '--to', END], rest, 120_000);
+    h.defer(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const { DATABASE_URL: _unset, ...rest } = h.env(s, 'analytics', { DATA_DIR: dataDir, SYNC_WINDOW: '1d' });
+    const r = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], rest, 120_000);
     expect(r.stderr).toContain('using the embedded PGlite database');
     expect(r.code).toBe(0);
 
     const embedded = await startEmbeddedDatabase(dataDir, silentLogger);
     const epool = createPool(embedded.url, silentLogger, { max: 1 });
     try {
-      await expectExactDataset(epool, 'analytics', s, new Date(START), new Date(END));
+      await expectExactDataset(epool, 'analytics', s, new Date(SYNC_START), new Date(SYNC_END));
     } finally {
       await epool.end();
       await embedded.close();

@@ -636,18 +636,15 @@ describe('garbage', () => {
 });
 
 describe('hostile input', () => {
-  // Linear work on these inputs takes milliseconds to about a second on a quiet 2-core machine
-  // (100,000 TYPE lines: 1.2 s) and a few times that when the machine is busy (over 5 s once at a
-  // load average of 5); catastrophic backtracking or quadratic work on a megabyte takes minutes.
-  // The printed times are the measurement; the bound only has to tell the two apart without flaking.
-  const LIMIT_MS = 20_000;
+  // Linear work on these inputs takes milliseconds to about a second; catastrophic backtracking
+  // or quadratic work on a megabyte takes minutes, past the test timeout. Speed itself is measured
+  // by the benchmarks (`npm run bench`, suite 7: 100,000 series), not here.
 
-  function timed(input: string): number {
-    const started = performance.now();
+  /** Parses and serialises `input`; the output is valid text whatever the input (it parses with no invalid line). */
+  function survives(input: string): void {
     const result = parseExposition(input);
-    serializeText(result.families);
-    serializeOpenMetrics(result.families);
-    return performance.now() - started;
+    expect(parseExposition(serializeText(result.families)).invalid).toEqual([]);
+    expect(serializeOpenMetrics(result.families).endsWith('# EOF\n')).toBe(true);
   }
 
   const cases: Array<[string, () => string]> = [
@@ -673,28 +670,22 @@ describe('hostile input', () => {
     ['a 100,000-bucket histogram', () => `# TYPE h histogram\n${Array.from({ length: 1e5 }, (_, i) => `h_bucket{le="${i}"} ${i}`).join('\n')}\nh_bucket{le="+Inf"} 1e5\n`],
   ];
 
-  it.each(cases)('%s', (name, make) => {
-    const input = make();
-    const elapsedMs = timed(input);
-    console.log(`hostile input "${name}" (${(input.length / 1e6).toFixed(1)} MB): ${elapsedMs.toFixed(0)} ms`);
-    expect(elapsedMs).toBeLessThan(LIMIT_MS);
+  it.each(cases)('%s', (_name, make) => {
+    survives(make());
   });
 
-  it('generated repetitions of format characters stay fast', () => {
+  it('generated repetitions of format characters are read and served', () => {
     fc.assert(
       fc.property(fc.array(fc.constantFrom(...FRAGMENTS), { minLength: 1, maxLength: 4 }), fc.integer({ min: 1000, max: 50_000 }), (parts, times) => {
-        const input = parts.join('').repeat(times);
-        expect(timed(input)).toBeLessThan(LIMIT_MS);
+        survives(parts.join('').repeat(times));
       }),
       { numRuns: 40 },
     );
   });
 
-  it('a hostile Accept header is negotiated quickly', () => {
+  it('a hostile Accept header is negotiated', () => {
     for (const header of [';'.repeat(1e6), ','.repeat(1e6), `application/openmetrics-text;version="${'a'.repeat(1e6)}`, 'q='.repeat(3e5)]) {
-      const started = performance.now();
       expect(negotiateFormat(header)).toBe('text');
-      expect(performance.now() - started).toBeLessThan(LIMIT_MS);
     }
   });
 });

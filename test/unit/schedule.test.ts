@@ -1,5 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import { SyncScheduler } from '../../src/sync/schedule.js';
 import type { SyncResult } from '../../src/sync/run.js';
@@ -7,7 +6,13 @@ import type { SyncResult } from '../../src/sync/run.js';
 const done: SyncResult = { status: 'locked' };
 
 describe('SyncScheduler', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('fires on the cron schedule and never overlaps runs', async () => {
+    // Fake time: node-cron's timers and clock, and the runs' sleeps, advance without waiting.
+    vi.useFakeTimers({ now: new Date('2026-11-24T12:00:00.500Z') });
     let active = 0;
     let maxActive = 0;
     let runs = 0;
@@ -19,14 +24,16 @@ describe('SyncScheduler', () => {
       run: async () => {
         runs++;
         maxActive = Math.max(maxActive, ++active);
-        await sleep(2300); // longer than two ticks
+        await new Promise((resolve) => setTimeout(resolve, 2300)); // longer than two ticks (the global, faked setTimeout)
         active--;
         return done;
       },
     });
     scheduler.start();
-    await sleep(5200);
-    await scheduler.stop();
+    await vi.advanceTimersByTimeAsync(5200);
+    const stopped = scheduler.stop();
+    await vi.advanceTimersByTimeAsync(3000);
+    await stopped;
     expect(runs).toBeGreaterThanOrEqual(2);
     expect(maxActive).toBe(1);
     expect(skipped).toBeGreaterThanOrEqual(2);
