@@ -130,8 +130,10 @@ export type PageRows = (
 };
 
 /**
- * Builds the insert of one page's kept records (see {@link insertRecords}) without sending it, so
- * a caller can prepare the next page while the database is still busy with the previous one.
+ * Builds the insert of one page's kept records, in one round trip (the page travels as one jsonb
+ * value, the kept positions and their event times as two arrays, joined by position), without
+ * sending it, so a caller can prepare the next page while the database is still busy with the
+ * previous one.
  *
  * @returns undefined when there is nothing to insert.
  */
@@ -223,15 +225,6 @@ function timestampArray(values: readonly (number | null)[]): string {
     }
   }
   return `${text}}`;
-}
-
-/**
- * Inserts one page's kept records in one round trip: the page travels as one jsonb value, the
- * kept positions and their event times as two arrays, joined by position.
- */
-export async function insertRecords(db: PoolClient, t: Tables, window: Window, runId: number, page: PageRows): Promise<void> {
-  const query = prepareInsertRecords(t, window, runId, page);
-  if (query !== undefined) await db.query(query.text, query.values);
 }
 
 /** One quarantined record as stored (see {@link prepareInsertQuarantined}). */

@@ -473,47 +473,6 @@ export class AnalyticsClient {
   }
 
   /**
-   * Pages through one E6 range in order: page 1, then 2 … `totalPages` as page 1 reported it.
-   * With `concurrency` > 1, up to that many later pages are fetched ahead while the caller
-   * works on the current one, so memory stays bounded by `concurrency` pages.
-   *
-   * Each yielded page carries its own `totalRecords`; a caller that needs a consistent window
-   * compares them (records may arrive while paging).
-   *
-   * @throws as {@link fetchPage}; pending prefetches are aborted when the caller stops early.
-   */
-  async *pages(
-    query: Omit<PageQuery, 'pageNumber'>,
-    options: RequestOptions & { concurrency?: number } = {},
-  ): AsyncGenerator<AnalyticsPage, void, undefined> {
-    const concurrency = Math.max(1, options.concurrency ?? 1);
-    const first = await this.fetchPage({ ...query, pageNumber: 1 }, options);
-    yield first;
-    const totalPages = first.totalPages;
-    if (totalPages <= 1) return;
-
-    const stop = new AbortController();
-    const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
-    const ahead = new Map<number, Promise<AnalyticsPage>>();
-    let next = 2;
-    try {
-      for (let pageNumber = 2; pageNumber <= totalPages; pageNumber++) {
-        while (next <= totalPages && next < pageNumber + concurrency) {
-          const pending = this.fetchPage({ ...query, pageNumber: next }, { signal });
-          pending.catch(() => undefined); // observed when awaited; never an unhandled rejection
-          ahead.set(next, pending);
-          next++;
-        }
-        const page = await ahead.get(pageNumber)!;
-        ahead.delete(pageNumber);
-        yield page;
-      }
-    } finally {
-      stop.abort();
-    }
-  }
-
-  /**
    * Fetches the E7 Prometheus text for a range.
    *
    * @returns the body as text; it is checked to be text (content type, no NUL, not HTML/JSON)

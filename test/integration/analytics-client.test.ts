@@ -28,9 +28,13 @@ function makeClient(env: Record<string, string> = {}, observer?: ClientObserver,
   return client;
 }
 
-async function collect(client: AnalyticsClient, concurrency = 1, pageSize = 1000): Promise<AnalyticsRecord[]> {
-  const records: AnalyticsRecord[] = [];
-  for await (const page of client.pages({ startDate: FROM, toDate: TO, pageSize }, { concurrency })) records.push(...page.data);
+/** Every page of the range, one after the other, as page 1 counts them. */
+async function collect(client: AnalyticsClient, pageSize = 1000): Promise<AnalyticsRecord[]> {
+  const first = await client.fetchPage({ startDate: FROM, toDate: TO, pageSize, pageNumber: 1 });
+  const records = [...first.data];
+  for (let pageNumber = 2; pageNumber <= first.totalPages; pageNumber++) {
+    records.push(...(await client.fetchPage({ startDate: FROM, toDate: TO, pageSize, pageNumber })).data);
+  }
   return records;
 }
 
@@ -52,11 +56,6 @@ describe('AnalyticsClient against the simulator', () => {
     const expected = [...sim.dataset.iterate(FROM, TO, true)];
     expect(expected.length).toBeGreaterThan(1500); // several pages of 1000
     expect(await collect(makeClient())).toEqual(expected);
-  });
-
-  it('returns the same records with pages fetched ahead concurrently', async () => {
-    const expected = [...sim.dataset.iterate(FROM, TO, true)];
-    expect(await collect(makeClient(), 4, 100)).toEqual(expected);
   });
 
   it('sends the reference parameters', async () => {

@@ -36,11 +36,12 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     const childEnv = h.env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '2' });
     const { child, done } = h.spawnSync(['--from', SYNC_START, '--to', SYNC_END], childEnv);
     await untilTrue('3 windows committed', async () => (await h.committedWindows(schema)) >= 3);
-    const requestsAtKill = s.stats.analyticsRequests;
     child.kill('SIGKILL');
     const killed = await done;
     expect(killed.signal).toBe('SIGKILL');
-    expect(requestsAtKill % 10).not.toBe(0); // killed while a window was being paged, most likely; the checks below hold either way
+    // Killed in the middle of the run (30 one-day windows); whether a window was half read or not,
+    // the checks below must hold.
+    expect(await h.committedWindows(schema)).toBeLessThan(30);
 
     // Only whole windows are stored: every record belongs to a committed window, counts agree.
     const partial = await h.pool.query<{ stray: number; mismatched: number }>(
