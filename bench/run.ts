@@ -46,9 +46,30 @@ interface Plan {
 /** 6.: the ETL's data set, and dense data: whole-minute timestamps (about 21 records a minute, and 10× that) with ties reshuffled per request. */
 function requestSets(etl: EtlSpec): RequestsSet[] {
   return [
-    { name: `the ETL's data set: ${etl.records.toLocaleString('en-US')} records, ${etl.days} one-day windows`, records: etl.records, days: etl.days, window: '1d', precisionMs: 1000, order: 'stable' },
-    { name: 'dense: 30,000 records in a day on whole minutes, 1h windows, ties reshuffled', records: 30_000, days: 1, window: '1h', precisionMs: 60_000, order: 'ties' },
-    { name: 'dense ×10: 300,000 records in a day on whole minutes, 1h windows, ties reshuffled', records: 300_000, days: 1, window: '1h', precisionMs: 60_000, order: 'ties' },
+    {
+      name: `the ETL's data set: ${etl.records.toLocaleString('en-US')} records, ${etl.days} one-day windows`,
+      records: etl.records,
+      days: etl.days,
+      window: '1d',
+      precisionMs: 1000,
+      order: 'stable',
+    },
+    {
+      name: 'dense: 30,000 records in a day on whole minutes, 1h windows, ties reshuffled',
+      records: 30_000,
+      days: 1,
+      window: '1h',
+      precisionMs: 60_000,
+      order: 'ties',
+    },
+    {
+      name: 'dense ×10: 300,000 records in a day on whole minutes, 1h windows, ties reshuffled',
+      records: 300_000,
+      days: 1,
+      window: '1h',
+      precisionMs: 60_000,
+      order: 'ties',
+    },
   ];
 }
 
@@ -143,13 +164,24 @@ async function main(): Promise<void> {
   const ctx: BenchContext = { quick, cluster, scratch, log };
   try {
     const machine = await describeMachine(cluster.url);
-    const report: Report = { quick, machine, startedAt, totalSeconds: 0, command, load: { start: loadStart, end: loadStart, steal: undefined }, memoryBaseRecords: plan.memoryBase };
+    const report: Report = {
+      quick,
+      machine,
+      startedAt,
+      totalSeconds: 0,
+      command,
+      load: { start: loadStart, end: loadStart, steal: undefined },
+      memoryBaseRecords: plan.memoryBase,
+    };
 
     // The ETL first: its sync runs are also the largest size of the memory and growth tables.
     if (only.has('etl') || only.has('growth')) report.etl = await etlSuite(ctx, plan.etl);
     if (only.has('growth')) {
       const smaller = await measureSizes(ctx, plan.smallerSizes, plan.etl.days, plan.sizeRuns);
-      const largest: SizeResult = sizeResult(plan.etl.records, report.etl!.rounds.map((r) => r.sync));
+      const largest: SizeResult = sizeResult(
+        plan.etl.records,
+        report.etl!.rounds.map((r) => r.sync),
+      );
       report.sizes = [...smaller, largest];
       if (plan.tunedRuns > 0) {
         report.tuned = {

@@ -5,7 +5,9 @@ import { writeFileSync } from 'node:fs';
 let revision = process.env.REVISION?.trim();
 if (!revision) {
   try {
-    revision = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    revision = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
   } catch {
     revision = '';
   }

@@ -110,7 +110,12 @@ export class FaultDriver {
     Object.assign(this.#sim.faults, SOAK_FAULTS);
     const now = Date.now();
     const s = this.#schedule;
-    this.#next = { queue: now + s.queueEveryMs, arrivals: now + s.arrivalsEveryMs, late: now + s.lateEveryMs, dbKill: s.dbKillEveryMs > 0 ? now + s.dbKillEveryMs : Infinity };
+    this.#next = {
+      queue: now + s.queueEveryMs,
+      arrivals: now + s.arrivalsEveryMs,
+      late: now + s.lateEveryMs,
+      dbKill: s.dbKillEveryMs > 0 ? now + s.dbKillEveryMs : Infinity,
+    };
     this.#timer = setInterval(() => void this.#tick(), s.tickMs);
   }
 
@@ -157,7 +162,9 @@ export class FaultDriver {
 
   /** Late records: timestamps just behind the watermark, so only the next run's lookback finds them. */
   async #insertLate(): Promise<void> {
-    const { rows } = await this.#admin.query<{ watermark: Date | null }>(`select watermark from ${this.#admin.escapeIdentifier(this.#schema)}.sync_state`).catch(() => ({ rows: [] }));
+    const { rows } = await this.#admin
+      .query<{ watermark: Date | null }>(`select watermark from ${this.#admin.escapeIdentifier(this.#schema)}.sync_state`)
+      .catch(() => ({ rows: [] }));
     const watermark = rows[0]?.watermark;
     if (!watermark) return;
     const count = 5 + (this.tally.lateBatches % 11);
@@ -195,11 +202,18 @@ export async function drainQueuedFaults(sim: Simulator, credentials: { clientId:
     const tokenResponse = await fetch(`${sim.url}/connect/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: credentials.clientId, client_secret: credentials.clientSecret, scope: credentials.scope }),
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: credentials.clientId,
+        client_secret: credentials.clientSecret,
+        scope: credentials.scope,
+      }),
     });
     const { access_token: token } = (await tokenResponse.json()) as { access_token: string };
     const start = sim.dataset.start.toISOString().replace(/\.000Z$/, 'Z');
-    const response = await fetch(`${sim.url}/analytics?startDate=${start}&pageSize=1`, { headers: { authorization: `Bearer ${token}` } }).catch(() => undefined);
+    const response = await fetch(`${sim.url}/analytics?startDate=${start}&pageSize=1`, { headers: { authorization: `Bearer ${token}` } }).catch(
+      () => undefined,
+    );
     await response?.arrayBuffer().catch(() => undefined);
     requests++;
   }

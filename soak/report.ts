@@ -56,7 +56,16 @@ function fmt(verdict: FlatVerdict, value: number): string {
 }
 
 function flatRows(flat: FlatVerdict[]): string[][] {
-  return flat.map((v) => [v.rule.name, fmt(v, v.first), fmt(v, v.mid), fmt(v, v.last), fmt(v, v.max), fmt(v, v.baseline), fmt(v, v.end), v.pass ? 'PASS' : 'FAIL']);
+  return flat.map((v) => [
+    v.rule.name,
+    fmt(v, v.first),
+    fmt(v, v.mid),
+    fmt(v, v.last),
+    fmt(v, v.max),
+    fmt(v, v.baseline),
+    fmt(v, v.end),
+    v.pass ? 'PASS' : 'FAIL',
+  ]);
 }
 
 const FLAT_HEADER = ['resource', 'start', 'mid', 'end', 'max', 'median 20–40 %', 'median last 20 %', 'verdict'];
@@ -112,7 +121,10 @@ function timeline(samples: Sample[]): string[][] {
 export function renderMarkdown(result: SoakResult): string {
   const pass = result.checks.every((c) => c.pass);
   const m = result.machine;
-  const queued = Object.entries(result.faults.queued).map(([kind, n]) => `${kind} ×${n}`).join(', ') || 'none';
+  const queued =
+    Object.entries(result.faults.queued)
+      .map(([kind, n]) => `${kind} ×${n}`)
+      .join(', ') || 'none';
   const logs = Object.entries(result.logCounts).sort((a, b) => b[1] - a[1]);
   const out = [
     `# Soak: ${result.minutes} minutes, ${pass ? 'PASSED' : 'FAILED'}`,
@@ -149,7 +161,11 @@ export function renderMarkdown(result: SoakResult): string {
     '## Syncs',
     '',
     `- ${result.syncs.runs} runs in serve (sync_runs_total), **${result.syncs.runs - result.syncs.failures} succeeded, ${result.syncs.failures} failed**, ${result.syncs.skipped} ticks skipped while a run was going.`,
-    `- sync_runs rows by status: ${Object.entries(result.syncs.byStatus).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
+    `- sync_runs rows by status: ${
+      Object.entries(result.syncs.byStatus)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'none'
+    }.`,
     `- Final \`sync\` without faults: ${result.finalSync.detail}.`,
     result.windowCheck
       ? `- Windows: ${result.windowCheck.windows} committed, ${result.windowCheck.storedRecords} rows stored, ${result.windowCheck.expectedRecords} expected, watermark ${result.windowCheck.watermark?.toISOString() ?? 'none'}${result.windowCheck.problems.length ? `; problems: ${result.windowCheck.problems.join('; ')}` : '; every window exact'}.`
@@ -163,7 +179,11 @@ export function renderMarkdown(result: SoakResult): string {
     `- Records arriving while a window is paged: armed ${result.faults.arrivalsArmed} times, ${result.faults.arrivalsPerArming} records each.`,
     `- Late records behind the watermark (within SYNC_LOOKBACK): ${result.faults.lateRecords} in ${result.faults.lateBatches} batches.`,
     `- Database: ${result.faults.dbKillRounds} rounds of pg_terminate_backend on serve's connections, ${result.faults.dbConnectionsKilled} connections terminated.`,
-    `- Simulator requests: ${result.requests.token} token, ${result.requests.analytics} E6, ${result.requests.prometheus} E7; responses by status: ${Object.entries(result.responses).map(([k, v]) => `${k} ×${v}`).join(', ')}.`,
+    `- Simulator requests: ${result.requests.token} token, ${result.requests.analytics} E6, ${result.requests.prometheus} E7; responses by status: ${Object.entries(
+      result.responses,
+    )
+      .map(([k, v]) => `${k} ×${v}`)
+      .join(', ')}.`,
     result.driverErrors.length ? `- Errors of the fault driver itself: ${result.driverErrors.join('; ')}` : '',
     '',
     '## serve settings',

@@ -65,7 +65,8 @@ function serveSettings(syncStart: Date): Record<string, string> {
 }
 
 function usage(message?: string): never {
-  const text = 'usage: npm run soak -- [--minutes N] [--out FILE]\n' +
+  const text =
+    'usage: npm run soak -- [--minutes N] [--out FILE]\n' +
     `  --minutes N   how long serve runs under faults, in minutes (default ${DEFAULT_MINUTES}; more than 0, at most ${MAX_MINUTES}; decimals allowed)\n` +
     '  --out FILE    where the markdown result goes (default soak/RESULT.md)\n' +
     'Exit status: 0 every check passed, 1 a check failed, 2 bad usage.\n';
@@ -87,7 +88,8 @@ function parseCli(): { minutes: number; out: string } {
   if (values.help) usage();
   const raw = values.minutes ?? String(DEFAULT_MINUTES);
   const minutes = /^\d+(\.\d+)?$/.test(raw.trim()) ? Number(raw) : Number.NaN;
-  if (!(minutes > 0 && minutes <= MAX_MINUTES)) usage(`--minutes must be a number of minutes greater than 0 and at most ${MAX_MINUTES}; got ${JSON.stringify(raw)}`);
+  if (!(minutes > 0 && minutes <= MAX_MINUTES))
+    usage(`--minutes must be a number of minutes greater than 0 and at most ${MAX_MINUTES}; got ${JSON.stringify(raw)}`);
   if (values.out === '') usage('--out must name a file; got ""');
   return { minutes, out: resolve(values.out ?? join(ROOT, 'soak', 'RESULT.md')) };
 }
@@ -140,7 +142,10 @@ async function startServe(env: Record<string, string>, logFile: string, logCount
       }
     }
   });
-  exited.then(() => log.end(), () => log.end());
+  exited.then(
+    () => log.end(),
+    () => log.end(),
+  );
   const url = await Promise.race([
     urlSeen,
     exited.then(({ code, signal }) => Promise.reject(new Error(`serve exited (${signal ?? `code ${code}`}) before it was serving; log: ${logFile}`))),
@@ -153,7 +158,11 @@ async function startServe(env: Record<string, string>, logFile: string, logCount
 function revision(): string {
   try {
     const commit = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'migrations', 'package.json'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'migrations', 'package.json'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
     return dirty === '' ? commit : `${commit} with uncommitted changes in ${[...new Set(dirty.split('\n').map((l) => l.slice(3).split('/')[0]))].join(', ')}`;
   } catch {
     return 'unknown (not a git checkout)';
@@ -165,10 +174,23 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function flatVerdicts(samples: Sample[]): FlatVerdict[] {
   const finite = (pick: (s: Sample) => number) => samples.map(pick).filter(Number.isFinite);
   return [
-    judgeFlat(finite((s) => s.rssBytes), { name: 'RSS', maxGrowthRatio: 0.1 }, (v) => `${(v / 2 ** 20).toFixed(1)} MiB`),
-    judgeFlat(finite((s) => s.fds), { name: 'open fds', levelSlack: 2, peakSlack: 4 }),
-    judgeFlat(finite((s) => s.handles), { name: 'active handles', levelSlack: 2, peakSlack: 4 }),
-    judgeFlat(finite((s) => s.dbConnections), { name: 'DB connections', levelSlack: 1, peakSlack: 1 }),
+    judgeFlat(
+      finite((s) => s.rssBytes),
+      { name: 'RSS', maxGrowthRatio: 0.1 },
+      (v) => `${(v / 2 ** 20).toFixed(1)} MiB`,
+    ),
+    judgeFlat(
+      finite((s) => s.fds),
+      { name: 'open fds', levelSlack: 2, peakSlack: 4 },
+    ),
+    judgeFlat(
+      finite((s) => s.handles),
+      { name: 'active handles', levelSlack: 2, peakSlack: 4 },
+    ),
+    judgeFlat(
+      finite((s) => s.dbConnections),
+      { name: 'DB connections', levelSlack: 1, peakSlack: 1 },
+    ),
   ];
 }
 
@@ -198,8 +220,16 @@ async function main(): Promise<void> {
     ...credentials,
   });
   const settings = serveSettings(syncStart);
-  const env = upstreamEnv(sim.url, db.url, { ...settings, CLIENT_ID: credentials.clientId, CLIENT_SECRET: credentials.clientSecret, DATABASE_SCHEMA: SCHEMA, TOKEN_SCOPE: SCOPE });
-  log(`PostgreSQL ${machine.postgres.split(' ')[1] ?? ''}, simulator ${sim.url} with ${sim.dataset.size} records from ${syncStart.toISOString()} to ${dataEnd.toISOString()}`);
+  const env = upstreamEnv(sim.url, db.url, {
+    ...settings,
+    CLIENT_ID: credentials.clientId,
+    CLIENT_SECRET: credentials.clientSecret,
+    DATABASE_SCHEMA: SCHEMA,
+    TOKEN_SCOPE: SCOPE,
+  });
+  log(
+    `PostgreSQL ${machine.postgres.split(' ')[1] ?? ''}, simulator ${sim.url} with ${sim.dataset.size} records from ${syncStart.toISOString()} to ${dataEnd.toISOString()}`,
+  );
 
   const driver = new FaultDriver({
     sim,
@@ -207,7 +237,14 @@ async function main(): Promise<void> {
     dbName: db.name,
     schema: SCHEMA,
     // Database kills every 4 minutes, more often in a short soak so that it sees a few.
-    schedule: { tickMs: 1_000, queueEveryMs: 10_000, arrivalsEveryMs: 45_000, lateEveryMs: 40_000, dbKillEveryMs: Math.min(4 * 60_000, Math.max(40_000, (minutes * 60_000) / 4)), lateSpanMs: 4 * 60_000 },
+    schedule: {
+      tickMs: 1_000,
+      queueEveryMs: 10_000,
+      arrivalsEveryMs: 45_000,
+      lateEveryMs: 40_000,
+      dbKillEveryMs: Math.min(4 * 60_000, Math.max(40_000, (minutes * 60_000) / 4)),
+      lateSpanMs: 4 * 60_000,
+    },
   });
   driver.start();
   const logCounts: Record<string, number> = {};
@@ -256,11 +293,15 @@ async function main(): Promise<void> {
   checks.push({
     name: 'serve ran the whole soak and exited 0 on SIGTERM',
     pass: !died && exit.code === 0,
-    detail: died ? `serve died during the soak (${JSON.stringify(exit)}); log ${logFile}` : `exit ${exit.signal ?? exit.code} after ${shutdownSeconds.toFixed(1)} s`,
+    detail: died
+      ? `serve died during the soak (${JSON.stringify(exit)}); log ${logFile}`
+      : `exit ${exit.signal ?? exit.code} after ${shutdownSeconds.toFixed(1)} s`,
   });
   log(`serve stopped: exit ${exit.signal ?? exit.code} after ${shutdownSeconds.toFixed(1)} s`);
 
-  const { rows: statusRows } = await admin.query<{ status: string; n: string }>(`select status, count(*) as n from ${admin.escapeIdentifier(SCHEMA)}.sync_runs group by status order by status`);
+  const { rows: statusRows } = await admin.query<{ status: string; n: string }>(
+    `select status, count(*) as n from ${admin.escapeIdentifier(SCHEMA)}.sync_runs group by status order by status`,
+  );
   const byStatus = Object.fromEntries(statusRows.map((r) => [r.status, Number(r.n)]));
   const last = samples.at(-1);
 
@@ -269,7 +310,11 @@ async function main(): Promise<void> {
   let finalSync: SoakResult['finalSync'];
   try {
     const run = await runSyncChild([], { ...env, SYNC_SCHEDULE: 'off', METRICS_LISTEN: '127.0.0.1:0' });
-    finalSync = { pass: true, wallSeconds: run.wallSeconds, detail: `succeeded in ${run.wallSeconds.toFixed(1)} s (${JSON.stringify(run.summary?.windows ?? '?')} windows, ${JSON.stringify(run.summary?.records ?? '?')} records)${drained ? `, after ${drained} requests used up queued faults` : ''}` };
+    finalSync = {
+      pass: true,
+      wallSeconds: run.wallSeconds,
+      detail: `succeeded in ${run.wallSeconds.toFixed(1)} s (${JSON.stringify(run.summary?.windows ?? '?')} windows, ${JSON.stringify(run.summary?.records ?? '?')} records)${drained ? `, after ${drained} requests used up queued faults` : ''}`,
+    };
   } catch (err) {
     finalSync = { pass: false, wallSeconds: 0, detail: `failed: ${(err as Error).message.slice(0, 600)}` };
   }

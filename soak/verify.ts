@@ -21,7 +21,6 @@ export interface WindowCheck {
   problems: string[];
 }
 
-
 function sameMultiset(a: string[], b: string[]): boolean {
   if (a.length !== b.length) return false;
   a.sort();
@@ -78,7 +77,8 @@ export async function verifyWindows(client: pg.Client, schema: string, sim: Simu
       note(`${name}: ${got.length} stored, ${expected.length} expected (${missing} missing, ${extra} not in the dataset)`);
     }
   }
-  if (watermark !== undefined && cursor !== watermark.getTime()) note(`the windows end at ${new Date(cursor).toISOString()}, the watermark is ${watermark.toISOString()}`);
+  if (watermark !== undefined && cursor !== watermark.getTime())
+    note(`the windows end at ${new Date(cursor).toISOString()}, the watermark is ${watermark.toISOString()}`);
   for (const [key, list] of stored) note(`${list.length} rows belong to no committed window (window_start ${new Date(key).toISOString()})`);
 
   return { pass: problems.length === 0, windows: windows.length, storedRecords: records.length, expectedRecords, watermark, problems };

@@ -165,7 +165,11 @@ interface SettingSpec {
 }
 
 const SETTING_TABLE = {
-  STATISTICS_URL: { flag: '--statistics-url', help: 'base URL of the analytics API ({statistics_url}); unset = built-in demo simulator', schema: optional(httpUrl) },
+  STATISTICS_URL: {
+    flag: '--statistics-url',
+    help: 'base URL of the analytics API ({statistics_url}); unset = built-in demo simulator',
+    schema: optional(httpUrl),
+  },
   AUTH_URL: { flag: '--auth-url', help: 'base URL of the identity host ({auth_url}); tokens come from AUTH_URL/connect/token', schema: optional(httpUrl) },
   CLIENT_ID: { flag: '--client-id', help: 'OAuth2 client id of the API client', schema: optional(z.string()) },
   CLIENT_SECRET: { secret: true, help: 'OAuth2 client secret (or CLIENT_SECRET_FILE)', schema: optional(z.string()) },
@@ -187,7 +191,12 @@ const SETTING_TABLE = {
   TLS_CA_FILE: { flag: '--tls-ca-file', help: 'PEM CA bundle to trust for the platform (private CAs)', schema: optional(z.string()) },
   UPSTREAM_TIMEOUT: { flag: '--upstream-timeout', default: '30s', help: 'connect/headers/body timeout per upstream request', schema: duration('30s') },
   UPSTREAM_MAX_ATTEMPTS: { flag: '--upstream-max-attempts', default: '5', help: 'attempts per upstream request, retries included', schema: wholeNumber(1, 20) },
-  UPSTREAM_RETRY_MAX_DELAY: { flag: '--upstream-retry-max-delay', default: '30s', help: 'cap on one retry delay, Retry-After included', schema: duration('30s') },
+  UPSTREAM_RETRY_MAX_DELAY: {
+    flag: '--upstream-retry-max-delay',
+    default: '30s',
+    help: 'cap on one retry delay, Retry-After included',
+    schema: duration('30s'),
+  },
   UPSTREAM_TO_DATE: {
     flag: '--upstream-to-date',
     default: 'inclusive',
@@ -203,7 +212,9 @@ const SETTING_TABLE = {
     flag: '--database-schema',
     default: 'analytics',
     help: 'schema holding the tables',
-    schema: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier: a-z, 0-9 and _, not starting with a digit, at most 63 characters'),
+    schema: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier: a-z, 0-9 and _, not starting with a digit, at most 63 characters'),
   },
   DATA_DIR: { flag: '--data-dir', default: './data', help: 'folder of the embedded database', schema: z.string() },
   SYNC_START_DATE: {
@@ -279,9 +290,18 @@ const SETTING_TABLE = {
     }),
   },
   METRICS_WINDOW: { flag: '--metrics-window', default: '24h', help: 'upstream E7 values are counts over now minus this', schema: duration('24h') },
-  METRICS_CACHE_TTL: { flag: '--metrics-cache-ttl', default: '30s', help: 'an upstream read is reused by scrapes for this long', schema: durationOrZero('30s') },
+  METRICS_CACHE_TTL: {
+    flag: '--metrics-cache-ttl',
+    default: '30s',
+    help: 'an upstream read is reused by scrapes for this long',
+    schema: durationOrZero('30s'),
+  },
   METRICS_SCRAPE_TIMEOUT: { flag: '--metrics-scrape-timeout', default: '10s', help: 'scrape timeout when Prometheus sends none', schema: duration('10s') },
-  WEB_CONFIG_FILE: { flag: '--web-config-file', help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format", schema: optional(z.string()) },
+  WEB_CONFIG_FILE: {
+    flag: '--web-config-file',
+    help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format",
+    schema: optional(z.string()),
+  },
   UPSTREAM_METRIC_PREFIX: {
     flag: '--upstream-metric-prefix',
     help: 'prefix added to upstream metric names',

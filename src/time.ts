@@ -50,7 +50,11 @@ export function parseDurationOrZero(text: string): number | undefined {
 export function formatDuration(ms: number): string {
   let rest = Math.floor(ms / 1000);
   let text = '';
-  for (const [unit, size] of [['h', 3600], ['m', 60], ['s', 1]] as const) {
+  for (const [unit, size] of [
+    ['h', 3600],
+    ['m', 60],
+    ['s', 1],
+  ] as const) {
     if (rest >= size) {
       text += `${Math.floor(rest / size)}${unit}`;
       rest %= size;

@@ -1,9 +1,7 @@
 import { readFileSync } from 'node:fs';
 
 /** The package version, read from package.json beside `dist/` (built) or `src/` (tests). */
-export const VERSION: string = (
-  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
-).version;
+export const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 /**
  * The source revision: the REVISION environment variable (set by the container build), else the

@@ -43,9 +43,18 @@ const webConfigSchema = z
         path: ['client_ca_file'],
       })
       .optional(),
-    http_server_config: z.object({ headers: z.record(z.string(), z.string()).optional() }).strict().optional(),
+    http_server_config: z
+      .object({ headers: z.record(z.string(), z.string()).optional() })
+      .strict()
+      .optional(),
     basic_auth_users: z
-      .record(z.string().min(1).regex(/^[^:]*$/, 'user names cannot contain ":"'), z.string().regex(/^\$2[aby]\$\d{2}\$.{53}$/, 'must be a bcrypt hash ($2a$, $2b$ or $2y$)'))
+      .record(
+        z
+          .string()
+          .min(1)
+          .regex(/^[^:]*$/, 'user names cannot contain ":"'),
+        z.string().regex(/^\$2[aby]\$\d{2}\$.{53}$/, 'must be a bcrypt hash ($2a$, $2b$ or $2y$)'),
+      )
       .optional(),
   })
   .strict();
@@ -65,7 +74,6 @@ export interface WebConfig {
   /** User name → bcrypt hash; empty means no authentication. */
   users: Record<string, string>;
 }
-
 
 /**
  * Reads and validates a web configuration file.
@@ -91,7 +99,9 @@ export function loadWebConfig(file: string): WebConfig {
     const issue = parsed.error.issues[0]!;
     const path = issue.path.join('.');
     const message =
-      issue.code === 'unrecognized_keys' ? `unknown or unsupported key ${issue.keys.map((k) => `${path ? `${path}.` : ''}${k}`).join(', ')}` : `${path}: ${issue.message}`;
+      issue.code === 'unrecognized_keys'
+        ? `unknown or unsupported key ${issue.keys.map((k) => `${path ? `${path}.` : ''}${k}`).join(', ')}`
+        : `${path}: ${issue.message}`;
     throw new WebConfigError(path, `${file}: ${message}`);
   }
   const base = dirname(resolve(file));

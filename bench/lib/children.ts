@@ -100,7 +100,20 @@ export interface SimulatorSpec {
 /** Starts `dist/cli.js simulate` on an ephemeral loopback port. */
 export async function startSimulatorChild(spec: SimulatorSpec): Promise<SimulatorChild> {
   requireBuild();
-  const args = [CLI_PATH, 'simulate', '--host', '127.0.0.1', '--port', '0', '--records', String(spec.records), '--start', spec.start.toISOString(), '--end', spec.end.toISOString()];
+  const args = [
+    CLI_PATH,
+    'simulate',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--records',
+    String(spec.records),
+    '--start',
+    spec.start.toISOString(),
+    '--end',
+    spec.end.toISOString(),
+  ];
   if (spec.latencyMs) args.push('--latency', `${spec.latencyMs}ms`);
   const child = track(spawn(process.execPath, args, { env: baseEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] }));
   const match = await waitForLine(child, /listening on (http:\/\/[^\s:]+:\d+)/, 'the simulator');

@@ -221,7 +221,7 @@ export function renderMarkdown(report: Report): string {
     'Every figure is the median of the runs named beside it; a ratio is taken within each round (the ETL and both limits measured back to back) and its median reported. ' +
       '`sync` and `serve` run as child processes of the built CLI (`node dist/cli.js …`), the simulator as another (`node dist/cli.js simulate`; in the /metrics benchmark it runs in the bench process, whose request counters are read), ' +
       'PostgreSQL is a throwaway cluster on loopback (test/helpers/postgres.ts: fsync, synchronous_commit and full_page_writes off). ' +
-      'All of them share the machine\'s cores: a sync\'s figure includes the simulator generating pages and PostgreSQL storing them on the same two cores.',
+      "All of them share the machine's cores: a sync's figure includes the simulator generating pages and PostgreSQL storing them on the same two cores.",
     '',
     '## Targets',
     '',
@@ -241,9 +241,18 @@ export function renderMarkdown(report: Report): string {
       '',
       '| Measurement | records/s (median) | seconds (median) | range of seconds | CPU seconds: own / simulator / PostgreSQL (round 1) |',
       '|---|---:|---:|---:|---|',
-      `| ETL: \`sync\` end to end (process start to exit) | **${int(etl.median.syncRate)}** | ${etl.median.syncSeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.sync.wallSeconds), 2)} | ${cpu(r0.syncCpu)} |`,
-      `| Store's limit: \`psql \\copy\` of the same rows into an identical \`records\` table | ${int(etl.median.copyRate)} | ${etl.median.copySeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.copySeconds), 2)} | – / – / ${fixed(r0.copyCpu.postgres, 1)} |`,
-      `| Upstream's limit: fetch only (same client, window reader and windows; pages discarded) | ${int(etl.median.fetchRate)} | ${etl.median.fetchSeconds.toFixed(2)} | ${range(etl.rounds.map((r) => r.fetchSeconds), 2)} | ${cpu(r0.fetchCpu)} |`,
+      `| ETL: \`sync\` end to end (process start to exit) | **${int(etl.median.syncRate)}** | ${etl.median.syncSeconds.toFixed(2)} | ${range(
+        etl.rounds.map((r) => r.sync.wallSeconds),
+        2,
+      )} | ${cpu(r0.syncCpu)} |`,
+      `| Store's limit: \`psql \\copy\` of the same rows into an identical \`records\` table | ${int(etl.median.copyRate)} | ${etl.median.copySeconds.toFixed(2)} | ${range(
+        etl.rounds.map((r) => r.copySeconds),
+        2,
+      )} | – / – / ${fixed(r0.copyCpu.postgres, 1)} |`,
+      `| Upstream's limit: fetch only (same client, window reader and windows; pages discarded) | ${int(etl.median.fetchRate)} | ${etl.median.fetchSeconds.toFixed(2)} | ${range(
+        etl.rounds.map((r) => r.fetchSeconds),
+        2,
+      )} | ${cpu(r0.fetchCpu)} |`,
       '',
       `ETL ÷ the smaller limit, per round: ${etl.rounds.map((r) => r.ratio.toFixed(2)).join(', ')}; median **${etl.median.ratio.toFixed(3)}** (target ≥ ${TARGETS.etlRatio}). ` +
         `The sync's own summary line, which times the run without process start, configuration and migrations, says ${int(median(etl.rounds.map((r) => Number(r.sync.summary?.recordsPerSecond ?? 0))))} records/s (median); the ratio uses the end-to-end figure.`,
@@ -256,14 +265,20 @@ export function renderMarkdown(report: Report): string {
     push(
       '## 2. Memory and 4. Growth',
       '',
-      'Peak RSS is the kernel\'s high-water mark of the `sync` process (VmHWM in /proc/<pid>/status, read at exit by a preloaded module, bench/lib/exit-stats.mjs). Same days and windows for every size, zero latency, each run into a fresh database.' +
+      "Peak RSS is the kernel's high-water mark of the `sync` process (VmHWM in /proc/<pid>/status, read at exit by a preloaded module, bench/lib/exit-stats.mjs). Same days and windows for every size, zero latency, each run into a fresh database." +
         (etl ? ` The ${int(etl.rows)} row is the ETL benchmark's sync runs.` : ''),
       '',
       '| Records | runs | seconds (median) | range | µs per record | peak RSS (median) | range of peak RSS |',
       '|---:|---:|---:|---:|---:|---:|---:|',
       ...sizes.map(
         (s) =>
-          `| ${int(s.records)} | ${s.runs.length} | ${s.medianSeconds.toFixed(2)} | ${range(s.runs.map((r) => r.wallSeconds), 2)} | ${s.microsPerRecord.toFixed(2)} | ${mib(s.medianPeakRssBytes)} | ${range(s.runs.map((r) => r.peakRssBytes / 2 ** 20), 1)} MiB |`,
+          `| ${int(s.records)} | ${s.runs.length} | ${s.medianSeconds.toFixed(2)} | ${range(
+            s.runs.map((r) => r.wallSeconds),
+            2,
+          )} | ${s.microsPerRecord.toFixed(2)} | ${mib(s.medianPeakRssBytes)} | ${range(
+            s.runs.map((r) => r.peakRssBytes / 2 ** 20),
+            1,
+          )} MiB |`,
       ),
       '',
     );
@@ -277,9 +292,17 @@ export function renderMarkdown(report: Report): string {
       '',
       '| Records | runs | seconds (median) | peak RSS (median) | range of peak RSS |',
       '|---:|---:|---:|---:|---:|',
-      ...tuned.sizes.map((s) => `| ${int(s.records)} | ${s.runs.length} | ${s.medianSeconds.toFixed(2)} | ${mib(s.medianPeakRssBytes)} | ${range(s.runs.map((r) => r.peakRssBytes / 2 ** 20), 1)} MiB |`),
+      ...tuned.sizes.map(
+        (s) =>
+          `| ${int(s.records)} | ${s.runs.length} | ${s.medianSeconds.toFixed(2)} | ${mib(s.medianPeakRssBytes)} | ${range(
+            s.runs.map((r) => r.peakRssBytes / 2 ** 20),
+            1,
+          )} MiB |`,
+      ),
       '',
-      ...(base && largest ? [`Peak RSS of the larger run ÷ the smaller with V8's own sizing: ×${(largest.medianPeakRssBytes / base.medianPeakRssBytes).toFixed(3)}.`, ''] : []),
+      ...(base && largest
+        ? [`Peak RSS of the larger run ÷ the smaller with V8's own sizing: ×${(largest.medianPeakRssBytes / base.medianPeakRssBytes).toFixed(3)}.`, '']
+        : []),
     );
   }
 
@@ -294,7 +317,10 @@ export function renderMarkdown(report: Report): string {
       '|---|---:|---:|---:|---:|---|',
       ...[slow.concurrent, slow.sequential].map(
         (v) =>
-          `| ${v.label} | ${v.runs.length} | ${v.medianSeconds.toFixed(2)} | ${range(v.runs.map((r) => r.wallSeconds), 2)} | ${int(slow.spec.records / v.medianSeconds)} | ${v === slow.concurrent ? `≤ ${slowTargetSeconds(v.pages).toFixed(1)} s` : '(reference)'} |`,
+          `| ${v.label} | ${v.runs.length} | ${v.medianSeconds.toFixed(2)} | ${range(
+            v.runs.map((r) => r.wallSeconds),
+            2,
+          )} | ${int(slow.spec.records / v.medianSeconds)} | ${v === slow.concurrent ? `≤ ${slowTargetSeconds(v.pages).toFixed(1)} s` : '(reference)'} |`,
       ),
       '',
       `Speed-up of the default concurrency over sequential paging: ×${(slow.sequential.medianSeconds / slow.concurrent.medianSeconds).toFixed(2)}.`,
@@ -348,7 +374,7 @@ export function renderMarkdown(report: Report): string {
       '',
       'The sync takes every record from a part that E6 answers completely in one page (pageNumber 1, `totalRecords` ≤ pageSize), so that no record depends on the order E6 returns records in; a window that does not fit is split by time (src/sync/split.ts). ' +
         'The minimum is Σ over windows of max(1, ceil(records in the window ÷ pageSize)): what exact offset paging of the same windows needs, and the least any reader of one page per request needs. ' +
-        'Each set is read through the sync\'s own window reader (bench/lib/reader.ts: the sync\'s configuration, pages discarded) from a fresh start, with nothing learned from a ledger; the simulator runs in the bench process and its own count of E6 requests must equal the reader\'s.',
+        "Each set is read through the sync's own window reader (bench/lib/reader.ts: the sync's configuration, pages discarded) from a fresh start, with nothing learned from a ledger; the simulator runs in the bench process and its own count of E6 requests must equal the reader's.",
       '',
       '| Data set | windows | records | minimum | requests | ÷ minimum | first window | splits | instants | seconds |',
       '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',

@@ -89,7 +89,8 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         const simAfter = processCpuSeconds(sim.pid);
         const pg1 = postgresCpuSeconds(ctx.cluster.dataDir);
         const stored = await countRecords(db.url);
-        if (stored !== rows || run.summary?.records !== rows) throw new Error(`sync stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
+        if (stored !== rows || run.summary?.records !== rows)
+          throw new Error(`sync stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
         return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
       });
 
@@ -149,7 +150,9 @@ export async function profileEtl(ctx: BenchContext, spec: EtlSpec, root: string,
   const dir = join(ctx.scratch, 'cpu-profile');
   try {
     const run = await withFreshDatabase(ctx, 'bench_profile', (db) =>
-      runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, SYNC_ENV), { nodeArgs: [...nodeArgs, "--cpu-prof", `--cpu-prof-dir=${dir}`, '--cpu-prof-name=sync.cpuprofile'] }),
+      runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, SYNC_ENV), {
+        nodeArgs: [...nodeArgs, '--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-name=sync.cpuprofile'],
+      }),
     );
     return { run, profile: summarizeProfile(join(dir, 'sync.cpuprofile'), root) };
   } finally {

@@ -37,7 +37,9 @@ export async function measureSizes(ctx: BenchContext, sizes: readonly number[], 
           return r;
         });
         measured.push(run);
-        ctx.log(`growth ${records} records${nodeArgs.length > 0 ? ` (node ${nodeArgs.join(' ')})` : ''}, run ${i}/${runs}: ${run.wallSeconds.toFixed(2)} s, peak RSS ${(run.peakRssBytes / 2 ** 20).toFixed(1)} MiB`);
+        ctx.log(
+          `growth ${records} records${nodeArgs.length > 0 ? ` (node ${nodeArgs.join(' ')})` : ''}, run ${i}/${runs}: ${run.wallSeconds.toFixed(2)} s, peak RSS ${(run.peakRssBytes / 2 ** 20).toFixed(1)} MiB`,
+        );
       }
     } finally {
       await sim.stop();

@@ -52,7 +52,9 @@ export function largeExposition(series: number): string {
   const lines: string[] = [];
   for (let i = 0; i < series; i++) {
     const customer = Math.floor(i / events.length);
-    lines.push(`${events[i % events.length]}_event_count{customer="Customer ${String(customer).padStart(6, '0')}",customer_id="c-${String(customer).padStart(8, '0')}"} ${(i * 7919) % 100_000}`);
+    lines.push(
+      `${events[i % events.length]}_event_count{customer="Customer ${String(customer).padStart(6, '0')}",customer_id="c-${String(customer).padStart(8, '0')}"} ${(i * 7919) % 100_000}`,
+    );
   }
   return `${lines.join('\n')}\n`;
 }
@@ -130,7 +132,9 @@ export async function largeScrapeSuite(ctx: BenchContext, spec: LargeScrapeSpec)
         } finally {
           await serve.stop();
         }
-        ctx.log(`large scrape round ${round}/${spec.rounds}: first ${first[first.length - 1]!.toFixed(3)} s, serve peak RSS ${(peaks[peaks.length - 1]! / 2 ** 20).toFixed(1)} MiB`);
+        ctx.log(
+          `large scrape round ${round}/${spec.rounds}: first ${first[first.length - 1]!.toFixed(3)} s, serve peak RSS ${(peaks[peaks.length - 1]! / 2 ** 20).toFixed(1)} MiB`,
+        );
       }
       const body = last.toString();
       const result: LargeScrapeResult = {

@@ -69,7 +69,8 @@ export async function requestsSuite(ctx: BenchContext, spec: RequestsSpec): Prom
       const seconds = (performance.now() - started) / 1000;
       const requests = counts.requests.reduce((a, b) => a + b, 0);
       const simulatorRequests = sim.stats.analyticsRequests - before;
-      if (requests !== simulatorRequests) throw new Error(`requests: ${set.name}: the reader counted ${requests} E6 requests, the simulator ${simulatorRequests}`);
+      if (requests !== simulatorRequests)
+        throw new Error(`requests: ${set.name}: the reader counted ${requests} E6 requests, the simulator ${simulatorRequests}`);
       const expected = sim.dataset.count(start, DATA_END, false);
       if (counts.records !== expected) throw new Error(`requests: ${set.name}: read ${counts.records} records, the range holds ${expected}`);
       rows.push({

@@ -68,7 +68,11 @@ const QUARANTINE_NOTE =
 
 const lastValue = () => new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(false);
 const legend = () =>
-  new common.VizLegendOptionsBuilder().showLegend(true).displayMode(common.LegendDisplayMode.Table).placement(common.LegendPlacement.Right).calcs(['sum', 'max']);
+  new common.VizLegendOptionsBuilder()
+    .showLegend(true)
+    .displayMode(common.LegendDisplayMode.Table)
+    .placement(common.LegendPlacement.Right)
+    .calcs(['sum', 'max']);
 const tooltip = () => new common.VizTooltipOptionsBuilder().mode(common.TooltipDisplayMode.Multi).sort(common.SortOrder.Descending);
 
 function countStat(title: string, description: string, rawSql: string): stat.PanelBuilder {
@@ -119,7 +123,7 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .uid(ANALYTICS_HISTORY_UID)
     .description(
       'Analytics records of the forms platform as the analytics-exporter ETL stored them in PostgreSQL (table records of the schema picked in "Schema"), and the sync runs that loaded them. ' +
-        'The record schema is not published: the payload fields used for event type, customer and user are dashboard variables (defaults: the simulator\'s eventType, customerName, customerId, userId; dotted names reach nested fields). ' +
+        "The record schema is not published: the payload fields used for event type, customer and user are dashboard variables (defaults: the simulator's eventType, customerName, customerId, userId; dotted names reach nested fields). " +
         'Days are UTC days. Use a read-only database role for the data source.',
     )
     .tags([COMMON_TAG, 'etl', 'postgresql'])
@@ -130,7 +134,9 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withVariable(
       new dashboard.QueryVariableBuilder('schema')
         .label('Schema')
-        .description('Schema of the ETL\'s tables (DATABASE_SCHEMA of the exporter): the schemas holding a sync_state table, restricted to lower-case SQL identifiers.')
+        .description(
+          "Schema of the ETL's tables (DATABASE_SCHEMA of the exporter): the schemas holding a sync_state table, restricted to lower-case SQL identifiers.",
+        )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .query("SELECT table_schema FROM information_schema.tables WHERE table_name = 'sync_state' ORDER BY 1")
         .definition("SELECT table_schema FROM information_schema.tables WHERE table_name = 'sync_state' ORDER BY 1")
@@ -146,7 +152,9 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     builder.withVariable(
       new dashboard.TextBoxVariableBuilder(v.name)
         .label(v.label)
-        .description(`Field of records.payload holding ${v.what} (dotted for nested fields; default: the simulator's ${v.default}). Used only as an SQL string literal.`)
+        .description(
+          `Field of records.payload holding ${v.what} (dotted for nested fields; default: the simulator's ${v.default}). Used only as an SQL string literal.`,
+        )
         .defaultValue(v.default)
         .current({ selected: true, text: v.default, value: v.default }),
     );
@@ -165,12 +173,22 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     )
 
     .withRow(new dashboard.RowBuilder('Records in the time range'))
-    .withPanel(countStat('Records', `Records of the selected customers in the time range. ${RECORDS_NOTE}`, `SELECT count(*) AS "records"\nFROM ${RECORDS}\n${WHERE}`))
     .withPanel(
-      countStat('Customers', 'Selected customers with at least one record in the time range.', `SELECT count(DISTINCT ${CUSTOMER}) AS "customers"\nFROM ${RECORDS}\n${WHERE}`),
+      countStat('Records', `Records of the selected customers in the time range. ${RECORDS_NOTE}`, `SELECT count(*) AS "records"\nFROM ${RECORDS}\n${WHERE}`),
     )
     .withPanel(
-      countStat('Users', 'Distinct users (payload field named in "User field") of the selected customers in the time range.', `SELECT count(DISTINCT ${USER}) AS "users"\nFROM ${RECORDS}\n${WHERE}`),
+      countStat(
+        'Customers',
+        'Selected customers with at least one record in the time range.',
+        `SELECT count(DISTINCT ${CUSTOMER}) AS "customers"\nFROM ${RECORDS}\n${WHERE}`,
+      ),
+    )
+    .withPanel(
+      countStat(
+        'Users',
+        'Distinct users (payload field named in "User field") of the selected customers in the time range.',
+        `SELECT count(DISTINCT ${USER}) AS "users"\nFROM ${RECORDS}\n${WHERE}`,
+      ),
     )
     .withPanel(
       new stat.PanelBuilder()
@@ -188,8 +206,20 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     )
 
     .withRow(new dashboard.RowBuilder('Records per day'))
-    .withPanel(dailyBars('Records per event type per day', `Records of the selected customers per UTC day, by event type (payload field named in "Event type field"). ${RECORDS_NOTE}`, EVENT))
-    .withPanel(dailyBars('Records per customer per day', `Records per UTC day, by selected customer (payload field named in "Customer field"). ${RECORDS_NOTE}`, CUSTOMER))
+    .withPanel(
+      dailyBars(
+        'Records per event type per day',
+        `Records of the selected customers per UTC day, by event type (payload field named in "Event type field"). ${RECORDS_NOTE}`,
+        EVENT,
+      ),
+    )
+    .withPanel(
+      dailyBars(
+        'Records per customer per day',
+        `Records per UTC day, by selected customer (payload field named in "Customer field"). ${RECORDS_NOTE}`,
+        CUSTOMER,
+      ),
+    )
     .withPanel(
       new table.PanelBuilder()
         .title('Records per customer')
@@ -231,7 +261,9 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withPanel(
       new table.PanelBuilder()
         .title('Sync runs')
-        .description('The 100 latest sync runs started in the time range (sync_runs), newest first: the range each covered, what it loaded, how it ended and why it failed.')
+        .description(
+          'The 100 latest sync runs started in the time range (sync_runs), newest first: the range each covered, what it loaded, how it ended and why it failed.',
+        )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
           sqlQuery(
@@ -271,7 +303,7 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
       new timeseries.PanelBuilder()
         .title('Stored and reported records per day')
         .description(
-          'Per UTC day of the windows (sync_windows.window_start): records stored, and the total E6 reported for the same windows. They differ only by records at a window\'s end, left to the next window; a lasting gap means a window to re-sync. Independent of the customers.',
+          "Per UTC day of the windows (sync_windows.window_start): records stored, and the total E6 reported for the same windows. They differ only by records at a window's end, left to the next window; a lasting gap means a window to re-sync. Independent of the customers.",
         )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
@@ -292,7 +324,11 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
 
     .withRow(new dashboard.RowBuilder('Quarantine'))
     .withPanel(
-      countStat('Quarantined records', `Records quarantined for the windows in the time range. ${QUARANTINE_NOTE}`, `SELECT count(*) AS "quarantined"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)`)
+      countStat(
+        'Quarantined records',
+        `Records quarantined for the windows in the time range. ${QUARANTINE_NOTE}`,
+        `SELECT count(*) AS "quarantined"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)`,
+      )
         .colorMode(common.BigValueColorMode.Background)
         .thresholds(thresholds(1, QUARANTINE_RED))
         .height(10),

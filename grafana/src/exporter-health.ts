@@ -10,7 +10,18 @@ import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import * as common from '@grafana/grafana-foundation-sdk/common';
 import * as stat from '@grafana/grafana-foundation-sdk/stat';
 import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
-import { COMMON_TAG, PROMETHEUS_DATASOURCE_TYPE, QUARANTINE_RED, booleanMapping, datasourceRef, datasourceVariable, finish, multiSelectVariable, promQuery, thresholds } from './common.js';
+import {
+  COMMON_TAG,
+  PROMETHEUS_DATASOURCE_TYPE,
+  QUARANTINE_RED,
+  booleanMapping,
+  datasourceRef,
+  datasourceVariable,
+  finish,
+  multiSelectVariable,
+  promQuery,
+  thresholds,
+} from './common.js';
 
 /** uid of the dashboard (stable across Grafana instances; links use it). */
 export const EXPORTER_HEALTH_UID = 'analytics-exporter-health';
@@ -64,7 +75,7 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
   const builder = new dashboard.DashboardBuilder('Exporter health')
     .uid(EXPORTER_HEALTH_UID)
     .description(
-      'Health of analytics-exporter from its own metrics (prefix analytics_exporter_): reads of the platform\'s Prometheus text (E7), HTTP requests and tokens, the ETL sync into PostgreSQL, and the Node.js process.',
+      "Health of analytics-exporter from its own metrics (prefix analytics_exporter_): reads of the platform's Prometheus text (E7), HTTP requests and tokens, the ETL sync into PostgreSQL, and the Node.js process.",
     )
     .tags([COMMON_TAG, 'exporter', 'prometheus'])
     .time({ from: 'now-6h', to: 'now' })
@@ -94,8 +105,12 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
 
     .withRow(new dashboard.RowBuilder('Now'))
     .withPanel(
-      single('Upstream up', 'Whether the last read of the platform\'s Prometheus text (E7) succeeded, for the worst selected instance. Down: /metrics still answers, with the exporter\'s own metrics only.', 'none', `min(${m('upstream_up')})`)
-        .mappings([booleanMapping({ text: 'Down', color: 'red' }, { text: 'Up', color: 'green' })]),
+      single(
+        'Upstream up',
+        "Whether the last read of the platform's Prometheus text (E7) succeeded, for the worst selected instance. Down: /metrics still answers, with the exporter's own metrics only.",
+        'none',
+        `min(${m('upstream_up')})`,
+      ).mappings([booleanMapping({ text: 'Down', color: 'red' }, { text: 'Up', color: 'green' })]),
     )
     .withPanel(
       single(
@@ -114,7 +129,12 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
       ).thresholds(thresholds(3600, 7200)),
     )
     .withPanel(
-      single('Sync failures', 'Failed sync runs in the time range (increase of sync_failures_total); the reason is in the error column of sync_runs and in the log.', 'short', `sum(increase(${m('sync_failures_total')}[$__range]))`)
+      single(
+        'Sync failures',
+        'Failed sync runs in the time range (increase of sync_failures_total); the reason is in the error column of sync_runs and in the log.',
+        'short',
+        `sum(increase(${m('sync_failures_total')}[$__range]))`,
+      )
         .decimals(0)
         .thresholds(thresholds(1, 3)),
     )
@@ -124,48 +144,77 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
       ]),
     )
     .withPanel(
-      single('Version', 'Version, revision and Node.js version of the selected exporters (build_info).', 'none', `max by (version, revision, nodejs_version) (${m('build_info')})`, '{{version}} ({{revision}}, Node.js {{nodejs_version}})')
+      single(
+        'Version',
+        'Version, revision and Node.js version of the selected exporters (build_info).',
+        'none',
+        `max by (version, revision, nodejs_version) (${m('build_info')})`,
+        '{{version}} ({{revision}}, Node.js {{nodejs_version}})',
+      )
         .textMode(common.BigValueTextMode.Name)
         .colorMode(common.BigValueColorMode.None),
     )
 
     .withRow(new dashboard.RowBuilder('Upstream reads (E7)'))
-    .withPanel(graph('Upstream up', 'Whether the last read of the platform\'s Prometheus text (E7) succeeded (1) or not (0), per instance.', 'none', [{ expr: m('upstream_up'), legend: '{{instance}}' }]).max(1))
+    .withPanel(
+      graph('Upstream up', "Whether the last read of the platform's Prometheus text (E7) succeeded (1) or not (0), per instance.", 'none', [
+        { expr: m('upstream_up'), legend: '{{instance}}' },
+      ]).max(1),
+    )
     .withPanel(
       graph('Upstream scrape duration', 'Duration of the last read of E7, per instance; bounded by the scrape timeout Prometheus sends (less 20 %).', 's', [
         { expr: m('upstream_scrape_duration_seconds'), legend: '{{instance}}' },
       ]),
     )
     .withPanel(
-      graph('Upstream samples', 'Upstream samples served per scrape: customers times event types; a drop to 0 with upstream up means the platform returned no counts.', 'short', [
-        { expr: m('upstream_samples'), legend: '{{instance}}' },
-      ]),
+      graph(
+        'Upstream samples',
+        'Upstream samples served per scrape: customers times event types; a drop to 0 with upstream up means the platform returned no counts.',
+        'short',
+        [{ expr: m('upstream_samples'), legend: '{{instance}}' }],
+      ),
     )
     .withPanel(
-      graph('Upstream errors by reason', 'Failed reads of E7 per second, by reason (the values of upstream_attempt_failures_total: timeout, network, http_<status>, content_type, invalid_body, token, other).', 'ops', [
-        { expr: `sum by (reason) (rate(${m('upstream_errors_total')}[$__rate_interval]))`, legend: '{{reason}}' },
-      ]),
+      graph(
+        'Upstream errors by reason',
+        'Failed reads of E7 per second, by reason (the values of upstream_attempt_failures_total: timeout, network, http_<status>, content_type, invalid_body, token, other).',
+        'ops',
+        [{ expr: `sum by (reason) (rate(${m('upstream_errors_total')}[$__rate_interval]))`, legend: '{{reason}}' }],
+      ),
     )
     .withPanel(
-      graph('Invalid upstream lines', 'Lines of the E7 text dropped as invalid per second, by reason, and upstream families dropped for colliding with the exporter\'s own names. Dropped data is never served.', 'cps', [
-        { expr: `sum by (reason) (rate(${m('upstream_invalid_lines_total')}[$__rate_interval]))`, legend: '{{reason}}' },
-        { expr: `sum(rate(${m('upstream_dropped_families_total')}[$__rate_interval]))`, legend: 'dropped families' },
-      ]),
+      graph(
+        'Invalid upstream lines',
+        "Lines of the E7 text dropped as invalid per second, by reason, and upstream families dropped for colliding with the exporter's own names. Dropped data is never served.",
+        'cps',
+        [
+          { expr: `sum by (reason) (rate(${m('upstream_invalid_lines_total')}[$__rate_interval]))`, legend: '{{reason}}' },
+          { expr: `sum(rate(${m('upstream_dropped_families_total')}[$__rate_interval]))`, legend: 'dropped families' },
+        ],
+      ),
     )
     .withPanel(
-      graph('Time since last upstream success', 'Age of the last successful read of E7 (time() - upstream_last_success_timestamp_seconds); upstream samples are never served older than METRICS_CACHE_TTL.', 's', [
-        { expr: `time() - ${m('upstream_last_success_timestamp_seconds')}`, legend: '{{instance}}' },
-      ]),
+      graph(
+        'Time since last upstream success',
+        'Age of the last successful read of E7 (time() - upstream_last_success_timestamp_seconds); upstream samples are never served older than METRICS_CACHE_TTL.',
+        's',
+        [{ expr: `time() - ${m('upstream_last_success_timestamp_seconds')}`, legend: '{{instance}}' }],
+      ),
     )
 
     .withRow(new dashboard.RowBuilder('Upstream requests and tokens'))
     .withPanel(
-      graph('Request duration p95 by endpoint', '95th percentile of HTTP request durations to the analytics API, by endpoint (analytics = E6, prometheus = E7), over the rate interval (at least four scrapes).', 's', [
-        {
-          expr: `histogram_quantile(0.95, sum by (le, endpoint) (rate(${m('upstream_request_duration_seconds_bucket')}[$__rate_interval])))`,
-          legend: '{{endpoint}}',
-        },
-      ]),
+      graph(
+        'Request duration p95 by endpoint',
+        '95th percentile of HTTP request durations to the analytics API, by endpoint (analytics = E6, prometheus = E7), over the rate interval (at least four scrapes).',
+        's',
+        [
+          {
+            expr: `histogram_quantile(0.95, sum by (le, endpoint) (rate(${m('upstream_request_duration_seconds_bucket')}[$__rate_interval])))`,
+            legend: '{{endpoint}}',
+          },
+        ],
+      ),
     )
     .withPanel(
       graph('Requests by endpoint and status', 'HTTP requests to the analytics API per second, by endpoint and status code (error = no response).', 'reqps', [
@@ -173,32 +222,55 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
       ]),
     )
     .withPanel(
-      graph('Retries and token requests', 'Upstream requests retried after a transient failure (429, 502-504, network, timeouts) per second, by endpoint; and OAuth2 token requests to the identity host (E0) per second, by outcome.', 'ops', [
-        { expr: `sum by (endpoint) (rate(${m('upstream_retries_total')}[$__rate_interval]))`, legend: 'retry {{endpoint}}' },
-        { expr: `sum by (outcome) (rate(${m('token_requests_total')}[$__rate_interval]))`, legend: 'token {{outcome}}' },
-      ]),
+      graph(
+        'Retries and token requests',
+        'Upstream requests retried after a transient failure (429, 502-504, network, timeouts) per second, by endpoint; and OAuth2 token requests to the identity host (E0) per second, by outcome.',
+        'ops',
+        [
+          { expr: `sum by (endpoint) (rate(${m('upstream_retries_total')}[$__rate_interval]))`, legend: 'retry {{endpoint}}' },
+          { expr: `sum by (outcome) (rate(${m('token_requests_total')}[$__rate_interval]))`, legend: 'token {{outcome}}' },
+        ],
+      ),
     )
 
     .withRow(new dashboard.RowBuilder('Sync (ETL)'))
     .withPanel(
-      graph('Records and pages loaded', 'Analytics records and E6 pages written to PostgreSQL per second (re-loaded windows count again).', 'cps', [
-        { expr: `sum(rate(${m('sync_records_total')}[$__rate_interval]))`, legend: 'records' },
-        { expr: `sum(rate(${m('sync_pages_total')}[$__rate_interval]))`, legend: 'pages' },
-        { expr: `sum(rate(${m('sync_windows_total')}[$__rate_interval]))`, legend: 'windows' },
-      ], 12),
+      graph(
+        'Records and pages loaded',
+        'Analytics records and E6 pages written to PostgreSQL per second (re-loaded windows count again).',
+        'cps',
+        [
+          { expr: `sum(rate(${m('sync_records_total')}[$__rate_interval]))`, legend: 'records' },
+          { expr: `sum(rate(${m('sync_pages_total')}[$__rate_interval]))`, legend: 'pages' },
+          { expr: `sum(rate(${m('sync_windows_total')}[$__rate_interval]))`, legend: 'windows' },
+        ],
+        12,
+      ),
     )
     .withPanel(
-      graph('Sync runs, failures and skipped ticks', 'Sync runs finished, runs failed, and scheduled ticks skipped because a run was still going, per second.', 'ops', [
-        { expr: `sum(rate(${m('sync_runs_total')}[$__rate_interval]))`, legend: 'runs' },
-        { expr: `sum(rate(${m('sync_failures_total')}[$__rate_interval]))`, legend: 'failures' },
-        { expr: `sum(rate(${m('sync_skipped_total')}[$__rate_interval]))`, legend: 'skipped ticks' },
-      ], 12),
+      graph(
+        'Sync runs, failures and skipped ticks',
+        'Sync runs finished, runs failed, and scheduled ticks skipped because a run was still going, per second.',
+        'ops',
+        [
+          { expr: `sum(rate(${m('sync_runs_total')}[$__rate_interval]))`, legend: 'runs' },
+          { expr: `sum(rate(${m('sync_failures_total')}[$__rate_interval]))`, legend: 'failures' },
+          { expr: `sum(rate(${m('sync_skipped_total')}[$__rate_interval]))`, legend: 'skipped ticks' },
+        ],
+        12,
+      ),
     )
     .withPanel(
-      graph('Sync and watermark lag', 'Time since the last successful run finished, and how far behind now the loaded records end, per instance.', 's', [
-        { expr: `time() - ${m('sync_last_success_timestamp_seconds')}`, legend: 'last success {{instance}}' },
-        { expr: `time() - ${m('sync_watermark_timestamp_seconds')}`, legend: 'watermark {{instance}}' },
-      ], 12),
+      graph(
+        'Sync and watermark lag',
+        'Time since the last successful run finished, and how far behind now the loaded records end, per instance.',
+        's',
+        [
+          { expr: `time() - ${m('sync_last_success_timestamp_seconds')}`, legend: 'last success {{instance}}' },
+          { expr: `time() - ${m('sync_watermark_timestamp_seconds')}`, legend: 'watermark {{instance}}' },
+        ],
+        12,
+      ),
     )
     .withPanel(
       graph('Sync duration', 'Duration of the last finished sync run, per instance.', 's', [{ expr: m('sync_duration_seconds'), legend: '{{instance}}' }], 12),

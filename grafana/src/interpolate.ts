@@ -105,26 +105,29 @@ function formatDefault(values: string[], model: VariableModel, dialect: Dialect)
  *   without parentheses (`$__interval` but no `__interval` given).
  */
 export function interpolate(text: string, scope: InterpolationScope): string {
-  return text.replace(VARIABLE_REGEX, (match, simple?: string, bracket?: string, bracketFormat?: string, braced?: string, fieldPath?: string, bracedFormat?: string, offset?: number) => {
-    const name = (simple ?? bracket ?? braced)!;
-    const format = bracketFormat ?? bracedFormat;
-    if (name.startsWith('__')) {
-      const builtin = scope.builtins?.[name];
-      if (builtin !== undefined) return builtin;
-      // A macro call such as $__timeFilter(col) is the backend's business (step 2).
-      if (text[(offset ?? 0) + match.length] === '(') return match;
-      throw new Error(`Built-in variable $${name} has no value in this scope (in ${JSON.stringify(text)})`);
-    }
-    if (fieldPath !== undefined) throw new Error(`Variable field paths (${match}) are not emulated`);
-    const model = scope.variables.find((v) => v.name === name);
-    if (model === undefined) throw new Error(`Variable $${name} is not defined by the dashboard (in ${JSON.stringify(text)})`);
-    const selection = scope.selections[name];
-    if (selection === undefined) throw new Error(`Variable $${name} has no selection in this scope`);
-    if (selection.all && model.allValue) return model.allValue;
-    // "All" over no options is legal (Grafana then inserts nothing); nothing picked otherwise is a test bug.
-    if (selection.values.length === 0 && !selection.all) throw new Error(`Variable $${name} has no value selected`);
-    return format === undefined ? formatDefault(selection.values, model, scope.dialect) : formatExplicit(selection.values, format, name);
-  });
+  return text.replace(
+    VARIABLE_REGEX,
+    (match, simple?: string, bracket?: string, bracketFormat?: string, braced?: string, fieldPath?: string, bracedFormat?: string, offset?: number) => {
+      const name = (simple ?? bracket ?? braced)!;
+      const format = bracketFormat ?? bracedFormat;
+      if (name.startsWith('__')) {
+        const builtin = scope.builtins?.[name];
+        if (builtin !== undefined) return builtin;
+        // A macro call such as $__timeFilter(col) is the backend's business (step 2).
+        if (text[(offset ?? 0) + match.length] === '(') return match;
+        throw new Error(`Built-in variable $${name} has no value in this scope (in ${JSON.stringify(text)})`);
+      }
+      if (fieldPath !== undefined) throw new Error(`Variable field paths (${match}) are not emulated`);
+      const model = scope.variables.find((v) => v.name === name);
+      if (model === undefined) throw new Error(`Variable $${name} is not defined by the dashboard (in ${JSON.stringify(text)})`);
+      const selection = scope.selections[name];
+      if (selection === undefined) throw new Error(`Variable $${name} has no selection in this scope`);
+      if (selection.all && model.allValue) return model.allValue;
+      // "All" over no options is legal (Grafana then inserts nothing); nothing picked otherwise is a test bug.
+      if (selection.values.length === 0 && !selection.all) throw new Error(`Variable $${name} has no value selected`);
+      return format === undefined ? formatDefault(selection.values, model, scope.dialect) : formatExplicit(selection.values, format, name);
+    },
+  );
 }
 
 /** Seconds of a Grafana interval such as `1d`, `5m`, `'1h'` (quotes and blanks ignored). */

@@ -34,10 +34,14 @@ const CUSTOMER = 'customer=~"$customer"';
 /** All seven upstream families at once, by name. */
 const ALL_FAMILIES = `{__name__=~"${UPSTREAM_FAMILIES.map((f) => f.metric).join('|')}", ${CUSTOMER}}`;
 
-const WINDOW_NOTE = 'Each value counts the events of the exporter\'s METRICS_WINDOW (24 h by default) before the scrape; it is not a counter.';
+const WINDOW_NOTE = "Each value counts the events of the exporter's METRICS_WINDOW (24 h by default) before the scrape; it is not a counter.";
 
 const legend = () =>
-  new common.VizLegendOptionsBuilder().showLegend(true).displayMode(common.LegendDisplayMode.Table).placement(common.LegendPlacement.Right).calcs(['lastNotNull', 'max']);
+  new common.VizLegendOptionsBuilder()
+    .showLegend(true)
+    .displayMode(common.LegendDisplayMode.Table)
+    .placement(common.LegendPlacement.Right)
+    .calcs(['lastNotNull', 'max']);
 const tooltip = () => new common.VizTooltipOptionsBuilder().mode(common.TooltipDisplayMode.Multi).sort(common.SortOrder.Descending);
 const lastValue = () => new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(false);
 
@@ -105,11 +109,15 @@ export function platformUsageDashboard(): dashboard.Dashboard {
     .withPanel(totalStat(logins.title, 'Logins of the selected customers.', `sum(${logins.metric}{${CUSTOMER}})`))
     .withPanel(totalStat('Dialogs submitted', 'Dialogs submitted by the selected customers.', `sum(dialogsubmitted_event_count{${CUSTOMER}})`))
     .withPanel(totalStat('Documents created', 'Documents created by the selected customers.', `sum(documentcreated_event_count{${CUSTOMER}})`))
-    .withPanel(totalStat('Messages sent', 'SMS and e-mails sent for the selected customers.', `sum({__name__=~"smssent_event_count|emailsent_event_count", ${CUSTOMER}})`))
-    .withPanel(totalStat('All events', 'Events of all seven types for the selected customers.', `sum(${ALL_FAMILIES})`))
     .withPanel(
-      totalStat('Active customers', 'Selected customers with at least one login.', `count(sum by (customer_id) (${logins.metric}{${CUSTOMER}}) > 0)`),
+      totalStat(
+        'Messages sent',
+        'SMS and e-mails sent for the selected customers.',
+        `sum({__name__=~"smssent_event_count|emailsent_event_count", ${CUSTOMER}})`,
+      ),
     )
+    .withPanel(totalStat('All events', 'Events of all seven types for the selected customers.', `sum(${ALL_FAMILIES})`))
+    .withPanel(totalStat('Active customers', 'Selected customers with at least one login.', `count(sum by (customer_id) (${logins.metric}{${CUSTOMER}}) > 0)`))
 
     .withRow(new dashboard.RowBuilder('Events over time'))
     .withPanel(
@@ -142,12 +150,8 @@ export function platformUsageDashboard(): dashboard.Dashboard {
     )
 
     .withRow(new dashboard.RowBuilder('Customers'))
-    .withPanel(
-      topCustomers('Top 10 customers by logins', 'The ten selected customers with the most logins now.', `${logins.metric}{${CUSTOMER}}`),
-    )
-    .withPanel(
-      topCustomers('Top 10 customers by all events', 'The ten selected customers with the most events of all seven types now.', ALL_FAMILIES),
-    )
+    .withPanel(topCustomers('Top 10 customers by logins', 'The ten selected customers with the most logins now.', `${logins.metric}{${CUSTOMER}}`))
+    .withPanel(topCustomers('Top 10 customers by all events', 'The ten selected customers with the most events of all seven types now.', ALL_FAMILIES))
     .withPanel(
       new table.PanelBuilder()
         .title('Events per customer')

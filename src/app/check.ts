@@ -40,10 +40,7 @@ export function formatStep(result: StepResult): string {
  * @param now milliseconds since the epoch; the probes cover the 24 hours before it.
  * @returns true when no step failed.
  */
-export async function runChecks(
-  config: Config,
-  deps: { log: Logger; report: (result: StepResult) => void; now?: () => number },
-): Promise<boolean> {
+export async function runChecks(config: Config, deps: { log: Logger; report: (result: StepResult) => void; now?: () => number }): Promise<boolean> {
   const { log, report } = deps;
   const now = deps.now ?? Date.now;
   let failed = false;

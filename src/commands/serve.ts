@@ -18,7 +18,10 @@ export function registerServeCommand(program: Command): void {
   program
     .command('serve')
     .description('serve /metrics (the platform E7 text with the exporter own metrics), /healthz and /readyz, and run the sync on SYNC_SCHEDULE')
-    .addHelpText('after', '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nExit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 bad configuration.')
+    .addHelpText(
+      'after',
+      '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nExit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 bad configuration.',
+    )
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;

@@ -6,8 +6,7 @@
  */
 import type { Command } from 'commander';
 
-export const SIMULATE_DESCRIPTION =
-  'run the built-in simulator of the token endpoint (E0) and analytics API (E6, E7) with demo data, until SIGINT/SIGTERM';
+export const SIMULATE_DESCRIPTION = 'run the built-in simulator of the token endpoint (E0) and analytics API (E6, E7) with demo data, until SIGINT/SIGTERM';
 
 /**
  * Adds `simulate` to `program`.

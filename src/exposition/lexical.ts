@@ -18,7 +18,6 @@ export const UNDERSCORE = 95;
 export const LBRACE = 123;
 export const RBRACE = 125;
 
-
 export function isLetter(c: number): boolean {
   return (c >= 97 && c <= 122) || (c >= 65 && c <= 90);
 }

@@ -5,7 +5,6 @@
  */
 import { DOT, MINUS, PLUS, UNDERSCORE, isDigit } from './lexical.js';
 
-
 /**
  * Reads a float the way Go's `strconv.ParseFloat(s, 64)` does, since that is what Prometheus
  * uses for sample values, `le` and `quantile`: decimal with optional exponent (`1`, `-1.5e-3`,
@@ -191,7 +190,6 @@ export function parseTimestamp(s: string): number | undefined {
   const value = Number(s);
   return s.length > 0 && Number.isSafeInteger(value) ? value : undefined;
 }
-
 
 /** The value of `text[start, end)` when it is 1 to 15 decimal digits (so exact), else undefined: counts without a string. */
 export function digitsValue(text: string, start: number, end: number): number | undefined {

@@ -128,7 +128,8 @@ class Scanner {
     const valueStart = i;
     i = skipToken(text, i, end);
     // Counts are the usual values: read short digit runs without making a string.
-    const value = i - valueStart <= 15 ? digitsValue(text, valueStart, i) ?? parseGoFloat(text.slice(valueStart, i)) : parseGoFloat(text.slice(valueStart, i));
+    const value =
+      i - valueStart <= 15 ? (digitsValue(text, valueStart, i) ?? parseGoFloat(text.slice(valueStart, i))) : parseGoFloat(text.slice(valueStart, i));
     if (value === undefined) return 'bad_value';
     i = skipBlanks(text, i, end);
     if (i >= end) return { name, labels, value };

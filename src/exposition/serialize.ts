@@ -448,7 +448,10 @@ export function negotiateFormat(acceptHeader: string | undefined): 'text' | 'ope
       const eq = param.indexOf('=');
       if (eq === -1) continue;
       const key = param.slice(0, eq).trim().toLowerCase();
-      const value = param.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1');
+      const value = param
+        .slice(eq + 1)
+        .trim()
+        .replace(/^"(.*)"$/, '$1');
       if (key === 'q') q = parseQ(value);
       else if (key === 'version') version = value;
     }

@@ -134,7 +134,10 @@ export class UpstreamMetrics {
         .catch((err: unknown) => {
           // The scrape's budget ran out: for the scrape, that is the upstream timing out.
           if (err instanceof AbortedError && budget.aborted) {
-            throw new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'prometheus', `E7 did not answer within the scrape's budget of ${budgetMs} ms`, { cause: err, reason: 'timeout' });
+            throw new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'prometheus', `E7 did not answer within the scrape's budget of ${budgetMs} ms`, {
+              cause: err,
+              reason: 'timeout',
+            });
           }
           throw err;
         });

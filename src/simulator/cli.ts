@@ -48,11 +48,19 @@ const FLAGS = [
   ['customers', '--customers <n>', `number of customers, 1 to 9999 (default ${DEFAULT_CUSTOMERS})`],
   ['users', '--users <n>', `users per customer, 1 to 9999 (default ${DEFAULT_USERS})`],
   ['duplicateEvery', '--duplicate-every <n>', `every Nth record is an exact copy of the one before; 0 = none (default ${DEFAULT_DUPLICATE_EVERY})`],
-  ['timePrecisionMs', '--time-precision-ms <ms>', `timestamps are multiples of this: 1000 = whole seconds, 1 = milliseconds (default ${DEFAULT_TIME_PRECISION_MS})`],
+  [
+    'timePrecisionMs',
+    '--time-precision-ms <ms>',
+    `timestamps are multiples of this: 1000 = whole seconds, 1 = milliseconds (default ${DEFAULT_TIME_PRECISION_MS})`,
+  ],
   ['clientId', '--client-id <id>', `client id the token endpoint accepts (default ${DEFAULT_CLIENT_ID})`],
   ['clientSecret', '--client-secret <secret>', `client secret the token endpoint accepts; demo use only (default ${DEFAULT_CLIENT_SECRET})`],
   ['scope', '--scope <scope>', `scope a token request must include (default ${DEFAULT_SCOPE})`],
-  ['tokenLifetime', '--token-lifetime <duration>', `expires_in and real lifetime of tokens, whole seconds, e.g. 1h (default ${DEFAULT_TOKEN_LIFETIME_SECONDS}s)`],
+  [
+    'tokenLifetime',
+    '--token-lifetime <duration>',
+    `expires_in and real lifetime of tokens, whole seconds, e.g. 1h (default ${DEFAULT_TOKEN_LIFETIME_SECONDS}s)`,
+  ],
   ['toDate', '--to-date <mode>', 'whether a record exactly at toDate is included: inclusive (default) or exclusive'],
   ['order', '--order <order>', 'order of records within an E6 range, drawn per request: stable (default), ties (timestamp order, ties reshuffled) or random'],
   ['prometheusHelp', '--prometheus-help', 'add # HELP and # TYPE lines to /analytics/prometheus (the reference shows none)'],
@@ -129,7 +137,10 @@ const flagsSchema = z.object({
   timePrecisionMs: wholeNumber(1, 86_400_000).optional(),
   clientId: z.string().min(1, 'must not be empty').optional(),
   clientSecret: z.string().min(1, 'must not be empty').optional(),
-  scope: z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'must be one scope token (RFC 6749 §3.3)').optional(),
+  scope: z
+    .string()
+    .regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'must be one scope token (RFC 6749 §3.3)')
+    .optional(),
   tokenLifetime: durationMs('1h')
     .refine((ms) => ms >= 1000 && ms % 1000 === 0, 'must be whole seconds, at least 1s')
     .optional(),
@@ -210,9 +221,17 @@ function parseFlags(raw: Record<string, unknown>): { flags: Flags } | { error: s
     condition ? undefined : `${FLAG_NAMES.get(key)!} ${rule}; got ${showValue(input, key)}`;
   const end = flags.end ?? DEFAULT_END;
   const problem =
-    need((flags.tlsCert === undefined) === (flags.tlsKey === undefined), flags.tlsCert === undefined ? 'tlsKey' : 'tlsCert', 'needs --tls-cert and --tls-key together') ??
+    need(
+      (flags.tlsCert === undefined) === (flags.tlsKey === undefined),
+      flags.tlsCert === undefined ? 'tlsKey' : 'tlsCert',
+      'needs --tls-cert and --tls-key together',
+    ) ??
     need(flags.tlsClientCa === undefined || flags.requireClientCert === true, 'tlsClientCa', 'is used only with --require-client-cert') ??
-    need(flags.requireClientCert !== true || (flags.tlsClientCa !== undefined && flags.tlsCert !== undefined), 'requireClientCert', 'needs --tls-cert, --tls-key and --tls-client-ca') ??
+    need(
+      flags.requireClientCert !== true || (flags.tlsClientCa !== undefined && flags.tlsCert !== undefined),
+      'requireClientCert',
+      'needs --tls-cert, --tls-key and --tls-client-ca',
+    ) ??
     need(flags.start === undefined || flags.start.getTime() < end.getTime(), 'start', `must be before the end of the data (${end.toISOString()})`);
   return problem === undefined ? { flags } : { error: problem };
 }
@@ -291,7 +310,14 @@ export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, 
     `simulator (demo data) listening on ${url}: STATISTICS_URL=${url} AUTH_URL=${url} CLIENT_ID=${id} CLIENT_SECRET=${secret} TOKEN_SCOPE=${options.scope ?? DEFAULT_SCOPE}`,
   );
   log.info(
-    { url, records: dataset.baseRecords, start: dataset.start.toISOString(), end: dataset.end.toISOString(), customers: dataset.customerCount, faults: simulator.faults },
+    {
+      url,
+      records: dataset.baseRecords,
+      start: dataset.start.toISOString(),
+      end: dataset.end.toISOString(),
+      customers: dataset.customerCount,
+      faults: simulator.faults,
+    },
     'simulator started',
   );
   io.onListening?.(url);

@@ -20,15 +20,7 @@ import { parseIsoDateTime } from '../time.js';
 import { InvalidArgumentError } from '../errors.js';
 
 /** Event types, in the order E7 families are written. Our guess; the reference names only `userlogin_event_count`. */
-export const EVENT_TYPES = [
-  'UserLogin',
-  'DialogCreated',
-  'DialogSubmitted',
-  'DocumentCreated',
-  'PdfCreated',
-  'SmsSent',
-  'EmailSent',
-] as const;
+export const EVENT_TYPES = ['UserLogin', 'DialogCreated', 'DialogSubmitted', 'DocumentCreated', 'PdfCreated', 'SmsSent', 'EmailSent'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /** Relative frequency of each event type, parallel to {@link EVENT_TYPES}: logins dominate. */
@@ -114,15 +106,7 @@ export const CHECKPOINT_RECORDS = 4096;
 const MAX_CHECKPOINT_CELLS = 8_000_000;
 
 const DIALOG_DEFINITIONS_PER_CUSTOMER = 6;
-const DOCUMENT_TEMPLATES = [
-  'EmploymentContract',
-  'OfferLetter',
-  'Invoice',
-  'ConsentForm',
-  'MeetingMinutes',
-  'LeaseAgreement',
-  'PowerOfAttorney',
-] as const;
+const DOCUMENT_TEMPLATES = ['EmploymentContract', 'OfferLetter', 'Invoice', 'ConsentForm', 'MeetingMinutes', 'LeaseAgreement', 'PowerOfAttorney'] as const;
 
 /** Names of the first customers; later ones are composed from the word lists below. */
 const CUSTOMER_NAMES = [
@@ -139,8 +123,45 @@ const CUSTOMER_NAMES = [
   'Midtnorsk Regnskap DA',
   'Aurora Eiendom AS',
 ] as const;
-const NAME_PREFIXES = ['Fjell', 'Havblikk', 'Nordkapp', 'Solvang', 'Elvebakken', 'Lysaker', 'Skogheim', 'Bjørkli', 'Fosen', 'Lindesnes', 'Haugen', 'Østfold', 'Viken', 'Trollheim', 'Sandvika', 'Dovre', 'Valdres', 'Helgeland', 'Jæren', 'Romsdal'] as const;
-const NAME_INDUSTRIES = ['Transport', 'Advokatfirma', 'Eiendom', 'Energi', 'Bygg', 'Regnskap', 'Helse', 'Sparebank', 'Forsikring', 'Logistikk', 'Maskin', 'Rådgivning', 'Elektro', 'Marine', 'Data'] as const;
+const NAME_PREFIXES = [
+  'Fjell',
+  'Havblikk',
+  'Nordkapp',
+  'Solvang',
+  'Elvebakken',
+  'Lysaker',
+  'Skogheim',
+  'Bjørkli',
+  'Fosen',
+  'Lindesnes',
+  'Haugen',
+  'Østfold',
+  'Viken',
+  'Trollheim',
+  'Sandvika',
+  'Dovre',
+  'Valdres',
+  'Helgeland',
+  'Jæren',
+  'Romsdal',
+] as const;
+const NAME_INDUSTRIES = [
+  'Transport',
+  'Advokatfirma',
+  'Eiendom',
+  'Energi',
+  'Bygg',
+  'Regnskap',
+  'Helse',
+  'Sparebank',
+  'Forsikring',
+  'Logistikk',
+  'Maskin',
+  'Rådgivning',
+  'Elektro',
+  'Marine',
+  'Data',
+] as const;
 const NAME_SUFFIXES = ['AS', 'ASA', 'DA', 'SA'] as const;
 
 const MS_PER_SECOND = 1000;
@@ -169,7 +190,6 @@ const LANE_USER = 0xb5297a4d;
 const LANE_DETAIL = 0x1b56c4e9;
 const LANE_JITTER = 0x6a09e667;
 const GOLDEN_32 = 0x9e3779b9;
-
 
 /** Validation of inserted records: the fields of {@link AnalyticsRecord}; extra fields are kept as given. */
 export const analyticsRecordSchema = z.looseObject({
@@ -476,7 +496,7 @@ export class Dataset {
     const detail = mix32(h ^ LANE_DETAIL);
     // Logins come mostly from the browser; other events come from integrations a quarter of the time.
     const apiShare = p.eventIndex === 0 ? 26 : 64; // out of 256
-    p.channel = (detail >>> 24) < apiShare ? 1 : 0;
+    p.channel = detail >>> 24 < apiShare ? 1 : 0;
     p.dialogDefinition = (detail & 0xffff) % DIALOG_DEFINITIONS_PER_CUSTOMER;
     p.template = ((detail >>> 16) & 0xff) % DOCUMENT_TEMPLATES.length;
     return p;
@@ -633,9 +653,7 @@ export class Dataset {
       const h = mix32(Math.imul(k, GOLDEN_32) ^ saltKey);
       const u = mix32(h ^ LANE_JITTER) / TWO_POW_32;
       // No grid point in a narrow range: fall back to millisecond timestamps inside it.
-      const ms = lastGrid >= firstGrid
-        ? (firstGrid + Math.floor(u * (lastGrid - firstGrid + 1))) * precision
-        : fromMs + Math.floor(u * (lastMs - fromMs + 1));
+      const ms = lastGrid >= firstGrid ? (firstGrid + Math.floor(u * (lastGrid - firstGrid + 1))) * precision : fromMs + Math.floor(u * (lastMs - fromMs + 1));
       out.push(this.#objectFrom(h, this.formatTimestamp(ms)));
     }
     return out;
@@ -810,7 +828,7 @@ export class Dataset {
       return samplePermutation(total, stop - offset, random).map((position) => this.#refToJson(this.#refAt(span, position)));
     }
     const refs = [...this.#walk(span, offset, stop - offset)];
-    for (let i = 0; i < refs.length; ) {
+    for (let i = 0; i < refs.length;) {
       const ms = this.#refMs(refs[i]!);
       let j = i + 1;
       while (j < refs.length && this.#refMs(refs[j]!) === ms) j++;

@@ -258,7 +258,10 @@ interface QueueEntry {
 type Endpoint = 'analytics' | 'prometheus';
 
 class ParameterError extends Error {
-  constructor(readonly parameter: string, message: string) {
+  constructor(
+    readonly parameter: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -301,7 +304,10 @@ function checkFaultNumbers(faults: FaultSettings): void {
     if (!ok) throw new InvalidArgumentError(`fault setting ${name} is out of range; got ${JSON.stringify(faults[name])}`);
   }
   const arrivals = faults.arrivals;
-  if (arrivals !== undefined && !(Number.isSafeInteger(arrivals.afterRequests) && arrivals.afterRequests >= 1 && Number.isSafeInteger(arrivals.count) && arrivals.count >= 0)) {
+  if (
+    arrivals !== undefined &&
+    !(Number.isSafeInteger(arrivals.afterRequests) && arrivals.afterRequests >= 1 && Number.isSafeInteger(arrivals.count) && arrivals.count >= 0)
+  ) {
     throw new InvalidArgumentError('fault setting arrivals needs afterRequests ≥ 1 and count ≥ 0, whole numbers');
   }
 }
@@ -473,7 +479,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     tokens.set(token, { issuedAtMs, expiresAtMs: issuedAtMs + lifetimeSeconds * 1000, revoked: false });
     for (const [key, info] of tokens) if (info.expiresAtMs <= issuedAtMs) tokens.delete(key);
     if (queued !== undefined) {
-      const answer = queued === 'bad-envelope' ? { token_type: 'Bearer', expires_in: lifetimeSeconds } : { access_token: token, token_type: 'Bearer', expires_in: lifetimeSeconds };
+      const answer =
+        queued === 'bad-envelope'
+          ? { token_type: 'Bearer', expires_in: lifetimeSeconds }
+          : { access_token: token, token_type: 'Bearer', expires_in: lifetimeSeconds };
       deliver(res, 'application/json; charset=utf-8', JSON.stringify(answer), queued === 'bad-envelope' ? undefined : queued);
       return;
     }
@@ -500,9 +509,14 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   };
 
   const sendInvalidToken = (res: http.ServerResponse, description: string): void =>
-    sendJson(res, 401, { error: 'invalid_token', error_description: description }, {
-      'www-authenticate': `Bearer realm="simulator", error="invalid_token", error_description="${description}"`,
-    });
+    sendJson(
+      res,
+      401,
+      { error: 'invalid_token', error_description: description },
+      {
+        'www-authenticate': `Bearer realm="simulator", error="invalid_token", error_description="${description}"`,
+      },
+    );
 
   // ----------------------------------------------------------------------------------------
   // Query parameters (reference E6 query parameters, E7 notes).
@@ -571,7 +585,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       return;
     }
     if (fault === 'wrong-content-type') {
-      send(res, 200, 'text/html; charset=utf-8', '<!DOCTYPE html>\n<html><head><title>Service unavailable</title></head><body><h1>Down for maintenance</h1></body></html>\n');
+      send(
+        res,
+        200,
+        'text/html; charset=utf-8',
+        '<!DOCTYPE html>\n<html><head><title>Service unavailable</title></head><body><h1>Down for maintenance</h1></body></html>\n',
+      );
       return;
     }
     const bytes = Buffer.from(body, 'utf8');
@@ -845,7 +864,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     stats,
     queueFault(fault, times = 1, target = 'any', when = undefined) {
       if (!Number.isSafeInteger(times) || times < 1) throw new InvalidArgumentError(`times must be a whole number ≥ 1; got ${times}`);
-      if (target === 'token' && ANALYTICS_ONLY_FAULTS.has(fault)) throw new InvalidArgumentError(`fault ${JSON.stringify(fault)} applies to E6 only, not to token requests`);
+      if (target === 'token' && ANALYTICS_ONLY_FAULTS.has(fault))
+        throw new InvalidArgumentError(`fault ${JSON.stringify(fault)} applies to E6 only, not to token requests`);
       if (typeof fault === 'object' && !(Number.isInteger(fault.status) && fault.status >= 100 && fault.status <= 599)) {
         throw new InvalidArgumentError(`fault status must be an HTTP status from 100 to 599; got ${fault.status}`);
       }

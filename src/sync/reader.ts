@@ -83,7 +83,8 @@ interface WindowState<T> {
   held: Leaf<T>[];
   started: boolean;
   done: boolean;
-  error: unknown;
+  /** What failed the window (reads of its parts throw Errors; anything else is wrapped). */
+  error: Error | undefined;
   dropped: boolean;
   waiter: (() => void) | undefined;
   stats: WindowReadStats;
@@ -128,9 +129,13 @@ export class WindowReader<T> {
     }));
     this.#signal = options.signal ? AbortSignal.any([options.signal, this.#stop.signal]) : this.#stop.signal;
     // Queued requests are never sent once stopped: end every window still waiting for one.
-    this.#signal.addEventListener('abort', () => {
-      for (const state of this.#states) this.#fail(state, new AbortedError('sync interrupted'), true);
-    }, { once: true });
+    this.#signal.addEventListener(
+      'abort',
+      () => {
+        for (const state of this.#states) this.#fail(state, new AbortedError('sync interrupted'), true);
+      },
+      { once: true },
+    );
   }
 
   /**
@@ -202,7 +207,7 @@ export class WindowReader<T> {
   }
 
   #fail(state: WindowState<T>, err: unknown, wake: boolean): void {
-    if (state.error === undefined) state.error = err;
+    if (state.error === undefined) state.error = err instanceof Error ? err : new Error(String(err));
     for (const task of state.queue.splice(0)) task.reject(err);
     if (wake) this.#wake(state);
   }
@@ -362,7 +367,10 @@ export class WindowReader<T> {
     this.#open++;
     state.stats.requests++;
     this.#client
-      .fetchPage({ startDate: new Date(task.part.start), toDate: new Date(task.part.end), pageNumber: task.pageNumber, pageSize: this.#o.pageSize }, { signal: this.#signal })
+      .fetchPage(
+        { startDate: new Date(task.part.start), toDate: new Date(task.part.end), pageNumber: task.pageNumber, pageSize: this.#o.pageSize },
+        { signal: this.#signal },
+      )
       .then(task.resolve, task.reject)
       .finally(() => {
         state.open--;

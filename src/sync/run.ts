@@ -32,7 +32,6 @@ import {
 } from './store.js';
 import { closeOverCommitted, iso, planWindows, recordTime, runRange, type Window } from './windows.js';
 
-
 /** Counts of one committed window. */
 export interface WindowSummary {
   window: Window;
@@ -179,7 +178,9 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   // Loading windows that have not happened yet would move the watermark past data still to come.
   const latest = now - config.settleMs;
   if (range.end > latest) {
-    throw new InvalidArgumentError(`--to ${iso(range.end)} is later than now minus SYNC_SETTLE (${iso(latest)}); windows in the future would be committed empty`);
+    throw new InvalidArgumentError(
+      `--to ${iso(range.end)} is later than now minus SYNC_SETTLE (${iso(latest)}); windows in the future would be committed empty`,
+    );
   }
   const planned = planWindows(range.start, range.end, config.windowMs);
   const windows =
@@ -210,7 +211,13 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, windows[0]!.start, windows[windows.length - 1]!.end)),
     onUnstableInstant: (event) => {
       log.warn(
-        { runId, instant: [iso(event.instant.start), iso(event.instant.end)], records: event.records, attempt: event.attempt, maxAttempts: config.windowAttempts },
+        {
+          runId,
+          instant: [iso(event.instant.start), iso(event.instant.end)],
+          records: event.records,
+          attempt: event.attempt,
+          maxAttempts: config.windowAttempts,
+        },
         'two reads of an instant holding more than a page returned different records (E6 order not stable); reading it again',
       );
       observer?.unstableInstant?.(event);
@@ -461,9 +468,7 @@ async function loadWindow(
         const isolated = prepareInsertQuarantined(t, window, runId, current.quarantine);
         quarantined += current.quarantine.length;
         await settle();
-        const done = Promise.all(
-          [query, isolated].map((q) => (q === undefined ? undefined : db.query(q.text, q.values))),
-        ).then(() => undefined);
+        const done = Promise.all([query, isolated].filter((q) => q !== undefined).map((q) => db.query(q.text, q.values))).then(() => undefined);
         done.catch(() => undefined); // awaited by settle(); never an unhandled rejection meanwhile
         inserting = { done, records: current.rows.keep.length };
       }

@@ -139,7 +139,10 @@ export class ProfileCells {
   readonly cellMs: number;
   readonly counts: Uint32Array;
 
-  constructor(readonly window: Window, minSplitMs: number) {
+  constructor(
+    readonly window: Window,
+    minSplitMs: number,
+  ) {
     const length = window.end - window.start;
     this.cellMs = minSplitMs * Math.max(1, Math.ceil(length / minSplitMs / MAX_PROFILE_CELLS));
     this.counts = new Uint32Array(Math.max(1, Math.ceil(length / this.cellMs)));

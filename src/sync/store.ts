@@ -79,10 +79,14 @@ export async function finishRun(
   runId: number,
   result: { status: RunStatus; windows: number; pages: number; records: number; error?: string },
 ): Promise<void> {
-  await db.query(
-    `update ${t.runs} set finished_at = now(), status = $2, windows = $3, pages = $4, records = $5, error = $6 where id = $1`,
-    [runId, result.status, result.windows, result.pages, result.records, result.error ?? null],
-  );
+  await db.query(`update ${t.runs} set finished_at = now(), status = $2, windows = $3, pages = $4, records = $5, error = $6 where id = $1`, [
+    runId,
+    result.status,
+    result.windows,
+    result.pages,
+    result.records,
+    result.error ?? null,
+  ]);
 }
 
 /**
@@ -286,10 +290,14 @@ export async function recordWindow(
   window: Window,
   summary: { recordCount: number; totalRecords: number; pages: number; runId: number },
 ): Promise<number | undefined> {
-  await db.query(
-    `insert into ${t.windows} (window_start, window_end, record_count, total_records, pages, run_id) values ($1, $2, $3, $4, $5, $6)`,
-    [new Date(window.start), new Date(window.end), summary.recordCount, summary.totalRecords, summary.pages, summary.runId],
-  );
+  await db.query(`insert into ${t.windows} (window_start, window_end, record_count, total_records, pages, run_id) values ($1, $2, $3, $4, $5, $6)`, [
+    new Date(window.start),
+    new Date(window.end),
+    summary.recordCount,
+    summary.totalRecords,
+    summary.pages,
+    summary.runId,
+  ]);
   const { rows } = await db.query<{ watermark: Date | null }>(
     `update ${t.state}
         set watermark = case when watermark is null or $1 <= watermark then greatest(watermark, $2) else watermark end,

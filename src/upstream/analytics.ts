@@ -208,11 +208,7 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
     throw bad(`totalPages ${page.totalPages} does not match totalRecords ${page.totalRecords} at pageSize ${page.pageSize}`);
   }
   const expectedLength =
-    page.pageNumber < expectedPages
-      ? page.pageSize
-      : page.pageNumber === expectedPages
-        ? page.totalRecords - (expectedPages - 1) * page.pageSize
-        : 0;
+    page.pageNumber < expectedPages ? page.pageSize : page.pageNumber === expectedPages ? page.totalRecords - (expectedPages - 1) * page.pageSize : 0;
   if (page.data.length !== expectedLength) {
     const where = page.data.length === 0 && page.pageNumber < expectedPages ? `an empty page before the last (totalPages ${page.totalPages}): ` : '';
     throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
@@ -238,7 +234,9 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
   // leaves out the envelope and whatever a duplicate key hid from JSON.parse but not from PostgreSQL.
   const spans = dataElementSpans(text);
   if (spans === undefined || spans.length !== page.data.length) {
-    throw new InvalidArgumentError(`${describeEndpointPath(url)}: page ${requestedPage}: the text given is not the JSON text of the body (its data array was not found whole)`);
+    throw new InvalidArgumentError(
+      `${describeEndpointPath(url)}: page ${requestedPage}: the text given is not the JSON text of the body (its data array was not found whole)`,
+    );
   }
   const byIndex = new Map(found?.map((q) => [q.index, q]));
   // A member overridden by a duplicate key is gone from the parsed record but not from its text.
@@ -548,7 +546,16 @@ export class AnalyticsClient {
         onRetry: ({ attempt, error, delayMs }) => {
           observer?.onRetry?.({ endpoint, code: error.code, status: error.status, delayMs });
           log.warn(
-            { endpoint, attempt, maxAttempts: retry.maxAttempts, delayMs, status: error.status, code: error.code, fault: failureReason(error), reason: error.message },
+            {
+              endpoint,
+              attempt,
+              maxAttempts: retry.maxAttempts,
+              delayMs,
+              status: error.status,
+              code: error.code,
+              fault: failureReason(error),
+              reason: error.message,
+            },
             'upstream request failed; retrying',
           );
         },

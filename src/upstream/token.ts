@@ -152,12 +152,18 @@ export class TokenClient {
     };
     const token = await withRetries(
       async () => {
-        const res = await send({ dispatcher, endpoint: 'token', method: 'POST', url: tokenUrl, headers, body, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }).catch(
-          (err: unknown) => {
-            failed(failureReason(err));
-            throw err;
-          },
-        );
+        const res = await send({
+          dispatcher,
+          endpoint: 'token',
+          method: 'POST',
+          url: tokenUrl,
+          headers,
+          body,
+          ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+        }).catch((err: unknown) => {
+          failed(failureReason(err));
+          throw err;
+        });
         if (res.status < 200 || res.status > 299) {
           failed(`http_${res.status}`);
           const oauth = oauthErrorSchema.safeParse(safeJson(res.body));

@@ -201,8 +201,7 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
   if (runAs) chownSync(root, runAs.uid, runAs.gid);
 
   // Immediate shutdown: no checkpoint to wait for, the data is thrown away anyway.
-  const stopNow = () =>
-    execFileSync(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop'], { stdio: 'ignore', cwd: root, ...(runAs ?? {}) });
+  const stopNow = () => execFileSync(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop'], { stdio: 'ignore', cwd: root, ...(runAs ?? {}) });
   const crashCleanup = registerCleanup({ dir: root, stopNow });
   const serverLog = () => (existsSync(logFile) ? readFileSync(logFile, 'utf8').trim() : '(no server log)');
   const pgCtlRun = (args: string[]) => runTool(pgCtl, ['-D', dataDir, ...args], runAs, root);
@@ -335,14 +334,17 @@ async function waitForConnection(url: string, timeoutMs = 10_000): Promise<void>
  * @throws pg's DatabaseError when the server refuses (e.g. no CREATEDB privilege).
  */
 export async function createTestDatabase(baseUrl: string, hint = 'test'): Promise<TestDatabase> {
-  const readable = hint.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '').slice(0, 40) || 'test';
+  const readable =
+    hint
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '_')
+      .replace(/^_+|_+$/g, '')
+      .slice(0, 40) || 'test';
   const name = `${readable}_${randomBytes(6).toString('hex')}`;
   const url = new URL(baseUrl);
   url.pathname = `/${name}`;
 
-  await withAdminClient(baseUrl, (client) =>
-    client.query(`create database ${client.escapeIdentifier(name)} template template0 encoding 'UTF8'`),
-  );
+  await withAdminClient(baseUrl, (client) => client.query(`create database ${client.escapeIdentifier(name)} template template0 encoding 'UTF8'`));
 
   let dropped = false;
   return {

@@ -397,7 +397,8 @@ export async function startPrometheus(opts: StartPrometheusOptions): Promise<Pro
     };
     const targets = async (): Promise<PromTargetsData> => {
       const answer = await api<PromTargetsData>('/api/v1/targets');
-      if (answer.status !== 'success' || answer.data === undefined) throw new Error(`Prometheus /api/v1/targets failed: ${answer.error ?? JSON.stringify(answer)}`);
+      if (answer.status !== 'success' || answer.data === undefined)
+        throw new Error(`Prometheus /api/v1/targets failed: ${answer.error ?? JSON.stringify(answer)}`);
       return answer.data;
     };
 

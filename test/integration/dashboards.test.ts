@@ -25,9 +25,12 @@ import { startStack, type Stack } from '../helpers/stack.js';
  * counters have no series until their first increment, and the demo stack never fails.
  */
 const MAY_BE_EMPTY: Record<string, string> = {
-  'analytics-exporter-health / Upstream errors by reason / A': 'upstream_errors_total{reason} has no series until a read of E7 fails; the simulator does not fail',
-  'analytics-exporter-health / Invalid upstream lines / A': 'upstream_invalid_lines_total{reason} has no series until the E7 text has a bad line; the simulator writes none',
-  'analytics-exporter-health / Retries and token requests / A': 'upstream_retries_total{endpoint} has no series until a request is retried; the simulator answers every request',
+  'analytics-exporter-health / Upstream errors by reason / A':
+    'upstream_errors_total{reason} has no series until a read of E7 fails; the simulator does not fail',
+  'analytics-exporter-health / Invalid upstream lines / A':
+    'upstream_invalid_lines_total{reason} has no series until the E7 text has a bad line; the simulator writes none',
+  'analytics-exporter-health / Retries and token requests / A':
+    'upstream_retries_total{endpoint} has no series until a request is retried; the simulator answers every request',
 };
 
 /** SQL queries allowed to return no rows (dashboard uid / panel title / refId), and why. */
@@ -177,7 +180,11 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
 
     const prom = queries('prometheus');
     expect(prom.length).toBeGreaterThan(40);
-    for (const key of Object.keys(MAY_BE_EMPTY)) expect(prom.map((q) => q.key), 'MAY_BE_EMPTY names a query that exists').toContain(key);
+    for (const key of Object.keys(MAY_BE_EMPTY))
+      expect(
+        prom.map((q) => q.key),
+        'MAY_BE_EMPTY names a query that exists',
+      ).toContain(key);
 
     // Every query runs, whatever failed before it, so one run lists every problem.
     const problems: string[] = [];
@@ -208,7 +215,9 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
     }
     expect(problems, 'PromQL queries failing or without data').toEqual([]);
     // The allowance is for the demo's quiet counters only: each listed query is empty in both scenarios.
-    expect(new Set(empty.map((where) => where.slice(0, where.indexOf(' [')))), 'MAY_BE_EMPTY matches what is empty').toEqual(new Set(Object.keys(MAY_BE_EMPTY)));
+    expect(new Set(empty.map((where) => where.slice(0, where.indexOf(' [')))), 'MAY_BE_EMPTY matches what is empty').toEqual(
+      new Set(Object.keys(MAY_BE_EMPTY)),
+    );
   }, 60_000);
 
   it('runs every SQL query of the PostgreSQL dashboard against the ETL schema, each returning rows', async () => {
@@ -250,7 +259,11 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
         const none = { ...selections, customer: { values: [], all: true } };
         const sqlQueries = queries('grafana-postgresql-datasource').filter((q) => q.dashboard === d);
         expect(sqlQueries.length).toBeGreaterThan(8);
-        for (const key of Object.keys(SQL_MAY_BE_EMPTY)) expect(sqlQueries.map((q) => q.key), 'SQL_MAY_BE_EMPTY names a query that exists').toContain(key);
+        for (const key of Object.keys(SQL_MAY_BE_EMPTY))
+          expect(
+            sqlQueries.map((q) => q.key),
+            'SQL_MAY_BE_EMPTY names a query that exists',
+          ).toContain(key);
         // Every query runs, whatever failed before it, so one run lists every problem.
         const problems: string[] = [];
         const empty = new Set<string>();

@@ -25,7 +25,14 @@ afterEach(() => {
 /** Starts `serve` on nothing but DATA_DIR (the demo simulator, the embedded database) and waits for its URL. */
 async function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null>; stderr: () => string }> {
   const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATA_DIR: dataDir, METRICS_LISTEN: '127.0.0.1:0', SYNC_SCHEDULE: 'off', LOG_LEVEL: 'info' },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      DATA_DIR: dataDir,
+      METRICS_LISTEN: '127.0.0.1:0',
+      SYNC_SCHEDULE: 'off',
+      LOG_LEVEL: 'info',
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   children.push(child);
@@ -82,7 +89,11 @@ describe('DATA_DIR is held by one process', () => {
     const blocker = join(scratch, 'not-a-folder');
     writeFileSync(blocker, 'x');
     const server = await serve(join(blocker, 'data'));
-    await until('database_up 0', async () => ((await get(`${server.url}/metrics`)).body.match(/^analytics_exporter_database_up 0$/m) ? true : undefined), 10_000);
+    await until(
+      'database_up 0',
+      async () => ((await get(`${server.url}/metrics`)).body.match(/^analytics_exporter_database_up 0$/m) ? true : undefined),
+      10_000,
+    );
     const ready = await get(`${server.url}/readyz`);
     expect(ready.status).toBe(503);
     expect(ready.body).toMatch(/the database could not be opened: cannot open the embedded database in .*not-a-folder\/data: ENOTDIR/);

@@ -52,7 +52,6 @@ function env(schema: string, extra: Record<string, string> = {}): Record<string,
   };
 }
 
-
 async function get(url: string): Promise<{ status: number; body: string }> {
   const res = await request(url, { reset: true });
   return { status: res.statusCode, body: await res.body.text() };
@@ -108,7 +107,9 @@ describe('the database down at start', () => {
       bodies.push(notReady.body);
       expect(notReady.status).toBe(503);
       expect(notReady.body).toContain(`not ready: database unreachable (${target})`);
-      await until('the unreachable warning', async () => (stderr.includes(`"msg":"the database ${target} is unreachable; retrying with backoff`) ? true : undefined));
+      await until('the unreachable warning', async () =>
+        stderr.includes(`"msg":"the database ${target} is unreachable; retrying with backoff`) ? true : undefined,
+      );
 
       // Back: without a restart of serve, /readyz turns 200 and the owed sync runs.
       await cluster.restart();

@@ -22,7 +22,6 @@ beforeAll(() => {
   pool = db.pool({ max: 4, application_name: 'lock-wait-test' });
 });
 
-
 /** Holds the advisory lock `name` on a connection of its own until `release()`. */
 async function holdLock(name: string): Promise<{ release: () => Promise<void> }> {
   const client = await pool.connect();

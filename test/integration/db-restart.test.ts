@@ -73,7 +73,6 @@ function sample(text: string, name: string): number | undefined {
     .find((s) => s.name === name)?.value;
 }
 
-
 /**
  * The dataset is exact after the next run, and the run cut short by the restart is marked
  * abandoned: its dead connection left it `running`, and recording its end failed while the server
@@ -94,47 +93,51 @@ describe('PostgreSQL restarted in the middle of a sync', () => {
   it.each([
     ['fast', () => cluster.restart()],
     ['immediate', async () => (await cluster.kill(), await cluster.restart())],
-  ] as const)('pg_ctl -m %s: the run exits 1 naming the database, commits nothing partial, and the next run is exact', async (_mode, restart) => {
-    const schema = `restart_${++schemaCounter}`;
-    const child = spawn(process.execPath, [CLI_PATH, 'sync', '--from', START, '--to', END], {
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env(schema) },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-    try {
-      await untilTrue('two windows committed', async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
-      await restart();
-      expect(await exited).toBe(1);
-    } finally {
-      child.kill('SIGKILL');
-      await exited;
-    }
+  ] as const)(
+    'pg_ctl -m %s: the run exits 1 naming the database, commits nothing partial, and the next run is exact',
+    async (_mode, restart) => {
+      const schema = `restart_${++schemaCounter}`;
+      const child = spawn(process.execPath, [CLI_PATH, 'sync', '--from', START, '--to', END], {
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env(schema) },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+      try {
+        await untilTrue('two windows committed', async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
+        await restart();
+        expect(await exited).toBe(1);
+      } finally {
+        child.kill('SIGKILL');
+        await exited;
+      }
 
-    const where = new URL(database.url);
-    expect(stderr).toContain(`"msg":"sync failed: the database 127.0.0.1:${where.port}/${database.name} is unreachable or closed the connection`);
-    expect(stderr).not.toContain(PASSWORD);
-    expect(stderr).not.toMatch(/\n\s+at /); // no stack trace
+      const where = new URL(database.url);
+      expect(stderr).toContain(`"msg":"sync failed: the database 127.0.0.1:${where.port}/${database.name} is unreachable or closed the connection`);
+      expect(stderr).not.toContain(PASSWORD);
+      expect(stderr).not.toMatch(/\n\s+at /); // no stack trace
 
-    // The restart cut the run short, and only whole windows are stored.
-    const [state] = await query<{ windows: number; stray: number; mismatched: number }>(
-      `select (select count(*)::int from ${schema}.sync_windows) as windows,
+      // The restart cut the run short, and only whole windows are stored.
+      const [state] = await query<{ windows: number; stray: number; mismatched: number }>(
+        `select (select count(*)::int from ${schema}.sync_windows) as windows,
               (select count(*)::int from ${schema}.records r where not exists (select 1 from ${schema}.sync_windows w where w.window_start = r.window_start)) as stray,
               (select count(*)::int from ${schema}.sync_windows w where w.record_count <> (select count(*) from ${schema}.records r where r.window_start = w.window_start)) as mismatched`,
-    );
-    expect(state!.windows).toBeGreaterThanOrEqual(2);
-    expect(state!.windows).toBeLessThan(30);
-    expect({ stray: state!.stray, mismatched: state!.mismatched }).toEqual({ stray: 0, mismatched: 0 });
+      );
+      expect(state!.windows).toBeGreaterThanOrEqual(2);
+      expect(state!.windows).toBeLessThan(30);
+      expect({ stray: state!.stray, mismatched: state!.mismatched }).toEqual({ stray: 0, mismatched: 0 });
 
-    const next = await runCli(['sync', '--from', START, '--to', END], env(schema), 120_000);
-    expect(next.stderr).toContain('sync run succeeded');
-    expect(next.code).toBe(0);
-    await expectExactAfterRestart(schema);
-  }, 60_000);
+      const next = await runCli(['sync', '--from', START, '--to', END], env(schema), 120_000);
+      expect(next.stderr).toContain('sync run succeeded');
+      expect(next.code).toBe(0);
+      await expectExactAfterRestart(schema);
+    },
+    60_000,
+  );
 });
 
-describe('PostgreSQL restarted in the middle of serve\'s sync', () => {
+describe("PostgreSQL restarted in the middle of serve's sync", () => {
   it('the run fails, serve sees the database back by itself and runs the sync again at once: the exact dataset', async () => {
     const schema = `restart_${++schemaCounter}`;
     // A yearly schedule: the second run can only come from serve noticing the database is back.

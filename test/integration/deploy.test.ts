@@ -128,7 +128,14 @@ function dockerignore(): (path: string) => boolean {
       const pattern = posix.normalize(line.slice(negate ? 1 : 0)).replace(/^\/+|\/+$/g, '');
       const source = pattern
         .split('/')
-        .map((part) => (part === '**' ? '.*' : part.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]')))
+        .map((part) =>
+          part === '**'
+            ? '.*'
+            : part
+                .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+                .replace(/\*/g, '[^/]*')
+                .replace(/\?/g, '[^/]'),
+        )
         .join('/')
         .replace(/\.\*\//g, '(?:.*/)?');
       return { negate, pattern, regex: new RegExp(`^${source}$`) };
@@ -272,7 +279,10 @@ describe('Dockerfile', () => {
     expect(labels.get('org.opencontainers.image.version')).toBe(pkg.version);
     expect(labels.get('org.opencontainers.image.licenses')).toBe(pkg.license);
     expect(labels.get('org.opencontainers.image.revision')).toBe('${REVISION}');
-    expect(all(finalStage, 'ARG').some((a) => /^REVISION(=|$)/.test(a.args)), 'ARG REVISION redeclared in the runtime stage').toBe(true);
+    expect(
+      all(finalStage, 'ARG').some((a) => /^REVISION(=|$)/.test(a.args)),
+      'ARG REVISION redeclared in the runtime stage',
+    ).toBe(true);
     for (const key of labels.keys()) expect(key).toMatch(/^org\.opencontainers\.image\.[a-z.]+$/);
   });
 });
@@ -361,7 +371,12 @@ function listenPort(name: string): number {
 function containerPort(entry: string | number | { target: number }): number {
   if (typeof entry === 'number') return entry;
   if (typeof entry === 'object') return entry.target;
-  return Number(entry.replace(/\/(tcp|udp)$/, '').split(':').at(-1));
+  return Number(
+    entry
+      .replace(/\/(tcp|udp)$/, '')
+      .split(':')
+      .at(-1),
+  );
 }
 
 interface Mount {
@@ -408,7 +423,11 @@ function expectServiceAddress(address: string, what: string): void {
 }
 
 const yamlFilesIn = (dir: string): string[] =>
-  existsSync(dir) && statSync(dir).isDirectory() ? readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).map((f) => join(dir, f)) : [];
+  existsSync(dir) && statSync(dir).isDirectory()
+    ? readdirSync(dir)
+        .filter((f) => /\.ya?ml$/.test(f))
+        .map((f) => join(dir, f))
+    : [];
 
 describe('compose.yaml', () => {
   it('has the five services, ours built from this Dockerfile as one image', () => {
@@ -423,7 +442,10 @@ describe('compose.yaml', () => {
       mustExist(join(ROOT, context, dockerfilePath), `${name} build`);
       if (typeof build === 'object' && build.args !== undefined && !Array.isArray(build.args)) {
         for (const arg of Object.keys(build.args)) {
-          expect(dockerfile.some((i) => i.keyword === 'ARG' && i.args.split('=')[0] === arg), `build arg ${arg} is an ARG of the Dockerfile`).toBe(true);
+          expect(
+            dockerfile.some((i) => i.keyword === 'ARG' && i.args.split('=')[0] === arg),
+            `build arg ${arg} is an ARG of the Dockerfile`,
+          ).toBe(true);
         }
       }
       expect(services[name]!.image, `${name} names the image it builds, so both services share it`).toBeTruthy();
@@ -645,7 +667,12 @@ describe('compose.yaml', () => {
       const inContainer = posix.resolve('/etc/prometheus', ruleFile);
       const host = hostPathOf(services['prometheus']!, posix.dirname(inContainer));
       expect(host, `rule_files ${ruleFile} lies in a mounted folder`).toBeDefined();
-      const glob = new RegExp(`^${posix.basename(inContainer).replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`);
+      const glob = new RegExp(
+        `^${posix
+          .basename(inContainer)
+          .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+          .replace(/\*/g, '.*')}$`,
+      );
       const matches = existsSync(host!) ? readdirSync(host!).filter((f) => glob.test(f)) : [];
       expect(matches.length, `rule_files ${ruleFile} matches files in ${relative(ROOT, host!)}`).toBeGreaterThan(0);
       for (const match of matches) {
@@ -675,7 +702,9 @@ describe('compose.yaml', () => {
       const text = readFileSync(file, 'utf8');
       const doc = parse(text) as { datasources?: { type: string; url?: string; database?: string; jsonData?: { database?: string } }[] };
       // Grafana expands $VAR and ${VAR} in the values of provisioning files from its environment.
-      for (const match of stringsIn(doc).join('\n').matchAll(/\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))/g)) {
+      for (const match of stringsIn(doc)
+        .join('\n')
+        .matchAll(/\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))/g)) {
         const variable = match[1] ?? match[2]!;
         if (variable.startsWith('__')) continue; // $__file{…}, $__env{…}
         expect(grafanaEnv.has(variable), `${relative(ROOT, file)} uses $${variable}, which compose does not set for grafana`).toBe(true);
@@ -686,8 +715,14 @@ describe('compose.yaml', () => {
         if (/postgres/.test(ds.type)) expect(ds.jsonData?.database ?? ds.database).toBe(postgresEnv.get('POSTGRES_DB'));
       }
     }
-    expect([...types].some((t) => t === 'prometheus'), 'a Prometheus datasource').toBe(true);
-    expect([...types].some((t) => /postgres/.test(t)), 'a PostgreSQL datasource').toBe(true);
+    expect(
+      [...types].some((t) => t === 'prometheus'),
+      'a Prometheus datasource',
+    ).toBe(true);
+    expect(
+      [...types].some((t) => /postgres/.test(t)),
+      'a PostgreSQL datasource',
+    ).toBe(true);
   });
 
   it('provisions dashboards from the folder compose mounts (grafana/dashboards)', () => {
@@ -768,9 +803,9 @@ interface K8sObject {
   };
 }
 
-const docObjects: K8sObject[] = [...read('docs/deploy.md').matchAll(/```yaml\n([\s\S]*?)```/g)].flatMap((block) =>
-  block[1]!.split(/^---$/m).map((text) => parse(text) as K8sObject | { scrape_configs?: unknown }),
-).filter((doc): doc is K8sObject => typeof doc === 'object' && doc !== null && 'kind' in doc);
+const docObjects: K8sObject[] = [...read('docs/deploy.md').matchAll(/```yaml\n([\s\S]*?)```/g)]
+  .flatMap((block) => block[1]!.split(/^---$/m).map((text) => parse(text) as K8sObject | { scrape_configs?: unknown }))
+  .filter((doc): doc is K8sObject => typeof doc === 'object' && doc !== null && 'kind' in doc);
 
 const docObject = (kind: string): K8sObject => {
   const found = docObjects.filter((o) => o.kind === kind);

@@ -64,7 +64,17 @@ describe('stored payloads', () => {
     } finally {
       await client.close();
     }
-    const { rows } = await pool.query<{ id: string; amount: string | null; note: string | null; huge: string | null; tiny: string | null; neg: string | null; exp: string | null; precise: string | null; event_time: Date }>(
+    const { rows } = await pool.query<{
+      id: string;
+      amount: string | null;
+      note: string | null;
+      huge: string | null;
+      tiny: string | null;
+      neg: string | null;
+      exp: string | null;
+      precise: string | null;
+      event_time: Date;
+    }>(
       `select payload->>'id' as id, payload->>'amount' as amount, payload->>'note' as note, payload->>'huge' as huge, payload->>'tiny' as tiny,
               payload->>'neg' as neg, payload->>'exp' as exp, payload->>'precise' as precise, event_time
          from exact.records order by event_time`,

@@ -43,7 +43,7 @@ describe('shared cluster', () => {
       created.push(b);
       expect(a.name).not.toBe(b.name);
 
-      await query(a.url, "create table widgets (id int primary key); insert into widgets values (1)");
+      await query(a.url, 'create table widgets (id int primary key); insert into widgets values (1)');
       const [inA] = await query<{ n: number }>(a.url, 'select count(*)::int as n from widgets');
       const [inB] = await query<{ t: string | null }>(b.url, "select to_regclass('widgets')::text as t");
       expect(inA?.n).toBe(1);

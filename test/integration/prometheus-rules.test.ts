@@ -282,13 +282,15 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
   it('parses and evaluates each alert expression through the query API, empty for the healthy stack', async () => {
     for (const rule of alertRules) {
       const answer = await stack.prometheus.queryRaw(rule.expr);
-      expect({ alert: rule.alert, status: answer.status, error: answer.error ?? '', resultType: answer.data?.resultType, result: answer.data?.result }).toEqual({
-        alert: rule.alert,
-        status: 'success',
-        error: '',
-        resultType: 'vector',
-        result: [],
-      });
+      expect({ alert: rule.alert, status: answer.status, error: answer.error ?? '', resultType: answer.data?.resultType, result: answer.data?.result }).toEqual(
+        {
+          alert: rule.alert,
+          status: 'success',
+          error: '',
+          resultType: 'vector',
+          result: [],
+        },
+      );
     }
   });
 

@@ -60,7 +60,12 @@ describe('records_quarantine', () => {
       'NULL',
       '',
     ];
-    const rows: QuarantineRow[] = texts.map((text, i) => ({ text, path: `$["p${i}"]`, reason: `reason ${i} "quoted" \\`, eventTime: i === 0 ? null : DAY.start + i }));
+    const rows: QuarantineRow[] = texts.map((text, i) => ({
+      text,
+      path: `$["p${i}"]`,
+      reason: `reason ${i} "quoted" \\`,
+      eventTime: i === 0 ? null : DAY.start + i,
+    }));
     await withClient(pool, (c) => insertQuarantined(c, t, DAY, 7, rows));
     const stored = await quarantined();
     expect(stored.map((r) => r.payload_text)).toEqual(texts);
@@ -69,7 +74,9 @@ describe('records_quarantine', () => {
     expect(stored.map((r) => r.event_time?.getTime() ?? null)).toEqual(rows.map((r) => r.eventTime));
     expect(stored.every((r) => r.window_start.getTime() === DAY.start && r.window_end.getTime() === DAY.end && r.run_id === '7')).toBe(true);
     // The json type (unlike jsonb) takes such text as it is: an operator can cast and inspect it.
-    const { rows: json } = await pool.query<{ n: number }>(`select count(*)::int as n from ${t.quarantine} where payload_text like '{%' and json_typeof(payload_text::json) = 'object'`);
+    const { rows: json } = await pool.query<{ n: number }>(
+      `select count(*)::int as n from ${t.quarantine} where payload_text like '{%' and json_typeof(payload_text::json) = 'object'`,
+    );
     expect(json[0]!.n).toBe(6);
     await withClient(pool, (c) => clearWindow(c, t, DAY));
   });
@@ -77,14 +84,28 @@ describe('records_quarantine', () => {
   it('round-trips any text a quarantined record can have (no NUL byte, no raw unpaired surrogate)', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.string({ unit: fc.oneof(fc.constantFrom('"', '\\', '{', '}', ',', 'NULL', ' ', '\n', '\\u0000', '\\ud800'), fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }).filter((c) => c !== '\u0000')) }), {
-          minLength: 1,
-          maxLength: 5,
-        }),
+        fc.array(
+          fc.string({
+            unit: fc.oneof(
+              fc.constantFrom('"', '\\', '{', '}', ',', 'NULL', ' ', '\n', '\\u0000', '\\ud800'),
+              fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }).filter((c) => c !== '\u0000'),
+            ),
+          }),
+          {
+            minLength: 1,
+            maxLength: 5,
+          },
+        ),
         async (texts) => {
           await withClient(pool, async (c) => {
             await clearWindow(c, t, NEXT_DAY);
-            await insertQuarantined(c, t, NEXT_DAY, 1, texts.map((text) => ({ text, path: '$', reason: 'r', eventTime: null })));
+            await insertQuarantined(
+              c,
+              t,
+              NEXT_DAY,
+              1,
+              texts.map((text) => ({ text, path: '$', reason: 'r', eventTime: null })),
+            );
           });
           expect((await quarantined(NEXT_DAY)).map((r) => r.payload_text)).toEqual(texts);
         },
@@ -100,7 +121,10 @@ describe('records_quarantine', () => {
 });
 
 describe('a page with a record jsonb cannot store, stored as run.ts is to store it', () => {
-  const GOOD = ['{"id":12345678901234567891,"timestamp":"2026-10-01T01:00:00Z","amount":1.10}', '{"id":3,"timestamp":"2026-10-01T03:00:00Z","note":"\\ud83d\\ude00","huge":1e400}'];
+  const GOOD = [
+    '{"id":12345678901234567891,"timestamp":"2026-10-01T01:00:00Z","amount":1.10}',
+    '{"id":3,"timestamp":"2026-10-01T03:00:00Z","note":"\\ud83d\\ude00","huge":1e400}',
+  ];
   const BAD = [
     '{"id":2,"timestamp":"2026-10-01T02:00:00Z","customerName":"a\\u0000b"}',
     '{"id":4, "timestamp":"2026-10-01T04:00:00Z", "s":"\\ud800"}',
@@ -127,7 +151,11 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
     expect(page.quarantined?.map((q) => q.index)).toEqual([1, 2, 4]);
     const bad = new Set(page.quarantined!.map((q) => q.index));
     const keep = data.map((_, i) => i).filter((i) => !bad.has(i));
-    await store({ text: page.text! }, keep, page.quarantined!.map((q) => ({ text: q.text, path: q.path, reason: q.reason, eventTime: null })));
+    await store(
+      { text: page.text! },
+      keep,
+      page.quarantined!.map((q) => ({ text: q.text, path: q.path, reason: q.reason, eventTime: null })),
+    );
 
     const { rows } = await pool.query<{ same: boolean }>(
       `select count(*) = 2 and bool_and(r.payload = e.payload) as same
@@ -154,11 +182,19 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
     const data = [{ id: 1 }, { id: 2, s: 'a\u0000b' }, { id: 3, deep }, { id: 4, n: Infinity }, { id: 5 }];
     const page = parsePage({ pageNumber: 1, pageSize: 5, totalRecords: 5, totalPages: 1, data }, 1, url);
     expect(page.quarantined?.map((q) => q.index)).toEqual([1, 2, 3]);
-    await store({ records: page.data }, [0, 4], page.quarantined!.map((q) => ({ text: q.text, path: q.path, reason: q.reason, eventTime: null })));
+    await store(
+      { records: page.data },
+      [0, 4],
+      page.quarantined!.map((q) => ({ text: q.text, path: q.path, reason: q.reason, eventTime: null })),
+    );
     const { rows } = await pool.query<{ payload: unknown }>(`select payload from ${t.records} order by id`);
     expect(rows.map((r) => r.payload)).toEqual([{ id: 1 }, { id: 5 }]);
     const stored = await quarantined();
-    expect(stored.map((r) => r.payload_text)).toEqual([JSON.stringify(data[1]), `{"id":3,"deep":${'['.repeat(100_000)}1${']'.repeat(100_000)}}`, '{"id":4,"n":null}']);
+    expect(stored.map((r) => r.payload_text)).toEqual([
+      JSON.stringify(data[1]),
+      `{"id":3,"deep":${'['.repeat(100_000)}1${']'.repeat(100_000)}}`,
+      '{"id":4,"n":null}',
+    ]);
     await withClient(pool, (c) => clearWindow(c, t, DAY));
   });
 

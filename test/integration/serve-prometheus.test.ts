@@ -53,7 +53,11 @@ describe('serve with real Prometheus tools', () => {
     expect(up.map((s) => s.value[1])).toEqual(['1']);
     const synced = await prometheus.waitFor('analytics_exporter_sync_runs_total >= 1', (r) => r.length === 1, 30_000);
     expect(Number(synced[0]!.value[1])).toBeGreaterThanOrEqual(1);
-    for (const name of ['analytics_exporter_sync_last_success_timestamp_seconds', 'analytics_exporter_sync_watermark_timestamp_seconds', 'analytics_exporter_build_info']) {
+    for (const name of [
+      'analytics_exporter_sync_last_success_timestamp_seconds',
+      'analytics_exporter_sync_watermark_timestamp_seconds',
+      'analytics_exporter_build_info',
+    ]) {
       expect((await prometheus.query(name)).length, name).toBe(1);
     }
     const targets = await prometheus.targets();

@@ -78,7 +78,6 @@ async function serve(childEnv: Record<string, string>): Promise<ServeChild> {
   return { child, url, stderr: () => stderr, exited };
 }
 
-
 async function committedWindows(schema: string): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`);
   return rows[0]!.n;
@@ -132,38 +131,42 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
   it.each([
     ['SIGTERM', 143],
     ['SIGINT', 130],
-  ] as const)('a second %s during the drain exits at once with %d', async (signal, status) => {
-    const s = await sim({ faults: { latencyMs: 5 } });
-    const schema = `signals_${++schemaCounter}`;
-    const server = await serve(env(s, schema));
-    await until('one window committed', async () => ((await committedWindows(schema)) >= 1 ? true : undefined));
-    // Hold the sync inside a database statement, where an abort cannot reach it: the drain cannot finish.
-    const locker = await pool.connect();
-    try {
-      await locker.query('begin');
-      await locker.query(`lock table ${schema}.records in access exclusive mode`);
-      await until('the sync blocked on the lock', async () => {
-        const { rows } = await pool.query<{ n: number }>(
-          "select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'analytics-exporter' and wait_event_type = 'Lock'",
-        );
-        return rows[0]!.n >= 1 ? true : undefined;
-      });
-      server.child.kill(signal);
-      // Draining: no new connections, and the process still waits for the sync.
-      await until('the server refusing connections', () => refused(server.url));
-      expect(server.stderr()).toContain('"msg":"shutting down: draining HTTP and the running sync');
-      expect(server.child.exitCode).toBeNull();
-      const signalled = performance.now();
-      server.child.kill(signal);
-      expect(await server.exited).toBe(status);
-      expect(performance.now() - signalled).toBeLessThan(2_000);
-      expect(server.stderr()).toContain('"msg":"second signal: exiting at once"');
-    } finally {
-      await locker.query('rollback');
-      locker.release();
-    }
-    await expectNextSyncExact(s, schema);
-  }, 60_000);
+  ] as const)(
+    'a second %s during the drain exits at once with %d',
+    async (signal, status) => {
+      const s = await sim({ faults: { latencyMs: 5 } });
+      const schema = `signals_${++schemaCounter}`;
+      const server = await serve(env(s, schema));
+      await until('one window committed', async () => ((await committedWindows(schema)) >= 1 ? true : undefined));
+      // Hold the sync inside a database statement, where an abort cannot reach it: the drain cannot finish.
+      const locker = await pool.connect();
+      try {
+        await locker.query('begin');
+        await locker.query(`lock table ${schema}.records in access exclusive mode`);
+        await until('the sync blocked on the lock', async () => {
+          const { rows } = await pool.query<{ n: number }>(
+            "select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'analytics-exporter' and wait_event_type = 'Lock'",
+          );
+          return rows[0]!.n >= 1 ? true : undefined;
+        });
+        server.child.kill(signal);
+        // Draining: no new connections, and the process still waits for the sync.
+        await until('the server refusing connections', () => refused(server.url));
+        expect(server.stderr()).toContain('"msg":"shutting down: draining HTTP and the running sync');
+        expect(server.child.exitCode).toBeNull();
+        const signalled = performance.now();
+        server.child.kill(signal);
+        expect(await server.exited).toBe(status);
+        expect(performance.now() - signalled).toBeLessThan(2_000);
+        expect(server.stderr()).toContain('"msg":"second signal: exiting at once"');
+      } finally {
+        await locker.query('rollback');
+        locker.release();
+      }
+      await expectNextSyncExact(s, schema);
+    },
+    60_000,
+  );
 
   it('SIGTERM while the sync waits on a token request (which takes no abort signal) still exits 0 within the bound', async () => {
     // Every request, the token request first, waits 30 s: the startup sync is stuck on its token.

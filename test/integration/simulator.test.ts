@@ -145,7 +145,12 @@ describe('E0 token endpoint', () => {
   });
 
   it('accepts a scope list that contains the configured scope', async () => {
-    const reply = await tokenRequest(sim.url, { grant_type: 'client_credentials', client_id: CLIENT_ID, client_secret: CLIENT_SECRET, scope: 'openid api.external' });
+    const reply = await tokenRequest(sim.url, {
+      grant_type: 'client_credentials',
+      client_id: CLIENT_ID,
+      client_secret: CLIENT_SECRET,
+      scope: 'openid api.external',
+    });
     expect(reply.status).toBe(200);
   });
 
@@ -449,7 +454,8 @@ describe('fault injection', () => {
   beforeAll(async () => {
     token = await tokenFor();
   });
-  const e6 = (extraParams: Record<string, string | number | Date | undefined> = {}) => analytics(token, { startDate: FROM, toDate: TO, pageSize: 50, ...extraParams });
+  const e6 = (extraParams: Record<string, string | number | Date | undefined> = {}) =>
+    analytics(token, { startDate: FROM, toDate: TO, pageSize: 50, ...extraParams });
 
   it('delays every request by latencyMs', async () => {
     sim.faults.latencyMs = 200;
@@ -509,7 +515,9 @@ describe('fault injection', () => {
     expect(page3.totalRecords).toBe(before + 25);
     // The new records lie inside the window, and paging the window now returns them too.
     expect(await allPages(t, FROM, TO, 1000, s)).toEqual([...s.dataset.iterate(FROM, TO, true)]);
-    expect(s.dataset.count(undefined, FROM, false) + s.dataset.count(FROM, TO, true) + s.dataset.count(TO, undefined, false) - s.dataset.count(TO, TO, true)).toBe(s.dataset.size);
+    expect(
+      s.dataset.count(undefined, FROM, false) + s.dataset.count(FROM, TO, true) + s.dataset.count(TO, undefined, false) - s.dataset.count(TO, TO, true),
+    ).toBe(s.dataset.size);
   });
 
   it('answers queued statuses with Retry-After as seconds or HTTP-date, then recovers', async () => {
@@ -553,7 +561,9 @@ describe('fault injection', () => {
 
   it('resets the connection in the middle of the body', async () => {
     sim.queueFault('reset-mid-body');
-    const res = await request(`${sim.url}/analytics?${query({ startDate: FROM, toDate: TO, pageSize: 1000 })}`, { headers: { authorization: `Bearer ${token}` } });
+    const res = await request(`${sim.url}/analytics?${query({ startDate: FROM, toDate: TO, pageSize: 1000 })}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(res.statusCode).toBe(200);
     await expect(res.body.text()).rejects.toThrow();
   });
@@ -562,7 +572,9 @@ describe('fault injection', () => {
     sim.faults.stallMs = 1000;
     sim.queueFault('slow-body');
     const t0 = performance.now();
-    const res = await request(`${sim.url}/analytics?${query({ startDate: FROM, toDate: TO, pageSize: 10 })}`, { headers: { authorization: `Bearer ${token}` } });
+    const res = await request(`${sim.url}/analytics?${query({ startDate: FROM, toDate: TO, pageSize: 10 })}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     const headersMs = performance.now() - t0;
     const body = JSON.parse(await res.body.text()) as Envelope;
     const totalMs = performance.now() - t0;
@@ -671,7 +683,10 @@ describe('HTTPS with a required client certificate (mutual TLS)', () => {
     });
     expect(reply.status).toBe(200);
     const token = (JSON.parse(reply.text) as { access_token: string }).access_token;
-    const page = await call(`${tlsSim.url}/analytics?${query({ startDate: tlsSim.dataset.start })}`, { dispatcher, headers: { authorization: `Bearer ${token}` } });
+    const page = await call(`${tlsSim.url}/analytics?${query({ startDate: tlsSim.dataset.start })}`, {
+      dispatcher,
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(page.status).toBe(200);
     expect((JSON.parse(page.text) as Envelope).totalRecords).toBe(1000);
   });

@@ -98,7 +98,9 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     const impossibleEnv = await runCli(['sync'], { SYNC_START_DATE: '2026-02-30T00:00:00Z' });
     expect(impossibleEnv.code).toBe(2);
     expect(impossibleEnv.stderr).toContain('SYNC_START_DATE must be an ISO 8601 date-time with a zone');
-    const reversed = await runCli(['sync', '--from', '2026-10-05T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], { DATA_DIR: mkdtempSync(join(tmpdir(), 'ae-usage-')) });
+    const reversed = await runCli(['sync', '--from', '2026-10-05T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], {
+      DATA_DIR: mkdtempSync(join(tmpdir(), 'ae-usage-')),
+    });
     expect(reversed.code).toBe(2);
     expect(reversed.stderr).toContain('--from 2026-10-05T00:00:00.000Z must be before the end of the range 2026-10-02T00:00:00.000Z');
     const future = await runCli(['sync', '--to', new Date(Date.now() + 3_600_000).toISOString()], { DATA_DIR: mkdtempSync(join(tmpdir(), 'ae-usage-')) });

@@ -46,11 +46,13 @@ function client(s: Simulator, env: Record<string, string> = {}): AnalyticsClient
 const START = new Date('2026-10-30T00:00:00Z');
 const END = new Date('2026-11-01T00:00:00Z');
 
-async function sync(s: Simulator, schema: string, env: Record<string, string> = {}, options: Parameters<typeof runSync>[1] = {}): Promise<Extract<SyncResult, { runId: number }>> {
-  const result = await runSync(
-    { pool, client: client(s), config: syncConfig(env), schema, log: silentLogger },
-    { from: START, to: END, ...options },
-  );
+async function sync(
+  s: Simulator,
+  schema: string,
+  env: Record<string, string> = {},
+  options: Parameters<typeof runSync>[1] = {},
+): Promise<Extract<SyncResult, { runId: number }>> {
+  const result = await runSync({ pool, client: client(s), config: syncConfig(env), schema, log: silentLogger }, { from: START, to: END, ...options });
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }
@@ -160,19 +162,32 @@ describe('sync (in process, real PostgreSQL)', () => {
     expect(await sync(before, schema, { SYNC_WINDOW: '6h' })).toMatchObject({ status: 'succeeded', records: 5_003 });
     const count = async () => Number((await pool.query<{ n: string }>(`select count(*) as n from ${schema}.records`)).rows[0]!.n);
     const ledger = async () =>
-      (await pool.query<{ window_start: Date; record_count: number; run_id: number }>(`select window_start, record_count, run_id from ${schema}.sync_windows order by window_start`)).rows;
+      (
+        await pool.query<{ window_start: Date; record_count: number; run_id: number }>(
+          `select window_start, record_count, run_id from ${schema}.sync_windows order by window_start`,
+        )
+      ).rows;
     const ledgerBefore = await ledger();
 
     const after = await sim(options);
     const shrunk: ShrunkWindow[] = [];
     const run = (env: Record<string, string>) =>
       runSync(
-        { pool, client: client(after), config: syncConfig({ SYNC_WINDOW: '6h', ...env }), schema, log: silentLogger, observer: { windowShrunk: (w) => shrunk.push(w) } },
+        {
+          pool,
+          client: client(after),
+          config: syncConfig({ SYNC_WINDOW: '6h', ...env }),
+          schema,
+          log: silentLogger,
+          observer: { windowShrunk: (w) => shrunk.push(w) },
+        },
         { from: START, to: END },
       );
     const kept = await run({});
     expect(kept).toMatchObject({ status: 'succeeded', windows: 8 });
-    expect(shrunk).toEqual([{ window: { start: START.getTime(), end: START.getTime() + 6 * 3_600_000 }, stored: expect.any(Number), returned: expect.any(Number), action: 'kept' }]);
+    expect(shrunk).toEqual([
+      { window: { start: START.getTime(), end: START.getTime() + 6 * 3_600_000 }, stored: expect.any(Number), returned: expect.any(Number), action: 'kept' },
+    ]);
     expect(shrunk[0]!.stored - shrunk[0]!.returned).toBe(3);
     expect(await count()).toBe(5_003);
     // The kept window's ledger row is the first run's; the others were re-loaded by this run.
@@ -299,7 +314,10 @@ describe('sync (in process, real PostgreSQL)', () => {
     const s = await sim({ records: 2000, start: START, end: END });
     const schema = await freshSchema();
     const result = await sync(s, schema, { SYNC_WINDOW: '1d' });
-    const { rows } = await pool.query(`select status, windows, pages, records, error, finished_at is not null as finished from ${schema}.sync_runs where id = $1`, [result.runId]);
+    const { rows } = await pool.query(
+      `select status, windows, pages, records, error, finished_at is not null as finished from ${schema}.sync_runs where id = $1`,
+      [result.runId],
+    );
     // About 1,000 records a day: the first day fits one page; the second, planned from it, in one or two.
     expect(result.pages).toBeGreaterThanOrEqual(2);
     expect(rows[0]).toEqual({ status: 'succeeded', windows: 2, pages: result.pages, records: '2000', error: null, finished: true });

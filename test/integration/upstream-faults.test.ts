@@ -104,7 +104,16 @@ async function harness(): Promise<Harness> {
   closers.push(() => sim.close());
   const schema = `faults_${++schemaCounter}`;
   await migrate(pool, schema, silentLogger);
-  return { sim, schema, metrics: new ExporterMetrics({ processMetrics: false }), logs: [], requests, onFirstCommit: undefined, beforeRetry: undefined, tokenFailures: 0 };
+  return {
+    sim,
+    schema,
+    metrics: new ExporterMetrics({ processMetrics: false }),
+    logs: [],
+    requests,
+    onFirstCommit: undefined,
+    beforeRetry: undefined,
+    tokenFailures: 0,
+  };
 }
 
 /** One run against the harness, with a client built as `serve` builds it (metrics observer, a pino logger). */
@@ -185,7 +194,10 @@ async function expectOnlyExactWindows(h: Harness): Promise<{ start: Date; end: D
     `select window_start as "start", window_end as "end", record_count::int as "recordCount" from "${h.schema}".sync_windows order by window_start`,
   );
   for (const w of ledger) {
-    const { rows } = await pool.query<{ payload: unknown }>(`select payload from "${h.schema}".records where window_start = $1 and window_end = $2`, [w.start, w.end]);
+    const { rows } = await pool.query<{ payload: unknown }>(`select payload from "${h.schema}".records where window_start = $1 and window_end = $2`, [
+      w.start,
+      w.end,
+    ]);
     const stored = rows.map((r) => canonicalJson(r.payload)).sort();
     const expected = expectedMultiset(h.sim, w.start, w.end);
     expect(stored.length, `records of window ${w.start.toISOString()}`).toBe(expected.length);
@@ -389,9 +401,12 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     expect(failure, 'the failure line').toBeDefined();
     expect(failure).toMatchObject({ level: 'error', status: 'failed', runId: failed.runId });
     expect(String(failure!.error)).toMatch(new RegExp(c.message.source.replace(/^\^/, '')));
-    const retryLines = h.logs.filter((l) => l.msg === (c.attempt.endpoint === 'token' ? 'token request failed; retrying' : 'upstream request failed; retrying'));
+    const retryLines = h.logs.filter(
+      (l) => l.msg === (c.attempt.endpoint === 'token' ? 'token request failed; retrying' : 'upstream request failed; retrying'),
+    );
     expect(retryLines).toHaveLength(uses - 1);
-    if (c.attempt.endpoint === 'analytics') for (const l of retryLines) expect(l).toMatchObject({ level: 'warn', endpoint: 'analytics', fault: c.attempt.reason });
+    if (c.attempt.endpoint === 'analytics')
+      for (const l of retryLines) expect(l).toMatchObject({ level: 'warn', endpoint: 'analytics', fault: c.attempt.reason });
 
     // Metrics: the run's failure by reason, every faulted attempt by endpoint and reason.
     expect(await counter(h, 'sync_failures_total')).toBe(1);
@@ -441,7 +456,9 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     // Seen in the metrics and the log although the run succeeded.
     expect(await counter(h, 'upstream_attempt_failures_total', c.attempt)).toBe(uses);
     expect(await counter(h, 'sync_failures_total')).toBe(0);
-    const retryLines = h.logs.filter((l) => l.msg === (c.attempt.endpoint === 'token' ? 'token request failed; retrying' : 'upstream request failed; retrying'));
+    const retryLines = h.logs.filter(
+      (l) => l.msg === (c.attempt.endpoint === 'token' ? 'token request failed; retrying' : 'upstream request failed; retrying'),
+    );
     expect(retryLines).toHaveLength(uses);
     await expectNoSecrets(h);
   });

@@ -12,13 +12,9 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
   let server: Server;
   let url: string;
   const queries: URLSearchParams[] = [];
-  const e7 = [
-    'analytics_exporter_upstream_up 7',
-    'analytics_exporter_sync_runs_total 3',
-    'userlogin_event_count{customer="a"} 5',
-    'not valid {',
-    '',
-  ].join('\n');
+  const e7 = ['analytics_exporter_upstream_up 7', 'analytics_exporter_sync_runs_total 3', 'userlogin_event_count{customer="a"} 5', 'not valid {', ''].join(
+    '\n',
+  );
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -42,13 +38,23 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
     const metrics = new ExporterMetrics({ processMetrics: false, cacheTtlMs: 30_000 });
-    const upstream = new UpstreamMetrics({ client, metrics, windowMs: 86_400_000, cacheTtlMs: 0, prefix: undefined, ownFamilies: () => metrics.families(), log: silentLogger });
+    const upstream = new UpstreamMetrics({
+      client,
+      metrics,
+      windowMs: 86_400_000,
+      cacheTtlMs: 0,
+      prefix: undefined,
+      ownFamilies: () => metrics.families(),
+      log: silentLogger,
+    });
     try {
       const part = await upstream.collect(5000);
       const help = 'Platform analytics metric (E7), a count over the last 24h (METRICS_WINDOW), as read from the upstream.';
       expect(part.text.toString()).toBe(`# HELP userlogin_event_count ${help}\n# TYPE userlogin_event_count untyped\nuserlogin_event_count{customer="a"} 5\n`);
       // OpenMetrics without # EOF: the body ends with it after the own part.
-      expect(part.openMetrics.toString()).toBe(`# TYPE userlogin_event_count unknown\n# HELP userlogin_event_count ${help}\nuserlogin_event_count{customer="a"} 5\n`);
+      expect(part.openMetrics.toString()).toBe(
+        `# TYPE userlogin_event_count unknown\n# HELP userlogin_event_count ${help}\nuserlogin_event_count{customer="a"} 5\n`,
+      );
       expect(part.samples).toBe(1);
       expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(2);
       expect((await metrics.upstreamInvalidLines.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);

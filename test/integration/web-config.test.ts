@@ -65,9 +65,21 @@ const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:
 
 describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
   it.each([
-    ['an unknown key', 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n', /unknown or unsupported key tls_server_config\.cipher_suites/],
-    ['a missing certificate', 'tls_server_config:\n  cert_file: missing.crt\n  key_file: web.key\n', /tls_server_config\.cert_file "missing\.crt" cannot be read \(ENOENT\)/],
-    ['a verify mode without client_ca_file', 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_auth_type: RequireAndVerifyClientCert\n', /client_ca_file is required/],
+    [
+      'an unknown key',
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n',
+      /unknown or unsupported key tls_server_config\.cipher_suites/,
+    ],
+    [
+      'a missing certificate',
+      'tls_server_config:\n  cert_file: missing.crt\n  key_file: web.key\n',
+      /tls_server_config\.cert_file "missing\.crt" cannot be read \(ENOENT\)/,
+    ],
+    [
+      'a verify mode without client_ca_file',
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_auth_type: RequireAndVerifyClientCert\n',
+      /client_ca_file is required/,
+    ],
     ['a bad client_auth_type', 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_auth_type: Sometimes\n', /client_auth_type/],
     ['a plain-text password', 'basic_auth_users:\n  alice: hunter2\n', /basic_auth_users\.alice: must be a bcrypt hash/],
     ['bad YAML', 'tls_server_config: [\n', /is not valid YAML/],
@@ -86,7 +98,12 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
   });
 
   it('serves HTTPS to a client trusting the CA, and not plain HTTP', async () => {
-    const s = await serve(webConfig('tls.yml', 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\nhttp_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n'));
+    const s = await serve(
+      webConfig(
+        'tls.yml',
+        'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\nhttp_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n',
+      ),
+    );
     expect(s.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
     const res = await request(`${s.url}/metrics`, { dispatcher: client() });
     expect(res.statusCode).toBe(200);
@@ -116,7 +133,10 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
   it('RequireAndVerifyClientCert refuses clients without a certificate signed by client_ca_file', async () => {
     copyFileSync(pki.caFile, join(pki.dir, 'clients-ca.pem'));
     const s = await serve(
-      webConfig('mtls.yml', 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_ca_file: clients-ca.pem\n  client_auth_type: RequireAndVerifyClientCert\n'),
+      webConfig(
+        'mtls.yml',
+        'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_ca_file: clients-ca.pem\n  client_auth_type: RequireAndVerifyClientCert\n',
+      ),
     );
     await expect(request(`${s.url}/metrics`, { dispatcher: client() }).then((r) => r.body.text())).rejects.toThrow();
     const ok = await request(`${s.url}/metrics`, { dispatcher: client({ cert: true }) });
@@ -132,7 +152,10 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     await withCert.body.text();
 
     const ifGiven = await serve(
-      webConfig('ifgiven.yml', 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_ca_file: clients-ca.pem\n  client_auth_type: VerifyClientCertIfGiven\n'),
+      webConfig(
+        'ifgiven.yml',
+        'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_ca_file: clients-ca.pem\n  client_auth_type: VerifyClientCertIfGiven\n',
+      ),
     );
     const without = await request(`${ifGiven.url}/healthz`, { dispatcher: client() });
     expect(without.statusCode).toBe(200);

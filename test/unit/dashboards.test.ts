@@ -51,7 +51,9 @@ describe('generated dashboard files', () => {
         throw new Error(`grafana/dashboards/${file} is missing: run \`UPDATE_DASHBOARDS=1 npx vitest run test/unit/dashboards.test.ts\``, { cause: error });
       }
       if (committed !== text) {
-        expect.fail(`grafana/dashboards/${file} differs from grafana/src: run \`UPDATE_DASHBOARDS=1 npx vitest run test/unit/dashboards.test.ts\` and commit the result`);
+        expect.fail(
+          `grafana/dashboards/${file} differs from grafana/src: run \`UPDATE_DASHBOARDS=1 npx vitest run test/unit/dashboards.test.ts\` and commit the result`,
+        );
       }
     }
   });
@@ -105,7 +107,9 @@ describe.each(Object.entries(dashboards))('dashboard %s', (_file, dash) => {
 });
 
 describe('PromQL of the dashboards', () => {
-  const prom = Object.values(dashboards).flatMap((dash) => dataPanels(dash).flatMap((p) => targets(p).flatMap((t) => (t.expr ? [{ dash, panel: p, expr: t.expr }] : []))));
+  const prom = Object.values(dashboards).flatMap((dash) =>
+    dataPanels(dash).flatMap((p) => targets(p).flatMap((t) => (t.expr ? [{ dash, panel: p, expr: t.expr }] : []))),
+  );
   const families = UPSTREAM_FAMILIES.map((f) => f.metric).join('|');
 
   it('never applies a counter function to the upstream window counts', () => {
@@ -138,18 +142,25 @@ describe('PromQL of the dashboards', () => {
   it('selects the exporter by $job and $instance on Exporter health', () => {
     const health = prom.filter((q) => q.dash.uid === 'analytics-exporter-health');
     for (const { expr } of health) {
-      for (const [selector] of expr.matchAll(/\b(?:analytics_exporter|process|nodejs)_\w+\{[^}]*\}/g)) expect(selector).toContain('job=~"$job", instance=~"$instance"');
+      for (const [selector] of expr.matchAll(/\b(?:analytics_exporter|process|nodejs)_\w+\{[^}]*\}/g))
+        expect(selector).toContain('job=~"$job", instance=~"$instance"');
     }
   });
 });
 
 describe('SQL of Analytics history', () => {
   const dash = dashboards['analytics-history.json']!;
-  const sql = [...dataPanels(dash).flatMap((p) => targets(p).map((t) => t.rawSql!)), ...variables(dash).filter((v) => v.type === 'query').map((v) => queryText(v))];
+  const sql = [
+    ...dataPanels(dash).flatMap((p) => targets(p).map((t) => t.rawSql!)),
+    ...variables(dash)
+      .filter((v) => v.type === 'query')
+      .map((v) => queryText(v)),
+  ];
 
   it('reaches tables only through ${schema}, restricted to SQL identifiers', () => {
     for (const text of sql.filter((s) => !s.includes('information_schema'))) {
-      for (const [, table] of text.matchAll(/(?<!epoch )\b(?:FROM|JOIN)\s+(\S+)/gi)) expect(table).toMatch(/^\$\{schema\}\.(records|records_quarantine|sync_runs|sync_windows|sync_state)$/);
+      for (const [, table] of text.matchAll(/(?<!epoch )\b(?:FROM|JOIN)\s+(\S+)/gi))
+        expect(table).toMatch(/^\$\{schema\}\.(records|records_quarantine|sync_runs|sync_windows|sync_state)$/);
     }
     const schema = variables(dash).find((v) => v.name === 'schema')!;
     expect(schema.regex).toBe('/^[a-z_][a-z0-9_]{0,62}$/');
@@ -206,9 +217,11 @@ describe('interpolation emulator (grafana/src/interpolate.ts)', () => {
 
   it('formats Prometheus values as Grafana does: regex-escaped alternatives, allValue as is', () => {
     const scope = { variables: vars, builtins: { __rate_interval: '1m' } };
-    expect(renderPromQL('x{c=~"$customer"}[$__rate_interval]', { ...scope, selections: { customer: { values: ['A.B', 'C|D'] } } })).toBe('x{c=~"(A\\\\.B|C\\\\|D)"}[1m]');
+    expect(renderPromQL('x{c=~"$customer"}[$__rate_interval]', { ...scope, selections: { customer: { values: ['A.B', 'C|D'] } } })).toBe(
+      'x{c=~"(A\\\\.B|C\\\\|D)"}[1m]',
+    );
     expect(renderPromQL('x{c=~"$customer"}', { ...scope, selections: { customer: { values: ['A', 'B'], all: true } } })).toBe('x{c=~".*"}');
-    expect(renderPromQL("x{c=~\"$field\"}", { ...scope, selections: { field: { values: ["it's"] } } })).toBe("x{c=~\"it\\\\'s\"}");
+    expect(renderPromQL('x{c=~"$field"}', { ...scope, selections: { field: { values: ["it's"] } } })).toBe('x{c=~"it\\\\\'s"}');
   });
 
   it('formats SQL values as Grafana does: sqlstring literals, All as every option', () => {
@@ -220,7 +233,7 @@ describe('interpolation emulator (grafana/src/interpolate.ts)', () => {
 
   it('expands the PostgreSQL macros to the text Grafana produces', () => {
     expect(expandSqlMacros('SELECT $__timeGroupAlias(t, 1d), 1 WHERE $__timeFilter(t) AND $__timeFrom() < $__timeTo()', range)).toBe(
-      'SELECT floor(extract(epoch from t)/86400)*86400 AS "time", 1 WHERE t BETWEEN \'2026-10-01T00:00:00.000Z\' AND \'2026-10-08T12:00:00.500Z\' AND \'2026-10-01T00:00:00.000Z\' < \'2026-10-08T12:00:00.500Z\'',
+      "SELECT floor(extract(epoch from t)/86400)*86400 AS \"time\", 1 WHERE t BETWEEN '2026-10-01T00:00:00.000Z' AND '2026-10-08T12:00:00.500Z' AND '2026-10-01T00:00:00.000Z' < '2026-10-08T12:00:00.500Z'",
     );
     expect(expandSqlMacros("$__timeGroup(t, '5m', 0) $__unixEpochFilter(u) $__time(t)", range)).toBe(
       'floor(extract(epoch from t)/300)*300 u >= 1790812800 AND u <= 1791460800 t AS "time"',

@@ -21,7 +21,10 @@ function bodyErrorOf(body: unknown, page = 1): UpstreamError {
 
 describe('parsePage', () => {
   it('accepts a consistent page and keeps records whole', () => {
-    const data = [{ a: 1, nested: { b: [1, 2] } }, { a: 1, nested: { b: [1, 2] } }];
+    const data = [
+      { a: 1, nested: { b: [1, 2] } },
+      { a: 1, nested: { b: [1, 2] } },
+    ];
     const page = parsePage({ pageNumber: 2, pageSize: 2, totalRecords: 4, totalPages: 2, data, extra: 'ignored' }, 2, url);
     expect(page.data).toEqual(data);
   });
@@ -137,7 +140,14 @@ describe('records PostgreSQL jsonb cannot store: quarantined, not refused', () =
 
 describe('records PostgreSQL jsonb cannot store, on a page read from E6 (decodePage)', () => {
   const decode = (data: string[], envelope = '') =>
-    decodePage({ headers: { 'content-type': 'application/json' }, body: `{"pageNumber":1,"pageSize":${Math.max(1, data.length)},"totalRecords":${data.length},"totalPages":1,${envelope}"data":[${data.join(',')}]}` }, 1, url);
+    decodePage(
+      {
+        headers: { 'content-type': 'application/json' },
+        body: `{"pageNumber":1,"pageSize":${Math.max(1, data.length)},"totalRecords":${data.length},"totalPages":1,${envelope}"data":[${data.join(',')}]}`,
+      },
+      1,
+      url,
+    );
 
   it('quarantines the record with its exact text and stores the others from theirs, null in its place', () => {
     const records = ['{"id":12345678901234567891,"a":1.10}', ' {"name":"a\\u0000b", "n": 1e400 } ', '{"emoji":"\\ud83d\\ude00","e":2.50E+3}'];

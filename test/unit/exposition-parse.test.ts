@@ -32,7 +32,16 @@ describe('parseExposition: samples', () => {
       {
         name: 'userlogin_event_count',
         type: 'untyped',
-        samples: [{ name: 'userlogin_event_count', labels: [['customer', 'Acme AS'], ['customer_id', 'cust-0001']], value: 123 }],
+        samples: [
+          {
+            name: 'userlogin_event_count',
+            labels: [
+              ['customer', 'Acme AS'],
+              ['customer_id', 'cust-0001'],
+            ],
+            value: 123,
+          },
+        ],
       },
     ]);
   });
@@ -45,7 +54,17 @@ describe('parseExposition: samples', () => {
   });
 
   it('tolerates blanks and tabs wherever Prometheus does, and a trailing comma', () => {
-    const expected = [{ name: 'm', labels: [['a', 'x'], ['b', 'y']], value: 1, timestampMs: 5 }];
+    const expected = [
+      {
+        name: 'm',
+        labels: [
+          ['a', 'x'],
+          ['b', 'y'],
+        ],
+        value: 1,
+        timestampMs: 5,
+      },
+    ];
     for (const line of [
       'm{a="x",b="y"} 1 5',
       '  m{a="x",b="y"}\t1\t5  ',
@@ -111,7 +130,36 @@ describe('parseExposition: samples', () => {
   });
 
   it('rejects values Go ParseFloat rejects', () => {
-    for (const text of ['abc', '1,5', '1.2.3', '1e', '1e+', 'e5', '.', '+', '-', '+NaN', '-nan', 'Infinit', 'Infinityy', '0x10', '0x', '0xp1', '1__0', '_1', '1_', '1_.5', '0b101', '0o17', '12abc', '1e400', '-1e400', '0x1p1024', '1{', 'NaN{']) {
+    for (const text of [
+      'abc',
+      '1,5',
+      '1.2.3',
+      '1e',
+      '1e+',
+      'e5',
+      '.',
+      '+',
+      '-',
+      '+NaN',
+      '-nan',
+      'Infinit',
+      'Infinityy',
+      '0x10',
+      '0x',
+      '0xp1',
+      '1__0',
+      '_1',
+      '1_',
+      '1_.5',
+      '0b101',
+      '0o17',
+      '12abc',
+      '1e400',
+      '-1e400',
+      '0x1p1024',
+      '1{',
+      'NaN{',
+    ]) {
       expect(reasonsOf(`m ${text}`), text).toEqual(['bad_value']);
     }
     expect(reasonsOf('m')).toEqual(['bad_value']);
@@ -327,9 +375,7 @@ describe('parseExposition: families', () => {
 
   it('rejects metadata that would make two families own one sample name', () => {
     // An untyped x_bucket came first: a histogram x would claim it.
-    expect(parseExposition('x_bucket{le="1"} 1\n# TYPE x histogram\nx_sum 1\n').invalid.map((i) => [i.line, i.reason])).toEqual([
-      [2, 'family_mismatch'],
-    ]);
+    expect(parseExposition('x_bucket{le="1"} 1\n# TYPE x histogram\nx_sum 1\n').invalid.map((i) => [i.line, i.reason])).toEqual([[2, 'family_mismatch']]);
     // A summary x owns x_sum: neither TYPE nor HELP may name x_sum on its own.
     expect(reasonsOf('# TYPE x summary\n# TYPE x_sum gauge\n# HELP x_count Help.\n')).toEqual(['family_mismatch', 'family_mismatch']);
     // HELP first makes x an untyped family; a TYPE may still make it a histogram, unless that takes a name in use.
@@ -348,25 +394,17 @@ describe('parseExposition: families', () => {
   });
 
   it('one bad line never changes how its neighbours are read', () => {
-    const bad = [
-      'm{a="1} 1',
-      'm{a="1"',
-      'm{a="\\',
-      '"',
-      '{',
-      '}',
-      '\\',
-      'm{a="1",a="1"} 1',
-      '# TYPE',
-      '# TYPE m',
-      '# HELP m \\',
-      'm 1 2 3',
-      'm{a="x\0"} 1',
-    ];
+    const bad = ['m{a="1} 1', 'm{a="1"', 'm{a="\\', '"', '{', '}', '\\', 'm{a="1",a="1"} 1', '# TYPE', '# TYPE m', '# HELP m \\', 'm 1 2 3', 'm{a="x\0"} 1'];
     for (const line of bad) {
       const { families, invalid } = parseExposition(`good{n="1"} 1\n${line}\ngood{n="2"} 2\n`);
-      expect(families.flatMap((f) => f.samples.map((s) => s.value)), line).toEqual([1, 2]);
-      expect(invalid.every((i) => i.line === 2), line).toBe(true);
+      expect(
+        families.flatMap((f) => f.samples.map((s) => s.value)),
+        line,
+      ).toEqual([1, 2]);
+      expect(
+        invalid.every((i) => i.line === 2),
+        line,
+      ).toBe(true);
     }
   });
 
@@ -424,12 +462,18 @@ describe('parseExposition: families', () => {
       expect(families.map((f) => f.samples.length)).toEqual([14286, 14286, 14286, 14286, 14286, 14285, 14285]);
       expect(families[1]!.samples[2]).toEqual({
         name: 'dialogcreated_event_count',
-        labels: [['customer', 'Customer "15" AS'], ['customer_id', 'cust-000015']],
+        labels: [
+          ['customer', 'Customer "15" AS'],
+          ['customer_id', 'cust-000015'],
+        ],
         value: 45,
       });
       expect(families[6]!.samples.at(-1)).toEqual({
         name: 'emailsent_event_count',
-        labels: [['customer', 'Customer "99994" AS'], ['customer_id', 'cust-099994']],
+        labels: [
+          ['customer', 'Customer "99994" AS'],
+          ['customer_id', 'cust-099994'],
+        ],
         value: 299982,
       });
     }
@@ -498,7 +542,14 @@ describe('normalizeFamilies', () => {
           { name: 's', labels: [], value: 3 },
           { name: 'other', labels: [], value: 4 },
           { name: 's_sum', labels: [['__x', '1']], value: 5 },
-          { name: 's_sum', labels: [['a', '1'], ['a', '2']], value: 6 },
+          {
+            name: 's_sum',
+            labels: [
+              ['a', '1'],
+              ['a', '2'],
+            ],
+            value: 6,
+          },
           { name: 's_sum', labels: [['a', 'x\0']], value: 7 },
           { name: 's_sum', labels: [], value: '8' },
           { name: 's_sum', labels: [], value: 9, timestampMs: -1 },
@@ -544,7 +595,14 @@ describe('normalizeFamilies', () => {
   });
 
   it('never throws on junk', () => {
-    for (const junk of [[null], [1], ['x'], [{}], [{ name: 'a', type: 'gauge', samples: 'no' }], [{ name: 'a', type: 'gauge', samples: [{ name: 'a', labels: [[1, 2]], value: 1 }] }]]) {
+    for (const junk of [
+      [null],
+      [1],
+      ['x'],
+      [{}],
+      [{ name: 'a', type: 'gauge', samples: 'no' }],
+      [{ name: 'a', type: 'gauge', samples: [{ name: 'a', labels: [[1, 2]], value: 1 }] }],
+    ]) {
       expect(() => normalizeFamilies(junk as unknown as MetricFamily[])).not.toThrow();
     }
   });

@@ -373,7 +373,13 @@ const CANONICAL_LE = ['-5.0', '0.0', '0.005', '0.01', '0.1', '0.25', '0.5', '1.0
 const CANONICAL_QUANTILES = ['0.0', '0.5', '0.9', '0.95', '0.99', '0.999', '1.0'];
 
 const metricSpec = fc.record({
-  labels: fc.uniqueArray(fc.tuple(labelName.filter((n) => !n.startsWith('_') && n !== 'le' && n !== 'quantile'), labelValue), { selector: ([n]) => n, maxLength: 2 }),
+  labels: fc.uniqueArray(
+    fc.tuple(
+      labelName.filter((n) => !n.startsWith('_') && n !== 'le' && n !== 'quantile'),
+      labelValue,
+    ),
+    { selector: ([n]) => n, maxLength: 2 },
+  ),
   value: fc.double(),
   timestamp,
   buckets: fc.uniqueArray(fc.constantFrom(...CANONICAL_LE), { maxLength: 4 }),
@@ -442,9 +448,51 @@ const openMetricsFamilies = fc.array(omFamilySpec, { maxLength: 5 }).map((specs)
 
 /** Characters and fragments of hostile or broken input. */
 const FRAGMENTS = [
-  'x', 'x_bucket', 'x_sum', 'x_count', 'y_total', 'le', 'quantile', '{', '}', '"', '\\', '\\\\', '\\"', '\\n', '=', ',', ' ', '\t', '\r', '\0',
-  '#', '# TYPE ', '# HELP ', 'counter', 'gauge', 'histogram', 'summary', 'untyped', '1', '-1', '0.5', '+Inf', 'NaN', '1e3', '0x1p3', '1_0',
-  'a="b"', 'le="1"', 'le="+Inf"', 'quantile="0.5"', '__x', 'é', '\uD83D', '😀', '\uFEFF',
+  'x',
+  'x_bucket',
+  'x_sum',
+  'x_count',
+  'y_total',
+  'le',
+  'quantile',
+  '{',
+  '}',
+  '"',
+  '\\',
+  '\\\\',
+  '\\"',
+  '\\n',
+  '=',
+  ',',
+  ' ',
+  '\t',
+  '\r',
+  '\0',
+  '#',
+  '# TYPE ',
+  '# HELP ',
+  'counter',
+  'gauge',
+  'histogram',
+  'summary',
+  'untyped',
+  '1',
+  '-1',
+  '0.5',
+  '+Inf',
+  'NaN',
+  '1e3',
+  '0x1p3',
+  '1_0',
+  'a="b"',
+  'le="1"',
+  'le="+Inf"',
+  'quantile="0.5"',
+  '__x',
+  'é',
+  '\uD83D',
+  '😀',
+  '\uFEFF',
 ];
 const garbageLine = fc.oneof(
   fc.string({ unit: fc.oneof(textUnit, fc.constant('\0')), maxLength: 40 }),
@@ -477,8 +525,11 @@ const RUNS = { numRuns: 500 };
 // -----------------------------------------------------------------------------------------------
 
 describe('round trips', () => {
-  it('normalized: the parser\'s families, renamed and filtered, serialise the same without normalising again', () => {
-    const text = fc.oneof(garbageText, normalizedFamilies.map((families) => serializeText(families)));
+  it("normalized: the parser's families, renamed and filtered, serialise the same without normalising again", () => {
+    const text = fc.oneof(
+      garbageText,
+      normalizedFamilies.map((families) => serializeText(families)),
+    );
     fc.assert(
       fc.property(text, fc.boolean(), (input, everyOther) => {
         const families = prefixFamilies(parseExposition(input).families, 'p_').filter((_, i) => !everyOther || i % 2 === 0);
@@ -519,7 +570,12 @@ describe('round trips', () => {
     fc.assert(
       fc.property(normalizedFamilies, (families) => {
         const back = readOpenMetrics(serializeOpenMetrics(families));
-        expect(back.flatMap((f) => f.samples).map(flat).sort()).toEqual(servedThroughOpenMetrics(families).map(flat).sort());
+        expect(
+          back
+            .flatMap((f) => f.samples)
+            .map(flat)
+            .sort(),
+        ).toEqual(servedThroughOpenMetrics(families).map(flat).sort());
         const types = new Map(back.map((f) => [f.name, f.type]));
         for (const f of families.filter((g) => !g.name.startsWith('_'))) {
           if (types.get(f.name) === f.type) continue;
@@ -551,7 +607,10 @@ describe('round trips', () => {
       samples: fc.array(
         fc.record({
           name: fc.oneof(metricName, fc.string({ maxLength: 4 })),
-          labels: fc.array(fc.tuple(fc.oneof(labelName, fc.string({ maxLength: 3 })), fc.string({ unit: fc.oneof(textUnit, fc.constant('\0')), maxLength: 4 })), { maxLength: 3 }),
+          labels: fc.array(
+            fc.tuple(fc.oneof(labelName, fc.string({ maxLength: 3 })), fc.string({ unit: fc.oneof(textUnit, fc.constant('\0')), maxLength: 4 })),
+            { maxLength: 3 },
+          ),
           value: fc.double(),
           timestampMs: fc.option(fc.oneof(fc.integer(), fc.double()), { nil: undefined }),
         }),
@@ -667,7 +726,10 @@ describe('hostile input', () => {
     ['100,000 lines of braces', () => '{\n'.repeat(1e5)],
     ['100,000 copies of one series', () => 'm{a="b"} 1\n'.repeat(1e5)],
     ['100,000 TYPE lines', () => Array.from({ length: 1e5 }, (_, i) => `# TYPE m${i} histogram`).join('\n')],
-    ['a 100,000-bucket histogram', () => `# TYPE h histogram\n${Array.from({ length: 1e5 }, (_, i) => `h_bucket{le="${i}"} ${i}`).join('\n')}\nh_bucket{le="+Inf"} 1e5\n`],
+    [
+      'a 100,000-bucket histogram',
+      () => `# TYPE h histogram\n${Array.from({ length: 1e5 }, (_, i) => `h_bucket{le="${i}"} ${i}`).join('\n')}\nh_bucket{le="+Inf"} 1e5\n`,
+    ],
   ];
 
   it.each(cases)('%s', (_name, make) => {

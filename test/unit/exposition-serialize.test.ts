@@ -126,7 +126,18 @@ describe('serializeText', () => {
         name: 'm',
         type: 'gauge',
         help: 'Line one\nback\\slash "quotes" stay',
-        samples: [sample('m', 1, [['a', 'x"y\\z\nw'], ['b', '']], 1700000000000), sample('m', NaN, [['a', '2']])],
+        samples: [
+          sample(
+            'm',
+            1,
+            [
+              ['a', 'x"y\\z\nw'],
+              ['b', ''],
+            ],
+            1700000000000,
+          ),
+          sample('m', NaN, [['a', '2']]),
+        ],
       },
       { name: 'e', type: 'untyped', samples: [] },
     ];
@@ -178,25 +189,22 @@ describe('serializeOpenMetrics', () => {
     const families: MetricFamily[] = [
       { name: 'requests_total', type: 'counter', help: 'Requests, "quoted".', samples: [sample('requests_total', 3, [['code', '200']], 1500)] },
     ];
-    expect(serializeOpenMetrics(families)).toBe(
-      '# TYPE requests counter\n# HELP requests Requests, \\"quoted\\".\nrequests_total{code="200"} 3 1.5\n# EOF\n',
+    expect(serializeOpenMetrics(families)).toBe('# TYPE requests counter\n# HELP requests Requests, \\"quoted\\".\nrequests_total{code="200"} 3 1.5\n# EOF\n');
+    expect(serializeOpenMetrics(families, { eof: false })).toBe(
+      '# TYPE requests counter\n# HELP requests Requests, \\"quoted\\".\nrequests_total{code="200"} 3 1.5\n',
     );
-    expect(serializeOpenMetrics(families, { eof: false })).toBe('# TYPE requests counter\n# HELP requests Requests, \\"quoted\\".\nrequests_total{code="200"} 3 1.5\n');
     expect(serializeOpenMetrics([])).toBe('# EOF\n');
   });
 
   it('writes timestamps as exact seconds', () => {
     const ts = [0, 7, 1000, 1001, 1010, 1700000000123, Number.MAX_SAFE_INTEGER];
     const out = serializeOpenMetrics([{ name: 'g', type: 'gauge', samples: ts.map((t, i) => sample('g', 1, [['i', String(i)]], t)) }]);
-    expect(out.split('\n').slice(1, -2).map((line) => line.split(' ')[2])).toEqual([
-      '0',
-      '0.007',
-      '1',
-      '1.001',
-      '1.01',
-      '1700000000.123',
-      '9007199254740.991',
-    ]);
+    expect(
+      out
+        .split('\n')
+        .slice(1, -2)
+        .map((line) => line.split(' ')[2]),
+    ).toEqual(['0', '0.007', '1', '1.001', '1.01', '1700000000.123', '9007199254740.991']);
   });
 
   it('writes untyped as unknown, and sloppy counters as unknown', () => {
@@ -230,12 +238,27 @@ describe('serializeOpenMetrics', () => {
         type: 'histogram',
         samples: [
           sample('h_sum', 1.5, [['path', '/a']]),
-          sample('h_bucket', 2, [['path', '/a'], ['le', '+Inf']]),
-          sample('h_bucket', 1, [['le', '1'], ['path', '/b']]),
-          sample('h_bucket', 1, [['path', '/a'], ['le', '1e0']]),
+          sample('h_bucket', 2, [
+            ['path', '/a'],
+            ['le', '+Inf'],
+          ]),
+          sample('h_bucket', 1, [
+            ['le', '1'],
+            ['path', '/b'],
+          ]),
+          sample('h_bucket', 1, [
+            ['path', '/a'],
+            ['le', '1e0'],
+          ]),
           sample('h_count', 2, [['path', '/a']]),
-          sample('h_bucket', 0, [['path', '/a'], ['le', '0.5']]),
-          sample('h_bucket', 1, [['le', 'Inf'], ['path', '/b']]),
+          sample('h_bucket', 0, [
+            ['path', '/a'],
+            ['le', '0.5'],
+          ]),
+          sample('h_bucket', 1, [
+            ['le', 'Inf'],
+            ['path', '/b'],
+          ]),
         ],
       },
     ];
@@ -265,7 +288,10 @@ describe('serializeOpenMetrics', () => {
       ['two equal thresholds', [sample('h_bucket', 1, [['le', '1']]), sample('h_bucket', 1, [['le', '1.0']]), sample('h_bucket', 1, [['le', '+Inf']])]],
       ['fractional bucket value', [sample('h_bucket', 0.5, [['le', '+Inf']])]],
       ['negative sum', [sample('h_bucket', 1, [['le', '+Inf']]), sample('h_count', 1), sample('h_sum', -1)]],
-      ['sum with a negative threshold', [sample('h_bucket', 0, [['le', '-1']]), sample('h_bucket', 1, [['le', '+Inf']]), sample('h_count', 1), sample('h_sum', 1)]],
+      [
+        'sum with a negative threshold',
+        [sample('h_bucket', 0, [['le', '-1']]), sample('h_bucket', 1, [['le', '+Inf']]), sample('h_count', 1), sample('h_sum', 1)],
+      ],
       ['mixed timestamps', [sample('h_bucket', 1, [['le', '1']], 1000), sample('h_bucket', 1, [['le', '+Inf']], 2000)]],
       ['sum without buckets', [sample('h_sum', 1), sample('h_count', 1)]],
     ];
@@ -273,14 +299,20 @@ describe('serializeOpenMetrics', () => {
       const out = serializeOpenMetrics([{ name: 'h', type: 'histogram', samples }]);
       expect(out, why).not.toContain('histogram');
       const names = [...new Set(samples.map((s) => s.name))];
-      expect(out.split('\n').filter((l) => l.startsWith('# TYPE')), why).toEqual(names.map((n) => `# TYPE ${n} unknown`));
+      expect(
+        out.split('\n').filter((l) => l.startsWith('# TYPE')),
+        why,
+      ).toEqual(names.map((n) => `# TYPE ${n} unknown`));
       // Every sample is still served, under its own name and labels.
-      expect(out.split('\n').filter((l) => !l.startsWith('#') && l !== ''), why).toHaveLength(samples.length);
+      expect(
+        out.split('\n').filter((l) => !l.startsWith('#') && l !== ''),
+        why,
+      ).toHaveLength(samples.length);
     }
     // Negative thresholds without a sum are fine.
-    expect(serializeOpenMetrics([{ name: 'h', type: 'histogram', samples: [sample('h_bucket', 0, [['le', '-1']]), sample('h_bucket', 1, [['le', '+Inf']])] }])).toContain(
-      '# TYPE h histogram',
-    );
+    expect(
+      serializeOpenMetrics([{ name: 'h', type: 'histogram', samples: [sample('h_bucket', 0, [['le', '-1']]), sample('h_bucket', 1, [['le', '+Inf']])] }]),
+    ).toContain('# TYPE h histogram');
   });
 
   it('writes summaries with canonical quantiles, or as unknown when they break OpenMetrics rules', () => {
@@ -290,9 +322,7 @@ describe('serializeOpenMetrics', () => {
       help: 'S.',
       samples: [sample('s_sum', 3), sample('s', 1, [['quantile', '.5']]), sample('s', NaN, [['quantile', '1']]), sample('s_count', 2)],
     };
-    expect(serializeOpenMetrics([ok])).toBe(
-      '# TYPE s summary\n# HELP s S.\ns{quantile="0.5"} 1\ns{quantile="1.0"} NaN\ns_count 2\ns_sum 3\n# EOF\n',
-    );
+    expect(serializeOpenMetrics([ok])).toBe('# TYPE s summary\n# HELP s S.\ns{quantile="0.5"} 1\ns{quantile="1.0"} NaN\ns_count 2\ns_sum 3\n# EOF\n');
     for (const samples of [
       [sample('s', 1, [['quantile', '1.5']])],
       [sample('s', -1, [['quantile', '0.5']])],

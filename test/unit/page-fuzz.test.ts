@@ -59,7 +59,9 @@ function expectTypedBodyError(err: unknown): void {
  */
 function holdsUnstorableEscape(text: string): boolean {
   const t = text.replace(/\\\\/g, '');
-  return /\\u0000/.test(t) || /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])/.test(t) || /(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}/.test(t);
+  return (
+    /\\u0000/.test(t) || /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])/.test(t) || /(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}/.test(t)
+  );
 }
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
@@ -155,8 +157,27 @@ const unstorableValue = fc.constantFrom(
 /** Values of the wrong JSON type for an envelope field (as raw text: some are beyond a double). */
 const wrongType = fc.oneof(
   fc.string({ maxLength: 8 }).map((s) => JSON.stringify(s)),
-  fc.constantFrom('null', 'true', 'false', '[]', '{}', '[1]', '{"n":1}', '"1"', '1e400', '-1e400', '1.5', '-3', '0.0001', '1e21', '123456789012345678901234567890'),
-  fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Number.isInteger(d)).map(String),
+  fc.constantFrom(
+    'null',
+    'true',
+    'false',
+    '[]',
+    '{}',
+    '[1]',
+    '{"n":1}',
+    '"1"',
+    '1e400',
+    '-1e400',
+    '1.5',
+    '-3',
+    '0.0001',
+    '1e21',
+    '123456789012345678901234567890',
+  ),
+  fc
+    .double({ noNaN: true, noDefaultInfinity: true })
+    .filter((d) => !Number.isInteger(d))
+    .map(String),
 );
 
 /** A page as JSON text with `field` replaced by raw `text`. */
@@ -257,7 +278,12 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
           let body = text;
           for (const { at, op, char } of edits) {
             const i = Math.min(at, body.length);
-            body = op === 'replace' ? body.slice(0, i) + char + body.slice(i + 1) : op === 'insert' ? body.slice(0, i) + char + body.slice(i) : body.slice(0, i) + body.slice(i + 1);
+            body =
+              op === 'replace'
+                ? body.slice(0, i) + char + body.slice(i + 1)
+                : op === 'insert'
+                  ? body.slice(0, i) + char + body.slice(i)
+                  : body.slice(0, i) + body.slice(i + 1);
           }
           return { page, body };
         });
@@ -275,7 +301,10 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
       .record({
         page: validPage.filter((p) => p.data.length > 0),
         index: fc.nat(),
-        key: fc.oneof(fc.constantFrom('name', 'customer_id', 'a b', 'ø'), fc.string({ minLength: 1, maxLength: 6 }).map((s) => s.replaceAll('\u0000', ''))),
+        key: fc.oneof(
+          fc.constantFrom('name', 'customer_id', 'a b', 'ø'),
+          fc.string({ minLength: 1, maxLength: 6 }).map((s) => s.replaceAll('\u0000', '')),
+        ),
         nest: fc.constantFrom('value', 'in-array', 'key'),
         bad: unstorableValue,
         spaced: fc.boolean(),
@@ -290,7 +319,8 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
         let body = spaced ? JSON.stringify({ ...page, data: records }, null, 1) : JSON.stringify({ ...page, data: records });
         const recordText = (n: number) => JSON.stringify(records[n]);
         let badText = recordText(i);
-        const put = (t: string) => (nest === 'key' ? t.replace(new RegExp(`"${holder}": ?"${holder}"`), () => `${bad.text}:1`) : t.replace(`"${holder}"`, () => bad.text));
+        const put = (t: string) =>
+          nest === 'key' ? t.replace(new RegExp(`"${holder}": ?"${holder}"`), () => `${bad.text}:1`) : t.replace(`"${holder}"`, () => bad.text);
         body = put(body);
         badText = put(badText);
         const out = decode(body, page.pageNumber);
@@ -341,7 +371,9 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
           expect(out.page!.quarantined).toBeUndefined();
           expect(out.page!.text).toBe(body);
         } else {
-          expect(out.page!.quarantined).toEqual([{ index: 1, path: expect.stringMatching(/^\$\.deep/), reason: 'nests deeper than 1000 levels of objects and arrays', text: record }]);
+          expect(out.page!.quarantined).toEqual([
+            { index: 1, path: expect.stringMatching(/^\$\.deep/), reason: 'nests deeper than 1000 levels of objects and arrays', text: record },
+          ]);
           expect(out.page!.text).toBe('{"data":[{"a":1},null]}');
         }
       }),

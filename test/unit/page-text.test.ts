@@ -75,8 +75,16 @@ const json: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((tie) => ({
 /** A body: envelope members around `data` (sometimes a decoy `data` before the real one, sometimes the key escaped). */
 const body = fc.record({
   data: fc.array(json, { maxLength: 6 }),
-  before: fc.dictionary(anyString.filter((k) => k !== 'data'), json, { maxKeys: 3 }),
-  after: fc.dictionary(anyString.filter((k) => k !== 'data'), json, { maxKeys: 3 }),
+  before: fc.dictionary(
+    anyString.filter((k) => k !== 'data'),
+    json,
+    { maxKeys: 3 },
+  ),
+  after: fc.dictionary(
+    anyString.filter((k) => k !== 'data'),
+    json,
+    { maxKeys: 3 },
+  ),
   decoy: fc.option(fc.array(json, { maxLength: 3 }), { nil: undefined }),
   seed: fc.nat(),
 });
@@ -102,7 +110,9 @@ const same = (a: unknown, b: unknown) => expect(JSON.stringify(a)).toBe(JSON.str
  */
 function oracleUnstorable(text: string): boolean {
   const t = text.replace(/\\\\/g, '');
-  return /\\u0000/.test(t) || /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])/.test(t) || /(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}/.test(t);
+  return (
+    /\\u0000/.test(t) || /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])/.test(t) || /(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}/.test(t)
+  );
 }
 
 describe('dataElementSpans', () => {
@@ -110,7 +120,7 @@ describe('dataElementSpans', () => {
     fc.assert(
       fc.property(body, (b) => {
         const text = writeBody(b);
-        same(JSON.parse(text).data, b.data); // the writer writes valid JSON
+        same((JSON.parse(text) as { data: unknown[] }).data, b.data); // the writer writes valid JSON
         const spans = dataElementSpans(text);
         expect(spans).toBeDefined();
         expect(spans!.length).toBe(b.data.length);
@@ -121,7 +131,7 @@ describe('dataElementSpans', () => {
           same(JSON.parse(span), b.data[i]);
         }
         // The records stored from the text are the records parsed from it.
-        same(JSON.parse(dataTextWithout(text, spans!, new Set())).data, b.data);
+        same((JSON.parse(dataTextWithout(text, spans!, new Set())) as { data: unknown[] }).data, b.data);
       }),
       { numRuns: 1000 },
     );
@@ -147,16 +157,11 @@ describe('dataElementSpans', () => {
   it('handles what the fuzzer may miss: empty data, escaped and duplicated keys, deep nesting, strings of backslashes', () => {
     expect(dataElementSpans('{"data":[]}')).toEqual([]);
     expect(dataElementSpans(' { "data" : [ ] } ')).toEqual([]);
-    expect(dataElementSpans('{"data":[1,"a",{"b":[2]},null, true ,-1.5e+3]}')!.map((s) => '{"data":[1,"a",{"b":[2]},null, true ,-1.5e+3]}'.slice(s.start, s.end))).toEqual([
-      '1',
-      '"a"',
-      '{"b":[2]}',
-      'null',
-      'true',
-      '-1.5e+3',
-    ]);
+    expect(
+      dataElementSpans('{"data":[1,"a",{"b":[2]},null, true ,-1.5e+3]}')!.map((s) => '{"data":[1,"a",{"b":[2]},null, true ,-1.5e+3]}'.slice(s.start, s.end)),
+    ).toEqual(['1', '"a"', '{"b":[2]}', 'null', 'true', '-1.5e+3']);
     const text = '{"data":[0],"d\\u0061ta":["\\\\","\\\\\\"]","]\\"}"]}';
-    expect(dataElementSpans(text)!.map((s) => JSON.parse(text.slice(s.start, s.end)))).toEqual(JSON.parse(text).data);
+    expect(dataElementSpans(text)!.map((s): unknown => JSON.parse(text.slice(s.start, s.end)))).toEqual((JSON.parse(text) as { data: unknown[] }).data);
     const deep = `{"data":[${'['.repeat(1_000_000)}${']'.repeat(1_000_000)},{"a":1}]}`;
     expect(dataElementSpans(deep)).toEqual([
       { start: 9, end: 9 + 2_000_000 },
@@ -193,7 +198,7 @@ describe('dataElementSpans', () => {
           expect(spans).toBeUndefined();
           return;
         }
-        expect(spans!.map((s) => JSON.parse(text.slice(s.start, s.end)))).toEqual(parsed.data);
+        expect(spans!.map((s): unknown => JSON.parse(text.slice(s.start, s.end)))).toEqual(parsed.data);
       }),
       { numRuns: 1000 },
     );

@@ -245,7 +245,14 @@ describe('WindowReader against an upstream of any order', () => {
     // them (inclusive toDate) but keeps none, so its reads agree; the second window reads them.
     const edge = recordsAt([...Array.from({ length: 1500 }, () => HOUR - 1000), ...Array.from({ length: 1500 }, () => HOUR)]);
     const up = fakeUpstream(edge, { order: 'stable', toDate: 'inclusive' });
-    const { ids } = await readAll(up.client, [{ start: T0, end: T0 + HOUR }, { start: T0 + HOUR, end: T0 + 2 * HOUR }], { pageSize: 1000 });
+    const { ids } = await readAll(
+      up.client,
+      [
+        { start: T0, end: T0 + HOUR },
+        { start: T0 + HOUR, end: T0 + 2 * HOUR },
+      ],
+      { pageSize: 1000 },
+    );
     expect(ids).toEqual(idsIn(edge, T0, T0 + 2 * HOUR));
   });
 

@@ -1,14 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../src/errors.js';
-import {
-  CHECKPOINT_RECORDS,
-  Dataset,
-  EVENT_TYPES,
-  parseIsoDateTime,
-  type AnalyticsRecord,
-  type EventCount,
-} from '../../src/simulator/index.js';
+import { CHECKPOINT_RECORDS, Dataset, EVENT_TYPES, parseIsoDateTime, type AnalyticsRecord, type EventCount } from '../../src/simulator/index.js';
 
 const HOUR_MS = 3_600_000;
 
@@ -151,7 +144,16 @@ describe('parseIsoDateTime', () => {
   });
 
   it('refuses dates without time or zone and impossible fields', () => {
-    for (const text of ['2026-11-01', '2026-11-01T12:34:56', '2026-02-30T00:00:00Z', '2026-13-01T00:00:00Z', '2026-11-01T24:00:00Z', '2026-11-01 12:34:56Z', '2026-11-01T12:34:56 01:00', '']) {
+    for (const text of [
+      '2026-11-01',
+      '2026-11-01T12:34:56',
+      '2026-02-30T00:00:00Z',
+      '2026-13-01T00:00:00Z',
+      '2026-11-01T24:00:00Z',
+      '2026-11-01 12:34:56Z',
+      '2026-11-01T12:34:56 01:00',
+      '',
+    ]) {
       expect(parseIsoDateTime(text), text).toBeUndefined();
     }
   });
@@ -260,7 +262,9 @@ describe('Dataset.insert', () => {
     const d = new Dataset({ records: 10, start, end });
     d.insert([{ ...d.record(1), eventType: 'SmsSent', customerId: 'cust-9000', customerName: 'Quote "Q" \\ AS' }]);
     const counts = d.eventCounts(undefined, undefined, true);
-    expect(counts.filter((c) => c.customerId === 'cust-9000')).toEqual([{ eventType: 'SmsSent', customerId: 'cust-9000', customerName: 'Quote "Q" \\ AS', count: 1 }]);
+    expect(counts.filter((c) => c.customerId === 'cust-9000')).toEqual([
+      { eventType: 'SmsSent', customerId: 'cust-9000', customerName: 'Quote "Q" \\ AS', count: 1 },
+    ]);
   });
 
   it('makes plausible records inside the range, deterministically, honouring an exclusive end', () => {

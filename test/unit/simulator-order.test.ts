@@ -202,15 +202,24 @@ describe('simulator record order', () => {
     small.insert(small.plausibleRecords(60, FROM, new Date(FROM.getTime() + 3_600_000), false, 2));
     const minute = fc.integer({ min: -2, max: 62 }).map((m) => new Date(FROM.getTime() + m * 60_000));
     fc.assert(
-      fc.property(minute, minute, fc.boolean(), fc.nat(500), fc.integer({ min: 0, max: 300 }), fc.constantFrom('ties', 'random') as fc.Arbitrary<RecordOrder>, fc.nat(), (from, to, inclusive, offset, limit, order, seed) => {
-        const stable = small.pageJson(from, to, inclusive, offset, limit);
-        const range = small.pageJson(from, to, inclusive, 0, 1000);
-        const page = small.pageJsonOrdered(from, to, inclusive, offset, limit, order, mulberry32(seed));
-        expect(page).toHaveLength(stable.length);
-        expect(isSampleOf(page, multiset(range))).toBe(true);
-        if (order === 'ties') expect(page.map(timestampOf)).toEqual(stable.map(timestampOf));
-        if (offset === 0 && limit >= range.length) expect([...page].sort()).toEqual([...range].sort());
-      }),
+      fc.property(
+        minute,
+        minute,
+        fc.boolean(),
+        fc.nat(500),
+        fc.integer({ min: 0, max: 300 }),
+        fc.constantFrom('ties', 'random') as fc.Arbitrary<RecordOrder>,
+        fc.nat(),
+        (from, to, inclusive, offset, limit, order, seed) => {
+          const stable = small.pageJson(from, to, inclusive, offset, limit);
+          const range = small.pageJson(from, to, inclusive, 0, 1000);
+          const page = small.pageJsonOrdered(from, to, inclusive, offset, limit, order, mulberry32(seed));
+          expect(page).toHaveLength(stable.length);
+          expect(isSampleOf(page, multiset(range))).toBe(true);
+          if (order === 'ties') expect(page.map(timestampOf)).toEqual(stable.map(timestampOf));
+          if (offset === 0 && limit >= range.length) expect([...page].sort()).toEqual([...range].sort());
+        },
+      ),
       { numRuns: 300 },
     );
   });
