@@ -388,16 +388,13 @@ function earlierOpen(states: readonly { done: boolean }[], from: number, to: num
 
 /**
  * Each record of a page as text, to compare reads: its exact text in the body where there is one
- * (so records differing only in digits JSON.parse rounds away stay different), the quarantined
- * record's own text, else its JSON serialisation.
+ * (so records differing only in digits JSON.parse rounds away stay different), else its JSON
+ * serialisation.
  */
 function recordTexts(page: AnalyticsPage): string[] {
-  const quarantined = new Map((page.quarantined ?? []).map((q) => [q.index, q.text]));
   const text = page.text;
   const spans = text === undefined ? undefined : dataElementSpans(text);
   return page.data.map((record, i) => {
-    const own = quarantined.get(i);
-    if (own !== undefined) return own;
     const span = spans?.[i];
     return span !== undefined && text !== undefined ? text.slice(span.start, span.end) : stringifyJson(record);
   });

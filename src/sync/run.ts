@@ -13,6 +13,7 @@ import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
 import { WindowReader } from './reader.js';
+import { storablePage } from './storable.js';
 import { RecordEstimate } from './split.js';
 import {
   abandonStaleRuns,
@@ -387,8 +388,9 @@ interface PreparedPage {
 }
 
 /**
- * Reads each record's event time (RECORD_TIME_FIELD) and decides which records a part keeps:
- * all but those exactly at the part's end, which an inclusive toDate returns here and again, by
+ * Reads each record's event time (RECORD_TIME_FIELD) and decides which records a part keeps and
+ * where ({@link storablePage}: records jsonb cannot store go to the quarantine): all but those
+ * exactly at the part's end, which an inclusive toDate returns here and again, by
  * startDate, with the next part. A record whose time lies outside the part is kept (E6 returned
  * it for this part), and counted: RECORD_TIME_FIELD may not be the field E6 filters on, or may
  * lack a zone.
@@ -397,7 +399,8 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
   const keep: number[] = [];
   const eventTimes: (number | null)[] = [];
   const quarantine: QuarantineRow[] = [];
-  const unstorable = new Map((page.quarantined ?? []).map((q) => [q.index, q]));
+  const storable = storablePage(page);
+  const unstorable = new Map((storable.quarantined ?? []).map((q) => [q.index, q]));
   let atEnd = 0;
   let outside = 0;
   let untimed = 0;
@@ -417,7 +420,7 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
     keep.push(i);
     eventTimes.push(ms === undefined ? null : ms);
   }
-  const rows: PageRows = page.text === undefined ? { records: page.data, keep, eventTimes } : { text: page.text, keep, eventTimes };
+  const rows: PageRows = storable.text === undefined ? { records: page.data, keep, eventTimes } : { text: storable.text, keep, eventTimes };
   return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed };
 }
 

@@ -11,7 +11,6 @@ import type { UpstreamConfig } from '../config.js';
 import { AbortedError, InvalidArgumentError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
-import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, stringifyJson, unstorableEscapes, type UnstorableEscape } from './page-text.js';
 import { withRetries, type RetryPolicy } from './retry.js';
 import { TokenClient } from './token.js';
 
@@ -19,13 +18,6 @@ import { TokenClient } from './token.js';
 export const MAX_PAGE_SIZE = 1000;
 /** Reference E6: pageSize default. */
 export const DEFAULT_PAGE_SIZE = 500;
-/**
- * Records nesting deeper than this (objects and arrays, the record itself being level 1) are
- * quarantined: JSON.stringify overflows the stack from about ten thousand levels and PostgreSQL
- * from a few tens of thousands (`stack depth limit exceeded`).
- */
-export const MAX_RECORD_DEPTH = 1000;
-
 /**
  * One analytics record, kept whole. The reference does not publish its fields, so nothing
  * here looks inside it.
@@ -40,41 +32,16 @@ export interface AnalyticsPage {
   totalPages: number;
   data: AnalyticsRecord[];
   /**
-   * The body's text, when the page was read from E6 ({@link decodePage}): the sync stores the
-   * records from this text, so they are kept exactly as sent (JSON.parse rounds integers beyond
-   * 2^53 and rewrites `1.10` or `1e400`; PostgreSQL's jsonb keeps them as numeric). It is the body
-   * as received, unless the body may hold something jsonb refuses (the text holds `\u0000`, a
-   * surrogate escape or a raw surrogate; or a record or an envelope field nests too deep): then it
-   * is `{"data":[…]}` holding every record's exact text but `null` at the position of each
-   * quarantined one, so positions in `data` still index it, and nothing of the envelope.
+   * The body's text exactly as received, when the page was read from E6 ({@link decodePage}): the
+   * sync stores the records from this text, so they are kept exactly as sent (JSON.parse rounds
+   * integers beyond 2^53 and rewrites `1.10` or `1e400`; PostgreSQL's jsonb keeps them as numeric).
    */
   text?: string;
   /**
-   * The records of `data` PostgreSQL jsonb cannot store as they are, in order of position; absent
-   * when there are none (most pages). They stay in `data`; the sync keeps them out of `records`
-   * and stores them in `records_quarantine` instead.
+   * Fields of the body beside the envelope's, when it has any: the reference names none, but a
+   * store that parses the whole text (`text`) parses them too.
    */
-  quarantined?: readonly QuarantinedRecord[];
-}
-
-/**
- * A record of an E6 page that PostgreSQL jsonb cannot store as it is (see {@link findUnstorable}):
- * a string or key holding U+0000 or an unpaired surrogate, nesting deeper than
- * {@link MAX_RECORD_DEPTH}, or (for a page without text) a number JSON.parse made infinite.
- */
-export interface QuarantinedRecord {
-  /** Position in the page's `data`, from 0. */
-  index: number;
-  /** Where in the record, JSONPath-like, as {@link findUnstorable} gives it (`$.customer.name`, `$.tags[2]`). */
-  path: string;
-  /** What is wrong there, as {@link findUnstorable} gives it (`is a string that holds U+0000 …`). */
-  reason: string;
-  /**
-   * The record's JSON text exactly as in the body (an unpaired surrogate, which a body read off the
-   * wire never holds raw, written as its `\uXXXX` escape); for a page without text,
-   * JSON.stringify of the parsed record. Never holds a NUL byte: U+0000 is the six characters `\u0000`.
-   */
-  text: string;
+  extra?: Record<string, unknown>;
 }
 
 /** E6 query parameters. Dates are sent as ISO 8601 UTC. */
@@ -167,26 +134,19 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
 
 /**
  * Validates an E6 body against the envelope and against itself: the page asked for, no more
- * records than pageSize, totalPages agreeing with totalRecords, a full page before the last; and
- * finds the records PostgreSQL jsonb cannot store (see {@link findUnstorable}), which are
- * quarantined rather than refused: one bad record must not stop its window on every run.
+ * records than pageSize, totalPages agreeing with totalRecords, a full page before the last,
+ * every record a JSON object. What a store can keep of the records is the store's question
+ * (src/sync/storable.ts).
  *
  * @param body the parsed JSON of the response.
  * @param requestedPage the pageNumber sent, from 1.
  * @param url the request URL; only its origin and path appear in messages.
- * @param options.text the body's JSON text, when there is one: the page carries it and the records
- *   are stored from it (see {@link AnalyticsPage.text}), where jsonb keeps any number exactly, so
- *   numbers JSON.parse made infinite are storable. When the text shows that no string can hold
- *   U+0000 or an unpaired surrogate (no `\u0000`, no surrogate escape, no raw surrogate), only
- *   depth is checked record by record: a page's strings are most of its values. Only a page the
- *   pre-check does not clear, or with something nested too deep, is scanned for its records' text
- *   spans and given a new `text` (see {@link AnalyticsPage.text}); that scan also quarantines a
- *   record whose text holds an escape jsonb refuses in a member a duplicate key hid from JSON.parse.
- * @returns the page, records kept whole (the same objects), with `text` when given and
- *   `quarantined` when a record cannot be stored.
+ * @param options.text the body's JSON text, when there is one: the page carries it (see
+ *   {@link AnalyticsPage.text}).
+ * @returns the page, records kept whole (the same objects), with `text` when given and `extra`
+ *   when the body has fields beside the envelope's.
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, naming what was wrong (reason
- *   `invalid_envelope` or `inconsistent_page`); {@link InvalidArgumentError} when `options.text`
- *   is not the JSON text of `body`. Never anything else.
+ *   `invalid_envelope` or `inconsistent_page`. Never anything else.
  */
 export function parsePage(body: unknown, requestedPage: number, url: URL, options: { text?: string } = {}): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
@@ -213,134 +173,9 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
     const where = page.data.length === 0 && page.pageNumber < expectedPages ? `an empty page before the last (totalPages ${page.totalPages}): ` : '';
     throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
   }
-  const { text } = options;
-  const strings = text === undefined || MAY_HOLD_UNSTORABLE_STRING.test(text);
-  const numbers = text === undefined;
-  let found: Omit<QuarantinedRecord, 'text'>[] | undefined;
-  for (let i = 0; i < page.data.length; i++) {
-    const problem = findUnstorable(page.data[i], { strings, numbers });
-    if (problem !== undefined) (found ??= []).push({ index: i, path: problem.path, reason: problem.problem });
-  }
-  if (text === undefined) {
-    return found === undefined ? page : { ...page, quarantined: found.map((q) => ({ ...q, text: stringifyJson(page.data[q.index]) })) };
-  }
-  if (!strings && found === undefined) {
-    // PostgreSQL parses the whole body: a field beside `data` must be storable as well. With no
-    // string to fear, only depth can be wrong there, and the envelope is a few numbers.
-    const { data: _records, ...envelope } = body as Record<string, unknown>;
-    if (findUnstorable(envelope, { strings: false, numbers: false }) === undefined) return { ...page, text };
-  }
-  // Rare: store `{"data":[…]}` with every record's exact span but the unstorable ones, which also
-  // leaves out the envelope and whatever a duplicate key hid from JSON.parse but not from PostgreSQL.
-  const spans = dataElementSpans(text);
-  if (spans === undefined || spans.length !== page.data.length) {
-    throw new InvalidArgumentError(
-      `${describeEndpointPath(url)}: page ${requestedPage}: the text given is not the JSON text of the body (its data array was not found whole)`,
-    );
-  }
-  const byIndex = new Map(found?.map((q) => [q.index, q]));
-  // A member overridden by a duplicate key is gone from the parsed record but not from its text.
-  const escapes = strings ? unstorableEscapes(text, spans) : undefined;
-  const quarantined: QuarantinedRecord[] = [];
-  for (let i = 0; i < spans.length; i++) {
-    const escape = escapes?.get(i);
-    const q = byIndex.get(i) ?? (escape === undefined ? undefined : { index: i, path: '$', reason: HIDDEN_ESCAPE_PROBLEMS[escape] });
-    if (q !== undefined) quarantined.push({ ...q, text: escapeLoneSurrogates(text.slice(spans[i]!.start, spans[i]!.end)) });
-  }
-  const storable = dataTextWithout(text, spans, new Set(quarantined.map((q) => q.index)));
-  return quarantined.length === 0 ? { ...page, text: storable } : { ...page, text: storable, quarantined };
-}
-
-/** Problems of a record whose text holds an escape jsonb refuses that its parsed value does not show. */
-const HIDDEN_ESCAPE_PROBLEMS: Record<UnstorableEscape, string> = {
-  nul: 'has in its text a \\u0000 escape (U+0000), which PostgreSQL jsonb cannot store, in a member JSON.parse does not keep (a duplicate key)',
-  surrogate: 'has in its text an unpaired UTF-16 surrogate escape, which PostgreSQL jsonb cannot store, in a member JSON.parse does not keep (a duplicate key)',
-};
-
-/** `E6 <origin><path>` for messages, without the query string. */
-function describeEndpointPath(url: URL): string {
-  return `E6 ${url.origin}${url.pathname}`;
-}
-
-/** A lone UTF-16 surrogate: a high one not followed by a low one, or a low one not preceded by a high one. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-const ANY_SURROGATE = /[\ud800-\udfff]/;
-const PLAIN_KEY = /^[A-Za-z_$][\w$]*$/;
-/** Longest path quoted in a message; a deep or long-keyed path is shortened in its middle. */
-const MAX_PATH_CHARS = 160;
-
-/** Why PostgreSQL jsonb cannot store this string as it is, or undefined when it can. */
-function stringProblem(text: string): string | undefined {
-  if (text.includes('\u0000')) return 'holds U+0000 (\\u0000), which PostgreSQL jsonb cannot store';
-  if (ANY_SURROGATE.test(text) && LONE_SURROGATE.test(text)) return 'holds an unpaired UTF-16 surrogate, which PostgreSQL jsonb cannot store';
-  return undefined;
-}
-
-/**
- * Finds the first value in an E6 record that PostgreSQL `jsonb` cannot store as it is:
- * a string (value or key) holding U+0000 or an unpaired surrogate, a number that is not finite
- * (JSON.parse turns `1e400` into Infinity, which JSON.stringify would write as null; checked only
- * with `numbers`, for records that are stored re-serialised rather than from E6's text), or nesting
- * deeper than {@link MAX_RECORD_DEPTH}.
- *
- * @returns the JSONPath-like location (`$.a.b[3]`, keys that are not identifiers quoted as JSON,
- *   shortened in the middle with `…` beyond 160 characters) and what is wrong there, or undefined
- *   when the whole record can be stored.
- */
-export function findUnstorable(record: unknown, options: { strings?: boolean; numbers?: boolean } = {}): { path: string; problem: string } | undefined {
-  const found = scan(record, 1, options.strings ?? true, options.numbers ?? true);
-  if (found === undefined) return undefined;
-  let path = '$';
-  for (let i = found.keys.length - 1; i >= 0; i--) {
-    const key = found.keys[i]!;
-    path += typeof key === 'number' ? `[${key}]` : PLAIN_KEY.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
-  }
-  if (path.length > MAX_PATH_CHARS) {
-    // Cut between code points: half a surrogate pair in a message would be a new unpaired surrogate.
-    const head = path.slice(0, MAX_PATH_CHARS - 41).replace(/[\ud800-\udbff]$/, '');
-    const tail = path.slice(-40).replace(/^[\udc00-\udfff]/, '');
-    path = `${head}…${tail}`;
-  }
-  return { path, problem: found.problem };
-}
-
-/**
- * Depth-first scan; keys are collected innermost first on the way back. Recursion is bounded by
- * MAX_DEPTH. `strings` false skips the string checks (the caller ruled them out on the text).
- */
-function scan(value: unknown, depth: number, strings: boolean, numbers: boolean): { keys: (string | number)[]; problem: string } | undefined {
-  if (typeof value === 'string') {
-    if (!strings) return undefined;
-    const problem = stringProblem(value);
-    return problem === undefined ? undefined : { keys: [], problem: `is a string that ${problem}` };
-  }
-  if (typeof value === 'number') {
-    return !numbers || Number.isFinite(value) ? undefined : { keys: [], problem: 'is a number beyond the range of a double (it would be stored as null)' };
-  }
-  if (value === null || typeof value !== 'object') return undefined;
-  if (depth > MAX_RECORD_DEPTH) {
-    return { keys: [], problem: `nests deeper than ${MAX_RECORD_DEPTH} levels of objects and arrays` };
-  }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = scan(value[i], depth + 1, strings, numbers);
-      if (found !== undefined) {
-        found.keys.push(i);
-        return found;
-      }
-    }
-    return undefined;
-  }
-  for (const key in value) {
-    const keyProblem = strings ? stringProblem(key) : undefined;
-    if (keyProblem !== undefined) return { keys: [key], problem: `has a key that ${keyProblem}` };
-    const found = scan((value as Record<string, unknown>)[key], depth + 1, strings, numbers);
-    if (found !== undefined) {
-      found.keys.push(key);
-      return found;
-    }
-  }
-  return undefined;
+  const { pageNumber: _n, pageSize: _s, totalRecords: _r, totalPages: _p, data: _d, ...extra } = body as Record<string, unknown>;
+  const withExtra = Object.keys(extra).length > 0 ? { ...page, extra } : page;
+  return options.text === undefined ? withExtra : { ...withExtra, text: options.text };
 }
 
 /**
@@ -350,7 +185,7 @@ function scan(value: unknown, depth: number, strings: boolean, numbers: boolean)
  * @param res the response's headers (only `content-type` is read) and its body as text.
  * @param requestedPage the pageNumber sent, from 1.
  * @param url the request URL; only its origin and path appear in messages.
- * @returns the page with the body's text (see {@link AnalyticsPage.text}) and its quarantined records.
+ * @returns the page with the body's text (see {@link AnalyticsPage.text}).
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, with reason `content_type`, `invalid_json`,
  *   `invalid_envelope` or `inconsistent_page`. Never anything else, whatever the body
  *   (test/unit/page-fuzz.test.ts).
@@ -368,12 +203,6 @@ export function decodePage(res: Pick<RawResponse, 'headers' | 'body'>, requested
   }
   return parsePage(json, requestedPage, url, { text: res.body });
 }
-
-/**
- * JSON text can give a string U+0000 or a lone surrogate only through a `\u0000` or surrogate escape
- * (raw control characters are invalid JSON), or a raw surrogate (never from UTF-8 off the wire).
- */
-const MAY_HOLD_UNSTORABLE_STRING = /\\u0000|\\u[dD][89abAB]|\\u[dD][c-fC-F]|[\ud800-\udfff]/;
 
 export interface AnalyticsClientOptions {
   /** {statistics_url}. */
@@ -454,8 +283,8 @@ export class AnalyticsClient {
    * Fetches one E6 page.
    *
    * @param query startDate required; pageSize 1–1000 (default 500); pageNumber from 1.
-   * @returns the validated page envelope with its records kept whole, the body's text (stored as
-   *   sent), and the records PostgreSQL jsonb cannot store, quarantined (see {@link parsePage}).
+   * @returns the validated page envelope with its records kept whole and the body's text (see
+   *   {@link parsePage}).
    * @throws {InvalidArgumentError} for parameters the reference forbids (nothing is sent);
    *   {@link UpstreamError} `ERR_UPSTREAM_HTTP` / `_NETWORK` / `_TIMEOUT` / `_BODY` after the retries;
    *   {@link TokenError} when no token can be had; {@link AbortedError} on `signal`.

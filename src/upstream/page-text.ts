@@ -1,8 +1,8 @@
 /**
  * The E6 body's own text (reference E6: `{pageNumber, pageSize, totalRecords, totalPages, data}`):
  * where each record of `data` lies in it, so that a page can be stored from the text as sent while
- * some of its records are left out (the quarantine of records PostgreSQL jsonb cannot store, see
- * parsePage in analytics.ts), and the JSON text of a record that has no text of its own.
+ * some of its records are left out (the store's quarantine, src/sync/storable.ts), and the JSON
+ * text of a record that has no text of its own.
  *
  * Glossary: a *span* is the [start, end) range of UTF-16 code units one JSON value occupies in a
  * text, without the whitespace around it.
@@ -221,50 +221,4 @@ function stringifyDeep(root: unknown): string {
     }
   }
   return parts.join('');
-}
-
-/** Why an escape of a JSON text makes it unstorable in jsonb: `\u0000`, or a surrogate escape not in a `\uD8xx\uDCxx` pair. */
-export type UnstorableEscape = 'nul' | 'surrogate';
-
-/** A JSON escape: `\uXXXX` with its hex digits, or a backslash and one other character (so `\\u0000` is no `\u0000`). */
-const ESCAPE = /\\(?:u([0-9a-fA-F]{4})|[^u])/g;
-
-/**
- * The records of `text` (at `spans`, from {@link dataElementSpans}) whose text holds an escape
- * PostgreSQL jsonb refuses, as its parser decides it: `\u0000`, a low surrogate escape not right
- * after a high one, a high one not right before a low one. One pass over the escapes of the whole
- * array: outside strings valid JSON has no backslash, so every escape lies inside one record.
- *
- * @returns the position of each such record with its first problem (empty for most texts).
- */
-export function unstorableEscapes(text: string, spans: readonly Span[]): Map<number, UnstorableEscape> {
-  const found = new Map<number, UnstorableEscape>();
-  if (spans.length === 0) return found;
-  const flag = (record: number, problem: UnstorableEscape): void => {
-    if (!found.has(record)) found.set(record, problem);
-  };
-  const end = spans[spans.length - 1]!.end;
-  const re = new RegExp(ESCAPE.source, 'g');
-  re.lastIndex = spans[0]!.start;
-  let record = 0;
-  // Index just after a high surrogate escape waiting for its low half, and the record holding it.
-  let pendingAt = -1;
-  let pendingRecord = -1;
-  for (let m = re.exec(text); m !== null && m.index < end; m = re.exec(text)) {
-    while (m.index >= spans[record]!.end) record++;
-    const unit = m[1] === undefined ? -1 : Number.parseInt(m[1], 16);
-    if (pendingAt >= 0) {
-      const paired = m.index === pendingAt && unit >= 0xdc00 && unit <= 0xdfff;
-      if (!paired) flag(pendingRecord, 'surrogate');
-      pendingAt = -1;
-      if (paired) continue;
-    }
-    if (unit === 0) flag(record, 'nul');
-    else if (unit >= 0xd800 && unit <= 0xdbff) {
-      pendingAt = m.index + 6;
-      pendingRecord = record;
-    } else if (unit >= 0xdc00 && unit <= 0xdfff) flag(record, 'surrogate');
-  }
-  if (pendingAt >= 0) flag(pendingRecord, 'surrogate');
-  return found;
 }

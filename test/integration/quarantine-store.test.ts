@@ -5,6 +5,7 @@
  * a page read from E6 with a bad record stores its other records exactly from page.text while the
  * bad one goes to the quarantine.
  */
+import { storablePage } from '../../src/sync/storable.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
@@ -147,7 +148,8 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
   it('stores the other records exactly from page.text and the bad ones whole in the quarantine (page read from E6)', async () => {
     const data = [GOOD[0], BAD[0], BAD[1], GOOD[1], BAD[2]];
     const body = `{"pageNumber":1,"pageSize":5,"totalRecords":5,"totalPages":1,"note":"\\u0000","data":[${data.join(' , ')}]}`;
-    const page = decodePage({ headers: { 'content-type': 'application/json' }, body }, 1, url);
+    const read = decodePage({ headers: { 'content-type': 'application/json' }, body }, 1, url);
+    const page = { ...read, ...storablePage(read) };
     expect(page.quarantined?.map((q) => q.index)).toEqual([1, 2, 4]);
     const bad = new Set(page.quarantined!.map((q) => q.index));
     const keep = data.map((_, i) => i).filter((i) => !bad.has(i));
@@ -180,7 +182,8 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
     let deep: unknown = 1;
     for (let i = 0; i < 100_000; i++) deep = [deep];
     const data = [{ id: 1 }, { id: 2, s: 'a\u0000b' }, { id: 3, deep }, { id: 4, n: Infinity }, { id: 5 }];
-    const page = parsePage({ pageNumber: 1, pageSize: 5, totalRecords: 5, totalPages: 1, data }, 1, url);
+    const read = parsePage({ pageNumber: 1, pageSize: 5, totalRecords: 5, totalPages: 1, data }, 1, url);
+    const page = { ...read, ...storablePage(read) };
     expect(page.quarantined?.map((q) => q.index)).toEqual([1, 2, 3]);
     await store(
       { records: page.data },

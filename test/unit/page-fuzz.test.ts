@@ -6,6 +6,7 @@
  * exact and those it cannot store quarantined with their exact text, or a typed error naming E6 in
  * one printable line: never another exception, never an unhandled rejection.
  */
+import { storablePage, type StorablePage } from '../../src/sync/storable.js';
 import fc from 'fast-check';
 import { MockAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,16 +20,20 @@ const url = new URL('https://stats.test/analytics?pageNumber=1&pageSize=5&startD
 const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8' };
 const BODY_REASONS: FailureReason[] = ['content_type', 'invalid_json', 'invalid_envelope', 'inconsistent_page'];
 
-type Outcome = { page: AnalyticsPage; error?: undefined } | { page?: undefined; error: UpstreamError };
+/** A page as the store sees it: its records, and the text and quarantine storablePage gives. */
+type Kept = AnalyticsPage & StorablePage;
+const keep = (page: AnalyticsPage): Kept => ({ ...page, text: undefined, ...storablePage(page) });
+
+type Outcome = { page: Kept; error?: undefined } | { page?: undefined; error: UpstreamError };
 
 /**
  * Decodes `body` and checks the contract: a page that can be stored whole, or a typed E6 body error
  * with a bounded reason and a one-line printable message. Anything else fails the property.
  */
 function decode(body: string, requestedPage = 1, headers: Record<string, string> = JSON_TYPE): Outcome {
-  let page: AnalyticsPage;
+  let page: Kept;
   try {
-    page = decodePage({ headers, body }, requestedPage, url);
+    page = keep(decodePage({ headers, body }, requestedPage, url));
   } catch (err) {
     expectTypedBodyError(err);
     return { error: err as UpstreamError };
@@ -85,7 +90,7 @@ function depthOf(value: unknown): number {
  * quarantined record's text is that record (the same JSON value), storable in a text column. The
  * text is the body itself unless something had to be left out.
  */
-function expectStorable(page: AnalyticsPage, body: string): void {
+function expectStorable(page: Kept, body: string): void {
   expect(page.text).toBeDefined();
   const text = page.text!;
   expect(holdsUnstorableEscape(text)).toBe(false);
@@ -350,7 +355,7 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
     fc.assert(
       fc.property(fc.array(record, { minLength: 1, maxLength: 5 }), (data) => {
         const body = JSON.stringify({ pageNumber: 1, pageSize: data.length, totalRecords: data.length, totalPages: 1, data });
-        const full = parsePage(JSON.parse(body), 1, url).quarantined;
+        const full = storablePage(parsePage(JSON.parse(body), 1, url)).quarantined;
         // The compact body writes each record as JSON.stringify does: the same text both ways.
         expect(decode(body).page!.quarantined).toEqual(full);
       }),

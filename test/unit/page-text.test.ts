@@ -7,7 +7,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, stringifyJson, unstorableEscapes } from '../../src/upstream/page-text.js';
+import { unstorableEscapes } from '../../src/sync/storable.js';
+import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, stringifyJson } from '../../src/upstream/page-text.js';
 
 /** A small deterministic generator of choices, seeded by fast-check (so a failure replays). */
 function chooser(seed: number): (n: number) => number {
