@@ -5,7 +5,8 @@
  * PostgreSQL cluster (test/helpers/postgres.ts) and runs the benchmarks of the issue:
  * 1. ETL throughput beside the store's and the upstream's limits, 2. peak memory of `sync`,
  * 3. a slow upstream, 4. growth with the number of records, 5. /metrics under load, 6. E6 requests
- * per window against the minimum (order-independent reads). Prints the
+ * per window against the minimum (order-independent reads), 7. /metrics with 100,000 upstream series
+ * (a cached scrape against promtool's parse, serve's peak memory). Prints the
  * tables and writes them to BENCHMARKS.md with the machine's description and bench/findings.md.
  *
  * Needs: the PostgreSQL server binaries (as the tests do: `apt-get install postgresql`, or
