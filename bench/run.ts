@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,requests] [-- --out FILE]`
+ * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests] [-- --out FILE]`
  *
  * Builds nothing itself (`npm run bench` runs `npm run build` first), starts a throwaway
  * PostgreSQL cluster (test/helpers/postgres.ts) and runs the benchmarks of the issue:
