@@ -1,10 +1,10 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Gauge, Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DatabaseHealth } from '../../src/db/health.js';
 import { describeDatabase, isDatabaseUnavailable } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { SyncScheduler } from '../../src/sync/schedule.js';
+import { untilTrue } from '../helpers/wait.js';
 
 function databaseUp(registry: Registry): Gauge {
   return new Gauge({ name: 'analytics_exporter_database_up', help: 'database up', registers: [registry] });
@@ -15,18 +15,16 @@ async function gauge(registry: Registry): Promise<number | undefined> {
   return metric?.values[0]?.value;
 }
 
-async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await sleep(5);
-  }
-}
-
 const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
 
 describe('DatabaseHealth', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('probes with doubling delays up to the cap, then reports up and asks for the owed sync once', async () => {
+    // Fake time: the backoff's waits are exact and take no real time.
+    vi.useFakeTimers({ now: 0 });
     const registry = new Registry();
     const probes: number[] = [];
     let failuresLeft = 4;
@@ -38,22 +36,21 @@ describe('DatabaseHealth', () => {
       initialDelayMs: 10,
       maxDelayMs: 40,
       probe: async () => {
-        probes.push(performance.now());
+        probes.push(Date.now());
         if (failuresLeft-- > 0) throw refused;
       },
       onRecovered: () => recovered++,
     });
-    const started = performance.now();
     health.unreachable(refused, { syncOwed: true });
     health.unreachable(refused); // a second report joins the same retry loop
     expect(health.up).toBe(false);
     expect(await gauge(registry)).toBe(0);
-    await until(() => recovered === 1);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(recovered).toBe(1);
     expect(health.up).toBe(true);
     expect(await gauge(registry)).toBe(1);
-    expect(probes).toHaveLength(5);
-    // Waits of 10, 20, 40, 40, 40 ms (capped): at least 150 ms in all.
-    expect(probes[4]! - started).toBeGreaterThanOrEqual(145);
+    // Waits of 10, 20, 40, 40, 40 ms: doubling, capped at 40.
+    expect(probes).toEqual([10, 30, 70, 110, 150]);
     health.stop();
   });
 
@@ -70,7 +67,7 @@ describe('DatabaseHealth', () => {
     });
     health.unreachable(refused);
     health.reachable();
-    await until(() => health.up);
+    await untilTrue('the database reported up', () => health.up, 5_000);
     expect(probes).toBe(1);
     expect(recovered).toBe(0);
     health.stop();
@@ -89,12 +86,14 @@ describe('DatabaseHealth', () => {
       },
       onRecovered: () => undefined,
     });
+    vi.useFakeTimers();
     health.unreachable(refused);
-    await until(() => probes >= 2);
+    await vi.advanceTimersByTimeAsync(20);
+    expect(probes).toBeGreaterThanOrEqual(2);
     health.stop();
     const after = probes;
-    await sleep(100);
-    expect(probes).toBeLessThanOrEqual(after + 1);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(probes).toBe(after);
     expect(health.up).toBe(false);
   });
 });
