@@ -13,6 +13,7 @@ import { NO_FAULTS, startSimulator, type Simulator } from '../../src/simulator/i
 import { CLI_PATH } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { simulatorEnv } from '../helpers/sync.js';
+import { until } from '../helpers/wait.js';
 
 const db = useTestDatabase();
 let sim: Simulator;
@@ -95,11 +96,15 @@ describe('serve', () => {
     const s = await serve();
     expect((await get(`${s.url}/healthz`)).status).toBe(200);
     // Migrations run with the first sync (schedule off here: at start); wait for readiness.
-    let ready = await get(`${s.url}/readyz`);
-    for (let i = 0; i < 50 && ready.status !== 200; i++) {
-      await sleep(100);
-      ready = await get(`${s.url}/readyz`);
-    }
+    const ready = await until(
+      '/readyz answering 200',
+      async () => {
+        const r = await get(`${s.url}/readyz`);
+        return r.status === 200 ? r : undefined;
+      },
+      5_000,
+      100,
+    );
     expect(ready.status).toBe(200);
     expect(ready.body).toContain('database reachable');
     const landing = await get(`${s.url}/`);
@@ -163,8 +168,8 @@ describe('serve', () => {
     expect(sampleValue(res.body, 'analytics_exporter_upstream_errors_total', { reason: 'timeout' })).toBeGreaterThanOrEqual(1);
   });
 
-  it('makes at most one upstream request for 50 concurrent scrapes, and reuses it for the cache TTL', async () => {
-    const s = await serve({ METRICS_CACHE_TTL: '2s' });
+  it('makes at most one upstream request for 50 concurrent scrapes, and reuses it within the cache TTL', async () => {
+    const s = await serve({ METRICS_CACHE_TTL: '1m' });
     sim.faults.latencyMs = 200;
     const before = sim.stats.prometheusRequests;
     const responses = await Promise.all(Array.from({ length: 50 }, () => get(`${s.url}/metrics`)));
@@ -172,19 +177,7 @@ describe('serve', () => {
     expect(sim.stats.prometheusRequests - before).toBe(1);
     await get(`${s.url}/metrics`);
     expect(sim.stats.prometheusRequests - before).toBe(1);
-    await sleep(2100);
-    await get(`${s.url}/metrics`);
-    expect(sim.stats.prometheusRequests - before).toBe(2);
-  });
-
-  it('serves no upstream sample older than the cache TTL when the upstream fails', async () => {
-    const s = await serve({ METRICS_CACHE_TTL: '1s' });
-    expect((await get(`${s.url}/metrics`)).body).toContain('userlogin_event_count');
-    await sleep(1100);
-    sim.queueFault({ status: 404 }, 1, 'prometheus'); // final at once: no retry succeeds within the scrape
-    const res = await get(`${s.url}/metrics`);
-    expect(res.body).not.toContain('userlogin_event_count');
-    expect(sampleValue(res.body, 'analytics_exporter_upstream_up')).toBe(0);
+    // The TTL's expiry, and no stale sample after a failed read: test/unit/upstream-cache.test.ts on a fake clock.
   });
 
   it('prefixes upstream names with UPSTREAM_METRIC_PREFIX', async () => {
@@ -223,21 +216,19 @@ describe('npm start (serve with nothing configured)', () => {
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     try {
       const started = Date.now();
-      let url: string | undefined;
-      while (!url && Date.now() - started < 30_000) {
-        url = /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1];
-        await sleep(50);
-      }
-      expect(url, stderr).toBeDefined();
-      let body = '';
-      while (Date.now() - started < 30_000) {
-        body = (await get(`${url}/metrics`)).body;
-        if ((sampleValue(body, 'analytics_exporter_sync_records_total') ?? 0) > 0 && body.includes('userlogin_event_count')) break;
-        await sleep(200);
-      }
+      const url = await until('serve listening', () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1], 30_000, 50);
+      // Within 30 s of the start (until() fails past it): records loaded, upstream samples served.
+      const body = await until(
+        'records loaded and upstream samples served',
+        async () => {
+          const b = (await get(`${url}/metrics`)).body;
+          return (sampleValue(b, 'analytics_exporter_sync_records_total') ?? 0) > 0 && b.includes('userlogin_event_count') ? b : undefined;
+        },
+        Math.max(1, 30_000 - (Date.now() - started)),
+        200,
+      );
       expect(body).toMatch(/^userlogin_event_count\{/m);
       expect(sampleValue(body, 'analytics_exporter_sync_records_total')).toBeGreaterThan(0);
-      expect(Date.now() - started).toBeLessThan(30_000);
       expect(stderr).toContain('DEMO DATA');
       expect(stderr).toContain('embedded PGlite database');
     } finally {
