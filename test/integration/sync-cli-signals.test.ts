@@ -12,7 +12,7 @@ describe('analytics-exporter sync and signals (child processes, real PostgreSQL)
   it.each(['SIGINT', 'SIGTERM'] as const)(
     'on %s rolls back the current window and exits 0; the next run completes the data',
     async (signal) => {
-      const s = await h.sim({ records: 20_000, faults: { latencyMs: 10 } });
+      const s = await h.sim({ records: 8_000, faults: { latencyMs: 10 } });
       const schema = h.schema();
       const childEnv = h.env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '2' });
       const { child, done } = h.spawnSync(['--from', SYNC_START, '--to', SYNC_END], childEnv);
@@ -40,7 +40,7 @@ describe('analytics-exporter sync and signals (child processes, real PostgreSQL)
   ] as const)(
     'exits at once on a second %s (status %d); the next run completes the data',
     async (signal, status) => {
-      const s = await h.sim({ records: 20_000 });
+      const s = await h.sim({ records: 8_000 });
       const schema = h.schema();
       const childEnv = h.env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100', SYNC_CONCURRENCY: '1' });
       const { child, done } = h.spawnSync(['--from', SYNC_START, '--to', SYNC_END], childEnv);
