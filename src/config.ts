@@ -29,6 +29,8 @@ export interface UpstreamConfig {
   tokenUrl: URL;
   clientId: string;
   clientSecret: string;
+  /** The setting the secret came from, named in warnings about it (never its value); CLIENT_SECRET when absent. */
+  clientSecretVariable?: 'CLIENT_SECRET' | 'CLIENT_SECRET_FILE';
   tokenAuthMethod: TokenAuthMethod;
   /** Space-separated OAuth2 scopes; the reference's is `api.external`. */
   scope: string;
@@ -449,6 +451,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       tokenUrl: new URL('connect/token', withTrailingSlash(v.AUTH_URL)),
       clientId: v.CLIENT_ID,
       clientSecret,
+      clientSecretVariable: v.CLIENT_SECRET_FILE !== undefined ? 'CLIENT_SECRET_FILE' : 'CLIENT_SECRET',
       tokenAuthMethod: v.TOKEN_AUTH_METHOD,
       scope: v.TOKEN_SCOPE,
       tls,

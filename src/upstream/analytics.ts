@@ -12,7 +12,7 @@ import { AbortedError, InvalidArgumentError, failureReason, type Endpoint, type 
 import type { Logger } from '../log.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
 import { withRetries, type RetryPolicy } from './retry.js';
-import { TokenClient } from './token.js';
+import { MIN_CLIENT_SECRET_LENGTH, TokenClient } from './token.js';
 
 /** Reference Limits: pageSize is 1 to 1000. */
 export const MAX_PAGE_SIZE = 1000;
@@ -235,12 +235,20 @@ export class AnalyticsClient {
 
   /**
    * Builds a client, its token client and its dispatcher from the configuration.
-   * Call {@link close} when done, to release keep-alive sockets.
+   * Call {@link close} when done, to release keep-alive sockets. Logs a warning (naming the
+   * variable, never the value) when the client secret is shorter than {@link MIN_CLIENT_SECRET_LENGTH}.
    */
   static fromConfig(
     config: UpstreamConfig,
     deps: { log: Logger; observer?: ClientObserver; now?: () => number; random?: () => number; sleep?: RetryPolicy['sleep'] },
   ): AnalyticsClient {
+    if (config.clientSecret.length < MIN_CLIENT_SECRET_LENGTH) {
+      const variable = config.clientSecretVariable ?? 'CLIENT_SECRET';
+      deps.log.warn(
+        { variable, minimumLength: MIN_CLIENT_SECRET_LENGTH },
+        `${variable} holds a client secret shorter than ${MIN_CLIENT_SECRET_LENGTH} characters: it is easy to guess, and messages mask it only where it stands as a whole word`,
+      );
+    }
     const dispatcher = createAgent({ timeoutMs: config.timeoutMs, tls: config.tls });
     const retry: RetryPolicy = {
       maxAttempts: config.maxAttempts,
