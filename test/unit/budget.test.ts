@@ -1,6 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { AbortedError } from '../../src/errors.js';
-import { DECREASE_HOLD_MS, RequestBudget, type RequestBudgetOptions } from '../../src/upstream/budget.js';
+import { MockAgent } from 'undici';
+import { silentLogger } from '../../src/log.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
+import { AnalyticsClient } from '../../src/upstream/analytics.js';
+import { DECREASE_HOLD_MS, RequestBudget, type BudgetObserver, type RequestBudgetOptions } from '../../src/upstream/budget.js';
+import { TokenClient } from '../../src/upstream/token.js';
 
 /** A fake clock: `sleep` resolves when `advance` moves the time past its deadline; nothing waits for real. */
 class FakeTime {
@@ -188,5 +193,90 @@ describe('RequestBudget: AIMD', () => {
     b.throttled(); // 5/s and an empty bucket: the waiter needs 200 ms from here
     await time.advance(500);
     expect(granted).toEqual([0, 250]);
+  });
+});
+
+describe('the analytics client on a budget (mock dispatcher)', () => {
+  const PAGE = { pageNumber: 1, pageSize: 10, totalRecords: 1, totalPages: 1, data: [{ id: 1 }] };
+
+  /** A client whose E6 answers come from `statuses` in turn (then 200), with a budget on a fake clock that waits by moving it. */
+  async function clientWith(statuses: number[], observer: BudgetObserver = {}) {
+    const agent = new MockAgent();
+    agent.disableNetConnect();
+    const origin = agent.get('https://stats.test');
+    origin
+      .intercept({ path: '/connect/token', method: 'POST' })
+      .reply(200, { access_token: 'tok', token_type: 'Bearer', expires_in: 3600 }, { headers: { 'content-type': 'application/json' } })
+      .persist();
+    const answers = [...statuses];
+    origin
+      .intercept({ path: (p) => p.startsWith('/analytics?'), method: 'GET' })
+      .reply(() => {
+        const status = answers.shift() ?? 200;
+        return status === 200
+          ? { statusCode: 200, data: JSON.stringify(PAGE), responseOptions: { headers: { 'content-type': 'application/json' } } }
+          : { statusCode: status, data: '{"error":"rate_limited"}', responseOptions: { headers: { 'retry-after': '0' } } };
+      })
+      .persist();
+    let clock = 0;
+    const sleep = async (ms: number): Promise<void> => void (clock += ms);
+    const rates: number[] = [];
+    const budget = new RequestBudget({
+      ratePerSecond: 10,
+      burst: 1,
+      now: () => clock,
+      sleep,
+      observer: {
+        onRate: (r) => {
+          rates.push(r);
+          observer.onRate?.(r);
+        },
+        onWait: (seconds) => observer.onWait?.(seconds),
+      },
+    });
+    const retry = { maxAttempts: 5, maxDelayMs: 1000, sleep };
+    const tokens = new TokenClient({
+      tokenUrl: new URL('https://stats.test/connect/token'),
+      clientId: 'id',
+      clientSecret: 'secret-long-enough',
+      authMethod: 'client_secret_post',
+      scope: 'api.external',
+      dispatcher: agent,
+      retry,
+      log: silentLogger,
+    });
+    const client = new AnalyticsClient({ statisticsUrl: new URL('https://stats.test/'), tokens, dispatcher: agent, retry, log: silentLogger, budget });
+    return { client, budget, rates, clock: () => clock, close: () => agent.close() };
+  }
+
+  it('takes a token for every attempt, retries included, and lowers the pace on a 429', async () => {
+    const { client, budget, rates, clock, close } = await clientWith([429, 503]);
+    try {
+      const acquired = vi.spyOn(budget, 'acquire');
+      const page = await client.fetchPage({ startDate: new Date('2026-11-01T00:00:00Z'), pageSize: 10 });
+      expect(page.data).toEqual([{ id: 1 }]);
+      expect(acquired).toHaveBeenCalledTimes(3);
+      // 10/s, burst 1: the first attempt goes at once; the 429 halves the pace and empties the
+      // bucket, so each retry waits a fifth of a second.
+      expect(rates).toEqual([10, 5]);
+      expect(clock()).toBe(400);
+    } finally {
+      await close();
+    }
+  });
+
+  it('reports the pace and the waits to the metrics, as AnalyticsClient.fromConfig wires them', async () => {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const observer = metrics.clientObserver();
+    const { client, close } = await clientWith([], { onRate: (r) => observer.onRateLimit?.(r), onWait: (s) => observer.onRateLimitWait?.(s) });
+    try {
+      for (let i = 0; i < 3; i++) await client.fetchPage({ startDate: new Date('2026-11-01T00:00:00Z'), pageSize: 10 });
+      const values = async (name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values.map((v) => v.value);
+      expect(await values('analytics_exporter_upstream_rate_limit_requests_per_second')).toEqual([10]);
+      // Burst 1 at 10/s: the second and third requests wait 0.1 s each.
+      expect((await values('analytics_exporter_upstream_rate_limit_wait_seconds_total'))[0]).toBeCloseTo(0.2, 9);
+    } finally {
+      await close();
+    }
   });
 });
