@@ -10,10 +10,14 @@ import cron from 'node-cron';
 import { z } from 'zod';
 import { ConfigError, WebConfigError, maskSecret } from './errors.js';
 import { parseDuration, parseDurationOrZero, parseIsoDateTime } from './time.js';
+import type { RateLimit } from './upstream/budget.js';
 import { loadWebConfig, type WebConfig } from './webconfig.js';
 
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
 export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';
+
+/** Upper bound of UPSTREAM_RATE_LIMIT and UPSTREAM_RATE_BURST: far above any published API limit, low enough to catch a typo. */
+export const MAX_RATE_LIMIT_PER_SECOND = 10_000;
 
 /** Default port of `serve` (METRICS_LISTEN). */
 export const DEFAULT_METRICS_PORT = 9877;
@@ -29,6 +33,8 @@ export interface UpstreamConfig {
   tokenUrl: URL;
   clientId: string;
   clientSecret: string;
+  /** The setting the secret came from, named in warnings about it (never its value); CLIENT_SECRET when absent. */
+  clientSecretVariable?: 'CLIENT_SECRET' | 'CLIENT_SECRET_FILE';
   tokenAuthMethod: TokenAuthMethod;
   /** Space-separated OAuth2 scopes; the reference's is `api.external`. */
   scope: string;
@@ -39,6 +45,8 @@ export interface UpstreamConfig {
   maxAttempts: number;
   /** Upper bound on one backoff delay, including a server's Retry-After, in milliseconds. */
   retryMaxDelayMs: number;
+  /** The request budget of E6 and E7 (UPSTREAM_RATE_LIMIT, UPSTREAM_RATE_BURST); absent = requests are not paced. */
+  rateLimit?: RateLimit;
 }
 
 /** PEM contents (not paths) of the TLS files, read once at start. */
@@ -202,6 +210,28 @@ const SETTING_TABLE = {
     default: 'inclusive',
     help: "whether E6 returns records exactly at toDate: 'inclusive' (safe either way with RECORD_TIME_FIELD) or 'exclusive'",
     schema: z.enum(['inclusive', 'exclusive'], { error: "must be 'inclusive' or 'exclusive'" }),
+  },
+  UPSTREAM_RATE_LIMIT: {
+    flag: '--upstream-rate-limit',
+    default: 'off',
+    help: "E6 and E7 requests per second, together, paced before they are sent (lowered after a 429, recovering gradually), or 'off'",
+    schema: z.string().transform((text, ctx): number | undefined => {
+      if (text === 'off') return undefined;
+      const rate = /^(\d+(\.\d*)?|\.\d+)$/.test(text) ? Number(text) : NaN;
+      if (!(rate > 0 && rate <= MAX_RATE_LIMIT_PER_SECOND)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be requests per second, more than 0 and at most ${MAX_RATE_LIMIT_PER_SECOND} (such as 10 or 0.5), or 'off'`,
+        });
+        return z.NEVER;
+      }
+      return rate;
+    }),
+  },
+  UPSTREAM_RATE_BURST: {
+    flag: '--upstream-rate-burst',
+    help: 'requests UPSTREAM_RATE_LIMIT lets through at once after a quiet spell; unset = the rate, rounded up',
+    schema: optional(wholeNumber(1, MAX_RATE_LIMIT_PER_SECOND)),
   },
   DATABASE_URL: {
     flag: '--database-url',
@@ -416,6 +446,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     fail(missing, 'must be set together with its pair (TLS_CLIENT_CERT_FILE and TLS_CLIENT_KEY_FILE)', raw);
   }
 
+  if (v.UPSTREAM_RATE_BURST !== undefined && v.UPSTREAM_RATE_LIMIT === undefined) {
+    fail('UPSTREAM_RATE_BURST', 'needs UPSTREAM_RATE_LIMIT (the burst of a request budget that is off)', raw);
+  }
   if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) fail('SYNC_MIN_SPLIT', `must not be longer than SYNC_WINDOW (${raw.SYNC_WINDOW ?? '1h'})`, raw);
   if (v.RECORD_TIME_FIELD === 'none' && v.UPSTREAM_TO_DATE !== 'exclusive') {
     // Windows are split into parts at instants; an inclusive toDate returns a record exactly at
@@ -449,12 +482,16 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       tokenUrl: new URL('connect/token', withTrailingSlash(v.AUTH_URL)),
       clientId: v.CLIENT_ID,
       clientSecret,
+      clientSecretVariable: v.CLIENT_SECRET_FILE !== undefined ? 'CLIENT_SECRET_FILE' : 'CLIENT_SECRET',
       tokenAuthMethod: v.TOKEN_AUTH_METHOD,
       scope: v.TOKEN_SCOPE,
       tls,
       timeoutMs: v.UPSTREAM_TIMEOUT,
       maxAttempts: v.UPSTREAM_MAX_ATTEMPTS,
       retryMaxDelayMs: v.UPSTREAM_RETRY_MAX_DELAY,
+      ...(v.UPSTREAM_RATE_LIMIT !== undefined
+        ? { rateLimit: { ratePerSecond: v.UPSTREAM_RATE_LIMIT, burst: v.UPSTREAM_RATE_BURST ?? Math.ceil(v.UPSTREAM_RATE_LIMIT) } }
+        : {}),
     };
   }
 

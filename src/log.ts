@@ -19,6 +19,10 @@ export const REDACTED_PATHS = [
   '*.clientSecret',
   '*.accessToken',
   '*.password',
+  '*.client_secret',
+  '*.access_token',
+  '*.authorization',
+  '*.headers.authorization',
 ];
 
 /**

@@ -24,6 +24,13 @@ export const TOKEN_REFRESH_MARGIN_MS = 60_000;
  */
 export const TOKEN_FAILURE_HOLD_MS = 1_000;
 
+/**
+ * A client secret shorter than this is warned about at start: it is easy to guess, and the
+ * last-resort mask of messages (redactSecrets in src/errors.ts) masks only its whole occurrences, which for
+ * a short secret are ordinary words.
+ */
+export const MIN_CLIENT_SECRET_LENGTH = 8;
+
 const tokenResponseSchema = z.object({
   access_token: z.string({ error: 'access_token is missing or not a string' }).min(1, 'access_token is empty'),
   token_type: z
@@ -138,7 +145,9 @@ export class TokenClient {
       form.client_secret = clientSecret;
     }
     const body = new URLSearchParams(form).toString();
-    // Forms of the secret a server could echo back: raw, form-encoded, percent-encoded, in the Basic header.
+    // `body` and `headers` carry the secret: neither is put into a message or a log line, only the
+    // server's answer is quoted, as it sent it. A server could still echo the secret back, in one of
+    // these forms (raw, form-encoded, percent-encoded, in the Basic header), which excerpt() masks.
     const secretForms = [
       clientSecret,
       formUrlEncode(clientSecret),

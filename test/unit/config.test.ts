@@ -40,6 +40,25 @@ describe('loadConfig', () => {
     expect(config.logLevel).toBe('info');
   });
 
+  it('reads the request budget: off by default, the burst defaulting to the rate rounded up', () => {
+    expect(loadConfig(base).upstream!.rateLimit).toBeUndefined();
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: 'off' }).upstream!.rateLimit).toBeUndefined();
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: '10' }).upstream!.rateLimit).toEqual({ ratePerSecond: 10, burst: 10 });
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: '0.5' }).upstream!.rateLimit).toEqual({ ratePerSecond: 0.5, burst: 1 });
+    expect(loadConfig({ ...base }, { UPSTREAM_RATE_LIMIT: '2.5', UPSTREAM_RATE_BURST: '7' }).upstream!.rateLimit).toEqual({ ratePerSecond: 2.5, burst: 7 });
+  });
+
+  it.each([['0'], ['-1'], ['10/s'], ['1e3'], ['10001'], ['on']])('rejects UPSTREAM_RATE_LIMIT=%s, naming it', (value) => {
+    const err = configError({ ...base, UPSTREAM_RATE_LIMIT: value });
+    expect(err.variable).toBe('UPSTREAM_RATE_LIMIT');
+    expect(err.message).toContain("or 'off'");
+  });
+
+  it('rejects a burst without a rate, and a burst that is not a whole number', () => {
+    expect(configError({ ...base, UPSTREAM_RATE_BURST: '5' }).message).toContain('UPSTREAM_RATE_BURST needs UPSTREAM_RATE_LIMIT');
+    expect(configError({ ...base, UPSTREAM_RATE_LIMIT: '5', UPSTREAM_RATE_BURST: '1.5' }).variable).toBe('UPSTREAM_RATE_BURST');
+  });
+
   it('keeps a path prefix of AUTH_URL in the token URL', () => {
     expect(loadConfig({ ...base, AUTH_URL: 'https://h.test/identity' }).upstream!.tokenUrl.href).toBe('https://h.test/identity/connect/token');
   });
