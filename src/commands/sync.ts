@@ -5,7 +5,7 @@
  * 130/143 when a second signal forces the exit.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
-import { AbortedError, DataDirLockedError, InvalidArgumentError, describeError } from '../errors.js';
+import { AbortedError, DataDirLockedError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js';
 import type { SyncObserver } from '../sync/run.js';
@@ -140,13 +140,10 @@ export function registerSyncCommand(program: Command): void {
           code = EXIT_FAILURE;
         } else if (isDatabaseUnavailable(err)) {
           const database = describeConfiguredDatabase(config.database);
-          log.error(
-            { database, err: { message: describeError(err) } },
-            `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`,
-          );
+          log.error({ database, err }, `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`);
           code = EXIT_FAILURE;
         } else {
-          log.error({ err: { message: describeError(err) } }, 'sync failed');
+          log.error({ err }, 'sync failed');
           code = EXIT_FAILURE;
         }
       } finally {

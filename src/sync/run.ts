@@ -318,7 +318,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     durationMs: Math.round(durationSeconds * 1000),
     recordsPerSecond: durationSeconds > 0 ? Math.round(records / durationSeconds) : 0,
     watermark: watermark === undefined ? null : iso(watermark),
-    ...(error ? { error: describeError(error) } : {}),
+    ...(error ? { err: error } : {}),
   };
   if (status === 'succeeded') log.info(summaryLine, 'sync run succeeded');
   else if (status === 'interrupted') log.warn(summaryLine, 'sync run interrupted; committed windows are kept, the next run completes the data');
