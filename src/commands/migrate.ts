@@ -15,7 +15,7 @@ export function registerMigrateCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
-      const log = createLogger(config.logLevel);
+      const log = createLogger(config.logLevel, { format: config.logFormat });
       try {
         const db = await openDatabase(config, log, 1);
         try {

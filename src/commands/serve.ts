@@ -25,7 +25,7 @@ export function registerServeCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
-      const log = createLogger(config.logLevel);
+      const log = createLogger(config.logLevel, { format: config.logFormat });
       let running: RunningServer;
       try {
         running = await startServe(config, log);
