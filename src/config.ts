@@ -25,6 +25,10 @@ export const DEFAULT_METRICS_PORT = 9877;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/** How log lines are written: `json` (one pino object per line), `pretty` (for people), `auto` (pretty on a TTY, JSON otherwise). */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
 /** Where and how to reach the platform (reference: Authentication, E0, E6, E7). */
 export interface UpstreamConfig {
   /** {statistics_url}: base of E6 `/analytics` and E7 `/analytics/prometheus`. */
@@ -123,6 +127,7 @@ export interface Config {
   sync: SyncConfig;
   serve: ServeConfig;
   logLevel: LogLevel;
+  logFormat: LogFormat;
 }
 
 const duration = (rule: string) =>
@@ -343,6 +348,12 @@ const SETTING_TABLE = {
     help: 'fatal, error, warn, info, debug, trace or silent',
     schema: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }),
   },
+  LOG_FORMAT: {
+    flag: '--log-format',
+    default: 'auto',
+    help: 'json, pretty, or auto: pretty when stderr is a terminal, JSON otherwise',
+    schema: z.enum(LOG_FORMATS, { error: `must be one of ${LOG_FORMATS.join(', ')}` }),
+  },
 } satisfies Record<string, SettingSpec>;
 
 /** Documentation of a setting, as `--help` and the README table show it. */
@@ -522,6 +533,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       web: v.WEB_CONFIG_FILE === undefined ? undefined : readWebConfig(v.WEB_CONFIG_FILE),
     },
     logLevel: v.LOG_LEVEL,
+    logFormat: v.LOG_FORMAT,
   };
 }
 

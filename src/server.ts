@@ -171,7 +171,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
     // Drain and ignore any body so the connection stays usable; we never read one.
     req.resume();
     handle(req, res).catch((err: unknown) => {
-      log.error({ err: { message: (err as Error)?.message } }, 'request handler failed');
+      log.error({ err }, 'request handler failed');
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n', false);
       else res.destroy();
     });
@@ -199,7 +199,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
         socket.destroy();
       }
     });
-    server.on('tlsClientError', (err: Error) => log.debug({ err: { message: err.message } }, 'TLS handshake failed'));
+    server.on('tlsClientError', (err: Error) => log.debug({ err }, 'TLS handshake failed'));
   }
   server.headersTimeout = HEADERS_TIMEOUT_MS;
   server.requestTimeout = REQUEST_TIMEOUT_MS;

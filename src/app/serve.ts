@@ -83,7 +83,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     (err: unknown) => {
       openError = describeError(err);
       health.cannotOpen(err);
-      log.error({ database: target, err: { message: openError } }, `the database could not be opened: ${openError}`);
+      log.error({ database: target, err }, `the database could not be opened: ${openError}`);
     },
   );
   const schema = config.database.schema;
@@ -201,7 +201,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     void scheduler.trigger('startup');
   } else {
     ensureMigrated().catch((err: unknown) => {
-      log.error({ database: target, err: { message: describeError(err) } }, 'database migration failed');
+      log.error({ database: target, err }, 'database migration failed');
       if (isDatabaseUnavailable(err)) health.unreachable(err);
     });
   }

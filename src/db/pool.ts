@@ -29,7 +29,7 @@ export function createPool(url: string, log: Logger, options: { max?: number } =
     // Detects half-open connections (a database host that vanished) instead of waiting forever.
     keepAlive: true,
   });
-  pool.on('error', (err) => log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'idle database connection failed'));
+  pool.on('error', (err) => log.warn({ err }, 'idle database connection failed'));
   return pool;
 }
 

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { LOG_LEVELS } from '../config.js';
+import { LOG_FORMATS, LOG_LEVELS } from '../config.js';
 import { parseDurationOrZero, parseIsoDateTime } from '../time.js';
 import { handleShutdownSignals } from '../commands/shutdown.js';
 import { describeError, InvalidArgumentError } from '../errors.js';
@@ -307,7 +307,8 @@ export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, 
     return EXIT_USAGE;
   }
   const level = LOG_LEVELS.find((l) => l === (raw.logLevel ?? process.env.LOG_LEVEL ?? 'info')) ?? 'info';
-  const log = logger ?? createLogger(level);
+  const format = LOG_FORMATS.find((f) => f === (raw.logFormat ?? process.env.LOG_FORMAT ?? 'auto')) ?? 'auto';
+  const log = logger ?? createLogger(level, { format });
   const options = simulatorOptions(parsed.flags, log);
 
   let simulator;

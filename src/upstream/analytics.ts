@@ -12,7 +12,7 @@ import { AbortedError, InvalidArgumentError, failureReason, type Endpoint, type 
 import type { Logger } from '../log.js';
 import { RequestBudget } from './budget.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
-import { withRetries, type RetryPolicy } from './retry.js';
+import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 import { MIN_CLIENT_SECRET_LENGTH, TokenClient } from './token.js';
 
 /** Reference Limits: pageSize is 1 to 1000. */
@@ -411,21 +411,10 @@ export class AnalyticsClient {
       retry,
       {
         ...(signal ? { signal } : {}),
-        onRetry: ({ attempt, error, delayMs }) => {
+        onRetry: (event) => {
+          const { error, delayMs } = event;
           observer?.onRetry?.({ endpoint, code: error.code, status: error.status, delayMs });
-          log.warn(
-            {
-              endpoint,
-              attempt,
-              maxAttempts: retry.maxAttempts,
-              delayMs,
-              status: error.status,
-              code: error.code,
-              fault: failureReason(error),
-              reason: error.message,
-            },
-            'upstream request failed; retrying',
-          );
+          logRetry(log, endpoint, event, retry.maxAttempts);
         },
       },
     );

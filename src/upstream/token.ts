@@ -11,7 +11,7 @@ import type { TokenAuthMethod } from '../config.js';
 import { TokenError, failureReason, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { bodyError, excerpt, send, statusError } from './http.js';
-import { withRetries, type RetryPolicy } from './retry.js';
+import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 
 /** Lifetime assumed when the response has no `expires_in` (reference Limits: about one hour). */
 export const DEFAULT_TOKEN_LIFETIME_MS = 3_600_000;
@@ -203,8 +203,7 @@ export class TokenClient {
       },
       this.#options.retry,
       {
-        onRetry: ({ attempt, error, delayMs }) =>
-          log.warn({ endpoint: 'token', attempt, delayMs, err: { code: error.code, message: error.message } }, 'token request failed; retrying'),
+        onRetry: (event) => logRetry(log, 'token', event, this.#options.retry.maxAttempts),
       },
     ).catch((err: unknown) => {
       // The token request had its own retries: the error is final, so an API call's retry loop

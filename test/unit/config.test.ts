@@ -72,6 +72,16 @@ describe('loadConfig', () => {
     expect(config.logLevel).toBe('debug');
   });
 
+  it('reads LOG_FORMAT: auto by default, json or pretty from the variable or --log-format, anything else refused naming it', () => {
+    expect(loadConfig(base).logFormat).toBe('auto');
+    expect(loadConfig({ ...base, LOG_FORMAT: 'json' }).logFormat).toBe('json');
+    expect(loadConfig({ ...base, LOG_FORMAT: 'json' }, { LOG_FORMAT: 'pretty' }).logFormat).toBe('pretty');
+    expect(loadConfig({ ...base, LOG_FORMAT: '' }).logFormat).toBe('auto');
+    const err = configError({ ...base, LOG_FORMAT: 'text' });
+    expect(err.variable).toBe('LOG_FORMAT');
+    expect(err.message).toBe('LOG_FORMAT must be one of auto, json, pretty; got "text"');
+  });
+
   it('treats empty variables as unset', () => {
     expect(loadConfig({ ...base, TOKEN_AUTH_METHOD: '' }).upstream!.tokenAuthMethod).toBe('client_secret_post');
   });
