@@ -203,7 +203,8 @@ function tlsOptions(settings: DatabaseTls): tls.ConnectionOptions {
     return options;
   }
   options.rejectUnauthorized = true;
-  options.ca = settings.roots === 'system' ? systemRoots() : settings.roots.pem;
+  const ca = settings.roots === 'system' ? systemRoots() : settings.roots.pem;
+  if (ca !== undefined) options.ca = ca;
   if (settings.mode !== 'verify-full') options.checkServerIdentity = () => undefined;
   return options;
 }
@@ -211,15 +212,16 @@ function tlsOptions(settings: DatabaseTls): tls.ConnectionOptions {
 let cachedSystemRoots: string[] | undefined;
 
 /**
- * The roots verify-* trust without `sslrootcert`: Node's default CAs (its bundled Mozilla store
- * and NODE_EXTRA_CA_CERTS) plus the operating system's store where Node can read it
- * (`tls.getCACertificates('system')`, Node 22.15 and later). On older Node the system store is
- * used with `--use-openssl-ca` (or `--use-system-ca`) in NODE_OPTIONS.
+ * The roots verify-* trust without `sslrootcert`, as Node's `ca` option: Node's default CAs (its
+ * bundled Mozilla store and NODE_EXTRA_CA_CERTS) plus the operating system's store, where Node
+ * can read it (`tls.getCACertificates('system')`, Node 22.15 and later). On older Node it is
+ * `undefined`, which leaves Node's default in place (the system store joins it with
+ * `--use-openssl-ca` in NODE_OPTIONS).
  */
-export function systemRoots(): string[] {
-  if (cachedSystemRoots) return cachedSystemRoots;
+export function systemRoots(): string[] | undefined {
   const getCACertificates = (tls as { getCACertificates?: (type?: string) => string[] }).getCACertificates;
-  cachedSystemRoots = getCACertificates ? [...new Set([...getCACertificates('default'), ...getCACertificates('system')])] : [...tls.rootCertificates];
+  if (getCACertificates === undefined) return undefined;
+  cachedSystemRoots ??= [...new Set([...getCACertificates('default'), ...getCACertificates('system')])];
   return cachedSystemRoots;
 }
 

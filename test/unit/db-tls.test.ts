@@ -1,3 +1,4 @@
+import nodeTls from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.js';
 import { connectionAttempts, describeTls, fallsBack, isTlsFailure, resolveDatabaseTarget, type SslEnvironment } from '../../src/db/tls.js';
@@ -140,11 +141,17 @@ describe('connectionAttempts', () => {
 
   it('trusts the system store for verify-* without sslrootcert, and sends the client certificate', () => {
     const [full] = connectionAttempts(tls('postgres://h/d?sslmode=verify-full&sslcert=/pki/client.pem&sslkey=/pki/client.key'));
-    const options = full as { ca: string[]; cert: string; key: string; rejectUnauthorized: boolean };
-    expect(options.rejectUnauthorized).toBe(true);
-    expect(options.ca.length).toBeGreaterThan(10);
-    expect(options.ca.every((pem) => pem.includes('BEGIN CERTIFICATE'))).toBe(true);
-    expect(options).toMatchObject({ cert: CERT, key: KEY });
+    const options = full as { ca?: string[]; cert: string; key: string; rejectUnauthorized: boolean; checkServerIdentity?: unknown };
+    expect(options).toMatchObject({ rejectUnauthorized: true, cert: CERT, key: KEY });
+    expect(options.checkServerIdentity).toBeUndefined();
+    const getCACertificates = (nodeTls as { getCACertificates?: (type: string) => string[] }).getCACertificates;
+    if (getCACertificates === undefined) {
+      // Older Node: no `ca`, so Node's default roots apply (NODE_EXTRA_CA_CERTS included).
+      expect(options.ca).toBeUndefined();
+    } else {
+      // Node's defaults and the system store, none of them dropped.
+      expect(options.ca).toEqual(expect.arrayContaining([...getCACertificates('default'), ...getCACertificates('system')]));
+    }
   });
 });
 
