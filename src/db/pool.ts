@@ -87,15 +87,31 @@ export function createPool(target: string | DatabaseTarget, log: Logger, options
   return pool;
 }
 
-/** pg's or Node's words for a TLS failure, with a hint at the setting that would fix it. */
+/** OpenSSL's verdicts on a chain that ends in no root the client trusts. */
+const UNTRUSTED_CHAIN_CODES = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_UNTRUSTED',
+]);
+
+/**
+ * What went wrong with TLS, in words, with the setting that would fix it. pg's or Node's own
+ * message stays in the error's `cause` (describeError shows both).
+ */
 function describeTlsError(err: unknown): string {
   const e = err as { message?: string; code?: string };
-  const text = `${e.message ?? String(err)}${e.code ? ` [${e.code}]` : ''}`;
-  if (e.code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `${text}; connect by a name the certificate holds, or use sslmode=verify-ca to check the chain only`;
-  if (/CERT|SELF_SIGNED|UNABLE_TO_/.test(e.code ?? '')) return `${text}; set sslrootcert (or PGSSLROOTCERT) to the CA that signed the server's certificate`;
   if (e.message === 'The server does not support SSL connections')
-    return `the server does not accept TLS; enable ssl on the server, or use sslmode=prefer or disable`;
-  return text;
+    return 'the server does not accept TLS; enable ssl on the server, or use sslmode=prefer or disable';
+  if (e.code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+    return "the server's certificate does not hold the host name; connect by a name it holds, or use sslmode=verify-ca to check the chain only";
+  }
+  if (UNTRUSTED_CHAIN_CODES.has(e.code ?? ''))
+    return "the server's certificate does not chain to a trusted root; set sslrootcert (or PGSSLROOTCERT) to the CA that signed it";
+  if (/^ERR_SSL_|^ERR_TLS_/.test(e.code ?? '')) return 'the TLS handshake failed';
+  return "the server's certificate was not accepted";
 }
 
 /** Wraps a database failure as a {@link DatabaseError} (`ERR_DATABASE`), keeping the Postgres SQLSTATE in the message. */

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
 import { createPool } from '../../src/db/pool.js';
+import { DatabaseError, describeError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { createTestPki, type TestPki } from '../helpers/certs.js';
 import { runCli } from '../helpers/cli.js';
@@ -85,24 +86,31 @@ describe('sslmode against a server with TLS', () => {
 
   it('verify-full without the CA fails, naming the database and the certificate problem', async () => {
     const err = await connectError(tlsUrl('localhost', { sslmode: 'verify-full' }));
-    expect(err.message).toContain(`TLS to localhost:${cluster.port}/postgres failed (sslmode=verify-full, roots from the system's CA store)`);
+    expect(err).toBeInstanceOf(DatabaseError);
+    expect(err.message).toBe(
+      `TLS to localhost:${cluster.port}/postgres failed (sslmode=verify-full, roots from the system's CA store): ` +
+        "the server's certificate does not chain to a trusted root; set sslrootcert (or PGSSLROOTCERT) to the CA that signed it",
+    );
     // The server sends its CA along (ssl_ca_file): the chain ends in a root the client does not trust.
-    expect(err.message).toContain('self-signed certificate in certificate chain [SELF_SIGNED_CERT_IN_CHAIN]');
-    expect(err.message).toContain('set sslrootcert (or PGSSLROOTCERT) to the CA');
+    expect(describeError(err)).toContain('← self-signed certificate in certificate chain (SELF_SIGNED_CERT_IN_CHAIN)');
   });
 
   it('verify-ca accepts a host name the certificate does not hold, verify-full does not', async () => {
     expect(await encrypted(tlsUrl('127.0.0.1', { sslmode: 'verify-ca', sslrootcert: pki.caFile }))).toBe(true);
     const err = await connectError(tlsUrl('127.0.0.1', { sslmode: 'verify-full', sslrootcert: pki.caFile }));
-    expect(err.message).toContain(`TLS to 127.0.0.1:${cluster.port}/postgres failed (sslmode=verify-full, roots from ${pki.caFile})`);
-    expect(err.message).toContain('[ERR_TLS_CERT_ALTNAME_INVALID]');
+    expect(err.message).toBe(
+      `TLS to 127.0.0.1:${cluster.port}/postgres failed (sslmode=verify-full, roots from ${pki.caFile}): ` +
+        "the server's certificate does not hold the host name; connect by a name it holds, or use sslmode=verify-ca to check the chain only",
+    );
+    expect(describeError(err)).toContain('(ERR_TLS_CERT_ALTNAME_INVALID)');
   });
 
   it('verify-ca refuses a certificate from another CA', async () => {
     const other = createTestPki();
     try {
       const err = await connectError(tlsUrl('localhost', { sslmode: 'verify-ca', sslrootcert: other.caFile }));
-      expect(err.message).toContain(`TLS to localhost:${cluster.port}/postgres failed (sslmode=verify-ca, roots from ${other.caFile})`);
+      expect(err.message).toContain(`TLS to localhost:${cluster.port}/postgres failed (sslmode=verify-ca, roots from ${other.caFile}): `);
+      expect(err.message).toContain('does not chain to a trusted root');
     } finally {
       other.cleanup();
     }
@@ -144,7 +152,8 @@ describe('sslmode against a server without TLS', () => {
 
   it('require fails, naming the database', async () => {
     const err = await connectError(plainUrl({ sslmode: 'require' }));
-    expect(err.message).toMatch(/^TLS to 127\.0\.0\.1:\d+\/postgres failed \(sslmode=require\): the server does not accept TLS/);
+    expect(err.message).toMatch(/^TLS to 127\.0\.0\.1:\d+\/postgres failed \(sslmode=require\): the server does not accept TLS; /);
+    expect(describeError(err)).toContain('← The server does not support SSL connections');
   });
 });
 
