@@ -214,10 +214,10 @@ const SETTING_TABLE = {
     help: 'PostgreSQL URL (sslmode, sslrootcert, sslcert, sslkey as libpq); unset = embedded database under DATA_DIR',
     schema: optional(
       z.string().superRefine((v, ctx) => {
-        if (/^postgres(ql)?:\/\//.test(v) && URL.canParse(v)) return;
+        if (/^postgres(ql)?:\/\//.test(v) && URL.canParse(v) && new URL(v).port !== '0') return;
         // URL() rejects a port past 65535 or not a number with the rest: say which part is wrong.
         const port = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?(?:\[[^\]]*\]|[^:/?#]*):([^/?#]*)/.exec(v)?.[1];
-        const badPort = port !== undefined && port !== '' && !(/^\d+$/.test(port) && Number(port) <= 65535);
+        const badPort = port !== undefined && port !== '' && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535);
         ctx.addIssue({ code: 'custom', message: badPort ? 'must have a port from 1 to 65535 in its host part' : 'must be a postgres:// or postgresql:// URL' });
       }),
     ),

@@ -262,7 +262,7 @@ describe('DATABASE_URL and libpq TLS settings', () => {
     expect(loadConfig({ PGSSLMODE: 'verify-full' }).database.tls.mode).toBe('disable');
   });
 
-  it.each(['postgres://u:Pa55word@h:99999/db', 'postgres://u:Pa55word@h:abc/db', 'postgresql://h:65536/db', 'postgres://[::1]:7x/db'])(
+  it.each(['postgres://u:Pa55word@h:99999/db', 'postgres://u:Pa55word@h:abc/db', 'postgresql://h:65536/db', 'postgres://[::1]:7x/db', 'postgres://h:0/db'])(
     'says "port" for DATABASE_URL=%s',
     (url) => {
       const err = configError({ DATABASE_URL: url });
