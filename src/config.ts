@@ -12,6 +12,7 @@ import { ConfigError, WebConfigError, maskSecret } from './errors.js';
 import { parseDuration, parseDurationOrZero, parseIsoDateTime } from './time.js';
 import type { RateLimit } from './upstream/budget.js';
 import { loadWebConfig, type WebConfig } from './webconfig.js';
+import { DEFAULT_SSL_MODE, PLAIN_TLS, resolveDatabaseTarget, SSL_MODES, type DatabaseTls, type SslMode } from './db/tls.js';
 
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
 export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';
@@ -61,8 +62,13 @@ export interface TlsFiles {
 }
 
 export interface DatabaseConfig {
-  /** libpq-style URL; absent means the embedded database under `dataDir`. */
+  /**
+   * libpq-style URL without its `ssl*` parameters (those are in `tls`); absent means the
+   * embedded database under `dataDir`.
+   */
   url: string | undefined;
+  /** TLS of DATABASE_URL, libpq's way (src/db/tls.ts): its parameters, else PGSSLMODE and the other PGSSL* variables. */
+  tls: DatabaseTls;
   schema: string;
   dataDir: string;
 }
@@ -240,9 +246,29 @@ const SETTING_TABLE = {
   },
   DATABASE_URL: {
     flag: '--database-url',
-    help: 'PostgreSQL URL; unset = embedded database under DATA_DIR',
-    schema: optional(z.string().refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL')),
+    help: 'PostgreSQL URL (sslmode, sslrootcert, sslcert, sslkey as libpq); unset = embedded database under DATA_DIR',
+    schema: optional(
+      z.string().superRefine((v, ctx) => {
+        if (/^postgres(ql)?:\/\//.test(v) && URL.canParse(v) && new URL(v).port !== '0') return;
+        // URL() rejects a port past 65535 or not a number with the rest: say which part is wrong.
+        const port = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?(?:\[[^\]]*\]|[^:/?#]*):([^/?#]*)/.exec(v)?.[1];
+        const badPort = port !== undefined && port !== '' && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535);
+        ctx.addIssue({ code: 'custom', message: badPort ? 'must have a port from 1 to 65535 in its host part' : 'must be a postgres:// or postgresql:// URL' });
+      }),
+    ),
   },
+  PGSSLMODE: {
+    flag: '--pgsslmode',
+    help: `libpq's sslmode for DATABASE_URL when the URL has none: ${SSL_MODES.join(', ')}; unset = ${DEFAULT_SSL_MODE}`,
+    schema: optional(z.enum(SSL_MODES, { error: `must be one of ${SSL_MODES.join(', ')}` })),
+  },
+  PGSSLROOTCERT: {
+    flag: '--pgsslrootcert',
+    help: "PEM CA bundle verify-ca and verify-full trust (or 'system') when DATABASE_URL has no sslrootcert",
+    schema: optional(z.string()),
+  },
+  PGSSLCERT: { flag: '--pgsslcert', help: 'PEM client certificate when DATABASE_URL has no sslcert', schema: optional(z.string()) },
+  PGSSLKEY: { flag: '--pgsslkey', help: 'PEM private key of that certificate when DATABASE_URL has no sslkey', schema: optional(z.string()) },
   DATABASE_SCHEMA: {
     flag: '--database-schema',
     default: 'analytics',
@@ -508,7 +534,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
 
   return {
     upstream,
-    database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
+    database: { ...databaseTarget(v.DATABASE_URL, v), schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
     sync: {
       startDate: v.SYNC_START_DATE,
       windowMs: v.SYNC_WINDOW,
@@ -535,6 +561,18 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     logLevel: v.LOG_LEVEL,
     logFormat: v.LOG_FORMAT,
   };
+}
+
+/**
+ * DATABASE_URL without its `ssl*` parameters, and its TLS from them or from the PGSSL* settings
+ * (the URL wins, as in libpq). Without DATABASE_URL the PGSSL* settings are validated but unused.
+ */
+function databaseTarget(
+  url: string | undefined,
+  v: { PGSSLMODE?: SslMode | undefined; PGSSLROOTCERT?: string | undefined; PGSSLCERT?: string | undefined; PGSSLKEY?: string | undefined },
+): { url: string | undefined; tls: DatabaseTls } {
+  if (url === undefined) return { url: undefined, tls: PLAIN_TLS };
+  return resolveDatabaseTarget(url, { PGSSLMODE: v.PGSSLMODE, PGSSLROOTCERT: v.PGSSLROOTCERT, PGSSLCERT: v.PGSSLCERT, PGSSLKEY: v.PGSSLKEY });
 }
 
 function readWebConfig(file: string): WebConfig {

@@ -36,7 +36,7 @@ describe('loadConfig', () => {
       retryMaxDelayMs: 30_000,
     });
     expect(config.upstream!.tokenUrl.href).toBe('https://auth.example.test/connect/token');
-    expect(config.database).toEqual({ url: undefined, schema: 'analytics', dataDir: './data' });
+    expect(config.database).toEqual({ url: undefined, tls: { mode: 'disable', roots: 'system' }, schema: 'analytics', dataDir: './data' });
     expect(config.logLevel).toBe('info');
   });
 
@@ -235,6 +235,75 @@ describe('sync settings', () => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);
     expect(err.message).toContain(rule);
+  });
+});
+
+describe('DATABASE_URL and libpq TLS settings', () => {
+  it("takes sslmode from the URL over PGSSLMODE, PGSSLMODE over libpq's default prefer", () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db.example.com/a' }).database).toMatchObject({
+      url: 'postgres://u@db.example.com/a',
+      tls: { mode: 'prefer', roots: 'system' },
+    });
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db.example.com/a', PGSSLMODE: 'require' }).database.tls.mode).toBe('require');
+    const both = loadConfig({ DATABASE_URL: 'postgres://u@db.example.com/a?sslmode=disable', PGSSLMODE: 'verify-full' }).database;
+    expect(both).toMatchObject({ url: 'postgres://u@db.example.com/a', tls: { mode: 'disable' } });
+    // The flag sets what the variable would; the URL still wins.
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@h/a' }, { PGSSLMODE: 'verify-ca' }).database.tls.mode).toBe('verify-ca');
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@h/a?sslmode=allow' }, { PGSSLMODE: 'verify-ca' }).database.tls.mode).toBe('allow');
+  });
+
+  it('reads the files PGSSLROOTCERT, PGSSLCERT and PGSSLKEY name', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ae-config-pgssl-'));
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const ca = file('ca.pem', '-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n');
+    const cert = file('c.pem', '-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----\n');
+    const key = file('c.key', '-----BEGIN PRIVATE KEY-----\nC\n-----END PRIVATE KEY-----\n');
+    const { tls } = loadConfig({ DATABASE_URL: 'postgres://u@h/a?sslmode=verify-full', PGSSLROOTCERT: ca, PGSSLCERT: cert, PGSSLKEY: key }).database;
+    expect(tls).toMatchObject({ mode: 'verify-full', roots: { file: ca }, client: { cert: { file: cert }, key: { file: key } } });
+  });
+
+  it.each([
+    [
+      'DATABASE_URL',
+      'postgres://u:Pa55word@h/a?sslmode=on',
+      'DATABASE_URL parameter sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full; got "on"',
+    ],
+    ['PGSSLMODE', 'verify', 'PGSSLMODE must be one of disable, allow, prefer, require, verify-ca, verify-full; got "verify"'],
+    [
+      'DATABASE_URL',
+      'postgres://u:Pa55word@h/a?sslrootcert=/nonexistent/ca.pem',
+      'DATABASE_URL parameter sslrootcert must name a readable PEM file; cannot read /nonexistent/ca.pem (ENOENT)',
+    ],
+    ['PGSSLROOTCERT', '/nonexistent/ca.pem', 'PGSSLROOTCERT must name a readable PEM file; cannot read /nonexistent/ca.pem (ENOENT)'],
+  ])('exits 2 naming %s for %s', (variable, value, message) => {
+    const env = variable === 'DATABASE_URL' ? { DATABASE_URL: value } : { DATABASE_URL: 'postgres://u:Pa55word@h/a', [variable]: value };
+    const err = configError(env);
+    expect(err.variable).toBe(variable);
+    expect(err.message).toContain(message);
+    expect(err.message).not.toContain('Pa55word');
+  });
+
+  it('validates PGSSLMODE even without DATABASE_URL (the embedded database is plain)', () => {
+    expect(configError({ PGSSLMODE: 'sometimes' }).variable).toBe('PGSSLMODE');
+    expect(loadConfig({ PGSSLMODE: 'verify-full' }).database.tls.mode).toBe('disable');
+  });
+
+  it.each(['postgres://u:Pa55word@h:99999/db', 'postgres://u:Pa55word@h:abc/db', 'postgresql://h:65536/db', 'postgres://[::1]:7x/db', 'postgres://h:0/db'])(
+    'says "port" for DATABASE_URL=%s',
+    (url) => {
+      const err = configError({ DATABASE_URL: url });
+      expect(err.variable).toBe('DATABASE_URL');
+      expect(err.message).toContain('DATABASE_URL must have a port from 1 to 65535');
+      expect(err.message).not.toContain('Pa55word');
+    },
+  );
+
+  it('still says what a DATABASE_URL must be when the port is not the problem', () => {
+    expect(configError({ DATABASE_URL: 'mysql://h:3306/db' }).message).toContain('DATABASE_URL must be a postgres:// or postgresql:// URL');
+    expect(loadConfig({ DATABASE_URL: 'postgres://h:6543/db' }).database.url).toBe('postgres://h:6543/db');
   });
 });
 
