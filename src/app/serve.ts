@@ -201,6 +201,12 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     void scheduler.trigger('startup');
   } else {
     ensureMigrated().catch((err: unknown) => {
+      // A stop while migrating closes the pool under the migration: no fault of the database.
+      // Each migration is one transaction, so the next start applies what this one did not.
+      if (stopping !== undefined) {
+        log.info({ database: target }, 'database migration stopped by the shutdown; the next start completes it');
+        return;
+      }
       log.error({ database: target, err }, 'database migration failed');
       if (isDatabaseUnavailable(err)) health.unreachable(err);
     });

@@ -9,7 +9,6 @@
  * instead of leaving the data stale until the next scheduled tick.
  */
 import type { Gauge } from 'prom-client';
-import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 
 /** First wait before probing an unreachable database again, in milliseconds; it doubles each time. */
@@ -68,7 +67,7 @@ export class DatabaseHealth {
       this.#down = true;
       this.#since = Date.now();
       this.#o.log.warn(
-        { database: this.#o.target, err: { message: describeError(err) } },
+        { database: this.#o.target, err },
         `the database ${this.#o.target} is unreachable; retrying with backoff (analytics_exporter_database_up 0)`,
       );
     }
