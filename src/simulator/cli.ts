@@ -11,12 +11,12 @@ import { parseDurationOrZero, parseIsoDateTime } from '../time.js';
 import { handleShutdownSignals } from '../commands/shutdown.js';
 import { describeError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
+import { DEMO_EPOCH_MS, DEMO_RECORD_INTERVAL_MS, demoDatasetBounds } from '../demo.js';
 import {
   DEFAULT_CLIENT_ID,
   DEFAULT_CLIENT_SECRET,
   DEFAULT_CUSTOMERS,
   DEFAULT_DUPLICATE_EVERY,
-  DEFAULT_END,
   DEFAULT_RECORDS,
   DEFAULT_SCOPE,
   DEFAULT_SEED,
@@ -42,9 +42,13 @@ const FLAGS = [
   ['host', '--host <address>', 'interface to listen on (default 127.0.0.1; 0.0.0.0 for all)'],
   ['port', '--port <port>', `TCP port, 0 = any free port (default ${DEFAULT_SIMULATE_PORT})`],
   ['seed', '--seed <n>', `seed of the generated records; same seed, same data (default ${DEFAULT_SEED})`],
-  ['records', '--records <n>', `number of generated records, up to ${MAX_RECORDS} (default ${DEFAULT_RECORDS}; _ separators allowed)`],
+  [
+    'records',
+    '--records <n>',
+    `number of generated records, up to ${MAX_RECORDS} (default ${DEFAULT_RECORDS}; _ separators allowed; with none of --records, --start, --end: the demo's data, one record every ${DEMO_RECORD_INTERVAL_MS / 1000} s since ${new Date(DEMO_EPOCH_MS).toISOString()} up to now, as npm start serves it)`,
+  ],
   ['start', '--start <date-time>', 'timestamp of the first record, ISO 8601 with zone (default 30 days before --end)'],
-  ['end', '--end <date-time>', `end of the data, exclusive, ISO 8601 with zone (default ${DEFAULT_END.toISOString()})`],
+  ['end', '--end <date-time>', 'end of the data, exclusive, ISO 8601 with zone (default now, in whole seconds; give it for the same data at every start)'],
   ['customers', '--customers <n>', `number of customers, 1 to 9999 (default ${DEFAULT_CUSTOMERS})`],
   ['users', '--users <n>', `users per customer, 1 to 9999 (default ${DEFAULT_USERS})`],
   ['duplicateEvery', '--duplicate-every <n>', `every Nth record is an exact copy of the one before; 0 = none (default ${DEFAULT_DUPLICATE_EVERY})`],
@@ -223,7 +227,7 @@ function showValue(raw: Record<string, unknown>, key: string): string {
 }
 
 /** Validates flag values; returns the first problem as "--flag rule; got value" lines, or the flags. */
-function parseFlags(raw: Record<string, unknown>): { flags: Flags } | { error: string } {
+function parseFlags(raw: Record<string, unknown>, now: number): { flags: Flags } | { error: string } {
   const input: Record<string, unknown> = {};
   for (const [key] of FLAGS) if (raw[key] !== undefined) input[key] = raw[key];
   const parsed = flagsSchema.safeParse(input);
@@ -237,7 +241,7 @@ function parseFlags(raw: Record<string, unknown>): { flags: Flags } | { error: s
   const flags = parsed.data;
   const need = (condition: boolean, key: FlagKey, rule: string): string | undefined =>
     condition ? undefined : `${FLAG_NAMES.get(key)!} ${rule}; got ${showValue(input, key)}`;
-  const end = flags.end ?? DEFAULT_END;
+  const end = dataBounds(flags, now).end;
   const problem =
     need(
       (flags.tlsCert === undefined) === (flags.tlsKey === undefined),
@@ -254,7 +258,16 @@ function parseFlags(raw: Record<string, unknown>): { flags: Flags } | { error: s
   return problem === undefined ? { flags } : { error: problem };
 }
 
-function simulatorOptions(flags: Flags, logger: Logger): SimulatorOptions {
+/**
+ * The data's bounds: the demo's (the same records as `npm start` serves, growing with time) when
+ * none of --records, --start and --end is given; otherwise the flags', the end defaulting to `now`.
+ */
+function dataBounds(flags: Flags, now: number): { start: Date | undefined; end: Date; records: number | undefined } {
+  if (flags.records === undefined && flags.start === undefined && flags.end === undefined) return demoDatasetBounds(now);
+  return { start: flags.start, end: flags.end ?? new Date(Math.floor(now / 1000) * 1000), records: flags.records };
+}
+
+function simulatorOptions(flags: Flags, logger: Logger, now: number): SimulatorOptions {
   const faults: Partial<FaultSettings> = {};
   if (flags.latency !== undefined) faults.latencyMs = flags.latency;
   if (flags.rateLimit !== undefined) faults.rateLimit = flags.rateLimit;
@@ -269,9 +282,7 @@ function simulatorOptions(flags: Flags, logger: Logger): SimulatorOptions {
     host: flags.host ?? '127.0.0.1',
     port: flags.port ?? DEFAULT_SIMULATE_PORT,
     seed: flags.seed,
-    records: flags.records,
-    start: flags.start,
-    end: flags.end,
+    ...dataBounds(flags, now),
     customers: flags.customers,
     users: flags.users,
     duplicateEvery: flags.duplicateEvery,
@@ -301,7 +312,8 @@ function simulatorOptions(flags: Flags, logger: Logger): SimulatorOptions {
  *   the flag and the value goes to stderr), 1 when the server cannot start (e.g. port in use).
  */
 export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, logger?: Logger): Promise<number> {
-  const parsed = parseFlags(raw);
+  const now = Date.now();
+  const parsed = parseFlags(raw, now);
   if ('error' in parsed) {
     for (const line of parsed.error.split('\n')) io.stderr(`simulate: ${line}`);
     return EXIT_USAGE;
@@ -309,7 +321,7 @@ export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, 
   const level = LOG_LEVELS.find((l) => l === (raw.logLevel ?? process.env.LOG_LEVEL ?? 'info')) ?? 'info';
   const format = LOG_FORMATS.find((f) => f === (raw.logFormat ?? process.env.LOG_FORMAT ?? 'auto')) ?? 'auto';
   const log = logger ?? createLogger(level, { format });
-  const options = simulatorOptions(parsed.flags, log);
+  const options = simulatorOptions(parsed.flags, log, now);
 
   let simulator;
   try {

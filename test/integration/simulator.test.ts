@@ -4,6 +4,7 @@ import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { registerSimulateCommand } from '../../src/commands/simulate.js';
 import { configureSimulateCommand, runSimulate } from '../../src/simulator/cli.js';
+import { DEMO_RECORD_INTERVAL_MS, demoDatasetBounds } from '../../src/demo.js';
 import {
   Dataset,
   EVENT_TYPES,
@@ -749,6 +750,45 @@ describe('simulate command', () => {
     controller.abort();
     await vi.waitFor(() => expect(out.at(-1)).toBe('exit 0'));
     expect(err).toEqual([]);
+  });
+
+  it("serves data up to now by default: the demo's without data flags, --records spread over the 30 days before now", async () => {
+    /** Starts `simulate` with `flags`, asks E6 for `[from, to]` and stops it: the envelope's totalRecords. */
+    async function totalRecords(flags: Record<string, string>, from: Date, to: Date): Promise<number> {
+      const controller = new AbortController();
+      let url = '';
+      let exited: Promise<number> = Promise.resolve(0);
+      await new Promise<void>((resolve) => {
+        const io = { stdout: () => undefined, stderr: () => undefined, signal: controller.signal, onListening: (u: string) => ((url = u), resolve()) };
+        exited = runSimulate({ port: '0', ...flags }, io, silentLogger);
+      });
+      try {
+        const reply = await tokenRequest(url, {
+          grant_type: 'client_credentials',
+          client_id: 'demo-client',
+          client_secret: 'demo-secret',
+          scope: 'api.external',
+        });
+        const token = (JSON.parse(reply.text) as { access_token: string }).access_token;
+        const page = await call(`${url}/analytics?startDate=${from.toISOString()}&toDate=${to.toISOString()}&pageSize=1`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        expect(page.status).toBe(200);
+        return (JSON.parse(page.text) as Envelope).totalRecords;
+      } finally {
+        controller.abort();
+        expect(await exited).toBe(0);
+      }
+    }
+    const now = Date.now();
+    const demo = demoDatasetBounds(now);
+    const lastHour = await totalRecords({}, new Date(now - 3_600_000), new Date(now));
+    // One demo record every 13 s: 276 or 277 in any hour that ends at the data's end (now).
+    expect(lastHour).toBeGreaterThanOrEqual(Math.floor(3_600_000 / DEMO_RECORD_INTERVAL_MS) - 1);
+    expect(await totalRecords({}, demo.start, new Date(now + 60_000))).toBe(demo.records);
+    // --records alone: all of them in the 30 days before now, none later.
+    expect(await totalRecords({ records: '500' }, new Date(now - 30 * 86_400_000), new Date(now))).toBe(500);
+    expect(await totalRecords({ records: '500' }, new Date(now), new Date(now + 86_400_000))).toBe(0);
   });
 
   it('rejects an invalid flag value with a message naming the flag and value, exit status 2', async () => {
