@@ -28,7 +28,10 @@ export interface UpstreamConfig {
   /** {auth_url}/connect/token (E0). */
   tokenUrl: URL;
   clientId: string;
+  /** The secret as read at start (CLIENT_SECRET, or CLIENT_SECRET_FILE's content then). */
   clientSecret: string;
+  /** CLIENT_SECRET_FILE, read again at every token request (E0) so a rotated secret applies without a restart. */
+  clientSecretFile?: string;
   tokenAuthMethod: TokenAuthMethod;
   /** Space-separated OAuth2 scopes; the reference's is `api.external`. */
   scope: string;
@@ -433,8 +436,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     if (v.CLIENT_ID === undefined) fail('CLIENT_ID', 'is required when STATISTICS_URL is set', raw);
     let clientSecret = v.CLIENT_SECRET;
     if (v.CLIENT_SECRET_FILE !== undefined) {
-      // Secret files conventionally end with a newline that is not part of the secret.
-      clientSecret = readConfigFile('CLIENT_SECRET_FILE', raw).replace(/\r?\n$/, '');
+      // Read here so a missing or empty file stops the start; the token client reads it again at every token request.
+      clientSecret = secretFromFileText(readConfigFile('CLIENT_SECRET_FILE', raw));
       if (clientSecret === '') fail('CLIENT_SECRET_FILE', 'must name a file that holds the secret, not an empty file', raw);
     }
     if (clientSecret === undefined) fail('CLIENT_SECRET', 'is required when STATISTICS_URL is set (or set CLIENT_SECRET_FILE)', raw);
@@ -449,6 +452,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       tokenUrl: new URL('connect/token', withTrailingSlash(v.AUTH_URL)),
       clientId: v.CLIENT_ID,
       clientSecret,
+      ...(v.CLIENT_SECRET_FILE !== undefined ? { clientSecretFile: v.CLIENT_SECRET_FILE } : {}),
       tokenAuthMethod: v.TOKEN_AUTH_METHOD,
       scope: v.TOKEN_SCOPE,
       tls,
@@ -495,6 +499,14 @@ function readWebConfig(file: string): WebConfig {
     if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
     throw err;
   }
+}
+
+/**
+ * The secret in a secret file's text: the text without one trailing newline (`\n` or `\r\n`),
+ * which secret files conventionally end with and which is not part of the secret. Never throws.
+ */
+export function secretFromFileText(text: string): string {
+  return text.replace(/\r?\n$/, '');
 }
 
 /** `https://h/base` → `https://h/base/`, so relative paths resolve below it instead of replacing `base`. */

@@ -93,7 +93,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_attempt_failures_total`,
     help:
       'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
-      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, token, other).',
+      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, token, secret_file, other).',
     labelNames: ['endpoint', 'reason'],
     registers: [this.registry],
   });
