@@ -67,8 +67,8 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
   it.each([
     [
       'an unknown key',
-      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n',
-      /unknown or unsupported key tls_server_config\.cipher_suites/,
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  session_tickets: false\n',
+      /unknown or unsupported key tls_server_config\.session_tickets/,
     ],
     [
       'a missing certificate',
