@@ -221,7 +221,7 @@ function attempt(file: string): Attempt {
   const configPath = resolve(file);
   const files = [configPath];
   // Each file's state is taken before it is read: a change after that shows at the next check.
-  const signatures = [fileSignature(files)];
+  const signatures = files.map((f) => fileSignature([f]));
   const failed = (error: WebConfigError): Attempt => ({ files, signature: signatures.join('|'), error });
   let text: string;
   try {
@@ -250,7 +250,7 @@ function attempt(file: string): Attempt {
   // Named files are watched even when they cannot be read yet, so their arrival shows as a change.
   const named = (t ? [t.cert_file, t.key_file, t.client_ca_file] : []).filter((f) => f !== undefined).map((f) => resolve(base, f));
   files.push(...named);
-  signatures.push(fileSignature(named));
+  signatures.push(...named.map((f) => fileSignature([f])));
   try {
     const read = (key: string, value: string) => {
       try {
