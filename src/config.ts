@@ -176,7 +176,7 @@ const SETTING_TABLE = {
   AUTH_URL: { flag: '--auth-url', help: 'base URL of the identity host ({auth_url}); tokens come from AUTH_URL/connect/token', schema: optional(httpUrl) },
   CLIENT_ID: { flag: '--client-id', help: 'OAuth2 client id of the API client', schema: optional(z.string()) },
   CLIENT_SECRET: { secret: true, help: 'OAuth2 client secret (or CLIENT_SECRET_FILE)', schema: optional(z.string()) },
-  CLIENT_SECRET_FILE: { flag: '--client-secret-file', help: 'file holding the client secret (Docker/Kubernetes secrets)', schema: optional(z.string()) },
+  CLIENT_SECRET_FILE: { flag: '--client-secret-file', help: 'file holding the client secret, read at every token request', schema: optional(z.string()) },
   TOKEN_AUTH_METHOD: {
     flag: '--token-auth-method',
     default: 'client_secret_post',
@@ -302,7 +302,7 @@ const SETTING_TABLE = {
   METRICS_SCRAPE_TIMEOUT: { flag: '--metrics-scrape-timeout', default: '10s', help: 'scrape timeout when Prometheus sends none', schema: duration('10s') },
   WEB_CONFIG_FILE: {
     flag: '--web-config-file',
-    help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format",
+    help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format; read again when it changes",
     schema: optional(z.string()),
   },
   UPSTREAM_METRIC_PREFIX: {
