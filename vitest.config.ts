@@ -8,6 +8,9 @@ export default defineConfig({
           name: 'unit',
           // No PostgreSQL, Prometheus, child process or socket: these run in seconds anywhere.
           include: ['test/unit/**/*.test.ts'],
+          // Unit files leave no state behind (no servers, no globals; fake timers are restored in
+          // afterEach), so they share a worker's module cache instead of re-importing per file.
+          isolate: false,
           testTimeout: 30_000,
         },
       },

@@ -1,12 +1,13 @@
 /**
- * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests] [-- --out FILE]`
+ * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests,paced] [-- --out FILE]`
  *
  * Builds nothing itself (`npm run bench` runs `npm run build` first), starts a throwaway
  * PostgreSQL cluster (test/helpers/postgres.ts) and runs the benchmarks of the issue:
  * 1. ETL throughput beside the store's and the upstream's limits, 2. peak memory of `sync`,
  * 3. a slow upstream, 4. growth with the number of records, 5. /metrics under load, 6. E6 requests
  * per window against the minimum (order-independent reads), 7. /metrics with 100,000 upstream series
- * (a cached scrape against promtool's parse, serve's peak memory). Prints the
+ * (a cached scrape against promtool's parse, serve's peak memory), 8. a backfill paced under the
+ * simulator's rate limit (UPSTREAM_RATE_LIMIT) against the same backfill without a budget. Prints the
  * tables and writes them to BENCHMARKS.md with the machine's description and bench/findings.md.
  *
  * Needs: the PostgreSQL server binaries (as the tests do: `apt-get install postgresql`, or
@@ -27,6 +28,7 @@ import { measureSizes, sizeResult, type SizeResult } from './suites/growth.js';
 import { largeScrapeSuite, type LargeScrapeSpec } from './suites/large-scrape.js';
 import { metricsSuite, type MetricsSpec } from './suites/metrics.js';
 import { requestsSuite, type RequestsSet, type RequestsSpec } from './suites/requests.js';
+import { pacedSuite, type PacedSpec } from './suites/paced.js';
 import { slowSuite, type SlowSpec } from './suites/slow.js';
 
 interface Plan {
@@ -42,6 +44,7 @@ interface Plan {
   metrics: MetricsSpec;
   largeScrape: LargeScrapeSpec;
   requests: RequestsSpec;
+  paced: PacedSpec;
 }
 
 /** 6.: the ETL's data set, and dense data: whole-minute timestamps (about 21 records a minute, and 10× that) with ties reshuffled per request. */
@@ -85,6 +88,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     metrics: { scrapes: 2000, connections: 50, rounds: 5 },
     largeScrape: { series: 100_000, rounds: 5, scrapes: 20, promtoolRuns: 5 },
     requests: { sets: requestSets({ records: 1_000_000, days: 25, rounds: 5 }) },
+    paced: { records: 100_000, days: 5, pageSize: 500, limit: { perSecond: 20, burst: 5 }, budget: { perSecond: 16, burst: 4 }, runs: 3 },
   },
   // Under two minutes with the build on a quiet machine: the same benchmarks at a fifth of the ETL
   // size, half the slow one and half the scrapes; three ETL rounds and growth runs, two of the
@@ -99,6 +103,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     metrics: { scrapes: 1000, connections: 50, rounds: 2 },
     largeScrape: { series: 100_000, rounds: 2, scrapes: 10, promtoolRuns: 3 },
     requests: { sets: requestSets({ records: 200_000, days: 25, rounds: 3 }) },
+    paced: { records: 20_000, days: 2, pageSize: 500, limit: { perSecond: 20, burst: 5 }, budget: { perSecond: 16, burst: 4 }, runs: 1 },
   },
 };
 
@@ -108,7 +113,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
  */
 const V8_DEFAULT_HEAP = ['--heap-growing-percent=0'];
 
-const SUITES = ['etl', 'growth', 'slow', 'metrics', 'large-scrape', 'requests'] as const;
+const SUITES = ['etl', 'growth', 'slow', 'metrics', 'large-scrape', 'requests', 'paced'] as const;
 type Suite = (typeof SUITES)[number];
 
 function usage(message: string): never {
@@ -195,6 +200,7 @@ async function main(): Promise<void> {
     if (only.has('metrics')) report.metrics = await metricsSuite(ctx, plan.metrics);
     if (only.has('large-scrape')) report.largeScrape = await largeScrapeSuite(ctx, plan.largeScrape);
     if (only.has('requests')) report.requests = await requestsSuite(ctx, plan.requests);
+    if (only.has('paced')) report.paced = await pacedSuite(ctx, plan.paced);
 
     const missed = verdicts(report).filter((v) => !v.met);
     const etlMissed = missed.some((v) => /^(1|2|4)\./.test(v.name));

@@ -10,16 +10,25 @@ import cron from 'node-cron';
 import { z } from 'zod';
 import { ConfigError, WebConfigError, maskSecret } from './errors.js';
 import { parseDuration, parseDurationOrZero, parseIsoDateTime } from './time.js';
+import type { RateLimit } from './upstream/budget.js';
 import { loadWebConfig, type WebConfig } from './webconfig.js';
+import { DEFAULT_SSL_MODE, PLAIN_TLS, resolveDatabaseTarget, SSL_MODES, type DatabaseTls, type SslMode } from './db/tls.js';
 
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
 export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';
+
+/** Upper bound of UPSTREAM_RATE_LIMIT and UPSTREAM_RATE_BURST: far above any published API limit, low enough to catch a typo. */
+export const MAX_RATE_LIMIT_PER_SECOND = 10_000;
 
 /** Default port of `serve` (METRICS_LISTEN). */
 export const DEFAULT_METRICS_PORT = 9877;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** How log lines are written: `json` (one pino object per line), `pretty` (for people), `auto` (pretty on a TTY, JSON otherwise). */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** Where and how to reach the platform (reference: Authentication, E0, E6, E7). */
 export interface UpstreamConfig {
@@ -32,6 +41,8 @@ export interface UpstreamConfig {
   clientSecret: string;
   /** CLIENT_SECRET_FILE, read again at every token request (E0) so a rotated secret applies without a restart. */
   clientSecretFile?: string;
+  /** The setting the secret came from, named in warnings about it (never its value); CLIENT_SECRET when absent. */
+  clientSecretVariable?: 'CLIENT_SECRET' | 'CLIENT_SECRET_FILE';
   tokenAuthMethod: TokenAuthMethod;
   /** Space-separated OAuth2 scopes; the reference's is `api.external`. */
   scope: string;
@@ -42,6 +53,8 @@ export interface UpstreamConfig {
   maxAttempts: number;
   /** Upper bound on one backoff delay, including a server's Retry-After, in milliseconds. */
   retryMaxDelayMs: number;
+  /** The request budget of E6 and E7 (UPSTREAM_RATE_LIMIT, UPSTREAM_RATE_BURST); absent = requests are not paced. */
+  rateLimit?: RateLimit;
 }
 
 /** PEM contents (not paths) of the TLS files, read once at start. */
@@ -52,8 +65,13 @@ export interface TlsFiles {
 }
 
 export interface DatabaseConfig {
-  /** libpq-style URL; absent means the embedded database under `dataDir`. */
+  /**
+   * libpq-style URL without its `ssl*` parameters (those are in `tls`); absent means the
+   * embedded database under `dataDir`.
+   */
   url: string | undefined;
+  /** TLS of DATABASE_URL, libpq's way (src/db/tls.ts): its parameters, else PGSSLMODE and the other PGSSL* variables. */
+  tls: DatabaseTls;
   schema: string;
   dataDir: string;
 }
@@ -118,6 +136,7 @@ export interface Config {
   sync: SyncConfig;
   serve: ServeConfig;
   logLevel: LogLevel;
+  logFormat: LogFormat;
 }
 
 const duration = (rule: string) =>
@@ -206,11 +225,53 @@ const SETTING_TABLE = {
     help: "whether E6 returns records exactly at toDate: 'inclusive' (safe either way with RECORD_TIME_FIELD) or 'exclusive'",
     schema: z.enum(['inclusive', 'exclusive'], { error: "must be 'inclusive' or 'exclusive'" }),
   },
+  UPSTREAM_RATE_LIMIT: {
+    flag: '--upstream-rate-limit',
+    default: 'off',
+    help: "E6 and E7 requests per second, together, paced before they are sent (lowered after a 429, recovering gradually), or 'off'",
+    schema: z.string().transform((text, ctx): number | undefined => {
+      if (text === 'off') return undefined;
+      const rate = /^(\d+(\.\d*)?|\.\d+)$/.test(text) ? Number(text) : NaN;
+      if (!(rate > 0 && rate <= MAX_RATE_LIMIT_PER_SECOND)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be requests per second, more than 0 and at most ${MAX_RATE_LIMIT_PER_SECOND} (such as 10 or 0.5), or 'off'`,
+        });
+        return z.NEVER;
+      }
+      return rate;
+    }),
+  },
+  UPSTREAM_RATE_BURST: {
+    flag: '--upstream-rate-burst',
+    help: 'requests UPSTREAM_RATE_LIMIT lets through at once after a quiet spell; unset = the rate, rounded up',
+    schema: optional(wholeNumber(1, MAX_RATE_LIMIT_PER_SECOND)),
+  },
   DATABASE_URL: {
     flag: '--database-url',
-    help: 'PostgreSQL URL; unset = embedded database under DATA_DIR',
-    schema: optional(z.string().refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL')),
+    help: 'PostgreSQL URL (sslmode, sslrootcert, sslcert, sslkey as libpq); unset = embedded database under DATA_DIR',
+    schema: optional(
+      z.string().superRefine((v, ctx) => {
+        if (/^postgres(ql)?:\/\//.test(v) && URL.canParse(v) && new URL(v).port !== '0') return;
+        // URL() rejects a port past 65535 or not a number with the rest: say which part is wrong.
+        const port = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?(?:\[[^\]]*\]|[^:/?#]*):([^/?#]*)/.exec(v)?.[1];
+        const badPort = port !== undefined && port !== '' && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535);
+        ctx.addIssue({ code: 'custom', message: badPort ? 'must have a port from 1 to 65535 in its host part' : 'must be a postgres:// or postgresql:// URL' });
+      }),
+    ),
   },
+  PGSSLMODE: {
+    flag: '--pgsslmode',
+    help: `libpq's sslmode for DATABASE_URL when the URL has none: ${SSL_MODES.join(', ')}; unset = ${DEFAULT_SSL_MODE}`,
+    schema: optional(z.enum(SSL_MODES, { error: `must be one of ${SSL_MODES.join(', ')}` })),
+  },
+  PGSSLROOTCERT: {
+    flag: '--pgsslrootcert',
+    help: "PEM CA bundle verify-ca and verify-full trust (or 'system') when DATABASE_URL has no sslrootcert",
+    schema: optional(z.string()),
+  },
+  PGSSLCERT: { flag: '--pgsslcert', help: 'PEM client certificate when DATABASE_URL has no sslcert', schema: optional(z.string()) },
+  PGSSLKEY: { flag: '--pgsslkey', help: 'PEM private key of that certificate when DATABASE_URL has no sslkey', schema: optional(z.string()) },
   DATABASE_SCHEMA: {
     flag: '--database-schema',
     default: 'analytics',
@@ -316,6 +377,12 @@ const SETTING_TABLE = {
     help: 'fatal, error, warn, info, debug, trace or silent',
     schema: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }),
   },
+  LOG_FORMAT: {
+    flag: '--log-format',
+    default: 'auto',
+    help: 'json, pretty, or auto: pretty when stderr is a terminal, JSON otherwise',
+    schema: z.enum(LOG_FORMATS, { error: `must be one of ${LOG_FORMATS.join(', ')}` }),
+  },
 } satisfies Record<string, SettingSpec>;
 
 /** Documentation of a setting, as `--help` and the README table show it. */
@@ -419,6 +486,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     fail(missing, 'must be set together with its pair (TLS_CLIENT_CERT_FILE and TLS_CLIENT_KEY_FILE)', raw);
   }
 
+  if (v.UPSTREAM_RATE_BURST !== undefined && v.UPSTREAM_RATE_LIMIT === undefined) {
+    fail('UPSTREAM_RATE_BURST', 'needs UPSTREAM_RATE_LIMIT (the burst of a request budget that is off)', raw);
+  }
   if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) fail('SYNC_MIN_SPLIT', `must not be longer than SYNC_WINDOW (${raw.SYNC_WINDOW ?? '1h'})`, raw);
   if (v.RECORD_TIME_FIELD === 'none' && v.UPSTREAM_TO_DATE !== 'exclusive') {
     // Windows are split into parts at instants; an inclusive toDate returns a record exactly at
@@ -453,18 +523,22 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       clientId: v.CLIENT_ID,
       clientSecret,
       ...(v.CLIENT_SECRET_FILE !== undefined ? { clientSecretFile: v.CLIENT_SECRET_FILE } : {}),
+      clientSecretVariable: v.CLIENT_SECRET_FILE !== undefined ? 'CLIENT_SECRET_FILE' : 'CLIENT_SECRET',
       tokenAuthMethod: v.TOKEN_AUTH_METHOD,
       scope: v.TOKEN_SCOPE,
       tls,
       timeoutMs: v.UPSTREAM_TIMEOUT,
       maxAttempts: v.UPSTREAM_MAX_ATTEMPTS,
       retryMaxDelayMs: v.UPSTREAM_RETRY_MAX_DELAY,
+      ...(v.UPSTREAM_RATE_LIMIT !== undefined
+        ? { rateLimit: { ratePerSecond: v.UPSTREAM_RATE_LIMIT, burst: v.UPSTREAM_RATE_BURST ?? Math.ceil(v.UPSTREAM_RATE_LIMIT) } }
+        : {}),
     };
   }
 
   return {
     upstream,
-    database: { url: v.DATABASE_URL, schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
+    database: { ...databaseTarget(v.DATABASE_URL, v), schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
     sync: {
       startDate: v.SYNC_START_DATE,
       windowMs: v.SYNC_WINDOW,
@@ -489,7 +563,20 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       web: v.WEB_CONFIG_FILE === undefined ? undefined : readWebConfig(v.WEB_CONFIG_FILE),
     },
     logLevel: v.LOG_LEVEL,
+    logFormat: v.LOG_FORMAT,
   };
+}
+
+/**
+ * DATABASE_URL without its `ssl*` parameters, and its TLS from them or from the PGSSL* settings
+ * (the URL wins, as in libpq). Without DATABASE_URL the PGSSL* settings are validated but unused.
+ */
+function databaseTarget(
+  url: string | undefined,
+  v: { PGSSLMODE?: SslMode | undefined; PGSSLROOTCERT?: string | undefined; PGSSLCERT?: string | undefined; PGSSLKEY?: string | undefined },
+): { url: string | undefined; tls: DatabaseTls } {
+  if (url === undefined) return { url: undefined, tls: PLAIN_TLS };
+  return resolveDatabaseTarget(url, { PGSSLMODE: v.PGSSLMODE, PGSSLROOTCERT: v.PGSSLROOTCERT, PGSSLCERT: v.PGSSLCERT, PGSSLKEY: v.PGSSLKEY });
 }
 
 function readWebConfig(file: string): WebConfig {

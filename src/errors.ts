@@ -246,6 +246,40 @@ export function maskSecret(value: string | undefined): string {
   return '***';
 }
 
+/** What {@link redactSecrets} puts in place of a secret. */
+export const REDACTED = '[redacted]';
+
+/** A letter, digit or `_` in any script: what a secret's occurrence must not run into to count as whole. */
+const WORD_CHARACTER = '[\\p{L}\\p{N}_]';
+
+/**
+ * The last line of defence for text that came from elsewhere (an upstream's error body): replaces
+ * every whole occurrence of a secret with {@link REDACTED}, in one pass, and leaves all other text
+ * as it was. Secrets are kept out of messages where they are held (no request body or header that
+ * carries one is ever put into a message); this only catches a server echoing one back.
+ *
+ * An occurrence is whole when it does not start or end inside a word: where the secret begins
+ * (ends) with a letter, digit or `_`, the character before (after) it must not be one. So a short
+ * secret such as `t` leaves `client` and `secret` alone but is masked in `secret t refused`; a
+ * secret beginning or ending with punctuation is bounded by that punctuation itself. One pass over
+ * all secrets at once, longest first, never looks into its own `[redacted]` output.
+ *
+ * @param secrets values to mask; empty strings are ignored.
+ * @returns `text` with each whole occurrence replaced; `text` itself when there is nothing to mask.
+ */
+export function redactSecrets(text: string, secrets: readonly string[]): string {
+  const distinct = [...new Set(secrets)].filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
+  if (distinct.length === 0 || text.length === 0) return text;
+  const word = new RegExp(`^${WORD_CHARACTER}$`, 'u');
+  const alternatives = distinct.map((secret) => {
+    const chars = [...secret];
+    const before = word.test(chars[0]!) ? `(?<!${WORD_CHARACTER})` : '';
+    const after = word.test(chars[chars.length - 1]!) ? `(?!${WORD_CHARACTER})` : '';
+    return `${before}${secret.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&')}${after}`;
+  });
+  return text.replace(new RegExp(alternatives.join('|'), 'gu'), REDACTED);
+}
+
 /** One line per error in the `cause` chain: "message ← cause message ← …", for CLI output. */
 export function describeError(err: unknown): string {
   const parts: string[] = [];

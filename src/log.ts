@@ -1,4 +1,7 @@
 import { pino, type Logger, type LevelWithSilent } from 'pino';
+import { prettyFactory } from 'pino-pretty';
+import type { LogFormat } from './config.js';
+import { coerceError } from './errors.js';
 
 export type { Logger };
 
@@ -19,15 +22,102 @@ export const REDACTED_PATHS = [
   '*.clientSecret',
   '*.accessToken',
   '*.password',
+  '*.client_secret',
+  '*.access_token',
+  '*.authorization',
+  '*.headers.authorization',
 ];
 
+/** Where log lines go: anything with a synchronous `write` (process.stderr, a bar-aware stream, a test's capture). */
+export interface LogDestination {
+  write(chunk: string): unknown;
+  /** Whether it is a terminal; decides `auto` ({@link resolveLogFormat}). */
+  isTTY?: boolean;
+}
+
 /**
- * Creates the process logger: pino JSON lines on stderr (stdout stays free for
- * command output such as `check`'s step lines), with secrets redacted.
+ * The format `auto` stands for on `destination`: `pretty` on a terminal (a person reads it),
+ * `json` otherwise (a collector parses it). `json` and `pretty` stand for themselves.
+ */
+export function resolveLogFormat(format: LogFormat, destination: LogDestination): 'json' | 'pretty' {
+  if (format !== 'auto') return format;
+  return destination.isTTY === true ? 'pretty' : 'json';
+}
+
+/** An error as it is logged: the same shape at every level of the `cause` chain. */
+export interface SerializedError {
+  /** The class name (`UpstreamError`, `DatabaseError`, `TypeError`, `AggregateError`). */
+  type: string;
+  /** The stable code: ours (`ERR_UPSTREAM_HTTP`), an errno (`ECONNREFUSED`) or a PostgreSQL SQLSTATE; absent when the error has none. */
+  code?: string;
+  /** The HTTP status behind the error, when there was one. */
+  status?: number;
+  message: string;
+  /** Only when asked for (the logger is at `debug` or `trace`). */
+  stack?: string;
+  cause?: SerializedError;
+}
+
+/** Causes followed below the logged error; deeper ones are left out (a cycle ends here too). */
+export const MAX_CAUSE_DEPTH = 5;
+
+/**
+ * Turns anything thrown into the logged shape `{type, code, message}` (plus `status` where there is
+ * one, `stack` when `options.stack`, and `cause`, in the same shape, down to {@link MAX_CAUSE_DEPTH}).
+ * A non-Error value is coerced first ({@link coerceError}); an error with an empty message (Node's
+ * AggregateError for a host with several addresses) takes its inner errors' messages.
+ * Messages are logged as they are: errors of this project never carry secrets (src/errors.ts).
+ */
+export function serializeError(value: unknown, options: { stack?: boolean } = {}): SerializedError {
+  return serializeAt(value, options.stack === true, 0);
+}
+
+function serializeAt(value: unknown, withStack: boolean, depth: number): SerializedError {
+  const error = coerceError(value);
+  const { code, status, cause } = error as { code?: unknown; status?: unknown; cause?: unknown };
+  const inner = error instanceof AggregateError ? (error.errors as unknown[]).map((e) => coerceError(e).message).filter((m) => m !== '') : [];
+  const out: SerializedError = {
+    type: error.constructor?.name && error.constructor.name !== 'Object' ? error.constructor.name : error.name || 'Error',
+    ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
+    ...(typeof status === 'number' ? { status } : {}),
+    message: error.message || inner.join('; ') || error.name || 'Error',
+  };
+  if (withStack && typeof error.stack === 'string') out.stack = error.stack;
+  if (cause !== undefined && cause !== null && cause !== value && depth + 1 <= MAX_CAUSE_DEPTH) out.cause = serializeAt(cause, withStack, depth + 1);
+  return out;
+}
+
+/** Levels at which a logged error carries its stack. */
+const STACK_LEVELS: ReadonlySet<string> = new Set(['debug', 'trace']);
+
+/**
+ * One synchronous pino-pretty formatter in front of `destination` (never a worker transport: a
+ * line is on the terminal when `write` returns, so nothing is lost when the process exits). One
+ * line per entry, its fields inline; an error is shown whole under its line.
+ */
+function prettyDestination(destination: LogDestination): pino.DestinationStream {
+  const colorize = destination.isTTY === true && process.env.NO_COLOR === undefined;
+  const prettify = prettyFactory({ colorize, singleLine: true, ignore: 'name', translateTime: 'SYS:HH:MM:ss.l', errorLikeObjectKeys: ['err'] });
+  return { write: (line: string) => void destination.write(prettify(line)) };
+}
+
+export interface LoggerOptions {
+  /** `auto` (default) follows whether `destination` is a terminal ({@link resolveLogFormat}). */
+  format?: LogFormat;
+  /** Default process.stderr: stdout stays free for command output such as `check`'s step lines. */
+  destination?: LogDestination;
+}
+
+/**
+ * Creates the process logger: pino lines on stderr, JSON or pretty ({@link LoggerOptions.format}),
+ * with secrets redacted by pino before either format sees the line, and `err` fields written by
+ * {@link serializeError} (the stack only at `debug` and `trace`).
  *
  * @param level pino level name, or `silent`.
  */
-export function createLogger(level: LevelWithSilent = 'info', destination: NodeJS.WritableStream = process.stderr): Logger {
+export function createLogger(level: LevelWithSilent = 'info', options: LoggerOptions = {}): Logger {
+  const destination = options.destination ?? process.stderr;
+  const withStack = STACK_LEVELS.has(level);
   return pino(
     {
       level,
@@ -35,8 +125,9 @@ export function createLogger(level: LevelWithSilent = 'info', destination: NodeJ
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
+      serializers: { err: (err: unknown) => serializeError(err, { stack: withStack }) },
     },
-    destination as pino.DestinationStream,
+    resolveLogFormat(options.format ?? 'auto', destination) === 'pretty' ? prettyDestination(destination) : (destination as pino.DestinationStream),
   );
 }
 

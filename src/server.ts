@@ -156,7 +156,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
         setClientAuth(server as HttpsServer, next.tls);
       } catch (err) {
         // Checked when it was read, so not expected; the old context stays.
-        log.warn({ err: { message: (err as Error).message } }, 'the new TLS configuration could not be applied; the previous one stays in use');
+        log.warn({ err }, 'the new TLS configuration could not be applied; the previous one stays in use');
         return;
       }
     }
@@ -206,7 +206,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
     // Drain and ignore any body so the connection stays usable; we never read one.
     req.resume();
     handle(req, res).catch((err: unknown) => {
-      log.error({ err: { message: (err as Error)?.message } }, 'request handler failed');
+      log.error({ err }, 'request handler failed');
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n', false);
       else res.destroy();
     });
@@ -235,7 +235,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
         socket.destroy();
       }
     });
-    server.on('tlsClientError', (err: Error) => log.debug({ err: { message: err.message } }, 'TLS handshake failed'));
+    server.on('tlsClientError', (err: Error) => log.debug({ err }, 'TLS handshake failed'));
   }
   server.headersTimeout = HEADERS_TIMEOUT_MS;
   server.requestTimeout = REQUEST_TIMEOUT_MS;

@@ -3,6 +3,7 @@ import type { ProfiledRun, EtlResult, CpuSplit } from '../suites/etl.js';
 import type { SizeResult } from '../suites/growth.js';
 import type { LargeScrapeResult } from '../suites/large-scrape.js';
 import type { MetricsResult } from '../suites/metrics.js';
+import type { PacedResult } from '../suites/paced.js';
 import type { RequestsResult } from '../suites/requests.js';
 import type { SlowResult } from '../suites/slow.js';
 import type { Machine } from './machine.js';
@@ -49,6 +50,7 @@ export interface Report {
   metrics?: MetricsResult;
   largeScrape?: LargeScrapeResult;
   requests?: RequestsResult;
+  paced?: PacedResult;
   profile?: ProfiledRun;
   findings?: string;
   /** Key figures of the code before the performance changes (bench/before.json), shown beside this run's. */
@@ -384,6 +386,25 @@ export function renderMarkdown(report: Report): string {
       ),
       '',
       '"first window": its requests; it has nothing to plan from (no earlier window, no ledger), so it is asked whole and split from the oversized answer. Later windows are planned from the counts and the spread of the windows read before.',
+      '',
+    );
+  }
+
+  const { paced } = report;
+  if (paced) {
+    const { spec } = paced;
+    push(
+      "## 8. Paced backfill under the simulator's rate limit",
+      '',
+      `\`sync\` of ${int(spec.records)} records in ${spec.days} one-day windows (pageSize ${spec.pageSize}, SYNC_CONCURRENCY 4) against a simulator that lets ${spec.limit.perSecond} E6/E7 requests a second through (burst ${spec.limit.burst}) and answers 429 with \`Retry-After\` beyond it; its bucket starts full for each run. ` +
+        'With a request budget under the limit (UPSTREAM_RATE_LIMIT, UPSTREAM_RATE_BURST), and without one. Wall time of the `sync` process; 429s counted by the simulator.',
+      '',
+      '| Variant | wall s (median) | runs | E6 requests | answered 429 | records/s |',
+      '|---|---:|---:|---:|---:|---:|',
+      ...paced.variants.map(
+        (v) =>
+          `| ${v.label} | **${v.medianSeconds.toFixed(2)}** (${v.runs.map((r) => r.run.wallSeconds.toFixed(2)).join(', ')}) | ${v.runs.length} | ${int(v.requests)} | ${int(v.tooManyRequests)} | ${int(spec.records / v.medianSeconds)} |`,
+      ),
       '',
     );
   }

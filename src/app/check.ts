@@ -6,7 +6,7 @@
  */
 import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
-import pg from 'pg';
+import { createPool } from '../db/pool.js';
 import type { Config } from '../config.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -15,8 +15,6 @@ import { startDemoUpstream } from '../demo.js';
 
 /** How far back the E6 and E7 probes look. */
 const PROBE_RANGE_MS = 24 * 3_600_000;
-/** Bound on the database probe's connect. */
-const DATABASE_CONNECT_TIMEOUT_MS = 10_000;
 
 export type StepStatus = 'ok' | 'FAIL' | 'skip';
 
@@ -99,14 +97,16 @@ export async function runChecks(config: Config, deps: { log: Logger; report: (re
   } else {
     const url = config.database.url;
     await step('database', async () => {
-      const db = new pg.Client({ connectionString: url, connectionTimeoutMillis: DATABASE_CONNECT_TIMEOUT_MS });
-      db.on('error', () => undefined); // a dropped connection is reported by the query below
+      // The pool every command uses, so that check tries the same TLS attempts (sslmode).
+      const pool = createPool({ url, tls: config.database.tls }, log, { max: 1 });
       try {
-        await db.connect();
-        const { rows } = await db.query<{ version: string }>('select current_setting($1) as version', ['server_version']);
-        return `PostgreSQL ${rows[0]?.version ?? '?'} at ${describeDatabase(url)}`;
+        const { rows } = await pool.query<{ version: string; ssl: boolean | null }>(
+          'select current_setting($1) as version, (select ssl from pg_stat_ssl where pid = pg_backend_pid()) as ssl',
+          ['server_version'],
+        );
+        return `PostgreSQL ${rows[0]?.version ?? '?'} at ${describeDatabase(url)} (${rows[0]?.ssl ? 'TLS' : 'plain'}, sslmode=${config.database.tls.mode})`;
       } finally {
-        await db.end().catch(() => undefined);
+        await pool.end().catch(() => undefined);
       }
     });
   }

@@ -5,6 +5,7 @@
 import type { Config } from '../config.js';
 import type { DataDirLock } from '../db/datadir-lock.js';
 import { createPool, type Pool } from '../db/pool.js';
+import { PLAIN_TLS } from '../db/tls.js';
 import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
 import { AnalyticsClient, type ClientObserver } from '../upstream/analytics.js';
@@ -35,13 +36,14 @@ export interface Database {
  */
 export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock): Promise<Database> {
   if (config.database.url !== undefined) {
-    const pool = createPool(config.database.url, log, { max: maxConnections });
+    const pool = createPool({ url: config.database.url, tls: config.database.tls }, log, { max: maxConnections });
     return { pool, embedded: false, close: () => pool.end() };
   }
   // Loaded here, so that a process with DATABASE_URL never loads PGlite.
   const { startEmbeddedDatabase } = await import('../db/embedded.js');
   const embedded = await startEmbeddedDatabase(config.database.dataDir, log, lock);
-  const pool = createPool(embedded.url, log, { max: Math.min(maxConnections, 4) });
+  // A loopback port of this process: nothing to encrypt, and PGlite speaks no TLS.
+  const pool = createPool({ url: embedded.url, tls: PLAIN_TLS }, log, { max: Math.min(maxConnections, 4) });
   return {
     pool,
     embedded: true,

@@ -84,7 +84,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     (err: unknown) => {
       openError = describeError(err);
       health.cannotOpen(err);
-      log.error({ database: target, err: { message: openError } }, `the database could not be opened: ${openError}`);
+      log.error({ database: target, err }, `the database could not be opened: ${openError}`);
     },
   );
   const schema = config.database.schema;
@@ -151,7 +151,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
         for (const warning of reload.config.warnings) log.warn({ file }, warning);
       } else {
         log.warn(
-          { file, err: { message: reload.error.message } },
+          { file, err: reload.error },
           `WEB_CONFIG_FILE changed but cannot be used, so the last good configuration stays in use: ${reload.error.message}`,
         );
       }
@@ -220,7 +220,13 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     void scheduler.trigger('startup');
   } else {
     ensureMigrated().catch((err: unknown) => {
-      log.error({ database: target, err: { message: describeError(err) } }, 'database migration failed');
+      // A stop while migrating closes the pool under the migration: no fault of the database.
+      // Each migration is one transaction, so the next start applies what this one did not.
+      if (stopping !== undefined) {
+        log.info({ database: target }, 'database migration stopped by the shutdown; the next start completes it');
+        return;
+      }
+      log.error({ database: target, err }, 'database migration failed');
       if (isDatabaseUnavailable(err)) health.unreachable(err);
     });
   }

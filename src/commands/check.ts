@@ -35,7 +35,7 @@ export function registerCheckCommand(program: Command): void {
             : 'STATISTICS_URL unset: checking against the built-in demo simulator',
         }),
       );
-      const log = createLogger(config.logLevel);
+      const log = createLogger(config.logLevel, { format: config.logFormat });
       const ok = await runChecks(config, { log, report: (r) => out(formatStep(r)) });
       process.exitCode = ok ? EXIT_OK : EXIT_FAILURE;
     });

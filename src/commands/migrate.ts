@@ -1,6 +1,6 @@
 /** `analytics-exporter migrate`: applies pending migrations and exits (sync and serve also do it at start). */
 import type { Command } from 'commander';
-import { DataDirLockedError, describeError } from '../errors.js';
+import { DataDirLockedError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { migrate } from '../db/migrate.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
@@ -15,7 +15,7 @@ export function registerMigrateCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
-      const log = createLogger(config.logLevel);
+      const log = createLogger(config.logLevel, { format: config.logFormat });
       try {
         const db = await openDatabase(config, log, 1);
         try {
@@ -27,7 +27,7 @@ export function registerMigrateCommand(program: Command): void {
         }
       } catch (err) {
         if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
-        else log.error({ err: { message: describeError(err) } }, 'migrate failed');
+        else log.error({ err }, 'migrate failed');
         process.exitCode = EXIT_FAILURE;
       }
     });

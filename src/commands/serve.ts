@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { startServe, type RunningServer } from '../app/serve.js';
-import { DataDirLockedError, describeError } from '../errors.js';
+import { DataDirLockedError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
 import { loadConfigForCommand } from './runtime.js';
@@ -25,13 +25,13 @@ export function registerServeCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
-      const log = createLogger(config.logLevel);
+      const log = createLogger(config.logLevel, { format: config.logFormat });
       let running: RunningServer;
       try {
         running = await startServe(config, log);
       } catch (err) {
         if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
-        else log.error({ err: { message: describeError(err) } }, 'serve could not start');
+        else log.error({ err }, 'serve could not start');
         process.exitCode = EXIT_FAILURE;
         return;
       }
@@ -52,7 +52,7 @@ export function registerServeCommand(program: Command): void {
                 resolve();
               },
               (err: unknown) => {
-                log.error({ err: { message: describeError(err) } }, 'shutdown failed');
+                log.error({ err }, 'shutdown failed');
                 process.exitCode = EXIT_FAILURE;
                 shutdown.dispose();
                 resolve();

@@ -5,16 +5,16 @@
  * 130/143 when a second signal forces the exit.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
-import { AbortedError, DataDirLockedError, InvalidArgumentError, describeError } from '../errors.js';
+import { AbortedError, DataDirLockedError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js';
-import type { SyncObserver } from '../sync/run.js';
 import { DRAIN_TIMEOUT_MS } from '../app/runtime.js';
 import { syncOnce } from '../app/sync.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand } from './runtime.js';
 import { parseIsoDate } from '../time.js';
 import { handleShutdownSignals, type Shutdown } from './shutdown.js';
+import { BarAwareStream, formatRunSummary, progressBar } from './progress.js';
 
 /** Parses `--from`/`--to`: ISO 8601 date-time with a zone ({@link parseIsoDate}); an impossible date is refused. */
 export function parseIsoOption(value: string): Date {
@@ -46,35 +46,6 @@ export function handleSignals(controller: AbortController, log: Logger, drainTim
   });
 }
 
-/** A progress bar on stderr for a TTY: windows, records, rate, ETA. cli-progress is loaded only then. */
-async function progressObserver(): Promise<{ observer: SyncObserver; stop: () => void } | undefined> {
-  if (!process.stderr.isTTY) return undefined;
-  const { default: cliProgress } = await import('cli-progress');
-  const bar = new cliProgress.SingleBar(
-    {
-      stream: process.stderr,
-      format: 'sync [{bar}] {percentage}% | windows {value}/{total} | {records} records | {rate} records/s | ETA {eta_formatted}',
-      hideCursor: true,
-      clearOnComplete: false,
-    },
-    cliProgress.Presets.shades_classic,
-  );
-  let records = 0;
-  const started = Date.now();
-  const payload = () => ({ records, rate: Math.round(records / Math.max(0.001, (Date.now() - started) / 1000)) });
-  return {
-    observer: {
-      runStarted: ({ windows }) => bar.start(windows.length, 0, payload()),
-      pageLoaded: (e) => {
-        records += e.records;
-        bar.update(payload());
-      },
-      windowCommitted: () => bar.increment(1, payload()),
-    },
-    stop: () => bar.stop(),
-  };
-}
-
 /** Adds `sync` to the program. */
 export function registerSyncCommand(program: Command): void {
   program
@@ -103,10 +74,12 @@ export function registerSyncCommand(program: Command): void {
         process.exitCode = EXIT_USAGE;
         return;
       }
-      const log = createLogger(config.logLevel);
+      // On a terminal, log lines go above the progress bar (src/commands/progress.ts).
+      const terminal = new BarAwareStream(process.stderr);
+      const log = createLogger(config.logLevel, { format: config.logFormat, destination: terminal });
       const controller = new AbortController();
       const signals = handleSignals(controller, log);
-      const progress = await progressObserver();
+      const progress = process.stderr.isTTY ? await progressBar(terminal) : undefined;
       let code = EXIT_FAILURE;
       try {
         const result = await syncOnce(config, log, {
@@ -117,6 +90,9 @@ export function registerSyncCommand(program: Command): void {
           ...(progress ? { observer: progress.observer } : {}),
         });
         progress?.stop();
+        // The summary is command output for the person at the terminal, under the last log line
+        // on stderr; without a terminal, the run's last log line is the summary.
+        if (progress !== undefined && result.status !== 'locked' && config.logLevel !== 'silent') terminal.write(`${formatRunSummary(result)}\n`);
         if (result.status === 'locked') {
           log.info({ schema: config.database.schema }, 'another sync holds the lock for this schema; nothing to do (use --wait to wait for it)');
           code = EXIT_OK;
@@ -140,13 +116,10 @@ export function registerSyncCommand(program: Command): void {
           code = EXIT_FAILURE;
         } else if (isDatabaseUnavailable(err)) {
           const database = describeConfiguredDatabase(config.database);
-          log.error(
-            { database, err: { message: describeError(err) } },
-            `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`,
-          );
+          log.error({ database, err }, `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`);
           code = EXIT_FAILURE;
         } else {
-          log.error({ err: { message: describeError(err) } }, 'sync failed');
+          log.error({ err }, 'sync failed');
           code = EXIT_FAILURE;
         }
       } finally {

@@ -19,7 +19,10 @@ import { errnoText, lockDataDir, type DataDirLock } from './datadir-lock.js';
 export const EMBEDDED_MAX_CONNECTIONS = 8;
 
 export interface EmbeddedDatabase {
-  /** `postgres://postgres@127.0.0.1:PORT/postgres`. */
+  /**
+   * `postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable`: PGlite's socket server speaks
+   * no TLS, and a connection that asks it for TLS (libpq's default `prefer`) hangs.
+   */
   url: string;
   /** Absolute path of the data folder. */
   dataDir: string;
@@ -62,7 +65,7 @@ export async function startEmbeddedDatabase(dataDir: string, log: Logger, lock?:
   );
   let closed: Promise<void> | undefined;
   return {
-    url: `postgres://postgres@${conn}/postgres`,
+    url: `postgres://postgres@${conn}/postgres?sslmode=disable`,
     dataDir: dir,
     close: () =>
       (closed ??= (async () => {

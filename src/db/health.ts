@@ -9,7 +9,6 @@
  * instead of leaving the data stale until the next scheduled tick.
  */
 import type { Gauge } from 'prom-client';
-import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 
 /** First wait before probing an unreachable database again, in milliseconds; it doubles each time. */
@@ -68,7 +67,7 @@ export class DatabaseHealth {
       this.#down = true;
       this.#since = Date.now();
       this.#o.log.warn(
-        { database: this.#o.target, err: { message: describeError(err) } },
+        { database: this.#o.target, err },
         `the database ${this.#o.target} is unreachable; retrying with backoff (analytics_exporter_database_up 0)`,
       );
     }
@@ -88,7 +87,7 @@ export class DatabaseHealth {
     this.#down = true;
     this.#stopped = true;
     this.#up.set(0);
-    this.#o.log.debug({ database: this.#o.target, err: { message: describeError(err) } }, 'analytics_exporter_database_up 0: the database cannot be opened');
+    this.#o.log.debug({ database: this.#o.target, err }, 'analytics_exporter_database_up 0: the database cannot be opened');
   }
 
   /** A database operation succeeded: the database is up; a backoff wait in progress ends now. */
@@ -127,7 +126,7 @@ export class DatabaseHealth {
       } catch (err) {
         if (this.#stopped) return;
         delayMs = Math.min(delayMs * 2, maxDelayMs);
-        log.warn({ database: target, attempt, nextDelayMs: delayMs, err: { message: describeError(err) } }, `the database ${target} is still unreachable`);
+        log.warn({ database: target, attempt, nextDelayMs: delayMs, err }, `the database ${target} is still unreachable`);
         continue;
       }
       if (this.#stopped) return;

@@ -6,6 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { AbortedError, DatabaseError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { connectionAttempts, describeTls, fallsBack, isTlsFailure, resolveDatabaseTarget, type DatabaseTarget } from './tls.js';
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
@@ -17,10 +18,62 @@ export const CONNECT_TIMEOUT_MS = 10_000;
  * Creates a pool with an `'error'` listener (an idle client's dropped connection must never
  * crash the process) and a recognisable `application_name` for `pg_stat_activity`.
  *
- * @param url libpq-style URL; `sslmode` in it is honoured by pg.
+ * TLS is libpq's (src/db/tls.ts): each new connection makes the attempts of its `sslmode` in
+ * order (`prefer`: TLS, then plain when the server refuses TLS; `allow`: plain, then TLS when
+ * the server rejects plain). A pool remembers a fallback it made: the server's answer is not
+ * expected to change while it runs. A certificate that is not accepted, or TLS refused where
+ * the mode requires it, fails the connect with a {@link DatabaseError} naming the database and
+ * the TLS settings.
+ *
+ * @param target a {@link DatabaseTarget} (URL without `ssl*` parameters plus resolved TLS, as
+ *   the configuration holds it), or a libpq-style URL whose own `ssl*` parameters are read
+ *   (libpq's PGSSL* variables are not: pass a target resolved from them).
+ * @throws {ConfigError} for a URL string whose `ssl*` parameters are invalid (see {@link resolveDatabaseTarget}).
  */
-export function createPool(url: string, log: Logger, options: { max?: number } = {}): Pool {
-  const pool = new pg.Pool({
+export function createPool(target: string | DatabaseTarget, log: Logger, options: { max?: number } = {}): Pool {
+  const { url, tls } = typeof target === 'string' ? resolveDatabaseTarget(target) : target;
+  const attempts = connectionAttempts(tls);
+  // The attempt new connections start with; it only moves forward (see fallsBack).
+  const state = { attempt: 0 };
+  class AttemptClient extends pg.Client {
+    constructor(config: pg.ClientConfig) {
+      super({ ...config, ssl: attempts[state.attempt]! });
+    }
+  }
+  const where = describeDatabase(url);
+
+  class LibpqPool extends pg.Pool {
+    override connect(): Promise<PoolClient>;
+    override connect(callback: (err: Error | undefined, client: PoolClient | undefined, done: (release?: unknown) => void) => void): void;
+    override connect(
+      callback?: (err: Error | undefined, client: PoolClient | undefined, done: (release?: unknown) => void) => void,
+    ): Promise<PoolClient> | void {
+      const connecting = this.#connectWithFallback();
+      if (callback === undefined) return connecting;
+      connecting.then(
+        (client) => callback(undefined, client, (release?: unknown) => client.release(release as Error | boolean | undefined)),
+        (err: Error) => callback(err, undefined, () => undefined),
+      );
+    }
+
+    async #connectWithFallback(): Promise<PoolClient> {
+      for (;;) {
+        const index = state.attempt;
+        try {
+          return await super.connect();
+        } catch (err) {
+          if (index + 1 < attempts.length && fallsBack(tls.mode, attempts[index]!, err)) {
+            state.attempt = Math.max(state.attempt, index + 1);
+            continue;
+          }
+          if (isTlsFailure(err)) throw new DatabaseError(`TLS to ${where} failed (${describeTls(tls)}): ${describeTlsError(err)}`, { cause: err });
+          throw err;
+        }
+      }
+    }
+  }
+
+  const pool = new LibpqPool({
     connectionString: url,
     max: options.max ?? 4,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
@@ -28,9 +81,37 @@ export function createPool(url: string, log: Logger, options: { max?: number } =
     application_name: 'analytics-exporter',
     // Detects half-open connections (a database host that vanished) instead of waiting forever.
     keepAlive: true,
+    Client: AttemptClient as unknown as new () => pg.ClientBase,
   });
-  pool.on('error', (err) => log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'idle database connection failed'));
+  pool.on('error', (err) => log.warn({ err }, 'idle database connection failed'));
   return pool;
+}
+
+/** OpenSSL's verdicts on a chain that ends in no root the client trusts. */
+const UNTRUSTED_CHAIN_CODES = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_UNTRUSTED',
+]);
+
+/**
+ * What went wrong with TLS, in words, with the setting that would fix it. pg's or Node's own
+ * message stays in the error's `cause` (describeError shows both).
+ */
+function describeTlsError(err: unknown): string {
+  const e = err as { message?: string; code?: string };
+  if (e.message === 'The server does not support SSL connections')
+    return 'the server does not accept TLS; enable ssl on the server, or use sslmode=prefer or disable';
+  if (e.code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+    return "the server's certificate does not hold the host name; connect by a name it holds, or use sslmode=verify-ca to check the chain only";
+  }
+  if (UNTRUSTED_CHAIN_CODES.has(e.code ?? ''))
+    return "the server's certificate does not chain to a trusted root; set sslrootcert (or PGSSLROOTCERT) to the CA that signed it";
+  if (/^ERR_SSL_|^ERR_TLS_/.test(e.code ?? '')) return 'the TLS handshake failed';
+  return "the server's certificate was not accepted";
 }
 
 /** Wraps a database failure as a {@link DatabaseError} (`ERR_DATABASE`), keeping the Postgres SQLSTATE in the message. */

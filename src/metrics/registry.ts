@@ -97,6 +97,18 @@ export class ExporterMetrics {
     labelNames: ['endpoint', 'reason'],
     registers: [this.registry],
   });
+  readonly upstreamRateLimit = new Gauge({
+    name: `${METRIC_PREFIX}upstream_rate_limit_requests_per_second`,
+    help:
+      'Current pace of the request budget of E6 and E7 (UPSTREAM_RATE_LIMIT), in requests per second: the configured rate, ' +
+      'halved by a 429 and recovering gradually; 0 when no budget is set.',
+    registers: [this.registry],
+  });
+  readonly upstreamRateLimitWait = new Counter({
+    name: `${METRIC_PREFIX}upstream_rate_limit_wait_seconds_total`,
+    help: 'Seconds E6 and E7 requests waited for the request budget (UPSTREAM_RATE_LIMIT) before being sent, summed over requests.',
+    registers: [this.registry],
+  });
   readonly tokenRequests = new Counter({
     name: `${METRIC_PREFIX}token_requests_total`,
     help: 'OAuth2 token requests sent to the identity host (E0), by outcome.',
@@ -227,7 +239,7 @@ export class ExporterMetrics {
     return families;
   }
 
-  /** Observer for the analytics client: request durations, retries, token requests. */
+  /** Observer for the analytics client: request durations, retries, token requests, the request budget. */
   clientObserver(): ClientObserver {
     return {
       onResponse: ({ endpoint, status, durationSeconds }) =>
@@ -235,6 +247,8 @@ export class ExporterMetrics {
       onRetry: ({ endpoint }) => this.upstreamRetries.inc({ endpoint }),
       onTokenRequest: (outcome) => this.tokenRequests.inc({ outcome }),
       onAttemptFailed: ({ endpoint, reason }) => this.upstreamAttemptFailures.inc({ endpoint, reason }),
+      onRateLimit: (ratePerSecond) => this.upstreamRateLimit.set(ratePerSecond),
+      onRateLimitWait: (seconds) => this.upstreamRateLimitWait.inc(seconds),
     };
   }
 

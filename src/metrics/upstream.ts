@@ -6,7 +6,7 @@
  * - the read is bounded by the scrape's own deadline, so /metrics always answers in time, with
  *   `analytics_exporter_upstream_up 0` and no upstream sample older than the TTL when it fails.
  */
-import { AbortedError, UpstreamError, describeError, failureReason } from '../errors.js';
+import { AbortedError, UpstreamError, failureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { mergeFamilies, parseExposition, prefixFamilies, serializeOpenMetricsBuffer, serializeTextBuffer, type MetricFamily } from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
@@ -173,7 +173,7 @@ export class UpstreamMetrics {
       metrics.upstreamUp.set(0);
       const reason = failureReason(err);
       metrics.upstreamErrors.inc({ reason });
-      log.warn({ reason, err: { message: describeError(err) } }, 'reading the upstream Prometheus text failed');
+      log.warn({ reason, err }, 'reading the upstream Prometheus text failed');
       throw err;
     } finally {
       metrics.upstreamScrapeDuration.set((performance.now() - started) / 1000);

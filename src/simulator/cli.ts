@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { LOG_LEVELS } from '../config.js';
+import { LOG_FORMATS, LOG_LEVELS } from '../config.js';
 import { parseDurationOrZero, parseIsoDateTime } from '../time.js';
 import { handleShutdownSignals } from '../commands/shutdown.js';
 import { describeError, InvalidArgumentError } from '../errors.js';
@@ -69,6 +69,11 @@ const FLAGS = [
   ['tlsClientCa', '--tls-client-ca <file>', 'PEM CA that client certificates must be signed by (with --require-client-cert)'],
   ['requireClientCert', '--require-client-cert', 'mutual TLS: refuse clients without a certificate signed by --tls-client-ca'],
   ['latency', '--latency <duration>', 'delay before answering each request, e.g. 250ms (default none)'],
+  [
+    'rateLimit',
+    '--rate-limit <rate[:burst]>',
+    'E6/E7 requests per second the server lets through (one token bucket), burst default the rate rounded up; more answer 429 with Retry-After (default none)',
+  ],
   ['rateLimitEvery', '--rate-limit-every <n>', 'every Nth E6/E7 request answers 429 with Retry-After; 0 = never (default 0)'],
   ['retryAfter', '--retry-after <seconds>', `Retry-After of those 429 answers, whole seconds (default ${NO_FAULTS.retryAfterSeconds})`],
   ['errorRate', '--error-rate <share>', 'share of E6/E7 requests answered with --error-status, 0 to 1, seeded (default 0)'],
@@ -152,6 +157,19 @@ const flagsSchema = z.object({
   tlsClientCa: pemFile.optional(),
   requireClientCert: z.boolean().optional(),
   latency: durationMs('250ms').optional(),
+  rateLimit: z
+    .string()
+    .transform((text, ctx) => {
+      const m = /^(\d+(?:\.\d*)?|\.\d+)(?::(\d+))?$/.exec(text);
+      const perSecond = Number(m?.[1]);
+      const burst = m?.[2] === undefined ? Math.ceil(perSecond) : Number(m[2]);
+      if (m === null || !(perSecond > 0 && perSecond <= 1_000_000) || !(burst >= 1 && burst <= 1_000_000)) {
+        ctx.addIssue(custom('must be RATE or RATE:BURST, requests per second (> 0) and a whole burst (≥ 1), e.g. 50 or 50:10'));
+        return z.NEVER;
+      }
+      return { perSecond, burst };
+    })
+    .optional(),
   rateLimitEvery: wholeNumber(0, Number.MAX_SAFE_INTEGER).optional(),
   retryAfter: wholeNumber(0, 86_400).optional(),
   errorRate: z
@@ -239,6 +257,7 @@ function parseFlags(raw: Record<string, unknown>): { flags: Flags } | { error: s
 function simulatorOptions(flags: Flags, logger: Logger): SimulatorOptions {
   const faults: Partial<FaultSettings> = {};
   if (flags.latency !== undefined) faults.latencyMs = flags.latency;
+  if (flags.rateLimit !== undefined) faults.rateLimit = flags.rateLimit;
   if (flags.rateLimitEvery !== undefined) faults.rateLimitEvery = flags.rateLimitEvery;
   if (flags.retryAfter !== undefined) faults.retryAfterSeconds = flags.retryAfter;
   if (flags.errorRate !== undefined) faults.errorRate = flags.errorRate;
@@ -288,7 +307,8 @@ export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, 
     return EXIT_USAGE;
   }
   const level = LOG_LEVELS.find((l) => l === (raw.logLevel ?? process.env.LOG_LEVEL ?? 'info')) ?? 'info';
-  const log = logger ?? createLogger(level);
+  const format = LOG_FORMATS.find((f) => f === (raw.logFormat ?? process.env.LOG_FORMAT ?? 'auto')) ?? 'auto';
+  const log = logger ?? createLogger(level, { format });
   const options = simulatorOptions(parsed.flags, log);
 
   let simulator;

@@ -41,6 +41,13 @@ export interface FaultSettings {
   rateLimitEvery: number;
   /** Value of `Retry-After` on those 429s, in seconds. */
   retryAfterSeconds: number;
+  /**
+   * A real rate limit on authenticated E6/E7 requests, one token bucket for the whole server:
+   * `perSecond` requests a second, `burst` at once after a quiet spell. A request over it answers
+   * 429 with `Retry-After` (whole seconds until a request would be let through, at least 1).
+   * The bucket starts full whenever a new object is set. `undefined` = no limit.
+   */
+  rateLimit: { perSecond: number; burst: number } | undefined;
   /** Share (0..1) of authenticated E6/E7 requests answered with `errorStatus`; drawn from a seeded generator. */
   errorRate: number;
   /** Status of `errorRate` failures. */
@@ -65,6 +72,7 @@ export const NO_FAULTS: Readonly<FaultSettings> = Object.freeze({
   latencyMs: 0,
   rateLimitEvery: 0,
   retryAfterSeconds: 1,
+  rateLimit: undefined,
   errorRate: 0,
   errorStatus: 503,
   revokeTokensAfterSeconds: undefined,
@@ -311,6 +319,10 @@ function checkFaultNumbers(faults: FaultSettings): void {
   for (const [name, ok] of rules) {
     if (!ok) throw new InvalidArgumentError(`fault setting ${name} is out of range; got ${JSON.stringify(faults[name])}`);
   }
+  const limit = faults.rateLimit;
+  if (limit !== undefined && !(Number.isFinite(limit.perSecond) && limit.perSecond > 0 && Number.isSafeInteger(limit.burst) && limit.burst >= 1)) {
+    throw new InvalidArgumentError('fault setting rateLimit needs perSecond > 0 and burst ≥ 1, a whole number');
+  }
   const arrivals = faults.arrivals;
   if (
     arrivals !== undefined &&
@@ -370,6 +382,23 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     return ++state.count;
   };
   const everyNth = (name: string, every: number): boolean => every > 0 && tick(name, every) % every === 0;
+
+  /** The token bucket of `faults.rateLimit`, started full for each new setting object. */
+  let bucket: { setting: NonNullable<FaultSettings['rateLimit']>; tokens: number; atMs: number } | undefined;
+  /** Takes a token of `faults.rateLimit`; returns undefined when the request may go on, else the seconds to wait (≥ 1). */
+  const overRateLimit = (): number | undefined => {
+    const limit = faults.rateLimit;
+    if (limit === undefined) return undefined;
+    const t = performance.now();
+    if (bucket === undefined || bucket.setting !== limit) bucket = { setting: limit, tokens: limit.burst, atMs: t };
+    bucket.tokens = Math.min(limit.burst, bucket.tokens + ((t - bucket.atMs) / 1000) * limit.perSecond);
+    bucket.atMs = t;
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return undefined;
+    }
+    return Math.max(1, Math.ceil((1 - bucket.tokens) / limit.perSecond));
+  };
 
   // ----------------------------------------------------------------------------------------
   // Response helpers.
@@ -627,7 +656,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   };
 
   /**
-   * Faults decided before the body is built: a queued status, rate limiting, random errors.
+   * Faults decided before the body is built: a queued status, the rate limit, `rateLimitEvery`, random errors.
    * @returns true when the request has been answered.
    */
   const answeredByFault = (res: http.ServerResponse, queued: QueuedFault | undefined): boolean => {
@@ -636,6 +665,18 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       if (queued.retryAfter !== undefined) headers['retry-after'] = queued.retryAfter;
       if (queued.status === 401) headers['www-authenticate'] = 'Bearer realm="simulator", error="invalid_token"';
       sendJson(res, queued.status, { error: 'simulated_fault', status: queued.status }, headers);
+      return true;
+    }
+    const waitSeconds = overRateLimit();
+    if (waitSeconds !== undefined) {
+      injected.set(res, 'rate-limit');
+      const limit = faults.rateLimit!;
+      sendJson(
+        res,
+        429,
+        { error: 'rate_limited', error_description: `more than ${limit.perSecond} requests per second (burst ${limit.burst})` },
+        { 'retry-after': String(waitSeconds) },
+      );
       return true;
     }
     if (everyNth('rateLimit', faults.rateLimitEvery)) {

@@ -85,6 +85,12 @@ class KeepStoredWindow extends Error {
 
 /** Hooks for metrics and progress; every one optional, none may throw. */
 export interface SyncObserver {
+  /**
+   * Set when the observer shows the run to a person as it goes (a progress bar) and the command
+   * prints the outcome itself: the per-window lines and the success line are then logged at
+   * `debug` instead of `info`. Warnings and the failure line keep their levels.
+   */
+  readonly showsProgress?: boolean;
   runStarted?(event: { runId: number; windows: readonly Window[] }): void;
   pageLoaded?(event: { records: number }): void;
   windowCommitted?(summary: WindowSummary & { watermark: number | undefined }): void;
@@ -108,6 +114,8 @@ export type SyncResult =
       windows: number;
       pages: number;
       records: number;
+      /** Records kept in `records_quarantine` instead of `records` (jsonb cannot store them). */
+      quarantined: number;
       watermark: number | undefined;
       durationSeconds: number;
       error?: Error;
@@ -196,7 +204,10 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   let committed = 0;
   let pages = 0;
   let records = 0;
+  let quarantined = 0;
   let watermark = watermarkBefore;
+  // With a progress bar on the screen, a line per window would only push the bar around.
+  const windowLevel = observer?.showsProgress === true ? 'debug' : 'info';
   let status: RunStatus = 'succeeded';
   let error: Error | undefined;
 
@@ -233,8 +244,9 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
       committed++;
       pages += summary.pages;
       records += summary.records;
+      quarantined += summary.quarantined;
       watermark = summary.watermark;
-      log.info(
+      log[windowLevel](
         {
           runId,
           window: [iso(window.start), iso(window.end)],
@@ -304,6 +316,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     windows: committed,
     pages,
     records,
+    quarantined,
     watermark,
     durationSeconds,
     ...(error ? { error } : {}),
@@ -315,12 +328,13 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     windowsPlanned: windows.length,
     pages,
     records,
+    quarantined,
     durationMs: Math.round(durationSeconds * 1000),
     recordsPerSecond: durationSeconds > 0 ? Math.round(records / durationSeconds) : 0,
     watermark: watermark === undefined ? null : iso(watermark),
-    ...(error ? { error: describeError(error) } : {}),
+    ...(error ? { err: error } : {}),
   };
-  if (status === 'succeeded') log.info(summaryLine, 'sync run succeeded');
+  if (status === 'succeeded') log[windowLevel](summaryLine, 'sync run succeeded');
   else if (status === 'interrupted') log.warn(summaryLine, 'sync run interrupted; committed windows are kept, the next run completes the data');
   else log.error(summaryLine, 'sync run failed; committed windows are kept, the next run completes the data');
   observer?.runFinished?.(result);

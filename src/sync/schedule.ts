@@ -4,7 +4,6 @@
  * Ticks never throw: a failed run is logged and counted by the run's own observer.
  */
 import cron, { type ScheduledTask } from 'node-cron';
-import { coerceError, describeError } from '../errors.js';
 import { settledWithin } from '../settle.js';
 import type { Logger } from '../log.js';
 import type { SyncResult } from './run.js';
@@ -58,7 +57,7 @@ export class SyncScheduler {
       .run(this.#stop.signal)
       .catch((err: unknown) => {
         // runSync reports upstream faults as a failed result; what reaches here is the database being unreachable.
-        this.#options.log.error({ err: { message: describeError(coerceError(err)) } }, 'sync could not run');
+        this.#options.log.error({ err }, 'sync could not run');
         return undefined;
       })
       .finally(() => {

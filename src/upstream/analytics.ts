@@ -10,9 +10,10 @@ import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
 import { AbortedError, InvalidArgumentError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
+import { RequestBudget } from './budget.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
-import { withRetries, type RetryPolicy } from './retry.js';
-import { TokenClient } from './token.js';
+import { logRetry, withRetries, type RetryPolicy } from './retry.js';
+import { MIN_CLIENT_SECRET_LENGTH, TokenClient } from './token.js';
 
 /** Reference Limits: pageSize is 1 to 1000. */
 export const MAX_PAGE_SIZE = 1000;
@@ -68,6 +69,10 @@ export interface RequestOptions {
 
 /** Hooks for the exporter's own metrics; every one is optional. */
 export interface ClientObserver {
+  /** The pace of the request budget (UPSTREAM_RATE_LIMIT), in requests per second: at start and after every change. */
+  onRateLimit?(ratePerSecond: number): void;
+  /** One E6/E7 request waited this many seconds for the request budget before it was sent. */
+  onRateLimitWait?(seconds: number): void;
   /** One HTTP response or network failure (`status` undefined) of E6 or E7. */
   onResponse?(event: { endpoint: Endpoint; status: number | undefined; durationSeconds: number }): void;
   /** A failed attempt that will be tried again. */
@@ -215,6 +220,8 @@ export interface AnalyticsClientOptions {
   now?: () => number;
   /** UPSTREAM_TIMEOUT in milliseconds, named in timeout messages (the dispatcher enforces it). */
   timeoutMs?: number;
+  /** The request budget every E6/E7 request (retries included) waits on; absent = no pacing. */
+  budget?: RequestBudget;
 }
 
 /** Reads analytics from the platform (E6, E7) with tokens from E0. */
@@ -235,12 +242,20 @@ export class AnalyticsClient {
 
   /**
    * Builds a client, its token client and its dispatcher from the configuration.
-   * Call {@link close} when done, to release keep-alive sockets.
+   * Call {@link close} when done, to release keep-alive sockets. Logs a warning (naming the
+   * variable, never the value) when the client secret is shorter than {@link MIN_CLIENT_SECRET_LENGTH}.
    */
   static fromConfig(
     config: UpstreamConfig,
     deps: { log: Logger; observer?: ClientObserver; now?: () => number; random?: () => number; sleep?: RetryPolicy['sleep'] },
   ): AnalyticsClient {
+    if (config.clientSecret.length < MIN_CLIENT_SECRET_LENGTH) {
+      const variable = config.clientSecretVariable ?? 'CLIENT_SECRET';
+      deps.log.warn(
+        { variable, minimumLength: MIN_CLIENT_SECRET_LENGTH },
+        `${variable} holds a client secret shorter than ${MIN_CLIENT_SECRET_LENGTH} characters: it is easy to guess, and messages mask it only where it stands as a whole word`,
+      );
+    }
     const dispatcher = createAgent({ timeoutMs: config.timeoutMs, tls: config.tls });
     const retry: RetryPolicy = {
       maxAttempts: config.maxAttempts,
@@ -248,6 +263,19 @@ export class AnalyticsClient {
       ...(deps.random ? { random: deps.random } : {}),
       ...(deps.sleep ? { sleep: deps.sleep } : {}),
     };
+    // E0 is not paced: one token request an hour does not count against a request rate, and a
+    // token request queued behind a backlog of pages would only delay the pages waiting for it.
+    const budget =
+      config.rateLimit === undefined
+        ? undefined
+        : new RequestBudget({
+            ...config.rateLimit,
+            ...(deps.sleep ? { sleep: deps.sleep } : {}),
+            observer: {
+              onRate: (rate) => deps.observer?.onRateLimit?.(rate),
+              onWait: (seconds) => deps.observer?.onRateLimitWait?.(seconds),
+            },
+          });
     const tokens = new TokenClient({
       tokenUrl: config.tokenUrl,
       clientId: config.clientId,
@@ -270,9 +298,15 @@ export class AnalyticsClient {
       retry,
       log: deps.log,
       timeoutMs: config.timeoutMs,
+      ...(budget ? { budget } : {}),
       ...(deps.observer ? { observer: deps.observer } : {}),
       ...(deps.now ? { now: deps.now } : {}),
     });
+  }
+
+  /** The request budget (UPSTREAM_RATE_LIMIT), when one is set. */
+  get budget(): RequestBudget | undefined {
+    return this.#o.budget;
   }
 
   /** The token client, for `check`'s token step. */
@@ -332,8 +366,11 @@ export class AnalyticsClient {
   }
 
   async #get<T>(endpoint: Endpoint, url: URL, accept: string, signal: AbortSignal | undefined, parse: (res: RawResponse) => T): Promise<T> {
-    const { tokens, retry, log, observer, dispatcher, timeoutMs } = this.#o;
+    const { tokens, retry, log, observer, dispatcher, timeoutMs, budget } = this.#o;
     const once = async (token: string): Promise<RawResponse> => {
+      // Every request waits on the budget, retries and a 401's renewed call included; the wait is
+      // not part of the request's duration.
+      if (budget !== undefined) await budget.acquire(signal);
       const started = performance.now();
       try {
         const res = await send({
@@ -345,6 +382,8 @@ export class AnalyticsClient {
           ...(signal ? { signal } : {}),
           ...(timeoutMs !== undefined ? { timeoutMs } : {}),
         });
+        if (res.status === 429) budget?.throttled();
+        else if (res.status >= 200 && res.status <= 299) budget?.succeeded();
         observer?.onResponse?.({ endpoint, status: res.status, durationSeconds: res.durationSeconds });
         return res;
       } catch (err) {
@@ -373,21 +412,10 @@ export class AnalyticsClient {
       retry,
       {
         ...(signal ? { signal } : {}),
-        onRetry: ({ attempt, error, delayMs }) => {
+        onRetry: (event) => {
+          const { error, delayMs } = event;
           observer?.onRetry?.({ endpoint, code: error.code, status: error.status, delayMs });
-          log.warn(
-            {
-              endpoint,
-              attempt,
-              maxAttempts: retry.maxAttempts,
-              delayMs,
-              status: error.status,
-              code: error.code,
-              fault: failureReason(error),
-              reason: error.message,
-            },
-            'upstream request failed; retrying',
-          );
+          logRetry(log, endpoint, event, retry.maxAttempts);
         },
       },
     );

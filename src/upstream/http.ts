@@ -5,7 +5,7 @@
  */
 import { rootCertificates } from 'node:tls';
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
-import { AbortedError, ExporterError, TokenError, UpstreamError, type Endpoint, type ErrorCode, type FailureReason } from '../errors.js';
+import { AbortedError, ExporterError, TokenError, UpstreamError, redactSecrets, type Endpoint, type ErrorCode, type FailureReason } from '../errors.js';
 import type { TlsFiles } from '../config.js';
 import { parseRetryAfter } from './retry.js';
 
@@ -186,13 +186,15 @@ export function bodyError(endpoint: Endpoint, url: URL, what: string, cause?: un
 }
 
 /**
- * A short, single-line, printable excerpt of a body for error messages. `secrets` (the token,
- * the client secret) are blanked first, in case a server echoes a request back.
+ * A short, single-line, printable excerpt of a body for error messages: the server's text as it
+ * sent it, except that whole occurrences of `secrets` (the token, the client secret, in case a
+ * server echoes a request back) are masked by {@link redactSecrets}, which leaves every other
+ * word intact however short a secret is.
  */
 export function excerpt(body: string, max = 120, secrets: readonly string[] = []): string {
-  let text = body;
-  for (const secret of secrets) if (secret.length > 0) text = text.replaceAll(secret, '[redacted]');
-  const flat = text.replace(/[^\x20-\x7e]+/g, ' ').trim();
+  const flat = redactSecrets(body, secrets)
+    .replace(/[^\x20-\x7e]+/g, ' ')
+    .trim();
   return flat.length > max ? `${flat.slice(0, max)}…` : flat;
 }
 

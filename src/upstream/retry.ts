@@ -3,7 +3,8 @@
  * Retry-After. Shared by the token client (E0) and the analytics client (E6, E7).
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { AbortedError, ExporterError, coerceError } from '../errors.js';
+import { AbortedError, ExporterError, coerceError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
+import type { Logger } from '../log.js';
 
 /** First backoff step; attempt n waits a random time in [0, min(cap, BASE · 2^(n-1))]. */
 export const RETRY_BASE_DELAY_MS = 250;
@@ -99,4 +100,28 @@ export async function withRetries<T>(
       await sleep(delayMs, options.signal);
     }
   }
+}
+
+/**
+ * The fault of one failed attempt: {@link failureReason}, except that a refused token request (E0)
+ * names its status (`http_503`) rather than `token`, which is what a failed token means to the
+ * request that needed it.
+ */
+export function attemptReason(error: ExporterError): FailureReason {
+  return error.code === 'ERR_TOKEN_REQUEST' && error.status !== undefined ? `http_${error.status}` : failureReason(error);
+}
+
+/**
+ * Logs one retry, the same for every endpoint (E0 token, E6, E7): at warn,
+ * `upstream request failed; retrying`, with `endpoint`, `attempt` (the one that failed, from 1),
+ * `maxAttempts`, `delayMs` (the wait before the next attempt), `status` (HTTP status, null when
+ * there was no response), `reason` ({@link attemptReason}, the value of the metrics' `reason`
+ * label) and `err` (the error, serialised by the logger).
+ */
+export function logRetry(log: Logger, endpoint: Endpoint, event: RetryEvent, maxAttempts: number): void {
+  const { attempt, error, delayMs } = event;
+  log.warn(
+    { endpoint, attempt, maxAttempts, delayMs, status: error.status ?? null, reason: attemptReason(error), err: error },
+    'upstream request failed; retrying',
+  );
 }

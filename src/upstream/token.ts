@@ -19,7 +19,7 @@ import { secretFromFileText, type TokenAuthMethod } from '../config.js';
 import { TokenError, failureReason, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { bodyError, excerpt, send, statusError } from './http.js';
-import { withRetries, type RetryPolicy } from './retry.js';
+import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 
 /** Lifetime assumed when the response has no `expires_in` (reference Limits: about one hour). */
 export const DEFAULT_TOKEN_LIFETIME_MS = 3_600_000;
@@ -31,6 +31,13 @@ export const TOKEN_REFRESH_MARGIN_MS = 60_000;
  * page, would otherwise each run a whole retry sequence against an identity host that is down.
  */
 export const TOKEN_FAILURE_HOLD_MS = 1_000;
+
+/**
+ * A client secret shorter than this is warned about at start: it is easy to guess, and the
+ * last-resort mask of messages (redactSecrets in src/errors.ts) masks only its whole occurrences, which for
+ * a short secret are ordinary words.
+ */
+export const MIN_CLIENT_SECRET_LENGTH = 8;
 
 const tokenResponseSchema = z.object({
   access_token: z.string({ error: 'access_token is missing or not a string' }).min(1, 'access_token is empty'),
@@ -201,7 +208,9 @@ export class TokenClient {
       form.client_secret = clientSecret;
     }
     const body = new URLSearchParams(form).toString();
-    // Forms of the secret a server could echo back: raw, form-encoded, percent-encoded, in the Basic header.
+    // `body` and `headers` carry the secret: neither is put into a message or a log line, only the
+    // server's answer is quoted, as it sent it. A server could still echo the secret back, in one of
+    // these forms (raw, form-encoded, percent-encoded, in the Basic header), which excerpt() masks.
     const secretForms = [
       clientSecret,
       formUrlEncode(clientSecret),
@@ -258,8 +267,7 @@ export class TokenClient {
       },
       this.#options.retry,
       {
-        onRetry: ({ attempt, error, delayMs }) =>
-          log.warn({ endpoint: 'token', attempt, delayMs, err: { code: error.code, message: error.message } }, 'token request failed; retrying'),
+        onRetry: (event) => logRetry(log, 'token', event, this.#options.retry.maxAttempts),
       },
     ).catch((err: unknown) => {
       // The token request had its own retries: the error is final, so an API call's retry loop

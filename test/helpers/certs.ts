@@ -30,13 +30,19 @@ function openssl(dir: string, args: string[]): void {
   }
 }
 
+/** Options of {@link createTestPki}. */
+export interface TestPkiOptions {
+  /** subjectAltName of the server certificate; default `DNS:localhost,IP:127.0.0.1`. */
+  serverAltNames?: string;
+}
+
 /**
  * Generates a CA and two leaf certificates (server, client) with the openssl CLI, EC P-256,
  * valid for one day. Synchronous; takes well under a second.
  *
  * @throws when openssl is missing or fails, saying how to install it.
  */
-export function createTestPki(): TestPki {
+export function createTestPki(options: TestPkiOptions = {}): TestPki {
   const dir = mkdtempSync(join(tmpdir(), 'ae-pki-'));
   const key = (name: string) => openssl(dir, ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', `${name}.key`]);
   key('ca');
@@ -63,7 +69,7 @@ export function createTestPki(): TestPki {
       `${name}.pem`,
     ]);
   };
-  leaf('server', '/CN=localhost', 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  leaf('server', '/CN=localhost', `subjectAltName=${options.serverAltNames ?? 'DNS:localhost,IP:127.0.0.1'}\nextendedKeyUsage=serverAuth\n`);
   leaf('client', '/CN=analytics-exporter test client', 'extendedKeyUsage=clientAuth\n');
   const file = (name: string) => join(dir, name);
   const read = (name: string) => readFileSync(file(name), 'utf8');

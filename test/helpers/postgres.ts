@@ -18,7 +18,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, chownSync, copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import pg from 'pg';
@@ -62,6 +62,19 @@ export interface StartClusterOptions {
   ignoreTestDatabaseUrl?: boolean;
   /** Extra `postgresql.conf` settings, e.g. `{ log_min_duration_statement: '0' }`. */
   settings?: Record<string, string>;
+  /**
+   * Serve TLS (`ssl = on`) with this certificate and key (PEM files, copied into the data
+   * directory, the key made 0600 as PostgreSQL requires); `caFile` becomes `ssl_ca_file`, the
+   * roots client certificates are checked against. Implies a local cluster (TEST_DATABASE_URL
+   * is ignored).
+   */
+  tls?: { certFile: string; keyFile: string; caFile?: string };
+  /**
+   * Lines of `pg_hba.conf` replacing initdb's (which trusts every local connection, TLS or not),
+   * e.g. `hostssl all all 127.0.0.1/32 trust` to refuse plain TCP connections. A `local` line is
+   * added first, so that pg_ctl can reach the server on its socket.
+   */
+  hba?: string[];
 }
 
 /** A fresh database made by {@link createTestDatabase}. */
@@ -189,7 +202,7 @@ function externalCluster(url: string): ThrowawayCluster {
  */
 export async function startThrowawayCluster(opts: StartClusterOptions = {}): Promise<ThrowawayCluster> {
   const externalUrl = process.env.TEST_DATABASE_URL;
-  if (externalUrl && !opts.ignoreTestDatabaseUrl) return externalCluster(externalUrl);
+  if (externalUrl && !opts.ignoreTestDatabaseUrl && !opts.tls && !opts.hba) return externalCluster(externalUrl);
 
   const { binDir } = findPostgresBinaries();
   const pgCtl = join(binDir, 'pg_ctl');
@@ -230,6 +243,23 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
       runAs,
     });
 
+    const tlsSettings: Record<string, string> = {};
+    if (opts.tls) {
+      const place = (from: string, name: string) => {
+        copyFileSync(from, join(dataDir, name));
+        chmodSync(join(dataDir, name), 0o600);
+        if (runAs) chownSync(join(dataDir, name), runAs.uid, runAs.gid);
+      };
+      place(opts.tls.certFile, 'server.crt');
+      place(opts.tls.keyFile, 'server.key');
+      Object.assign(tlsSettings, { ssl: 'on', ssl_cert_file: "'server.crt'", ssl_key_file: "'server.key'" });
+      if (opts.tls.caFile !== undefined) {
+        place(opts.tls.caFile, 'root.crt');
+        tlsSettings.ssl_ca_file = "'root.crt'";
+      }
+    }
+    if (opts.hba) writeFileSync(join(dataDir, 'pg_hba.conf'), ['local all all trust', ...opts.hba, ''].join('\n'));
+
     // Settings live in an included file so the port can be rewritten when it was taken meanwhile.
     const harnessConf = join(dataDir, 'harness.conf');
     appendFileSync(join(dataDir, 'postgresql.conf'), "\ninclude 'harness.conf'\n");
@@ -244,6 +274,7 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
         full_page_writes: 'off',
         // Same results on every machine, whatever its local zone.
         timezone: "'UTC'",
+        ...tlsSettings,
         ...opts.settings,
       })
         .map(([key, value]) => `${key} = ${value}\n`)
@@ -265,7 +296,9 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
     }
 
     const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-    await waitForConnection(url);
+    // A cluster serving TLS may refuse plain connections (hba): the readiness probe encrypts, unverified.
+    const ssl = opts.tls ? { rejectUnauthorized: false } : false;
+    await waitForConnection(url, ssl);
 
     let stopped = false;
     return {
@@ -287,7 +320,7 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
         } catch (error) {
           throw new Error(`PostgreSQL did not restart. Server log (${logFile}):\n${serverLog()}`, { cause: error });
         }
-        await waitForConnection(url);
+        await waitForConnection(url, ssl);
       },
       async kill() {
         if (stopped) throw new Error('kill() after stop(): the cluster folder is gone');
@@ -306,10 +339,10 @@ export async function startThrowawayCluster(opts: StartClusterOptions = {}): Pro
 }
 
 /** pg_ctl -w has seen the server ready on its socket; make sure TCP answers too before handing out the URL. */
-async function waitForConnection(url: string, timeoutMs = 10_000): Promise<void> {
+async function waitForConnection(url: string, ssl: pg.ClientConfig['ssl'], timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const client = new pg.Client({ connectionString: url });
+    const client = new pg.Client({ connectionString: url, ssl });
     try {
       await client.connect();
       await client.query('select 1');

@@ -1,7 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { inject } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 
 let sim: Simulator;
@@ -14,11 +17,20 @@ afterAll(async () => {
   await sim.close();
 });
 
-const env = () => ({ STATISTICS_URL: sim.url, AUTH_URL: sim.url, CLIENT_ID: 'cli-client', CLIENT_SECRET: SECRET, LOG_LEVEL: 'warn' });
+// The run's PostgreSQL server rather than the embedded default: opening PGlite costs about a second of
+// CPU a process, and an embedded database would land in the working tree's ./data.
+const env = () => ({
+  STATISTICS_URL: sim.url,
+  AUTH_URL: sim.url,
+  CLIENT_ID: 'cli-client',
+  CLIENT_SECRET: SECRET,
+  LOG_LEVEL: 'warn',
+  DATABASE_URL: inject('postgresUrl'),
+});
 
 describe('analytics-exporter check', () => {
   it('passes every step against the simulator, database included', async () => {
-    const r = await runCli(['check'], { ...env(), DATABASE_URL: inject('postgresUrl') });
+    const r = await runCli(['check'], env());
     expect(r.stdout).toMatch(/^ok +configuration/m);
     expect(r.stdout).toMatch(/^ok +token +Bearer token from http:\/\/127\.0\.0\.1:\d+\/connect\/token \(client_secret_post/m);
     expect(r.stdout).toMatch(/^ok +analytics +E6 /m);
@@ -64,7 +76,9 @@ describe('analytics-exporter check', () => {
   });
 
   it('checks against the built-in simulator when nothing is configured', async () => {
-    const r = await runCli(['check'], { LOG_LEVEL: 'warn' });
+    const dataDir = mkdtempSync(join(tmpdir(), 'ae-check-'));
+    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
+    const r = await runCli(['check'], { LOG_LEVEL: 'warn', DATA_DIR: dataDir });
     expect(r.stdout).toMatch(/^ok +configuration +STATISTICS_URL unset: checking against the built-in demo simulator/m);
     expect(r.stdout).toMatch(/^ok +prometheus/m);
     expect(r.stderr).toContain('DEMO DATA');

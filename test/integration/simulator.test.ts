@@ -476,6 +476,21 @@ describe('fault injection', () => {
     expect(statuses).toEqual([200, 200, 429, 200, 200, 429]);
   });
 
+  it('limits E6 and E7 together to a rate with a burst, answering 429 with the seconds to wait', async () => {
+    // One request per 100 s: nothing refills during the test, whatever the machine's speed.
+    sim.faults.rateLimit = { perSecond: 0.01, burst: 3 };
+    const replies = [await e6(), await prometheus(token), await e6(), await prometheus(token), await e6()];
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429, 429]);
+    expect(replies[3]!.headers['retry-after']).toBe('100');
+    expect(JSON.parse(replies[4]!.text)).toMatchObject({ error: 'rate_limited' });
+    // A new setting starts a full bucket; a request without a valid token takes nothing.
+    sim.faults.rateLimit = { perSecond: 0.01, burst: 1 };
+    expect((await analytics('not-a-token', { startDate: FROM })).status).toBe(401);
+    expect((await e6()).status).toBe(200);
+    expect((await e6()).status).toBe(429);
+    await expect(startSimulator({ faults: { rateLimit: { perSecond: 0, burst: 1 } } })).rejects.toThrow(/rateLimit/);
+  });
+
   it('fails a seeded share of requests with errorStatus, the same ones on every run', async () => {
     const run = async () => {
       const s = await startExtra({ records: 100, faults: { errorRate: 0.5, errorStatus: 500 } });
@@ -705,7 +720,7 @@ describe('simulate command', () => {
     let url = '';
     const listening = new Promise<void>((resolve) => {
       void runSimulate(
-        { port: '0', records: '1_000', clientId: 'cli-client', seed: '9' },
+        { port: '0', records: '1_000', clientId: 'cli-client', seed: '9', rateLimit: '0.01:1' },
         {
           stdout: (l) => out.push(l),
           stderr: (l) => err.push(l),
@@ -725,6 +740,12 @@ describe('simulate command', () => {
     expect(out[0]).toContain('CLIENT_SECRET=demo-secret');
     const reply = await tokenRequest(url, { grant_type: 'client_credentials', client_id: 'cli-client', client_secret: 'demo-secret', scope: 'api.external' });
     expect(reply.status).toBe(200);
+    // --rate-limit 0.01:1: one E6/E7 request, then 429 for the next 100 s.
+    const token = (JSON.parse(reply.text) as { access_token: string }).access_token;
+    const e6 = () => call(`${url}/analytics?startDate=2026-10-01T00:00:00Z`, { headers: { authorization: `Bearer ${token}` } });
+    expect((await e6()).status).toBe(200);
+    const limited = await e6();
+    expect([limited.status, limited.headers['retry-after']]).toEqual([429, '100']);
     controller.abort();
     await vi.waitFor(() => expect(out.at(-1)).toBe('exit 0'));
     expect(err).toEqual([]);
@@ -751,6 +772,13 @@ describe('simulate command', () => {
     err.length = 0;
     expect(await runSimulate({ clientSecret: '' }, io)).toBe(2);
     expect(err[0]).toBe('simulate: --client-secret must not be empty; got ***');
+    for (const value of ['0', 'fast', '10:0', '10:1.5', '-3']) {
+      err.length = 0;
+      expect(await runSimulate({ rateLimit: value }, io)).toBe(2);
+      expect(err).toEqual([
+        `simulate: --rate-limit must be RATE or RATE:BURST, requests per second (> 0) and a whole burst (≥ 1), e.g. 50 or 50:10; got "${value}"`,
+      ]);
+    }
   });
 
   it('exits 1 when the port is taken', async () => {

@@ -177,6 +177,23 @@ describe('TokenClient', () => {
     }
   });
 
+  it('quotes the server as it answered when the secret is one character, and masks the secret standing as a word', async () => {
+    // A 1-character secret occurs inside most words; only a whole occurrence is the secret.
+    answer = () => ({ status: 401, body: { error: 'invalid_client', error_description: 'unknown client or wrong secret' } });
+    const wrong = (await client({ clientSecret: 't' })
+      .getToken()
+      .catch((e: unknown) => e)) as TokenError;
+    expect(wrong).toBeInstanceOf(TokenError);
+    expect(wrong.message).toContain('HTTP 401: invalid_client (unknown client or wrong secret)');
+    expect(wrong.message).not.toContain('[redacted]');
+
+    answer = () => ({ status: 400, body: 'the client at gate t sent secret t; try that test text later' });
+    const echoed = (await client({ clientSecret: 't' })
+      .getToken()
+      .catch((e: unknown) => e)) as TokenError;
+    expect(echoed.message).toContain('the client at gate [redacted] sent secret [redacted]; try that test text later');
+  });
+
   it('makes a final token failure non-retryable, so API retries do not repeat the token retries', async () => {
     answer = () => ({ status: 503, body: { error: 'temporarily_unavailable' } });
     const err = (await client()

@@ -124,7 +124,7 @@ async function run(h: Harness, env: Record<string, string> = {}): Promise<Extrac
       done();
     },
   });
-  const log = createLogger('info', sink);
+  const log = createLogger('info', { destination: sink });
   const config = loadConfig({
     STATISTICS_URL: h.sim.url,
     AUTH_URL: h.sim.authUrl,
@@ -400,13 +400,22 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     const failure = h.logs.find((l) => l.msg === 'sync run failed; committed windows are kept, the next run completes the data');
     expect(failure, 'the failure line').toBeDefined();
     expect(failure).toMatchObject({ level: 'error', status: 'failed', runId: failed.runId });
-    expect(String(failure!.error)).toMatch(new RegExp(c.message.source.replace(/^\^/, '')));
-    const retryLines = h.logs.filter(
-      (l) => l.msg === (c.attempt.endpoint === 'token' ? 'token request failed; retrying' : 'upstream request failed; retrying'),
-    );
+    expect(failure!.err).toMatchObject({ type: error.constructor.name, code: c.code, message: expect.stringMatching(c.message) });
+    expect(failure!.err).not.toHaveProperty('stack');
+    // One warning per retry, of the same shape for the token endpoint (E0) and E6.
+    const retryLines = h.logs.filter((l) => l.msg === 'upstream request failed; retrying' && l.endpoint === c.attempt.endpoint);
     expect(retryLines).toHaveLength(uses - 1);
-    if (c.attempt.endpoint === 'analytics')
-      for (const l of retryLines) expect(l).toMatchObject({ level: 'warn', endpoint: 'analytics', fault: c.attempt.reason });
+    for (const l of retryLines) {
+      expect(l).toMatchObject({
+        level: 'warn',
+        reason: c.attempt.reason,
+        maxAttempts: MAX_ATTEMPTS,
+        delayMs: expect.any(Number),
+        err: { type: expect.any(String) },
+      });
+      expect(l).toHaveProperty('status');
+    }
+    expect(retryLines.map((l) => l.attempt)).toEqual(Array.from({ length: uses - 1 }, (_, i) => i + 1));
 
     // Metrics: the run's failure by reason, every faulted attempt by endpoint and reason.
     expect(await counter(h, 'sync_failures_total')).toBe(1);
@@ -456,9 +465,7 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     // Seen in the metrics and the log although the run succeeded.
     expect(await counter(h, 'upstream_attempt_failures_total', c.attempt)).toBe(uses);
     expect(await counter(h, 'sync_failures_total')).toBe(0);
-    const retryLines = h.logs.filter(
-      (l) => l.msg === (c.attempt.endpoint === 'token' ? 'token request failed; retrying' : 'upstream request failed; retrying'),
-    );
+    const retryLines = h.logs.filter((l) => l.msg === 'upstream request failed; retrying' && l.endpoint === c.attempt.endpoint);
     expect(retryLines).toHaveLength(uses);
     await expectNoSecrets(h);
   });

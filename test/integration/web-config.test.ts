@@ -74,7 +74,7 @@ function capturedLogger(): { log: Logger; lines: { level: string; msg: string }[
       done();
     },
   });
-  return { log: createLogger('info', sink), lines };
+  return { log: createLogger('info', { format: 'json', destination: sink }), lines };
 }
 
 /** One HTTPS request on a new connection (Node's https client): the status, the body and the SHA-256 fingerprint of the certificate served. */

@@ -36,8 +36,27 @@ describe('loadConfig', () => {
       retryMaxDelayMs: 30_000,
     });
     expect(config.upstream!.tokenUrl.href).toBe('https://auth.example.test/connect/token');
-    expect(config.database).toEqual({ url: undefined, schema: 'analytics', dataDir: './data' });
+    expect(config.database).toEqual({ url: undefined, tls: { mode: 'disable', roots: 'system' }, schema: 'analytics', dataDir: './data' });
     expect(config.logLevel).toBe('info');
+  });
+
+  it('reads the request budget: off by default, the burst defaulting to the rate rounded up', () => {
+    expect(loadConfig(base).upstream!.rateLimit).toBeUndefined();
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: 'off' }).upstream!.rateLimit).toBeUndefined();
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: '10' }).upstream!.rateLimit).toEqual({ ratePerSecond: 10, burst: 10 });
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: '0.5' }).upstream!.rateLimit).toEqual({ ratePerSecond: 0.5, burst: 1 });
+    expect(loadConfig({ ...base }, { UPSTREAM_RATE_LIMIT: '2.5', UPSTREAM_RATE_BURST: '7' }).upstream!.rateLimit).toEqual({ ratePerSecond: 2.5, burst: 7 });
+  });
+
+  it.each([['0'], ['-1'], ['10/s'], ['1e3'], ['10001'], ['on']])('rejects UPSTREAM_RATE_LIMIT=%s, naming it', (value) => {
+    const err = configError({ ...base, UPSTREAM_RATE_LIMIT: value });
+    expect(err.variable).toBe('UPSTREAM_RATE_LIMIT');
+    expect(err.message).toContain("or 'off'");
+  });
+
+  it('rejects a burst without a rate, and a burst that is not a whole number', () => {
+    expect(configError({ ...base, UPSTREAM_RATE_BURST: '5' }).message).toContain('UPSTREAM_RATE_BURST needs UPSTREAM_RATE_LIMIT');
+    expect(configError({ ...base, UPSTREAM_RATE_LIMIT: '5', UPSTREAM_RATE_BURST: '1.5' }).variable).toBe('UPSTREAM_RATE_BURST');
   });
 
   it('keeps a path prefix of AUTH_URL in the token URL', () => {
@@ -51,6 +70,16 @@ describe('loadConfig', () => {
   it('lets flags win over the environment', () => {
     const config = loadConfig({ ...base, LOG_LEVEL: 'warn' }, { LOG_LEVEL: 'debug' });
     expect(config.logLevel).toBe('debug');
+  });
+
+  it('reads LOG_FORMAT: auto by default, json or pretty from the variable or --log-format, anything else refused naming it', () => {
+    expect(loadConfig(base).logFormat).toBe('auto');
+    expect(loadConfig({ ...base, LOG_FORMAT: 'json' }).logFormat).toBe('json');
+    expect(loadConfig({ ...base, LOG_FORMAT: 'json' }, { LOG_FORMAT: 'pretty' }).logFormat).toBe('pretty');
+    expect(loadConfig({ ...base, LOG_FORMAT: '' }).logFormat).toBe('auto');
+    const err = configError({ ...base, LOG_FORMAT: 'text' });
+    expect(err.variable).toBe('LOG_FORMAT');
+    expect(err.message).toBe('LOG_FORMAT must be one of auto, json, pretty; got "text"');
   });
 
   it('treats empty variables as unset', () => {
@@ -206,6 +235,75 @@ describe('sync settings', () => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);
     expect(err.message).toContain(rule);
+  });
+});
+
+describe('DATABASE_URL and libpq TLS settings', () => {
+  it("takes sslmode from the URL over PGSSLMODE, PGSSLMODE over libpq's default prefer", () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db.example.com/a' }).database).toMatchObject({
+      url: 'postgres://u@db.example.com/a',
+      tls: { mode: 'prefer', roots: 'system' },
+    });
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db.example.com/a', PGSSLMODE: 'require' }).database.tls.mode).toBe('require');
+    const both = loadConfig({ DATABASE_URL: 'postgres://u@db.example.com/a?sslmode=disable', PGSSLMODE: 'verify-full' }).database;
+    expect(both).toMatchObject({ url: 'postgres://u@db.example.com/a', tls: { mode: 'disable' } });
+    // The flag sets what the variable would; the URL still wins.
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@h/a' }, { PGSSLMODE: 'verify-ca' }).database.tls.mode).toBe('verify-ca');
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@h/a?sslmode=allow' }, { PGSSLMODE: 'verify-ca' }).database.tls.mode).toBe('allow');
+  });
+
+  it('reads the files PGSSLROOTCERT, PGSSLCERT and PGSSLKEY name', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ae-config-pgssl-'));
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const ca = file('ca.pem', '-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n');
+    const cert = file('c.pem', '-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----\n');
+    const key = file('c.key', '-----BEGIN PRIVATE KEY-----\nC\n-----END PRIVATE KEY-----\n');
+    const { tls } = loadConfig({ DATABASE_URL: 'postgres://u@h/a?sslmode=verify-full', PGSSLROOTCERT: ca, PGSSLCERT: cert, PGSSLKEY: key }).database;
+    expect(tls).toMatchObject({ mode: 'verify-full', roots: { file: ca }, client: { cert: { file: cert }, key: { file: key } } });
+  });
+
+  it.each([
+    [
+      'DATABASE_URL',
+      'postgres://u:Pa55word@h/a?sslmode=on',
+      'DATABASE_URL parameter sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full; got "on"',
+    ],
+    ['PGSSLMODE', 'verify', 'PGSSLMODE must be one of disable, allow, prefer, require, verify-ca, verify-full; got "verify"'],
+    [
+      'DATABASE_URL',
+      'postgres://u:Pa55word@h/a?sslrootcert=/nonexistent/ca.pem',
+      'DATABASE_URL parameter sslrootcert must name a readable PEM file; cannot read /nonexistent/ca.pem (ENOENT)',
+    ],
+    ['PGSSLROOTCERT', '/nonexistent/ca.pem', 'PGSSLROOTCERT must name a readable PEM file; cannot read /nonexistent/ca.pem (ENOENT)'],
+  ])('exits 2 naming %s for %s', (variable, value, message) => {
+    const env = variable === 'DATABASE_URL' ? { DATABASE_URL: value } : { DATABASE_URL: 'postgres://u:Pa55word@h/a', [variable]: value };
+    const err = configError(env);
+    expect(err.variable).toBe(variable);
+    expect(err.message).toContain(message);
+    expect(err.message).not.toContain('Pa55word');
+  });
+
+  it('validates PGSSLMODE even without DATABASE_URL (the embedded database is plain)', () => {
+    expect(configError({ PGSSLMODE: 'sometimes' }).variable).toBe('PGSSLMODE');
+    expect(loadConfig({ PGSSLMODE: 'verify-full' }).database.tls.mode).toBe('disable');
+  });
+
+  it.each(['postgres://u:Pa55word@h:99999/db', 'postgres://u:Pa55word@h:abc/db', 'postgresql://h:65536/db', 'postgres://[::1]:7x/db', 'postgres://h:0/db'])(
+    'says "port" for DATABASE_URL=%s',
+    (url) => {
+      const err = configError({ DATABASE_URL: url });
+      expect(err.variable).toBe('DATABASE_URL');
+      expect(err.message).toContain('DATABASE_URL must have a port from 1 to 65535');
+      expect(err.message).not.toContain('Pa55word');
+    },
+  );
+
+  it('still says what a DATABASE_URL must be when the port is not the problem', () => {
+    expect(configError({ DATABASE_URL: 'mysql://h:3306/db' }).message).toContain('DATABASE_URL must be a postgres:// or postgresql:// URL');
+    expect(loadConfig({ DATABASE_URL: 'postgres://h:6543/db' }).database.url).toBe('postgres://h:6543/db');
   });
 });
 

@@ -1,0 +1,160 @@
+/**
+ * What `sync` shows on a terminal: a progress bar on the last line, log lines printed above it
+ * (never inside it), and once the bar is cleared, the run's summary.
+ */
+import { describeError } from '../errors.js';
+import type { SyncObserver, SyncResult } from '../sync/run.js';
+
+/** The terminal side of a stream: process.stderr, or a test's fake. Writes are synchronous (a TTY's are). */
+export interface TerminalLike {
+  write(chunk: string, callback?: (err?: Error | null) => void): unknown;
+  isTTY?: boolean;
+  /** Width in characters; the bar is cut to it. */
+  columns?: number;
+}
+
+/** Back to the start of the line, then erase the whole line (ECMA-48 EL 2): the bar's line is empty again. */
+export const CLEAR_LINE = '\r\x1b[2K';
+
+/**
+ * DEC save and restore cursor, which cli-progress writes when a bar starts and stops. Log lines
+ * printed above the bar scroll the screen, so the saved position is stale by the end: restoring
+ * it would leave the cursor (and the cleared line) in the middle of the screen. The bar's own
+ * line handling (start of line, clear to the right) is all it needs.
+ */
+const CURSOR_SAVE_RESTORE: ReadonlySet<string> = new Set(['\x1b7', '\x1b8']);
+
+/**
+ * A log destination in front of a terminal that may show a progress bar on its last line. While
+ * a bar is shown ({@link showBar}), each write clears the bar's line, writes the log line (ending
+ * it with a newline if it has none) and has the bar redrawn below it; otherwise writes pass
+ * through untouched. The bar library writes through {@link barStream}.
+ */
+export class BarAwareStream {
+  readonly #out: TerminalLike;
+  #redraw: (() => void) | undefined;
+  /**
+   * The stream the bar library draws on: the terminal itself, with its width (read at each draw,
+   * so a resize applies), except for the cursor save and restore ({@link CURSOR_SAVE_RESTORE}),
+   * which are dropped.
+   */
+  readonly barStream: TerminalLike & { isTTY: true; write(chunk: string, callback?: (err?: Error | null) => void): boolean };
+
+  constructor(out: TerminalLike) {
+    this.#out = out;
+    this.barStream = {
+      isTTY: true,
+      get columns() {
+        return out.columns;
+      },
+      write: (chunk, callback) => {
+        if (!CURSOR_SAVE_RESTORE.has(chunk)) out.write(chunk, callback);
+        else callback?.();
+        return true;
+      },
+    };
+  }
+
+  /** Whether the terminal side is a TTY (the logger's `auto` format reads it). */
+  get isTTY(): boolean {
+    return this.#out.isTTY === true;
+  }
+
+  /** Writes one or more whole log lines: above the bar while one is shown. */
+  write(chunk: string): boolean {
+    const redraw = this.#redraw;
+    if (redraw === undefined) {
+      this.#out.write(chunk);
+      return true;
+    }
+    this.#out.write(CLEAR_LINE + (chunk.endsWith('\n') ? chunk : `${chunk}\n`));
+    redraw();
+    return true;
+  }
+
+  /** From now on, log lines go above the bar and `redraw` draws it again (on the cleared last line). */
+  showBar(redraw: () => void): void {
+    this.#redraw = redraw;
+  }
+
+  /** The bar is gone: log lines pass through again. */
+  hideBar(): void {
+    this.#redraw = undefined;
+  }
+}
+
+/** A progress display of a run, and how to take it off the screen. */
+export interface Progress {
+  observer: SyncObserver;
+  /** Stops and clears the bar, leaving the cursor at the start of an empty last line. Idempotent. */
+  stop(): void;
+}
+
+/**
+ * A progress bar of a run (windows, records, rate, ETA) drawn by cli-progress on `terminal`'s
+ * last line, with log lines printed above it. cli-progress is loaded only here, when stderr is a TTY.
+ */
+export async function progressBar(terminal: BarAwareStream): Promise<Progress> {
+  const { default: cliProgress } = await import('cli-progress');
+  const barStream = terminal.barStream;
+  const bar = new cliProgress.SingleBar(
+    {
+      stream: barStream as unknown as NodeJS.WritableStream,
+      format: 'sync [{bar}] {percentage}% | windows {value}/{total} | {records} records | {rate} records/s | ETA {eta_formatted}',
+      hideCursor: true,
+      // Cut to the terminal's width instead of turning wrapping off: with wrapping off, the log
+      // lines printed above the bar would be cut at the right edge too.
+      linewrap: true,
+      // The line is cleared under the bar by every log line, so redraw even when nothing changed.
+      forceRedraw: true,
+      clearOnComplete: true,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  let records = 0;
+  let shown = false;
+  const started = Date.now();
+  const payload = () => ({ records, rate: Math.round(records / Math.max(0.001, (Date.now() - started) / 1000)) });
+  // A forced exit (a second signal) must not leave the terminal without its cursor.
+  const showCursor = () => void barStream.write('\x1b[?25h');
+  return {
+    observer: {
+      showsProgress: true,
+      runStarted: ({ windows }) => {
+        bar.start(windows.length, 0, payload());
+        shown = true;
+        terminal.showBar(() => bar.render());
+        process.once('exit', showCursor);
+      },
+      pageLoaded: (e) => {
+        records += e.records;
+        bar.update(payload());
+      },
+      windowCommitted: () => bar.increment(1, payload()),
+    },
+    stop: () => {
+      if (!shown) return;
+      shown = false;
+      terminal.hideBar();
+      bar.stop();
+      process.removeListener('exit', showCursor);
+    },
+  };
+}
+
+/** Whole numbers with thousands separators, the same on every machine (`52,340`). */
+const count = (n: number): string => n.toLocaleString('en-US');
+
+/**
+ * The run's summary for a person, one line, printed after the bar is cleared:
+ * `sync succeeded: 24/24 windows, 52,340 records, 0 quarantined in 12.4 s (4,221 records/s)`,
+ * followed by `: <error>` when the run failed or was interrupted.
+ */
+export function formatRunSummary(result: Exclude<SyncResult, { status: 'locked' }>): string {
+  const seconds = result.durationSeconds;
+  const rate = seconds > 0 ? Math.round(result.records / seconds) : 0;
+  const text =
+    `sync ${result.status}: ${count(result.windows)}/${count(result.windowsPlanned)} windows, ${count(result.records)} records, ` +
+    `${count(result.quarantined)} quarantined in ${seconds.toFixed(1)} s (${count(rate)} records/s)`;
+  return result.error === undefined ? text : `${text}: ${describeError(result.error)}`;
+}
