@@ -100,10 +100,13 @@ export class TokenClient {
   #inflight: Promise<CachedToken> | undefined;
   /** The last final failure, and until when (ms since the epoch) it is handed out instead of a new request. */
   #failure: { error: unknown; until: number } | undefined;
+  /** The secret file's content at the last read (the secret read at start before that), to notice a rotation. */
+  #fileSecret: string;
 
   constructor(options: TokenClientOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+    this.#fileSecret = options.clientSecret;
   }
 
   /**
@@ -180,7 +183,17 @@ export class TokenClient {
     let problem: string;
     try {
       const secret = secretFromFileText(await readFile(file, 'utf8'));
-      if (secret !== '') return secret;
+      if (secret !== '') {
+        // The length check made at start, for a secret rotated in since.
+        if (secret !== this.#fileSecret && secret.length < MIN_CLIENT_SECRET_LENGTH) {
+          this.#options.log.warn(
+            { variable: 'CLIENT_SECRET_FILE', minimumLength: MIN_CLIENT_SECRET_LENGTH },
+            `CLIENT_SECRET_FILE now holds a client secret shorter than ${MIN_CLIENT_SECRET_LENGTH} characters: it is easy to guess, and messages mask it only where it stands as a whole word`,
+          );
+        }
+        this.#fileSecret = secret;
+        return secret;
+      }
       problem = 'is empty';
     } catch (err) {
       problem = `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`;

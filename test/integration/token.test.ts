@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Agent } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TokenError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { createLogger, silentLogger } from '../../src/log.js';
 import { TokenClient, type TokenClientOptions } from '../../src/upstream/token.js';
 
 /** A real HTTP token endpoint whose answer each test sets. */
@@ -253,6 +253,22 @@ describe('TokenClient with a secret file (CLIENT_SECRET_FILE)', () => {
     writeFileSync(file, 'second-secret\n');
     await tokens.getToken();
     expect(sentSecrets()).toEqual(['first-secret', 'second-secret']);
+  });
+
+  it('warns once when a secret rotated into the file is shorter than 8 characters, naming the file and not the secret', async () => {
+    writeFileSync(file, 'long-enough-secret\n');
+    answer = () => ok();
+    const warnings: string[] = [];
+    const log = createLogger('warn', { format: 'json', destination: { write: (line: string) => void warnings.push(line) } });
+    const tokens = fromFile({ clientSecret: 'long-enough-secret', log });
+    tokens.invalidate(await tokens.getToken());
+    expect(warnings).toEqual([]);
+    writeFileSync(file, 'short\n');
+    tokens.invalidate(await tokens.getToken());
+    await tokens.getToken();
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('CLIENT_SECRET_FILE now holds a client secret shorter than 8 characters');
+    expect(warnings[0]).not.toContain('short"');
   });
 
   it('fails the token request without sending it when the file is gone or empty, naming the file and not the secret', async () => {
