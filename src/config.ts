@@ -37,7 +37,10 @@ export interface UpstreamConfig {
   /** {auth_url}/connect/token (E0). */
   tokenUrl: URL;
   clientId: string;
+  /** The secret as read at start (CLIENT_SECRET, or CLIENT_SECRET_FILE's content then). */
   clientSecret: string;
+  /** CLIENT_SECRET_FILE, read again at every token request (E0) so a rotated secret applies without a restart. */
+  clientSecretFile?: string;
   /** The setting the secret came from, named in warnings about it (never its value); CLIENT_SECRET when absent. */
   clientSecretVariable?: 'CLIENT_SECRET' | 'CLIENT_SECRET_FILE';
   tokenAuthMethod: TokenAuthMethod;
@@ -192,7 +195,7 @@ const SETTING_TABLE = {
   AUTH_URL: { flag: '--auth-url', help: 'base URL of the identity host ({auth_url}); tokens come from AUTH_URL/connect/token', schema: optional(httpUrl) },
   CLIENT_ID: { flag: '--client-id', help: 'OAuth2 client id of the API client', schema: optional(z.string()) },
   CLIENT_SECRET: { secret: true, help: 'OAuth2 client secret (or CLIENT_SECRET_FILE)', schema: optional(z.string()) },
-  CLIENT_SECRET_FILE: { flag: '--client-secret-file', help: 'file holding the client secret (Docker/Kubernetes secrets)', schema: optional(z.string()) },
+  CLIENT_SECRET_FILE: { flag: '--client-secret-file', help: 'file holding the client secret, read at every token request', schema: optional(z.string()) },
   TOKEN_AUTH_METHOD: {
     flag: '--token-auth-method',
     default: 'client_secret_post',
@@ -360,7 +363,7 @@ const SETTING_TABLE = {
   METRICS_SCRAPE_TIMEOUT: { flag: '--metrics-scrape-timeout', default: '10s', help: 'scrape timeout when Prometheus sends none', schema: duration('10s') },
   WEB_CONFIG_FILE: {
     flag: '--web-config-file',
-    help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format",
+    help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format; read again when it changes",
     schema: optional(z.string()),
   },
   UPSTREAM_METRIC_PREFIX: {
@@ -503,8 +506,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     if (v.CLIENT_ID === undefined) fail('CLIENT_ID', 'is required when STATISTICS_URL is set', raw);
     let clientSecret = v.CLIENT_SECRET;
     if (v.CLIENT_SECRET_FILE !== undefined) {
-      // Secret files conventionally end with a newline that is not part of the secret.
-      clientSecret = readConfigFile('CLIENT_SECRET_FILE', raw).replace(/\r?\n$/, '');
+      // Read here so a missing or empty file stops the start; the token client reads it again at every token request.
+      clientSecret = secretFromFileText(readConfigFile('CLIENT_SECRET_FILE', raw));
       if (clientSecret === '') fail('CLIENT_SECRET_FILE', 'must name a file that holds the secret, not an empty file', raw);
     }
     if (clientSecret === undefined) fail('CLIENT_SECRET', 'is required when STATISTICS_URL is set (or set CLIENT_SECRET_FILE)', raw);
@@ -519,6 +522,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       tokenUrl: new URL('connect/token', withTrailingSlash(v.AUTH_URL)),
       clientId: v.CLIENT_ID,
       clientSecret,
+      ...(v.CLIENT_SECRET_FILE !== undefined ? { clientSecretFile: v.CLIENT_SECRET_FILE } : {}),
       clientSecretVariable: v.CLIENT_SECRET_FILE !== undefined ? 'CLIENT_SECRET_FILE' : 'CLIENT_SECRET',
       tokenAuthMethod: v.TOKEN_AUTH_METHOD,
       scope: v.TOKEN_SCOPE,
@@ -582,6 +586,14 @@ function readWebConfig(file: string): WebConfig {
     if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
     throw err;
   }
+}
+
+/**
+ * The secret in a secret file's text: the text without one trailing newline (`\n` or `\r\n`),
+ * which secret files conventionally end with and which is not part of the secret. Never throws.
+ */
+export function secretFromFileText(text: string): string {
+  return text.replace(/\r?\n$/, '');
 }
 
 /** `https://h/base` → `https://h/base/`, so relative paths resolve below it instead of replacing `base`. */

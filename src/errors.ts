@@ -34,6 +34,7 @@ export type ErrorCode =
  *   totalRecords, an empty or short page before the last, more records than pageSize, another page
  *   number), `response_too_large`, `invalid_body` (any other body fault);
  * - `token`: no token could be had (E0), for a request or run that needed one;
+ * - `secret_file`: a token request (E0) not sent because CLIENT_SECRET_FILE could not be read or was empty;
  * - `inconsistent_window`: the two reads of an instant holding more than a page kept disagreeing (SYNC_WINDOW_ATTEMPTS);
  * - `database`, `aborted`, `other`.
  */
@@ -48,6 +49,7 @@ export type FailureReason =
   | 'response_too_large'
   | 'invalid_body'
   | 'token'
+  | 'secret_file'
   | 'inconsistent_window'
   | 'database'
   | 'aborted'

@@ -3,14 +3,14 @@
  * reachable and migrated), `/` (a landing page); 404 for other paths, 405 for other methods.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from './log.js';
 import { OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, negotiateFormat, serializeOpenMetricsBuffer, serializeTextBuffer } from './exposition/index.js';
 import type { ExporterMetrics } from './metrics/registry.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './metrics/upstream.js';
 import { VERSION } from './version.js';
-import { BasicAuth, type WebConfig } from './webconfig.js';
+import { BasicAuth, matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */
 export const HEADERS_TIMEOUT_MS = 10_000;
@@ -30,8 +30,12 @@ export interface ServerDeps {
   readiness: () => Promise<Readiness>;
   /** Scrape timeout assumed when Prometheus sends none, in milliseconds. */
   defaultScrapeTimeoutMs: number;
-  /** TLS, client certificates, basic auth and headers (WEB_CONFIG_FILE); plain HTTP when absent. */
-  web?: WebConfig;
+  /**
+   * TLS, client certificates, basic auth and headers (WEB_CONFIG_FILE); plain HTTP when absent.
+   * Checked for changes on every request and every new connection: a new certificate applies to
+   * the connections that follow, new users and headers to the requests that follow.
+   */
+  web?: WebConfigSource;
   log: Logger;
 }
 
@@ -106,18 +110,28 @@ function sendParts(res: ServerResponse, contentType: string, parts: readonly Buf
  * *verified* certificates during the handshake (RequireAndVerifyClientCert); the other modes
  * request a certificate and are judged here, closing connections that break the rule.
  */
-function acceptsClient(socket: TLSSocket, mode: NonNullable<WebConfig['tls']>['clientAuth']): boolean {
-  const presented = Object.keys(socket.getPeerCertificate() ?? {}).length > 0;
-  switch (mode) {
+function acceptsClient(socket: TLSSocket, tls: NonNullable<WebConfig['tls']>): boolean {
+  const peer = socket.getPeerCertificate();
+  const presented = Object.keys(peer ?? {}).length > 0;
+  // client_allowed_sans is only allowed with the two modes that demand a certificate.
+  const sansOk = tls.allowedSans === undefined || (presented && matchesAllowedSans(peer.subjectaltname, tls.allowedSans));
+  switch (tls.clientAuth) {
     case 'RequireAnyClientCert':
-      return presented;
+      return presented && sansOk;
     case 'VerifyClientCertIfGiven':
       return !presented || socket.authorized;
     case 'RequireAndVerifyClientCert':
-      return presented && socket.authorized;
+      return presented && socket.authorized && sansOk;
     default:
       return true;
   }
+}
+
+/** Node's TLS server decides whether to ask for a client certificate from these two fields, read per connection. */
+function setClientAuth(server: HttpsServer, tls: NonNullable<WebConfig['tls']>): void {
+  const fields = server as unknown as { requestCert: boolean; rejectUnauthorized: boolean };
+  fields.requestCert = tls.clientAuth !== 'NoClientCert';
+  fields.rejectUnauthorized = tls.clientAuth === 'RequireAndVerifyClientCert';
 }
 
 /**
@@ -128,10 +142,31 @@ function acceptsClient(socket: TLSSocket, mode: NonNullable<WebConfig['tls']>['c
  */
 export function createMetricsServer(deps: ServerDeps): Server {
   const { log } = deps;
-  const auth = new BasicAuth(deps.web?.users ?? {});
+  const source = deps.web;
+  let web = source?.current;
+  let auth = new BasicAuth(web?.users ?? {});
+  let server: Server;
+  /** Takes up the web configuration's latest state; a few stat calls when nothing changed. */
+  const refresh = (): void => {
+    const next = source?.refresh();
+    if (next === undefined || next === web) return;
+    if (next.tls !== undefined) {
+      try {
+        (server as HttpsServer).setSecureContext(secureContextOptions(next.tls));
+        setClientAuth(server as HttpsServer, next.tls);
+      } catch (err) {
+        // Checked when it was read, so not expected; the old context stays.
+        log.warn({ err }, 'the new TLS configuration could not be applied; the previous one stays in use');
+        return;
+      }
+    }
+    if (next.users !== web?.users) auth = new BasicAuth(next.users);
+    web = next;
+  };
   const own = new OwnPart(deps.metrics);
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    for (const [name, value] of Object.entries(deps.web?.headers ?? {})) res.setHeader(name, value);
+    refresh();
+    for (const [name, value] of Object.entries(web?.headers ?? {})) res.setHeader(name, value);
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
     const head = req.method === 'HEAD';
     if (auth.enabled && !(await auth.verify(req.headers.authorization))) {
@@ -176,26 +211,27 @@ export function createMetricsServer(deps: ServerDeps): Server {
       else res.destroy();
     });
   };
-  const tls = deps.web?.tls;
-  let server: Server;
+  const tls = web?.tls;
   if (tls === undefined) {
     server = createServer(listener);
   } else {
     server = createHttpsServer(
       {
-        cert: tls.cert,
-        key: tls.key,
-        ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
-        minVersion: tls.minVersion,
-        ...(tls.maxVersion !== undefined ? { maxVersion: tls.maxVersion } : {}),
+        ...secureContextOptions(tls),
         requestCert: tls.clientAuth !== 'NoClientCert',
         rejectUnauthorized: tls.clientAuth === 'RequireAndVerifyClientCert',
       },
       listener,
     );
+    // Before Node's own listener, which starts the handshake with the context of that moment.
+    server.prependListener('connection', refresh);
     server.on('secureConnection', (socket: TLSSocket) => {
-      if (!acceptsClient(socket, tls.clientAuth)) {
-        log.warn({ clientAuth: tls.clientAuth, remote: socket.remoteAddress }, 'closed a TLS connection whose client certificate breaks client_auth_type');
+      const current = web?.tls;
+      if (current !== undefined && !acceptsClient(socket, current)) {
+        log.warn(
+          { clientAuth: current.clientAuth, remote: socket.remoteAddress },
+          'closed a TLS connection whose client certificate breaks client_auth_type or client_allowed_sans',
+        );
         socket.destroy();
       }
     });

@@ -13,6 +13,7 @@ import { migrate, pendingMigrations } from '../db/migrate.js';
 import { ExporterMetrics } from '../metrics/registry.js';
 import { UpstreamMetrics } from '../metrics/upstream.js';
 import { createMetricsServer, type Readiness } from '../server.js';
+import { WebConfigSource } from '../webconfig.js';
 import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
 import { readWatermark, Tables } from '../sync/store.js';
@@ -138,12 +139,30 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     ownFamilies: () => metrics.families(),
     log,
   });
+  let web: WebConfigSource | undefined;
+  if (config.serve.web !== undefined) {
+    const file = config.serve.web.origin.file;
+    for (const warning of config.serve.web.warnings) log.warn({ file }, warning);
+    const recordReload = metrics.trackWebConfigReloads();
+    web = new WebConfigSource(config.serve.web, (reload) => {
+      recordReload(reload.ok);
+      if (reload.ok) {
+        log.info({ file }, 'WEB_CONFIG_FILE changed: the new configuration is in use for new connections and requests');
+        for (const warning of reload.config.warnings) log.warn({ file }, warning);
+      } else {
+        log.warn(
+          { file, err: reload.error },
+          `WEB_CONFIG_FILE changed but cannot be used, so the last good configuration stays in use: ${reload.error.message}`,
+        );
+      }
+    });
+  }
   const server = createMetricsServer({
     metrics,
     upstream: upstreamMetrics,
     readiness,
     defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
-    ...(config.serve.web ? { web: config.serve.web } : {}),
+    ...(web ? { web } : {}),
     log,
   });
 

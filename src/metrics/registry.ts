@@ -93,7 +93,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_attempt_failures_total`,
     help:
       'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
-      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, token, other).',
+      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, token, secret_file, other).',
     labelNames: ['endpoint', 'reason'],
     registers: [this.registry],
   });
@@ -267,6 +267,32 @@ export class ExporterMetrics {
       unstableInstant: () => this.syncUnstableInstants.inc(),
       runFinished: (result: SyncResult) => this.recordRun(result),
     };
+  }
+
+  /**
+   * Adds the gauges of WEB_CONFIG_FILE's reloads (only a server with one has them, so that no
+   * alert sees a 0 for a file that does not exist), as Prometheus's own
+   * `prometheus_config_last_reload_successful` does, and records the load at start as a success.
+   *
+   * @returns `record(ok)`: call once per reload, with whether the new configuration was taken up.
+   */
+  trackWebConfigReloads(): (ok: boolean) => void {
+    const successful = new Gauge({
+      name: `${METRIC_PREFIX}web_config_last_reload_successful`,
+      help: 'Whether the last reload of WEB_CONFIG_FILE (and the files it names) succeeded (1) or failed and left the previous configuration in use (0).',
+      registers: [this.registry],
+    });
+    const lastSuccess = new Gauge({
+      name: `${METRIC_PREFIX}web_config_last_reload_success_timestamp_seconds`,
+      help: 'Unix time of the last successful load of WEB_CONFIG_FILE (and the files it names), at start or on a change.',
+      registers: [this.registry],
+    });
+    const record = (ok: boolean): void => {
+      successful.set(ok ? 1 : 0);
+      if (ok) lastSuccess.set(Date.now() / 1000);
+    };
+    record(true);
+    return record;
   }
 
   /** Sets the watermark gauge from the database at start, before any run. */

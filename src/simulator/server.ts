@@ -239,6 +239,14 @@ export interface Simulator {
   /** Makes every token issued so far invalid (401 on next use). */
   revokeAllTokens(): void;
   /**
+   * Rotates the client's secret: from now on E0 accepts `secret` only and answers 401
+   * `invalid_client` to the old one. Tokens issued so far stay valid, as at identity hosts that
+   * rotate credentials; call {@link revokeAllTokens} as well to force a token request.
+   *
+   * @throws {InvalidArgumentError} for an empty secret.
+   */
+  setClientSecret(secret: string): void;
+  /**
    * Takes the identity host down (`true`: the E0 port stops listening and drops its connections, so
    * token requests see connection refused) or brings it back on the same port (`false`).
    * Resolves once done; idempotent.
@@ -337,7 +345,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const dataset = options.dataset ?? new Dataset(options);
   const host = options.host ?? '127.0.0.1';
   const clientId = options.clientId ?? DEFAULT_CLIENT_ID;
-  const clientSecret = options.clientSecret ?? DEFAULT_CLIENT_SECRET;
+  /** The secret E0 accepts now (see {@link Simulator.setClientSecret}). */
+  let clientSecret = options.clientSecret ?? DEFAULT_CLIENT_SECRET;
   const requiredScope = options.scope ?? DEFAULT_SCOPE;
   const lifetimeSeconds = options.tokenLifetimeSeconds ?? DEFAULT_TOKEN_LIFETIME_SECONDS;
   if (!Number.isSafeInteger(lifetimeSeconds) || lifetimeSeconds < 1) {
@@ -920,6 +929,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     revokeAllTokens() {
       for (const info of tokens.values()) info.revoked = true;
+    },
+    setClientSecret(secret) {
+      if (typeof secret !== 'string' || secret === '') throw new InvalidArgumentError('the client secret must not be empty');
+      clientSecret = secret;
     },
     setAuthDown(down) {
       if (authServer === undefined || authPort === undefined) {

@@ -280,6 +280,7 @@ export class AnalyticsClient {
       tokenUrl: config.tokenUrl,
       clientId: config.clientId,
       clientSecret: config.clientSecret,
+      ...(config.clientSecretFile !== undefined ? { clientSecretFile: config.clientSecretFile } : {}),
       authMethod: config.tokenAuthMethod,
       scope: config.scope,
       dispatcher,

@@ -4,10 +4,18 @@
  * Lifecycle: a token is fetched on first use, cached until `expires_in` minus a
  * margin, and shared: concurrent callers with an empty cache wait on one request.
  * A 401 from an API call invalidates the token it used (see {@link TokenClient.invalidate}).
+ *
+ * With a secret file (CLIENT_SECRET_FILE) the secret is read again for every token request, so a
+ * secret rotated under a running process (a Kubernetes Secret, a Docker secret) applies at the next
+ * token request without a restart. A file that cannot be read then (gone, empty) fails that token
+ * request: the secret read earlier is not used instead, because the file is the only source of truth
+ * and a stale secret would hide a broken mount until the identity host refuses it. The token in
+ * hand stays in use until it is due for renewal; only a new token needs the secret.
  */
+import { readFile } from 'node:fs/promises';
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
-import type { TokenAuthMethod } from '../config.js';
+import { secretFromFileText, type TokenAuthMethod } from '../config.js';
 import { TokenError, failureReason, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { bodyError, excerpt, send, statusError } from './http.js';
@@ -46,7 +54,10 @@ export interface TokenClientOptions {
   /** `{auth_url}/connect/token`. */
   tokenUrl: URL;
   clientId: string;
+  /** The secret; ignored when `clientSecretFile` is set. */
   clientSecret: string;
+  /** A file holding the secret (CLIENT_SECRET_FILE), read at every token request; one trailing newline is not part of it. */
+  clientSecretFile?: string;
   authMethod: TokenAuthMethod;
   /** Space-separated scopes (`api.external`). */
   scope: string;
@@ -57,7 +68,10 @@ export interface TokenClientOptions {
   now?: () => number;
   /** Called once per token request sent (for `analytics_exporter_token_requests_total`). */
   onTokenRequest?: (outcome: 'success' | 'failure') => void;
-  /** Called once per failed token request, retried or not, with what went wrong (`network`, `timeout`, `http_503`, `invalid_body`). */
+  /**
+   * Called once per failed token request, retried or not, with what went wrong (`network`, `timeout`, `http_503`,
+   * `invalid_body`; `secret_file` when the secret file could not be read and nothing was sent).
+   */
   onAttemptFailed?: (reason: FailureReason) => void;
   /** UPSTREAM_TIMEOUT in milliseconds, named in timeout messages (the dispatcher enforces it). */
   timeoutMs?: number;
@@ -86,10 +100,13 @@ export class TokenClient {
   #inflight: Promise<CachedToken> | undefined;
   /** The last final failure, and until when (ms since the epoch) it is handed out instead of a new request. */
   #failure: { error: unknown; until: number } | undefined;
+  /** The secret file's content at the last read (the secret read at start before that), to notice a rotation. */
+  #fileSecret: string;
 
   constructor(options: TokenClientOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+    this.#fileSecret = options.clientSecret;
   }
 
   /**
@@ -98,7 +115,8 @@ export class TokenClient {
    * callers within {@link TOKEN_FAILURE_HOLD_MS} of a final failure share that failure.
    *
    * @throws {TokenError} `ERR_TOKEN_REQUEST` when the identity host refuses (401 invalid_client for
-   *   a wrong id or secret, 400 invalid_scope, …) or cannot be reached after the retries;
+   *   a wrong id or secret, 400 invalid_scope, …) or cannot be reached after the retries, or when
+   *   the secret file cannot be read or is empty (nothing is sent; the message names the file, never its content);
    *   `ERR_TOKEN_RESPONSE` when the body is not a Bearer token.
    */
   async getToken(): Promise<string> {
@@ -131,7 +149,65 @@ export class TokenClient {
   }
 
   async #fetch(): Promise<CachedToken> {
-    const { tokenUrl, clientId, clientSecret, authMethod, scope, dispatcher, log, timeoutMs } = this.#options;
+    const { clientSecretFile, log } = this.#options;
+    const secret = await this.#secret();
+    const refusal = { invalidClient: false };
+    let token: z.infer<typeof tokenResponseSchema>;
+    try {
+      token = await this.#request(secret, refusal);
+    } catch (err) {
+      // The identity host may have taken a rotated secret before the file showed it, or the file
+      // changed while the request was out: read it again, and when it holds another secret, try once more.
+      if (clientSecretFile === undefined || !refusal.invalidClient) throw err;
+      const again = await this.#secret();
+      if (again === secret) throw err;
+      log.info(
+        { endpoint: 'token', file: clientSecretFile },
+        'the client secret was refused (invalid_client) and CLIENT_SECRET_FILE has changed since it was read; trying once with the new secret',
+      );
+      token = await this.#request(again, { invalidClient: false });
+    }
+
+    const lifetimeMs = token.expires_in !== undefined ? token.expires_in * 1000 : DEFAULT_TOKEN_LIFETIME_MS;
+    const margin = Math.min(TOKEN_REFRESH_MARGIN_MS, lifetimeMs / 10);
+    const cached = { value: token.access_token, renewAt: this.#now() + lifetimeMs - margin };
+    this.#cached = cached;
+    log.debug({ expiresInSeconds: lifetimeMs / 1000 }, 'fetched a new access token');
+    return cached;
+  }
+
+  /** The secret for one token request: CLIENT_SECRET, or the secret file's content now. */
+  async #secret(): Promise<string> {
+    const file = this.#options.clientSecretFile;
+    if (file === undefined) return this.#options.clientSecret;
+    let problem: string;
+    try {
+      const secret = secretFromFileText(await readFile(file, 'utf8'));
+      if (secret !== '') {
+        // The length check made at start, for a secret rotated in since.
+        if (secret !== this.#fileSecret && secret.length < MIN_CLIENT_SECRET_LENGTH) {
+          this.#options.log.warn(
+            { variable: 'CLIENT_SECRET_FILE', minimumLength: MIN_CLIENT_SECRET_LENGTH },
+            `CLIENT_SECRET_FILE now holds a client secret shorter than ${MIN_CLIENT_SECRET_LENGTH} characters: it is easy to guess, and messages mask it only where it stands as a whole word`,
+          );
+        }
+        this.#fileSecret = secret;
+        return secret;
+      }
+      problem = 'is empty';
+    } catch (err) {
+      problem = `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
+    }
+    this.#options.onAttemptFailed?.('secret_file');
+    throw new TokenError('ERR_TOKEN_REQUEST', `token request not sent: CLIENT_SECRET_FILE ${file} ${problem}`);
+  }
+
+  /**
+   * One token request (E0) with its retries, authenticated with `clientSecret`.
+   * Sets `refusal.invalidClient` when the identity host answered `invalid_client`.
+   */
+  async #request(clientSecret: string, refusal: { invalidClient: boolean }): Promise<z.infer<typeof tokenResponseSchema>> {
+    const { tokenUrl, clientId, authMethod, scope, dispatcher, log, timeoutMs } = this.#options;
     const form: Record<string, string> = { grant_type: 'client_credentials', scope };
     const headers: Record<string, string> = {
       'content-type': 'application/x-www-form-urlencoded',
@@ -159,7 +235,7 @@ export class TokenClient {
       this.#options.onTokenRequest?.('failure');
       this.#options.onAttemptFailed?.(reason);
     };
-    const token = await withRetries(
+    return withRetries(
       async () => {
         const res = await send({
           dispatcher,
@@ -176,6 +252,7 @@ export class TokenClient {
         if (res.status < 200 || res.status > 299) {
           failed(`http_${res.status}`);
           const oauth = oauthErrorSchema.safeParse(safeJson(res.body));
+          if (oauth.success && oauth.data.error === 'invalid_client') refusal.invalidClient = true;
           const detail = oauth.success
             ? `${oauth.data.error}${oauth.data.error_description ? ` (${excerpt(oauth.data.error_description, 120, secretForms)})` : ''}`
             : excerpt(res.body, 120, secretForms);
@@ -214,13 +291,6 @@ export class TokenClient {
       }
       throw new TokenError('ERR_TOKEN_REQUEST', `token request failed: ${e.message}`, { cause: err });
     });
-
-    const lifetimeMs = token.expires_in !== undefined ? token.expires_in * 1000 : DEFAULT_TOKEN_LIFETIME_MS;
-    const margin = Math.min(TOKEN_REFRESH_MARGIN_MS, lifetimeMs / 10);
-    const cached = { value: token.access_token, renewAt: this.#now() + lifetimeMs - margin };
-    this.#cached = cached;
-    log.debug({ expiresInSeconds: lifetimeMs / 1000 }, 'fetched a new access token');
-    return cached;
   }
 }
 

@@ -1,9 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Agent } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TokenError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { createLogger, silentLogger } from '../../src/log.js';
 import { TokenClient, type TokenClientOptions } from '../../src/upstream/token.js';
 
 /** A real HTTP token endpoint whose answer each test sets. */
@@ -227,5 +230,88 @@ describe('TokenClient', () => {
       .getToken()
       .catch(() => undefined);
     expect(outcomes).toEqual(['success', 'failure']);
+  });
+});
+
+describe('TokenClient with a secret file (CLIENT_SECRET_FILE)', () => {
+  let dir: string;
+  let file: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ae-token-secret-'));
+    file = join(dir, 'client_secret');
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const sentSecrets = () => requests.map((r) => new URLSearchParams(r.body).get('client_secret'));
+  const fromFile = (overrides: Partial<TokenClientOptions> = {}) => client({ clientSecret: 'read-at-start', clientSecretFile: file, ...overrides });
+
+  it('reads the file again for every token request, so a rotated secret applies at the next one', async () => {
+    writeFileSync(file, 'first-secret\n');
+    answer = () => ok();
+    const tokens = fromFile();
+    tokens.invalidate(await tokens.getToken());
+    writeFileSync(file, 'second-secret\n');
+    await tokens.getToken();
+    expect(sentSecrets()).toEqual(['first-secret', 'second-secret']);
+  });
+
+  it('warns once when a secret rotated into the file is shorter than 8 characters, naming the file and not the secret', async () => {
+    writeFileSync(file, 'long-enough-secret\n');
+    answer = () => ok();
+    const warnings: string[] = [];
+    const log = createLogger('warn', { format: 'json', destination: { write: (line: string) => void warnings.push(line) } });
+    const tokens = fromFile({ clientSecret: 'long-enough-secret', log });
+    tokens.invalidate(await tokens.getToken());
+    expect(warnings).toEqual([]);
+    writeFileSync(file, 'short\n');
+    tokens.invalidate(await tokens.getToken());
+    await tokens.getToken();
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('CLIENT_SECRET_FILE now holds a client secret shorter than 8 characters');
+    expect(warnings[0]).not.toContain('short"');
+  });
+
+  it('fails the token request without sending it when the file is gone or empty, naming the file and not the secret', async () => {
+    const reasons: string[] = [];
+    for (const [content, problem] of [
+      [undefined, 'cannot be read (ENOENT)'],
+      ['\n', 'is empty'],
+    ] as const) {
+      rmSync(file, { force: true });
+      if (content !== undefined) writeFileSync(file, content);
+      answer = () => ok();
+      const err = (await fromFile({ onAttemptFailed: (r) => reasons.push(r) })
+        .getToken()
+        .catch((e: unknown) => e)) as TokenError;
+      expect(err).toBeInstanceOf(TokenError);
+      expect(err.code).toBe('ERR_TOKEN_REQUEST');
+      expect(err.message).toBe(`token request not sent: CLIENT_SECRET_FILE ${file} ${problem}`);
+      expect(err.message).not.toContain('read-at-start');
+    }
+    expect(requests).toHaveLength(0);
+    expect(reasons).toEqual(['secret_file', 'secret_file']);
+  });
+
+  it('after 401 invalid_client, reads the file again and tries once more when it changed', async () => {
+    writeFileSync(file, 'old-secret\n');
+    answer = (_req, body) => {
+      if (new URLSearchParams(body).get('client_secret') === 'new-secret') return ok();
+      // The identity host took the rotated secret first; the file shows it while this answer is on its way.
+      writeFileSync(file, 'new-secret\n');
+      return { status: 401, body: { error: 'invalid_client', error_description: 'unknown client or wrong secret' } };
+    };
+    await expect(fromFile().getToken()).resolves.toMatch(/^tok-/);
+    expect(sentSecrets()).toEqual(['old-secret', 'new-secret']);
+  });
+
+  it('after 401 invalid_client with the file unchanged, fails after one request', async () => {
+    writeFileSync(file, 'wrong-secret\n');
+    answer = () => ({ status: 401, body: { error: 'invalid_client' } });
+    const err = (await fromFile()
+      .getToken()
+      .catch((e: unknown) => e)) as TokenError;
+    expect(err.status).toBe(401);
+    expect(err.message).toContain('invalid_client');
+    expect(sentSecrets()).toEqual(['wrong-secret']);
   });
 });

@@ -1,12 +1,16 @@
-import { copyFileSync, writeFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { copyFileSync, mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { connect, type TLSSocket } from 'node:tls';
 import bcrypt from 'bcryptjs';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type RunningServer } from '../../src/app/serve.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { createLogger, silentLogger, type Logger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { createTestPki, type TestPki } from '../helpers/certs.js';
 import { useTestDatabase } from '../helpers/db.js';
@@ -42,7 +46,7 @@ function webConfig(name: string, yaml: string): string {
   return file;
 }
 
-async function serve(webConfigFile: string): Promise<RunningServer> {
+async function serve(webConfigFile: string, log: Logger = silentLogger): Promise<RunningServer> {
   const config = loadConfig({
     ...simulatorEnv(sim),
     DATABASE_URL: db.url,
@@ -50,7 +54,7 @@ async function serve(webConfigFile: string): Promise<RunningServer> {
     SYNC_SCHEDULE: 'off',
     WEB_CONFIG_FILE: webConfigFile,
   });
-  const s = await startServe(config, silentLogger);
+  const s = await startServe(config, log);
   running.push(s);
   return s;
 }
@@ -61,14 +65,63 @@ function client(options: { cert?: boolean } = {}): Agent {
   return agent;
 }
 
+/** A logger at info whose lines (parsed) the test reads. */
+function capturedLogger(): { log: Logger; lines: { level: string; msg: string }[] } {
+  const lines: { level: string; msg: string }[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') lines.push(JSON.parse(line) as { level: string; msg: string });
+      done();
+    },
+  });
+  return { log: createLogger('info', { format: 'json', destination: sink }), lines };
+}
+
+/** One HTTPS request on a new connection (Node's https client): the status, the body and the SHA-256 fingerprint of the certificate served. */
+function httpsGet(url: string, ca: string[], authorization?: string): Promise<{ status: number; body: string; fingerprint: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, { agent: false, ca, headers: authorization ? { authorization } : {} }, (res) => {
+      const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, body, fingerprint }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A TLS handshake with the server and what was agreed, or the handshake's error. */
+function handshake(
+  url: string,
+  options: { ca: string; ciphers?: string; maxVersion?: 'TLSv1.2' | 'TLSv1.3' },
+): Promise<{ cipher: string; protocol: string | null; curve: string | undefined }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port), servername: 'localhost', ...options }, () => {
+      const agreed = {
+        cipher: socket.getCipher().name,
+        protocol: socket.getProtocol(),
+        curve: (socket.getEphemeralKeyInfo() as { name?: string } | null)?.name,
+      };
+      socket.end();
+      resolve(agreed);
+    });
+    socket.on('error', reject);
+  });
+}
+
+const fingerprintOf = (pem: string) => new X509Certificate(pem).fingerprint256;
+
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
 describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
   it.each([
     [
       'an unknown key',
-      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n',
-      /unknown or unsupported key tls_server_config\.cipher_suites/,
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  session_tickets: false\n',
+      /unknown or unsupported key tls_server_config\.session_tickets/,
     ],
     [
       'a missing certificate',
@@ -83,6 +136,43 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     ['a bad client_auth_type', 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_auth_type: Sometimes\n', /client_auth_type/],
     ['a plain-text password', 'basic_auth_users:\n  alice: hunter2\n', /basic_auth_users\.alice: must be a bcrypt hash/],
     ['bad YAML', 'tls_server_config: [\n', /is not valid YAML/],
+    ['rate_limit, which nothing here enforces', 'rate_limit:\n  interval: 1s\n  burst: 5\n', /rate_limit: is not supported here/],
+    [
+      'a cipher suite Go does not offer',
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n',
+      /tls_server_config\.cipher_suites: "TLS_RSA_WITH_RC4_128_SHA" is not a cipher suite exporter-toolkit accepts/,
+    ],
+    [
+      "a curve by OpenSSL's name",
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  curve_preferences: [prime256v1]\n',
+      /tls_server_config\.curve_preferences: "prime256v1" is not one of X25519, CurveP256, CurveP384, CurveP521/,
+    ],
+    [
+      'a certificate both inline and as a file',
+      `tls_server_config:\n  cert: "-----BEGIN CERTIFICATE-----"\n  cert_file: web.crt\n  key_file: web.key\n`,
+      /tls_server_config\.cert_file: set cert_file or cert \(inline\), not both/,
+    ],
+    [
+      'client_allowed_sans with a mode that admits clients without a certificate',
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_ca_file: clients-ca.pem\n  client_auth_type: VerifyClientCertIfGiven\n  client_allowed_sans: [a.example]\n',
+      /tls_server_config\.client_allowed_sans: needs client_auth_type RequireAnyClientCert or RequireAndVerifyClientCert/,
+    ],
+    [
+      'a key that does not match the certificate',
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: client.key\n',
+      /tls_server_config cannot be used: .*key values mismatch/,
+    ],
+    ['an inline key that is not a key, without showing it', 'tls_server_config:\n  cert_file: web.crt\n  key: hunter2\n', /tls_server_config cannot be used/],
+    [
+      'a header exporter-toolkit does not set',
+      'http_server_config:\n  headers:\n    X-Powered-By: me\n',
+      /unknown or unsupported key http_server_config\.headers\.X-Powered-By/,
+    ],
+    [
+      'min_version above max_version',
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  min_version: TLS13\n  max_version: TLS12\n',
+      /max_version: must not be below min_version/,
+    ],
   ])('refuses %s, naming WEB_CONFIG_FILE and the key', (_name, yaml, pattern) => {
     const file = webConfig('bad.yml', yaml);
     let error: unknown;
@@ -162,29 +252,175 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     await without.body.text();
   });
 
-  it('is scraped by a real Prometheus over TLS with basic auth; a wrong password shows as a failed scrape', async () => {
-    const hash = bcrypt.hashSync(PASSWORD, 6);
-    const s = await serve(webConfig('prom.yml', `tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\nbasic_auth_users:\n  prometheus: '${hash}'\n`));
+  it('honours inline cert and key, cipher_suites, curve_preferences and max_version; warns of http2: true', async () => {
+    const yaml = [
+      'tls_server_config:',
+      `  cert: ${JSON.stringify(pki.serverCert)}`,
+      `  key: ${JSON.stringify(pki.serverKey)}`,
+      '  max_version: TLS12',
+      '  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256]',
+      '  curve_preferences: [CurveP384]',
+      'http_server_config:',
+      '  http2: true',
+      '  headers:',
+      '    X-Frame-Options: deny',
+      "    Content-Security-Policy: ''",
+      '',
+    ].join('\n');
+    const { log, lines } = capturedLogger();
+    const s = await serve(webConfig('keys.yml', yaml), log);
+    expect(await handshake(s.url, { ca: pki.ca })).toEqual({ cipher: 'ECDHE-ECDSA-AES256-GCM-SHA384', protocol: 'TLSv1.2', curve: 'secp384r1' });
+    await expect(handshake(s.url, { ca: pki.ca, ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256', maxVersion: 'TLSv1.2' })).rejects.toThrow();
+    const res = await httpsGet(`${s.url}/healthz`, [pki.ca]);
+    expect(res.status).toBe(200);
+    expect(lines.filter((l) => l.level === 'warn').map((l) => l.msg)).toEqual([expect.stringMatching(/http2 is true, but this server speaks HTTP\/1\.1 only/)]);
+  });
+
+  it('client_allowed_sans admits a client certificate naming an allowed SAN and closes others', async () => {
+    const s = await serve(
+      webConfig(
+        'sans.yml',
+        'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_auth_type: RequireAnyClientCert\n  client_allowed_sans: [localhost]\n',
+      ),
+    );
+    // The server's certificate names localhost; the test client's certificate names nothing.
+    const named = new Agent({ connect: { ca: pki.ca, cert: pki.serverCert, key: pki.serverKey } });
+    agents.push(named);
+    const ok = await request(`${s.url}/healthz`, { dispatcher: named });
+    expect(ok.statusCode).toBe(200);
+    await ok.body.text();
+    await expect(request(`${s.url}/healthz`, { dispatcher: client({ cert: true }) }).then((r) => r.body.text())).rejects.toThrow();
+  });
+
+  it('keeps serving plain HTTP when tls_server_config is added, saying that needs a restart', async () => {
+    const { log, lines } = capturedLogger();
+    const file = webConfig('plain.yml', 'http_server_config:\n  headers:\n    X-Frame-Options: deny\n');
+    const s = await serve(file, log);
+    writeFileSync(file, 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n');
+    const res = await request(`${s.url}/healthz`);
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['x-frame-options']).toBe('deny');
+    await res.body.text();
+    const warned = lines.filter((l) => l.level === 'warn').map((l) => l.msg);
+    expect(warned).toEqual([expect.stringContaining('tls_server_config was added; switching between HTTP and HTTPS needs a restart')]);
+  });
+
+  it('takes up a new client_auth_type for the connections that follow', async () => {
+    copyFileSync(pki.caFile, join(pki.dir, 'clients-ca.pem'));
+    const file = webConfig('auth-type.yml', 'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n');
+    const s = await serve(file);
+    const healthz = async (dispatcher: Agent) => await request(`${s.url}/healthz`, { dispatcher }).then((r) => r.body.text().then(() => r.statusCode));
+    expect(await healthz(client())).toBe(200);
+    writeFileSync(
+      file,
+      'tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  client_ca_file: clients-ca.pem\n  client_auth_type: RequireAndVerifyClientCert\n',
+    );
+    // Every new connection checks the files first, so the very next handshake asks for a certificate.
+    await expect(healthz(client())).rejects.toThrow();
+    expect(await healthz(client({ cert: true }))).toBe(200);
+  });
+
+  it('is scraped by a real Prometheus over TLS with basic auth across a certificate rotation, a new user and broken files', async () => {
+    // Laid out as a Kubernetes Secret volume: the files sit behind a link the kubelet swaps in one rename.
+    const next = createTestPki();
+    const root = join(pki.dir, 'rotation');
+    const version = (name: string, cert: string, key: string) => {
+      mkdirSync(join(root, name), { recursive: true });
+      copyFileSync(cert, join(root, name, 'tls.crt'));
+      copyFileSync(key, join(root, name, 'tls.key'));
+    };
+    version('v1', pki.serverCertFile, pki.serverKeyFile);
+    version('v2', next.serverCertFile, next.serverKeyFile);
+    version('mismatched', next.serverCertFile, pki.serverKeyFile);
+    const point = (name: string) => {
+      symlinkSync(name, join(root, 'live.new'));
+      renameSync(join(root, 'live.new'), join(root, 'live'));
+    };
+    point('v1');
+    const tlsPart = 'tls_server_config:\n  cert_file: live/tls.crt\n  key_file: live/tls.key\n';
+    const users = `basic_auth_users:\n  prometheus: '${bcrypt.hashSync(PASSWORD, 6)}'\n`;
+    const file = join(root, 'web.yml');
+    const write = (yaml: string) => {
+      writeFileSync(`${file}.new`, yaml);
+      renameSync(`${file}.new`, file);
+    };
+    write(tlsPart + users);
+    const bothCas = join(root, 'both-cas.pem');
+    writeFileSync(bothCas, pki.ca + next.ca);
+
+    const { log, lines } = capturedLogger();
+    const s = await serve(file, log);
     const target = new URL(s.url).host;
-    const job = (name: string, password: string) => ({
+    const job = (name: string, password: string, caFile: string) => ({
       job_name: name,
       scrape_interval: '1s',
       scrape_timeout: '1s',
       scheme: 'https',
-      tls_config: { ca_file: pki.caFile, server_name: 'localhost' },
+      tls_config: { ca_file: caFile, server_name: 'localhost' },
       basic_auth: { username: 'prometheus', password },
       static_configs: [{ targets: [target] }],
     });
-    const prometheus = await startPrometheus({ scrapeConfigs: [job('secured', PASSWORD), job('wrong-password', 'nope')] });
+    const prometheus = await startPrometheus({
+      scrapeConfigs: [job('secured', PASSWORD, bothCas), job('wrong-password', 'nope', pki.caFile), job('new-ca-only', PASSWORD, next.caFile)],
+    });
+    const get = (user = 'prometheus', password = PASSWORD) => httpsGet(`${s.url}/metrics`, [pki.ca, next.ca], basic(user, password));
+    const reloadGauge = (body: string) => /^analytics_exporter_web_config_last_reload_successful (\d)$/m.exec(body)?.[1];
+    const warnings = () => lines.filter((l) => l.level === 'warn').map((l) => l.msg);
     try {
       await prometheus.waitFor('up{job="secured"} == 1', (r) => r.length === 1, 30_000);
       expect((await prometheus.query('analytics_exporter_upstream_up{job="secured"}')).length).toBe(1);
       await prometheus.waitFor('up{job="wrong-password"} == 0', (r) => r.length === 1, 30_000);
-      const targets = await prometheus.targets();
-      const wrong = targets.activeTargets.find((t) => t.labels.job === 'wrong-password');
+      const wrong = (await prometheus.targets()).activeTargets.find((t) => t.labels.job === 'wrong-password');
       expect(wrong?.lastError).toMatch(/401/);
+      // A scraper trusting only the next CA fails until the certificate is rotated.
+      await prometheus.waitFor('up{job="new-ca-only"} == 0', (r) => r.length === 1, 30_000);
+      const before = await get();
+      expect(before.fingerprint).toBe(fingerprintOf(pki.serverCert));
+      expect(reloadGauge(before.body)).toBe('1');
+
+      point('v2');
+      const rotated = await get();
+      expect(rotated.status).toBe(200);
+      expect(rotated.fingerprint).toBe(fingerprintOf(next.serverCert));
+      expect(reloadGauge(rotated.body)).toBe('1');
+      await prometheus.waitFor('up{job="new-ca-only"} == 1', (r) => r.length === 1, 30_000);
+
+      expect((await get('alice', 'alice-pass')).status).toBe(401);
+      write(`${tlsPart}${users}  alice: '${bcrypt.hashSync('alice-pass', 4)}'\n`);
+      expect((await get('alice', 'alice-pass')).status).toBe(200);
+      expect((await get()).status).toBe(200);
+      expect(warnings()).toEqual([]);
+
+      // Broken files: each keeps the last good configuration (alice, the v2 certificate), says so once, and sets the gauge to 0.
+      const broken: [() => void, RegExp][] = [
+        [() => write('tls_server_config: [\n'), /web\.yml is not valid YAML/],
+        [() => point('mismatched'), /tls_server_config cannot be used: .*key values mismatch/],
+        [() => point('missing'), /tls_server_config\.cert_file "live\/tls\.crt" cannot be read \(ENOENT\)/],
+      ];
+      for (const [i, [breakIt, problem]] of broken.entries()) {
+        breakIt();
+        for (let n = 0; n < 3; n++) {
+          const kept = await get('alice', 'alice-pass');
+          expect(kept.status).toBe(200);
+          expect(kept.fingerprint).toBe(fingerprintOf(next.serverCert));
+          expect(reloadGauge(kept.body)).toBe('0');
+        }
+        expect(warnings()).toHaveLength(i + 1);
+        expect(warnings()[i]).toMatch(problem);
+        expect(warnings()[i]).toContain(file);
+        expect(warnings()[i]).toContain('the last good configuration stays in use');
+        if (i === 0) {
+          await prometheus.waitFor('analytics_exporter_web_config_last_reload_successful{job="secured"} == 0', (r) => r.length === 1, 30_000);
+          write(`${tlsPart}${users}  alice: '${bcrypt.hashSync('alice-pass', 4)}'\n`);
+        }
+      }
+      point('v2');
+      expect(reloadGauge((await get()).body)).toBe('1');
+      await prometheus.waitFor('analytics_exporter_web_config_last_reload_successful{job="secured"} == 1', (r) => r.length === 1, 30_000);
+      await prometheus.waitFor('up{job="secured"} == 1', (r) => r.length === 1, 30_000);
     } finally {
       await prometheus.stop();
+      next.cleanup();
     }
-  }, 60_000);
+  }, 90_000);
 });
