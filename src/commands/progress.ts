@@ -9,9 +9,12 @@ import type { SyncObserver, SyncResult } from '../sync/run.js';
 export interface TerminalLike {
   write(chunk: string, callback?: (err?: Error | null) => void): unknown;
   isTTY?: boolean;
-  /** Width in characters; the bar is cut to it. */
+  /** Width in characters; the bar is cut {@link BAR_MARGIN_COLUMNS} short of it. */
   columns?: number;
 }
+
+/** Columns left free right of the bar: room for the two characters of an echoed ^C, and one more. */
+export const BAR_MARGIN_COLUMNS = 3;
 
 /** Back to the start of the line, then erase the whole line (ECMA-48 EL 2): the bar's line is empty again. */
 export const CLEAR_LINE = '\r\x1b[2K';
@@ -34,8 +37,8 @@ export class BarAwareStream {
   readonly #out: TerminalLike;
   #redraw: (() => void) | undefined;
   /**
-   * The stream the bar library draws on: the terminal itself, with its width (read at each draw,
-   * so a resize applies), except for the cursor save and restore ({@link CURSOR_SAVE_RESTORE}),
+   * The stream the bar library draws on: the terminal itself, {@link BAR_MARGIN_COLUMNS} narrower (read at each
+   * draw, so a resize applies), except for the cursor save and restore ({@link CURSOR_SAVE_RESTORE}),
    * which are dropped.
    */
   readonly barStream: TerminalLike & { isTTY: true; write(chunk: string, callback?: (err?: Error | null) => void): boolean };
@@ -44,8 +47,11 @@ export class BarAwareStream {
     this.#out = out;
     this.barStream = {
       isTTY: true,
+      // Short of the width by BAR_MARGIN_COLUMNS: the ^C a terminal echoes on Ctrl-C lands after the
+      // bar, and on a bar filling the line it would wrap to a new line; CLEAR_LINE would then clear
+      // that one, and the bar would stay on screen above the log lines.
       get columns() {
-        return out.columns;
+        return out.columns === undefined ? undefined : Math.max(1, out.columns - BAR_MARGIN_COLUMNS);
       },
       write: (chunk, callback) => {
         if (!CURSOR_SAVE_RESTORE.has(chunk)) out.write(chunk, callback);

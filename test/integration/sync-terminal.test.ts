@@ -28,9 +28,10 @@ const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 /**
  * Runs `sync` over SYNC_START–SYNC_END in a detached tmux session of 100 × 30 with exactly `env`
  * (plus PATH), then the shell's `exit=<status>`; returns the whole screen once that line shows.
+ * With `interruptWhenBarShows`, Ctrl-C is typed as soon as the progress bar is on the screen.
  * tmux is required: `.ci/run` installs it.
  */
-async function syncOnTerminal(harness: SyncCliHarness, env: Record<string, string>): Promise<string[]> {
+async function syncOnTerminal(harness: SyncCliHarness, env: Record<string, string>, options: { interruptWhenBarShows?: boolean } = {}): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'sync-terminal-'));
   const tmux = (...args: string[]) => run('tmux', ['-S', join(dir, 'socket'), ...args]);
   harness.defer(async () => {
@@ -40,6 +41,11 @@ async function syncOnTerminal(harness: SyncCliHarness, env: Record<string, strin
   const vars = Object.entries({ PATH: process.env.PATH ?? '', ...env }).map(([k, v]) => `${k}=${quote(v)}`);
   const command = `env -i ${vars.join(' ')} ${quote(process.execPath)} ${quote(CLI_PATH)} sync --from ${SYNC_START} --to ${SYNC_END}; echo exit=$?; exec sleep 120`;
   await tmux('new-session', '-d', '-x', '100', '-y', '30', command);
+  if (options.interruptWhenBarShows) {
+    await until('the progress bar', async () => (BAR.test((await tmux('capture-pane', '-p')).stdout) ? true : undefined), 30_000, 20);
+    // As a person's Ctrl-C: the terminal sends SIGINT to the foreground group and echoes ^C.
+    await tmux('send-keys', 'C-c');
+  }
   return until(
     'sync to exit on the terminal',
     async () => {
@@ -122,5 +128,24 @@ describe('sync on a terminal (tmux, real PostgreSQL)', () => {
     expect(screen.filter((l) => !l.startsWith('{'))).toEqual([expect.stringMatching(SUMMARY), 'exit=0']);
     expect(screen.filter((l) => BAR.test(l))).toEqual([]);
     await expectSummary(screen, schema);
+  }, 90_000);
+
+  it('Ctrl-C under the bar: the bar and the echoed ^C leave no trace, the interrupted summary follows the log lines, exit 0', async () => {
+    // 50 ms a request: the run lasts seconds, so the signal lands while windows load.
+    const s = await h.sim({ records: RECORDS, faults: { latencyMs: 50 } });
+    const schema = h.schema();
+    const screen = await syncOnTerminal(h, h.env(s, schema, { SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '100' }), { interruptWhenBarShows: true });
+
+    expect(
+      screen.filter((l) => l.includes('sync [') || BAR.test(l)),
+      `no bar left on the screen:\n${screen.join('\n')}`,
+    ).toEqual([]);
+    expect(screen.some((l) => / WARN: stopping: rolling back the current window/.test(l))).toBe(true);
+    const at = screen.findIndex((l) => l.startsWith('sync interrupted: '));
+    expect(at, `an interrupted summary in:\n${screen.join('\n')}`).toBeGreaterThanOrEqual(0);
+    const committed = Number(/^sync interrupted: (\d+)\/30 windows/.exec(screen[at]!)?.[1]);
+    expect(committed).toBeLessThan(WINDOWS);
+    expect(await countRows(schema, 'records')).toBeLessThan(RECORDS);
+    expect(screen.slice(at + 1)).toEqual(['exit=0']);
   }, 90_000);
 });
