@@ -1,5 +1,5 @@
+import { createRequire } from 'node:module';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
-import { prettyFactory } from 'pino-pretty';
 import type { LogFormat } from './config.js';
 import { coerceError } from './errors.js';
 
@@ -96,6 +96,9 @@ const STACK_LEVELS: ReadonlySet<string> = new Set(['debug', 'trace']);
  * line per entry, its fields inline; an error is shown whole under its line.
  */
 function prettyDestination(destination: LogDestination): pino.DestinationStream {
+  // Loaded only for a terminal: JSON logs (containers, cron, tests) never need it. pino-pretty is
+  // CommonJS, so require() loads it synchronously, as createLogger must.
+  const { prettyFactory } = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   const colorize = destination.isTTY === true && process.env.NO_COLOR === undefined;
   const prettify = prettyFactory({ colorize, singleLine: true, ignore: 'name', translateTime: 'SYS:HH:MM:ss.l', errorLikeObjectKeys: ['err'] });
   return { write: (line: string) => void destination.write(prettify(line)) };

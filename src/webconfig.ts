@@ -13,11 +13,11 @@
  * rotated certificate or a new user applies without a restart.
  */
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { DEFAULT_CIPHERS, createSecureContext, type SecureContextOptions } from 'node:tls';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { WebConfigError } from './errors.js';
 
@@ -231,6 +231,9 @@ function attempt(file: string): Attempt {
   }
   let raw: unknown;
   try {
+    // Loaded when a web configuration is read (the yaml package is 70 modules): a process without
+    // WEB_CONFIG_FILE never needs it. Its CommonJS build loads synchronously, as this reader is.
+    const { parse: parseYaml } = createRequire(import.meta.url)('yaml') as typeof import('yaml');
     raw = parseYaml(text) ?? {};
   } catch (err) {
     return failed(new WebConfigError('', `${file} is not valid YAML: ${(err as Error).message.split('\n')[0]}`));

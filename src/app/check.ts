@@ -25,11 +25,6 @@ export interface StepResult {
   detail: string;
 }
 
-/** Formats a step as `ok    token          detail`. */
-export function formatStep(result: StepResult): string {
-  return `${result.status.padEnd(5)} ${result.step.padEnd(14)} ${result.detail}`;
-}
-
 /**
  * Runs the dependency steps for a valid configuration, reporting each through `report` as soon
  * as it finishes. A failed token step skips the API steps (they need a token); the database

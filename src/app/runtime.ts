@@ -10,13 +10,7 @@ import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
 import { AnalyticsClient, type ClientObserver } from '../upstream/analytics.js';
 
-/**
- * How long a stopping command waits for its aborted sync after the first SIGINT/SIGTERM. Aborting
- * takes milliseconds, except while the run waits on what takes no signal (a token request in
- * flight, a statement blocked on a lock); then the command exits 0 without it and the database
- * rolls back the open window. `sync` and `serve` alike.
- */
-export const DRAIN_TIMEOUT_MS = 5_000;
+export { DRAIN_TIMEOUT_MS } from './drain.js';
 
 export interface Database {
   pool: Pool;

@@ -3,12 +3,17 @@
  * src/app/check.ts and prints one line per step. Exit 0 only when every step passes.
  */
 import type { Command } from 'commander';
-import { formatStep, runChecks } from '../app/check.js';
+import type { StepResult } from '../app/check.js';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { configOverrides } from './options.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+
+/** Formats a step as `ok    token          detail`. */
+export function formatStep(result: StepResult): string {
+  return `${result.status.padEnd(5)} ${result.step.padEnd(14)} ${result.detail}`;
+}
 
 /** Adds `check` to the program. */
 export function registerCheckCommand(program: Command): void {
@@ -35,6 +40,8 @@ export function registerCheckCommand(program: Command): void {
             : 'STATISTICS_URL unset: checking against the built-in demo simulator',
         }),
       );
+      // Loaded only now: a configuration error is reported without the application layer.
+      const { runChecks } = await import('../app/check.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
       const ok = await runChecks(config, { log, report: (r) => out(formatStep(r)) });
       process.exitCode = ok ? EXIT_OK : EXIT_FAILURE;

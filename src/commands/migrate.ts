@@ -2,9 +2,7 @@
 import type { Command } from 'commander';
 import { DataDirLockedError } from '../errors.js';
 import { createLogger } from '../log.js';
-import { migrate } from '../db/migrate.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
-import { openDatabase } from '../app/runtime.js';
 import { loadConfigForCommand } from './runtime.js';
 
 /** Adds `migrate` to the program. */
@@ -15,6 +13,8 @@ export function registerMigrateCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
+      // Loaded only to run: --help and bad configuration answer without pg and the migration runner.
+      const [{ openDatabase }, { migrate }] = await Promise.all([import('../app/runtime.js'), import('../db/migrate.js')]);
       const log = createLogger(config.logLevel, { format: config.logFormat });
       try {
         const db = await openDatabase(config, log, 1);

@@ -3,7 +3,7 @@
  * and failures to exit statuses.
  */
 import type { Command } from 'commander';
-import { startServe, type RunningServer } from '../app/serve.js';
+import type { RunningServer } from '../app/serve.js';
 import { DataDirLockedError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
@@ -25,6 +25,8 @@ export function registerServeCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
+      // Loaded only to run: --help and bad configuration answer without the application layer.
+      const { startServe } = await import('../app/serve.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
       let running: RunningServer;
       try {

@@ -7,9 +7,7 @@
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
 import { AbortedError, DataDirLockedError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
-import { describeConfiguredDatabase, isDatabaseUnavailable } from '../db/pool.js';
-import { DRAIN_TIMEOUT_MS } from '../app/runtime.js';
-import { syncOnce } from '../app/sync.js';
+import { DRAIN_TIMEOUT_MS } from '../app/drain.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand } from './runtime.js';
 import { parseIsoDate } from '../time.js';
@@ -74,6 +72,9 @@ export function registerSyncCommand(program: Command): void {
         process.exitCode = EXIT_USAGE;
         return;
       }
+      // The application layer (undici, pg, prom-client) is loaded only for a run: --help and bad
+      // usage answer without it.
+      const [{ syncOnce }, { describeConfiguredDatabase, isDatabaseUnavailable }] = await Promise.all([import('../app/sync.js'), import('../db/pool.js')]);
       // On a terminal, log lines go above the progress bar (src/commands/progress.ts).
       const terminal = new BarAwareStream(process.stderr);
       const log = createLogger(config.logLevel, { format: config.logFormat, destination: terminal });
