@@ -5,6 +5,7 @@
  */
 import type { TestProject } from 'vitest/node';
 import { startThrowawayCluster } from './helpers/postgres.js';
+import { removePgliteTemplate } from './helpers/embedded.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -27,5 +28,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     console.log(`PostgreSQL test cluster on ${cluster.url} ready in ${Math.round(performance.now() - startedAt)} ms`);
   }
   project.provide('postgresUrl', cluster.url);
-  return () => cluster.stop();
+  return async () => {
+    // The embedded-database template some files made (test/helpers/embedded.ts), named by this pid.
+    removePgliteTemplate(process.pid);
+    await cluster.stop();
+  };
 }

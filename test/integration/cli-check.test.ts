@@ -2,10 +2,9 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { inject } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
+import { initialisedDataDir } from '../helpers/embedded.js';
 
 let sim: Simulator;
 const SECRET = 'cli-check-secret-9f8e';
@@ -76,7 +75,7 @@ describe('analytics-exporter check', () => {
   });
 
   it('checks against the built-in simulator when nothing is configured', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'ae-check-'));
+    const dataDir = await initialisedDataDir('ae-check-');
     onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
     const r = await runCli(['check'], { LOG_LEVEL: 'warn', DATA_DIR: dataDir });
     expect(r.stdout).toMatch(/^ok +configuration +STATISTICS_URL unset: checking against the built-in demo simulator/m);

@@ -9,10 +9,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { LOCK_FILE, lockDataDir, readHolder } from '../../src/db/datadir-lock.js';
 import { DataDirLockedError, DatabaseOpenError } from '../../src/errors.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
+import { initialisedDataDir } from '../helpers/embedded.js';
 import { until } from '../helpers/wait.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'ae-datadir-'));
@@ -50,10 +51,11 @@ async function get(url: string): Promise<{ status: number; body: string }> {
 
 describe('DATA_DIR is held by one process', () => {
   it('refuses a second sync, check and serve at once, naming the holder; after kill -9 of the holder a new process starts', async () => {
-    const dataDir = join(scratch, 'held');
+    const dataDir = await initialisedDataDir('ae-datadir-held-');
+    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
     const holder = await serve(dataDir);
     const pid = holder.child.pid!;
-    // Ready once the embedded database is open (the first creation takes seconds).
+    // Ready once the embedded database is open and migrated.
     await until('serve ready', async () => ((await get(`${holder.url}/readyz`)).status === 200 ? true : undefined), 60_000);
 
     const second = (args: string[]) => runCli(args, { DATA_DIR: dataDir, SYNC_SCHEDULE: 'off', METRICS_LISTEN: '127.0.0.1:0' }, 30_000);

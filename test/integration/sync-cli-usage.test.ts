@@ -7,6 +7,7 @@ import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { runCli } from '../helpers/cli.js';
+import { initialisedDataDir } from '../helpers/embedded.js';
 import { expectExactDataset, watermarkOf } from '../helpers/sync.js';
 import { SYNC_END, SYNC_START, useSyncCli } from '../helpers/sync-cli.js';
 
@@ -51,7 +52,7 @@ describe('analytics-exporter sync: usage, failures, the embedded database (child
 
   it('uses the embedded PGlite database when DATABASE_URL is unset', async () => {
     const s = await h.sim({ records: 3000 });
-    const dataDir = mkdtempSync(join(tmpdir(), 'ae-sync-pglite-'));
+    const dataDir = await initialisedDataDir('ae-sync-pglite-');
     h.defer(async () => rmSync(dataDir, { recursive: true, force: true }));
     const { DATABASE_URL: _unset, ...rest } = h.env(s, 'analytics', { DATA_DIR: dataDir, SYNC_WINDOW: '1d' });
     const r = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], rest, 120_000);
