@@ -18,6 +18,10 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          // Files share a worker's module cache too (106 s → 97 s of CPU measured): each starts its
+          // own servers, simulators and databases and closes them in its hooks, and the code under
+          // test keeps no process-wide state but its shutdown handlers, which tests never install.
+          isolate: false,
           // One throwaway PostgreSQL cluster for the run; files isolate themselves with a database each.
           globalSetup: ['test/global-setup.ts'],
           testTimeout: 30_000,
