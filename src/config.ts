@@ -30,6 +30,10 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
+/** PARTITION_INTERVAL: the length of the partitions of `records` the sync creates, in UTC (src/sync/partitions.ts). */
+export const PARTITION_INTERVALS = ['month', 'week', 'day'] as const;
+export type PartitionInterval = (typeof PARTITION_INTERVALS)[number];
+
 /** Where and how to reach the platform (reference: Authentication, E0, E6, E7). */
 export interface UpstreamConfig {
   /** {statistics_url}: base of E6 `/analytics` and E7 `/analytics/prometheus`. */
@@ -111,6 +115,10 @@ export interface SyncConfig {
   schedule: string | undefined;
   /** Path of the record's event-time field (split on dots); undefined when `none`. */
   recordTimeField: string[] | undefined;
+  /** Length of the partitions of `records` the sync creates (UTC). */
+  partitionInterval: PartitionInterval;
+  /** Each run drops partitions whose range ends at or before now minus this; undefined when `off`. */
+  retentionMs: number | undefined;
 }
 
 /** How `serve` exposes /metrics (reference E7 for the upstream part). */
@@ -339,6 +347,24 @@ const SETTING_TABLE = {
     help: "record field holding its event time, dotted for nesting, or 'none'",
     schema: z.string().regex(/^(none|[^.\s]+(\.[^.\s]+)*)$/, "must be a field name, dotted for nested fields, or 'none'"),
   },
+  PARTITION_INTERVAL: {
+    flag: '--partition-interval',
+    default: 'month',
+    help: "length of the partitions of records the sync creates, in UTC: 'month', 'week' or 'day'",
+    schema: z.enum(PARTITION_INTERVALS, { error: "must be 'month', 'week' or 'day'" }),
+  },
+  RETENTION: {
+    flag: '--retention',
+    default: 'off',
+    help: "each run drops partitions of records wholly older than now minus this, or 'off'",
+    schema: z.string().transform((text, ctx): number | undefined => {
+      if (text === 'off') return undefined;
+      const ms = parseDuration(text);
+      if (ms !== undefined && ms > 0) return ms;
+      ctx.addIssue({ code: 'custom', message: "must be a positive duration such as 90d, or 'off'" });
+      return z.NEVER;
+    }),
+  },
   METRICS_LISTEN: {
     flag: '--metrics-listen',
     default: `0.0.0.0:${DEFAULT_METRICS_PORT}`,
@@ -552,6 +578,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       shrink: v.SYNC_SHRINK,
       schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
       recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
+      partitionInterval: v.PARTITION_INTERVAL,
+      retentionMs: v.RETENTION,
     },
     serve: {
       host: v.METRICS_LISTEN.host,

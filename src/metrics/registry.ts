@@ -178,6 +178,11 @@ export class ExporterMetrics {
       'such an instant is read again, and fails the run after SYNC_WINDOW_ATTEMPTS.',
     registers: [this.registry],
   });
+  readonly retentionPartitionsDropped = new Counter({
+    name: `${METRIC_PREFIX}retention_partitions_dropped_total`,
+    help: 'Partitions of the table records dropped by RETENTION (their whole range older than now minus RETENTION); their windows are marked expired in sync_windows.',
+    registers: [this.registry],
+  });
   readonly syncDuration = new Gauge({
     name: `${METRIC_PREFIX}sync_duration_seconds`,
     help: 'Duration of the last finished sync run, in seconds.',
@@ -265,6 +270,7 @@ export class ExporterMetrics {
       windowShrunk: (w) => this.syncWindowsShrunk.inc({ action: w.action }),
       recordsQuarantined: (e) => this.syncRecordsQuarantined.inc(e.records),
       unstableInstant: () => this.syncUnstableInstants.inc(),
+      partitionsDropped: (e) => this.retentionPartitionsDropped.inc(e.partitions.length),
       runFinished: (result: SyncResult) => this.recordRun(result),
     };
   }

@@ -5,7 +5,8 @@
  * the writer as parts that E6 answers each in one complete page (reader.ts, split.ts: exact
  * whatever order E6 returns records in), and loads each window in one transaction: delete what
  * was loaded for it, insert every record of its parts, record it in the ledger and advance the
- * watermark.
+ * watermark. The partitions of `records` the windows need are created before loading
+ * (partitions.ts); RETENTION drops the old ones at the end of the run.
  */
 import type { SyncConfig } from '../config.js';
 import { AbortedError, InvalidArgumentError, coerceError, describeError } from '../errors.js';
@@ -19,6 +20,7 @@ import {
   abandonStaleRuns,
   clearWindow,
   committedWindows,
+  expiredWindows,
   ledgerCounts,
   finishRun,
   prepareInsertQuarantined,
@@ -31,7 +33,8 @@ import {
   Tables,
   type RunStatus,
 } from './store.js';
-import { closeOverCommitted, iso, planWindows, recordTime, runRange, type Window } from './windows.js';
+import { closeOverCommitted, iso, planWindows, recordTime, runRange, subtractWindows, type Window } from './windows.js';
+import { dropExpiredPartitions, ensurePartitions, type DroppedPartition } from './partitions.js';
 
 /** Counts of one committed window. */
 export interface WindowSummary {
@@ -100,6 +103,8 @@ export interface SyncObserver {
   recordsQuarantined?(event: { window: Window; records: number }): void;
   /** An instant (a part of SYNC_MIN_SPLIT that cannot be split) whose two reads disagreed; it is read again or fails the run. */
   unstableInstant?(event: { instant: Window; records: number; attempt: number }): void;
+  /** RETENTION dropped these partitions of `records` at the end of the run. */
+  partitionsDropped?(event: { partitions: readonly DroppedPartition[] }): void;
   runFinished?(result: SyncResult): void;
 }
 
@@ -191,9 +196,23 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
       `--to ${iso(range.end)} is later than now minus SYNC_SETTLE (${iso(latest)}); windows in the future would be committed empty`,
     );
   }
-  const planned = planWindows(range.start, range.end, config.windowMs);
+  const aligned = planWindows(range.start, range.end, config.windowMs);
+  // RETENTION dropped the records of expired windows on purpose: only an explicit --from reloads them.
+  const planned =
+    aligned.length === 0 || options.from !== undefined
+      ? aligned
+      : subtractWindows(aligned, await expiredWindows(db, t, { start: aligned[0]!.start, end: aligned[aligned.length - 1]!.end }));
   const windows =
     planned.length === 0 ? [] : closeOverCommitted(planned, await committedWindows(db, t, { start: planned[0]!.start, end: planned[planned.length - 1]!.end }));
+  const createdPartitions = await ensurePartitions(
+    db,
+    t,
+    windows.map((w) => w.start),
+    config.partitionInterval,
+  );
+  if (createdPartitions.length > 0) {
+    log.info({ partitions: createdPartitions.map((p) => ({ name: p.name, from: iso(p.start), to: iso(p.end) })) }, 'created partitions of records');
+  }
   const runId = await startRun(db, t, range);
   log.info(
     { runId, from: iso(range.start), to: iso(range.end), windows: windows.length, watermark: watermarkBefore === undefined ? null : iso(watermarkBefore) },
@@ -297,6 +316,8 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     reader.close();
   }
 
+  if (config.retentionMs !== undefined && status !== 'interrupted') await applyRetention(db, t, deps, runId, now - config.retentionMs);
+
   const durationSeconds = (performance.now() - started) / 1000;
   const ending = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
   try {
@@ -339,6 +360,29 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   else log.error(summaryLine, 'sync run failed; committed windows are kept, the next run completes the data');
   observer?.runFinished?.(result);
   return result;
+}
+
+/**
+ * RETENTION at the end of a run: drops the partitions wholly older than `cutoff`
+ * ({@link dropExpiredPartitions}), logs and reports them. A failure is logged, not thrown: the
+ * run's windows are committed, and the next run tries again.
+ */
+async function applyRetention(db: PoolClient, t: Tables, deps: SyncDeps, runId: number, cutoff: number): Promise<void> {
+  try {
+    const dropped = await dropExpiredPartitions(db, t, cutoff, runId);
+    if (dropped.length === 0) return;
+    deps.log.info(
+      {
+        runId,
+        cutoff: iso(cutoff),
+        partitions: dropped.map((p) => ({ name: p.name, from: iso(p.start), to: iso(p.end), windows: p.windows })),
+      },
+      'retention dropped partitions of records wholly older than RETENTION; their windows are marked expired',
+    );
+    deps.observer?.partitionsDropped?.({ partitions: dropped });
+  } catch (err) {
+    deps.log.warn({ runId, err: coerceError(err) }, 'retention failed; nothing was dropped, the next run tries again');
+  }
 }
 
 /**

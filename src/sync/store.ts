@@ -42,6 +42,16 @@ export async function committedWindows(db: PoolClient, t: Tables, range: Window)
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
 }
 
+/** Expired windows (RETENTION dropped their records) overlapping [from, to), in time order. */
+export async function expiredWindows(db: PoolClient, t: Tables, range: Window): Promise<Window[]> {
+  const { rows } = await db.query<{ start: Date; end: Date }>(
+    `select window_start as "start", window_end as "end" from ${t.windows}
+      where expired_at is not null and window_start < $2 and window_end > $1 order by window_start`,
+    [new Date(range.start), new Date(range.end)],
+  );
+  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
+}
+
 /** Committed windows in [from, to) with the record count E6 gave for each, for {@link RecordEstimate}; also the last one before `from`. */
 export async function ledgerCounts(db: PoolClient, t: Tables, from: number, to: number): Promise<(Window & { totalRecords: number })[]> {
   const { rows } = await db.query<{ start: Date; end: Date; total: string }>(

@@ -9,6 +9,7 @@
  * - closure: a planned window widened to cover every committed window it overlaps, so that
  *   loading it replaces those windows whole and nothing outside it is touched.
  * - watermark: the end of the contiguous range loaded so far; a run resumes from it.
+ * - expired window: a ledger window whose records RETENTION dropped; only an explicit `--from` loads it again.
  */
 
 import { parseEventTime } from '../time.js';
@@ -58,6 +59,29 @@ export function closeOverCommitted(planned: readonly Window[], committed: readon
     else merged.push({ ...w });
   }
   return merged;
+}
+
+/**
+ * Removes from `planned` every part covered by one of `removed` (expired windows: RETENTION
+ * dropped their records on purpose, so a resumed run does not load them again).
+ *
+ * @param planned disjoint windows in time order.
+ * @param removed windows in any order.
+ * @returns the remaining parts, disjoint and in time order (a planned window may come back shorter or in pieces).
+ */
+export function subtractWindows(planned: readonly Window[], removed: readonly Window[]): Window[] {
+  const cuts = [...removed].sort((a, b) => a.start - b.start);
+  const result: Window[] = [];
+  for (const w of planned) {
+    let start = w.start;
+    for (const c of cuts) {
+      if (c.end <= start || c.start >= w.end) continue;
+      if (c.start > start) result.push({ start, end: c.start });
+      start = Math.max(start, c.end);
+    }
+    if (start < w.end) result.push({ start, end: w.end });
+  }
+  return result;
 }
 
 /**

@@ -1,8 +1,41 @@
 import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { runner } from 'node-pg-migrate';
+import { MIGRATIONS_DIR, MIGRATIONS_TABLE } from '../../src/db/migrate.js';
+import type { Pool } from '../../src/db/pool.js';
 
 /** The names of the migrations in migrations/ (without `.sql`), in the order they apply. */
 export const MIGRATIONS: readonly string[] = readdirSync(fileURLToPath(new URL('../../migrations/', import.meta.url)))
   .filter((name) => name.endsWith('.sql'))
   .map((name) => name.slice(0, -'.sql'.length))
   .sort();
+
+/**
+ * Applies the migrations up to and including `last` (a name of {@link MIGRATIONS}) to `schema`, as
+ * {@link migrate} would but stopping there: a database as an older release left it, for tests of
+ * a migration that converts existing data.
+ */
+export async function migrateUpTo(pool: Pool, schema: string, last: string): Promise<void> {
+  const count = MIGRATIONS.indexOf(last) + 1;
+  if (count === 0) throw new Error(`no migration named ${last}`);
+  await pool.query(`create schema if not exists "${schema}"`);
+  const client = await pool.connect();
+  try {
+    await runner({
+      dbClient: client,
+      dir: MIGRATIONS_DIR,
+      direction: 'up',
+      count,
+      schema,
+      migrationsSchema: schema,
+      migrationsTable: MIGRATIONS_TABLE,
+      noLock: true,
+      singleTransaction: false,
+      checkOrder: true,
+      logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+    });
+    await client.query('reset search_path');
+  } finally {
+    client.release();
+  }
+}

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, withClient, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
+import { ensurePartitions } from '../../src/sync/partitions.js';
 import { Tables, clearWindow, insertQuarantined, prepareInsertQuarantined, prepareInsertRecords, type QuarantineRow } from '../../src/sync/store.js';
 import { decodePage, parsePage } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';
@@ -26,6 +27,8 @@ const NEXT_DAY = { start: DAY.end, end: DAY.end + 86_400_000 };
 beforeAll(async () => {
   pool = createPool(db.url, silentLogger, { max: 2 });
   await migrate(pool, SCHEMA, silentLogger);
+  // records is partitioned: rows of these days need their partition, as a run creates it first.
+  await withClient(pool, (c) => ensurePartitions(c, t, [DAY.start, NEXT_DAY.start], 'month'));
 });
 afterAll(async () => {
   await pool?.end();

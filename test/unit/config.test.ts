@@ -186,6 +186,8 @@ describe('sync settings', () => {
       shrink: 'keep',
       schedule: '*/15 * * * *',
       recordTimeField: ['timestamp'],
+      partitionInterval: 'month',
+      retentionMs: undefined,
     });
   });
 
