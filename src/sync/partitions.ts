@@ -25,6 +25,9 @@ const MS_PER_DAY = 86_400_000;
 const MONDAY_OFFSET_MS = 4 * MS_PER_DAY;
 const MS_PER_WEEK = 7 * MS_PER_DAY;
 
+/** How long retention waits for the lock on `records` that dropping a partition takes. */
+export const RETENTION_LOCK_TIMEOUT_MS = 10_000;
+
 /** One partition of `records`: its table name (unqualified) and its range of window_start. */
 export interface Partition extends Window {
   name: string;
@@ -142,10 +145,14 @@ export interface DroppedPartition extends Partition {
  *
  * @param cutoff milliseconds since the epoch: now minus RETENTION.
  * @returns the partitions dropped, in time order.
- * @throws the database's error; then nothing is dropped.
+ * @throws the database's error (55P03 lock_not_available after {@link RETENTION_LOCK_TIMEOUT_MS}
+ *   waiting for a reader of `records`); then nothing is dropped.
  */
 export async function dropExpiredPartitions(db: PoolClient, t: Tables, cutoff: number, runId: number): Promise<DroppedPartition[]> {
   return withTransaction(db, async () => {
+    // Dropping a partition locks records exclusively: rather than queue every reader behind a long
+    // dashboard query, give up and let the next run try again.
+    await db.query(`set local lock_timeout = '${RETENTION_LOCK_TIMEOUT_MS}ms'`);
     const dropped: DroppedPartition[] = [];
     for (const p of await listPartitions(db, t)) {
       if (p.end > cutoff) continue;

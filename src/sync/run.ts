@@ -204,15 +204,6 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
       : subtractWindows(aligned, await expiredWindows(db, t, { start: aligned[0]!.start, end: aligned[aligned.length - 1]!.end }));
   const windows =
     planned.length === 0 ? [] : closeOverCommitted(planned, await committedWindows(db, t, { start: planned[0]!.start, end: planned[planned.length - 1]!.end }));
-  const createdPartitions = await ensurePartitions(
-    db,
-    t,
-    windows.map((w) => w.start),
-    config.partitionInterval,
-  );
-  if (createdPartitions.length > 0) {
-    log.info({ partitions: createdPartitions.map((p) => ({ name: p.name, from: iso(p.start), to: iso(p.end) })) }, 'created partitions of records');
-  }
   const runId = await startRun(db, t, range);
   log.info(
     { runId, from: iso(range.start), to: iso(range.end), windows: windows.length, watermark: watermarkBefore === undefined ? null : iso(watermarkBefore) },
@@ -256,6 +247,16 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     ...(options.signal ? { signal: options.signal } : {}),
   });
   try {
+    // Before any window: a row no partition takes would fail its window (there is no DEFAULT partition).
+    const createdPartitions = await ensurePartitions(
+      db,
+      t,
+      windows.map((w) => w.start),
+      config.partitionInterval,
+    );
+    if (createdPartitions.length > 0) {
+      log.info({ runId, partitions: createdPartitions.map((p) => ({ name: p.name, from: iso(p.start), to: iso(p.end) })) }, 'created partitions of records');
+    }
     for (let i = 0; i < windows.length; i++) {
       if (options.signal?.aborted) throw new AbortedError('sync interrupted by a signal');
       const window = windows[i]!;
