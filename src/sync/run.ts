@@ -12,6 +12,7 @@ import { AbortedError, InvalidArgumentError, coerceError, describeError } from '
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
+import { Derived } from './derived.js';
 import { WindowReader } from './reader.js';
 import { storablePage } from './storable.js';
 import { RecordEstimate } from './split.js';
@@ -168,6 +169,10 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   const started = performance.now();
   const now = (options.now ?? Date.now)();
 
+  // Under the sync lock, so no window is being loaded while records_hourly is rebuilt.
+  const derived = new Derived(t, config.rollup);
+  await withTransaction(db, () => derived.ensureRollup(db, log));
+
   const abandoned = await abandonStaleRuns(db, t);
   if (abandoned > 0) log.warn({ runs: abandoned }, 'marked runs left running by a process that died as abandoned (or whose end could not be recorded)');
 
@@ -289,6 +294,11 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
         );
       }
       observer?.windowCommitted?.(summary);
+    }
+    if (config.rollup.retentionMs !== undefined) {
+      const pruned = await derived.pruneRollup(db, now - config.rollup.retentionMs);
+      if (pruned > 0)
+        log.info({ runId, rows: pruned, before: iso(now - config.rollup.retentionMs) }, 'deleted records_hourly buckets older than ROLLUP_RETENTION');
     }
   } catch (thrown) {
     error = coerceError(thrown);
@@ -453,7 +463,8 @@ async function loadWindow(
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
   return withTransaction(db, async () => {
-    const replaced = await clearWindow(db, t, window);
+    const derived = new Derived(t, deps.config.rollup);
+    const replaced = await clearWindow(db, t, window, derived);
     let stored = 0;
     let fetched = 0;
     let quarantined = 0;
@@ -498,6 +509,7 @@ async function loadWindow(
     const shrunk: ShrunkWindow | undefined =
       stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
+    await derived.addWindowRecords(db, window, deps.log);
     const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {
       window,
