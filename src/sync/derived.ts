@@ -33,11 +33,112 @@ export const EXAMPLE_MAX_CHARS = 40;
 export const SECRET_FIELD_PATTERN = '(pass|secret|token|auth|cred|key|session|cookie|signature|ssn|card|iban|cvv)';
 
 /**
- * An ISO 8601 date-time with a zone, as `records_typed` types timestamptz (POSIX regex for
- * PostgreSQL). A string matching it that is still no instant (February 30th) becomes null there.
+ * An ISO 8601 date-time with a zone: a field whose strings all match it is typed timestamptz in
+ * records_typed. A string matching it that is still no instant (February 30th) becomes null there.
  */
 export const ISO_DATE_TIME_PATTERN =
   '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])[T ]([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?(Z|[+-]([01]\\d|2[0-3])(:?[0-5]\\d)?)$';
+
+/** {@link ISO_DATE_TIME_PATTERN} for JavaScript. */
+const ISO_DATE_TIME = new RegExp(ISO_DATE_TIME_PATTERN);
+/** {@link SECRET_FIELD_PATTERN} for JavaScript, case-insensitive. */
+const SECRET_FIELD = new RegExp(SECRET_FIELD_PATTERN, 'i');
+
+/** What a window's records hold of one top-level field, merged into record_fields at commit. */
+export interface FieldStats {
+  /** JSON types seen (`date-time` for an ISO 8601 date-time string). */
+  types: Set<string>;
+  /** Records holding the field. */
+  records: number;
+  /** Earliest and latest event time of those records, in milliseconds (±Infinity when none had one). */
+  first: number;
+  last: number;
+  /** Whether one of them had no event time (its window start counts then). */
+  untimed: boolean;
+  /** A non-null value's JSON text, cut to {@link EXAMPLE_MAX_CHARS}; null for a secret-like name. */
+  example: string | null;
+}
+
+/** Field name → its stats over some records. */
+export type WindowFields = Map<string, FieldStats>;
+
+/** The JSON type of a parsed value as record_fields names it. */
+function jsonType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  // The cheap checks first: most strings are not date-times.
+  if (typeof value === 'string') return value.length >= 16 && value.charCodeAt(4) === 45 && ISO_DATE_TIME.test(value) ? 'date-time' : 'string';
+  return typeof value === 'object' ? 'object' : typeof value; // number, boolean
+}
+
+/** A value's JSON text cut to {@link EXAMPLE_MAX_CHARS} characters (the last one an ellipsis when cut). */
+function exampleOf(value: unknown): string {
+  const text = JSON.stringify(value);
+  return text.length > EXAMPLE_MAX_CHARS ? `${text.slice(0, EXAMPLE_MAX_CHARS - 1)}…` : text;
+}
+
+/**
+ * Adds the top-level fields of the kept records of a page to `into` (work done while the page
+ * waits for the writer, so the window's transaction only merges the result).
+ *
+ * @param records the page's parsed records (E6 `data`).
+ * @param keep positions of the records stored, ascending.
+ * @param eventTimes per kept record, its event time in milliseconds or null.
+ */
+export function catalogueRecords(
+  records: readonly unknown[],
+  keep: readonly number[],
+  eventTimes: readonly (number | null)[],
+  into: WindowFields = new Map(),
+): WindowFields {
+  for (let k = 0; k < keep.length; k++) {
+    const record = records[keep[k]!];
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) continue;
+    const seen = eventTimes[k] ?? null;
+    for (const [key, value] of Object.entries(record)) {
+      const type = jsonType(value);
+      const stats = into.get(key);
+      if (stats === undefined) {
+        into.set(key, {
+          types: new Set([type]),
+          records: 1,
+          first: seen ?? Infinity,
+          last: seen ?? -Infinity,
+          untimed: seen === null,
+          example: value === null || SECRET_FIELD.test(key) ? null : exampleOf(value),
+        });
+      } else {
+        stats.types.add(type);
+        stats.records++;
+        if (seen === null) {
+          stats.untimed = true;
+        } else {
+          if (seen < stats.first) stats.first = seen;
+          if (seen > stats.last) stats.last = seen;
+        }
+        if (stats.example === null && value !== null && !SECRET_FIELD.test(key)) stats.example = exampleOf(value);
+      }
+    }
+  }
+  return into;
+}
+
+/** Merges `from` into `into` (the window's fields from its pages). */
+export function mergeFields(into: WindowFields, from: WindowFields): void {
+  for (const [key, f] of from) {
+    const stats = into.get(key);
+    if (stats === undefined) {
+      into.set(key, { ...f, types: new Set(f.types) });
+    } else {
+      for (const t of f.types) stats.types.add(t);
+      stats.records += f.records;
+      stats.first = Math.min(stats.first, f.first);
+      stats.last = Math.max(stats.last, f.last);
+      stats.untimed ||= f.untimed;
+      stats.example ??= f.example;
+    }
+  }
+}
 
 /** The bucket of a stored row (its columns unqualified): the UTC hour of its event time, else of its window start. */
 const BUCKET_SQL = `date_trunc('hour', coalesce(event_time, window_start), 'UTC')`;
@@ -143,40 +244,57 @@ export class Derived {
   }
 
   /**
-   * Adds the stored records of the windows inside `window` (just inserted) to records_hourly and
-   * to the catalogue, and recreates records_typed when the catalogue changed its shape.
+   * Wraps an `insert into records … select …` (its parameters numbered below `firstParam`) so the
+   * same statement adds the inserted rows to records_hourly; the statement's parameters are then
+   * followed by {@link rollupParams}.
    */
-  async addWindowRecords(db: PoolClient, window: Window, log: Logger): Promise<void> {
-    const bounds = [new Date(window.start), new Date(window.end)];
-    await db.query(this.addGroupsSql(this.t.records, 'where window_start >= $1 and window_start < $2', 3), [...bounds, ...this.paths]);
-    await db.query(
-      `with f as (
-         select e.key,
-                case jsonb_typeof(e.value) when 'string' then case when (e.value #>> '{}') ~ $3 then 'date-time' else 'string' end
-                     else jsonb_typeof(e.value) end as type,
-                coalesce(r.event_time, r.window_start) as seen,
-                case when jsonb_typeof(e.value) = 'null' then null else left(e.value::text, $5 + 1) end as example
-           from ${this.t.records} r, jsonb_each(case when jsonb_typeof(r.payload) = 'object' then r.payload else '{}' end) as e
-          where r.window_start >= $1 and r.window_start < $2
-       ), g as (
-         select key, array_agg(distinct type order by type) as types, count(*) as n, min(seen) as first_seen, max(seen) as last_seen,
-                case when key ~* $4 then null else min(example) end as example
-           from f group by key
+  withRollup(insertSql: string, firstParam: number): string {
+    return `with ins as (${insertSql} returning payload, event_time, window_start) ${this.addGroupsSql('ins', '', firstParam)}`;
+  }
+
+  /** The parameters {@link withRollup} adds: the dimension paths. */
+  rollupParams(): string[][] {
+    return this.paths;
+  }
+
+  /**
+   * Merges `fields` (the top-level fields of the records just inserted for `window`, see
+   * {@link catalogueRecords}) into the catalogue, and recreates records_typed when the catalogue
+   * gained a field or a type. (records_hourly got the rows with their inserts, {@link withRollup}.)
+   */
+  async addWindowRecords(db: PoolClient, window: Window, fields: WindowFields, log: Logger): Promise<void> {
+    if (fields.size === 0) return;
+    const entries = [...fields];
+    // `before` reads the catalogue as it was before this statement: a field new or with a new type
+    // means records_typed may have to change.
+    const { rows } = await db.query<{ changed: string }>(
+      `with before as (
+         select path, types from ${this.t.fields} where path = any($1::text[])
+       ), merged as (
+         insert into ${this.t.fields} as c (path, types, records, first_seen, last_seen, example)
+         select path, string_to_array(types, ','), records, first_seen, last_seen, example
+           from unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::text[])
+             as n(path, types, records, first_seen, last_seen, example)
+         on conflict (path) do update set
+           types = (select array_agg(distinct t order by t) from unnest(c.types || excluded.types) as t),
+           records = c.records + excluded.records,
+           first_seen = least(c.first_seen, excluded.first_seen),
+           last_seen = greatest(c.last_seen, excluded.last_seen),
+           example = coalesce(c.example, excluded.example),
+           updated_at = now()
+         returning path, types
        )
-       insert into ${this.t.fields} as c (path, types, records, first_seen, last_seen, example)
-       select key, types, n, first_seen, last_seen,
-              case when length(example) > $5 then left(example, $5 - 1) || '…' else example end
-         from g
-       on conflict (path) do update set
-         types = (select array_agg(distinct t order by t) from unnest(c.types || excluded.types) as t),
-         records = c.records + excluded.records,
-         first_seen = least(c.first_seen, excluded.first_seen),
-         last_seen = greatest(c.last_seen, excluded.last_seen),
-         example = coalesce(c.example, excluded.example),
-         updated_at = now()`,
-      [...bounds, ISO_DATE_TIME_PATTERN, SECRET_FIELD_PATTERN, EXAMPLE_MAX_CHARS],
+       select count(*) as changed from merged left join before using (path) where before.types is distinct from merged.types`,
+      [
+        entries.map(([path]) => path),
+        entries.map(([, f]) => [...f.types].sort().join(',')),
+        entries.map(([, f]) => f.records),
+        entries.map(([, f]) => new Date(f.untimed ? Math.min(f.first, window.start) : f.first)),
+        entries.map(([, f]) => new Date(f.untimed ? Math.max(f.last, window.start) : f.last)),
+        entries.map(([, f]) => f.example),
+      ],
     );
-    await this.refreshTypedView(db, log);
+    if (Number(rows[0]!.changed) > 0) await this.refreshTypedView(db, log);
   }
 
   /**

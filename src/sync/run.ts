@@ -12,7 +12,7 @@ import { AbortedError, InvalidArgumentError, coerceError, describeError } from '
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
-import { Derived } from './derived.js';
+import { catalogueRecords, Derived, mergeFields, type WindowFields } from './derived.js';
 import { WindowReader } from './reader.js';
 import { storablePage } from './storable.js';
 import { RecordEstimate } from './split.js';
@@ -409,6 +409,8 @@ interface PreparedPage {
   atEnd: number;
   outside: number;
   untimed: number;
+  /** Top-level fields of the kept records, for record_fields. */
+  fields: WindowFields;
 }
 
 /**
@@ -445,7 +447,8 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
     eventTimes.push(ms === undefined ? null : ms);
   }
   const rows: PageRows = storable.text === undefined ? { records: page.data, keep, eventTimes } : { text: storable.text, keep, eventTimes };
-  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed };
+  const fields = catalogueRecords(page.data, keep, eventTimes);
+  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed, fields };
 }
 
 /**
@@ -472,6 +475,7 @@ async function loadWindow(
     let atEnd = 0;
     let outside = 0;
     let untimed = 0;
+    const fields: WindowFields = new Map();
     // One leaf's insert runs in the database while the next leaves are fetched and prepared here.
     // At most one insert is outstanding: it is awaited before the next one is sent, so a failure
     // surfaces before anything after it, and memory grows by one page.
@@ -492,7 +496,8 @@ async function loadWindow(
         atEnd += current.atEnd;
         outside += current.outside;
         untimed += current.untimed;
-        const query = prepareInsertRecords(t, window, runId, current.rows);
+        mergeFields(fields, current.fields);
+        const query = prepareInsertRecords(t, window, runId, current.rows, derived);
         const isolated = prepareInsertQuarantined(t, window, runId, current.quarantine);
         quarantined += current.quarantine.length;
         await settle();
@@ -509,7 +514,7 @@ async function loadWindow(
     const shrunk: ShrunkWindow | undefined =
       stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
-    await derived.addWindowRecords(db, window, deps.log);
+    await derived.addWindowRecords(db, window, fields, deps.log);
     const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {
       window,
