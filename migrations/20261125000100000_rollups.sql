@@ -24,7 +24,8 @@ create table record_fields (
   -- JSON types seen, sorted: string, date-time (a string holding an ISO 8601 date-time with a
   -- zone), number, boolean, object, array, null.
   types       text[]      not null,
-  -- Stored records holding the field (a re-loaded window's rows are subtracted first).
+  -- Loaded records holding the field: a re-loaded window's rows are subtracted before its new
+  -- rows are added; rows dropped from records by retention stay counted.
   records     bigint      not null,
   -- Earliest and latest event time (RECORD_TIME_FIELD, else the window start) of a record holding it.
   first_seen  timestamptz not null,

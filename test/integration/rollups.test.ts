@@ -104,6 +104,7 @@ describe('records_hourly', () => {
       extraRecords(base, 40, START, END, 3, (i) => ({
         medium: i % 3 === 0 ? 'web' : i % 3 === 1 ? null : undefined,
         meta: i % 2 ? { plan: 'pro' } : undefined,
+        at: new Date(START.getTime() + ((i * 7) % HOURS) * HOUR_MS + i * 1000).toISOString(),
       })),
     );
     const step = fc.record({
@@ -115,6 +116,8 @@ describe('records_hourly', () => {
       lookback: fc.constantFrom('0', '2h', '5h'),
       // Windows shorter than a bucket make several windows share one bucket (a re-load then lowers its count).
       window: fc.constantFrom('20m', '1h', '3h'),
+      // `at` is a field only the extra records have: the others are stored without an event time.
+      timeField: fc.constantFrom('timestamp', 'at'),
     });
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 2, maxLength: 4 }), async (steps) => {
@@ -122,7 +125,14 @@ describe('records_hourly', () => {
         for (const s of steps) {
           const from = s.fromHour === undefined ? undefined : new Date(START.getTime() + s.fromHour * HOUR_MS);
           const to = from === undefined ? END : new Date(Math.min(END.getTime(), from.getTime() + s.spanHours * HOUR_MS));
-          const env = { ...DIMS_ENV, SYNC_SHRINK: s.shrink, SYNC_LOOKBACK: s.lookback, SYNC_WINDOW: s.window, SYNC_START_DATE: START.toISOString() };
+          const env = {
+            ...DIMS_ENV,
+            SYNC_SHRINK: s.shrink,
+            SYNC_LOOKBACK: s.lookback,
+            SYNC_WINDOW: s.window,
+            RECORD_TIME_FIELD: s.timeField,
+            SYNC_START_DATE: START.toISOString(),
+          };
           const result = await sync(s.upstream === 'base' ? base : more, schema, env, { to, ...(from ? { from } : {}) });
           expect(result.status).toBe('succeeded');
           const { rollup, truth } = await rollupAndTruth(schema, DIMS);
