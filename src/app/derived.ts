@@ -1,7 +1,8 @@
 /**
  * The application layer of the tables derived from `records` (src/sync/derived.ts): migrating a
  * schema together with its rollup, rebuilding the rollup on demand, and reading the field
- * catalogue. Commands (migrate, rollup rebuild, fields) and serve/sync call these.
+ * catalogue, for the commands migrate, rollup rebuild and fields. (A sync run checks the rollup
+ * itself, under its own lock: src/sync/run.ts.)
  */
 import type { Config } from '../config.js';
 import { migrate } from '../db/migrate.js';

@@ -9,8 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { DataDirLockedError, describeError } from '../errors.js';
 import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
 import type { Logger } from '../log.js';
-import { pendingMigrations } from '../db/migrate.js';
-import { migrateDatabase } from './derived.js';
+import { migrate, pendingMigrations } from '../db/migrate.js';
 import { ExporterMetrics } from '../metrics/registry.js';
 import { UpstreamMetrics } from '../metrics/upstream.js';
 import { createMetricsServer, type Readiness } from '../server.js';
@@ -95,7 +94,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   const ensureMigrated = async (): Promise<Database> => {
     const opened = await opening;
     if (migrated) return opened;
-    await migrateDatabase(opened.pool, config, log);
+    await migrate(opened.pool, schema, log);
     migrated = true;
     metrics.setWatermark(await withClient(opened.pool, (client) => readWatermark(client, new Tables(schema))));
     return opened;

@@ -4,9 +4,9 @@
  * progress, and maps the outcome to an exit status.
  */
 import type { Config } from '../config.js';
+import { migrate } from '../db/migrate.js';
 import type { Logger } from '../log.js';
 import { runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run.js';
-import { migrateDatabase } from './derived.js';
 import { openDatabase, openUpstream } from './runtime.js';
 
 /**
@@ -23,7 +23,7 @@ export async function syncOnce(
 ): Promise<SyncResult> {
   const db = await openDatabase(config, log, 2);
   try {
-    await migrateDatabase(db.pool, config, log);
+    await migrate(db.pool, config.database.schema, log);
     const upstream = await openUpstream(config, log);
     try {
       const { observer, ...runOptions } = options;

@@ -169,7 +169,9 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   const started = performance.now();
   const now = (options.now ?? Date.now)();
 
-  // Under the sync lock, so no window is being loaded while records_hourly is rebuilt.
+  // Here rather than when serve and sync migrate: under this run's lock, taken the way the run takes
+  // it (a --wait a signal can end, a serve tick that skips when busy), so no window is being loaded
+  // while records_hourly is rebuilt.
   const derived = new Derived(t, config.rollup);
   await withTransaction(db, () => derived.ensureRollup(db, log));
 
