@@ -10,7 +10,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { SETTINGS } from './config.js';
 import { EXIT_USAGE } from './commands/exit.js';
 import { registerCheckCommand } from './commands/check.js';
+import { registerFieldsCommand } from './commands/fields.js';
 import { registerMigrateCommand } from './commands/migrate.js';
+import { registerRollupCommand } from './commands/rollup.js';
 import { registerServeCommand } from './commands/serve.js';
 import { registerSimulateCommand } from './commands/simulate.js';
 import { registerSyncCommand } from './commands/sync.js';
@@ -52,7 +54,12 @@ export function buildProgram(configureSimulate?: (command: Command) => void): Co
   registerSyncCommand(program);
   registerServeCommand(program);
   registerMigrateCommand(program);
-  for (const sub of program.commands) sub.exitOverride();
+  registerRollupCommand(program);
+  registerFieldsCommand(program);
+  for (const sub of program.commands) {
+    sub.exitOverride();
+    for (const nested of sub.commands) nested.exitOverride();
+  }
   return program;
 }
 

@@ -119,7 +119,27 @@ export interface SyncConfig {
   partitionInterval: PartitionInterval;
   /** Each run drops partitions whose range ends at or before now minus this; undefined when `off`. */
   retentionMs: number | undefined;
+  /** The hourly rollup (ROLLUP_DIMENSIONS, ROLLUP_RETENTION; src/sync/rollup.ts). */
+  rollup: RollupConfig;
 }
+
+/** One dimension of `records_hourly`: a text column filled from a record field. */
+export interface RollupDimension {
+  /** Column name in `records_hourly`: a lower-case SQL identifier. */
+  column: string;
+  /** Path of the record field (split on dots). */
+  path: string[];
+}
+
+/** The hourly rollup's grouping and how long its buckets are kept. */
+export interface RollupConfig {
+  dimensions: RollupDimension[];
+  /** Buckets older than this are deleted at the end of each run; undefined = kept forever. */
+  retentionMs: number | undefined;
+}
+
+/** Column names `records_hourly` uses itself, so no dimension may take them. */
+const ROLLUP_RESERVED_COLUMNS = new Set(['bucket', 'records']);
 
 /** How `serve` exposes /metrics (reference E7 for the upstream part). */
 export interface ServeConfig {
@@ -365,6 +385,33 @@ const SETTING_TABLE = {
       return z.NEVER;
     }),
   },
+  ROLLUP_DIMENSIONS: {
+    flag: '--rollup-dimensions',
+    default: 'event_type=eventType,customer_id=customerId',
+    help: "column=field pairs, comma-separated, grouping records_hourly (fields dotted for nesting), or 'none'",
+    schema: z.string().transform((text, ctx) => {
+      const dimensions = parseRollupDimensions(text);
+      if (typeof dimensions === 'string') {
+        ctx.addIssue({ code: 'custom', message: dimensions });
+        return z.NEVER;
+      }
+      return dimensions;
+    }),
+  },
+  ROLLUP_RETENTION: {
+    flag: '--rollup-retention',
+    default: 'off',
+    help: "records_hourly buckets older than this are deleted after each run, or 'off' to keep them",
+    schema: z.string().transform((text, ctx) => {
+      if (text === 'off') return undefined;
+      const ms = parseDuration(text);
+      if (ms === undefined || ms <= 0) {
+        ctx.addIssue({ code: 'custom', message: "must be a positive duration such as 400d, or 'off'" });
+        return z.NEVER;
+      }
+      return ms;
+    }),
+  },
   METRICS_LISTEN: {
     flag: '--metrics-listen',
     default: `0.0.0.0:${DEFAULT_METRICS_PORT}`,
@@ -580,6 +627,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
       partitionInterval: v.PARTITION_INTERVAL,
       retentionMs: v.RETENTION,
+      rollup: { dimensions: v.ROLLUP_DIMENSIONS, retentionMs: v.ROLLUP_RETENTION },
     },
     serve: {
       host: v.METRICS_LISTEN.host,
@@ -614,6 +662,27 @@ function readWebConfig(file: string): WebConfig {
     if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
     throw err;
   }
+}
+
+/**
+ * Parses ROLLUP_DIMENSIONS: `column=field` pairs separated by commas (`event_type=eventType`), the
+ * field dotted for nesting like RECORD_TIME_FIELD, or `none` for a rollup by hour alone.
+ *
+ * @returns the dimensions, or the rule broken as a message.
+ */
+export function parseRollupDimensions(text: string): RollupDimension[] | string {
+  if (text.trim() === 'none') return [];
+  const dimensions: RollupDimension[] = [];
+  for (const pair of text.split(',')) {
+    const match = /^\s*([a-z_][a-z0-9_]{0,62})\s*=\s*([^.\s=,]+(\.[^.\s=,]+)*)\s*$/.exec(pair);
+    if (!match)
+      return "must be column=field pairs separated by commas (column: lower-case letters, digits and _, not starting with a digit; field dotted for nesting), or 'none'";
+    const column = match[1]!;
+    if (ROLLUP_RESERVED_COLUMNS.has(column)) return `must not use the column name ${column}: records_hourly has its own`;
+    if (dimensions.some((d) => d.column === column)) return `must name each column once (${column} repeats)`;
+    dimensions.push({ column, path: match[2]!.split('.') });
+  }
+  return dimensions;
 }
 
 /**

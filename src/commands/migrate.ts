@@ -1,4 +1,7 @@
-/** `analytics-exporter migrate`: applies pending migrations and exits (sync and serve also do it at start). */
+/**
+ * `analytics-exporter migrate`: applies pending migrations, rebuilds records_hourly when
+ * ROLLUP_DIMENSIONS changed, and exits (sync and serve also do both at start).
+ */
 import type { Command } from 'commander';
 import { DataDirLockedError } from '../errors.js';
 import { createLogger } from '../log.js';
@@ -9,18 +12,21 @@ import { loadConfigForCommand } from './runtime.js';
 export function registerMigrateCommand(program: Command): void {
   program
     .command('migrate')
-    .description('apply pending database migrations to DATABASE_SCHEMA and exit (sync and serve do this at start too)')
+    .description(
+      'apply pending database migrations to DATABASE_SCHEMA, rebuild records_hourly if ROLLUP_DIMENSIONS changed, and exit (sync and serve do this at start too)',
+    )
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
       // Loaded only to run: --help and bad configuration answer without pg and the migration runner.
-      const [{ openDatabase }, { migrate }] = await Promise.all([import('../app/runtime.js'), import('../db/migrate.js')]);
+      const [{ openDatabase }, { migrateDatabase }] = await Promise.all([import('../app/runtime.js'), import('../app/derived.js')]);
       const log = createLogger(config.logLevel, { format: config.logFormat });
       try {
         const db = await openDatabase(config, log, 1);
         try {
-          const applied = await migrate(db.pool, config.database.schema, log);
+          const { applied, rollupRebuilt } = await migrateDatabase(db.pool, config, log);
           process.stdout.write(applied.length > 0 ? `applied: ${applied.join(', ')}\n` : `schema ${config.database.schema} is up to date\n`);
+          if (rollupRebuilt) process.stdout.write('rebuilt records_hourly for ROLLUP_DIMENSIONS\n');
           process.exitCode = EXIT_OK;
         } finally {
           await db.close();

@@ -13,6 +13,7 @@ import { AbortedError, InvalidArgumentError, coerceError, describeError } from '
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
+import { catalogueRecords, Derived, mergeFields, type WindowFields } from './derived.js';
 import { WindowReader } from './reader.js';
 import { storablePage } from './storable.js';
 import { RecordEstimate } from './split.js';
@@ -173,6 +174,12 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   const started = performance.now();
   const now = (options.now ?? Date.now)();
 
+  // Here rather than when serve and sync migrate: under this run's lock, taken the way the run takes
+  // it (a --wait a signal can end, a serve tick that skips when busy), so no window is being loaded
+  // while records_hourly is rebuilt.
+  const derived = new Derived(t, config.rollup);
+  await withTransaction(db, () => derived.ensureRollup(db, log));
+
   const abandoned = await abandonStaleRuns(db, t);
   if (abandoned > 0) log.warn({ runs: abandoned }, 'marked runs left running by a process that died as abandoned (or whose end could not be recorded)');
 
@@ -310,6 +317,11 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
       }
       observer?.windowCommitted?.(summary);
     }
+    if (config.rollup.retentionMs !== undefined) {
+      const pruned = await derived.pruneRollup(db, now - config.rollup.retentionMs);
+      if (pruned > 0)
+        log.info({ runId, rows: pruned, before: iso(now - config.rollup.retentionMs) }, 'deleted records_hourly buckets older than ROLLUP_RETENTION');
+    }
   } catch (thrown) {
     error = coerceError(thrown);
     status = error instanceof AbortedError || options.signal?.aborted ? 'interrupted' : 'failed';
@@ -444,6 +456,8 @@ interface PreparedPage {
   atEnd: number;
   outside: number;
   untimed: number;
+  /** Top-level fields of the kept records, for record_fields. */
+  fields: WindowFields;
 }
 
 /**
@@ -480,7 +494,8 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
     eventTimes.push(ms === undefined ? null : ms);
   }
   const rows: PageRows = storable.text === undefined ? { records: page.data, keep, eventTimes } : { text: storable.text, keep, eventTimes };
-  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed };
+  const fields = catalogueRecords(page.data, keep, eventTimes);
+  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed, fields };
 }
 
 /**
@@ -498,7 +513,8 @@ async function loadWindow(
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
   return withTransaction(db, async () => {
-    const replaced = await clearWindow(db, t, window);
+    const derived = new Derived(t, deps.config.rollup);
+    const replaced = await clearWindow(db, t, window, derived);
     let stored = 0;
     let fetched = 0;
     let quarantined = 0;
@@ -506,6 +522,7 @@ async function loadWindow(
     let atEnd = 0;
     let outside = 0;
     let untimed = 0;
+    const fields: WindowFields = new Map();
     // One leaf's insert runs in the database while the next leaves are fetched and prepared here.
     // At most one insert is outstanding: it is awaited before the next one is sent, so a failure
     // surfaces before anything after it, and memory grows by one page.
@@ -526,7 +543,8 @@ async function loadWindow(
         atEnd += current.atEnd;
         outside += current.outside;
         untimed += current.untimed;
-        const query = prepareInsertRecords(t, window, runId, current.rows);
+        mergeFields(fields, current.fields);
+        const query = prepareInsertRecords(t, window, runId, current.rows, derived);
         const isolated = prepareInsertQuarantined(t, window, runId, current.quarantine);
         quarantined += current.quarantine.length;
         await settle();
@@ -543,6 +561,7 @@ async function loadWindow(
     const shrunk: ShrunkWindow | undefined =
       stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
+    await derived.addWindowRecords(db, window, fields, deps.log);
     const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {
       window,

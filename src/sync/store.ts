@@ -4,6 +4,7 @@
  */
 import { quoteIdent, type PoolClient } from '../db/pool.js';
 import type { AnalyticsRecord } from '../upstream/analytics.js';
+import type { Derived } from './derived.js';
 import type { Window } from './windows.js';
 
 export type RunStatus = 'succeeded' | 'failed' | 'interrupted';
@@ -15,6 +16,12 @@ export class Tables {
   readonly windows: string;
   readonly runs: string;
   readonly state: string;
+  /** Tables derived from records (src/sync/derived.ts). */
+  readonly hourly: string;
+  readonly fields: string;
+  readonly derivedSettings: string;
+  readonly typedView: string;
+  readonly tryTimestamptz: string;
 
   constructor(readonly schema: string) {
     const q = quoteIdent(schema);
@@ -23,6 +30,11 @@ export class Tables {
     this.windows = `${q}.sync_windows`;
     this.runs = `${q}.sync_runs`;
     this.state = `${q}.sync_state`;
+    this.hourly = `${q}.records_hourly`;
+    this.fields = `${q}.record_fields`;
+    this.derivedSettings = `${q}.derived_settings`;
+    this.typedView = `${q}.records_typed`;
+    this.tryTimestamptz = `${q}.records_try_timestamptz`;
   }
 }
 
@@ -101,13 +113,17 @@ export async function finishRun(
 
 /**
  * Deletes what is loaded for the windows inside `window` (records, quarantined records and ledger
- * rows), before reloading it.
+ * rows), before reloading it; with `derived`, the deleted records are subtracted from the tables
+ * derived from them in the same statement.
  *
  * @returns the number of records deleted (quarantined ones not counted).
  */
-export async function clearWindow(db: PoolClient, t: Tables, window: Window): Promise<number> {
+export async function clearWindow(db: PoolClient, t: Tables, window: Window, derived?: Derived): Promise<number> {
   const bounds = [new Date(window.start), new Date(window.end)];
-  const { rowCount } = await db.query(`delete from ${t.records} where window_start >= $1 and window_start < $2`, bounds);
+  const rowCount =
+    derived !== undefined
+      ? await derived.deleteWindowRecords(db, window)
+      : (await db.query(`delete from ${t.records} where window_start >= $1 and window_start < $2`, bounds)).rowCount;
   await db.query(`delete from ${t.quarantine} where window_start >= $1 and window_start < $2`, bounds);
   await db.query(`delete from ${t.windows} where window_start >= $1 and window_start < $2`, bounds);
   return rowCount ?? 0;
@@ -147,20 +163,19 @@ export type PageRows = (
  * Builds the insert of one page's kept records, in one round trip (the page travels as one jsonb
  * value, the kept positions and their event times as two arrays, joined by position), without
  * sending it, so a caller can prepare the next page while the database is still busy with the
- * previous one.
+ * previous one. With `derived`, the same statement adds the rows to records_hourly.
  *
  * @returns undefined when there is nothing to insert.
  */
-export function prepareInsertRecords(t: Tables, window: Window, runId: number, page: PageRows): PreparedQuery | undefined {
+export function prepareInsertRecords(t: Tables, window: Window, runId: number, page: PageRows, derived?: Derived): PreparedQuery | undefined {
   if (page.keep.length === 0) return undefined;
   const text = 'text' in page ? page.text : keptRecordsText(page.records, page.keep);
-  return {
-    text: `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
+  const insert = `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
      select r.payload, e.event_time, $1, $2, $3
        from jsonb_array_elements($4::jsonb -> 'data') with ordinality as r(payload, n)
-       join unnest($5::int[], $6::timestamptz[]) as e(n, event_time) using (n)`,
-    values: [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes)],
-  };
+       join unnest($5::int[], $6::timestamptz[]) as e(n, event_time) using (n)`;
+  const values = [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes)];
+  return derived === undefined ? { text: insert, values } : { text: derived.withRollup(insert, 7), values: [...values, ...derived.rollupParams()] };
 }
 
 /** `{"data":[…]}` of `records` with the kept positions serialised and every other one `null`, so positions stay. */

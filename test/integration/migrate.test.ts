@@ -16,7 +16,16 @@ describe('migrate', () => {
       expect(await migrate(pool, 'etl_a', silentLogger)).toEqual([]);
       expect(await pendingMigrations(pool, 'etl_a')).toEqual([]);
       const { rows } = await pool.query<{ table_name: string }>("select table_name from information_schema.tables where table_schema = 'etl_a' order by 1");
-      expect(rows.map((r) => r.table_name)).toEqual(['pgmigrations', 'records', 'records_quarantine', 'sync_runs', 'sync_state', 'sync_windows']);
+      expect(rows.map((r) => r.table_name)).toEqual([
+        'derived_settings',
+        'pgmigrations',
+        'record_fields',
+        'records',
+        'records_quarantine',
+        'sync_runs',
+        'sync_state',
+        'sync_windows',
+      ]);
       const path = await pool.query<{ search_path: string }>('show search_path');
       expect(path.rows[0]!.search_path).toBe('"$user", public');
     } finally {

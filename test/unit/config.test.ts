@@ -188,7 +188,37 @@ describe('sync settings', () => {
       recordTimeField: ['timestamp'],
       partitionInterval: 'month',
       retentionMs: undefined,
+      rollup: {
+        dimensions: [
+          { column: 'event_type', path: ['eventType'] },
+          { column: 'customer_id', path: ['customerId'] },
+        ],
+        retentionMs: undefined,
+      },
     });
+  });
+
+  it('reads ROLLUP_DIMENSIONS (dotted fields, none) and ROLLUP_RETENTION', () => {
+    const { rollup } = loadConfig({ ROLLUP_DIMENSIONS: ' form = form.id ,kind=type', ROLLUP_RETENTION: '400d' }).sync;
+    expect(rollup).toEqual({
+      dimensions: [
+        { column: 'form', path: ['form', 'id'] },
+        { column: 'kind', path: ['type'] },
+      ],
+      retentionMs: 400 * 86_400_000,
+    });
+    expect(loadConfig({ ROLLUP_DIMENSIONS: 'none' }).sync.rollup.dimensions).toEqual([]);
+  });
+
+  it.each(['eventType', 'Event=eventType', '1x=a', 'a=b,a=c', 'bucket=a', 'records=a', 'a=b..c', 'a=', 'x"y=a', 'a=b,'])(
+    'rejects ROLLUP_DIMENSIONS=%j, naming it',
+    (value) => {
+      expect(() => loadConfig({ ROLLUP_DIMENSIONS: value })).toThrow(/ROLLUP_DIMENSIONS/);
+    },
+  );
+
+  it.each(['0', 'forever', '-1d'])('rejects ROLLUP_RETENTION=%j, naming it', (value) => {
+    expect(() => loadConfig({ ROLLUP_RETENTION: value })).toThrow(/ROLLUP_RETENTION/);
   });
 
   it('reads dates, durations, zero, off and none', () => {

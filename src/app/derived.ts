@@ -1,0 +1,89 @@
+/**
+ * The application layer of the tables derived from `records` (src/sync/derived.ts): migrating a
+ * schema together with its rollup, rebuilding the rollup on demand, and reading the field
+ * catalogue, for the commands migrate, rollup rebuild and fields. (A sync run checks the rollup
+ * itself, under its own lock: src/sync/run.ts.)
+ */
+import type { Config } from '../config.js';
+import { migrate } from '../db/migrate.js';
+import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import { Derived, readFields, type FieldRow } from '../sync/derived.js';
+import { Tables } from '../sync/store.js';
+
+/** Runs `fn` on a client holding the schema's sync lock (waiting for a running sync), in one transaction. */
+async function underSyncLock<T>(pool: Pool, config: Config, fn: (derived: Derived, tables: Tables, client: PoolClient) => Promise<T>): Promise<T> {
+  const schema = config.database.schema;
+  const tables = new Tables(schema);
+  const derived = new Derived(tables, config.sync.rollup);
+  return withClient(pool, async (client) => {
+    const locked = await withAdvisoryLock(client, `sync:${schema}`, { wait: true }, () => withTransaction(client, () => fn(derived, tables, client)));
+    if (!locked.acquired) throw new Error('unreachable: a waiting advisory lock is always acquired');
+    return locked.value;
+  });
+}
+
+/**
+ * Applies pending migrations to DATABASE_SCHEMA, then rebuilds records_hourly from `records`
+ * when it was built for other ROLLUP_DIMENSIONS (or not yet), under the schema's sync lock.
+ *
+ * @returns the migrations applied now, and whether the rollup was rebuilt.
+ * @throws {ExporterError} `ERR_DATABASE` from the migrations; the database's error from the rebuild.
+ */
+export async function migrateDatabase(pool: Pool, config: Config, log: Logger): Promise<{ applied: string[]; rollupRebuilt: boolean }> {
+  const schema = config.database.schema;
+  const applied = await migrate(pool, schema, log);
+  // Checked first without the lock, so a start does not wait for another process's sync when nothing changed.
+  const current = await new Derived(new Tables(schema), config.sync.rollup).isRollupCurrent(pool);
+  const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log)));
+  return { applied, rollupRebuilt };
+}
+
+/**
+ * Rebuilds records_hourly from `records` for ROLLUP_DIMENSIONS, whatever it was built for
+ * (migrating first), under the schema's sync lock.
+ *
+ * @returns the number of rows records_hourly holds afterwards.
+ */
+export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Promise<number> {
+  await migrate(pool, config.database.schema, log);
+  return underSyncLock(pool, config, async (derived, tables, client) => {
+    await derived.rebuildRollup(client);
+    const { rows } = await client.query<{ n: string }>(`select count(*) as n from ${tables.hourly}`);
+    return Number(rows[0]!.n);
+  });
+}
+
+/**
+ * The field catalogue of DATABASE_SCHEMA (migrating first), ordered by field name.
+ */
+export async function listFields(pool: Pool, config: Config, log: Logger): Promise<FieldRow[]> {
+  await migrate(pool, config.database.schema, log);
+  return withClient(pool, (client) => readFields(client, new Tables(config.database.schema)));
+}
+
+/**
+ * The catalogue as a plain-text table for a person: one line per field, columns aligned, an
+ * example in its JSON form (already cut short in the catalogue), `-` for none.
+ */
+export function formatFieldsTable(fields: readonly FieldRow[]): string {
+  if (fields.length === 0) return 'no fields catalogued yet: run a sync first\n';
+  const header = ['FIELD', 'COLUMN', 'TYPE', 'JSON TYPES', 'RECORDS', 'FIRST SEEN', 'LAST SEEN', 'EXAMPLE'];
+  const rows = fields.map((f) => [
+    f.path,
+    f.viewType === null ? '-' : (f.column ?? '-'),
+    f.viewType ?? '-',
+    f.types.join(','),
+    String(f.records),
+    f.firstSeen.toISOString(),
+    f.lastSeen.toISOString(),
+    f.example ?? '-',
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return `${[header, ...rows].map(line).join('\n')}\n`;
+}

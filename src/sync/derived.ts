@@ -1,0 +1,472 @@
+/**
+ * Tables derived from `records`, kept in the transaction of each window so that they agree with
+ * it at every commit:
+ *
+ * - `records_hourly`: the exact count of stored records per hour bucket and ROLLUP_DIMENSIONS
+ *   values. Bucket = the hour (UTC) of the record's event time, or of its window's start when it
+ *   has none. A re-loaded window's deleted rows are subtracted (delete … returning, grouped), its
+ *   inserted rows added (insert … select … group by … on conflict do update); a row reaching 0 is
+ *   removed. A missing or JSON-null dimension value is its own group (null), matched through a
+ *   unique index on `coalesce(col, '')` and `col is null`, which PostgreSQL 13 supports (no
+ *   `nulls not distinct`).
+ * - `record_fields`: the catalogue of top-level payload fields (types seen, records holding it,
+ *   first and last seen, a short example), and `records_typed`, a view with one typed column per
+ *   scalar field, recreated when the catalogue gains a field or a field's type widens.
+ *
+ * The record schema is not published: nothing here assumes a field, the dimensions are configured.
+ */
+import type { RollupConfig, RollupDimension } from '../config.js';
+import { quoteIdent, type PoolClient } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import type { Tables } from './store.js';
+import type { Window } from './windows.js';
+
+/** Name under which derived_settings keeps the dimensions records_hourly was built for. */
+const ROLLUP_SETTING = 'rollup_dimensions';
+/** Name under which derived_settings keeps the definition records_typed was created with. */
+const VIEW_SETTING = 'typed_view';
+
+/** Examples in the catalogue are cut to this many characters (of their JSON text). */
+export const EXAMPLE_MAX_CHARS = 40;
+
+/** Field names whose example is never kept: they suggest a secret or a credential. */
+export const SECRET_FIELD_PATTERN = '(pass|secret|token|auth|cred|key|session|cookie|signature|ssn|card|iban|cvv)';
+
+/**
+ * An ISO 8601 date-time with a zone: a field whose strings all match it is typed timestamptz in
+ * records_typed. A string matching it that is still no instant (February 30th) becomes null there.
+ */
+export const ISO_DATE_TIME_PATTERN =
+  '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])[T ]([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?(Z|[+-]([01]\\d|2[0-3])(:?[0-5]\\d)?)$';
+
+/** {@link ISO_DATE_TIME_PATTERN} for JavaScript. */
+const ISO_DATE_TIME = new RegExp(ISO_DATE_TIME_PATTERN);
+/** {@link SECRET_FIELD_PATTERN} for JavaScript, case-insensitive. */
+const SECRET_FIELD = new RegExp(SECRET_FIELD_PATTERN, 'i');
+
+/** What a window's records hold of one top-level field, merged into record_fields at commit. */
+export interface FieldStats {
+  /** JSON types seen (`date-time` for an ISO 8601 date-time string). */
+  types: Set<string>;
+  /** Records holding the field. */
+  records: number;
+  /** Earliest and latest event time of those records, in milliseconds (±Infinity when none had one). */
+  first: number;
+  last: number;
+  /** Whether one of them had no event time (its window start counts then). */
+  untimed: boolean;
+  /** A non-null value's JSON text, cut to {@link EXAMPLE_MAX_CHARS}; null for a secret-like name. */
+  example: string | null;
+}
+
+/** Field name → its stats over some records. */
+export type WindowFields = Map<string, FieldStats>;
+
+/** The JSON type of a parsed value as record_fields names it. */
+function jsonType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  // The cheap checks first: most strings are not date-times.
+  if (typeof value === 'string') return value.length >= 16 && value.charCodeAt(4) === 45 && ISO_DATE_TIME.test(value) ? 'date-time' : 'string';
+  return typeof value === 'object' ? 'object' : typeof value; // number, boolean
+}
+
+/** A value's JSON text cut to {@link EXAMPLE_MAX_CHARS} characters (the last one an ellipsis when cut). */
+function exampleOf(value: unknown): string {
+  const text = JSON.stringify(value);
+  return text.length > EXAMPLE_MAX_CHARS ? `${text.slice(0, EXAMPLE_MAX_CHARS - 1)}…` : text;
+}
+
+/**
+ * Adds the top-level fields of the kept records of a page to `into` (work done while the page
+ * waits for the writer, so the window's transaction only merges the result).
+ *
+ * @param records the page's parsed records (E6 `data`).
+ * @param keep positions of the records stored, ascending.
+ * @param eventTimes per kept record, its event time in milliseconds or null.
+ */
+export function catalogueRecords(
+  records: readonly unknown[],
+  keep: readonly number[],
+  eventTimes: readonly (number | null)[],
+  into: WindowFields = new Map(),
+): WindowFields {
+  for (let k = 0; k < keep.length; k++) {
+    const record = records[keep[k]!];
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) continue;
+    const seen = eventTimes[k] ?? null;
+    for (const [key, value] of Object.entries(record)) {
+      const type = jsonType(value);
+      const stats = into.get(key);
+      if (stats === undefined) {
+        into.set(key, {
+          types: new Set([type]),
+          records: 1,
+          first: seen ?? Infinity,
+          last: seen ?? -Infinity,
+          untimed: seen === null,
+          example: value === null || SECRET_FIELD.test(key) ? null : exampleOf(value),
+        });
+      } else {
+        stats.types.add(type);
+        stats.records++;
+        if (seen === null) {
+          stats.untimed = true;
+        } else {
+          if (seen < stats.first) stats.first = seen;
+          if (seen > stats.last) stats.last = seen;
+        }
+        if (stats.example === null && value !== null && !SECRET_FIELD.test(key)) stats.example = exampleOf(value);
+      }
+    }
+  }
+  return into;
+}
+
+/** Merges `from` into `into` (the window's fields from its pages). */
+export function mergeFields(into: WindowFields, from: WindowFields): void {
+  for (const [key, f] of from) {
+    const stats = into.get(key);
+    if (stats === undefined) {
+      into.set(key, { ...f, types: new Set(f.types) });
+    } else {
+      for (const t of f.types) stats.types.add(t);
+      stats.records += f.records;
+      stats.first = Math.min(stats.first, f.first);
+      stats.last = Math.max(stats.last, f.last);
+      stats.untimed ||= f.untimed;
+      stats.example ??= f.example;
+    }
+  }
+}
+
+/** The bucket of a stored row (its columns unqualified): the UTC hour of its event time, else of its window start. */
+const BUCKET_SQL = `date_trunc('hour', coalesce(event_time, window_start), 'UTC')`;
+
+/** The columns records_typed takes from `records` itself; a field column never takes these names. */
+const VIEW_BASE_COLUMNS = ['id', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at'] as const;
+
+/** A catalogue row as {@link readFields} returns it. */
+export interface FieldRow {
+  /** The field's name (a top-level key of the payload). */
+  path: string;
+  /** Its column in records_typed (null until the field is first catalogued). */
+  column: string | null;
+  /** JSON types seen, sorted (`date-time` for an ISO 8601 date-time string). */
+  types: string[];
+  /** The column's type in records_typed; null when the field has no column (only objects or arrays seen). */
+  viewType: 'text' | 'numeric' | 'boolean' | 'timestamptz' | null;
+  records: number;
+  firstSeen: Date;
+  lastSeen: Date;
+  example: string | null;
+}
+
+/**
+ * SQL of the derived tables of one schema for one ROLLUP_DIMENSIONS. Every statement runs inside
+ * the caller's transaction and takes the dimension paths as parameters.
+ */
+export class Derived {
+  private readonly dims: readonly RollupDimension[];
+  private readonly cols: string[];
+
+  constructor(
+    private readonly t: Tables,
+    rollup: RollupConfig,
+  ) {
+    this.dims = rollup.dimensions;
+    this.cols = rollup.dimensions.map((d) => quoteIdent(d.column));
+  }
+
+  /** `payload #>> $n::text[]` of each dimension, its parameters numbered from `first`. */
+  private dimensionValues(first: number): string[] {
+    return this.dims.map((_, i) => `payload #>> $${first + i}::text[]`);
+  }
+
+  private get paths(): string[][] {
+    return this.dims.map((d) => d.path);
+  }
+
+  /** The key expressions of records_hourly's unique index, on `prefix` (a table alias with its dot, or none). */
+  private keyExpressions(prefix: string): string[] {
+    return [`${prefix}bucket`, ...this.cols.flatMap((c) => [`(coalesce(${prefix}${c}, ''))`, `((${prefix}${c} is null))`])];
+  }
+
+  /** `h` and `g` rows of records_hourly's shape denote the same group. */
+  private sameGroup(h: string, g: string): string {
+    return [
+      `${h}.bucket = ${g}.bucket`,
+      ...this.cols.map((c) => `coalesce(${h}.${c}, '') = coalesce(${g}.${c}, '') and (${h}.${c} is null) = (${g}.${c} is null)`),
+    ].join(' and ');
+  }
+
+  /** `insert into records_hourly … select …, count(*) from <source> group by … on conflict add`. */
+  private addGroupsSql(source: string, where: string, firstParam: number): string {
+    const groups = this.cols.map((_, i) => `, ${i + 2}`).join('');
+    const values = this.dimensionValues(firstParam)
+      .map((v) => `, ${v}`)
+      .join('');
+    return `insert into ${this.t.hourly} as h (bucket${this.cols.map((c) => `, ${c}`).join('')}, records)
+      select ${BUCKET_SQL}${values}, count(*) from ${source} ${where} group by 1${groups}
+      on conflict (${this.keyExpressions('').join(', ')}) do update set records = h.records + excluded.records`;
+  }
+
+  /**
+   * Deletes the stored records of the windows inside `window` and subtracts them from
+   * records_hourly and from record_fields' counts, in one statement.
+   *
+   * @returns the number of records deleted.
+   */
+  async deleteWindowRecords(db: PoolClient, window: Window): Promise<number> {
+    const values = this.dimensionValues(3)
+      .map((v, i) => `, ${v} as ${this.cols[i]}`)
+      .join('');
+    const groups = this.cols.map((_, i) => `, ${i + 2}`).join('');
+    const { rows } = await db.query<{ deleted: string }>(
+      `with gone as (
+         delete from ${this.t.records} where window_start >= $1 and window_start < $2 returning payload, event_time, window_start
+       ), g as (
+         select ${BUCKET_SQL} as bucket${values}, count(*) as n from gone group by 1${groups}
+       ), lowered as (
+         update ${this.t.hourly} h set records = h.records - g.n from g where ${this.sameGroup('h', 'g')} and h.records > g.n
+       ), emptied as (
+         delete from ${this.t.hourly} h using g where ${this.sameGroup('h', 'g')} and h.records <= g.n
+       ), keys as (
+         select k as path, count(*) as n
+           from gone, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
+       ), uncounted as (
+         update ${this.t.fields} f set records = f.records - keys.n, updated_at = now() from keys where f.path = keys.path
+       )
+       select count(*) as deleted from gone`,
+      [new Date(window.start), new Date(window.end), ...this.paths],
+    );
+    return Number(rows[0]!.deleted);
+  }
+
+  /**
+   * Wraps an `insert into records … select …` (its parameters numbered below `firstParam`) so the
+   * same statement adds the inserted rows to records_hourly; the statement's parameters are then
+   * followed by {@link rollupParams}.
+   */
+  withRollup(insertSql: string, firstParam: number): string {
+    return `with ins as (${insertSql} returning payload, event_time, window_start) ${this.addGroupsSql('ins', '', firstParam)}`;
+  }
+
+  /** The parameters {@link withRollup} adds: the dimension paths. */
+  rollupParams(): string[][] {
+    return this.paths;
+  }
+
+  /**
+   * Merges `fields` (the top-level fields of the records just inserted for `window`, see
+   * {@link catalogueRecords}) into the catalogue, and recreates records_typed when the catalogue
+   * gained a field or a type. (records_hourly got the rows with their inserts, {@link withRollup}.)
+   */
+  async addWindowRecords(db: PoolClient, window: Window, fields: WindowFields, log: Logger): Promise<void> {
+    if (fields.size === 0) return;
+    const entries = [...fields];
+    // `before` reads the catalogue as it was before this statement: a field new or with a new type
+    // means records_typed may have to change.
+    const { rows } = await db.query<{ changed: string }>(
+      `with before as (
+         select path, types from ${this.t.fields} where path = any($1::text[])
+       ), merged as (
+         insert into ${this.t.fields} as c (path, types, records, first_seen, last_seen, example)
+         select path, string_to_array(types, ','), records, first_seen, last_seen, example
+           from unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::text[])
+             as n(path, types, records, first_seen, last_seen, example)
+         on conflict (path) do update set
+           types = (select array_agg(distinct t order by t) from unnest(c.types || excluded.types) as t),
+           records = c.records + excluded.records,
+           first_seen = least(c.first_seen, excluded.first_seen),
+           last_seen = greatest(c.last_seen, excluded.last_seen),
+           example = coalesce(c.example, excluded.example),
+           updated_at = now()
+         returning path, types
+       )
+       select count(*) as changed from merged left join before using (path) where before.types is distinct from merged.types`,
+      [
+        entries.map(([path]) => path),
+        entries.map(([, f]) => [...f.types].sort().join(',')),
+        entries.map(([, f]) => f.records),
+        entries.map(([, f]) => new Date(f.untimed ? Math.min(f.first, window.start) : f.first)),
+        entries.map(([, f]) => new Date(f.untimed ? Math.max(f.last, window.start) : f.last)),
+        entries.map(([, f]) => f.example),
+      ],
+    );
+    if (Number(rows[0]!.changed) > 0) await this.refreshTypedView(db, log);
+  }
+
+  /**
+   * Names the catalogue's new fields' columns and recreates records_typed when its definition
+   * changed. Objects depending on the view (a user's view over it) block the recreation: the
+   * window still commits, the view stays as it was, and a warning says so.
+   */
+  async refreshTypedView(db: PoolClient, log: Logger): Promise<void> {
+    const fields = await readFields(db, this.t);
+    const unnamed = fields.filter((f) => f.column === null);
+    if (unnamed.length > 0) {
+      const taken = new Set<string>([...VIEW_BASE_COLUMNS, ...fields.flatMap((f) => (f.column === null ? [] : [f.column]))]);
+      for (const field of unnamed) {
+        field.column = columnName(field.path, taken);
+        taken.add(field.column);
+      }
+      await db.query(`update ${this.t.fields} f set view_column = n.col from unnest($1::text[], $2::text[]) as n(path, col) where f.path = n.path`, [
+        unnamed.map((f) => f.path),
+        unnamed.map((f) => f.column),
+      ]);
+    }
+    const definition = typedViewSql(this.t, fields);
+    const { rows } = await db.query<{ value: string }>(`select value from ${this.t.derivedSettings} where name = $1`, [VIEW_SETTING]);
+    if (rows[0]?.value === definition && (await relationExists(db, this.t.typedView))) return;
+    await db.query('savepoint typed_view');
+    try {
+      await db.query(`drop view if exists ${this.t.typedView}`);
+      await db.query(definition);
+      await db.query(
+        `insert into ${this.t.derivedSettings} (name, value) values ($1, to_jsonb($2::text))
+           on conflict (name) do update set value = excluded.value, updated_at = now()`,
+        [VIEW_SETTING, definition],
+      );
+      await db.query('release savepoint typed_view');
+    } catch (err) {
+      await db.query('rollback to savepoint typed_view');
+      log.warn({ err }, 'records_typed could not be recreated for the new fields (does an object depend on it?); it stays as it was');
+    }
+  }
+
+  /**
+   * Rebuilds records_hourly when it was built for other dimensions than these (or not yet):
+   * drops it, creates it with these dimension columns and fills it from `records`.
+   * The caller holds the schema's sync lock.
+   *
+   * @returns whether it rebuilt.
+   */
+  async ensureRollup(db: PoolClient, log: Logger): Promise<boolean> {
+    if (await this.isRollupCurrent(db)) return false;
+    await this.rebuildRollup(db);
+    log.info({ dimensions: this.setting() }, 'rebuilt records_hourly from records for ROLLUP_DIMENSIONS');
+    return true;
+  }
+
+  /** Whether records_hourly exists and was built for these dimensions. */
+  async isRollupCurrent(db: Pick<PoolClient, 'query'>): Promise<boolean> {
+    const { rows } = await db.query<{ value: unknown }>(`select value from ${this.t.derivedSettings} where name = $1`, [ROLLUP_SETTING]);
+    const current = rows[0]?.value;
+    return current !== undefined && JSON.stringify(current) === JSON.stringify(this.setting()) && (await relationExists(db, this.t.hourly));
+  }
+
+  /** Drops and recreates records_hourly for these dimensions, filled from `records`; in the caller's transaction. */
+  async rebuildRollup(db: PoolClient): Promise<void> {
+    await db.query(`drop table if exists ${this.t.hourly}`);
+    await db.query(
+      `create table ${this.t.hourly} (bucket timestamptz not null${this.cols.map((c) => `, ${c} text`).join('')}, records bigint not null check (records > 0))`,
+    );
+    await db.query(`create unique index on ${this.t.hourly} (${this.keyExpressions('').join(', ')})`);
+    await db.query(this.addGroupsSql(this.t.records, '', 1), this.paths);
+    await db.query(
+      `insert into ${this.t.derivedSettings} (name, value) values ($1, $2::jsonb)
+         on conflict (name) do update set value = excluded.value, updated_at = now()`,
+      [ROLLUP_SETTING, JSON.stringify(this.setting())],
+    );
+  }
+
+  /**
+   * Deletes records_hourly buckets that start before `before` (ROLLUP_RETENTION).
+   *
+   * @returns the number of rows deleted.
+   */
+  async pruneRollup(db: PoolClient, before: number): Promise<number> {
+    const { rowCount } = await db.query(`delete from ${this.t.hourly} where bucket < $1`, [new Date(before)]);
+    return rowCount ?? 0;
+  }
+
+  /** The dimensions as stored in derived_settings: `column=dotted.path` strings, in order (jsonb keeps an array's order, not an object's keys'). */
+  private setting(): string[] {
+    return this.dims.map((d) => `${d.column}=${d.path.join('.')}`);
+  }
+}
+
+/** Whether a table or view exists (its name qualified and quoted). */
+async function relationExists(db: Pick<PoolClient, 'query'>, qualified: string): Promise<boolean> {
+  const { rows } = await db.query<{ exists: boolean }>('select to_regclass($1) is not null as exists', [qualified]);
+  return rows[0]!.exists;
+}
+
+/**
+ * The catalogue, ordered by field name, with each field's column type in records_typed.
+ *
+ * @throws the database's error (a schema not migrated: record_fields does not exist).
+ */
+export async function readFields(db: Pick<PoolClient, 'query'>, t: Tables): Promise<FieldRow[]> {
+  const { rows } = await db.query<{
+    path: string;
+    column: string | null;
+    types: string[];
+    records: string;
+    firstSeen: Date;
+    lastSeen: Date;
+    example: string | null;
+  }>(
+    `select path, view_column as "column", types, records, first_seen as "firstSeen", last_seen as "lastSeen", example
+       from ${t.fields} order by path collate "C"`,
+  );
+  return rows.map((r) => ({ ...r, records: Number(r.records), viewType: viewType(r.types) }));
+}
+
+/**
+ * The type of a field's column in records_typed from the JSON types seen: one scalar type gives
+ * numeric, boolean, timestamptz (date-time strings) or text; a mix widens to text; only nulls give
+ * text; only objects or arrays give no column (null).
+ */
+export function viewType(types: readonly string[]): FieldRow['viewType'] {
+  const scalar = types.filter((x) => x === 'string' || x === 'date-time' || x === 'number' || x === 'boolean');
+  const nested = types.some((x) => x === 'object' || x === 'array');
+  if (scalar.length === 0) return nested ? null : 'text';
+  if (scalar.length > 1 || nested) return 'text';
+  return scalar[0] === 'number' ? 'numeric' : scalar[0] === 'boolean' ? 'boolean' : scalar[0] === 'date-time' ? 'timestamptz' : 'text';
+}
+
+/**
+ * The column name of a field in records_typed: the name itself when it is a plain lower-case SQL
+ * identifier, else a sanitised one (camelCase to snake_case, other characters to `_`, a leading
+ * digit prefixed with `_`, cut to 63 bytes), with `_2`, `_3`… added while it collides with `taken`.
+ */
+export function columnName(field: string, taken: ReadonlySet<string>): string {
+  let base = field
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .toLowerCase()
+    .replace(/[^a-z0-9_]+/g, '_')
+    .replace(/^_+|_+$/g, '');
+  if (base === '') base = 'field';
+  if (/^[0-9]/.test(base)) base = `_${base}`;
+  base = base.slice(0, 59);
+  let name = base;
+  for (let n = 2; taken.has(name); n++) name = `${base}_${n}`;
+  return name;
+}
+
+/** A string as an SQL literal (standard_conforming_strings, PostgreSQL's default since 9.1). */
+function quoteLiteral(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
+}
+
+/** The `create view` statement of records_typed for these catalogue rows (columns named). */
+export function typedViewSql(t: Tables, fields: readonly FieldRow[]): string {
+  const columns = fields.flatMap((f) => {
+    if (f.column === null || f.viewType === null) return [];
+    const key = quoteLiteral(f.path);
+    const value = `payload -> ${key}`;
+    const text = `payload ->> ${key}`;
+    const expr =
+      f.viewType === 'numeric'
+        ? `case when jsonb_typeof(${value}) = 'number' then (${text})::numeric end`
+        : f.viewType === 'boolean'
+          ? `case when jsonb_typeof(${value}) = 'boolean' then (${text})::boolean end`
+          : f.viewType === 'timestamptz'
+            ? `case when jsonb_typeof(${value}) = 'string' then ${t.tryTimestamptz}(${text}) end`
+            : text;
+    return [`${expr} as ${quoteIdent(f.column)}`];
+  });
+  return `create view ${t.typedView} as select ${[...VIEW_BASE_COLUMNS, ...columns].join(', ')} from ${t.records}`;
+}
