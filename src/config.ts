@@ -139,7 +139,7 @@ export interface RollupConfig {
 }
 
 /** Column names `records_hourly` uses itself, so no dimension may take them. */
-const ROLLUP_RESERVED_COLUMNS = new Set(['bucket', 'records']);
+const ROLLUP_RESERVED_COLUMNS = new Set(['bucket', 'window_start', 'records']);
 
 /** How `serve` exposes /metrics (reference E7 for the upstream part). */
 export interface ServeConfig {

@@ -2,27 +2,36 @@
  * Tables derived from `records`, kept in the transaction of each window so that they agree with
  * it at every commit:
  *
- * - `records_hourly`: the exact count of stored records per hour bucket and ROLLUP_DIMENSIONS
- *   values. Bucket = the hour (UTC) of the record's event time, or of its window's start when it
- *   has none. A re-loaded window's deleted rows are subtracted (delete … returning, grouped), its
- *   inserted rows added (insert … select … group by … on conflict do update); a row reaching 0 is
- *   removed. A missing or JSON-null dimension value is its own group (null), matched through a
- *   unique index on `coalesce(col, '')` and `col is null`, which PostgreSQL 13 supports (no
- *   `nulls not distinct`).
+ * - `records_hourly`: the exact count of stored records per hour bucket, window start and
+ *   ROLLUP_DIMENSIONS values. Bucket = the hour (UTC) of the record's event time, or of its
+ *   window's start when it has none. Keyed by the window too, so that clearing a window removes
+ *   exactly its rows (by `window_start` range) whether or not its records still exist: RETENTION
+ *   drops records and keeps the rollup, and an expired window reloaded by `sync --from` must
+ *   replace its hours, not add them a second time. Inserted rows are added (insert … select …
+ *   group by … on conflict do update). A missing or JSON-null dimension value is its own group
+ *   (null), matched through a unique index on `coalesce(col, '')` and `col is null`, which
+ *   PostgreSQL 13 supports (no `nulls not distinct`). Readers sum `records` over `window_start`.
  * - `record_fields`: the catalogue of top-level payload fields (types seen, records holding it,
  *   first and last seen, a short example), and `records_typed`, a view with one typed column per
  *   scalar field, recreated when the catalogue gains a field or a field's type widens.
  *
  * The record schema is not published: nothing here assumes a field, the dimensions are configured.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { RollupConfig, RollupDimension } from '../config.js';
 import { quoteIdent, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { Tables } from './store.js';
 import type { Window } from './windows.js';
 
-/** Name under which derived_settings keeps the dimensions records_hourly was built for. */
+/** Name under which derived_settings keeps the shape and dimensions records_hourly was built for. */
 const ROLLUP_SETTING = 'rollup_dimensions';
+/**
+ * Version of records_hourly's columns and key, stored with the dimensions: a table built with
+ * another (or none: the first shape, without `window_start`) is rebuilt like one built for other
+ * dimensions.
+ */
+const ROLLUP_SHAPE = 2;
 /** Name under which derived_settings keeps the definition records_typed was created with. */
 const VIEW_SETTING = 'typed_view';
 
@@ -187,50 +196,38 @@ export class Derived {
     return this.dims.map((d) => d.path);
   }
 
-  /** The key expressions of records_hourly's unique index, on `prefix` (a table alias with its dot, or none). */
-  private keyExpressions(prefix: string): string[] {
-    return [`${prefix}bucket`, ...this.cols.flatMap((c) => [`(coalesce(${prefix}${c}, ''))`, `((${prefix}${c} is null))`])];
+  /**
+   * The key expressions of records_hourly's unique index: the window start first, so that clearing
+   * a window (a `window_start` range) reads the index rather than the whole table.
+   */
+  private keyExpressions(): string[] {
+    return ['window_start', 'bucket', ...this.cols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`])];
   }
 
-  /** `h` and `g` rows of records_hourly's shape denote the same group. */
-  private sameGroup(h: string, g: string): string {
-    return [
-      `${h}.bucket = ${g}.bucket`,
-      ...this.cols.map((c) => `coalesce(${h}.${c}, '') = coalesce(${g}.${c}, '') and (${h}.${c} is null) = (${g}.${c} is null)`),
-    ].join(' and ');
-  }
-
-  /** `insert into records_hourly … select …, count(*) from <source> group by … on conflict add`. */
+  /** `insert into records_hourly … select …, count(*) from <source> group by bucket, window_start, dimensions … on conflict add`. */
   private addGroupsSql(source: string, where: string, firstParam: number): string {
-    const groups = this.cols.map((_, i) => `, ${i + 2}`).join('');
+    const groups = this.cols.map((_, i) => `, ${i + 3}`).join('');
     const values = this.dimensionValues(firstParam)
       .map((v) => `, ${v}`)
       .join('');
-    return `insert into ${this.t.hourly} as h (bucket${this.cols.map((c) => `, ${c}`).join('')}, records)
-      select ${BUCKET_SQL}${values}, count(*) from ${source} ${where} group by 1${groups}
-      on conflict (${this.keyExpressions('').join(', ')}) do update set records = h.records + excluded.records`;
+    return `insert into ${this.t.hourly} as h (bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
+      select ${BUCKET_SQL}, window_start${values}, count(*) from ${source} ${where} group by 1, 2${groups}
+      on conflict (${this.keyExpressions().join(', ')}) do update set records = h.records + excluded.records`;
   }
 
   /**
-   * Deletes the stored records of the windows inside `window` and subtracts them from
-   * records_hourly and from record_fields' counts, in one statement.
+   * Deletes the stored records of the windows inside `window`, their records_hourly rows (by
+   * `window_start`, so also those of windows whose records RETENTION dropped), and subtracts the
+   * records from record_fields' counts, in one statement.
    *
    * @returns the number of records deleted.
    */
   async deleteWindowRecords(db: PoolClient, window: Window): Promise<number> {
-    const values = this.dimensionValues(3)
-      .map((v, i) => `, ${v} as ${this.cols[i]}`)
-      .join('');
-    const groups = this.cols.map((_, i) => `, ${i + 2}`).join('');
     const { rows } = await db.query<{ deleted: string }>(
       `with gone as (
-         delete from ${this.t.records} where window_start >= $1 and window_start < $2 returning payload, event_time, window_start
-       ), g as (
-         select ${BUCKET_SQL} as bucket${values}, count(*) as n from gone group by 1${groups}
-       ), lowered as (
-         update ${this.t.hourly} h set records = h.records - g.n from g where ${this.sameGroup('h', 'g')} and h.records > g.n
-       ), emptied as (
-         delete from ${this.t.hourly} h using g where ${this.sameGroup('h', 'g')} and h.records <= g.n
+         delete from ${this.t.records} where window_start >= $1 and window_start < $2 returning payload
+       ), cleared as (
+         delete from ${this.t.hourly} where window_start >= $1 and window_start < $2
        ), keys as (
          select k as path, count(*) as n
            from gone, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
@@ -238,7 +235,7 @@ export class Derived {
          update ${this.t.fields} f set records = f.records - keys.n, updated_at = now() from keys where f.path = keys.path
        )
        select count(*) as deleted from gone`,
-      [new Date(window.start), new Date(window.end), ...this.paths],
+      [new Date(window.start), new Date(window.end)],
     );
     return Number(rows[0]!.deleted);
   }
@@ -336,8 +333,9 @@ export class Derived {
   }
 
   /**
-   * Rebuilds records_hourly when it was built for other dimensions than these (or not yet):
-   * drops it, creates it with these dimension columns and fills it from `records`.
+   * Rebuilds records_hourly when it was built for other dimensions than these, or with another
+   * shape ({@link ROLLUP_SHAPE}), or not yet: drops it, creates it with these dimension columns
+   * and fills it from `records`.
    * The caller holds the schema's sync lock.
    *
    * @returns whether it rebuilt.
@@ -345,24 +343,27 @@ export class Derived {
   async ensureRollup(db: PoolClient, log: Logger): Promise<boolean> {
     if (await this.isRollupCurrent(db)) return false;
     await this.rebuildRollup(db);
-    log.info({ dimensions: this.setting() }, 'rebuilt records_hourly from records for ROLLUP_DIMENSIONS');
+    log.info(this.setting(), 'rebuilt records_hourly from records for ROLLUP_DIMENSIONS');
     return true;
   }
 
-  /** Whether records_hourly exists and was built for these dimensions. */
+  /** Whether records_hourly exists and was built with this shape for these dimensions. */
   async isRollupCurrent(db: Pick<PoolClient, 'query'>): Promise<boolean> {
     const { rows } = await db.query<{ value: unknown }>(`select value from ${this.t.derivedSettings} where name = $1`, [ROLLUP_SETTING]);
     const current = rows[0]?.value;
-    return current !== undefined && JSON.stringify(current) === JSON.stringify(this.setting()) && (await relationExists(db, this.t.hourly));
+    // Compared as values: jsonb does not keep an object's key order.
+    return current !== undefined && isDeepStrictEqual(current, this.setting()) && (await relationExists(db, this.t.hourly));
   }
 
   /** Drops and recreates records_hourly for these dimensions, filled from `records`; in the caller's transaction. */
   async rebuildRollup(db: PoolClient): Promise<void> {
     await db.query(`drop table if exists ${this.t.hourly}`);
     await db.query(
-      `create table ${this.t.hourly} (bucket timestamptz not null${this.cols.map((c) => `, ${c} text`).join('')}, records bigint not null check (records > 0))`,
+      `create table ${this.t.hourly} (bucket timestamptz not null, window_start timestamptz not null${this.cols.map((c) => `, ${c} text`).join('')}, records bigint not null check (records > 0))`,
     );
-    await db.query(`create unique index on ${this.t.hourly} (${this.keyExpressions('').join(', ')})`);
+    await db.query(`create unique index on ${this.t.hourly} (${this.keyExpressions().join(', ')})`);
+    // Readers and ROLLUP_RETENTION select by bucket; the unique index leads with the window start.
+    await db.query(`create index on ${this.t.hourly} (bucket)`);
     await db.query(this.addGroupsSql(this.t.records, '', 1), this.paths);
     await db.query(
       `insert into ${this.t.derivedSettings} (name, value) values ($1, $2::jsonb)
@@ -381,9 +382,12 @@ export class Derived {
     return rowCount ?? 0;
   }
 
-  /** The dimensions as stored in derived_settings: `column=dotted.path` strings, in order (jsonb keeps an array's order, not an object's keys'). */
-  private setting(): string[] {
-    return this.dims.map((d) => `${d.column}=${d.path.join('.')}`);
+  /**
+   * What derived_settings keeps for records_hourly: its shape ({@link ROLLUP_SHAPE}) and the
+   * dimensions as `column=dotted.path` strings, in order (an array: jsonb keeps its order).
+   */
+  private setting(): { shape: number; dimensions: string[] } {
+    return { shape: ROLLUP_SHAPE, dimensions: this.dims.map((d) => `${d.column}=${d.path.join('.')}`) };
   }
 }
 

@@ -113,8 +113,9 @@ export async function finishRun(
 
 /**
  * Deletes what is loaded for the windows inside `window` (records, quarantined records and ledger
- * rows), before reloading it; with `derived`, the deleted records are subtracted from the tables
- * derived from them in the same statement.
+ * rows), before reloading it; with `derived`, the same statement deletes the windows' rows of
+ * records_hourly (also those of windows whose records RETENTION dropped) and subtracts the deleted
+ * records from the field catalogue's counts.
  *
  * @returns the number of records deleted (quarantined ones not counted).
  */

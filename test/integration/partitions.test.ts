@@ -209,3 +209,59 @@ describe('partitioned records (real PostgreSQL)', () => {
     expect(await expectExactDataset(pool, schema, s, firstKept, end)).toBe(kept);
   });
 });
+
+/**
+ * records_hourly summed over window_start by (bucket, event_type), and count(*) over records
+ * grouped the same way, each as sorted `bucket event_type n` lines; only buckets in [from, to).
+ */
+async function hourlyAndTruth(schema: string, from: Date, to: Date): Promise<{ rollup: string[]; truth: string[] }> {
+  const line = `concat_ws(' ', to_char(bucket at time zone 'UTC', 'YYYY-MM-DD"T"HH24'), coalesce(event_type, '-'), n)`;
+  const rollup = await pool.query<{ line: string }>(
+    `select ${line} as line from (
+       select bucket, event_type, sum(records) as n from ${schema}.records_hourly where bucket >= $1 and bucket < $2 group by 1, 2) as h`,
+    [from, to],
+  );
+  const truth = await pool.query<{ line: string }>(
+    `select ${line} as line from (
+       select date_trunc('hour', coalesce(event_time, window_start), 'UTC') as bucket, payload #>> '{eventType}' as event_type, count(*) as n
+         from ${schema}.records group by 1, 2) as r
+      where bucket >= $1 and bucket < $2`,
+    [from, to],
+  );
+  return { rollup: rollup.rows.map((r) => r.line).sort(), truth: truth.rows.map((r) => r.line).sort() };
+}
+
+describe('records_hourly across RETENTION (real PostgreSQL)', () => {
+  it('keeps the hours of a dropped partition, and a --from reload of its expired windows counts them once', async () => {
+    const start = new Date('2026-08-20T00:00:00Z');
+    const end = new Date('2026-10-10T00:00:00Z');
+    const august = new Date('2026-09-01T00:00:00Z');
+    const now = Date.parse('2026-10-15T00:00:00Z');
+    const s = await sim({ records: 600, start, end });
+    const schema = `hourly_retention_${++schemaCounter}`;
+    await migrate(pool, schema, silentLogger);
+    const base = { SYNC_WINDOW: '7d', ROLLUP_DIMENSIONS: 'event_type=eventType' };
+    await sync(s, schema, base, { from: start, to: end, now: () => now });
+    const loaded = await hourlyAndTruth(schema, start, end);
+    expect(loaded.rollup).toEqual(loaded.truth);
+    const augustBefore = (await hourlyAndTruth(schema, start, august)).rollup;
+    expect(augustBefore.length).toBeGreaterThan(0);
+
+    // Cutoff 2026-09-05: August's partition goes, its windows expire, records_hourly keeps its hours.
+    const env = { ...base, RETENTION: '40d' };
+    const dropped: DroppedPartition[][] = [];
+    await sync(s, schema, env, { to: end, now: () => now }, dropped);
+    expect(dropped.map((d) => d.map((p) => p.name))).toEqual([['records_20260801_20260901']]);
+    expect((await hourlyAndTruth(schema, start, august)).truth).toEqual([]);
+    expect((await hourlyAndTruth(schema, start, august)).rollup).toEqual(augustBefore);
+
+    // --from over the expired range reloads it: August's hours as before the drop, not twice, and
+    // the whole range agrees with records again.
+    await sync(s, schema, env, { from: start, to: end, now: () => now }, dropped);
+    expect(dropped.length).toBe(1);
+    expect((await hourlyAndTruth(schema, start, august)).rollup).toEqual(augustBefore);
+    const reloaded = await hourlyAndTruth(schema, start, end);
+    expect(reloaded.rollup).toEqual(reloaded.truth);
+    expect(reloaded.rollup).toEqual(loaded.rollup);
+  });
+});

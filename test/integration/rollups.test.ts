@@ -70,12 +70,15 @@ async function sync(
 }
 
 /**
- * records_hourly and the same grouping computed from `records`, each sorted: bucket = the UTC hour
- * of event_time, else of window_start; one text value per dimension path (null when absent).
+ * records_hourly summed over window_start, and the same grouping computed from `records`, each
+ * sorted: bucket = the UTC hour of event_time, else of window_start; one text value per dimension
+ * path (null when absent).
  */
 async function rollupAndTruth(schema: string, dims: { column: string; path: string[] }[]): Promise<{ rollup: string[]; truth: string[] }> {
   const cols = dims.map((d) => `, "${d.column}"`).join('');
-  const rollup = await pool.query<{ row: string }>(`select json_build_array(bucket${cols}, records)::text as row from "${schema}".records_hourly`);
+  const rollup = await pool.query<{ row: string }>(
+    `select json_build_array(bucket${cols}, sum(records))::text as row from "${schema}".records_hourly group by bucket${cols}`,
+  );
   const values = dims.map((_, i) => `, payload #>> $${i + 1}::text[] as d${i}`).join('');
   const groups = dims.map((_, i) => `, ${i + 2}`).join('');
   const truth = await pool.query<{ row: string }>(
@@ -150,6 +153,21 @@ describe('records_hourly', () => {
     const schema = await freshSchema();
     await sync(s, schema, DIMS_ENV, { from: START, to: END });
     expect((await rollupAndTruth(schema, DIMS)).rollup).toHaveLength((await rollupAndTruth(schema, DIMS)).truth.length);
+
+    // A table of the first shape (no window_start; the setting held the dimensions alone) is
+    // rebuilt for the same dimensions.
+    await pool.query(`drop table "${schema}".records_hourly`);
+    await pool.query(`create table "${schema}".records_hourly (bucket timestamptz not null, event_type text, medium text, plan text, records bigint not null)`);
+    await pool.query(`update "${schema}".derived_settings set value = $1::jsonb where name = 'rollup_dimensions'`, [
+      JSON.stringify(['event_type=eventType', 'medium=medium', 'plan=meta.plan']),
+    ]);
+    const sameDims = loadConfig({ DATABASE_SCHEMA: schema, ...DIMS_ENV });
+    expect(await migrateDatabase(pool, sameDims, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
+    const rebuilt = await rollupAndTruth(schema, DIMS);
+    expect(rebuilt.rollup).toEqual(rebuilt.truth);
+    const windowStarts = await pool.query<{ n: string }>(`select count(distinct window_start) as n from "${schema}".records_hourly`);
+    expect(Number(windowStarts.rows[0]!.n)).toBe(HOURS);
+    expect(await migrateDatabase(pool, sameDims, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
 
     const config = loadConfig({ DATABASE_SCHEMA: schema, ROLLUP_DIMENSIONS: 'customer=customerId,medium=medium' });
     expect(await migrateDatabase(pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });

@@ -210,7 +210,7 @@ describe('sync settings', () => {
     expect(loadConfig({ ROLLUP_DIMENSIONS: 'none' }).sync.rollup.dimensions).toEqual([]);
   });
 
-  it.each(['eventType', 'Event=eventType', '1x=a', 'a=b,a=c', 'bucket=a', 'records=a', 'a=b..c', 'a=', 'x"y=a', 'a=b,'])(
+  it.each(['eventType', 'Event=eventType', '1x=a', 'a=b,a=c', 'bucket=a', 'window_start=a', 'records=a', 'a=b..c', 'a=', 'x"y=a', 'a=b,'])(
     'rejects ROLLUP_DIMENSIONS=%j, naming it',
     (value) => {
       expect(() => loadConfig({ ROLLUP_DIMENSIONS: value })).toThrow(/ROLLUP_DIMENSIONS/);
