@@ -10,13 +10,16 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
   it('loads 30,000 records over 30 days exactly in parts of 400, and a second run changes nothing', async () => {
     const s = await h.sim({ records: 30_000 });
     const schema = h.schema();
-    const first = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], h.env(s, schema, { SYNC_PAGE_SIZE: '400' }), 120_000);
+    // One-day windows of about 1,000 records: several parts of 400 a window (hourly windows of 42
+    // records would be one part each, and 720 transactions a run for the same exactness check).
+    const childEnv = h.env(s, schema, { SYNC_PAGE_SIZE: '400', SYNC_WINDOW: '1d' });
+    const first = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv, 120_000);
     expect(first.stderr).toContain('sync run succeeded');
     expect(first.code).toBe(0);
     expect(await expectExactDataset(h.pool, schema, s, new Date(SYNC_START), new Date(SYNC_END))).toBe(30_000);
 
     const before = await h.pool.query(`select count(*)::int as n, sum(hashtext(payload::text))::bigint as h from ${schema}.records`);
-    const second = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], h.env(s, schema, { SYNC_PAGE_SIZE: '400' }), 120_000);
+    const second = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv, 120_000);
     expect(second.code).toBe(0);
     const after = await h.pool.query(`select count(*)::int as n, sum(hashtext(payload::text))::bigint as h from ${schema}.records`);
     expect(after.rows[0]).toEqual(before.rows[0]);
