@@ -88,13 +88,19 @@ const CUSTOMER_COLUMN = '${customer_dimension}';
  * customers, `ARRAY[]` still parses and the panels show "No data" instead of a syntax error.
  */
 const PICKED = 'ANY (ARRAY[${customer:sqlstring}]::text[])';
+/**
+ * `window_start` within {@link MAX_WINDOW_SQL} of the time range: true of every record (and
+ * rollup row) of the range, and lets PostgreSQL read only the partitions of `records`, and the
+ * part of records_hourly's index (keyed by window_start first), that can hold it.
+ */
+const WINDOW_BOUND = `window_start > CAST($__timeFrom() AS timestamptz) - ${MAX_WINDOW_SQL}\n  AND window_start < CAST($__timeTo() AS timestamptz) + ${MAX_WINDOW_SQL}`;
 /** Rollup rows of the hours starting in the time range and of the customers picked. */
-const ROLLUP_WHERE = `WHERE $__timeFilter(bucket)\n  AND ${CUSTOMER_COLUMN} = ${PICKED}`;
+const ROLLUP_WHERE = `WHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER_COLUMN} = ${PICKED}`;
 /**
  * Records of the time range and of the customers picked, with `window_start` bounded too so that
  * only the partitions that can hold the range are read.
  */
-const WHERE = `WHERE $__timeFilter(event_time)\n  AND window_start > CAST($__timeFrom() AS timestamptz) - ${MAX_WINDOW_SQL}\n  AND window_start < CAST($__timeTo() AS timestamptz) + ${MAX_WINDOW_SQL}\n  AND ${CUSTOMER} = ${PICKED}`;
+const WHERE = `WHERE $__timeFilter(event_time)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER} = ${PICKED}`;
 
 const ROLLUP_NOTE =
   'Read from the rollup records_hourly (exact counts per UTC hour, summed over its rows), so it counts whole hours: those starting in the time range. A record without an event time counts at its window start.';
@@ -229,7 +235,7 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
         .current({ selected: true, text: v.default, value: v.default }),
     );
   }
-  const customerQuery = `SELECT DISTINCT ${CUSTOMER_COLUMN} AS customer\nFROM ${ROLLUP}\nWHERE $__timeFilter(bucket)\n  AND ${CUSTOMER_COLUMN} IS NOT NULL\nORDER BY 1`;
+  const customerQuery = `SELECT DISTINCT ${CUSTOMER_COLUMN} AS customer\nFROM ${ROLLUP}\nWHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER_COLUMN} IS NOT NULL\nORDER BY 1`;
   builder
     .withVariable(
       multiSelectVariable('customer', {

@@ -188,6 +188,9 @@ describe('SQL of Analytics history', () => {
   });
 
   const panels = dataPanels(dash).map((p) => ({ panel: p, sql: targets(p).map((t) => t.rawSql!) }));
+  /** The bound on window_start that lets PostgreSQL skip partitions of records (and most of records_hourly's index). */
+  const WINDOW_BOUND =
+    "window_start > CAST($__timeFrom() AS timestamptz) - INTERVAL '31 days'\n  AND window_start < CAST($__timeTo() AS timestamptz) + INTERVAL '31 days'";
   const readsRecords = (text: string) => /\bFROM \$\{schema\}\.records\s/.test(text);
 
   it('reads records_hourly wherever a panel counts records, and records only per record or with window_start bounded', () => {
@@ -203,6 +206,7 @@ describe('SQL of Analytics history', () => {
       for (const text of sql) {
         expect(text, panel.title).toMatch(/\bsum\(records\)|count\(DISTINCT \$\{customer_dimension\}\)/);
         expect(text, panel.title).toContain('$__timeFilter(bucket)');
+        expect(text, panel.title).toContain(WINDOW_BOUND);
         expect(text, panel.title).not.toMatch(/count\(\*\)|\bpayload\b/);
       }
     }
@@ -213,8 +217,7 @@ describe('SQL of Analytics history', () => {
       expect(panel.description, panel.title).toMatch(/window_start/);
       for (const text of sql.filter(readsRecords)) {
         expect(text, panel.title).toContain('$__timeFilter(event_time)');
-        expect(text, panel.title).toMatch(/window_start > CAST\(\$__timeFrom\(\) AS timestamptz\) - INTERVAL '31 days'/);
-        expect(text, panel.title).toMatch(/window_start < CAST\(\$__timeTo\(\) AS timestamptz\) \+ INTERVAL '31 days'/);
+        expect(text, panel.title).toContain(WINDOW_BOUND);
       }
     }
   });
