@@ -4,14 +4,20 @@
  * jsonb cannot store), and the sync's own bookkeeping (`sync_runs`, `sync_windows`, `sync_state`;
  * see migrations/).
  *
+ * Panels that aggregate read the rollup `records_hourly` (exact counts per UTC hour and
+ * ROLLUP_DIMENSIONS column, summed over its `window_start` rows); only record-level panels and a
+ * distinct count over a field that is no dimension (users) read `records`, with `window_start`
+ * bounded as well as `event_time` so that PostgreSQL reads only the partitions of the range.
+ *
  * The record schema of E6 is not published, so no field name inside `records.payload` is written
- * into the SQL: each comes from a textbox variable whose default matches the simulator
- * (docs/simulator.md). Values reach the SQL only as string literals through Grafana's
- * `:sqlstring` format (each value single-quoted, quotes doubled), so a field name or customer
- * cannot end the literal. The schema is an identifier and cannot be a literal: its variable lists
- * only the schemas that hold the ETL's tables, and a regex keeps only lower-case SQL identifiers
- * (the rule DATABASE_SCHEMA itself enforces). The time of a record is the `event_time` column
- * (RECORD_TIME_FIELD of the exporter).
+ * into the SQL: each comes from a query variable over the field catalogue `record_fields` whose
+ * default matches the simulator (docs/simulator.md). Values reach the SQL only as string literals
+ * through Grafana's `:sqlstring` format (each value single-quoted, quotes doubled), so a field
+ * name or customer cannot end the literal. The schema and the rollup's columns are identifiers
+ * and cannot be literals: their variables list only what exists (schemas holding the ETL's tables,
+ * columns of records_hourly), do not accept custom values, and a regex keeps only lower-case SQL
+ * identifiers (the rule DATABASE_SCHEMA and ROLLUP_DIMENSIONS enforce). The time of a record is
+ * the `event_time` column (RECORD_TIME_FIELD of the exporter).
  */
 import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import * as common from '@grafana/grafana-foundation-sdk/common';
@@ -25,18 +31,42 @@ import { POSTGRES_DATASOURCE_TYPE, PostgresFormat } from './postgres-query.js';
 export const ANALYTICS_HISTORY_UID = 'analytics-history';
 
 /**
- * Allowed values of `schema`: what DATABASE_SCHEMA accepts (src/config.ts). Grafana applies it
- * to the schemas the variable's query finds.
+ * Allowed values of `schema` and of the dimension variables: what DATABASE_SCHEMA and the
+ * ROLLUP_DIMENSIONS columns accept (src/config.ts). Grafana applies it to what the variable's query finds.
  */
 export const SCHEMA_REGEX = '/^[a-z_][a-z0-9_]{0,62}$/';
 
-/** The textbox variables naming payload fields, with the simulator's field names as defaults. */
+/**
+ * The query variables naming payload fields (options: the field catalogue record_fields), with
+ * the simulator's field names as defaults. `customer_field` must be the field the rollup's
+ * customer column is built from (ROLLUP_DIMENSIONS), so record-level panels select the same customers.
+ */
 export const FIELD_VARIABLES = [
   { name: 'event_field', label: 'Event type field', default: 'eventType', what: 'the event type' },
-  { name: 'customer_field', label: 'Customer field', default: 'customerName', what: 'the customer name' },
-  { name: 'customer_id_field', label: 'Customer id field', default: 'customerId', what: 'the customer id' },
+  {
+    name: 'customer_field',
+    label: 'Customer field',
+    default: 'customerId',
+    what: 'the customer (the field the customer column of records_hourly is built from)',
+  },
   { name: 'user_field', label: 'User field', default: 'userId', what: 'the user id' },
 ] as const;
+
+/**
+ * The query variables naming columns of records_hourly (ROLLUP_DIMENSIONS), with the default
+ * dimensions' columns as defaults. Identifiers, so restricted like `schema`.
+ */
+export const DIMENSION_VARIABLES = [
+  { name: 'event_dimension', label: 'Event type column', default: 'event_type', what: 'the event type' },
+  { name: 'customer_dimension', label: 'Customer column', default: 'customer_id', what: 'the customer' },
+] as const;
+
+/**
+ * Longest SYNC_WINDOW (src/config.ts): a record's event time and its window's start differ by
+ * less, so record-level queries bound `window_start` by the time range widened by it, which lets
+ * PostgreSQL read only the partitions of `records` that can hold the range.
+ */
+export const MAX_WINDOW_SQL = "INTERVAL '31 days'";
 
 type FieldVariable = (typeof FIELD_VARIABLES)[number]['name'];
 
@@ -48,17 +78,34 @@ const field = (name: FieldVariable): string => `(payload #>> string_to_array(\${
 
 const EVENT = field('event_field');
 const CUSTOMER = field('customer_field');
-const CUSTOMER_ID = field('customer_id_field');
 const USER = field('user_field');
 const RECORDS = '${schema}.records';
+const ROLLUP = '${schema}.records_hourly';
+const EVENT_COLUMN = '${event_dimension}';
+const CUSTOMER_COLUMN = '${customer_dimension}';
 /**
- * Records of the time range and of the customers picked in `$customer`. An array rather than
- * `IN (…)`: when the time range has no customers, `ARRAY[]` still parses and the panels show
- * "No data" instead of a syntax error.
+ * Customers picked in `$customer`. An array rather than `IN (…)`: when the time range has no
+ * customers, `ARRAY[]` still parses and the panels show "No data" instead of a syntax error.
  */
-const WHERE = `WHERE $__timeFilter(event_time)\n  AND ${CUSTOMER} = ANY (ARRAY[\${customer:sqlstring}]::text[])`;
+const PICKED = 'ANY (ARRAY[${customer:sqlstring}]::text[])';
+/**
+ * `window_start` within {@link MAX_WINDOW_SQL} of the time range: true of every record (and
+ * rollup row) of the range, and lets PostgreSQL read only the partitions of `records`, and the
+ * part of records_hourly's index (keyed by window_start first), that can hold it.
+ */
+const WINDOW_BOUND = `window_start > CAST($__timeFrom() AS timestamptz) - ${MAX_WINDOW_SQL}\n  AND window_start < CAST($__timeTo() AS timestamptz) + ${MAX_WINDOW_SQL}`;
+/** Rollup rows of the hours starting in the time range and of the customers picked. */
+const ROLLUP_WHERE = `WHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER_COLUMN} = ${PICKED}`;
+/**
+ * Records of the time range and of the customers picked, with `window_start` bounded too so that
+ * only the partitions that can hold the range are read.
+ */
+const WHERE = `WHERE $__timeFilter(event_time)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER} = ${PICKED}`;
 
-const RECORDS_NOTE = 'Records are counted by their own event time (records.event_time, from RECORD_TIME_FIELD); records without one are not shown.';
+const ROLLUP_NOTE =
+  'Read from the rollup records_hourly (exact counts per UTC hour, summed over its rows), so it counts whole hours: those starting in the time range. A record without an event time counts at its window start.';
+const RECORDS_NOTE =
+  'Reads the records table itself (a field that is not a ROLLUP_DIMENSIONS column), bounded by window_start as well so that only the partitions of the time range are read. Records are counted by their own event time (records.event_time, from RECORD_TIME_FIELD); records without one are not shown.';
 
 const QUARANTINE = '${schema}.records_quarantine';
 /** Longest payload_text shown in the quarantine table, in characters; the rest is cut with an ellipsis. */
@@ -90,7 +137,8 @@ function countStat(title: string, description: string, rawSql: string): stat.Pan
     .span(6);
 }
 
-function dailyBars(title: string, description: string, metric: string): timeseries.PanelBuilder {
+/** Stacked bars of the rollup's records per UTC day, one series per value of the rollup column `column`. */
+function dailyBars(title: string, description: string, column: string): timeseries.PanelBuilder {
   return new timeseries.PanelBuilder()
     .title(title)
     .description(description)
@@ -98,7 +146,7 @@ function dailyBars(title: string, description: string, metric: string): timeseri
     .withTarget(
       sqlQuery(
         'A',
-        `SELECT\n  $__timeGroupAlias(event_time, 1d),\n  coalesce(${metric}, '(none)') AS metric,\n  count(*) AS value\nFROM ${RECORDS}\n${WHERE}\nGROUP BY 1, 2\nORDER BY 1, 2`,
+        `SELECT\n  $__timeGroupAlias(bucket, 1d),\n  coalesce(${column}, '(none)') AS metric,\n  sum(records) AS value\nFROM ${ROLLUP}\n${ROLLUP_WHERE}\nGROUP BY 1, 2\nORDER BY 1, 2`,
         PostgresFormat.TimeSeries,
       ),
     )
@@ -123,7 +171,8 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .uid(ANALYTICS_HISTORY_UID)
     .description(
       'Analytics records of the forms platform as the analytics-exporter ETL stored them in PostgreSQL (table records of the schema picked in "Schema"), and the sync runs that loaded them. ' +
-        "The record schema is not published: the payload fields used for event type, customer and user are dashboard variables (defaults: the simulator's eventType, customerName, customerId, userId; dotted names reach nested fields). " +
+        'Counts come from the rollup records_hourly (its event type and customer columns are picked in "Event type column" and "Customer column"); only record-level panels read records. ' +
+        "The record schema is not published: the payload fields used for event type, customer and user are picked from the field catalogue record_fields (defaults: the simulator's eventType, customerId, userId; dotted names reach nested fields). " +
         'Days are UTC days. Use a read-only database role for the data source.',
     )
     .tags([COMMON_TAG, 'etl', 'postgresql'])
@@ -148,23 +197,50 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
         .allowCustomValue(false)
         .current({ selected: true, text: 'analytics', value: 'analytics' }),
     );
-  for (const v of FIELD_VARIABLES) {
+  for (const v of DIMENSION_VARIABLES) {
+    const query = `SELECT column_name FROM information_schema.columns WHERE table_schema = \${schema:sqlstring} AND table_name = 'records_hourly' AND column_name NOT IN ('bucket', 'window_start', 'records') ORDER BY ordinal_position`;
     builder.withVariable(
-      new dashboard.TextBoxVariableBuilder(v.name)
+      new dashboard.QueryVariableBuilder(v.name)
         .label(v.label)
         .description(
-          `Field of records.payload holding ${v.what} (dotted for nested fields; default: the simulator's ${v.default}). Used only as an SQL string literal.`,
+          `Column of records_hourly (a ROLLUP_DIMENSIONS column) holding ${v.what}; default: ${v.default}, the default dimensions'. Restricted to lower-case SQL identifiers.`,
         )
-        .defaultValue(v.default)
+        .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
+        .query(query)
+        .definition(query)
+        .regex(SCHEMA_REGEX)
+        .refresh(dashboard.VariableRefresh.OnDashboardLoad)
+        .multi(false)
+        .includeAll(false)
+        .allowCustomValue(false)
         .current({ selected: true, text: v.default, value: v.default }),
     );
   }
-  const customerQuery = `SELECT DISTINCT ${CUSTOMER} AS customer\nFROM ${RECORDS}\nWHERE $__timeFilter(event_time)\n  AND ${CUSTOMER} IS NOT NULL\nORDER BY 1`;
+  for (const v of FIELD_VARIABLES) {
+    const query = 'SELECT path FROM ${schema}.record_fields WHERE records > 0 ORDER BY 1';
+    builder.withVariable(
+      new dashboard.QueryVariableBuilder(v.name)
+        .label(v.label)
+        .description(
+          `Field of records.payload holding ${v.what}, from the field catalogue record_fields (type a dotted name for a nested field; default: the simulator's ${v.default}). Used only as an SQL string literal.`,
+        )
+        .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
+        .query(query)
+        .definition(query)
+        .refresh(dashboard.VariableRefresh.OnDashboardLoad)
+        .sort(dashboard.VariableSort.AlphabeticalAsc)
+        .multi(false)
+        .includeAll(false)
+        .allowCustomValue(true)
+        .current({ selected: true, text: v.default, value: v.default }),
+    );
+  }
+  const customerQuery = `SELECT DISTINCT ${CUSTOMER_COLUMN} AS customer\nFROM ${ROLLUP}\nWHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER_COLUMN} IS NOT NULL\nORDER BY 1`;
   builder
     .withVariable(
       multiSelectVariable('customer', {
         label: 'Customer',
-        description: 'Customers (payload field named in "Customer field") with records in the time range.',
+        description: 'Customers (values of the rollup column picked in "Customer column") with records in the time range.',
         type: POSTGRES_DATASOURCE_TYPE,
         query: customerQuery,
         sort: dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc,
@@ -174,19 +250,23 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
 
     .withRow(new dashboard.RowBuilder('Records in the time range'))
     .withPanel(
-      countStat('Records', `Records of the selected customers in the time range. ${RECORDS_NOTE}`, `SELECT count(*) AS "records"\nFROM ${RECORDS}\n${WHERE}`),
+      countStat(
+        'Records',
+        `Records of the selected customers in the time range. ${ROLLUP_NOTE}`,
+        `SELECT coalesce(sum(records), 0) AS "records"\nFROM ${ROLLUP}\n${ROLLUP_WHERE}`,
+      ),
     )
     .withPanel(
       countStat(
         'Customers',
-        'Selected customers with at least one record in the time range.',
-        `SELECT count(DISTINCT ${CUSTOMER}) AS "customers"\nFROM ${RECORDS}\n${WHERE}`,
+        `Selected customers with at least one record in the time range: an exact distinct count, since the customer is a rollup column. ${ROLLUP_NOTE}`,
+        `SELECT count(DISTINCT ${CUSTOMER_COLUMN}) AS "customers"\nFROM ${ROLLUP}\n${ROLLUP_WHERE}\n  AND records > 0`,
       ),
     )
     .withPanel(
       countStat(
         'Users',
-        'Distinct users (payload field named in "User field") of the selected customers in the time range.',
+        `Distinct users (payload field picked in "User field") of the selected customers in the time range. ${RECORDS_NOTE}`,
         `SELECT count(DISTINCT ${USER}) AS "users"\nFROM ${RECORDS}\n${WHERE}`,
       ),
     )
@@ -209,32 +289,32 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withPanel(
       dailyBars(
         'Records per event type per day',
-        `Records of the selected customers per UTC day, by event type (payload field named in "Event type field"). ${RECORDS_NOTE}`,
-        EVENT,
+        `Records of the selected customers per UTC day, by event type (rollup column picked in "Event type column"). ${ROLLUP_NOTE}`,
+        EVENT_COLUMN,
       ),
     )
     .withPanel(
       dailyBars(
         'Records per customer per day',
-        `Records per UTC day, by selected customer (payload field named in "Customer field"). ${RECORDS_NOTE}`,
-        CUSTOMER,
+        `Records per UTC day, by selected customer (rollup column picked in "Customer column"). ${ROLLUP_NOTE}`,
+        CUSTOMER_COLUMN,
       ),
     )
     .withPanel(
       new table.PanelBuilder()
         .title('Records per customer')
-        .description(`Per selected customer: records, distinct users, distinct event types and the first and last event in the time range. ${RECORDS_NOTE}`)
+        .description(`Per selected customer: records, distinct event types, and the first and last hour with records in the time range. ${ROLLUP_NOTE}`)
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
           sqlQuery(
             'A',
-            `SELECT\n  ${CUSTOMER} AS "Customer",\n  ${CUSTOMER_ID} AS "Customer id",\n  count(*) AS "Records",\n  count(DISTINCT ${USER}) AS "Users",\n  count(DISTINCT ${EVENT}) AS "Event types",\n  min(event_time) AS "First event",\n  max(event_time) AS "Last event"\nFROM ${RECORDS}\n${WHERE}\nGROUP BY 1, 2\nORDER BY 3 DESC`,
+            `SELECT\n  ${CUSTOMER_COLUMN} AS "Customer",\n  sum(records) AS "Records",\n  count(DISTINCT ${EVENT_COLUMN}) AS "Event types",\n  min(bucket) AS "First hour",\n  max(bucket) AS "Last hour"\nFROM ${ROLLUP}\n${ROLLUP_WHERE}\nGROUP BY 1\nORDER BY 2 DESC, 1`,
             PostgresFormat.Table,
           ),
         )
         .unit('short')
-        .overrideByName('First event', [{ id: 'unit', value: 'dateTimeAsIso' }])
-        .overrideByName('Last event', [{ id: 'unit', value: 'dateTimeAsIso' }])
+        .overrideByName('First hour', [{ id: 'unit', value: 'dateTimeAsIso' }])
+        .overrideByName('Last hour', [{ id: 'unit', value: 'dateTimeAsIso' }])
         .height(10)
         .span(24),
     )

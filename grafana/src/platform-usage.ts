@@ -4,7 +4,9 @@
  *
  * Every upstream value is a count over the exporter's METRICS_WINDOW (24 h by default) ending at
  * the scrape, not a counter: panels graph and sum the values as they are and never apply
- * rate()/increase() to them (test/unit/dashboards.test.ts checks this).
+ * rate()/increase() to them (test/unit/dashboards.test.ts checks this). Every selector is filtered
+ * by the `job` and `instance` variables, so the series of two exporters scraped by one Prometheus
+ * are never added up.
  */
 import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import * as bargauge from '@grafana/grafana-foundation-sdk/bargauge';
@@ -29,8 +31,11 @@ export const UPSTREAM_FAMILIES = [
 /** uid of the dashboard (stable across Grafana instances; links use it). */
 export const PLATFORM_USAGE_UID = 'analytics-platform-usage';
 
-/** Label selector of every upstream query: the customers picked in `$customer`. */
-const CUSTOMER = 'customer=~"$customer"';
+/**
+ * Label selector of every upstream query: the exporters picked in `$job` and `$instance` (two
+ * exporters feeding one Prometheus are not summed together) and the customers picked in `$customer`.
+ */
+const CUSTOMER = 'job=~"$job", instance=~"$instance", customer=~"$customer"';
 /** All seven upstream families at once, by name. */
 const ALL_FAMILIES = `{__name__=~"${UPSTREAM_FAMILIES.map((f) => f.metric).join('|')}", ${CUSTOMER}}`;
 
@@ -95,11 +100,32 @@ export function platformUsageDashboard(): dashboard.Dashboard {
     .tooltip(dashboard.DashboardCursorSync.Crosshair)
     .withVariable(datasourceVariable('prometheus'))
     .withVariable(
+      multiSelectVariable('job', {
+        label: 'Job',
+        description: `Prometheus jobs scraping an analytics-exporter that re-exposes the upstream families (series of ${logins.metric}).`,
+        type: PROMETHEUS_DATASOURCE_TYPE,
+        query: `label_values(${logins.metric}, job)`,
+        sort: dashboard.VariableSort.AlphabeticalAsc,
+        allValue: '.*',
+      }),
+    )
+    .withVariable(
+      multiSelectVariable('instance', {
+        label: 'Instance',
+        description: 'Exporter instances of the selected jobs. Pick one when several exporters read the same platform: their counts are the same events.',
+        type: PROMETHEUS_DATASOURCE_TYPE,
+        query: `label_values(${logins.metric}{job=~"$job"}, instance)`,
+        sort: dashboard.VariableSort.AlphabeticalAsc,
+        allValue: '.*',
+      }),
+    )
+    .withVariable(
       multiSelectVariable('customer', {
         label: 'Customer',
-        description: 'Customers (label `customer` of the upstream families), from those with login counts in the selected time range.',
+        description:
+          'Customers (label `customer` of the upstream families) of the selected exporters, from those with login counts in the selected time range.',
         type: PROMETHEUS_DATASOURCE_TYPE,
-        query: `label_values(${logins.metric}, customer)`,
+        query: `label_values(${logins.metric}{job=~"$job", instance=~"$instance"}, customer)`,
         sort: dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc,
         allValue: '.*',
       }),

@@ -16,7 +16,7 @@ import { PROVISIONED } from '../../grafana/src/common.js';
 import { DASHBOARDS_DIR, buildDashboards, renderDashboards, writeDashboards } from '../../grafana/src/generate.js';
 import { expandSqlMacros, interpolate, intervalSeconds, renderPromQL, renderSql } from '../../grafana/src/interpolate.js';
 import { UPSTREAM_FAMILIES } from '../../grafana/src/platform-usage.js';
-import { FIELD_VARIABLES } from '../../grafana/src/analytics-history.js';
+import { DIMENSION_VARIABLES, FIELD_VARIABLES } from '../../grafana/src/analytics-history.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 
 const PROVISIONING_DIR = join(DASHBOARDS_DIR, '..', 'provisioning');
@@ -118,12 +118,20 @@ describe('PromQL of the dashboards', () => {
     for (const { expr } of prom) expect(expr).not.toMatch(counterFn);
   });
 
-  it('filters every upstream selector of Platform usage by $customer', () => {
+  it('filters every upstream selector of Platform usage by $job, $instance and $customer', () => {
     const usage = prom.filter((q) => q.dash.uid === 'analytics-platform-usage');
     expect(usage.length).toBeGreaterThan(10);
+    let checked = 0;
     for (const { expr } of usage) {
-      for (const [selector] of expr.matchAll(/(?:\w+_event_count)?\{[^}]*\}/g)) expect(selector).toContain('customer=~"$customer"');
+      for (const [selector] of expr.matchAll(/(?:\w+_event_count)?\{[^}]*\}/g)) {
+        checked++;
+        expect(selector).toContain('job=~"$job", instance=~"$instance", customer=~"$customer"');
+      }
     }
+    expect(checked).toBeGreaterThanOrEqual(usage.length);
+    const usageVariables = variables(dashboards['platform-usage.json']!);
+    expect(usageVariables.map((v) => v.name)).toEqual(['datasource', 'job', 'instance', 'customer']);
+    expect(queryText(usageVariables.find((v) => v.name === 'customer'))).toContain('{job=~"$job", instance=~"$instance"}');
   });
 
   it('names only metrics the exporter registers (prom-client defaults included)', () => {
@@ -160,7 +168,7 @@ describe('SQL of Analytics history', () => {
   it('reaches tables only through ${schema}, restricted to SQL identifiers', () => {
     for (const text of sql.filter((s) => !s.includes('information_schema'))) {
       for (const [, table] of text.matchAll(/(?<!epoch )\b(?:FROM|JOIN)\s+(\S+)/gi))
-        expect(table).toMatch(/^\$\{schema\}\.(records|records_quarantine|sync_runs|sync_windows|sync_state)$/);
+        expect(table).toMatch(/^\$\{schema\}\.(records|records_hourly|record_fields|records_quarantine|sync_runs|sync_windows|sync_state)$/);
     }
     const schema = variables(dash).find((v) => v.name === 'schema')!;
     expect(schema.regex).toBe('/^[a-z_][a-z0-9_]{0,62}$/');
@@ -172,11 +180,68 @@ describe('SQL of Analytics history', () => {
     for (const text of sql) {
       for (const use of [...text.matchAll(/\bpayload\b/g)].map((m) => text.slice(m.index))) {
         checked++;
-        expect(use).toMatch(/^payload(::text AS "Payload"| #>> string_to_array\(\$\{(event|customer|customer_id|user)_field:sqlstring\}, '\.'\)\))/);
+        expect(use).toMatch(/^payload(::text AS "Payload"| #>> string_to_array\(\$\{(event|customer|user)_field:sqlstring\}, '\.'\)\))/);
       }
       for (const v of FIELD_VARIABLES) expect(text).not.toContain(v.default);
     }
-    expect(checked).toBeGreaterThan(20);
+    expect(checked).toBeGreaterThan(5);
+  });
+
+  const panels = dataPanels(dash).map((p) => ({ panel: p, sql: targets(p).map((t) => t.rawSql!) }));
+  /** The bound on window_start that lets PostgreSQL skip partitions of records (and most of records_hourly's index). */
+  const WINDOW_BOUND =
+    "window_start > CAST($__timeFrom() AS timestamptz) - INTERVAL '31 days'\n  AND window_start < CAST($__timeTo() AS timestamptz) + INTERVAL '31 days'";
+  const readsRecords = (text: string) => /\bFROM \$\{schema\}\.records\s/.test(text);
+
+  it('reads records_hourly wherever a panel counts records, and records only per record or with window_start bounded', () => {
+    const rollupPanels = panels.filter(({ sql }) => sql.some((text) => text.includes('FROM ${schema}.records_hourly')));
+    expect(rollupPanels.map(({ panel }) => panel.title)).toEqual([
+      'Records',
+      'Customers',
+      'Records per event type per day',
+      'Records per customer per day',
+      'Records per customer',
+    ]);
+    for (const { panel, sql } of rollupPanels) {
+      for (const text of sql) {
+        expect(text, panel.title).toMatch(/\bsum\(records\)|count\(DISTINCT \$\{customer_dimension\}\)/);
+        expect(text, panel.title).toContain('$__timeFilter(bucket)');
+        expect(text, panel.title).toContain(WINDOW_BOUND);
+        expect(text, panel.title).not.toMatch(/count\(\*\)|\bpayload\b/);
+      }
+    }
+    const recordPanels = panels.filter(({ sql }) => sql.some(readsRecords));
+    // Users: a distinct count over a field that is no rollup column; Recent records: record-level.
+    expect(recordPanels.map(({ panel }) => panel.title)).toEqual(['Users', 'Recent records']);
+    for (const { panel, sql } of recordPanels) {
+      expect(panel.description, panel.title).toMatch(/window_start/);
+      for (const text of sql.filter(readsRecords)) {
+        expect(text, panel.title).toContain('$__timeFilter(event_time)');
+        expect(text, panel.title).toContain(WINDOW_BOUND);
+      }
+    }
+  });
+
+  it('takes field and dimension choices from the catalogue and the rollup columns (query variables, no text boxes)', () => {
+    const vars = variables(dash);
+    expect(vars.filter((v) => v.type === 'textbox')).toEqual([]);
+    for (const f of FIELD_VARIABLES) {
+      const v = vars.find((x) => x.name === f.name)!;
+      expect(v.type, f.name).toBe('query');
+      expect(queryText(v), f.name).toMatch(/FROM \$\{schema\}\.record_fields\b/);
+      expect(v.current?.value, f.name).toBe(f.default);
+    }
+    for (const d of DIMENSION_VARIABLES) {
+      const v = vars.find((x) => x.name === d.name)!;
+      expect(v.type, d.name).toBe('query');
+      expect(queryText(v), d.name).toMatch(/information_schema\.columns .*table_name = 'records_hourly'/);
+      // An identifier in the SQL: only existing columns, shaped like ROLLUP_DIMENSIONS columns.
+      expect(v.regex, d.name).toBe('/^[a-z_][a-z0-9_]{0,62}$/');
+      expect(v.allowCustomValue, d.name).toBe(false);
+      expect(v.multi, d.name).toBe(false);
+      expect(v.includeAll, d.name).toBe(false);
+    }
+    expect(queryText(vars.find((v) => v.name === 'customer'))).toMatch(/FROM \$\{schema\}\.records_hourly\b/);
   });
 });
 
