@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests,paced] [-- --out FILE]`
+ * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests,paced,dashboards] [-- --out FILE]`
  *
  * Builds nothing itself (`npm run bench` runs `npm run build` first), starts a throwaway
  * PostgreSQL cluster (test/helpers/postgres.ts) and runs the benchmarks of the issue:
@@ -7,7 +7,8 @@
  * 3. a slow upstream, 4. growth with the number of records, 5. /metrics under load, 6. E6 requests
  * per window against the minimum (order-independent reads), 7. /metrics with 100,000 upstream series
  * (a cached scrape against promtool's parse, serve's peak memory), 8. a backfill paced under the
- * simulator's rate limit (UPSTREAM_RATE_LIMIT) against the same backfill without a budget. Prints the
+ * simulator's rate limit (UPSTREAM_RATE_LIMIT) against the same backfill without a budget, 9. every SQL
+ * query of the Analytics history dashboard at two sizes (bench/suites/dashboards.ts). Prints the
  * tables and writes them to BENCHMARKS.md with the machine's description and bench/findings.md.
  *
  * Needs: the PostgreSQL server binaries (as the tests do: `apt-get install postgresql`, or
@@ -23,6 +24,7 @@ import type { BenchContext } from './lib/context.js';
 import { machineTicks, stealShare } from './lib/cpu.js';
 import { describeMachine } from './lib/machine.js';
 import { renderMarkdown, verdicts, type Report } from './lib/report.js';
+import { dashboardsSuite, type DashboardsSpec } from './suites/dashboards.js';
 import { etlSuite, profileEtl, type EtlSpec } from './suites/etl.js';
 import { measureSizes, sizeResult, type SizeResult } from './suites/growth.js';
 import { largeScrapeSuite, type LargeScrapeSpec } from './suites/large-scrape.js';
@@ -45,6 +47,7 @@ interface Plan {
   largeScrape: LargeScrapeSpec;
   requests: RequestsSpec;
   paced: PacedSpec;
+  dashboards: DashboardsSpec;
 }
 
 /** 6.: the ETL's data set, and dense data: whole-minute timestamps (about 21 records a minute, and 10× that) with ties reshuffled per request. */
@@ -89,6 +92,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     largeScrape: { series: 100_000, rounds: 5, scrapes: 20, promtoolRuns: 5 },
     requests: { sets: requestSets({ records: 1_000_000, days: 25, rounds: 5 }) },
     paced: { records: 100_000, days: 5, pageSize: 500, limit: { perSecond: 20, burst: 5 }, budget: { perSecond: 16, burst: 4 }, runs: 3 },
+    dashboards: { sizes: [1_000_000, 5_000_000], days: 30, runs: 5, rangesDays: [30, 7] },
   },
   // Under two minutes with the build on a quiet machine: the same benchmarks at a fifth of the ETL
   // size, half the slow one and half the scrapes; three ETL rounds and growth runs, two of the
@@ -104,6 +108,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     largeScrape: { series: 100_000, rounds: 2, scrapes: 10, promtoolRuns: 3 },
     requests: { sets: requestSets({ records: 200_000, days: 25, rounds: 3 }) },
     paced: { records: 20_000, days: 2, pageSize: 500, limit: { perSecond: 20, burst: 5 }, budget: { perSecond: 16, burst: 4 }, runs: 1 },
+    dashboards: { sizes: [100_000, 500_000], days: 30, runs: 5, rangesDays: [30, 7] },
   },
 };
 
@@ -113,7 +118,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
  */
 const V8_DEFAULT_HEAP = ['--heap-growing-percent=0'];
 
-const SUITES = ['etl', 'growth', 'slow', 'metrics', 'large-scrape', 'requests', 'paced'] as const;
+const SUITES = ['etl', 'growth', 'slow', 'metrics', 'large-scrape', 'requests', 'paced', 'dashboards'] as const;
 type Suite = (typeof SUITES)[number];
 
 function usage(message: string): never {
@@ -201,6 +206,7 @@ async function main(): Promise<void> {
     if (only.has('large-scrape')) report.largeScrape = await largeScrapeSuite(ctx, plan.largeScrape);
     if (only.has('requests')) report.requests = await requestsSuite(ctx, plan.requests);
     if (only.has('paced')) report.paced = await pacedSuite(ctx, plan.paced);
+    if (only.has('dashboards')) report.dashboards = await dashboardsSuite(ctx, plan.dashboards);
 
     const missed = verdicts(report).filter((v) => !v.met);
     const etlMissed = missed.some((v) => /^(1|2|4)\./.test(v.name));

@@ -13,6 +13,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { createDataset } from '../../src/simulator/index.js';
+import { catalogueRecords, type FieldStats, type WindowFields } from '../../src/sync/derived.js';
 import { alignDown } from '../../src/sync/windows.js';
 
 /** COPY text format: backslash, newline, carriage return and tab are escaped. */
@@ -25,9 +26,15 @@ function copyText(value: string): string {
  * simulator's defaults otherwise, as `simulate` uses them) as COPY rows of
  * (payload, event_time, window_start, window_end, run_id).
  *
+ * @param fields when given, filled with each window's field catalogue (window start in ms →
+ *   the records' top-level fields, as the sync catalogues a page: src/sync/derived.ts).
  * @returns the number of rows written.
  */
-export async function writeCopyFile(path: string, spec: { records: number; start: Date; end: Date; windowMs: number }): Promise<number> {
+export async function writeCopyFile(
+  path: string,
+  spec: { records: number; start: Date; end: Date; windowMs: number },
+  fields?: Map<number, WindowFields>,
+): Promise<number> {
   const dataset = createDataset({ records: spec.records, start: spec.start, end: spec.end });
   const out = createWriteStream(path);
   let rows = 0;
@@ -35,6 +42,11 @@ export async function writeCopyFile(path: string, spec: { records: number; start
   for (const record of dataset.iterate(spec.start, spec.end, false)) {
     const ms = Date.parse(record.timestamp);
     const windowStart = alignDown(ms, spec.windowMs);
+    if (fields !== undefined) {
+      const window: WindowFields = fields.get(windowStart) ?? new Map<string, FieldStats>();
+      fields.set(windowStart, window);
+      catalogueRecords([record], [0], [ms], window);
+    }
     chunk += `${copyText(JSON.stringify(record))}\t${record.timestamp}\t${new Date(windowStart).toISOString()}\t${new Date(windowStart + spec.windowMs).toISOString()}\t1\n`;
     rows++;
     if (chunk.length > 1 << 20) {

@@ -1,4 +1,5 @@
 /** Renders the results as Markdown: the tables `npm run bench` prints and writes to BENCHMARKS.md. */
+import { DASHBOARD_TARGET_MS, dashboardsVerdict, renderDashboards, type DashboardsResult } from '../suites/dashboards.js';
 import type { ProfiledRun, EtlResult, CpuSplit } from '../suites/etl.js';
 import type { SizeResult } from '../suites/growth.js';
 import type { LargeScrapeResult } from '../suites/large-scrape.js';
@@ -51,6 +52,7 @@ export interface Report {
   largeScrape?: LargeScrapeResult;
   requests?: RequestsResult;
   paced?: PacedResult;
+  dashboards?: DashboardsResult;
   profile?: ProfiledRun;
   findings?: string;
   /** Key figures of the code before the performance changes (bench/before.json), shown beside this run's. */
@@ -195,6 +197,10 @@ export function verdicts(report: Report): Verdict[] {
       met: rows.every((r) => r.ratio <= TARGETS.requestsRatio),
       detail: `${rows.map((r) => `${r.ratio.toFixed(2)}× the minimum (${int(r.requests)} of ${int(r.minimum)})`).join('; ')}; target ≤ ${TARGETS.requestsRatio}× each`,
     });
+  }
+  if (report.dashboards) {
+    const v = dashboardsVerdict(report.dashboards);
+    out.push({ name: `9. Dashboard queries ≤ ${DASHBOARD_TARGET_MS} ms, flat`, met: v.met, detail: v.detail });
   }
   return out.sort((a, b) => a.name.localeCompare(b.name));
 }
@@ -408,6 +414,8 @@ export function renderMarkdown(report: Report): string {
       '',
     );
   }
+
+  if (report.dashboards) push(...renderDashboards(report.dashboards));
 
   const { profile } = report;
   if (profile) {
