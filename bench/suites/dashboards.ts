@@ -70,6 +70,11 @@ export interface DashboardsResult {
 export const DASHBOARD_TARGET_MS = 100;
 /** The largest size's median ÷ the smallest's, at most, for "flat". */
 export const DASHBOARD_FLAT_RATIO = 1.5;
+/**
+ * Below this median (ms) at the largest size a query counts as flat whatever its ratio: a few ms
+ * are a loopback round trip and the other work of a shared 2-core machine, not the data.
+ */
+export const DASHBOARD_NOISE_FLOOR_MS = 10;
 
 interface Target {
   refId: string;
@@ -231,7 +236,7 @@ export function dashboardsVerdict(result: DashboardsResult): { met: boolean; det
   const panels = result.sizes.flatMap((s) => s.timings.filter((t) => t.kind === 'panel').map((t) => ({ s, t })));
   const slow = panels.filter(({ t }) => t.medianMs > DASHBOARD_TARGET_MS);
   const flat = flatness(result).filter((f) => f.kind === 'panel');
-  const notFlat = flat.filter((f) => f.ratio > DASHBOARD_FLAT_RATIO);
+  const notFlat = flat.filter((f) => !f.flat);
   const first = result.sizes[0]!.records;
   const last = result.sizes[result.sizes.length - 1]!.records;
   const slowText =
@@ -240,18 +245,19 @@ export function dashboardsVerdict(result: DashboardsResult): { met: boolean; det
       : `${slow.length} of ${panels.length} panel medians > ${DASHBOARD_TARGET_MS} ms: ${slow.map(({ s, t }) => `${t.query} ${t.rangeDays}d at ${s.records.toLocaleString('en-US')} (${ms(t.medianMs)} ms)`).join('; ')}`;
   const flatText =
     notFlat.length === 0
-      ? `every panel ${last.toLocaleString('en-US')}/${first.toLocaleString('en-US')} ratio ≤ ${DASHBOARD_FLAT_RATIO}`
-      : `not flat (ratio > ${DASHBOARD_FLAT_RATIO}): ${notFlat.map((f) => `${f.query} ${f.rangeDays}d ×${f.ratio.toFixed(2)}`).join('; ')}`;
+      ? `every panel flat from ${first.toLocaleString('en-US')} to ${last.toLocaleString('en-US')} (ratio ≤ ${DASHBOARD_FLAT_RATIO}, or under ${DASHBOARD_NOISE_FLOOR_MS} ms)`
+      : `not flat (ratio > ${DASHBOARD_FLAT_RATIO} and over ${DASHBOARD_NOISE_FLOOR_MS} ms): ${notFlat.map((f) => `${f.query} ${f.rangeDays}d ×${f.ratio.toFixed(2)}`).join('; ')}`;
   return { met: slow.length === 0 && notFlat.length === 0, detail: `${slowText}; ${flatText}` };
 }
 
-/** Largest size's median ÷ smallest's, per query and range. */
-function flatness(result: DashboardsResult): { query: string; kind: QueryTiming['kind']; rangeDays: number; ratio: number }[] {
+/** Largest size's median ÷ smallest's, per query and range, and whether that is flat (see {@link DASHBOARD_NOISE_FLOOR_MS}). */
+function flatness(result: DashboardsResult): { query: string; kind: QueryTiming['kind']; rangeDays: number; ratio: number; flat: boolean }[] {
   const first = result.sizes[0]!;
   const last = result.sizes[result.sizes.length - 1]!;
   return first.timings.map((a) => {
     const b = last.timings.find((t) => t.query === a.query && t.rangeDays === a.rangeDays)!;
-    return { query: a.query, kind: a.kind, rangeDays: a.rangeDays, ratio: b.medianMs / a.medianMs };
+    const ratio = b.medianMs / a.medianMs;
+    return { query: a.query, kind: a.kind, rangeDays: a.rangeDays, ratio, flat: ratio <= DASHBOARD_FLAT_RATIO || b.medianMs < DASHBOARD_NOISE_FLOOR_MS };
   });
 }
 
@@ -266,7 +272,12 @@ export function renderDashboards(result: DashboardsResult): string[] {
     `Every SQL query of grafana/dashboards/analytics-history.json (each panel and each query variable, variables evaluated in order and "All" customers selected), with Grafana's macros expanded by grafana/src/interpolate.ts, ` +
       `for a ${spec.rangesDays.map((d) => `${d}-day`).join(' and a ')} range ending at the data's end; 1 warm-up, then the median of ${spec.runs} runs, in ms (client wall time over loopback, one connection). ` +
       `Data: the simulator's records over ${spec.days} days (one-day windows) loaded by \`psql \\copy\` into monthly partitions made by src/sync/partitions.ts, records_hourly rebuilt from them (Derived.rebuildRollup, as \`rollup rebuild\`), ` +
-      'the field catalogue merged window by window (catalogueRecords and Derived.addWindowRecords, as a sync commits), one succeeded run with a ledger window per day, then ANALYZE.',
+      'the field catalogue merged window by window (catalogueRecords and Derived.addWindowRecords, as a sync commits), one succeeded run with a ledger window per day, then ANALYZE. ' +
+      '"catalogue s" is the merge only: the fields are gathered while the COPY file is written, as a sync gathers them while a page waits for the writer.',
+    '',
+    "The simulator's records have few distinct rollup groups (its customers × event types × hours), so records_hourly stops growing once every group of the range is filled: " +
+      'the aggregate panels read about the same number of rows at both sizes. With more customers or event types its rows, and those panels, grow with the distinct groups, not with the records. ' +
+      'The ETL cost of maintaining records_hourly and record_fields (throughput with and without) is not measured: the code has no switch that turns both off (ROLLUP_DIMENSIONS=none still keeps one row per hour and window, and the catalogue is always kept).',
     '',
     '| Records | partitions | \\copy s | rollup rebuild s | catalogue s | ANALYZE s | records_hourly rows | catalogue fields |',
     '|---:|---|---:|---:|---:|---:|---:|---:|',
@@ -280,7 +291,7 @@ export function renderDashboards(result: DashboardsResult): string[] {
     '| Records | records (all partitions) | records_hourly | record_fields | total |',
     '|---:|---:|---:|---:|---:|',
     ...sizes.map((s) => {
-      const per = (b: number) => (b / s.records).toFixed(1);
+      const per = (b: number) => (b / s.records).toFixed(2);
       return `| ${s.records.toLocaleString('en-US')} | ${per(s.bytes.records)} | ${per(s.bytes.hourly)} | ${per(s.bytes.fields)} | **${per(s.bytes.records + s.bytes.hourly + s.bytes.fields)}** |`;
     }),
     '',
@@ -307,7 +318,8 @@ export function renderDashboards(result: DashboardsResult): string[] {
     `### Flat from ${first.records.toLocaleString('en-US')} to ${last.records.toLocaleString('en-US')} records?`,
     '',
     `Median at ${last.records.toLocaleString('en-US')} ÷ median at ${first.records.toLocaleString('en-US')}, per query and range. Taken as flat: a ratio ≤ ${DASHBOARD_FLAT_RATIO} ` +
-      `(${(last.records / first.records).toFixed(1)}× the records; linear growth would give about ${(last.records / first.records).toFixed(1)}). Sub-millisecond queries are dominated by the round trip, so their ratios are noise.`,
+      `(${(last.records / first.records).toFixed(1)}× the records; linear growth would give about ${(last.records / first.records).toFixed(1)}), or a median under ${DASHBOARD_NOISE_FLOOR_MS} ms at ${last.records.toLocaleString('en-US')} ` +
+      '(there the loopback round trip and the rest of the shared machine dominate: a sub-millisecond query can show ×1.8 from one run to the next).',
     '',
     `| Query | ${spec.rangesDays.map((d) => `${d}d ratio`).join(' | ')} | flat |`,
     `|---|${spec.rangesDays.map(() => '---:|').join('')}---|`,
@@ -316,7 +328,7 @@ export function renderDashboards(result: DashboardsResult): string[] {
   for (const name of [...new Set(flat.map((f) => f.query))]) {
     const cells = spec.rangesDays.map((d) => flat.find((f) => f.query === name && f.rangeDays === d)!);
     out.push(
-      `| ${name} | ${cells.map((f) => `×${f.ratio.toFixed(2)}`).join(' | ')} | ${cells.every((f) => f.ratio <= DASHBOARD_FLAT_RATIO) ? 'yes' : '**no**'} |`,
+      `| ${name} | ${cells.map((f) => `×${f.ratio.toFixed(2)}`).join(' | ')} | ${cells.every((f) => f.flat) ? (cells.every((f) => f.ratio <= DASHBOARD_FLAT_RATIO) ? 'yes' : `yes (under ${DASHBOARD_NOISE_FLOOR_MS} ms)`) : '**no**'} |`,
     );
   }
   out.push('');
