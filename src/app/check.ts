@@ -6,7 +6,7 @@
  */
 import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
-import { createPool } from '../db/pool.js';
+import { createPool, describeDatabase } from '../db/pool.js';
 import type { Config } from '../config.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -106,10 +106,4 @@ export async function runChecks(config: Config, deps: { log: Logger; report: (re
     });
   }
   return !failed;
-}
-
-/** host:port/database of a PostgreSQL URL, never its password. */
-export function describeDatabase(url: string): string {
-  const u = new URL(url);
-  return `${u.hostname}${u.port ? `:${u.port}` : ''}${u.pathname}`;
 }
