@@ -177,6 +177,16 @@ const duration = (rule: string) =>
     return ms;
   });
 
+/** A positive duration, or `off` (read as undefined): retention settings that may keep everything. */
+const durationOrOff = (example: string) =>
+  z.string().transform((text, ctx): number | undefined => {
+    if (text === 'off') return undefined;
+    const ms = parseDuration(text);
+    if (ms !== undefined && ms > 0) return ms;
+    ctx.addIssue({ code: 'custom', message: `must be a positive duration such as ${example}, or 'off'` });
+    return z.NEVER;
+  });
+
 /** A duration that may be zero (`0`, `0s`): settle and lookback can be switched off. */
 const durationOrZero = (rule: string) =>
   z.string().transform((text, ctx) => {
@@ -377,13 +387,7 @@ const SETTING_TABLE = {
     flag: '--retention',
     default: 'off',
     help: "each run drops partitions of records wholly older than now minus this, or 'off'",
-    schema: z.string().transform((text, ctx): number | undefined => {
-      if (text === 'off') return undefined;
-      const ms = parseDuration(text);
-      if (ms !== undefined && ms > 0) return ms;
-      ctx.addIssue({ code: 'custom', message: "must be a positive duration such as 90d, or 'off'" });
-      return z.NEVER;
-    }),
+    schema: durationOrOff('90d'),
   },
   ROLLUP_DIMENSIONS: {
     flag: '--rollup-dimensions',
@@ -402,15 +406,7 @@ const SETTING_TABLE = {
     flag: '--rollup-retention',
     default: 'off',
     help: "records_hourly buckets older than this are deleted after each run, or 'off' to keep them",
-    schema: z.string().transform((text, ctx) => {
-      if (text === 'off') return undefined;
-      const ms = parseDuration(text);
-      if (ms === undefined || ms <= 0) {
-        ctx.addIssue({ code: 'custom', message: "must be a positive duration such as 400d, or 'off'" });
-        return z.NEVER;
-      }
-      return ms;
-    }),
+    schema: durationOrOff('400d'),
   },
   METRICS_LISTEN: {
     flag: '--metrics-listen',
