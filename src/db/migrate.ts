@@ -19,10 +19,12 @@ export const MIGRATIONS_TABLE = 'pgmigrations';
 /**
  * Applies every pending migration to `schema`, creating the schema if needed.
  *
+ * @param options.count apply at most this many pending migrations, in order (default: all); tests
+ *   use it to leave a database as an older release did.
  * @returns names of the migrations applied now (empty when the schema was current).
  * @throws {ExporterError} `ERR_DATABASE` naming the failing step; a failed migration is rolled back.
  */
-export async function migrate(pool: Pool, schema: string, log: Logger): Promise<string[]> {
+export async function migrate(pool: Pool, schema: string, log: Logger, options: { count?: number } = {}): Promise<string[]> {
   try {
     return await withClient(pool, async (client) => {
       const locked = await withAdvisoryLock(client, `migrate:${schema}`, { wait: true }, async () => {
@@ -31,6 +33,7 @@ export async function migrate(pool: Pool, schema: string, log: Logger): Promise<
           dbClient: client,
           dir: MIGRATIONS_DIR,
           direction: 'up',
+          ...(options.count !== undefined ? { count: options.count } : {}),
           schema,
           migrationsSchema: schema,
           migrationsTable: MIGRATIONS_TABLE,

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { runner } from 'node-pg-migrate';
-import { MIGRATIONS_DIR, MIGRATIONS_TABLE } from '../../src/db/migrate.js';
+import { migrate } from '../../src/db/migrate.js';
+import { silentLogger } from '../../src/log.js';
 import type { Pool } from '../../src/db/pool.js';
 
 /** The names of the migrations in migrations/ (without `.sql`), in the order they apply. */
@@ -18,24 +18,5 @@ export const MIGRATIONS: readonly string[] = readdirSync(fileURLToPath(new URL('
 export async function migrateUpTo(pool: Pool, schema: string, last: string): Promise<void> {
   const count = MIGRATIONS.indexOf(last) + 1;
   if (count === 0) throw new Error(`no migration named ${last}`);
-  await pool.query(`create schema if not exists "${schema}"`);
-  const client = await pool.connect();
-  try {
-    await runner({
-      dbClient: client,
-      dir: MIGRATIONS_DIR,
-      direction: 'up',
-      count,
-      schema,
-      migrationsSchema: schema,
-      migrationsTable: MIGRATIONS_TABLE,
-      noLock: true,
-      singleTransaction: false,
-      checkOrder: true,
-      logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
-    });
-    await client.query('reset search_path');
-  } finally {
-    client.release();
-  }
+  await migrate(pool, schema, silentLogger, { count });
 }
