@@ -1,9 +1,11 @@
 /**
  * Per-file database isolation on the run's shared cluster (see test/global-setup.ts).
  */
-import { afterAll, beforeAll, inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
+import { createPool, type Pool } from '../../src/db/pool.js';
+import { silentLogger } from '../../src/log.js';
 
 /** What {@link useTestDatabase} hands a test file. */
 export interface TestDatabaseHandle {
@@ -49,5 +51,41 @@ export function useTestDatabase(): TestDatabaseHandle {
       pools.push(pool);
       return pool;
     },
+  };
+}
+
+/** What {@link useAppPool} hands a test file. */
+export interface AppPoolHandle {
+  /** The exporter's own pool (src/db/pool.ts) on the file's database; only readable from `beforeAll` on. */
+  readonly pool: Pool;
+  /** What a test started (simulators, servers, children): closed after each test, last first. */
+  readonly closers: (() => Promise<unknown>)[];
+}
+
+/**
+ * The set-up of the files that run syncs in-process: the exporter's own pool (`createPool`, with its
+ * error listener and application_name) on `db`, made in `beforeAll` and ended in `afterAll`, and a
+ * stack of closers emptied after each test. Call it once at the top level, after {@link useTestDatabase}.
+ *
+ * @param max the pool's connections.
+ */
+export function useAppPool(db: TestDatabaseHandle, max = 4): AppPoolHandle {
+  let pool: Pool | undefined;
+  const closers: (() => Promise<unknown>)[] = [];
+  beforeAll(() => {
+    pool = createPool(db.url, silentLogger, { max });
+  });
+  afterEach(async () => {
+    while (closers.length) await closers.pop()!();
+  });
+  afterAll(async () => {
+    await pool?.end();
+  });
+  return {
+    get pool() {
+      if (!pool) throw new Error('useAppPool(): the pool exists only from beforeAll on; use it inside tests or hooks');
+      return pool;
+    },
+    closers,
   };
 }

@@ -1,31 +1,20 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { createPool, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import type { DroppedPartition } from '../../src/sync/partitions.js';
 import { partitionName, partitionRange } from '../../src/sync/partitions.js';
 import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
 import { parseIsoDateTime } from '../../src/time.js';
-import { useTestDatabase } from '../helpers/db.js';
+import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
 import { expectExactDataset, simClient, syncConfig } from '../helpers/sync.js';
 
 const db = useTestDatabase();
-let pool: Pool;
+const bed = useAppPool(db);
+const closers = bed.closers;
 let schemaCounter = 0;
-const closers: (() => Promise<unknown>)[] = [];
 const DAY_MS = 86_400_000;
-
-beforeAll(() => {
-  pool = createPool(db.url, silentLogger, { max: 4 });
-});
-afterEach(async () => {
-  while (closers.length) await closers.pop()!();
-});
-afterAll(async () => {
-  await pool.end();
-});
 
 async function sim(options: Parameters<typeof startSimulator>[0]): Promise<Simulator> {
   const s = await startSimulator({ port: 0, ...options });
@@ -43,7 +32,7 @@ async function sync(
   const client = simClient(s);
   closers.push(() => client.close());
   const observer = { partitionsDropped: (e: { partitions: readonly DroppedPartition[] }) => dropped.push([...e.partitions]) };
-  const result = await runSync({ pool, client, config: syncConfig(env), schema, log: silentLogger, observer }, options);
+  const result = await runSync({ pool: bed.pool, client, config: syncConfig(env), schema, log: silentLogger, observer }, options);
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   expect(result.error).toBeUndefined();
   return result;
@@ -51,7 +40,7 @@ async function sync(
 
 /** Names of the partitions of `schema.records`, in name order (which is time order). */
 async function partitionNames(schema: string): Promise<string[]> {
-  const { rows } = await pool.query<{ name: string }>(
+  const { rows } = await bed.pool.query<{ name: string }>(
     `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = $1::regclass order by 1`,
     [`${schema}.records`],
   );
@@ -60,7 +49,7 @@ async function partitionNames(schema: string): Promise<string[]> {
 
 /** Every row's partition and window start, grouped: one entry per (partition, window_start). */
 async function rowPlacement(schema: string): Promise<{ partition: string; windowStart: Date; windowEnd: Date }[]> {
-  const { rows } = await pool.query<{ partition: string; windowStart: Date; windowEnd: Date }>(
+  const { rows } = await bed.pool.query<{ partition: string; windowStart: Date; windowEnd: Date }>(
     `select tableoid::regclass::text as partition, window_start as "windowStart", window_end as "windowEnd"
        from ${schema}.records group by 1, 2, 3 order by 2`,
   );
@@ -69,7 +58,7 @@ async function rowPlacement(schema: string): Promise<{ partition: string; window
 
 /** Count, largest id and a digest of every column of every row of `schema.records`, in id order. */
 async function recordsDigest(schema: string): Promise<{ n: number; max: string | null; digest: string | null }> {
-  const { rows } = await pool.query<{ n: number; max: string | null; digest: string | null }>(
+  const { rows } = await bed.pool.query<{ n: number; max: string | null; digest: string | null }>(
     `select count(*)::int as n, max(id)::text as max,
             md5(string_agg(concat_ws(' ', id, payload::text, event_time, window_start, window_end, loaded_at, run_id), E'\\n' order by id)) as digest
        from ${schema}.records`,
@@ -84,45 +73,45 @@ describe('partitioned records (real PostgreSQL)', () => {
     const s = await sim({ records: 3000, start, end, duplicateEvery: 100 });
     const schema = 'convert_1';
     const previous = MIGRATIONS[MIGRATIONS.indexOf('20261125000000000_partitions') - 1]!;
-    await migrateUpTo(pool, schema, previous);
+    await migrateUpTo(bed.pool, schema, previous);
 
     // Stored as a sync of the previous release stores them: one row per record, daily windows, a ledger row per window.
     const rows = [...s.dataset.iterate(start, end, false)].map((record) => {
       const ms = parseIsoDateTime(record.timestamp)!;
       return { payload: JSON.stringify(record), eventTime: new Date(ms), windowStart: new Date(ms - (ms % DAY_MS)) };
     });
-    await pool.query(
+    await bed.pool.query(
       `insert into ${schema}.records (payload, event_time, window_start, window_end, run_id)
        select p::jsonb, e, w, w + interval '1 day', 1 from unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) as r(p, e, w)`,
       [rows.map((r) => r.payload), rows.map((r) => r.eventTime), rows.map((r) => r.windowStart)],
     );
-    await pool.query(
+    await bed.pool.query(
       `insert into ${schema}.sync_windows (window_start, window_end, record_count, total_records, pages, run_id)
        select window_start, window_end, count(*), count(*), 1, 1 from ${schema}.records group by 1, 2`,
     );
     // Days without records still have their ledger row, as a sync leaves them.
-    await pool.query(
+    await bed.pool.query(
       `insert into ${schema}.sync_windows (window_start, window_end, record_count, total_records, pages, run_id)
        select d, d + interval '1 day', 0, 0, 1, 1 from generate_series($1::timestamptz, $2::timestamptz - interval '1 day', interval '1 day') as d
        on conflict (window_start) do nothing`,
       [start, end],
     );
-    await pool.query(
+    await bed.pool.query(
       `insert into ${schema}.records_quarantine (payload_text, json_path, reason, window_start, window_end, run_id)
        values ('{"a":"\\u0000"}', '$.a', 'U+0000', '2026-10-01T00:00:00Z', '2026-10-02T00:00:00Z', 1)`,
     );
     const before = await recordsDigest(schema);
     expect(before.n).toBe(3000);
 
-    expect(await migrate(pool, schema, silentLogger)).toEqual(MIGRATIONS.slice(MIGRATIONS.indexOf(previous) + 1));
-    const kind = await pool.query<{ relkind: string }>(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.records`]);
+    expect(await migrate(bed.pool, schema, silentLogger)).toEqual(MIGRATIONS.slice(MIGRATIONS.indexOf(previous) + 1));
+    const kind = await bed.pool.query<{ relkind: string }>(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.records`]);
     expect(kind.rows[0]!.relkind).toBe('p');
     expect(await recordsDigest(schema)).toEqual(before);
     expect(await partitionNames(schema)).toEqual(['records_20260901_20261001', 'records_20261001_20261101', 'records_20261101_20261201']);
     for (const row of await rowPlacement(schema)) expect(row.partition).toBe(`${schema}.${partitionName(partitionRange(row.windowStart.getTime(), 'month'))}`);
-    const quarantined = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records_quarantine`);
+    const quarantined = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records_quarantine`);
     expect(quarantined.rows[0]!.n).toBe(1);
-    const tables = await pool.query<{ name: string }>(
+    const tables = await bed.pool.query<{ name: string }>(
       `select table_name as name from information_schema.tables where table_schema = $1 and table_name like 'records%unpart%'`,
       [schema],
     );
@@ -131,8 +120,8 @@ describe('partitioned records (real PostgreSQL)', () => {
     // A sync afterwards replaces every window exactly, and new ids continue after the largest one.
     const result = await sync(s, schema, { SYNC_WINDOW: '1d' }, { from: start, to: end });
     expect(result).toMatchObject({ status: 'succeeded', records: 3000 });
-    expect(await expectExactDataset(pool, schema, s, start, end)).toBe(3000);
-    const ids = await pool.query<{ min: string }>(`select min(id)::text as min from ${schema}.records`);
+    expect(await expectExactDataset(bed.pool, schema, s, start, end)).toBe(3000);
+    const ids = await bed.pool.query<{ min: string }>(`select min(id)::text as min from ${schema}.records`);
     expect(BigInt(ids.rows[0]!.min)).toBeGreaterThan(BigInt(before.max!));
   });
 
@@ -141,13 +130,13 @@ describe('partitioned records (real PostgreSQL)', () => {
     const end = new Date('2026-10-20T00:00:00Z');
     const s = await sim({ records: 1500, start, end });
     const schema = `fresh_${++schemaCounter}`;
-    await migrate(pool, schema, silentLogger);
+    await migrate(bed.pool, schema, silentLogger);
     expect(await partitionNames(schema)).toEqual([]);
 
     // 7-day windows: some cross a month's end.
     await sync(s, schema, { SYNC_WINDOW: '7d' }, { from: start, to: end });
     expect(await partitionNames(schema)).toEqual(['records_20260801_20260901', 'records_20260901_20261001', 'records_20261001_20261101']);
-    await expectExactDataset(pool, schema, s, start, end);
+    await expectExactDataset(bed.pool, schema, s, start, end);
     const placement = await rowPlacement(schema);
     for (const row of placement) expect(row.partition).toBe(`${schema}.${partitionName(partitionRange(row.windowStart.getTime(), 'month'))}`);
     const crossing = placement.filter((row) => row.windowStart.getUTCMonth() !== new Date(row.windowEnd.getTime() - 1).getUTCMonth());
@@ -171,7 +160,7 @@ describe('partitioned records (real PostgreSQL)', () => {
     const now = Date.parse('2026-10-25T00:00:00Z');
     const s = await sim({ records: 1500, start, end });
     const schema = `retention_${++schemaCounter}`;
-    await migrate(pool, schema, silentLogger);
+    await migrate(bed.pool, schema, silentLogger);
     await sync(s, schema, { SYNC_WINDOW: '7d' }, { from: start, to: end });
 
     // Cutoff 2026-09-15: August's partition (to 09-01) goes, September's (partly older) stays.
@@ -180,7 +169,7 @@ describe('partitioned records (real PostgreSQL)', () => {
     await sync(s, schema, env, { to: end, now: () => now }, dropped);
     expect(dropped.map((d) => d.map((p) => p.name))).toEqual([['records_20260801_20260901']]);
     expect(await partitionNames(schema)).toEqual(['records_20260901_20261001', 'records_20261001_20261101']);
-    const ledger = await pool.query<{ start: Date; expired: boolean }>(
+    const ledger = await bed.pool.query<{ start: Date; expired: boolean }>(
       `select window_start as start, expired_at is not null as expired from ${schema}.sync_windows order by 1`,
     );
     const expired = ledger.rows.filter((w) => w.expired);
@@ -188,25 +177,25 @@ describe('partitioned records (real PostgreSQL)', () => {
     expect(expired.length).toBeGreaterThan(0);
     for (const w of ledger.rows) expect(w.expired).toBe(w.start < new Date('2026-09-01T00:00:00Z'));
     const firstKept = ledger.rows.find((w) => !w.expired)!.start;
-    const kept = await expectExactDataset(pool, schema, s, firstKept, end);
+    const kept = await expectExactDataset(bed.pool, schema, s, firstKept, end);
 
     // A lookback reaching back into August loads no expired window again.
     const lookback = await sync(s, schema, { ...env, SYNC_LOOKBACK: '61d' }, { to: end, now: () => now });
     expect(lookback.windows).toBe(ledger.rows.length - expired.length);
     expect(await partitionNames(schema)).toEqual(['records_20260901_20261001', 'records_20261001_20261101']);
-    expect(await expectExactDataset(pool, schema, s, firstKept, end)).toBe(kept);
+    expect(await expectExactDataset(bed.pool, schema, s, firstKept, end)).toBe(kept);
 
     // An explicit --from reloads them exactly and un-expires them; the run's own retention spares them.
     await sync(s, schema, env, { from: start, to: end, now: () => now }, dropped);
     expect(dropped.length).toBe(1);
-    await expectExactDataset(pool, schema, s, start, end);
-    const after = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows where expired_at is not null`);
+    await expectExactDataset(bed.pool, schema, s, start, end);
+    const after = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows where expired_at is not null`);
     expect(after.rows[0]!.n).toBe(0);
 
     // The next resumed run applies RETENTION to them again.
     await sync(s, schema, env, { to: end, now: () => now }, dropped);
     expect(dropped.map((d) => d.map((p) => p.name))).toEqual([['records_20260801_20260901'], ['records_20260801_20260901']]);
-    expect(await expectExactDataset(pool, schema, s, firstKept, end)).toBe(kept);
+    expect(await expectExactDataset(bed.pool, schema, s, firstKept, end)).toBe(kept);
   });
 });
 
@@ -216,12 +205,12 @@ describe('partitioned records (real PostgreSQL)', () => {
  */
 async function hourlyAndTruth(schema: string, from: Date, to: Date): Promise<{ rollup: string[]; truth: string[] }> {
   const line = `concat_ws(' ', to_char(bucket at time zone 'UTC', 'YYYY-MM-DD"T"HH24'), coalesce(event_type, '-'), n)`;
-  const rollup = await pool.query<{ line: string }>(
+  const rollup = await bed.pool.query<{ line: string }>(
     `select ${line} as line from (
        select bucket, event_type, sum(records) as n from ${schema}.records_hourly where bucket >= $1 and bucket < $2 group by 1, 2) as h`,
     [from, to],
   );
-  const truth = await pool.query<{ line: string }>(
+  const truth = await bed.pool.query<{ line: string }>(
     `select ${line} as line from (
        select date_trunc('hour', coalesce(event_time, window_start), 'UTC') as bucket, payload #>> '{eventType}' as event_type, count(*) as n
          from ${schema}.records group by 1, 2) as r
@@ -239,7 +228,7 @@ describe('records_hourly across RETENTION (real PostgreSQL)', () => {
     const now = Date.parse('2026-10-15T00:00:00Z');
     const s = await sim({ records: 600, start, end });
     const schema = `hourly_retention_${++schemaCounter}`;
-    await migrate(pool, schema, silentLogger);
+    await migrate(bed.pool, schema, silentLogger);
     const base = { SYNC_WINDOW: '7d', ROLLUP_DIMENSIONS: 'event_type=eventType' };
     await sync(s, schema, base, { from: start, to: end, now: () => now });
     const loaded = await hourlyAndTruth(schema, start, end);

@@ -1,30 +1,19 @@
 import fc from 'fast-check';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { migrateDatabase, rebuildRollup } from '../../src/app/derived.js';
 import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
-import { createPool, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync, type SyncResult } from '../../src/sync/run.js';
 import { runCli } from '../helpers/cli.js';
-import { useTestDatabase } from '../helpers/db.js';
+import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { simClient, syncConfig } from '../helpers/sync.js';
 
 const db = useTestDatabase();
-let pool: Pool;
+const bed = useAppPool(db);
+const closers = bed.closers;
 let schemaCounter = 0;
-const closers: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  pool = createPool(db.url, silentLogger, { max: 4 });
-});
-afterEach(async () => {
-  while (closers.length) await closers.pop()!();
-});
-afterAll(async () => {
-  await pool.end();
-});
 
 const HOUR_MS = 3_600_000;
 const START = new Date('2026-10-30T00:00:00Z');
@@ -36,7 +25,7 @@ type SimRecord = ReturnType<Simulator['dataset']['plausibleRecords']>[number];
 
 async function freshSchema(): Promise<string> {
   const schema = `rollups_${++schemaCounter}`;
-  await migrate(pool, schema, silentLogger);
+  await migrate(bed.pool, schema, silentLogger);
   return schema;
 }
 
@@ -64,7 +53,7 @@ async function sync(
 ): Promise<Extract<SyncResult, { runId: number }>> {
   const client = simClient(s);
   closers.push(() => client.close());
-  const result = await runSync({ pool, client, config: syncConfig({ SYNC_WINDOW: '1h', ...env }), schema, log: silentLogger }, options);
+  const result = await runSync({ pool: bed.pool, client, config: syncConfig({ SYNC_WINDOW: '1h', ...env }), schema, log: silentLogger }, options);
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }
@@ -76,12 +65,12 @@ async function sync(
  */
 async function rollupAndTruth(schema: string, dims: { column: string; path: string[] }[]): Promise<{ rollup: string[]; truth: string[] }> {
   const cols = dims.map((d) => `, "${d.column}"`).join('');
-  const rollup = await pool.query<{ row: string }>(
+  const rollup = await bed.pool.query<{ row: string }>(
     `select json_build_array(bucket${cols}, sum(records))::text as row from "${schema}".records_hourly group by bucket${cols}`,
   );
   const values = dims.map((_, i) => `, payload #>> $${i + 1}::text[] as d${i}`).join('');
   const groups = dims.map((_, i) => `, ${i + 2}`).join('');
-  const truth = await pool.query<{ row: string }>(
+  const truth = await bed.pool.query<{ row: string }>(
     `select json_build_array(bucket${dims.map((_, i) => `, d${i}`).join('')}, n)::text as row from (
        select date_trunc('hour', coalesce(event_time, window_start), 'UTC') as bucket${values}, count(*) as n
          from "${schema}".records group by 1${groups}) as t`,
@@ -141,7 +130,7 @@ describe('records_hourly', () => {
           const { rollup, truth } = await rollupAndTruth(schema, DIMS);
           expect(rollup).toEqual(truth);
         }
-        const nulls = await pool.query<{ n: string }>(`select count(*) as n from "${schema}".records_hourly where medium is null`);
+        const nulls = await bed.pool.query<{ n: string }>(`select count(*) as n from "${schema}".records_hourly where medium is null`);
         expect(Number(nulls.rows[0]!.n)).toBeGreaterThan(0);
       }),
       { numRuns: 6 },
@@ -156,40 +145,42 @@ describe('records_hourly', () => {
 
     // A table of the first shape (no window_start; the setting held the dimensions alone) is
     // rebuilt for the same dimensions.
-    await pool.query(`drop table "${schema}".records_hourly`);
-    await pool.query(`create table "${schema}".records_hourly (bucket timestamptz not null, event_type text, medium text, plan text, records bigint not null)`);
-    await pool.query(`update "${schema}".derived_settings set value = $1::jsonb where name = 'rollup_dimensions'`, [
+    await bed.pool.query(`drop table "${schema}".records_hourly`);
+    await bed.pool.query(
+      `create table "${schema}".records_hourly (bucket timestamptz not null, event_type text, medium text, plan text, records bigint not null)`,
+    );
+    await bed.pool.query(`update "${schema}".derived_settings set value = $1::jsonb where name = 'rollup_dimensions'`, [
       JSON.stringify(['event_type=eventType', 'medium=medium', 'plan=meta.plan']),
     ]);
     const sameDims = loadConfig({ DATABASE_SCHEMA: schema, ...DIMS_ENV });
-    expect(await migrateDatabase(pool, sameDims, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
+    expect(await migrateDatabase(bed.pool, sameDims, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
     const rebuilt = await rollupAndTruth(schema, DIMS);
     expect(rebuilt.rollup).toEqual(rebuilt.truth);
-    const windowStarts = await pool.query<{ n: string }>(`select count(distinct window_start) as n from "${schema}".records_hourly`);
+    const windowStarts = await bed.pool.query<{ n: string }>(`select count(distinct window_start) as n from "${schema}".records_hourly`);
     expect(Number(windowStarts.rows[0]!.n)).toBe(HOURS);
-    expect(await migrateDatabase(pool, sameDims, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
+    expect(await migrateDatabase(bed.pool, sameDims, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
 
     const config = loadConfig({ DATABASE_SCHEMA: schema, ROLLUP_DIMENSIONS: 'customer=customerId,medium=medium' });
-    expect(await migrateDatabase(pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
+    expect(await migrateDatabase(bed.pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
     const changed = [
       { column: 'customer', path: ['customerId'] },
       { column: 'medium', path: ['medium'] },
     ];
     const after = await rollupAndTruth(schema, changed);
     expect(after.rollup).toEqual(after.truth);
-    expect(await migrateDatabase(pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
+    expect(await migrateDatabase(bed.pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
 
     // A rollup tampered with is put right by rollup rebuild.
-    await pool.query(`update "${schema}".records_hourly set records = records + 1`);
+    await bed.pool.query(`update "${schema}".records_hourly set records = records + 1`);
     const hourOnly = loadConfig({ DATABASE_SCHEMA: schema, ROLLUP_DIMENSIONS: 'none' });
-    expect(await rebuildRollup(pool, hourOnly, silentLogger)).toBe(HOURS);
+    expect(await rebuildRollup(bed.pool, hourOnly, silentLogger)).toBe(HOURS);
     const byHour = await rollupAndTruth(schema, []);
     expect(byHour.rollup).toEqual(byHour.truth);
 
     // Buckets starting before the run's clock minus ROLLUP_RETENTION (08:05) are deleted at the end of the run.
     const now = END.getTime() + 5 * 60_000;
     await sync(s, schema, { ROLLUP_DIMENSIONS: 'none', ROLLUP_RETENTION: '4h' }, { from: new Date(END.getTime() - HOUR_MS), to: END, now: () => now });
-    const kept = await pool.query<{ bucket: Date }>(`select bucket from "${schema}".records_hourly order by bucket`);
+    const kept = await bed.pool.query<{ bucket: Date }>(`select bucket from "${schema}".records_hourly order by bucket`);
     expect(kept.rows.map((r) => r.bucket.getTime())).toEqual([9, 10, 11].map((h) => START.getTime() + h * HOUR_MS));
   });
 });
@@ -210,12 +201,12 @@ describe('record_fields and records_typed', () => {
     ]);
     const schema = await freshSchema();
     await sync(base, schema, {}, { from: START, to: new Date(START.getTime() + 6 * HOUR_MS) });
-    const fieldsAfterFirst = await pool.query<{ path: string }>(`select path from "${schema}".record_fields`);
+    const fieldsAfterFirst = await bed.pool.query<{ path: string }>(`select path from "${schema}".record_fields`);
     expect(fieldsAfterFirst.rows.map((r) => r.path)).not.toContain('score');
     const columnsOf = async () =>
       Object.fromEntries(
         (
-          await pool.query<{ column_name: string; data_type: string }>(
+          await bed.pool.query<{ column_name: string; data_type: string }>(
             `select column_name, data_type from information_schema.columns where table_schema = $1 and table_name = 'records_typed'`,
             [schema],
           )
@@ -227,14 +218,14 @@ describe('record_fields and records_typed', () => {
     await sync(later, schema, {}, { from: new Date(START.getTime() + 6 * HOUR_MS), to: new Date(START.getTime() + 8 * HOUR_MS) });
     const field = async (path: string) =>
       (
-        await pool.query<{ types: string[]; records: string; first_seen: Date; last_seen: Date; example: string | null; view_column: string }>(
+        await bed.pool.query<{ types: string[]; records: string; first_seen: Date; last_seen: Date; example: string | null; view_column: string }>(
           `select types, records, first_seen, last_seen, example, view_column from "${schema}".record_fields where path = $1`,
           [path],
         )
       ).rows[0]!;
     const truth = async (path: string) =>
       (
-        await pool.query<{ n: string; first: Date; last: Date }>(
+        await bed.pool.query<{ n: string; first: Date; last: Date }>(
           `select count(*) as n, min(event_time) as first, max(event_time) as last from "${schema}".records where payload ? $1`,
           [path],
         )
@@ -248,7 +239,7 @@ describe('record_fields and records_typed', () => {
     expect(await field('Seen At')).toMatchObject({ types: ['date-time'], view_column: 'seen_at' });
     expect((await field('apiToken')).example).toBeNull();
     expect(await columnsOf()).toMatchObject({ score: 'numeric', seen_at: 'timestamp with time zone', api_token: 'text' });
-    const typed = await pool.query<{ score: string; seen_at: Date }>(
+    const typed = await bed.pool.query<{ score: string; seen_at: Date }>(
       `select score, seen_at from "${schema}".records_typed where score is not null order by score`,
     );
     expect(typed.rows.map((r) => Number(r.score))).toEqual([0, 1, 2, 3, 4, 5]);

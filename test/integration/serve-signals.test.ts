@@ -7,12 +7,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createPool, type Pool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
-import { useTestDatabase } from '../helpers/db.js';
+import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
 
@@ -22,19 +20,9 @@ const END = '2026-11-01T00:00:00Z';
 /** What the tests allow a graceful stop; serve bounds the sync's drain at 5 s, then closing at 2 s. */
 const STOP_BOUND_MS = 10_000;
 
-let pool: Pool;
+const bed = useAppPool(db, 3);
+const closers = bed.closers;
 let schemaCounter = 0;
-const closers: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  pool = createPool(db.url, silentLogger, { max: 3 });
-});
-afterEach(async () => {
-  while (closers.length) await closers.pop()!();
-});
-afterAll(async () => {
-  await pool.end();
-});
 
 async function sim(options: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> {
   const s = await startSimulator({ port: 0, records: 10_000, start: new Date(START), end: new Date(END), ...options });
@@ -79,7 +67,7 @@ async function serve(childEnv: Record<string, string>): Promise<ServeChild> {
 }
 
 async function committedWindows(schema: string): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`);
+  const { rows } = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`);
   return rows[0]!.n;
 }
 
@@ -95,7 +83,7 @@ async function refused(url: string): Promise<true | undefined> {
 
 /** Only whole windows are stored, then the next `sync` completes the exact dataset. */
 async function expectNextSyncExact(s: Simulator, schema: string): Promise<void> {
-  const partial = await pool.query<{ stray: number; mismatched: number }>(
+  const partial = await bed.pool.query<{ stray: number; mismatched: number }>(
     `select (select count(*)::int from ${schema}.records r where not exists (select 1 from ${schema}.sync_windows w where w.window_start = r.window_start)) as stray,
             (select count(*)::int from ${schema}.sync_windows w where w.record_count <> (select count(*) from ${schema}.records r where r.window_start = w.window_start)) as mismatched`,
   );
@@ -103,7 +91,7 @@ async function expectNextSyncExact(s: Simulator, schema: string): Promise<void> 
   // Full pages: only the windows matter for exactness, and the test stays quick.
   const next = await runCli(['sync', '--from', START, '--to', END], { ...env(s, schema), SYNC_PAGE_SIZE: '1000' }, 60_000);
   expect(next.code).toBe(0);
-  expect(await expectExactDataset(pool, schema, s, new Date(START), new Date(END))).toBe(10_000);
+  expect(await expectExactDataset(bed.pool, schema, s, new Date(START), new Date(END))).toBe(10_000);
 }
 
 describe('serve on SIGTERM and SIGINT during a sync', () => {
@@ -122,7 +110,7 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
     const stderr = server.stderr();
     expect(stderr).toContain('"msg":"sync run interrupted');
     expect(stderr).toContain('"drained":true,"msg":"stopped"');
-    const runs = await pool.query<{ status: string; windows: number }>(`select status, windows from ${schema}.sync_runs`);
+    const runs = await bed.pool.query<{ status: string; windows: number }>(`select status, windows from ${schema}.sync_runs`);
     expect(runs.rows.map((r) => r.status)).toEqual(['interrupted']);
     expect(runs.rows[0]!.windows).toBeLessThan(30);
     await expectNextSyncExact(s, schema);
@@ -139,12 +127,12 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
       const server = await serve(env(s, schema));
       await until('one window committed', async () => ((await committedWindows(schema)) >= 1 ? true : undefined));
       // Hold the sync inside a database statement, where an abort cannot reach it: the drain cannot finish.
-      const locker = await pool.connect();
+      const locker = await bed.pool.connect();
       try {
         await locker.query('begin');
         await locker.query(`lock table ${schema}.records in access exclusive mode`);
         await until('the sync blocked on the lock', async () => {
-          const { rows } = await pool.query<{ n: number }>(
+          const { rows } = await bed.pool.query<{ n: number }>(
             "select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'analytics-exporter' and wait_event_type = 'Lock'",
           );
           return rows[0]!.n >= 1 ? true : undefined;

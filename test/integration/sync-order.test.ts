@@ -3,29 +3,18 @@
  * whole range per request (`order`), dense timestamps put about 21 records on every minute, and the
  * sync must still store every record exactly once, for an inclusive and an exclusive toDate.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { createPool, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync, type SyncObserver, type SyncResult } from '../../src/sync/run.js';
-import { useTestDatabase } from '../helpers/db.js';
+import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncConfig, watermarkOf } from '../helpers/sync.js';
 
 const db = useTestDatabase();
-let pool: Pool;
+const bed = useAppPool(db);
+const closers = bed.closers;
 let schemaCounter = 0;
-const closers: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  pool = createPool(db.url, silentLogger, { max: 4 });
-});
-afterEach(async () => {
-  while (closers.length) await closers.pop()!();
-});
-afterAll(async () => {
-  await pool.end();
-});
 
 const DAY_START = new Date('2026-10-31T00:00:00Z');
 const DAY_END = new Date('2026-11-01T00:00:00Z');
@@ -34,14 +23,14 @@ async function setup(options: Parameters<typeof startSimulator>[0]): Promise<{ s
   const s = await startSimulator({ port: 0, ...options });
   closers.push(() => s.close());
   const schema = `order_${++schemaCounter}`;
-  await migrate(pool, schema, silentLogger);
+  await migrate(bed.pool, schema, silentLogger);
   return { s, schema };
 }
 
 async function sync(s: Simulator, schema: string, env: Record<string, string>, observer: SyncObserver = {}): Promise<Extract<SyncResult, { runId: number }>> {
   const client = simClient(s);
   closers.push(() => client.close());
-  const result = await runSync({ pool, client, config: syncConfig(env), schema, log: silentLogger, observer }, { from: DAY_START, to: DAY_END });
+  const result = await runSync({ pool: bed.pool, client, config: syncConfig(env), schema, log: silentLogger, observer }, { from: DAY_START, to: DAY_END });
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }
@@ -57,12 +46,12 @@ describe('sync against an E6 whose order is not stable (real PostgreSQL, the sim
     const before = s.stats.analyticsRequests;
     const result = await sync(s, schema, { SYNC_WINDOW: '1h', UPSTREAM_TO_DATE: toDate });
     expect(result).toMatchObject({ status: 'succeeded', windows: 24, records: 30_000 });
-    expect(await expectExactDataset(pool, schema, s, DAY_START, DAY_END)).toBe(30_000);
+    expect(await expectExactDataset(bed.pool, schema, s, DAY_START, DAY_END)).toBe(30_000);
     // 1,250 records an hour need 2 requests a window at least.
     expect(s.stats.analyticsRequests - before).toBeLessThanOrEqual(Math.ceil(48 * 1.3));
     // A re-run (every window re-read, split ahead from the ledger's counts) changes nothing.
     expect(await sync(s, schema, { SYNC_WINDOW: '1h', UPSTREAM_TO_DATE: toDate })).toMatchObject({ status: 'succeeded', records: 30_000 });
-    await expectExactDataset(pool, schema, s, DAY_START, DAY_END);
+    await expectExactDataset(bed.pool, schema, s, DAY_START, DAY_END);
   });
 
   /** 5,000 records on whole minutes, and 1,200 more at one instant in the afternoon. */
@@ -82,10 +71,10 @@ describe('sync against an E6 whose order is not stable (real PostgreSQL, the sim
     expect(unstable).toHaveLength(2);
     // The windows before it are committed, nothing of its window, and the watermark stops there.
     expect(result.windows).toBe(15);
-    expect((await watermarkOf(pool, schema))?.toISOString()).toBe('2026-10-31T15:00:00.000Z');
-    const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records where window_start >= '2026-10-31T15:00:00Z'`);
+    expect((await watermarkOf(bed.pool, schema))?.toISOString()).toBe('2026-10-31T15:00:00.000Z');
+    const { rows } = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records where window_start >= '2026-10-31T15:00:00Z'`);
     expect(rows[0]!.n).toBe(0);
-    const run = await pool.query(`select status, error from ${schema}.sync_runs where id = $1`, [result.runId]);
+    const run = await bed.pool.query(`select status, error from ${schema}.sync_runs where id = $1`, [result.runId]);
     expect(run.rows[0]).toMatchObject({ status: 'failed', error: expect.stringContaining('15:42:00') });
   });
 
@@ -93,6 +82,6 @@ describe('sync against an E6 whose order is not stable (real PostgreSQL, the sim
     const { s, schema } = await withCrowdedInstant('stable');
     const result = await sync(s, schema, { SYNC_WINDOW: '1h' });
     expect(result).toMatchObject({ status: 'succeeded', windows: 24, records: 6200 });
-    expect(await expectExactDataset(pool, schema, s, DAY_START, DAY_END)).toBe(6200);
+    expect(await expectExactDataset(bed.pool, schema, s, DAY_START, DAY_END)).toBe(6200);
   });
 });

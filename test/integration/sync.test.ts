@@ -1,32 +1,21 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { createPool, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync, type ShrunkWindow, type SyncResult } from '../../src/sync/run.js';
 import type { AnalyticsClient } from '../../src/upstream/analytics.js';
-import { useTestDatabase } from '../helpers/db.js';
+import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncConfig, watermarkOf } from '../helpers/sync.js';
 
 const db = useTestDatabase();
-let pool: Pool;
+const bed = useAppPool(db, 8);
+const closers = bed.closers;
 let schemaCounter = 0;
-const closers: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  pool = createPool(db.url, silentLogger, { max: 8 });
-});
-afterEach(async () => {
-  while (closers.length) await closers.pop()!();
-});
-afterAll(async () => {
-  await pool.end();
-});
 
 /** A fresh schema, migrated. */
 async function freshSchema(): Promise<string> {
   const schema = `sync_${++schemaCounter}`;
-  await migrate(pool, schema, silentLogger);
+  await migrate(bed.pool, schema, silentLogger);
   return schema;
 }
 
@@ -52,7 +41,7 @@ async function sync(
   env: Record<string, string> = {},
   options: Parameters<typeof runSync>[1] = {},
 ): Promise<Extract<SyncResult, { runId: number }>> {
-  const result = await runSync({ pool, client: client(s), config: syncConfig(env), schema, log: silentLogger }, { from: START, to: END, ...options });
+  const result = await runSync({ pool: bed.pool, client: client(s), config: syncConfig(env), schema, log: silentLogger }, { from: START, to: END, ...options });
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }
@@ -63,14 +52,14 @@ describe('sync (in process, real PostgreSQL)', () => {
     const schema = await freshSchema();
     const first = await sync(s, schema, { SYNC_WINDOW: '6h' });
     expect(first).toMatchObject({ status: 'succeeded', windows: 8, records: 20_000 });
-    expect(await expectExactDataset(pool, schema, s, START, END)).toBe(20_000);
-    expect((await watermarkOf(pool, schema))?.toISOString()).toBe(END.toISOString());
+    expect(await expectExactDataset(bed.pool, schema, s, START, END)).toBe(20_000);
+    expect((await watermarkOf(bed.pool, schema))?.toISOString()).toBe(END.toISOString());
 
-    const idsBefore = await pool.query<{ n: number; max: number }>(`select count(*)::int as n, max(id)::int as max from ${schema}.records`);
+    const idsBefore = await bed.pool.query<{ n: number; max: number }>(`select count(*)::int as n, max(id)::int as max from ${schema}.records`);
     const second = await sync(s, schema, { SYNC_WINDOW: '6h' });
     expect(second).toMatchObject({ status: 'succeeded', records: 20_000 });
-    await expectExactDataset(pool, schema, s, START, END);
-    const idsAfter = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
+    await expectExactDataset(bed.pool, schema, s, START, END);
+    const idsAfter = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
     expect(idsAfter.rows[0]!.n).toBe(idsBefore.rows[0]!.n);
   });
 
@@ -78,11 +67,11 @@ describe('sync (in process, real PostgreSQL)', () => {
     const s = await sim({ records: 5000, start: START, end: END, duplicateEvery: 10 });
     const schema = await freshSchema();
     await sync(s, schema);
-    const { rows } = await pool.query<{ copies: number }>(
+    const { rows } = await bed.pool.query<{ copies: number }>(
       `select count(*)::int as copies from ${schema}.records group by payload having count(*) > 1 order by 1 desc limit 1`,
     );
     expect(rows[0]?.copies).toBeGreaterThanOrEqual(2);
-    await expectExactDataset(pool, schema, s, START, END);
+    await expectExactDataset(bed.pool, schema, s, START, END);
   });
 
   it.each(['inclusive', 'exclusive'] as const)('doubles nothing at window boundaries when toDate is %s', async (toDate) => {
@@ -95,10 +84,10 @@ describe('sync (in process, real PostgreSQL)', () => {
     const schema = await freshSchema();
     const result = await sync(s, schema, { SYNC_WINDOW: '1m', SYNC_PAGE_SIZE: '40' }, { from, to });
     expect(result.windows).toBe(120);
-    expect(await expectExactDataset(pool, schema, s, from, to)).toBe(12_000);
+    expect(await expectExactDataset(bed.pool, schema, s, from, to)).toBe(12_000);
     // And again over a shifted range: windows overlap the loaded ones, nothing doubles.
     await sync(s, schema, { SYNC_WINDOW: '7m' }, { from: new Date('2026-10-31T10:30:30Z'), to });
-    await expectExactDataset(pool, schema, s, from, to);
+    await expectExactDataset(bed.pool, schema, s, from, to);
   });
 
   it('stores records that arrive while a window is read, each part exact as read', async () => {
@@ -109,7 +98,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     const requests: number[] = [];
     const result = await runSync(
       {
-        pool,
+        pool: bed.pool,
         client: client(s),
         config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '1' }),
         schema,
@@ -120,7 +109,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     );
     expect(result.status).toBe('succeeded');
     expect(s.dataset.count(START, END, false)).toBe(20_037);
-    await expectExactDataset(pool, schema, s, START, END);
+    await expectExactDataset(bed.pool, schema, s, START, END);
     // The first window overflowed once and was split; the later ones were split ahead from what it held.
     expect(requests[0]).toBeGreaterThan(requests[1]!);
   });
@@ -149,7 +138,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     // Each revocation costs a new token (but the last, when no request followed it).
     expect(s.stats.tokenRequests).toBeGreaterThanOrEqual(revocations);
     expect(s.stats.responses['401']).toBeGreaterThan(0);
-    await expectExactDataset(pool, schema, s, START, END);
+    await expectExactDataset(bed.pool, schema, s, START, END);
   });
 
   it('keeps the stored rows of a window E6 now returns with fewer records (SYNC_SHRINK=keep), or replaces them (replace)', async () => {
@@ -160,10 +149,10 @@ describe('sync (in process, real PostgreSQL)', () => {
     before.insertRecords(before.dataset.plausibleRecords(3, lateFrom, new Date(lateFrom.getTime() + 3_600_000), false, 7));
     const schema = await freshSchema();
     expect(await sync(before, schema, { SYNC_WINDOW: '6h' })).toMatchObject({ status: 'succeeded', records: 5_003 });
-    const count = async () => Number((await pool.query<{ n: string }>(`select count(*) as n from ${schema}.records`)).rows[0]!.n);
+    const count = async () => Number((await bed.pool.query<{ n: string }>(`select count(*) as n from ${schema}.records`)).rows[0]!.n);
     const ledger = async () =>
       (
-        await pool.query<{ window_start: Date; record_count: number; run_id: number }>(
+        await bed.pool.query<{ window_start: Date; record_count: number; run_id: number }>(
           `select window_start, record_count, run_id from ${schema}.sync_windows order by window_start`,
         )
       ).rows;
@@ -174,7 +163,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     const run = (env: Record<string, string>) =>
       runSync(
         {
-          pool,
+          pool: bed.pool,
           client: client(after),
           config: syncConfig({ SYNC_WINDOW: '6h', ...env }),
           schema,
@@ -198,7 +187,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     shrunk.length = 0;
     expect(await run({ SYNC_SHRINK: 'replace' })).toMatchObject({ status: 'succeeded', windows: 8 });
     expect(shrunk).toMatchObject([{ action: 'replaced' }]);
-    expect(await expectExactDataset(pool, schema, after, START, END)).toBe(5_000);
+    expect(await expectExactDataset(bed.pool, schema, after, START, END)).toBe(5_000);
   });
 
   it('rides out 429 and 5xx mid-run', async () => {
@@ -208,7 +197,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     expect(result.status).toBe('succeeded');
     expect(s.stats.responses['429']).toBeGreaterThan(0);
     expect(s.stats.responses['503']).toBeGreaterThan(0);
-    await expectExactDataset(pool, schema, s, START, END);
+    await expectExactDataset(bed.pool, schema, s, START, END);
   });
 
   it('fails the run on a malformed page with nothing committed for that window, then the next run completes the data', async () => {
@@ -218,7 +207,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     let pagesLoaded = 0;
     const result = await runSync(
       {
-        pool,
+        pool: bed.pool,
         client: client(s, { UPSTREAM_MAX_ATTEMPTS: '2' }),
         config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '1000', SYNC_CONCURRENCY: '1' }),
         schema,
@@ -235,29 +224,29 @@ describe('sync (in process, real PostgreSQL)', () => {
     expect(result.status !== 'locked' && result.error?.message).toMatch(/body is not valid JSON/);
     // Window 1 (5000 records, 5 pages) committed; window 2 failed on its third page: nothing of it stored.
     expect(result).toMatchObject({ windows: 1, records: 5000 });
-    expect((await watermarkOf(pool, schema))?.toISOString()).toBe('2026-10-30T12:00:00.000Z');
-    const stored = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
+    expect((await watermarkOf(bed.pool, schema))?.toISOString()).toBe('2026-10-30T12:00:00.000Z');
+    const stored = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
     expect(stored.rows[0]!.n).toBe(5000);
 
     const next = await sync(s, schema, { SYNC_WINDOW: '12h' }, { from: undefined as unknown as Date, to: END });
     expect(next.status).toBe('succeeded');
     // Resumed from the watermark minus the lookback (1h → the 12h window containing it).
     expect(new Date(next.range.start).toISOString()).toBe('2026-10-30T11:00:00.000Z');
-    await expectExactDataset(pool, schema, s, START, END);
+    await expectExactDataset(bed.pool, schema, s, START, END);
   });
 
   it('lets one of two concurrent syncs run; the other returns locked at once', async () => {
     const s = await sim({ records: 10_000, start: START, end: END, faults: { latencyMs: 30 } });
     const schema = await freshSchema();
-    const deps = () => ({ pool, client: client(s), config: syncConfig({ SYNC_WINDOW: '6h' }), schema, log: silentLogger });
+    const deps = () => ({ pool: bed.pool, client: client(s), config: syncConfig({ SYNC_WINDOW: '6h' }), schema, log: silentLogger });
     const [a, b] = await Promise.all([runSync(deps(), { from: START, to: END }), runSync(deps(), { from: START, to: END })]);
     expect([a.status, b.status].sort()).toEqual(['locked', 'succeeded']);
-    await expectExactDataset(pool, schema, s, START, END);
+    await expectExactDataset(bed.pool, schema, s, START, END);
 
     // With wait, the second runs after the first and changes nothing.
     const [c, d] = await Promise.all([runSync(deps(), { from: START, to: END, wait: true }), runSync(deps(), { from: START, to: END, wait: true })]);
     expect([c.status, d.status]).toEqual(['succeeded', 'succeeded']);
-    await expectExactDataset(pool, schema, s, START, END);
+    await expectExactDataset(bed.pool, schema, s, START, END);
   });
 
   it('rolls back the open window when the signal aborts, keeping committed windows', async () => {
@@ -267,7 +256,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     let pages = 0;
     const result = await runSync(
       {
-        pool,
+        pool: bed.pool,
         client: client(s),
         config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '2' }),
         schema,
@@ -277,11 +266,11 @@ describe('sync (in process, real PostgreSQL)', () => {
       { from: START, to: END, signal: controller.signal },
     );
     expect(result).toMatchObject({ status: 'interrupted', windows: 1 });
-    const stored = await pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
+    const stored = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
     expect(stored.rows[0]!.n).toBe(5000);
     const next = await sync(s, schema, { SYNC_WINDOW: '12h' });
     expect(next.status).toBe('succeeded');
-    await expectExactDataset(pool, schema, s, START, END);
+    await expectExactDataset(bed.pool, schema, s, START, END);
   });
 
   it('keeps records whose RECORD_TIME_FIELD lies outside the window E6 returned them for, and counts them', async () => {
@@ -296,7 +285,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     let outside = 0;
     const result = await runSync(
       {
-        pool,
+        pool: bed.pool,
         client: client(s),
         config: syncConfig({ RECORD_TIME_FIELD: 'createdAt', SYNC_WINDOW: '6h' }),
         schema,
@@ -307,14 +296,14 @@ describe('sync (in process, real PostgreSQL)', () => {
     );
     expect(result.status).toBe('succeeded');
     expect(outside).toBe(5);
-    expect(await expectExactDataset(pool, schema, s, START, END)).toBe(s.dataset.count(START, END, false));
+    expect(await expectExactDataset(bed.pool, schema, s, START, END)).toBe(s.dataset.count(START, END, false));
   });
 
   it('records each run in sync_runs', async () => {
     const s = await sim({ records: 2000, start: START, end: END });
     const schema = await freshSchema();
     const result = await sync(s, schema, { SYNC_WINDOW: '1d' });
-    const { rows } = await pool.query(
+    const { rows } = await bed.pool.query(
       `select status, windows, pages, records, error, finished_at is not null as finished from ${schema}.sync_runs where id = $1`,
       [result.runId],
     );

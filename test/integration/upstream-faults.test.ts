@@ -12,10 +12,9 @@
  * retries, and the run leaves the exact dataset at once.
  */
 import { Writable } from 'node:stream';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
-import { createPool, type Pool } from '../../src/db/pool.js';
 import { TokenError, UpstreamError, type FailureReason } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
@@ -23,23 +22,13 @@ import { startSimulator, type FaultRequest, type Simulator, type SimulatorReques
 import { runSync, type SyncResult } from '../../src/sync/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { abortableSleep } from '../../src/upstream/retry.js';
-import { useTestDatabase } from '../helpers/db.js';
+import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, expectExactDataset, expectedMultiset, syncConfig, watermarkOf } from '../helpers/sync.js';
 
 const db = useTestDatabase();
-let pool: Pool;
+const bed = useAppPool(db);
+const closers = bed.closers;
 let schemaCounter = 0;
-const closers: (() => Promise<unknown>)[] = [];
-
-beforeAll(() => {
-  pool = createPool(db.url, silentLogger, { max: 4 });
-});
-afterEach(async () => {
-  while (closers.length) await closers.pop()!();
-});
-afterAll(async () => {
-  await pool.end();
-});
 
 /** Recognisable, so a leak into a log line, a message or a metric is found by a plain search. */
 const CLIENT_SECRET = 'upstream-faults-secret-7Qx9';
@@ -103,7 +92,7 @@ async function harness(): Promise<Harness> {
   });
   closers.push(() => sim.close());
   const schema = `faults_${++schemaCounter}`;
-  await migrate(pool, schema, silentLogger);
+  await migrate(bed.pool, schema, silentLogger);
   return {
     sim,
     schema,
@@ -156,7 +145,7 @@ async function run(h: Harness, env: Record<string, string> = {}): Promise<Extrac
   let commits = 0;
   const result = await runSync(
     {
-      pool,
+      pool: bed.pool,
       client,
       config: config.sync,
       schema: h.schema,
@@ -190,11 +179,11 @@ async function counter(h: Harness, name: string, labels: Record<string, string> 
  * of windows from START. @returns the committed windows.
  */
 async function expectOnlyExactWindows(h: Harness): Promise<{ start: Date; end: Date }[]> {
-  const { rows: ledger } = await pool.query<{ start: Date; end: Date; recordCount: number }>(
+  const { rows: ledger } = await bed.pool.query<{ start: Date; end: Date; recordCount: number }>(
     `select window_start as "start", window_end as "end", record_count::int as "recordCount" from "${h.schema}".sync_windows order by window_start`,
   );
   for (const w of ledger) {
-    const { rows } = await pool.query<{ payload: unknown }>(`select payload from "${h.schema}".records where window_start = $1 and window_end = $2`, [
+    const { rows } = await bed.pool.query<{ payload: unknown }>(`select payload from "${h.schema}".records where window_start = $1 and window_end = $2`, [
       w.start,
       w.end,
     ]);
@@ -204,12 +193,12 @@ async function expectOnlyExactWindows(h: Harness): Promise<{ start: Date; end: D
     expect(stored.join('\n') === expected.join('\n'), `window ${w.start.toISOString()} holds exactly its records`).toBe(true);
     expect(w.recordCount).toBe(expected.length);
   }
-  const { rows: outside } = await pool.query<{ n: number }>(
+  const { rows: outside } = await bed.pool.query<{ n: number }>(
     `select count(*)::int as n from "${h.schema}".records r
       where not exists (select 1 from "${h.schema}".sync_windows w where w.window_start = r.window_start and w.window_end = r.window_end)`,
   );
   expect(outside[0]!.n, 'records outside committed windows').toBe(0);
-  const watermark = await watermarkOf(pool, h.schema);
+  const watermark = await watermarkOf(bed.pool, h.schema);
   expect(watermark?.toISOString() ?? null).toBe(ledger.length === 0 ? null : ledger[ledger.length - 1]!.end.toISOString());
   return ledger.map((w) => ({ start: w.start, end: w.end }));
 }
@@ -432,7 +421,7 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     expect(committed.length).toBeLessThan(failed.windowsPlanned);
     // E6 faults aim at the second window: exactly the first is committed.
     if (c.attempt.endpoint === 'analytics') expect(committed.map((w) => w.start.toISOString())).toEqual([START.toISOString()]);
-    const recorded = await pool.query<{ status: string; error: string }>(`select status, error from "${h.schema}".sync_runs where id = $1`, [failed.runId]);
+    const recorded = await bed.pool.query<{ status: string; error: string }>(`select status, error from "${h.schema}".sync_runs where id = $1`, [failed.runId]);
     expect(recorded.rows[0]).toMatchObject({ status: 'failed', error: expect.stringMatching(new RegExp(c.message.source.replace(/^\^/, ''))) });
     await expectNoSecrets(h, error.message, String(recorded.rows[0]!.error));
 
@@ -443,8 +432,8 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     h.beforeRetry = undefined;
     const next = await run(h, c.env);
     expect(next.status, next.error?.message).toBe('succeeded');
-    expect(await expectExactDataset(pool, h.schema, h.sim, START, END)).toBe(2400);
-    expect((await watermarkOf(pool, h.schema))?.toISOString()).toBe(END.toISOString());
+    expect(await expectExactDataset(bed.pool, h.schema, h.sim, START, END)).toBe(2400);
+    expect((await watermarkOf(bed.pool, h.schema))?.toISOString()).toBe(END.toISOString());
     await expectOnlyExactWindows(h);
     expect(await counter(h, 'sync_failures_total')).toBe(1);
   });
@@ -459,8 +448,8 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     expect(result.status, result.error?.message).toBe('succeeded');
     await vi.waitFor(() => expect(c.faulted(h)).toBe(uses));
     expect(h.sim.pendingFaults()).toBe(0);
-    expect(await expectExactDataset(pool, h.schema, h.sim, START, END)).toBe(2400);
-    expect((await watermarkOf(pool, h.schema))?.toISOString()).toBe(END.toISOString());
+    expect(await expectExactDataset(bed.pool, h.schema, h.sim, START, END)).toBe(2400);
+    expect((await watermarkOf(bed.pool, h.schema))?.toISOString()).toBe(END.toISOString());
     expect((await expectOnlyExactWindows(h)).length).toBe(Math.round((END.getTime() - START.getTime()) / WINDOW_MS));
     // Seen in the metrics and the log although the run succeeded.
     expect(await counter(h, 'upstream_attempt_failures_total', c.attempt)).toBe(uses);
@@ -478,7 +467,7 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     expect(h.requests.filter((r) => r.fault === 'nul-in-record')).toHaveLength(1);
 
     // The record as E6 sent it, exactly, with where and why; every other record of its window is stored.
-    const { rows: quarantined } = await pool.query<{ payloadText: string; jsonPath: string; reason: string; windowStart: Date }>(
+    const { rows: quarantined } = await bed.pool.query<{ payloadText: string; jsonPath: string; reason: string; windowStart: Date }>(
       `select payload_text as "payloadText", json_path as "jsonPath", reason, window_start as "windowStart" from "${h.schema}".records_quarantine`,
     );
     expect(quarantined).toHaveLength(1);
@@ -490,7 +479,9 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     const asSent = canonicalJson({ ...original, customerName: String(original.customerName).replace(/\u0000$/, '') });
     const expectedWindow = expectedMultiset(h.sim, new Date('2026-10-30T12:00:00Z'), new Date('2026-10-31T00:00:00Z'));
     expect(expectedWindow).toContain(asSent);
-    const { rows: stored } = await pool.query<{ payload: unknown }>(`select payload from "${h.schema}".records where window_start = '2026-10-30T12:00:00Z'`);
+    const { rows: stored } = await bed.pool.query<{ payload: unknown }>(
+      `select payload from "${h.schema}".records where window_start = '2026-10-30T12:00:00Z'`,
+    );
     const rest = [...expectedWindow];
     rest.splice(rest.indexOf(asSent), 1);
     expect(stored.map((r) => canonicalJson(r.payload)).sort()).toEqual(rest);
@@ -498,7 +489,7 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     expect(await counter(h, 'sync_records_total')).toBe(2399);
     const warning = h.logs.find((l) => typeof l.msg === 'string' && l.msg.startsWith('E6 returned records PostgreSQL jsonb cannot store'));
     expect(warning).toMatchObject({ level: 'warn', quarantined: 1 });
-    expect((await watermarkOf(pool, h.schema))?.toISOString()).toBe(END.toISOString());
+    expect((await watermarkOf(bed.pool, h.schema))?.toISOString()).toBe(END.toISOString());
 
     // E6 now sends the record intact: re-loading the window replaces its quarantined row like its records.
     const client = AnalyticsClient.fromConfig(
@@ -507,11 +498,11 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     );
     closers.push(() => client.close());
     const reload = await runSync(
-      { pool, client, config: syncConfig(SYNC_ENV), schema: h.schema, log: silentLogger },
+      { pool: bed.pool, client, config: syncConfig(SYNC_ENV), schema: h.schema, log: silentLogger },
       { from: new Date('2026-10-30T12:00:00Z'), to: new Date('2026-10-31T00:00:00Z'), now: () => END.getTime() + 3_600_000 },
     );
     expect(reload.status).toBe('succeeded');
-    expect((await pool.query(`select 1 from "${h.schema}".records_quarantine`)).rowCount).toBe(0);
-    expect(await expectExactDataset(pool, h.schema, h.sim, START, END)).toBe(2400);
+    expect((await bed.pool.query(`select 1 from "${h.schema}".records_quarantine`)).rowCount).toBe(0);
+    expect(await expectExactDataset(bed.pool, h.schema, h.sim, START, END)).toBe(2400);
   });
 });
