@@ -4,8 +4,10 @@
  */
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
-import { ConfigError } from '../errors.js';
-import { EXIT_USAGE } from './exit.js';
+import type { Pool } from '../db/pool.js';
+import { ConfigError, DataDirLockedError } from '../errors.js';
+import { createLogger, type Logger } from '../log.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { configOverrides } from './options.js';
 
 /**
@@ -20,5 +22,32 @@ export function loadConfigForCommand(command: Command): Config | undefined {
     process.stderr.write(`analytics-exporter: invalid configuration: ${err.message}\n`);
     process.exitCode = EXIT_USAGE;
     return undefined;
+  }
+}
+
+/**
+ * The body of a command that does one thing on the database and exits (migrate, rollup rebuild,
+ * fields): loads the configuration (exit 2 on a broken rule), opens the configured database with
+ * one connection, runs `work`, closes it, and sets exit status 0, or 1 with the failure logged as
+ * `<what> failed` (a DATA_DIR held by another process named with its holder). The application
+ * layer is loaded only here, so --help and bad configuration answer without pg.
+ */
+export async function runDatabaseCommand(command: Command, what: string, work: (pool: Pool, config: Config, log: Logger) => Promise<void>): Promise<void> {
+  const config = loadConfigForCommand(command);
+  if (config === undefined) return;
+  const { openDatabase } = await import('../app/runtime.js');
+  const log = createLogger(config.logLevel, { format: config.logFormat });
+  try {
+    const db = await openDatabase(config, log, 1);
+    try {
+      await work(db.pool, config, log);
+      process.exitCode = EXIT_OK;
+    } finally {
+      await db.close();
+    }
+  } catch (err) {
+    if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
+    else log.error({ err }, `${what} failed`);
+    process.exitCode = EXIT_FAILURE;
   }
 }
