@@ -157,11 +157,32 @@ export interface ServeConfig {
   web: WebConfig | undefined;
 }
 
-export interface Config {
-  /** Absent when STATISTICS_URL is unset: commands then use the built-in simulator (demo mode). */
+/**
+ * One upstream environment and API client, read and loaded on its own: its own token, watermark,
+ * ledger, schedule and E7 samples, labelled `source="<name>"` in the database and in /metrics.
+ * Without CONFIG_FILE the environment describes one source named {@link DEFAULT_SOURCE}.
+ */
+export interface SourceConfig {
+  /** `[a-z0-9_-]+`, unique among the sources: the `source` column and label value. */
+  name: string;
+  /** Labels added to every upstream (E7) sample of this source, besides `source`. */
+  labels: Readonly<Record<string, string>>;
+  /** Absent for the environment's source when STATISTICS_URL is unset: the built-in simulator (demo mode). */
   upstream: UpstreamConfig | undefined;
-  database: DatabaseConfig;
+  /**
+   * How this source is synced. The table layout settings (partitionInterval, retentionMs, rollup)
+   * are the same for every source: they describe the shared tables.
+   */
   sync: SyncConfig;
+}
+
+/** The name of the one source the environment describes (no CONFIG_FILE). */
+export const DEFAULT_SOURCE = 'default';
+
+export interface Config {
+  /** At least one; names unique. */
+  sources: SourceConfig[];
+  database: DatabaseConfig;
   serve: ServeConfig;
   logLevel: LogLevel;
   logFormat: LogFormat;
@@ -605,26 +626,27 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     };
   }
 
+  const sync: SyncConfig = {
+    startDate: v.SYNC_START_DATE,
+    windowMs: v.SYNC_WINDOW,
+    settleMs: v.SYNC_SETTLE,
+    lookbackMs: v.SYNC_LOOKBACK,
+    pageSize: v.SYNC_PAGE_SIZE,
+    concurrency: v.SYNC_CONCURRENCY,
+    windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
+    minSplitMs: v.SYNC_MIN_SPLIT,
+    toDate: v.UPSTREAM_TO_DATE,
+    shrink: v.SYNC_SHRINK,
+    schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
+    recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
+    partitionInterval: v.PARTITION_INTERVAL,
+    retentionMs: v.RETENTION,
+    rollup: { dimensions: v.ROLLUP_DIMENSIONS, retentionMs: v.ROLLUP_RETENTION },
+  };
+
   return {
-    upstream,
+    sources: [{ name: DEFAULT_SOURCE, labels: {}, upstream, sync }],
     database: { ...databaseTarget(v.DATABASE_URL, v), schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
-    sync: {
-      startDate: v.SYNC_START_DATE,
-      windowMs: v.SYNC_WINDOW,
-      settleMs: v.SYNC_SETTLE,
-      lookbackMs: v.SYNC_LOOKBACK,
-      pageSize: v.SYNC_PAGE_SIZE,
-      concurrency: v.SYNC_CONCURRENCY,
-      windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
-      minSplitMs: v.SYNC_MIN_SPLIT,
-      toDate: v.UPSTREAM_TO_DATE,
-      shrink: v.SYNC_SHRINK,
-      schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
-      recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
-      partitionInterval: v.PARTITION_INTERVAL,
-      retentionMs: v.RETENTION,
-      rollup: { dimensions: v.ROLLUP_DIMENSIONS, retentionMs: v.ROLLUP_RETENTION },
-    },
     serve: {
       host: v.METRICS_LISTEN.host,
       port: v.METRICS_LISTEN.port,

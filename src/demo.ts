@@ -25,7 +25,7 @@ export function demoDatasetBounds(now: number): { start: Date; end: Date; record
 
 /** Upstream settings for the demo: loadConfig's, with the settings table's defaults, pointed at the simulator. */
 export function demoUpstreamConfig(url: string): UpstreamConfig {
-  return loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: DEMO_CLIENT_ID, CLIENT_SECRET: DEMO_CLIENT_SECRET }).upstream!;
+  return loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: DEMO_CLIENT_ID, CLIENT_SECRET: DEMO_CLIENT_SECRET }).sources[0]!.upstream!;
 }
 
 /**

@@ -48,8 +48,8 @@ export async function runChecks(config: Config, deps: { log: Logger; report: (re
     }
   };
 
-  const demo = config.upstream === undefined ? await startDemoUpstream(log) : undefined;
-  const upstream = config.upstream ?? demo!.config;
+  const demo = config.sources[0]!.upstream === undefined ? await startDemoUpstream(log) : undefined;
+  const upstream = config.sources[0]!.upstream ?? demo!.config;
   const client = AnalyticsClient.fromConfig(upstream, { log });
   try {
     const tokenOk = await step('token', async () => {

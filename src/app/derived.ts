@@ -15,7 +15,7 @@ import { Tables } from '../sync/store.js';
 async function underSyncLock<T>(pool: Pool, config: Config, fn: (derived: Derived, tables: Tables, client: PoolClient) => Promise<T>): Promise<T> {
   const schema = config.database.schema;
   const tables = new Tables(schema);
-  const derived = new Derived(tables, config.sync.rollup);
+  const derived = new Derived(tables, config.sources[0]!.sync.rollup);
   return withClient(pool, async (client) => {
     const locked = await withAdvisoryLock(client, `sync:${schema}`, { wait: true }, () => withTransaction(client, () => fn(derived, tables, client)));
     if (!locked.acquired) throw new Error('unreachable: a waiting advisory lock is always acquired');
@@ -34,7 +34,7 @@ export async function migrateDatabase(pool: Pool, config: Config, log: Logger): 
   const schema = config.database.schema;
   const applied = await migrate(pool, schema, log);
   // Checked first without the lock, so a start does not wait for another process's sync when nothing changed.
-  const current = await new Derived(new Tables(schema), config.sync.rollup).isRollupCurrent(pool);
+  const current = await new Derived(new Tables(schema), config.sources[0]!.sync.rollup).isRollupCurrent(pool);
   const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log)));
   return { applied, rollupRebuilt };
 }

@@ -57,8 +57,8 @@ export interface Upstream {
 
 /** Opens the analytics client: the configured platform, or the in-process demo simulator. */
 export async function openUpstream(config: Config, log: Logger, observer?: ClientObserver): Promise<Upstream> {
-  const demo = config.upstream === undefined ? await startDemoUpstream(log) : undefined;
-  const client = AnalyticsClient.fromConfig(config.upstream ?? demo!.config, { log, ...(observer ? { observer } : {}) });
+  const demo = config.sources[0]!.upstream === undefined ? await startDemoUpstream(log) : undefined;
+  const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream ?? demo!.config, { log, ...(observer ? { observer } : {}) });
   return {
     client,
     demo: demo !== undefined,

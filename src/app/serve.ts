@@ -111,7 +111,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       await pool.query('select 1');
     },
     onRecovered: () => {
-      if (config.sync.schedule !== undefined) void scheduler.trigger('database-recovered');
+      if (config.sources[0]!.sync.schedule !== undefined) void scheduler.trigger('database-recovered');
     },
   });
 
@@ -167,14 +167,17 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   });
 
   const scheduler = new SyncScheduler({
-    schedule: config.sync.schedule ?? '0 0 1 1 *',
+    schedule: config.sources[0]!.sync.schedule ?? '0 0 1 1 *',
     log,
     onSkipped: () => metrics.syncSkipped.inc(),
     run: async (signal) => {
       const started = performance.now();
       try {
         const { pool } = await ensureMigrated();
-        const result = await runSync({ pool, client: upstream.client, config: config.sync, schema, log, observer: metrics.syncObserver() }, { signal });
+        const result = await runSync(
+          { pool, client: upstream.client, config: config.sources[0]!.sync, schema, log, observer: metrics.syncObserver() },
+          { signal },
+        );
         if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
         else health.reachable();
         return result;
@@ -205,7 +208,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   log.info(
     {
       metrics: `${url}/metrics`,
-      schedule: config.sync.schedule ?? 'off',
+      schedule: config.sources[0]!.sync.schedule ?? 'off',
       demo: upstream.demo,
       embeddedDatabase: config.database.url === undefined,
       tls: config.serve.web?.tls?.clientAuth ?? 'off',
@@ -215,7 +218,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   );
 
   // The first sync starts now, so a newcomer sees records within seconds; then on the schedule.
-  if (config.sync.schedule !== undefined) {
+  if (config.sources[0]!.sync.schedule !== undefined) {
     scheduler.start();
     void scheduler.trigger('startup');
   } else {

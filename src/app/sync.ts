@@ -28,7 +28,7 @@ export async function syncOnce(
     try {
       const { observer, ...runOptions } = options;
       return await runSync(
-        { pool: db.pool, client: upstream.client, config: config.sync, schema: config.database.schema, log, ...(observer ? { observer } : {}) },
+        { pool: db.pool, client: upstream.client, config: config.sources[0]!.sync, schema: config.database.schema, log, ...(observer ? { observer } : {}) },
         runOptions,
       );
     } finally {

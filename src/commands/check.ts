@@ -35,8 +35,8 @@ export function registerCheckCommand(program: Command): void {
         formatStep({
           step: 'configuration',
           status: 'ok',
-          detail: config.upstream
-            ? `upstream ${config.upstream.statisticsUrl.origin}${config.upstream.statisticsUrl.pathname}`
+          detail: config.sources[0]!.upstream
+            ? `upstream ${config.sources[0]!.upstream.statisticsUrl.origin}${config.sources[0]!.upstream.statisticsUrl.pathname}`
             : 'STATISTICS_URL unset: checking against the built-in demo simulator',
         }),
       );

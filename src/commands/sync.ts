@@ -60,7 +60,7 @@ export function registerSyncCommand(program: Command): void {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
       // Bad usage is refused before anything is opened (runSync checks the same again).
-      const latest = Date.now() - config.sync.settleMs;
+      const latest = Date.now() - config.sources[0]!.sync.settleMs;
       const usage =
         options.to !== undefined && options.to.getTime() > latest
           ? `--to ${options.to.toISOString()} is later than now minus SYNC_SETTLE (${new Date(latest).toISOString()}); windows in the future would be committed empty`

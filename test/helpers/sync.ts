@@ -8,7 +8,7 @@ import { canonicalJson } from './canonical.js';
 
 /** Sync settings for tests: the configuration's defaults with `env` applied. */
 export function syncConfig(env: Record<string, string> = {}): SyncConfig {
-  return loadConfig(env).sync;
+  return loadConfig(env).sources[0]!.sync;
 }
 
 /** The upstream settings that point the exporter at `sim` (its E6/E7 and E0 on one port) with the simulator's client credentials. */
@@ -19,7 +19,7 @@ export function simulatorEnv(sim: Pick<Simulator, 'url'>): Record<string, string
 /** A client of `sim` with instant backoff (Retry-After is still honoured). */
 export function simClient(sim: Simulator, env: Record<string, string> = {}): AnalyticsClient {
   const config = loadConfig({ ...simulatorEnv(sim), ...env });
-  return AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger, random: () => 0 });
+  return AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger, random: () => 0 });
 }
 
 export { canonicalJson } from './canonical.js';

@@ -23,7 +23,7 @@ function makeClient(env: Record<string, string> = {}, observer?: ClientObserver,
     ...env,
   });
   // random() = 0: full-jitter backoff waits 0 ms, so retry tests do not sleep (Retry-After still does).
-  const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger, random: () => 0, ...(observer ? { observer } : {}) });
+  const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger, random: () => 0, ...(observer ? { observer } : {}) });
   clients.push(client);
   return client;
 }

@@ -514,9 +514,9 @@ describe('compose.yaml', () => {
           const exporter = exporterConfig();
           const body = new URLSearchParams({
             grant_type: 'client_credentials',
-            client_id: exporter.upstream!.clientId,
-            client_secret: exporter.upstream!.clientSecret,
-            scope: exporter.upstream!.scope,
+            client_id: exporter.sources[0]!.upstream!.clientId,
+            client_secret: exporter.sources[0]!.upstream!.clientSecret,
+            scope: exporter.sources[0]!.upstream!.scope,
           });
           void fetch(`${listening}/connect/token`, { method: 'POST', body }).then(
             (response) => {
@@ -622,14 +622,14 @@ describe('compose.yaml', () => {
   it('configures the exporter for the simulator, the secret file and the postgres service', () => {
     const env = environmentOf(services['analytics-exporter']!);
     const config = exporterConfig();
-    expect(config.upstream, 'STATISTICS_URL is set: no demo mode').toBeDefined();
+    expect(config.sources[0]!.upstream, 'STATISTICS_URL is set: no demo mode').toBeDefined();
     expectServiceAddress(env.get('STATISTICS_URL')!, 'STATISTICS_URL');
     expectServiceAddress(env.get('AUTH_URL')!, 'AUTH_URL');
     const simulator = argvOf(services['simulator']!);
-    expect(config.upstream!.clientId).toBe(flagValue(simulator, '--client-id') ?? DEFAULT_CLIENT_ID);
-    expect(config.upstream!.clientSecret).toBe(DEFAULT_CLIENT_SECRET);
+    expect(config.sources[0]!.upstream!.clientId).toBe(flagValue(simulator, '--client-id') ?? DEFAULT_CLIENT_ID);
+    expect(config.sources[0]!.upstream!.clientSecret).toBe(DEFAULT_CLIENT_SECRET);
     expect(flagValue(simulator, '--client-secret'), 'the simulator keeps its default secret, which the secret file holds').toBeUndefined();
-    expect(config.upstream!.scope).toBe(flagValue(simulator, '--scope') ?? DEFAULT_SCOPE);
+    expect(config.sources[0]!.upstream!.scope).toBe(flagValue(simulator, '--scope') ?? DEFAULT_SCOPE);
 
     const databaseUrl = new URL(config.database.url!);
     expectServiceAddress(`${databaseUrl.hostname}:${databaseUrl.port || 5432}`, 'DATABASE_URL');

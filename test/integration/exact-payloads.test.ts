@@ -57,7 +57,7 @@ describe('stored payloads', () => {
     const schema = 'exact';
     await migrate(pool, schema, silentLogger);
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
-    const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger, random: () => 0 });
+    const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger, random: () => 0 });
     try {
       const result = await runSync({ pool, client, config: syncConfig({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
       expect(result).toMatchObject({ status: 'succeeded', records: 3 });

@@ -37,7 +37,11 @@ async function backfill(schema: string, env: Record<string, string>) {
   closers.push(() => sim.close());
   const rates: number[] = [];
   const config = loadConfig({ ...simulatorEnv(sim), ...env });
-  const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger, random: () => 0, observer: { onRateLimit: (r) => rates.push(r) } });
+  const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, {
+    log: silentLogger,
+    random: () => 0,
+    observer: { onRateLimit: (r) => rates.push(r) },
+  });
   closers.push(() => client.close());
   await migrate(pool, schema, silentLogger);
   const result = await runSync({ pool, client, config: syncConfig(SYNC_ENV), schema, log: silentLogger }, { from: START, to: END });

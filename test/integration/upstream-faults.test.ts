@@ -124,7 +124,7 @@ async function run(h: Harness, env: Record<string, string> = {}): Promise<Extrac
     ...env,
   });
   const observer = h.metrics.clientObserver();
-  const client = AnalyticsClient.fromConfig(config.upstream!, {
+  const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, {
     log,
     observer: {
       ...observer,
@@ -147,7 +147,7 @@ async function run(h: Harness, env: Record<string, string> = {}): Promise<Extrac
     {
       pool: bed.pool,
       client,
-      config: config.sync,
+      config: config.sources[0]!.sync,
       schema: h.schema,
       log,
       observer: {
@@ -493,7 +493,7 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
 
     // E6 now sends the record intact: re-loading the window replaces its quarantined row like its records.
     const client = AnalyticsClient.fromConfig(
-      loadConfig({ STATISTICS_URL: h.sim.url, AUTH_URL: h.sim.authUrl, CLIENT_ID: 'faults-client', CLIENT_SECRET, ...SYNC_ENV }).upstream!,
+      loadConfig({ STATISTICS_URL: h.sim.url, AUTH_URL: h.sim.authUrl, CLIENT_ID: 'faults-client', CLIENT_SECRET, ...SYNC_ENV }).sources[0]!.upstream!,
       { log: silentLogger },
     );
     closers.push(() => client.close());

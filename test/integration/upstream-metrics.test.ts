@@ -36,7 +36,7 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
 
   it('drops and counts colliding families and invalid lines, and gives the rest a HELP', async () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
-    const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
+    const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger });
     const metrics = new ExporterMetrics({ processMetrics: false, cacheTtlMs: 30_000 });
     const upstream = new UpstreamMetrics({
       client,

@@ -28,24 +28,27 @@ function configError(env: Record<string, string>, overrides: Record<string, stri
 describe('loadConfig', () => {
   it('applies the documented defaults', () => {
     const config = loadConfig(base);
-    expect(config.upstream).toMatchObject({
+    expect(config.sources[0]!.upstream).toMatchObject({
       tokenAuthMethod: 'client_secret_post',
       scope: 'api.external',
       timeoutMs: 30_000,
       maxAttempts: 5,
       retryMaxDelayMs: 30_000,
     });
-    expect(config.upstream!.tokenUrl.href).toBe('https://auth.example.test/connect/token');
+    expect(config.sources[0]!.upstream!.tokenUrl.href).toBe('https://auth.example.test/connect/token');
     expect(config.database).toEqual({ url: undefined, tls: { mode: 'disable', roots: 'system' }, schema: 'analytics', dataDir: './data' });
     expect(config.logLevel).toBe('info');
   });
 
   it('reads the request budget: off by default, the burst defaulting to the rate rounded up', () => {
-    expect(loadConfig(base).upstream!.rateLimit).toBeUndefined();
-    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: 'off' }).upstream!.rateLimit).toBeUndefined();
-    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: '10' }).upstream!.rateLimit).toEqual({ ratePerSecond: 10, burst: 10 });
-    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: '0.5' }).upstream!.rateLimit).toEqual({ ratePerSecond: 0.5, burst: 1 });
-    expect(loadConfig({ ...base }, { UPSTREAM_RATE_LIMIT: '2.5', UPSTREAM_RATE_BURST: '7' }).upstream!.rateLimit).toEqual({ ratePerSecond: 2.5, burst: 7 });
+    expect(loadConfig(base).sources[0]!.upstream!.rateLimit).toBeUndefined();
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: 'off' }).sources[0]!.upstream!.rateLimit).toBeUndefined();
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: '10' }).sources[0]!.upstream!.rateLimit).toEqual({ ratePerSecond: 10, burst: 10 });
+    expect(loadConfig({ ...base, UPSTREAM_RATE_LIMIT: '0.5' }).sources[0]!.upstream!.rateLimit).toEqual({ ratePerSecond: 0.5, burst: 1 });
+    expect(loadConfig({ ...base }, { UPSTREAM_RATE_LIMIT: '2.5', UPSTREAM_RATE_BURST: '7' }).sources[0]!.upstream!.rateLimit).toEqual({
+      ratePerSecond: 2.5,
+      burst: 7,
+    });
   });
 
   it.each([['0'], ['-1'], ['10/s'], ['1e3'], ['10001'], ['on']])('rejects UPSTREAM_RATE_LIMIT=%s, naming it', (value) => {
@@ -60,11 +63,11 @@ describe('loadConfig', () => {
   });
 
   it('keeps a path prefix of AUTH_URL in the token URL', () => {
-    expect(loadConfig({ ...base, AUTH_URL: 'https://h.test/identity' }).upstream!.tokenUrl.href).toBe('https://h.test/identity/connect/token');
+    expect(loadConfig({ ...base, AUTH_URL: 'https://h.test/identity' }).sources[0]!.upstream!.tokenUrl.href).toBe('https://h.test/identity/connect/token');
   });
 
   it('is in demo mode without STATISTICS_URL', () => {
-    expect(loadConfig({}).upstream).toBeUndefined();
+    expect(loadConfig({}).sources[0]!.upstream).toBeUndefined();
   });
 
   it('lets flags win over the environment', () => {
@@ -83,7 +86,7 @@ describe('loadConfig', () => {
   });
 
   it('treats empty variables as unset', () => {
-    expect(loadConfig({ ...base, TOKEN_AUTH_METHOD: '' }).upstream!.tokenAuthMethod).toBe('client_secret_post');
+    expect(loadConfig({ ...base, TOKEN_AUTH_METHOD: '' }).sources[0]!.upstream!.tokenAuthMethod).toBe('client_secret_post');
   });
 
   it('names the variable, the rule and the value for a bad enum', () => {
@@ -146,7 +149,7 @@ describe('loadConfig', () => {
     const file = join(dir, 'secret');
     writeFileSync(file, 'from-file\n');
     const { CLIENT_SECRET: _omit, ...rest } = base;
-    expect(loadConfig({ ...rest, CLIENT_SECRET_FILE: file }).upstream!.clientSecret).toBe('from-file');
+    expect(loadConfig({ ...rest, CLIENT_SECRET_FILE: file }).sources[0]!.upstream!.clientSecret).toBe('from-file');
     writeFileSync(file, '\n');
     expect(configError({ ...rest, CLIENT_SECRET_FILE: file }).variable).toBe('CLIENT_SECRET_FILE');
   });
@@ -173,7 +176,7 @@ describe('parseDuration', () => {
 
 describe('sync settings', () => {
   it('has the documented defaults', () => {
-    expect(loadConfig({}).sync).toEqual({
+    expect(loadConfig({}).sources[0]!.sync).toEqual({
       startDate: { agoMs: 30 * 86_400_000 },
       windowMs: 3_600_000,
       settleMs: 300_000,
@@ -199,7 +202,7 @@ describe('sync settings', () => {
   });
 
   it('reads ROLLUP_DIMENSIONS (dotted fields, none) and ROLLUP_RETENTION', () => {
-    const { rollup } = loadConfig({ ROLLUP_DIMENSIONS: ' form = form.id ,kind=type', ROLLUP_RETENTION: '400d' }).sync;
+    const { rollup } = loadConfig({ ROLLUP_DIMENSIONS: ' form = form.id ,kind=type', ROLLUP_RETENTION: '400d' }).sources[0]!.sync;
     expect(rollup).toEqual({
       dimensions: [
         { column: 'form', path: ['form', 'id'] },
@@ -207,7 +210,7 @@ describe('sync settings', () => {
       ],
       retentionMs: 400 * 86_400_000,
     });
-    expect(loadConfig({ ROLLUP_DIMENSIONS: 'none' }).sync.rollup.dimensions).toEqual([]);
+    expect(loadConfig({ ROLLUP_DIMENSIONS: 'none' }).sources[0]!.sync.rollup.dimensions).toEqual([]);
   });
 
   it.each(['eventType', 'Event=eventType', '1x=a', 'a=b,a=c', 'bucket=a', 'window_start=a', 'records=a', 'a=b..c', 'a=', 'x"y=a', 'a=b,'])(
@@ -228,14 +231,14 @@ describe('sync settings', () => {
       SYNC_LOOKBACK: '0s',
       SYNC_SCHEDULE: 'off',
       RECORD_TIME_FIELD: 'meta.time',
-    }).sync;
+    }).sources[0]!.sync;
     expect(sync.startDate).toEqual({ at: new Date('2026-01-01T00:00:00Z') });
     expect(sync.settleMs).toBe(0);
     expect(sync.lookbackMs).toBe(0);
     expect(sync.schedule).toBeUndefined();
     expect(sync.recordTimeField).toEqual(['meta', 'time']);
-    expect(loadConfig({ RECORD_TIME_FIELD: 'none', UPSTREAM_TO_DATE: 'exclusive' }).sync.recordTimeField).toBeUndefined();
-    expect(loadConfig({ SYNC_MIN_SPLIT: '100ms' }).sync.minSplitMs).toBe(100);
+    expect(loadConfig({ RECORD_TIME_FIELD: 'none', UPSTREAM_TO_DATE: 'exclusive' }).sources[0]!.sync.recordTimeField).toBeUndefined();
+    expect(loadConfig({ SYNC_MIN_SPLIT: '100ms' }).sources[0]!.sync.minSplitMs).toBe(100);
   });
 
   it('refuses RECORD_TIME_FIELD=none unless E6 leaves out records at toDate (UPSTREAM_TO_DATE=exclusive)', () => {
@@ -247,7 +250,7 @@ describe('sync settings', () => {
     expect(configError({ UPSTREAM_TO_DATE: 'open' }).message).toContain("UPSTREAM_TO_DATE must be 'inclusive' or 'exclusive'");
     expect(configError({ SYNC_MIN_SPLIT: '2h' }).message).toContain('SYNC_MIN_SPLIT must not be longer than SYNC_WINDOW');
     expect(configError({ SYNC_MIN_SPLIT: '0s' }).variable).toBe('SYNC_MIN_SPLIT');
-    expect(loadConfig({ SYNC_START_DATE: '7d' }).sync.startDate).toEqual({ agoMs: 7 * 86_400_000 });
+    expect(loadConfig({ SYNC_START_DATE: '7d' }).sources[0]!.sync.startDate).toEqual({ agoMs: 7 * 86_400_000 });
   });
 
   it.each([

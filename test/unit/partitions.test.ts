@@ -59,8 +59,11 @@ describe('subtractWindows', () => {
 
 describe('PARTITION_INTERVAL and RETENTION', () => {
   it('default to monthly partitions and no retention, and refuse anything else than documented', () => {
-    expect(loadConfig({}).sync).toMatchObject({ partitionInterval: 'month', retentionMs: undefined });
-    expect(loadConfig({ PARTITION_INTERVAL: 'week', RETENTION: '90d' }).sync).toMatchObject({ partitionInterval: 'week', retentionMs: 90 * 86_400_000 });
+    expect(loadConfig({}).sources[0]!.sync).toMatchObject({ partitionInterval: 'month', retentionMs: undefined });
+    expect(loadConfig({ PARTITION_INTERVAL: 'week', RETENTION: '90d' }).sources[0]!.sync).toMatchObject({
+      partitionInterval: 'week',
+      retentionMs: 90 * 86_400_000,
+    });
     expect(() => loadConfig({ PARTITION_INTERVAL: 'year' })).toThrow(/PARTITION_INTERVAL must be 'month', 'week' or 'day'/);
     expect(() => loadConfig({ RETENTION: '0' })).toThrow(/RETENTION must be a positive duration/);
   });

@@ -79,7 +79,9 @@ describe('short client secrets', () => {
         done();
       },
     });
-    const client = AnalyticsClient.fromConfig(loadConfig({ ...base, ...env }).upstream!, { log: createLogger('warn', { format: 'json', destination: sink }) });
+    const client = AnalyticsClient.fromConfig(loadConfig({ ...base, ...env }).sources[0]!.upstream!, {
+      log: createLogger('warn', { format: 'json', destination: sink }),
+    });
     await client.close();
     const all = lines.map((l) => JSON.parse(l) as { level: string; msg: string; variable?: string });
     for (const line of lines) expect(line).not.toContain(`"${secret}"`);
