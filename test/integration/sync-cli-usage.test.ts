@@ -1,12 +1,11 @@
 /** `sync` as a user meets it when things are wrong or unset: usage errors, an upstream failure, no DATABASE_URL. */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { runCli } from '../helpers/cli.js';
+import { scratchDir } from '../helpers/scratch.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { expectExactDataset, watermarkOf } from '../helpers/sync.js';
 import { SYNC_END, SYNC_START, useSyncCli } from '../helpers/sync-cli.js';
@@ -38,11 +37,11 @@ describe('analytics-exporter sync: usage, failures, the embedded database (child
     expect(impossibleEnv.code).toBe(2);
     expect(impossibleEnv.stderr).toContain('SYNC_START_DATE must be an ISO 8601 date-time with a zone');
     const reversed = await runCli(['sync', '--from', '2026-10-05T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], {
-      DATA_DIR: mkdtempSync(join(tmpdir(), 'ae-usage-')),
+      DATA_DIR: scratchDir('ae-usage-'),
     });
     expect(reversed.code).toBe(2);
     expect(reversed.stderr).toContain('--from 2026-10-05T00:00:00.000Z must be before the end of the range 2026-10-02T00:00:00.000Z');
-    const future = await runCli(['sync', '--to', new Date(Date.now() + 3_600_000).toISOString()], { DATA_DIR: mkdtempSync(join(tmpdir(), 'ae-usage-')) });
+    const future = await runCli(['sync', '--to', new Date(Date.now() + 3_600_000).toISOString()], { DATA_DIR: scratchDir('ae-usage-') });
     expect(future.code).toBe(2);
     expect(future.stderr).toContain('is later than now minus SYNC_SETTLE');
     const badEnv = await runCli(['sync'], { SYNC_PAGE_SIZE: '5000' });

@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
@@ -7,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { SETTINGS, loadConfig } from '../../src/config.js';
 import { parseDuration } from '../../src/time.js';
 import { ConfigError } from '../../src/errors.js';
+import { scratchDir } from '../helpers/scratch.js';
 
 const base = {
   STATISTICS_URL: 'https://stats.example.test/api',
@@ -145,7 +145,7 @@ describe('loadConfig', () => {
   );
 
   it('reads CLIENT_SECRET_FILE without its trailing newline', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
+    const dir = scratchDir('ae-config-');
     const file = join(dir, 'secret');
     writeFileSync(file, 'from-file\n');
     const { CLIENT_SECRET: _omit, ...rest } = base;
@@ -288,7 +288,7 @@ describe('DATABASE_URL and libpq TLS settings', () => {
   });
 
   it('reads the files PGSSLROOTCERT, PGSSLCERT and PGSSLKEY name', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ae-config-pgssl-'));
+    const dir = scratchDir('ae-config-pgssl-');
     const file = (name: string, text: string) => {
       writeFileSync(join(dir, name), text);
       return join(dir, name);
