@@ -443,40 +443,34 @@ describe('parseExposition: families', () => {
     expect([...reasons].sort()).toEqual([...INVALID_REASONS].sort());
   });
 
-  it('parses 100,000 lines quickly and correctly', () => {
+  it('parses a 10,000-line scrape into its families, every sample in order', () => {
     const events = ['userlogin', 'dialogcreated', 'dialogsubmitted', 'documentcreated', 'pdfcreated', 'smssent', 'emailsent'];
     const lines: string[] = [];
-    for (let i = 0; i < 100_000; i++) {
+    for (let i = 0; i < 10_000; i++) {
       const event = events[i % events.length]!;
       lines.push(`${event}_event_count{customer="Customer \\"${i}\\" AS",customer_id="cust-${String(i).padStart(6, '0')}"} ${i * 3}`);
     }
-    const text = `${lines.join('\n')}\n`;
-    // The first run includes compiling the parser; the second is what a long-running server sees.
-    for (const run of ['first', 'second']) {
-      const started = performance.now();
-      const { families, invalid } = parseExposition(text);
-      const elapsedMs = performance.now() - started;
-      console.log(`parseExposition: 100,000 lines (${(text.length / 1e6).toFixed(1)} MB), ${run} run: ${elapsedMs.toFixed(0)} ms`);
-      expect(invalid).toEqual([]);
-      expect(families.map((f) => f.name)).toEqual(events.map((e) => `${e}_event_count`));
-      expect(families.map((f) => f.samples.length)).toEqual([14286, 14286, 14286, 14286, 14286, 14285, 14285]);
-      expect(families[1]!.samples[2]).toEqual({
-        name: 'dialogcreated_event_count',
-        labels: [
-          ['customer', 'Customer "15" AS'],
-          ['customer_id', 'cust-000015'],
-        ],
-        value: 45,
-      });
-      expect(families[6]!.samples.at(-1)).toEqual({
-        name: 'emailsent_event_count',
-        labels: [
-          ['customer', 'Customer "99994" AS'],
-          ['customer_id', 'cust-099994'],
-        ],
-        value: 299982,
-      });
-    }
+    // Speed at 100,000 series is the benchmark's (`npm run bench`, a large upstream), not a test's.
+    const { families, invalid } = parseExposition(`${lines.join('\n')}\n`);
+    expect(invalid).toEqual([]);
+    expect(families.map((f) => f.name)).toEqual(events.map((e) => `${e}_event_count`));
+    expect(families.map((f) => f.samples.length)).toEqual([1429, 1429, 1429, 1429, 1428, 1428, 1428]);
+    expect(families[1]!.samples[2]).toEqual({
+      name: 'dialogcreated_event_count',
+      labels: [
+        ['customer', 'Customer "15" AS'],
+        ['customer_id', 'cust-000015'],
+      ],
+      value: 45,
+    });
+    expect(families[6]!.samples.at(-1)).toEqual({
+      name: 'emailsent_event_count',
+      labels: [
+        ['customer', 'Customer "9995" AS'],
+        ['customer_id', 'cust-009995'],
+      ],
+      value: 29985,
+    });
   });
 });
 

@@ -202,7 +202,7 @@ describe('Dataset queries agree with a brute-force scan', () => {
         expect(dataset.pageJson(from, to, toInclusive, offset, limit)).toEqual(expected.slice(offset, offset + limit).map((r) => JSON.stringify(r)));
         expect(nonZero(dataset.eventCounts(from, to, toInclusive))).toEqual(bruteCounts(expected));
       }),
-      { numRuns: 300 },
+      { numRuns: 100 },
     );
   });
 
