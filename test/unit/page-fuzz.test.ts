@@ -383,7 +383,15 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
         }
       }),
       // The limit's edges every run, then random depths.
-      { numRuns: 20, examples: [[998, '['], [999, '{"k":'], [1000, '['], [1001, '{"k":']] },
+      {
+        numRuns: 20,
+        examples: [
+          [998, '['],
+          [999, '{"k":'],
+          [1000, '['],
+          [1001, '{"k":'],
+        ],
+      },
     );
     // And a whole body nested far deeper than any record may be: a typed error, not a stack overflow.
     for (const depth of [10_000, 1_000_000]) expect(decode(`${'['.repeat(depth)}${']'.repeat(depth)}`).error?.reason).toBe('invalid_envelope');
