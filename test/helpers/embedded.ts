@@ -2,8 +2,8 @@
  * Embedded-database folders for tests that start commands without DATABASE_URL. PGlite's first
  * start in an empty folder runs initdb in WebAssembly (about 4.7 s of CPU, against 0.5 s to open an
  * existing database), so tests that are not about that first start get a copy of one folder
- * initialised once per test run. The first start itself stays covered by embedded.test.ts and by
- * serve.test.ts's `npm start` case, which use empty folders.
+ * initialised once per test run. The first start itself stays covered by serve.test.ts's
+ * `npm start` case, which uses an empty folder.
  */
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -80,7 +80,7 @@ describe('DATA_DIR is held by one process', () => {
 
     holder.child.kill('SIGKILL');
     await holder.exited;
-    const after = await runCli(['sync', '--from', '2026-10-01T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], { DATA_DIR: dataDir }, 60_000);
+    const after = await runCli(['sync', '--from', '2026-10-01T00:00:00Z', '--to', '2026-10-01T01:00:00Z'], { DATA_DIR: dataDir }, 60_000);
     expect(after.stderr).toContain('sync run succeeded');
     expect(after.code).toBe(0);
     expect(readHolder(join(dataDir, LOCK_FILE))?.command).toMatch(/^analytics-exporter sync --from/);

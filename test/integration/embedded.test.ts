@@ -1,21 +1,20 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { rmSync } from 'node:fs';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { runSync } from '../../src/sync/run.js';
+import { initialisedDataDir } from '../helpers/embedded.js';
 import { MIGRATIONS } from '../helpers/migrations.js';
 import { expectExactDataset, simClient, syncConfig } from '../helpers/sync.js';
 
 describe('embedded PGlite database', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'ae-pglite-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
   it('runs the migrations through pg, keeps data across restarts, and partitions records', async () => {
+    // Initialised but empty (PGlite's first start in an empty folder is serve.test.ts's `npm start` case).
+    const dir = await initialisedDataDir('ae-pglite-');
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const first = await startEmbeddedDatabase(dir, silentLogger);
     let pool = createPool(first.url, silentLogger, { max: 2 });
     expect(await migrate(pool, 'analytics', silentLogger)).toEqual(MIGRATIONS);
