@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import cron from 'node-cron';
 import { z } from 'zod';
-import { FILE_ONLY_VARIABLES, fileLocation, parseSourcesFile, type FileSource } from './configfile.js';
+import { FILE_ONLY_VARIABLES, fileKeyOf, fileLocation, parseSourcesFile, type FileSource } from './configfile.js';
 import { ConfigError, WebConfigError, maskSecret } from './errors.js';
 import { parseDuration, parseDurationOrZero, parseIsoDateTime } from './time.js';
 import type { RateLimit } from './upstream/budget.js';
@@ -554,25 +554,15 @@ function environmentSettings(raw: RawEnv): SourceSettings {
   return { raw, key: (variable) => variable, fail: (variable, rule) => fail(variable, rule, raw) };
 }
 
-/** The file keys of the settings a file source must give itself (its upstream's identity). */
-const FILE_KEY_OF: Readonly<Record<string, string>> = {
-  STATISTICS_URL: 'statistics_url',
-  AUTH_URL: 'auth_url',
-  CLIENT_ID: 'client_id',
-  CLIENT_SECRET: 'client_secret',
-  CLIENT_SECRET_FILE: 'client_secret_file',
-  TLS_CLIENT_CERT_FILE: 'tls.cert_file',
-  TLS_CLIENT_KEY_FILE: 'tls.key_file',
-  TLS_CA_FILE: 'tls.ca_file',
-};
-
 function fileSettings(file: string, source: FileSource, environment: RawEnv): SourceSettings {
   const raw: RawEnv = { ...environment };
   for (const [variable, value] of source.values) raw[variable] = value.text;
   // A key the file leaves out is named as the environment variable whose value applies, unless
   // the environment cannot hold it (the upstream's identity): then as the file key to add.
-  const key = (variable: string) =>
-    source.values.get(variable)?.keyPath ?? (FILE_KEY_OF[variable] !== undefined ? `${source.keyPath}.${FILE_KEY_OF[variable]}` : variable);
+  const key = (variable: string) => {
+    const fileKey = (FILE_ONLY_VARIABLES as readonly string[]).includes(variable) ? fileKeyOf(variable) : undefined;
+    return source.values.get(variable)?.keyPath ?? (fileKey !== undefined ? `${source.keyPath}.${fileKey}` : variable);
+  };
   return {
     raw,
     key,

@@ -70,6 +70,21 @@ export const SYNC_KEYS: Readonly<Record<string, string>> = {
   record_time_field: 'RECORD_TIME_FIELD',
 };
 
+/**
+ * The key of a source entry standing for `variable` (`client_id`, `tls.ca_file`, `sync.window`).
+ *
+ * @returns undefined for a setting a source cannot give (DATABASE_URL, RETENTION, …).
+ */
+export function fileKeyOf(variable: string): string | undefined {
+  const find = (table: Readonly<Record<string, string>>) => Object.keys(table).find((key) => table[key] === variable);
+  const top = find(SOURCE_KEYS);
+  if (top !== undefined) return top;
+  const tls = find(TLS_KEYS);
+  if (tls !== undefined) return `tls.${tls}`;
+  const sync = find(SYNC_KEYS);
+  return sync === undefined ? undefined : `sync.${sync}`;
+}
+
 /** Keys whose value is a file path, resolved against the configuration file's folder. */
 const PATH_VARIABLES = new Set(['CLIENT_SECRET_FILE', 'TLS_CLIENT_CERT_FILE', 'TLS_CLIENT_KEY_FILE', 'TLS_CA_FILE']);
 
