@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import cron from 'node-cron';
 import { z } from 'zod';
+import { FILE_ONLY_VARIABLES, fileKeyOf, fileLocation, parseSourcesFile, type FileSource } from './configfile.js';
 import { ConfigError, WebConfigError, maskSecret } from './errors.js';
 import { parseDuration, parseDurationOrZero, parseIsoDateTime } from './time.js';
 import type { RateLimit } from './upstream/budget.js';
@@ -45,8 +46,11 @@ export interface UpstreamConfig {
   clientSecret: string;
   /** CLIENT_SECRET_FILE, read again at every token request (E0) so a rotated secret applies without a restart. */
   clientSecretFile?: string;
-  /** The setting the secret came from, named in warnings about it (never its value); CLIENT_SECRET when absent. */
-  clientSecretVariable?: 'CLIENT_SECRET' | 'CLIENT_SECRET_FILE';
+  /**
+   * The setting the secret came from, named in warnings about it (never its value): CLIENT_SECRET,
+   * CLIENT_SECRET_FILE, or CONFIG_FILE's key path (`sources[0].client_secret_file`); CLIENT_SECRET when absent.
+   */
+  clientSecretVariable?: string;
   tokenAuthMethod: TokenAuthMethod;
   /** Space-separated OAuth2 scopes; the reference's is `api.external`. */
   scope: string;
@@ -246,6 +250,11 @@ interface SettingSpec {
 }
 
 const SETTING_TABLE = {
+  CONFIG_FILE: {
+    flag: '--config-file',
+    help: 'YAML file listing the sources (environments and API clients), each with its upstream, labels and sync overrides; unset = the environment describes one source, default',
+    schema: optional(z.string()),
+  },
   STATISTICS_URL: {
     flag: '--statistics-url',
     help: 'base URL of the analytics API ({statistics_url}); unset = built-in demo simulator',
@@ -528,24 +537,77 @@ function fail(variable: string, rule: string, raw: RawEnv, cause?: unknown): nev
   throw new ConfigError(variable, `${variable} ${rule}; got ${displayValue(variable, raw[variable])}`, { cause });
 }
 
-function readConfigFile(variable: string, raw: RawEnv): string {
-  const path = raw[variable]!;
+/**
+ * How the rules of one source name its settings and report a broken one: by environment variable
+ * for the environment's source, by CONFIG_FILE, line and key path for a source of the file.
+ */
+interface SourceSettings {
+  /** The settings' text (the environment's, with the file's values over them), as the schemas read it. */
+  raw: RawEnv;
+  /** What a message calls the setting: `SYNC_WINDOW` or `sources[0].sync.window`. */
+  key: (variable: string) => string;
+  /** Throws the ConfigError for a broken rule of `variable`, showing its value (secrets masked). */
+  fail: (variable: string, rule: string) => never;
+}
+
+function environmentSettings(raw: RawEnv): SourceSettings {
+  return { raw, key: (variable) => variable, fail: (variable, rule) => fail(variable, rule, raw) };
+}
+
+function fileSettings(file: string, source: FileSource, environment: RawEnv): SourceSettings {
+  const raw: RawEnv = { ...environment };
+  for (const [variable, value] of source.values) raw[variable] = value.text;
+  // A key the file leaves out is named as the environment variable whose value applies, unless
+  // the environment cannot hold it (the upstream's identity): then as the file key to add.
+  const key = (variable: string) => {
+    const fileKey = (FILE_ONLY_VARIABLES as readonly string[]).includes(variable) ? fileKeyOf(variable) : undefined;
+    return source.values.get(variable)?.keyPath ?? (fileKey !== undefined ? `${source.keyPath}.${fileKey}` : variable);
+  };
+  return {
+    raw,
+    key,
+    fail: (variable, rule) => {
+      const value = source.values.get(variable);
+      const shown = displayValue(variable, value ? value.shown : environment[variable]);
+      throw new ConfigError('CONFIG_FILE', `${fileLocation(file, value?.line ?? source.line)}${key(variable)} ${rule}; got ${shown}`);
+    },
+  };
+}
+
+function readConfigFile(variable: string, settings: SourceSettings): string {
+  const path = settings.raw[variable]!;
   try {
     return readFileSync(path, 'utf8');
   } catch (err) {
     const reason = (err as NodeJS.ErrnoException).code ?? 'unreadable';
-    fail(variable, `must name a readable file (${reason})`, raw);
+    return settings.fail(variable, `must name a readable file (${reason})`);
   }
 }
 
+type ParsedSettings = z.output<typeof envSchema>;
+
+/** Reads settings text with the settings' schemas; every broken rule is listed, the first one's variable named. */
+function parseSettings(text: RawEnv, describe: (variable: string, rule: string) => { variable: string; text: string }): ParsedSettings {
+  const parsed = envSchema.safeParse(text);
+  if (parsed.success) return parsed.data;
+  const lines = parsed.error.issues.map((issue) => describe(String(issue.path[0]), issue.message));
+  throw new ConfigError(lines[0]!.variable, lines.map((l) => l.text).join('\n'));
+}
+
 /**
- * Builds the configuration from environment variables and CLI overrides.
+ * Builds the configuration from environment variables and CLI overrides, and from CONFIG_FILE's
+ * sources when it is set (src/configfile.ts): each source's values are read by the same schemas
+ * and rules as the variables they stand for, and a setting a source leaves out takes the
+ * environment's value (SYNC_WINDOW=1d in the environment is every source's default window).
  *
  * @param env usually `process.env`; empty strings count as unset (compose files often set `VAR=`).
+ *   Also where CONFIG_FILE's `${NAME}` are looked up.
  * @param overrides values from CLI flags, keyed by environment variable name; they win over `env`.
- * @returns the validated {@link Config}; files named by `*_FILE` variables are read here.
+ * @returns the validated {@link Config}: one source named {@link DEFAULT_SOURCE} without CONFIG_FILE,
+ *   the file's sources in its order with it; files named by `*_FILE` settings are read here.
  * @throws {ConfigError} for the first broken rule, naming the variable, the rule and the value given
- *   (secrets masked). Every broken rule is listed in the message.
+ *   (secrets masked); for a source of CONFIG_FILE, the variable is CONFIG_FILE and the message names
+ *   the file, the line and the key path. Every broken rule of one reading is listed in the message.
  */
 export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, string | undefined> = {}): Config {
   const raw: RawEnv = {};
@@ -557,63 +619,99 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
   const withDefaults: RawEnv = { ...raw };
   for (const setting of SETTINGS) if (withDefaults[setting.env] === undefined && setting.default !== undefined) withDefaults[setting.env] = setting.default;
 
-  const parsed = envSchema.safeParse(withDefaults);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => {
-      const variable = String(issue.path[0]);
-      return { variable, text: `${variable} ${issue.message}; got ${displayValue(variable, raw[variable])}` };
-    });
-    const first = lines[0]!;
-    throw new ConfigError(first.variable, lines.map((l) => l.text).join('\n'));
-  }
-  const v = parsed.data;
+  const v = parseSettings(withDefaults, (variable, rule) => ({ variable, text: `${variable} ${rule}; got ${displayValue(variable, raw[variable])}` }));
 
+  let sources: SourceConfig[];
+  if (v.CONFIG_FILE === undefined) {
+    sources = [buildSource(DEFAULT_SOURCE, {}, v, environmentSettings(raw), false)];
+  } else {
+    // The file names each source's upstream: the same settings in the environment would be ignored or ambiguous.
+    for (const variable of FILE_ONLY_VARIABLES) {
+      if (raw[variable] !== undefined) fail(variable, 'must not be set together with CONFIG_FILE: each source of the file has its own', raw);
+    }
+    const file = v.CONFIG_FILE;
+    const text = readConfigFile('CONFIG_FILE', environmentSettings(raw));
+    sources = parseSourcesFile(file, text, env).map((source) => {
+      const settings = fileSettings(file, source, withDefaults);
+      const sv = parseSettings(settings.raw, (variable, rule) => {
+        const value = source.values.get(variable);
+        if (value === undefined) return { variable, text: `${variable} ${rule}; got ${displayValue(variable, raw[variable])}` };
+        return { variable: 'CONFIG_FILE', text: `${fileLocation(file, value.line)}${value.keyPath} ${rule}; got ${displayValue(variable, value.shown)}` };
+      });
+      return buildSource(source.name, source.labels, sv, settings, true);
+    });
+  }
+
+  return {
+    sources,
+    database: { ...databaseTarget(v.DATABASE_URL, v), schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
+    serve: {
+      host: v.METRICS_LISTEN.host,
+      port: v.METRICS_LISTEN.port,
+      metricsWindowMs: v.METRICS_WINDOW,
+      cacheTtlMs: v.METRICS_CACHE_TTL,
+      scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
+      upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
+      web: v.WEB_CONFIG_FILE === undefined ? undefined : readWebConfig(v.WEB_CONFIG_FILE),
+    },
+    logLevel: v.LOG_LEVEL,
+    logFormat: v.LOG_FORMAT,
+  };
+}
+
+/**
+ * One source from its parsed settings: the cross-setting rules, the files read, the upstream and
+ * the sync. `fromFile`: a source of CONFIG_FILE, which must name its upstream (no demo simulator).
+ */
+function buildSource(name: string, labels: Record<string, string>, v: ParsedSettings, settings: SourceSettings, fromFile: boolean): SourceConfig {
+  const { key } = settings;
+  const check = settings.fail;
   if (v.CLIENT_SECRET !== undefined && v.CLIENT_SECRET_FILE !== undefined) {
-    fail('CLIENT_SECRET_FILE', 'must not be set together with CLIENT_SECRET (choose one)', raw);
+    check('CLIENT_SECRET_FILE', `must not be set together with ${key('CLIENT_SECRET')} (choose one)`);
   }
   if ((v.TLS_CLIENT_CERT_FILE === undefined) !== (v.TLS_CLIENT_KEY_FILE === undefined)) {
     const missing = v.TLS_CLIENT_CERT_FILE === undefined ? 'TLS_CLIENT_CERT_FILE' : 'TLS_CLIENT_KEY_FILE';
-    fail(missing, 'must be set together with its pair (TLS_CLIENT_CERT_FILE and TLS_CLIENT_KEY_FILE)', raw);
+    check(missing, `must be set together with its pair (${key('TLS_CLIENT_CERT_FILE')} and ${key('TLS_CLIENT_KEY_FILE')})`);
   }
 
   if (v.UPSTREAM_RATE_BURST !== undefined && v.UPSTREAM_RATE_LIMIT === undefined) {
-    fail('UPSTREAM_RATE_BURST', 'needs UPSTREAM_RATE_LIMIT (the burst of a request budget that is off)', raw);
+    check('UPSTREAM_RATE_BURST', `needs ${key('UPSTREAM_RATE_LIMIT')} (the burst of a request budget that is off)`);
   }
-  if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) fail('SYNC_MIN_SPLIT', `must not be longer than SYNC_WINDOW (${raw.SYNC_WINDOW ?? '1h'})`, raw);
+  if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) check('SYNC_MIN_SPLIT', `must not be longer than ${key('SYNC_WINDOW')} (${settings.raw.SYNC_WINDOW ?? '1h'})`);
   if (v.RECORD_TIME_FIELD === 'none' && v.UPSTREAM_TO_DATE !== 'exclusive') {
     // Windows are split into parts at instants; an inclusive toDate returns a record exactly at
     // a cut with both parts, and without its event time nothing can tell which one keeps it.
-    fail(
+    check(
       'RECORD_TIME_FIELD',
-      "is 'none', which needs UPSTREAM_TO_DATE=exclusive: windows are split by time into parts, and with an inclusive toDate a record exactly at a cut would be stored twice (set RECORD_TIME_FIELD to the record's event-time field, or UPSTREAM_TO_DATE=exclusive if E6 leaves out records at toDate)",
-      raw,
+      `is 'none', which needs ${key('UPSTREAM_TO_DATE')}=exclusive: windows are split by time into parts, and with an inclusive toDate a record exactly at a cut would be stored twice (set ${key('RECORD_TIME_FIELD')} to the record's event-time field, or ${key('UPSTREAM_TO_DATE')}=exclusive if E6 leaves out records at toDate)`,
     );
   }
 
+  if (fromFile && v.STATISTICS_URL === undefined) check('STATISTICS_URL', 'is required');
   let upstream: UpstreamConfig | undefined;
   if (v.STATISTICS_URL !== undefined) {
-    if (v.AUTH_URL === undefined) fail('AUTH_URL', 'is required when STATISTICS_URL is set', raw);
-    if (v.CLIENT_ID === undefined) fail('CLIENT_ID', 'is required when STATISTICS_URL is set', raw);
+    if (v.AUTH_URL === undefined) check('AUTH_URL', `is required when ${key('STATISTICS_URL')} is set`);
+    if (v.CLIENT_ID === undefined) check('CLIENT_ID', `is required when ${key('STATISTICS_URL')} is set`);
     let clientSecret = v.CLIENT_SECRET;
     if (v.CLIENT_SECRET_FILE !== undefined) {
       // Read here so a missing or empty file stops the start; the token client reads it again at every token request.
-      clientSecret = secretFromFileText(readConfigFile('CLIENT_SECRET_FILE', raw));
-      if (clientSecret === '') fail('CLIENT_SECRET_FILE', 'must name a file that holds the secret, not an empty file', raw);
+      clientSecret = secretFromFileText(readConfigFile('CLIENT_SECRET_FILE', settings));
+      if (clientSecret === '') check('CLIENT_SECRET_FILE', 'must name a file that holds the secret, not an empty file');
     }
-    if (clientSecret === undefined) fail('CLIENT_SECRET', 'is required when STATISTICS_URL is set (or set CLIENT_SECRET_FILE)', raw);
+    if (clientSecret === undefined) check('CLIENT_SECRET', `is required when ${key('STATISTICS_URL')} is set (or set ${key('CLIENT_SECRET_FILE')})`);
 
     const tls: TlsFiles = {};
-    if (v.TLS_CLIENT_CERT_FILE !== undefined) tls.cert = readConfigFile('TLS_CLIENT_CERT_FILE', raw);
-    if (v.TLS_CLIENT_KEY_FILE !== undefined) tls.key = readConfigFile('TLS_CLIENT_KEY_FILE', raw);
-    if (v.TLS_CA_FILE !== undefined) tls.ca = readConfigFile('TLS_CA_FILE', raw);
+    if (v.TLS_CLIENT_CERT_FILE !== undefined) tls.cert = readConfigFile('TLS_CLIENT_CERT_FILE', settings);
+    if (v.TLS_CLIENT_KEY_FILE !== undefined) tls.key = readConfigFile('TLS_CLIENT_KEY_FILE', settings);
+    if (v.TLS_CA_FILE !== undefined) tls.ca = readConfigFile('TLS_CA_FILE', settings);
 
     upstream = {
       statisticsUrl: new URL(v.STATISTICS_URL),
-      tokenUrl: new URL('connect/token', withTrailingSlash(v.AUTH_URL)),
-      clientId: v.CLIENT_ID,
-      clientSecret,
+      tokenUrl: new URL('connect/token', withTrailingSlash(v.AUTH_URL!)),
+      clientId: v.CLIENT_ID!,
+      clientSecret: clientSecret!,
       ...(v.CLIENT_SECRET_FILE !== undefined ? { clientSecretFile: v.CLIENT_SECRET_FILE } : {}),
-      clientSecretVariable: v.CLIENT_SECRET_FILE !== undefined ? 'CLIENT_SECRET_FILE' : 'CLIENT_SECRET',
+      clientSecretVariable: key(v.CLIENT_SECRET_FILE !== undefined ? 'CLIENT_SECRET_FILE' : 'CLIENT_SECRET'),
       tokenAuthMethod: v.TOKEN_AUTH_METHOD,
       scope: v.TOKEN_SCOPE,
       tls,
@@ -643,22 +741,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     retentionMs: v.RETENTION,
     rollup: { dimensions: v.ROLLUP_DIMENSIONS, retentionMs: v.ROLLUP_RETENTION },
   };
-
-  return {
-    sources: [{ name: DEFAULT_SOURCE, labels: {}, upstream, sync }],
-    database: { ...databaseTarget(v.DATABASE_URL, v), schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
-    serve: {
-      host: v.METRICS_LISTEN.host,
-      port: v.METRICS_LISTEN.port,
-      metricsWindowMs: v.METRICS_WINDOW,
-      cacheTtlMs: v.METRICS_CACHE_TTL,
-      scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
-      upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
-      web: v.WEB_CONFIG_FILE === undefined ? undefined : readWebConfig(v.WEB_CONFIG_FILE),
-    },
-    logLevel: v.LOG_LEVEL,
-    logFormat: v.LOG_FORMAT,
-  };
+  return { name, labels, upstream, sync };
 }
 
 /**

@@ -7,7 +7,7 @@
 import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
 import { createPool, describeDatabase } from '../db/pool.js';
-import type { Config } from '../config.js';
+import type { Config, SourceConfig } from '../config.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { AnalyticsClient } from '../upstream/analytics.js';
@@ -23,64 +23,70 @@ export interface StepResult {
   step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database';
   status: StepStatus;
   detail: string;
+  /** The source the step tried (token, analytics, prometheus); absent for configuration and database. */
+  source?: string;
+}
+
+export interface CheckDeps {
+  log: Logger;
+  /** Called with each step's result, a source's after its {@link CheckDeps.section}. */
+  report: (result: StepResult) => void;
+  /** Called before a source's steps are reported, in the configuration's order. */
+  section?: (source: SourceConfig) => void;
+  now?: () => number;
 }
 
 /**
- * Runs the dependency steps for a valid configuration, reporting each through `report` as soon
- * as it finishes. A failed token step skips the API steps (they need a token); the database
- * step runs regardless.
+ * Runs the dependency steps for a valid configuration: the token, E6 and E7 steps of every source
+ * (sources are tried at once, each reported as one block in the configuration's order, the
+ * block being reported streaming as its steps finish), then the database step once. A failed
+ * token step skips that source's API steps (they need a token); the database step runs regardless.
  *
  * @param now milliseconds since the epoch; the probes cover the 24 hours before it.
- * @returns true when no step failed.
+ * @returns true when no step of any source failed.
  */
-export async function runChecks(config: Config, deps: { log: Logger; report: (result: StepResult) => void; now?: () => number }): Promise<boolean> {
+export async function runChecks(config: Config, deps: CheckDeps): Promise<boolean> {
   const { log, report } = deps;
   const now = deps.now ?? Date.now;
   let failed = false;
-  const step = async (name: StepResult['step'], fn: () => Promise<string>): Promise<boolean> => {
+  const step = async (name: StepResult['step'], sink: (result: StepResult) => void, fn: () => Promise<string>): Promise<boolean> => {
     try {
-      report({ step: name, status: 'ok', detail: await fn() });
+      sink({ step: name, status: 'ok', detail: await fn() });
       return true;
     } catch (err) {
       failed = true;
-      report({ step: name, status: 'FAIL', detail: describeError(err) });
+      sink({ step: name, status: 'FAIL', detail: describeError(err) });
       return false;
     }
   };
 
-  const demo = config.sources[0]!.upstream === undefined ? await startDemoUpstream(log) : undefined;
-  const upstream = config.sources[0]!.upstream ?? demo!.config;
-  const client = AnalyticsClient.fromConfig(upstream, { log });
-  try {
-    const tokenOk = await step('token', async () => {
-      await client.tokens.getToken();
-      return `Bearer token from ${upstream.tokenUrl.origin}${upstream.tokenUrl.pathname} (${upstream.tokenAuthMethod}, scope ${upstream.scope})`;
+  // Each block is reported live while it is the one being shown; the later ones wait in order.
+  let shown = -1;
+  const blocks = config.sources.map((source, index) => {
+    const waiting: StepResult[] = [];
+    const sink = (result: StepResult) => {
+      const withSource = { ...result, source: source.name };
+      if (index === shown) report(withSource);
+      else waiting.push(withSource);
+    };
+    // A source that cannot even be set up (a TLS file the client refuses) fails its own block, not the others'.
+    const done = checkSource(source, sink, step, log.child({ source: source.name }), now).catch((err: unknown) => {
+      failed = true;
+      sink({ step: 'token', status: 'FAIL', detail: describeError(err) });
     });
-    const end = new Date(now());
-    const start = new Date(end.getTime() - PROBE_RANGE_MS);
-    if (tokenOk) {
-      await step('analytics', async () => {
-        const page = await client.fetchPage({ startDate: start, toDate: end, pageSize: 1 });
-        return `E6 ${new URL('analytics', upstream.statisticsUrl.href.replace(/\/?$/, '/')).href}: ${page.totalRecords} records in the last 24h`;
-      });
-      await step('prometheus', async () => {
-        const text = await client.fetchPrometheusText({ startDate: start, toDate: end });
-        const samples = text.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#')).length;
-        return `E7 text with ${samples} sample lines for the last 24h`;
-      });
-    } else {
-      report({ step: 'analytics', status: 'skip', detail: 'not tried: no token' });
-      report({ step: 'prometheus', status: 'skip', detail: 'not tried: no token' });
-    }
-  } finally {
-    await client.close();
-    await demo?.close();
+    return { source, waiting, done };
+  });
+  for (const [index, block] of blocks.entries()) {
+    shown = index;
+    deps.section?.(block.source);
+    for (const result of block.waiting.splice(0)) report(result);
+    await block.done;
   }
 
   if (config.database.url === undefined) {
     // The embedded database is opened as every command opens it: locked to this process, so a
     // second process on DATA_DIR (a running serve, say) fails here, naming the holder.
-    await step('database', async () => {
+    await step('database', report, async () => {
       const db = await openDatabase(config, log, 1);
       try {
         const { rows } = await db.pool.query<{ version: string }>('select current_setting($1) as version', ['server_version']);
@@ -91,7 +97,7 @@ export async function runChecks(config: Config, deps: { log: Logger; report: (re
     });
   } else {
     const url = config.database.url;
-    await step('database', async () => {
+    await step('database', report, async () => {
       // The pool every command uses, so that check tries the same TLS attempts (sslmode).
       const pool = createPool({ url, tls: config.database.tls }, log, { max: 1 });
       try {
@@ -106,4 +112,42 @@ export async function runChecks(config: Config, deps: { log: Logger; report: (re
     });
   }
   return !failed;
+}
+
+/** The token, E6 and E7 steps of one source (the built-in simulator for the environment's source without STATISTICS_URL). */
+async function checkSource(
+  source: SourceConfig,
+  sink: (result: StepResult) => void,
+  step: (name: StepResult['step'], sink: (result: StepResult) => void, fn: () => Promise<string>) => Promise<boolean>,
+  log: Logger,
+  now: () => number,
+): Promise<void> {
+  const demo = source.upstream === undefined ? await startDemoUpstream(log) : undefined;
+  const upstream = source.upstream ?? demo!.config;
+  const client = AnalyticsClient.fromConfig(upstream, { log });
+  try {
+    const tokenOk = await step('token', sink, async () => {
+      await client.tokens.getToken();
+      return `Bearer token from ${upstream.tokenUrl.origin}${upstream.tokenUrl.pathname} (${upstream.tokenAuthMethod}, scope ${upstream.scope})`;
+    });
+    const end = new Date(now());
+    const start = new Date(end.getTime() - PROBE_RANGE_MS);
+    if (tokenOk) {
+      await step('analytics', sink, async () => {
+        const page = await client.fetchPage({ startDate: start, toDate: end, pageSize: 1 });
+        return `E6 ${new URL('analytics', upstream.statisticsUrl.href.replace(/\/?$/, '/')).href}: ${page.totalRecords} records in the last 24h`;
+      });
+      await step('prometheus', sink, async () => {
+        const text = await client.fetchPrometheusText({ startDate: start, toDate: end });
+        const samples = text.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#')).length;
+        return `E7 text with ${samples} sample lines for the last 24h`;
+      });
+    } else {
+      sink({ step: 'analytics', status: 'skip', detail: 'not tried: no token' });
+      sink({ step: 'prometheus', status: 'skip', detail: 'not tried: no token' });
+    }
+  } finally {
+    await client.close();
+    await demo?.close();
+  }
 }

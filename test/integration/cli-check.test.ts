@@ -2,7 +2,12 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { inject } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { spawn } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runChecks, type StepResult } from '../../src/app/check.js';
+import { loadConfig } from '../../src/config.js';
+import { silentLogger } from '../../src/log.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 
@@ -82,6 +87,107 @@ describe('analytics-exporter check', () => {
     expect(r.stdout).toMatch(/^ok +prometheus/m);
     expect(r.stderr).toContain('DEMO DATA');
     expect(r.code).toBe(0);
+  });
+});
+
+describe('check with CONFIG_FILE', () => {
+  // A second environment with its own API client and data.
+  const SANDBOX_SECRET = 'sandbox-check-secret-7c1d';
+  let sandbox: Simulator;
+  let dir: string;
+  beforeAll(async () => {
+    sandbox = await startSimulator({ port: 0, clientId: 'sandbox-client', clientSecret: SANDBOX_SECRET, records: 300, seed: 7 });
+    dir = mkdtempSync(join(tmpdir(), 'ae-check-sources-'));
+  });
+  afterAll(async () => {
+    await sandbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Two sources: production on the file's test simulator, sandbox on its own, its secret from ${SANDBOX_SECRET}. */
+  const sourcesFile = () => {
+    const file = join(dir, 'sources.yaml');
+    writeFileSync(
+      file,
+      [
+        'sources:',
+        '  - name: production',
+        `    statistics_url: ${sim.url}`,
+        `    auth_url: ${sim.url}`,
+        '    client_id: cli-client',
+        `    client_secret: ${SECRET}`,
+        '    labels: {environment: production}',
+        '  - name: sandbox',
+        `    statistics_url: ${sandbox.url}`,
+        `    auth_url: ${sandbox.url}`,
+        '    client_id: sandbox-client',
+        '    client_secret: ${SANDBOX_SECRET}',
+        '    token_auth_method: client_secret_basic',
+        '',
+      ].join('\n'),
+    );
+    return file;
+  };
+
+  it('checks every source in its own block, in the file order, the database once', async () => {
+    const config = loadConfig({ CONFIG_FILE: sourcesFile(), SANDBOX_SECRET, DATABASE_URL: inject('postgresUrl') });
+    const lines: string[] = [];
+    const results: StepResult[] = [];
+    const ok = await runChecks(config, {
+      log: silentLogger,
+      section: (source) => lines.push(`source ${source.name}`),
+      report: (result) => {
+        results.push(result);
+        lines.push(`${result.status} ${result.step} ${result.source ?? ''}`.trim());
+      },
+    });
+    expect(lines).toEqual([
+      'source production',
+      'ok token production',
+      'ok analytics production',
+      'ok prometheus production',
+      'source sandbox',
+      'ok token sandbox',
+      'ok analytics sandbox',
+      'ok prometheus sandbox',
+      'ok database',
+    ]);
+    // Each block read its own environment: its own token URL and its own data.
+    const detail = (source: string, step: string) => results.find((r) => r.source === source && r.step === step)!.detail;
+    expect(detail('production', 'token')).toContain(`${sim.url.replace(/\/$/, '')}/connect/token (client_secret_post`);
+    expect(detail('sandbox', 'token')).toContain(`${sandbox.url.replace(/\/$/, '')}/connect/token (client_secret_basic`);
+    expect(detail('production', 'analytics')).not.toBe(detail('sandbox', 'analytics'));
+    expect(ok).toBe(true);
+  });
+
+  it('fails only the block of a source with a wrong secret, exit 1, and shows no secret', async () => {
+    const r = await runCli(['check'], {
+      CONFIG_FILE: sourcesFile(),
+      SANDBOX_SECRET: 'wrong-sandbox-secret-5e6f',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: inject('postgresUrl'),
+    });
+    expect(r.stdout).toMatch(/^ok +configuration +2 sources from .*sources\.yaml: production, sandbox$/m);
+    const blocks = r.stdout.split(/^(?=source )/m).slice(1);
+    expect(blocks.map((b) => b.split('\n')[0])).toEqual([
+      `source production: upstream ${new URL(sim.url).origin}/ {environment="production"}`,
+      `source sandbox: upstream ${new URL(sandbox.url).origin}/`,
+    ]);
+    expect(blocks[0]).toMatch(/^ok +token .*\n^ok +analytics .*\n^ok +prometheus /m);
+    expect(blocks[1]).toMatch(/^FAIL +token +token request refused: .*HTTP 401/m);
+    expect(blocks[1]).toMatch(/^skip +analytics +not tried: no token\n^skip +prometheus/m);
+    expect(blocks[1]).toMatch(/^ok +database /m);
+    expect(r.code).toBe(1);
+    expect(r.stdout + r.stderr).not.toContain('wrong-sandbox-secret-5e6f');
+    expect(r.stdout + r.stderr).not.toContain(SECRET);
+  });
+
+  it('exits 2 naming the file, line and key of a broken CONFIG_FILE', async () => {
+    const file = join(dir, 'broken.yaml');
+    writeFileSync(file, 'sources:\n  - name: production\n    statistics_url: https://x.test/\n    client_secret_fil: /run/secrets/x\n');
+    const r = await runCli(['check'], { CONFIG_FILE: file, LOG_LEVEL: 'warn' });
+    expect(r.stdout).toBe(`FAIL  configuration  CONFIG_FILE ${file} line 4: sources[0].client_secret_fil: unknown key\n`);
+    expect(r.code).toBe(2);
   });
 });
 

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type RunningServer } from '../../src/app/serve.js';
 import { loadConfig } from '../../src/config.js';
+import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import type { SyncResult } from '../../src/sync/run.js';
@@ -76,5 +77,31 @@ describe('CLIENT_SECRET_FILE rotated under a running serve', () => {
     expect(sim.stats.tokenRequests).toBe(tokenRequests + 1);
     const own = await serve.metrics.registry.getSingleMetricAsString('analytics_exporter_token_requests_total');
     expect(own).toMatch(/outcome="failure"} [1-9]/);
+  });
+});
+
+describe('client_secret_file of a CONFIG_FILE source', () => {
+  it('is read again at every token request, as CLIENT_SECRET_FILE is', async () => {
+    const secretFile = join(dir, 'production.secret');
+    writeSecret(secretFile, 'file-source-first');
+    sim.setClientSecret('file-source-first');
+    const sources = join(dir, 'sources.yaml');
+    // A relative path: read against the file's folder.
+    writeFileSync(
+      sources,
+      `sources:\n  - name: production\n    statistics_url: ${sim.url}\n    auth_url: ${sim.url}\n    client_id: demo-client\n    client_secret_file: production.secret\n`,
+    );
+    const client = AnalyticsClient.fromConfig(loadConfig({ CONFIG_FILE: sources }).sources[0]!.upstream!, { log: silentLogger });
+    try {
+      const first = await client.tokens.getToken();
+      sim.setClientSecret('file-source-second');
+      writeSecret(secretFile, 'file-source-second');
+      client.tokens.invalidate(first);
+      const requests = sim.stats.tokenRequests;
+      await expect(client.tokens.getToken()).resolves.not.toBe(first);
+      expect(sim.stats.tokenRequests).toBe(requests + 1);
+    } finally {
+      await client.close();
+    }
   });
 });

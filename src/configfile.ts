@@ -1,0 +1,275 @@
+/**
+ * CONFIG_FILE: a YAML list of sources (environments and API clients), each read into the settings
+ * of the environment variables it stands for, so that src/config.ts validates a source from the
+ * file with the same schemas and rules as the environment's own source.
+ *
+ * ```yaml
+ * sources:
+ *   - name: production
+ *     statistics_url: https://statistics.example.com/
+ *     auth_url: https://identity.example.com/
+ *     client_id: exporter
+ *     client_secret_file: /run/secrets/production   # or client_secret: ${PRODUCTION_SECRET}
+ *     labels: {environment: production}
+ *     sync: {window: 1h, schedule: "*\/15 * * * *"}
+ * ```
+ *
+ * This module checks the file's shape (known keys only, scalars where values belong, names,
+ * labels) and expands `${NAME}`; every error names CONFIG_FILE, the file, the line and the key
+ * path (`sources[1].client_secret_fil`). Relative file paths in the file are relative to its folder,
+ * as in exporter-toolkit's web configuration.
+ */
+import { createRequire } from 'node:module';
+import { dirname, resolve } from 'node:path';
+import type { Node as YamlNode, Pair, YAMLMap } from 'yaml';
+import { ConfigError } from './errors.js';
+
+/** A source name: the `source` column and label value (design: lower-case letters, digits, `_`, `-`). */
+export const SOURCE_NAME_PATTERN = /^[a-z0-9_-]{1,64}$/;
+
+/** A Prometheus label name. */
+const LABEL_NAME_PATTERN = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+/** Keys of a source entry holding one value, and the environment variable each stands for. */
+export const SOURCE_KEYS: Readonly<Record<string, string>> = {
+  statistics_url: 'STATISTICS_URL',
+  auth_url: 'AUTH_URL',
+  client_id: 'CLIENT_ID',
+  client_secret: 'CLIENT_SECRET',
+  client_secret_file: 'CLIENT_SECRET_FILE',
+  token_auth_method: 'TOKEN_AUTH_METHOD',
+  scope: 'TOKEN_SCOPE',
+  rate_limit: 'UPSTREAM_RATE_LIMIT',
+  rate_burst: 'UPSTREAM_RATE_BURST',
+};
+
+/** Keys of a source's `tls:` map. */
+export const TLS_KEYS: Readonly<Record<string, string>> = {
+  cert_file: 'TLS_CLIENT_CERT_FILE',
+  key_file: 'TLS_CLIENT_KEY_FILE',
+  ca_file: 'TLS_CA_FILE',
+};
+
+/**
+ * Keys of a source's `sync:` map: the per-source SYNC_* settings, snake_case without the prefix.
+ * The table layout (PARTITION_INTERVAL, RETENTION, ROLLUP_*) is shared by every source and stays in
+ * the environment.
+ */
+export const SYNC_KEYS: Readonly<Record<string, string>> = {
+  start_date: 'SYNC_START_DATE',
+  window: 'SYNC_WINDOW',
+  settle: 'SYNC_SETTLE',
+  lookback: 'SYNC_LOOKBACK',
+  page_size: 'SYNC_PAGE_SIZE',
+  concurrency: 'SYNC_CONCURRENCY',
+  window_attempts: 'SYNC_WINDOW_ATTEMPTS',
+  min_split: 'SYNC_MIN_SPLIT',
+  schedule: 'SYNC_SCHEDULE',
+  shrink: 'SYNC_SHRINK',
+  to_date: 'UPSTREAM_TO_DATE',
+  record_time_field: 'RECORD_TIME_FIELD',
+};
+
+/**
+ * The key of a source entry standing for `variable` (`client_id`, `tls.ca_file`, `sync.window`).
+ *
+ * @returns undefined for a setting a source cannot give (DATABASE_URL, RETENTION, …).
+ */
+export function fileKeyOf(variable: string): string | undefined {
+  const find = (table: Readonly<Record<string, string>>) => Object.keys(table).find((key) => table[key] === variable);
+  const top = find(SOURCE_KEYS);
+  if (top !== undefined) return top;
+  const tls = find(TLS_KEYS);
+  if (tls !== undefined) return `tls.${tls}`;
+  const sync = find(SYNC_KEYS);
+  return sync === undefined ? undefined : `sync.${sync}`;
+}
+
+/** Keys whose value is a file path, resolved against the configuration file's folder. */
+const PATH_VARIABLES = new Set(['CLIENT_SECRET_FILE', 'TLS_CLIENT_CERT_FILE', 'TLS_CLIENT_KEY_FILE', 'TLS_CA_FILE']);
+
+/**
+ * The environment variables a CONFIG_FILE replaces: the upstream's identity is per source, so
+ * setting one of these beside the file is an error rather than a silent choice.
+ */
+export const FILE_ONLY_VARIABLES = [
+  'STATISTICS_URL',
+  'AUTH_URL',
+  'CLIENT_ID',
+  'CLIENT_SECRET',
+  'CLIENT_SECRET_FILE',
+  'TLS_CLIENT_CERT_FILE',
+  'TLS_CLIENT_KEY_FILE',
+  'TLS_CA_FILE',
+] as const;
+
+/** One value of a source, as the environment variable it stands for would hold it. */
+export interface FileValue {
+  /** The text the variable's schema reads: `${NAME}` expanded, a file path made absolute. */
+  text: string;
+  /** The value as errors may show it: the file's text before `${NAME}` expansion (never an environment variable's content). */
+  shown: string;
+  /** `sources[0].sync.window` */
+  keyPath: string;
+  /** 1-based line of the value in the file. */
+  line: number;
+}
+
+/** One entry of `sources:`, read but not yet validated by the settings' schemas. */
+export interface FileSource {
+  name: string;
+  /** 1-based line of the entry's first key. */
+  line: number;
+  /** `sources[0]` */
+  keyPath: string;
+  labels: Record<string, string>;
+  /** Keyed by environment variable (SYNC_WINDOW, CLIENT_ID, …); keys the entry leaves out are absent. */
+  values: Map<string, FileValue>;
+}
+
+/** `CONFIG_FILE /etc/x.yaml line 7: ` — the start of every message about the file. */
+export function fileLocation(file: string, line: number): string {
+  return `CONFIG_FILE ${file} line ${line}: `;
+}
+
+/**
+ * Reads CONFIG_FILE's sources from its text.
+ *
+ * @param file the path, as given (named in errors; relative paths inside resolve against its folder).
+ * @param text the file's content.
+ * @param env where `${NAME}` is looked up; an empty value counts as unset, as everywhere else.
+ * @returns one entry per source, in the file's order.
+ * @throws {ConfigError} (variable CONFIG_FILE) naming the file, line and key path: invalid YAML, an
+ *   unknown or missing key, a value of the wrong shape, an empty list, a bad or repeated name, a bad
+ *   label name, a `${NAME}` whose variable is unset.
+ */
+export function parseSourcesFile(file: string, text: string, env: NodeJS.ProcessEnv): FileSource[] {
+  // Loaded only when a CONFIG_FILE is read (the yaml package is 70 modules), synchronously as loadConfig is.
+  const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');
+  const lineCounter = new yaml.LineCounter();
+  const doc = yaml.parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
+  const fail = (line: number, message: string): never => {
+    throw new ConfigError('CONFIG_FILE', `${fileLocation(file, line)}${message}`);
+  };
+  const lineOf = (node: YamlNode | Pair | null | undefined, fallback = 1): number => {
+    const offset = node && 'range' in node ? node.range?.[0] : node && 'key' in node ? (node.key as YamlNode | null)?.range?.[0] : undefined;
+    return offset === undefined ? fallback : lineCounter.linePos(offset).line;
+  };
+  const firstError = doc.errors[0];
+  if (firstError)
+    fail(lineCounter.linePos(firstError.pos[0]).line, `not valid YAML: ${firstError.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`);
+
+  const deref = (node: unknown): unknown => (yaml.isAlias(node) ? node.resolve(doc) : node);
+  const root = deref(doc.contents);
+  if (!yaml.isMap(root)) return fail(lineOf(root as YamlNode | null), 'must be a map with a sources: list');
+  const top = entries(root, 'the file', lineOf, fail, deref, yaml);
+  for (const [key, pair] of top) if (key !== 'sources') fail(lineOf(pair), `${key}: unknown key (the file holds sources: only)`);
+  const sourcesPair = top.get('sources');
+  if (!sourcesPair) return fail(1, 'sources: is required (a list of sources)');
+  const list = deref(sourcesPair.value);
+  if (!yaml.isSeq(list) || list.items.length === 0) return fail(lineOf(sourcesPair), 'sources: must be a non-empty list of sources');
+
+  const scalar = (node: unknown, keyPath: string, line: number): { text: string; shown: string } => {
+    const n = deref(node);
+    const value: unknown = yaml.isScalar(n) ? n.value : undefined;
+    let raw: string;
+    if (typeof value === 'string') raw = value;
+    // A number as written (`0x10`, `1e3`): the setting's schema reads the text, as from the environment.
+    else if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') raw = (n as { source?: string }).source ?? String(value);
+    else return fail(line, `${keyPath}: must be a single value (text or number)`);
+    // Empty counts as unset in the environment; in the file, leaving the key out says that.
+    if (raw === '') return fail(line, `${keyPath}: must not be empty (leave the key out instead)`);
+    return { text: expand(raw, env, (message) => fail(line, `${keyPath}: ${message}`)), shown: raw };
+  };
+
+  const base = dirname(resolve(file));
+  const names = new Map<string, string>();
+  return list.items.map((item, index): FileSource => {
+    const keyPath = `sources[${index}]`;
+    const node = deref(item);
+    const line = lineOf(node as YamlNode | null, lineOf(sourcesPair));
+    if (!yaml.isMap(node)) return fail(line, `${keyPath}: must be a map of the source's keys`);
+    const values = new Map<string, FileValue>();
+    const labels: Record<string, string> = {};
+    let name: string | undefined;
+    const put = (variable: string, pair: Pair, path: string) => {
+      const valueLine = lineOf(pair.value as YamlNode | null, lineOf(pair));
+      const { text: value, shown } = scalar(pair.value, path, valueLine);
+      const text = PATH_VARIABLES.has(variable) && value !== '' ? resolve(base, value) : value;
+      values.set(variable, { text, shown: PATH_VARIABLES.has(variable) ? text : shown, keyPath: path, line: valueLine });
+    };
+    for (const [key, pair] of entries(node, keyPath, lineOf, fail, deref, yaml)) {
+      const path = `${keyPath}.${key}`;
+      const pairLine = lineOf(pair);
+      if (key === 'name') {
+        name = scalar(pair.value, path, pairLine).text;
+        if (!SOURCE_NAME_PATTERN.test(name)) fail(pairLine, `${path}: must be 1 to 64 lower-case letters, digits, _ or -; got ${JSON.stringify(name)}`);
+        const earlier = names.get(name);
+        if (earlier !== undefined) fail(pairLine, `${path}: ${JSON.stringify(name)} is also the name of ${earlier}; names must be unique`);
+        names.set(name, keyPath);
+      } else if (key in SOURCE_KEYS) {
+        put(SOURCE_KEYS[key]!, pair, path);
+      } else if (key === 'tls' || key === 'sync') {
+        const table = key === 'tls' ? TLS_KEYS : SYNC_KEYS;
+        const map = deref(pair.value);
+        if (!yaml.isMap(map)) fail(pairLine, `${path}: must be a map (keys: ${Object.keys(table).join(', ')})`);
+        for (const [inner, innerPair] of entries(map as YAMLMap, path, lineOf, fail, deref, yaml)) {
+          const variable = table[inner];
+          if (variable === undefined) fail(lineOf(innerPair), `${path}.${inner}: unknown key (known: ${Object.keys(table).join(', ')})`);
+          put(variable!, innerPair, `${path}.${inner}`);
+        }
+      } else if (key === 'labels') {
+        const map = deref(pair.value);
+        if (!yaml.isMap(map)) fail(pairLine, `${path}: must be a map of label names to values`);
+        for (const [label, labelPair] of entries(map as YAMLMap, path, lineOf, fail, deref, yaml)) {
+          const labelLine = lineOf(labelPair);
+          const labelPath = `${path}.${label}`;
+          if (!LABEL_NAME_PATTERN.test(label) || label.startsWith('__')) {
+            fail(labelLine, `${labelPath}: must be a Prometheus label name (letters, digits and _, not starting with a digit or __)`);
+          }
+          if (label === 'source') fail(labelLine, `${labelPath}: the source label is the source's name; choose another label name`);
+          labels[label] = scalar(labelPair.value, labelPath, labelLine).text;
+        }
+      } else {
+        fail(pairLine, `${path}: unknown key`);
+      }
+    }
+    if (name === undefined) return fail(line, `${keyPath}.name is required`);
+    return { name, line, keyPath, labels, values };
+  });
+}
+
+/** A map's keys, in order, each a plain text key; anything else is an error at its line. */
+function entries(
+  map: YAMLMap,
+  where: string,
+  lineOf: (node: YamlNode | Pair | null | undefined) => number,
+  fail: (line: number, message: string) => never,
+  deref: (node: unknown) => unknown,
+  yaml: typeof import('yaml'),
+): Map<string, Pair> {
+  const out = new Map<string, Pair>();
+  for (const pair of map.items) {
+    const key = deref(pair.key);
+    if (!yaml.isScalar(key) || typeof key.value !== 'string') fail(lineOf(pair), `${where}: keys must be plain text`);
+    out.set((key as { value: string }).value, pair);
+  }
+  return out;
+}
+
+/**
+ * Replaces `${NAME}` with environment variable NAME's value and `$${` with a literal `${`.
+ *
+ * @param report called with the rule broken (an unset NAME, a `${` that is not `${NAME}`); it throws.
+ */
+export function expand(text: string, env: NodeJS.ProcessEnv, report: (message: string) => never): string {
+  return text.replace(/\$\$\{|\$\{([^}]*)(\}?)/g, (match, name: string | undefined, close: string | undefined) => {
+    if (match === '$${') return '${';
+    if (close !== '}' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name ?? '')) {
+      return report('${ must start ${NAME} (letters, digits and _) ended by }; write $${ for a literal ${');
+    }
+    const value = env[name!];
+    if (value === undefined || value === '') return report(`\${${name}} names environment variable ${name}, which is unset or empty`);
+    return value;
+  });
+}

@@ -1,0 +1,237 @@
+/**
+ * CONFIG_FILE: a YAML list of sources, validated by the settings' own schemas, with errors naming
+ * the file, the line and the key path.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { ConfigError } from '../../src/errors.js';
+
+/** The example names a production secret where a deployment mounts it; only that path is served here. */
+const EXAMPLE_SECRET_PATH = '/run/secrets/production_client_secret';
+const EXAMPLE_SECRET = 'production-secret-from-file';
+vi.mock('node:fs', async (importOriginal) => {
+  const fs = await importOriginal<typeof import('node:fs')>();
+  const readFileSync = ((path: unknown, ...rest: unknown[]) =>
+    path === EXAMPLE_SECRET_PATH ? `${EXAMPLE_SECRET}\n` : (fs.readFileSync as (...a: unknown[]) => unknown)(path, ...rest)) as typeof fs.readFileSync;
+  return { ...fs, readFileSync, default: { ...fs, readFileSync } };
+});
+
+const EXAMPLE = fileURLToPath(new URL('../../examples/sources.yaml', import.meta.url));
+
+const dir = mkdtempSync(join(tmpdir(), 'ae-config-file-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+let files = 0;
+/** Writes `text` to a new file of the test's folder and returns its path. */
+function write(text: string, name = `sources-${++files}.yaml`): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+const SECRET = 'file-source-secret-42';
+
+/** A valid source entry, as YAML lines indented for a `sources:` list; `extra` lines are appended to it. */
+function entry(name: string, extra: string[] = []): string {
+  return [
+    `  - name: ${name}`,
+    `    statistics_url: https://${name}.example.test/api`,
+    `    auth_url: https://auth.${name}.example.test`,
+    `    client_id: client-${name}`,
+    `    client_secret: ${SECRET}`,
+    ...extra.map((line) => `    ${line}`),
+  ].join('\n');
+}
+
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('CONFIG_FILE', () => {
+  it('loads the README example to its two sources', () => {
+    const config = loadConfig({ CONFIG_FILE: EXAMPLE, SANDBOX_CLIENT_SECRET: 'sandbox-secret-from-env' });
+    expect(config.sources.map((s) => s.name)).toEqual(['production', 'sandbox']);
+    const [production, sandbox] = config.sources as [(typeof config.sources)[0], (typeof config.sources)[0]];
+    expect(production.labels).toEqual({ environment: 'production' });
+    expect(production.upstream).toMatchObject({
+      clientId: 'analytics-exporter',
+      clientSecret: EXAMPLE_SECRET,
+      clientSecretFile: EXAMPLE_SECRET_PATH,
+      clientSecretVariable: 'sources[0].client_secret_file',
+      tokenAuthMethod: 'client_secret_post',
+    });
+    expect(production.upstream!.statisticsUrl.href).toBe('https://statistics.example.com/');
+    expect(production.upstream!.tokenUrl.href).toBe('https://identity.example.com/connect/token');
+    expect(production.sync).toMatchObject({ startDate: { agoMs: 90 * 86_400_000 }, windowMs: 3_600_000, schedule: '*/15 * * * *' });
+    expect(sandbox.labels).toEqual({ environment: 'sandbox' });
+    expect(sandbox.upstream).toMatchObject({ clientSecret: 'sandbox-secret-from-env', tokenAuthMethod: 'client_secret_basic', scope: 'api.external' });
+    expect(sandbox.upstream!.clientSecretFile).toBeUndefined();
+    expect(sandbox.sync).toMatchObject({ windowMs: 86_400_000, schedule: '0 * * * *', startDate: { agoMs: 30 * 86_400_000 } });
+  });
+
+  it('takes every setting a source leaves out from the environment, and its own over it', () => {
+    const file = write(`sources:\n${entry('a', ['sync: {window: 2h, page_size: 250, to_date: exclusive, record_time_field: none}'])}\n${entry('b')}\n`);
+    const config = loadConfig({ CONFIG_FILE: file, SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '500', TOKEN_SCOPE: 'api.other', UPSTREAM_TIMEOUT: '5s' });
+    const [a, b] = config.sources;
+    expect(a!.sync).toMatchObject({ windowMs: 7_200_000, pageSize: 250, toDate: 'exclusive', recordTimeField: undefined });
+    expect(b!.sync).toMatchObject({ windowMs: 86_400_000, pageSize: 500, toDate: 'inclusive', recordTimeField: ['timestamp'] });
+    for (const source of config.sources) expect(source.upstream).toMatchObject({ scope: 'api.other', timeoutMs: 5000 });
+  });
+
+  it('reads relative secret files against the file folder, and a rate limit per source', () => {
+    writeFileSync(join(dir, 'b.secret'), 'secret-of-b-source\n');
+    const file = write(
+      `sources:\n${entry('a', ['rate_limit: 2', 'rate_burst: 4'])}\n  - name: b\n    statistics_url: https://b.test/\n    auth_url: https://b.test/\n    client_id: b\n    client_secret_file: b.secret\n`,
+    );
+    const [a, b] = loadConfig({ CONFIG_FILE: file }).sources;
+    expect(a!.upstream!.rateLimit).toEqual({ ratePerSecond: 2, burst: 4 });
+    expect(b!.upstream!.rateLimit).toBeUndefined();
+    expect(b!.upstream).toMatchObject({ clientSecret: 'secret-of-b-source', clientSecretFile: join(dir, 'b.secret') });
+  });
+
+  it('names the key path and line of an unknown key', () => {
+    const file = write(`sources:\n${entry('a')}\n${entry('b', ['client_secret_fil: /x'])}\n`);
+    const err = configError({ CONFIG_FILE: file });
+    expect(err.variable).toBe('CONFIG_FILE');
+    expect(err.message).toBe(`CONFIG_FILE ${file} line 12: sources[1].client_secret_fil: unknown key`);
+    const nested = write(`sources:\n${entry('a', ['sync:', '  windw: 1h'])}\n`);
+    expect(configError({ CONFIG_FILE: nested }).message).toMatch(new RegExp(`^CONFIG_FILE ${nested} line 8: sources\\[0\\]\\.sync\\.windw: unknown key`));
+    expect(configError({ CONFIG_FILE: write(`source:\n${entry('a')}\n`) }).message).toContain('line 1: source: unknown key');
+  });
+
+  it('refuses a repeated name, a bad name and a missing name', () => {
+    const duplicate = write(`sources:\n${entry('prod')}\n${entry('prod')}\n`);
+    expect(configError({ CONFIG_FILE: duplicate }).message).toBe(
+      `CONFIG_FILE ${duplicate} line 7: sources[1].name: "prod" is also the name of sources[0]; names must be unique`,
+    );
+    const bad = write(`sources:\n${entry('Prod.EU')}\n`);
+    expect(configError({ CONFIG_FILE: bad }).message).toMatch(/line 2: sources\[0\]\.name: must be 1 to 64 lower-case letters, digits, _ or -; got "Prod.EU"/);
+    const unnamed = write('sources:\n  - statistics_url: https://x.test/\n');
+    expect(configError({ CONFIG_FILE: unnamed }).message).toBe(`CONFIG_FILE ${unnamed} line 2: sources[0].name is required`);
+    expect(configError({ CONFIG_FILE: write('sources: []\n') }).message).toContain('line 1: sources: must be a non-empty list of sources');
+    expect(configError({ CONFIG_FILE: write(`sources:\n${entry('a', ['scope: ""'])}\n`) }).message).toContain('line 7: sources[0].scope: must not be empty');
+  });
+
+  it('names the key and the path of a missing or empty secret file', () => {
+    const missing = write(
+      `sources:\n  - name: a\n    statistics_url: https://a.test/\n    auth_url: https://a.test/\n    client_id: a\n    client_secret_file: nowhere.secret\n`,
+    );
+    const err = configError({ CONFIG_FILE: missing });
+    expect(err.variable).toBe('CONFIG_FILE');
+    expect(err.message).toBe(
+      `CONFIG_FILE ${missing} line 6: sources[0].client_secret_file must name a readable file (ENOENT); got ${JSON.stringify(join(dir, 'nowhere.secret'))}`,
+    );
+    writeFileSync(join(dir, 'empty.secret'), '\n');
+    const empty = write(
+      `sources:\n  - name: a\n    statistics_url: https://a.test/\n    auth_url: https://a.test/\n    client_id: a\n    client_secret_file: empty.secret\n`,
+    );
+    expect(configError({ CONFIG_FILE: empty }).message).toContain(
+      'line 6: sources[0].client_secret_file must name a file that holds the secret, not an empty file',
+    );
+    const none = write('sources:\n  - name: a\n    statistics_url: https://a.test/\n    auth_url: https://a.test/\n    client_id: a\n');
+    expect(configError({ CONFIG_FILE: none }).message).toContain(
+      'line 2: sources[0].client_secret is required when sources[0].statistics_url is set (or set sources[0].client_secret_file)',
+    );
+  });
+
+  it('expands ${NAME} from the environment, keeps $${ literal, and names an unset NAME without showing values', () => {
+    const file = write(
+      'sources:\n  - name: a\n    statistics_url: ${A_URL}\n    auth_url: https://a.test/\n    client_id: id-$${literal}\n    client_secret: ${A_SECRET}\n    labels: {team: "${TEAM}"}\n',
+    );
+    const source = loadConfig({ CONFIG_FILE: file, A_URL: 'https://a.test/base', A_SECRET: 'secret-from-env-77', TEAM: 'forms' }).sources[0]!;
+    expect(source.upstream).toMatchObject({ clientId: 'id-${literal}', clientSecret: 'secret-from-env-77' });
+    expect(source.upstream!.statisticsUrl.href).toBe('https://a.test/base');
+    expect(source.labels).toEqual({ team: 'forms' });
+
+    const unset = configError({ CONFIG_FILE: file, A_URL: 'https://a.test/base', TEAM: 'forms' });
+    expect(unset.message).toBe(
+      `CONFIG_FILE ${file} line 6: sources[0].client_secret: \${A_SECRET} names environment variable A_SECRET, which is unset or empty`,
+    );
+    // A value from the environment is shown as the file writes it, never as expanded.
+    const badUrl = configError({ CONFIG_FILE: file, A_URL: 'ftp://private-host.test/', A_SECRET: 'x', TEAM: 'forms' });
+    expect(badUrl.message).toBe(`CONFIG_FILE ${file} line 3: sources[0].statistics_url must be an http:// or https:// URL; got "\${A_URL}"`);
+    expect(badUrl.message).not.toContain('private-host');
+  });
+
+  it('never shows a client secret from the file in an error', () => {
+    const file = write(`sources:\n${entry('a', ['sync: {window: 1s}'])}\n`);
+    const err = configError({ CONFIG_FILE: file });
+    expect(err.message).toBe(`CONFIG_FILE ${file} line 7: sources[0].sync.window must be from 1m to 31d; got "1s"`);
+    const both = write(`sources:\n${entry('a', ['client_secret_file: /x'])}\n`);
+    const message = configError({ CONFIG_FILE: both }).message;
+    expect(message).toBe(
+      `CONFIG_FILE ${both} line 7: sources[0].client_secret_file must not be set together with sources[0].client_secret (choose one); got "/x"`,
+    );
+    const notText = write(
+      `sources:\n  - name: a\n    statistics_url: https://a.test/\n    auth_url: https://a.test/\n    client_id: a\n    client_secret: 12345\n    sync: {page_size: 0}\n`,
+    );
+    expect(configError({ CONFIG_FILE: notText }).message).toBe(
+      `CONFIG_FILE ${notText} line 7: sources[0].sync.page_size must be a whole number from 1 to 1000; got "0"`,
+    );
+    expect(message).not.toContain(SECRET);
+  });
+
+  it('names the per-source key of a broken value and of a broken rule between settings', () => {
+    const window = write(`sources:\n${entry('a')}\n${entry('b', ['sync:', '  window: soon'])}\n`);
+    expect(configError({ CONFIG_FILE: window }).message).toBe(
+      `CONFIG_FILE ${window} line 13: sources[1].sync.window must be a positive duration such as 1h; got "soon"`,
+    );
+    const split = write(`sources:\n${entry('a', ['sync: {window: 1m}'])}\n`);
+    expect(configError({ CONFIG_FILE: split, SYNC_MIN_SPLIT: '2m' }).message).toBe(
+      `CONFIG_FILE ${split} line 2: SYNC_MIN_SPLIT must not be longer than sources[0].sync.window (1m); got "2m"`,
+    );
+    const none = write(`sources:\n${entry('a', ['sync: {record_time_field: none}'])}\n`);
+    expect(configError({ CONFIG_FILE: none }).message).toMatch(
+      /^CONFIG_FILE .* line 7: sources\[0\]\.sync\.record_time_field is 'none', which needs UPSTREAM_TO_DATE=exclusive/,
+    );
+    const pair = write(`sources:\n${entry('a', ['tls: {cert_file: c.pem}'])}\n`);
+    expect(configError({ CONFIG_FILE: pair }).message).toMatch(
+      /line 2: sources\[0\]\.tls\.key_file must be set together with its pair \(sources\[0\]\.tls\.cert_file and sources\[0\]\.tls\.key_file\)/,
+    );
+  });
+
+  it('refuses label names Prometheus or the source label would not allow', () => {
+    for (const [label, rule] of [
+      ['source', 'the source label is the source'],
+      ['__meta', 'must be a Prometheus label name'],
+      ['"1env"', 'must be a Prometheus label name'],
+    ] as const) {
+      const file = write(`sources:\n${entry('a', [`labels: {${label}: x}`])}\n`);
+      expect(configError({ CONFIG_FILE: file }).message, label).toMatch(new RegExp(`line 7: sources\\[0\\]\\.labels\\..*: ${rule}`));
+    }
+  });
+
+  it('refuses the upstream settings of the environment beside it, naming the variable', () => {
+    const file = write(`sources:\n${entry('a')}\n`);
+    for (const variable of ['STATISTICS_URL', 'CLIENT_SECRET', 'TLS_CA_FILE']) {
+      const err = configError({ CONFIG_FILE: file, [variable]: 'https://x.test/' });
+      expect(err.variable).toBe(variable);
+      expect(err.message).toMatch(new RegExp(`^${variable} must not be set together with CONFIG_FILE`));
+    }
+    expect(configError({ CONFIG_FILE: file, CLIENT_SECRET: 'env-secret-value' }).message).not.toContain('env-secret-value');
+  });
+
+  it('reports invalid YAML and an unreadable file with CONFIG_FILE', () => {
+    const broken = write('sources:\n  - name: a\n    name: b\n');
+    expect(configError({ CONFIG_FILE: broken }).message).toMatch(new RegExp(`^CONFIG_FILE ${broken} line 3: not valid YAML: Map keys must be unique`));
+    const missing = configError({ CONFIG_FILE: join(dir, 'absent.yaml') });
+    expect(missing.variable).toBe('CONFIG_FILE');
+    expect(missing.message).toMatch(/^CONFIG_FILE must name a readable file \(ENOENT\)/);
+  });
+
+  it('leaves the environment alone as one source named default when unset', () => {
+    const config = loadConfig({ STATISTICS_URL: 'https://s.test/', AUTH_URL: 'https://a.test/', CLIENT_ID: 'c', CLIENT_SECRET: 'secret' });
+    expect(config.sources.map((s) => [s.name, s.labels])).toEqual([['default', {}]]);
+    expect(config.sources[0]!.upstream!.clientSecretVariable).toBe('CLIENT_SECRET');
+  });
+});
