@@ -11,6 +11,7 @@ import { MIGRATIONS } from '../helpers/migrations.js';
 import { expectExactDataset, simClient, syncConfig } from '../helpers/sync.js';
 
 describe('embedded PGlite database', () => {
+  // Two starts of PGlite (WebAssembly) and a sync: well within the default timeout on a quiet machine, not on a loaded one.
   it('runs the migrations through pg, keeps data across restarts, and partitions records', async () => {
     // Initialised but empty (PGlite's first start in an empty folder is serve.test.ts's `npm start` case).
     const dir = await initialisedDataDir('ae-pglite-');
@@ -59,5 +60,5 @@ describe('embedded PGlite database', () => {
       );
       return parts.map((r) => r.name);
     }
-  });
+  }, 90_000);
 });
