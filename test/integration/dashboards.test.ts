@@ -177,6 +177,9 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
     const healthVars = options.get('analytics-exporter-health')!;
     expect(healthVars.get('job')).toEqual([stack.job]);
     expect(healthVars.get('instance')).toEqual([new URL(stack.serve.url).host]);
+    // The stack's exporter reads the environment's one source, `default`: every series names it.
+    expect(healthVars.get('source')).toEqual(['default']);
+    expect(usageVars.get('source')).toEqual(['default']);
 
     const prom = queries('prometheus');
     expect(prom.length).toBeGreaterThan(40);
@@ -253,6 +256,7 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
           if (!v.includeAll) expect(values, `${d.uid} variable ${v.name} offers its default`).toContain(v.current?.value);
         }
         expect(selections.schema).toEqual({ values: [stack.schema] });
+        expect(selections.source).toEqual({ values: ['default'], all: true });
         // The rollup's customers are exactly the customer ids of the stored records in the range.
         const raw = await run(
           'distinct customers of records',
