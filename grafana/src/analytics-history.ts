@@ -18,6 +18,10 @@
  * columns of records_hourly), do not accept custom values, and a regex keeps only lower-case SQL
  * identifiers (the rule DATABASE_SCHEMA and ROLLUP_DIMENSIONS enforce). The time of a record is
  * the `event_time` column (RECORD_TIME_FIELD of the exporter).
+ *
+ * Every table carries a `source` column (the environment or API client the rows came from: the
+ * `sources` of CONFIG_FILE, or `default`), and every query keeps the sources picked in `$source`
+ * (a literal array, like the customers). Tables show the source, and series are split by it.
  */
 import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import * as common from '@grafana/grafana-foundation-sdk/common';
@@ -88,19 +92,21 @@ const CUSTOMER_COLUMN = '${customer_dimension}';
  * customers, `ARRAY[]` still parses and the panels show "No data" instead of a syntax error.
  */
 const PICKED = 'ANY (ARRAY[${customer:sqlstring}]::text[])';
+/** Sources picked in `$source`, as {@link PICKED} (an array, so that no source at all still parses). */
+export const SOURCES = 'ANY (ARRAY[${source:sqlstring}]::text[])';
 /**
  * `window_start` within {@link MAX_WINDOW_SQL} of the time range: true of every record (and
  * rollup row) of the range, and lets PostgreSQL read only the partitions of `records`, and the
  * part of records_hourly's index (keyed by window_start first), that can hold it.
  */
 const WINDOW_BOUND = `window_start > CAST($__timeFrom() AS timestamptz) - ${MAX_WINDOW_SQL}\n  AND window_start < CAST($__timeTo() AS timestamptz) + ${MAX_WINDOW_SQL}`;
-/** Rollup rows of the hours starting in the time range and of the customers picked. */
-const ROLLUP_WHERE = `WHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER_COLUMN} = ${PICKED}`;
+/** Rollup rows of the hours starting in the time range, of the sources and of the customers picked. */
+const ROLLUP_WHERE = `WHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND source = ${SOURCES}\n  AND ${CUSTOMER_COLUMN} = ${PICKED}`;
 /**
- * Records of the time range and of the customers picked, with `window_start` bounded too so that
- * only the partitions that can hold the range are read.
+ * Records of the time range, of the sources and of the customers picked, with `window_start`
+ * bounded too so that only the partitions that can hold the range are read.
  */
-const WHERE = `WHERE $__timeFilter(event_time)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER} = ${PICKED}`;
+const WHERE = `WHERE $__timeFilter(event_time)\n  AND ${WINDOW_BOUND}\n  AND source = ${SOURCES}\n  AND ${CUSTOMER} = ${PICKED}`;
 
 const ROLLUP_NOTE =
   'Read from the rollup records_hourly (exact counts per UTC hour, summed over its rows), so it counts whole hours: those starting in the time range. A record without an event time counts at its window start.';
@@ -137,7 +143,7 @@ function countStat(title: string, description: string, rawSql: string): stat.Pan
     .span(6);
 }
 
-/** Stacked bars of the rollup's records per UTC day, one series per value of the rollup column `column`. */
+/** Stacked bars of the rollup's records per UTC day, one series per source and value of the rollup column `column`. */
 function dailyBars(title: string, description: string, column: string): timeseries.PanelBuilder {
   return new timeseries.PanelBuilder()
     .title(title)
@@ -146,7 +152,7 @@ function dailyBars(title: string, description: string, column: string): timeseri
     .withTarget(
       sqlQuery(
         'A',
-        `SELECT\n  $__timeGroupAlias(bucket, 1d),\n  coalesce(${column}, '(none)') AS metric,\n  sum(records) AS value\nFROM ${ROLLUP}\n${ROLLUP_WHERE}\nGROUP BY 1, 2\nORDER BY 1, 2`,
+        `SELECT\n  $__timeGroupAlias(bucket, 1d),\n  source || ' / ' || coalesce(${column}, '(none)') AS metric,\n  sum(records) AS value\nFROM ${ROLLUP}\n${ROLLUP_WHERE}\nGROUP BY 1, 2\nORDER BY 1, 2`,
         PostgresFormat.TimeSeries,
       ),
     )
@@ -196,9 +202,20 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
         .includeAll(false)
         .allowCustomValue(false)
         .current({ selected: true, text: 'analytics', value: 'analytics' }),
+    )
+    .withVariable(
+      multiSelectVariable('source', {
+        label: 'Source',
+        description:
+          'Sources (environments or API clients: the `sources` of CONFIG_FILE, or `default`) the ETL keeps a watermark for (sync_state). Used only as SQL string literals.',
+        type: POSTGRES_DATASOURCE_TYPE,
+        query: 'SELECT DISTINCT source FROM ${schema}.sync_state ORDER BY 1',
+        sort: dashboard.VariableSort.AlphabeticalAsc,
+        allowCustomValue: false,
+      }),
     );
   for (const v of DIMENSION_VARIABLES) {
-    const query = `SELECT column_name FROM information_schema.columns WHERE table_schema = \${schema:sqlstring} AND table_name = 'records_hourly' AND column_name NOT IN ('bucket', 'window_start', 'records') ORDER BY ordinal_position`;
+    const query = `SELECT column_name FROM information_schema.columns WHERE table_schema = \${schema:sqlstring} AND table_name = 'records_hourly' AND column_name NOT IN ('source', 'bucket', 'window_start', 'records') ORDER BY ordinal_position`;
     builder.withVariable(
       new dashboard.QueryVariableBuilder(v.name)
         .label(v.label)
@@ -217,7 +234,7 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     );
   }
   for (const v of FIELD_VARIABLES) {
-    const query = 'SELECT path FROM ${schema}.record_fields WHERE records > 0 ORDER BY 1';
+    const query = `SELECT DISTINCT path FROM \${schema}.record_fields WHERE records > 0 AND source = ${SOURCES} ORDER BY 1`;
     builder.withVariable(
       new dashboard.QueryVariableBuilder(v.name)
         .label(v.label)
@@ -235,12 +252,12 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
         .current({ selected: true, text: v.default, value: v.default }),
     );
   }
-  const customerQuery = `SELECT DISTINCT ${CUSTOMER_COLUMN} AS customer\nFROM ${ROLLUP}\nWHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND ${CUSTOMER_COLUMN} IS NOT NULL\nORDER BY 1`;
+  const customerQuery = `SELECT DISTINCT ${CUSTOMER_COLUMN} AS customer\nFROM ${ROLLUP}\nWHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND source = ${SOURCES}\n  AND ${CUSTOMER_COLUMN} IS NOT NULL\nORDER BY 1`;
   builder
     .withVariable(
       multiSelectVariable('customer', {
         label: 'Customer',
-        description: 'Customers (values of the rollup column picked in "Customer column") with records in the time range.',
+        description: 'Customers (values of the rollup column picked in "Customer column") with records of the selected sources in the time range.',
         type: POSTGRES_DATASOURCE_TYPE,
         query: customerQuery,
         sort: dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc,
@@ -252,14 +269,14 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withPanel(
       countStat(
         'Records',
-        `Records of the selected customers in the time range. ${ROLLUP_NOTE}`,
+        `Records of the selected sources and customers in the time range. ${ROLLUP_NOTE}`,
         `SELECT coalesce(sum(records), 0) AS "records"\nFROM ${ROLLUP}\n${ROLLUP_WHERE}`,
       ),
     )
     .withPanel(
       countStat(
         'Customers',
-        `Selected customers with at least one record in the time range: an exact distinct count, since the customer is a rollup column. ${ROLLUP_NOTE}`,
+        `Selected customers with at least one record of the selected sources in the time range: an exact distinct count, since the customer is a rollup column. ${ROLLUP_NOTE}`,
         `SELECT count(DISTINCT ${CUSTOMER_COLUMN}) AS "customers"\nFROM ${ROLLUP}\n${ROLLUP_WHERE}\n  AND records > 0`,
       ),
     )
@@ -273,13 +290,22 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withPanel(
       new stat.PanelBuilder()
         .title('Loaded up to')
-        .description('The sync watermark (sync_state): records are loaded without a gap up to this instant. Independent of the time range and customers.')
+        .description(
+          'The sync watermark (sync_state) of each selected source: its records are loaded without a gap up to this instant. Independent of the time range and customers.',
+        )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
-        .withTarget(sqlQuery('A', 'SELECT extract(epoch FROM watermark) * 1000 AS "watermark"\nFROM ${schema}.sync_state', PostgresFormat.Table))
+        .withTarget(
+          sqlQuery(
+            'A',
+            `SELECT\n  source AS "Source",\n  extract(epoch FROM watermark) * 1000 AS "watermark"\nFROM \${schema}.sync_state\nWHERE source = ${SOURCES}\nORDER BY 1`,
+            PostgresFormat.Table,
+          ),
+        )
         .unit('dateTimeFromNow')
         .graphMode(common.BigValueGraphMode.None)
         .colorMode(common.BigValueColorMode.None)
-        .reduceOptions(lastValue())
+        // One value per row, named by its source.
+        .reduceOptions(new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(true))
         .noValue('never synced')
         .height(4)
         .span(6),
@@ -289,26 +315,28 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withPanel(
       dailyBars(
         'Records per event type per day',
-        `Records of the selected customers per UTC day, by event type (rollup column picked in "Event type column"). ${ROLLUP_NOTE}`,
+        `Records of the selected customers per UTC day, by source and event type (rollup column picked in "Event type column"). ${ROLLUP_NOTE}`,
         EVENT_COLUMN,
       ),
     )
     .withPanel(
       dailyBars(
         'Records per customer per day',
-        `Records per UTC day, by selected customer (rollup column picked in "Customer column"). ${ROLLUP_NOTE}`,
+        `Records per UTC day, by source and selected customer (rollup column picked in "Customer column"). ${ROLLUP_NOTE}`,
         CUSTOMER_COLUMN,
       ),
     )
     .withPanel(
       new table.PanelBuilder()
         .title('Records per customer')
-        .description(`Per selected customer: records, distinct event types, and the first and last hour with records in the time range. ${ROLLUP_NOTE}`)
+        .description(
+          `Per source and selected customer: records, distinct event types, and the first and last hour with records in the time range. ${ROLLUP_NOTE}`,
+        )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
           sqlQuery(
             'A',
-            `SELECT\n  ${CUSTOMER_COLUMN} AS "Customer",\n  sum(records) AS "Records",\n  count(DISTINCT ${EVENT_COLUMN}) AS "Event types",\n  min(bucket) AS "First hour",\n  max(bucket) AS "Last hour"\nFROM ${ROLLUP}\n${ROLLUP_WHERE}\nGROUP BY 1\nORDER BY 2 DESC, 1`,
+            `SELECT\n  source AS "Source",\n  ${CUSTOMER_COLUMN} AS "Customer",\n  sum(records) AS "Records",\n  count(DISTINCT ${EVENT_COLUMN}) AS "Event types",\n  min(bucket) AS "First hour",\n  max(bucket) AS "Last hour"\nFROM ${ROLLUP}\n${ROLLUP_WHERE}\nGROUP BY 1, 2\nORDER BY 3 DESC, 1, 2`,
             PostgresFormat.Table,
           ),
         )
@@ -321,12 +349,14 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withPanel(
       new table.PanelBuilder()
         .title('Recent records')
-        .description(`The 100 latest records of the selected customers in the time range, newest first, with the whole payload as stored. ${RECORDS_NOTE}`)
+        .description(
+          `The 100 latest records of the selected sources and customers in the time range, newest first, with their source and the whole payload as stored. ${RECORDS_NOTE}`,
+        )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
           sqlQuery(
             'A',
-            `SELECT\n  event_time AS "Event time",\n  ${EVENT} AS "Event type",\n  ${CUSTOMER} AS "Customer",\n  ${USER} AS "User",\n  payload::text AS "Payload",\n  loaded_at AS "Loaded",\n  run_id AS "Run"\nFROM ${RECORDS}\n${WHERE}\nORDER BY event_time DESC, id DESC\nLIMIT 100`,
+            `SELECT\n  event_time AS "Event time",\n  source AS "Source",\n  ${EVENT} AS "Event type",\n  ${CUSTOMER} AS "Customer",\n  ${USER} AS "User",\n  payload::text AS "Payload",\n  loaded_at AS "Loaded",\n  run_id AS "Run"\nFROM ${RECORDS}\n${WHERE}\nORDER BY event_time DESC, id DESC\nLIMIT 100`,
             PostgresFormat.Table,
           ),
         )
@@ -342,13 +372,13 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
       new table.PanelBuilder()
         .title('Sync runs')
         .description(
-          'The 100 latest sync runs started in the time range (sync_runs), newest first: the range each covered, what it loaded, how it ended and why it failed.',
+          'The 100 latest sync runs of the selected sources started in the time range (sync_runs), newest first: the source, the range each covered, what it loaded, how it ended and why it failed.',
         )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
           sqlQuery(
             'A',
-            'SELECT\n  id AS "Run",\n  started_at AS "Started",\n  status AS "Status",\n  extract(epoch FROM finished_at - started_at) AS "Duration",\n  range_start AS "From",\n  range_end AS "To",\n  windows AS "Windows",\n  pages AS "Pages",\n  records AS "Records",\n  error AS "Error"\nFROM ${schema}.sync_runs\nWHERE $__timeFilter(started_at)\nORDER BY started_at DESC, id DESC\nLIMIT 100',
+            `SELECT\n  id AS "Run",\n  source AS "Source",\n  started_at AS "Started",\n  status AS "Status",\n  extract(epoch FROM finished_at - started_at) AS "Duration",\n  range_start AS "From",\n  range_end AS "To",\n  windows AS "Windows",\n  pages AS "Pages",\n  records AS "Records",\n  error AS "Error"\nFROM \${schema}.sync_runs\nWHERE $__timeFilter(started_at)\n  AND source = ${SOURCES}\nORDER BY started_at DESC, id DESC\nLIMIT 100`,
             PostgresFormat.Table,
           ),
         )
@@ -383,13 +413,13 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
       new timeseries.PanelBuilder()
         .title('Stored and reported records per day')
         .description(
-          "Per UTC day of the windows (sync_windows.window_start): records stored, and the total E6 reported for the same windows. They differ only by records at a window's end, left to the next window; a lasting gap means a window to re-sync. Independent of the customers.",
+          "Per selected source and UTC day of the windows (sync_windows.window_start): records stored, and the total E6 reported for the same windows. They differ only by records at a window's end, left to the next window; a lasting gap means a window to re-sync. Independent of the customers.",
         )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
           sqlQuery(
             'A',
-            'SELECT\n  $__timeGroupAlias(window_start, 1d),\n  sum(record_count) AS "stored",\n  sum(total_records) AS "reported by E6"\nFROM ${schema}.sync_windows\nWHERE $__timeFilter(window_start)\nGROUP BY 1\nORDER BY 1',
+            `SELECT\n  $__timeGroupAlias(window_start, 1d),\n  source AS metric,\n  sum(record_count) AS "stored",\n  sum(total_records) AS "reported by E6"\nFROM \${schema}.sync_windows\nWHERE $__timeFilter(window_start)\n  AND source = ${SOURCES}\nGROUP BY 1, 2\nORDER BY 1, 2`,
             PostgresFormat.TimeSeries,
           ),
         )
@@ -406,8 +436,8 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withPanel(
       countStat(
         'Quarantined records',
-        `Records quarantined for the windows in the time range. ${QUARANTINE_NOTE}`,
-        `SELECT count(*) AS "quarantined"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)`,
+        `Records of the selected sources quarantined for the windows in the time range. ${QUARANTINE_NOTE}`,
+        `SELECT count(*) AS "quarantined"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)\n  AND source = ${SOURCES}`,
       )
         .colorMode(common.BigValueColorMode.Background)
         .thresholds(thresholds(1, QUARANTINE_RED))
@@ -417,13 +447,13 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
       new table.PanelBuilder()
         .title('Latest quarantined records')
         .description(
-          `The 100 latest quarantined records of the windows in the time range, newest first: where in the record (JSON path) and what PostgreSQL jsonb refuses, and the record's JSON text as E6 sent it, cut at ${PAYLOAD_EXCERPT_CHARS} characters (all of it is in records_quarantine.payload_text; U+0000 shows as \\u0000). ${QUARANTINE_NOTE}`,
+          `The 100 latest quarantined records of the selected sources and of the windows in the time range, newest first, with their source: where in the record (JSON path) and what PostgreSQL jsonb refuses, and the record's JSON text as E6 sent it, cut at ${PAYLOAD_EXCERPT_CHARS} characters (all of it is in records_quarantine.payload_text; U+0000 shows as \\u0000). ${QUARANTINE_NOTE}`,
         )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
           sqlQuery(
             'A',
-            `SELECT\n  window_start AS "Window start",\n  window_end AS "Window end",\n  event_time AS "Event time",\n  json_path AS "Path",\n  reason AS "Reason",\n  CASE WHEN length(payload_text) > ${PAYLOAD_EXCERPT_CHARS} THEN left(payload_text, ${PAYLOAD_EXCERPT_CHARS}) || '…' ELSE payload_text END AS "Payload text",\n  loaded_at AS "Loaded",\n  run_id AS "Run"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)\nORDER BY id DESC\nLIMIT 100`,
+            `SELECT\n  source AS "Source",\n  window_start AS "Window start",\n  window_end AS "Window end",\n  event_time AS "Event time",\n  json_path AS "Path",\n  reason AS "Reason",\n  CASE WHEN length(payload_text) > ${PAYLOAD_EXCERPT_CHARS} THEN left(payload_text, ${PAYLOAD_EXCERPT_CHARS}) || '…' ELSE payload_text END AS "Payload text",\n  loaded_at AS "Loaded",\n  run_id AS "Run"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)\n  AND source = ${SOURCES}\nORDER BY id DESC\nLIMIT 100`,
             PostgresFormat.Table,
           ),
         )

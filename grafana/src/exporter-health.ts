@@ -5,6 +5,9 @@
  *
  * Every query selects the exporter by `job` and `instance` variables over
  * `analytics_exporter_build_info`, so process_* and nodejs_* series of other targets stay out.
+ * Every upstream and sync family is labelled by `source` (one per configured environment or API
+ * client) and selected by the `source` variable as well; panels keep sources apart (`by (source)`,
+ * `{{source}}` in legends), since a sum over two environments means nothing.
  */
 import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import * as common from '@grafana/grafana-foundation-sdk/common';
@@ -26,9 +29,14 @@ import {
 /** uid of the dashboard (stable across Grafana instances; links use it). */
 export const EXPORTER_HEALTH_UID = 'analytics-exporter-health';
 
-/** Label selector of every query: the exporters picked in `$job` and `$instance`. */
+/** Label selector of the process-wide series (build_info, process_*, nodejs_*): the exporters picked in `$job` and `$instance`. */
 const SEL = 'job=~"$job", instance=~"$instance"';
-const m = (name: string) => `analytics_exporter_${name}{${SEL}}`;
+/** Label selector of the per-source families (upstream_*, token_*, sync_*): also the sources picked in `$source`. */
+const SOURCE_SEL = `${SEL}, source=~"$source"`;
+/** A per-source family of the exporter, selected by `$job`, `$instance` and `$source`. */
+const m = (name: string) => `analytics_exporter_${name}{${SOURCE_SEL}}`;
+/** A process-wide family of the exporter, selected by `$job` and `$instance`. */
+const p = (name: string) => `analytics_exporter_${name}{${SEL}}`;
 
 const lastValue = () => new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(false);
 const legend = () => new common.VizLegendOptionsBuilder().showLegend(true).displayMode(common.LegendDisplayMode.List).placement(common.LegendPlacement.Bottom);
@@ -75,7 +83,7 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
   const builder = new dashboard.DashboardBuilder('Exporter health')
     .uid(EXPORTER_HEALTH_UID)
     .description(
-      "Health of analytics-exporter from its own metrics (prefix analytics_exporter_): reads of the platform's Prometheus text (E7), HTTP requests and tokens, the ETL sync into PostgreSQL, and the Node.js process.",
+      "Health of analytics-exporter from its own metrics (prefix analytics_exporter_): reads of the platform's Prometheus text (E7), HTTP requests and tokens, the ETL sync into PostgreSQL, per source (variable Source), and the Node.js process.",
     )
     .tags([COMMON_TAG, 'exporter', 'prometheus'])
     .time({ from: 'now-6h', to: 'now' })
@@ -102,53 +110,72 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
         allValue: '.*',
       }),
     )
+    .withVariable(
+      multiSelectVariable('source', {
+        label: 'Source',
+        description:
+          'Sources (environments or API clients: the `sources` of CONFIG_FILE, or `default`) of the selected instances, from the `source` label of analytics_exporter_upstream_up.',
+        type: PROMETHEUS_DATASOURCE_TYPE,
+        query: 'label_values(analytics_exporter_upstream_up{job=~"$job", instance=~"$instance"}, source)',
+        sort: dashboard.VariableSort.AlphabeticalAsc,
+        allValue: '.*',
+      }),
+    )
 
     .withRow(new dashboard.RowBuilder('Now'))
     .withPanel(
       single(
         'Upstream up',
-        "Whether the last read of the platform's Prometheus text (E7) succeeded, for the worst selected instance. Down: /metrics still answers, with the exporter's own metrics only.",
+        "Whether the last read of the platform's Prometheus text (E7) succeeded, per source, for the worst selected instance. Down: /metrics still answers, with the exporter's own metrics and the other sources' samples.",
         'none',
-        `min(${m('upstream_up')})`,
+        `min by (source) (${m('upstream_up')})`,
+        '{{source}}',
       ).mappings([booleanMapping({ text: 'Down', color: 'red' }, { text: 'Up', color: 'green' })]),
     )
     .withPanel(
       single(
         'Sync lag',
-        'Time since the last successful sync run finished (time() - sync_last_success_timestamp_seconds), for the most up-to-date selected instance. With the default schedule (every 15 min) it stays under 15 min plus a run.',
+        'Time since the last successful sync run finished (time() - sync_last_success_timestamp_seconds), per source, for the most up-to-date selected instance. With the default schedule (every 15 min) it stays under 15 min plus a run.',
         's',
-        `time() - max(${m('sync_last_success_timestamp_seconds')})`,
+        `time() - max by (source) (${m('sync_last_success_timestamp_seconds')})`,
+        '{{source}}',
       ).thresholds(thresholds(1800, 3600)),
     )
     .withPanel(
       single(
         'Watermark lag',
-        'How far behind now the loaded records end (time() - sync_watermark_timestamp_seconds): SYNC_SETTLE plus the time since the last run, when the sync keeps up.',
+        'How far behind now the loaded records end (time() - sync_watermark_timestamp_seconds), per source: SYNC_SETTLE plus the time since the last run, when the sync keeps up.',
         's',
-        `time() - max(${m('sync_watermark_timestamp_seconds')})`,
+        `time() - max by (source) (${m('sync_watermark_timestamp_seconds')})`,
+        '{{source}}',
       ).thresholds(thresholds(3600, 7200)),
     )
     .withPanel(
       single(
         'Sync failures',
-        'Failed sync runs in the time range (increase of sync_failures_total); the reason is in the error column of sync_runs and in the log.',
+        'Failed sync runs in the time range (increase of sync_failures_total), per source; the reason is in the error column of sync_runs and in the log.',
         'short',
-        `sum(increase(${m('sync_failures_total')}[$__range]))`,
+        `sum by (source) (increase(${m('sync_failures_total')}[$__range]))`,
+        '{{source}}',
       )
         .decimals(0)
         .thresholds(thresholds(1, 3)),
     )
     .withPanel(
-      single('Sync running', 'Whether a sync run is in progress on any selected instance.', 'none', `max(${m('sync_running')})`).mappings([
-        booleanMapping({ text: 'Idle', color: 'text' }, { text: 'Running', color: 'blue' }),
-      ]),
+      single(
+        'Sync running',
+        'Whether a sync run is in progress on any selected instance, per source.',
+        'none',
+        `max by (source) (${m('sync_running')})`,
+        '{{source}}',
+      ).mappings([booleanMapping({ text: 'Idle', color: 'text' }, { text: 'Running', color: 'blue' })]),
     )
     .withPanel(
       single(
         'Version',
         'Version, revision and Node.js version of the selected exporters (build_info).',
         'none',
-        `max by (version, revision, nodejs_version) (${m('build_info')})`,
+        `max by (version, revision, nodejs_version) (${p('build_info')})`,
         '{{version}} ({{revision}}, Node.js {{nodejs_version}})',
       )
         .textMode(common.BigValueTextMode.Name)
@@ -157,48 +184,51 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
 
     .withRow(new dashboard.RowBuilder('Upstream reads (E7)'))
     .withPanel(
-      graph('Upstream up', "Whether the last read of the platform's Prometheus text (E7) succeeded (1) or not (0), per instance.", 'none', [
-        { expr: m('upstream_up'), legend: '{{instance}}' },
+      graph('Upstream up', "Whether the last read of the platform's Prometheus text (E7) succeeded (1) or not (0), per source and instance.", 'none', [
+        { expr: m('upstream_up'), legend: '{{source}} {{instance}}' },
       ]).max(1),
     )
     .withPanel(
-      graph('Upstream scrape duration', 'Duration of the last read of E7, per instance; bounded by the scrape timeout Prometheus sends (less 20 %).', 's', [
-        { expr: m('upstream_scrape_duration_seconds'), legend: '{{instance}}' },
-      ]),
+      graph(
+        'Upstream scrape duration',
+        'Duration of the last read of E7, per source and instance; bounded by the scrape timeout Prometheus sends (less 20 %).',
+        's',
+        [{ expr: m('upstream_scrape_duration_seconds'), legend: '{{source}} {{instance}}' }],
+      ),
     )
     .withPanel(
       graph(
         'Upstream samples',
-        'Upstream samples served per scrape: customers times event types; a drop to 0 with upstream up means the platform returned no counts.',
+        'Upstream samples served per scrape, per source and instance: customers times event types; a drop to 0 with upstream up means the platform returned no counts.',
         'short',
-        [{ expr: m('upstream_samples'), legend: '{{instance}}' }],
+        [{ expr: m('upstream_samples'), legend: '{{source}} {{instance}}' }],
       ),
     )
     .withPanel(
       graph(
         'Upstream errors by reason',
-        'Failed reads of E7 per second, by reason (the values of upstream_attempt_failures_total: timeout, network, http_<status>, content_type, invalid_body, token, other).',
+        'Failed reads of E7 per second, by source and reason (the values of upstream_attempt_failures_total: timeout, network, http_<status>, content_type, invalid_body, token, other).',
         'ops',
-        [{ expr: `sum by (reason) (rate(${m('upstream_errors_total')}[$__rate_interval]))`, legend: '{{reason}}' }],
+        [{ expr: `sum by (source, reason) (rate(${m('upstream_errors_total')}[$__rate_interval]))`, legend: '{{source}} {{reason}}' }],
       ),
     )
     .withPanel(
       graph(
         'Invalid upstream lines',
-        "Lines of the E7 text dropped as invalid per second, by reason, and upstream families dropped for colliding with the exporter's own names. Dropped data is never served.",
+        "Lines of the E7 text dropped as invalid per second, by source and reason, and upstream families dropped for colliding with the exporter's own names. Dropped data is never served.",
         'cps',
         [
-          { expr: `sum by (reason) (rate(${m('upstream_invalid_lines_total')}[$__rate_interval]))`, legend: '{{reason}}' },
-          { expr: `sum(rate(${m('upstream_dropped_families_total')}[$__rate_interval]))`, legend: 'dropped families' },
+          { expr: `sum by (source, reason) (rate(${m('upstream_invalid_lines_total')}[$__rate_interval]))`, legend: '{{source}} {{reason}}' },
+          { expr: `sum by (source) (rate(${m('upstream_dropped_families_total')}[$__rate_interval]))`, legend: '{{source}} dropped families' },
         ],
       ),
     )
     .withPanel(
       graph(
         'Time since last upstream success',
-        'Age of the last successful read of E7 (time() - upstream_last_success_timestamp_seconds); upstream samples are never served older than METRICS_CACHE_TTL.',
+        'Age of the last successful read of E7 (time() - upstream_last_success_timestamp_seconds), per source and instance; upstream samples are never served older than METRICS_CACHE_TTL.',
         's',
-        [{ expr: `time() - ${m('upstream_last_success_timestamp_seconds')}`, legend: '{{instance}}' }],
+        [{ expr: `time() - ${m('upstream_last_success_timestamp_seconds')}`, legend: '{{source}} {{instance}}' }],
       ),
     )
 
@@ -206,29 +236,37 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .withPanel(
       graph(
         'Request duration p95 by endpoint',
-        '95th percentile of HTTP request durations to the analytics API, by endpoint (analytics = E6, prometheus = E7), over the rate interval (at least four scrapes).',
+        '95th percentile of HTTP request durations to the analytics API, by source and endpoint (analytics = E6, prometheus = E7), over the rate interval (at least four scrapes).',
         's',
         [
           {
-            expr: `histogram_quantile(0.95, sum by (le, endpoint) (rate(${m('upstream_request_duration_seconds_bucket')}[$__rate_interval])))`,
-            legend: '{{endpoint}}',
+            expr: `histogram_quantile(0.95, sum by (le, source, endpoint) (rate(${m('upstream_request_duration_seconds_bucket')}[$__rate_interval])))`,
+            legend: '{{source}} {{endpoint}}',
           },
         ],
       ),
     )
     .withPanel(
-      graph('Requests by endpoint and status', 'HTTP requests to the analytics API per second, by endpoint and status code (error = no response).', 'reqps', [
-        { expr: `sum by (endpoint, code) (rate(${m('upstream_request_duration_seconds_count')}[$__rate_interval]))`, legend: '{{endpoint}} {{code}}' },
-      ]),
+      graph(
+        'Requests by endpoint and status',
+        'HTTP requests to the analytics API per second, by source, endpoint and status code (error = no response).',
+        'reqps',
+        [
+          {
+            expr: `sum by (source, endpoint, code) (rate(${m('upstream_request_duration_seconds_count')}[$__rate_interval]))`,
+            legend: '{{source}} {{endpoint}} {{code}}',
+          },
+        ],
+      ),
     )
     .withPanel(
       graph(
         'Retries and token requests',
-        'Upstream requests retried after a transient failure (429, 502-504, network, timeouts) per second, by endpoint; and OAuth2 token requests to the identity host (E0) per second, by outcome.',
+        'Upstream requests retried after a transient failure (429, 502-504, network, timeouts) per second, by source and endpoint; and OAuth2 token requests to the identity host (E0) per second, by source and outcome.',
         'ops',
         [
-          { expr: `sum by (endpoint) (rate(${m('upstream_retries_total')}[$__rate_interval]))`, legend: 'retry {{endpoint}}' },
-          { expr: `sum by (outcome) (rate(${m('token_requests_total')}[$__rate_interval]))`, legend: 'token {{outcome}}' },
+          { expr: `sum by (source, endpoint) (rate(${m('upstream_retries_total')}[$__rate_interval]))`, legend: '{{source}} retry {{endpoint}}' },
+          { expr: `sum by (source, outcome) (rate(${m('token_requests_total')}[$__rate_interval]))`, legend: '{{source}} token {{outcome}}' },
         ],
       ),
     )
@@ -237,12 +275,12 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .withPanel(
       graph(
         'Records and pages loaded',
-        'Analytics records and E6 pages written to PostgreSQL per second (re-loaded windows count again).',
+        'Analytics records, E6 pages and windows written to PostgreSQL per second, per source (re-loaded windows count again).',
         'cps',
         [
-          { expr: `sum(rate(${m('sync_records_total')}[$__rate_interval]))`, legend: 'records' },
-          { expr: `sum(rate(${m('sync_pages_total')}[$__rate_interval]))`, legend: 'pages' },
-          { expr: `sum(rate(${m('sync_windows_total')}[$__rate_interval]))`, legend: 'windows' },
+          { expr: `sum by (source) (rate(${m('sync_records_total')}[$__rate_interval]))`, legend: '{{source}} records' },
+          { expr: `sum by (source) (rate(${m('sync_pages_total')}[$__rate_interval]))`, legend: '{{source}} pages' },
+          { expr: `sum by (source) (rate(${m('sync_windows_total')}[$__rate_interval]))`, legend: '{{source}} windows' },
         ],
         12,
       ),
@@ -250,12 +288,12 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .withPanel(
       graph(
         'Sync runs, failures and skipped ticks',
-        'Sync runs finished, runs failed, and scheduled ticks skipped because a run was still going, per second.',
+        'Sync runs finished, runs failed, and scheduled ticks skipped because a run was still going, per second and source.',
         'ops',
         [
-          { expr: `sum(rate(${m('sync_runs_total')}[$__rate_interval]))`, legend: 'runs' },
-          { expr: `sum(rate(${m('sync_failures_total')}[$__rate_interval]))`, legend: 'failures' },
-          { expr: `sum(rate(${m('sync_skipped_total')}[$__rate_interval]))`, legend: 'skipped ticks' },
+          { expr: `sum by (source) (rate(${m('sync_runs_total')}[$__rate_interval]))`, legend: '{{source}} runs' },
+          { expr: `sum by (source) (rate(${m('sync_failures_total')}[$__rate_interval]))`, legend: '{{source}} failures' },
+          { expr: `sum by (source) (rate(${m('sync_skipped_total')}[$__rate_interval]))`, legend: '{{source}} skipped ticks' },
         ],
         12,
       ),
@@ -263,24 +301,31 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .withPanel(
       graph(
         'Sync and watermark lag',
-        'Time since the last successful run finished, and how far behind now the loaded records end, per instance.',
+        'Time since the last successful run finished, and how far behind now the loaded records end, per source and instance.',
         's',
         [
-          { expr: `time() - ${m('sync_last_success_timestamp_seconds')}`, legend: 'last success {{instance}}' },
-          { expr: `time() - ${m('sync_watermark_timestamp_seconds')}`, legend: 'watermark {{instance}}' },
+          { expr: `time() - ${m('sync_last_success_timestamp_seconds')}`, legend: '{{source}} last success {{instance}}' },
+          { expr: `time() - ${m('sync_watermark_timestamp_seconds')}`, legend: '{{source}} watermark {{instance}}' },
         ],
         12,
       ),
     )
     .withPanel(
-      graph('Sync duration', 'Duration of the last finished sync run, per instance.', 's', [{ expr: m('sync_duration_seconds'), legend: '{{instance}}' }], 12),
+      graph(
+        'Sync duration',
+        'Duration of the last finished sync run, per source and instance.',
+        's',
+        [{ expr: m('sync_duration_seconds'), legend: '{{source}} {{instance}}' }],
+        12,
+      ),
     )
     .withPanel(
       single(
         'Quarantined records',
-        'Records the sync quarantined in the time range (increase of sync_records_quarantined_total): records E6 sent that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels), kept as sent in the table records_quarantine (payload_text, json_path, reason) instead of records. A re-loaded window counts its records again. The Analytics history dashboard lists them.',
+        'Records the sync quarantined in the time range (increase of sync_records_quarantined_total), per source: records E6 sent that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels), kept as sent in the table records_quarantine (payload_text, json_path, reason) instead of records. A re-loaded window counts its records again. The Analytics history dashboard lists them.',
         'short',
-        `sum(increase(${m('sync_records_quarantined_total')}[$__range]))`,
+        `sum by (source) (increase(${m('sync_records_quarantined_total')}[$__range]))`,
+        '{{source}}',
       )
         .decimals(0)
         .thresholds(thresholds(1, QUARANTINE_RED))
@@ -290,11 +335,11 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .withPanel(
       graph(
         'Quarantined records and unstable instants',
-        'Records quarantined per second (sync_records_quarantined_total), and reads of an instant that disagreed per second (sync_unstable_instants_total: an instant, a part of SYNC_MIN_SPLIT holding more than a page, is read twice; a disagreement is read again and fails the run after SYNC_WINDOW_ATTEMPTS).',
+        'Records quarantined per second and source (sync_records_quarantined_total), and reads of an instant that disagreed per second (sync_unstable_instants_total: an instant, a part of SYNC_MIN_SPLIT holding more than a page, is read twice; a disagreement is read again and fails the run after SYNC_WINDOW_ATTEMPTS).',
         'cps',
         [
-          { expr: `sum(rate(${m('sync_records_quarantined_total')}[$__rate_interval]))`, legend: 'quarantined records' },
-          { expr: `sum(rate(${m('sync_unstable_instants_total')}[$__rate_interval]))`, legend: 'unstable instants' },
+          { expr: `sum by (source) (rate(${m('sync_records_quarantined_total')}[$__rate_interval]))`, legend: '{{source}} quarantined records' },
+          { expr: `sum by (source) (rate(${m('sync_unstable_instants_total')}[$__rate_interval]))`, legend: '{{source}} unstable instants' },
         ],
         18,
       ),

@@ -6,7 +6,10 @@
  * the scrape, not a counter: panels graph and sum the values as they are and never apply
  * rate()/increase() to them (test/unit/dashboards.test.ts checks this). Every selector is filtered
  * by the `job` and `instance` variables, so the series of two exporters scraped by one Prometheus
- * are never added up.
+ * are never added up, and by the `source` variable: the exporter labels every upstream sample with
+ * the `source` (environment or API client) it read it from, and the panels keep sources apart
+ * (`by (source)`, `{{source}}` in legends), since the same customer in production and in a sandbox
+ * is not one customer's usage.
  */
 import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import * as bargauge from '@grafana/grafana-foundation-sdk/bargauge';
@@ -33,9 +36,10 @@ export const PLATFORM_USAGE_UID = 'analytics-platform-usage';
 
 /**
  * Label selector of every upstream query: the exporters picked in `$job` and `$instance` (two
- * exporters feeding one Prometheus are not summed together) and the customers picked in `$customer`.
+ * exporters feeding one Prometheus are not summed together), the sources picked in `$source` and
+ * the customers picked in `$customer`.
  */
-const CUSTOMER = 'job=~"$job", instance=~"$instance", customer=~"$customer"';
+const CUSTOMER = 'job=~"$job", instance=~"$instance", source=~"$source", customer=~"$customer"';
 /** All seven upstream families at once, by name. */
 const ALL_FAMILIES = `{__name__=~"${UPSTREAM_FAMILIES.map((f) => f.metric).join('|')}", ${CUSTOMER}}`;
 
@@ -55,7 +59,7 @@ function totalStat(title: string, description: string, expr: string): stat.Panel
     .title(title)
     .description(`${description} ${WINDOW_NOTE}`)
     .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-    .withTarget(promQuery('A', expr, title, true))
+    .withTarget(promQuery('A', expr, '{{source}}', true))
     .unit('short')
     .decimals(0)
     .graphMode(common.BigValueGraphMode.None)
@@ -65,13 +69,13 @@ function totalStat(title: string, description: string, expr: string): stat.Panel
     .span(4);
 }
 
-/** A horizontal bar gauge of the ten selected customers with the most of `sum` (events now). */
+/** A horizontal bar gauge of the ten selected customers (of any selected source) with the most of `sum` (events now). */
 function topCustomers(title: string, description: string, sum: string): bargauge.PanelBuilder {
   return new bargauge.PanelBuilder()
     .title(title)
     .description(`${description} ${WINDOW_NOTE}`)
     .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-    .withTarget(promQuery('A', `topk(10, sum by (customer) (${sum}))`, '{{customer}}', true))
+    .withTarget(promQuery('A', `topk(10, sum by (source, customer) (${sum}))`, '{{source}} / {{customer}}', true))
     .unit('short')
     .decimals(0)
     .min(0)
@@ -91,7 +95,7 @@ export function platformUsageDashboard(): dashboard.Dashboard {
   const builder = new dashboard.DashboardBuilder('Platform usage')
     .uid(PLATFORM_USAGE_UID)
     .description(
-      'Usage of the forms platform per customer, from the event counts the platform publishes (E7) and analytics-exporter re-exposes. ' +
+      'Usage of the forms platform per customer and source (environment or API client), from the event counts the platform publishes (E7) and analytics-exporter re-exposes. ' +
         `${WINDOW_NOTE} Assumes the exporter runs without UPSTREAM_METRIC_PREFIX (metric names as the platform writes them, e.g. userlogin_event_count).`,
     )
     .tags([COMMON_TAG, 'platform', 'prometheus'])
@@ -120,38 +124,61 @@ export function platformUsageDashboard(): dashboard.Dashboard {
       }),
     )
     .withVariable(
+      multiSelectVariable('source', {
+        label: 'Source',
+        description:
+          'Sources (environments or API clients: the `sources` of CONFIG_FILE, or `default`) of the selected exporters, from the `source` label the exporter adds to every upstream sample.',
+        type: PROMETHEUS_DATASOURCE_TYPE,
+        query: `label_values(${logins.metric}{job=~"$job", instance=~"$instance"}, source)`,
+        sort: dashboard.VariableSort.AlphabeticalAsc,
+        allValue: '.*',
+      }),
+    )
+    .withVariable(
       multiSelectVariable('customer', {
         label: 'Customer',
         description:
-          'Customers (label `customer` of the upstream families) of the selected exporters, from those with login counts in the selected time range.',
+          'Customers (label `customer` of the upstream families) of the selected exporters and sources, from those with login counts in the selected time range.',
         type: PROMETHEUS_DATASOURCE_TYPE,
-        query: `label_values(${logins.metric}{job=~"$job", instance=~"$instance"}, customer)`,
+        query: `label_values(${logins.metric}{job=~"$job", instance=~"$instance", source=~"$source"}, customer)`,
         sort: dashboard.VariableSort.AlphabeticalCaseInsensitiveAsc,
         allValue: '.*',
       }),
     )
 
     .withRow(new dashboard.RowBuilder('Totals over METRICS_WINDOW'))
-    .withPanel(totalStat(logins.title, 'Logins of the selected customers.', `sum(${logins.metric}{${CUSTOMER}})`))
-    .withPanel(totalStat('Dialogs submitted', 'Dialogs submitted by the selected customers.', `sum(dialogsubmitted_event_count{${CUSTOMER}})`))
-    .withPanel(totalStat('Documents created', 'Documents created by the selected customers.', `sum(documentcreated_event_count{${CUSTOMER}})`))
+    .withPanel(totalStat(logins.title, 'Logins of the selected customers, per source.', `sum by (source) (${logins.metric}{${CUSTOMER}})`))
+    .withPanel(
+      totalStat('Dialogs submitted', 'Dialogs submitted by the selected customers, per source.', `sum by (source) (dialogsubmitted_event_count{${CUSTOMER}})`),
+    )
+    .withPanel(
+      totalStat('Documents created', 'Documents created by the selected customers, per source.', `sum by (source) (documentcreated_event_count{${CUSTOMER}})`),
+    )
     .withPanel(
       totalStat(
         'Messages sent',
-        'SMS and e-mails sent for the selected customers.',
-        `sum({__name__=~"smssent_event_count|emailsent_event_count", ${CUSTOMER}})`,
+        'SMS and e-mails sent for the selected customers, per source.',
+        `sum by (source) ({__name__=~"smssent_event_count|emailsent_event_count", ${CUSTOMER}})`,
       ),
     )
-    .withPanel(totalStat('All events', 'Events of all seven types for the selected customers.', `sum(${ALL_FAMILIES})`))
-    .withPanel(totalStat('Active customers', 'Selected customers with at least one login.', `count(sum by (customer_id) (${logins.metric}{${CUSTOMER}}) > 0)`))
+    .withPanel(totalStat('All events', 'Events of all seven types for the selected customers, per source.', `sum by (source) (${ALL_FAMILIES})`))
+    .withPanel(
+      totalStat(
+        'Active customers',
+        'Selected customers with at least one login, per source.',
+        `count by (source) (sum by (source, customer_id) (${logins.metric}{${CUSTOMER}}) > 0)`,
+      ),
+    )
 
     .withRow(new dashboard.RowBuilder('Events over time'))
     .withPanel(
       new timeseries.PanelBuilder()
         .title('Events by type')
-        .description(`Events of each type, summed over the selected customers. ${WINDOW_NOTE}`)
+        .description(`Events of each type per source, summed over the selected customers. ${WINDOW_NOTE}`)
         .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-        .targets(UPSTREAM_FAMILIES.map((f, i) => promQuery(String.fromCharCode(65 + i), `sum(${f.metric}{${CUSTOMER}})`, f.title, false)))
+        .targets(
+          UPSTREAM_FAMILIES.map((f, i) => promQuery(String.fromCharCode(65 + i), `sum by (source) (${f.metric}{${CUSTOMER}})`, `{{source}} ${f.title}`, false)),
+        )
         .unit('short')
         .decimals(0)
         .min(0)
@@ -163,9 +190,9 @@ export function platformUsageDashboard(): dashboard.Dashboard {
     .withPanel(
       new timeseries.PanelBuilder()
         .title('Logins by customer')
-        .description(`Logins per selected customer. ${WINDOW_NOTE}`)
+        .description(`Logins per selected customer and source. ${WINDOW_NOTE}`)
         .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-        .withTarget(promQuery('A', `sum by (customer) (${logins.metric}{${CUSTOMER}})`, '{{customer}}', false))
+        .withTarget(promQuery('A', `sum by (source, customer) (${logins.metric}{${CUSTOMER}})`, '{{source}} / {{customer}}', false))
         .unit('short')
         .decimals(0)
         .min(0)
@@ -181,12 +208,14 @@ export function platformUsageDashboard(): dashboard.Dashboard {
     .withPanel(
       new table.PanelBuilder()
         .title('Events per customer')
-        .description(`One row per selected customer, one column per event type, the counts of now. ${WINDOW_NOTE}`)
+        .description(`One row per selected customer and source, one column per event type, the counts of now. ${WINDOW_NOTE}`)
         .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
         .targets(
           UPSTREAM_FAMILIES.map((f, i) =>
             // Table format gives one frame per query with a "Value #<refId>" column; merge joins them on the labels.
-            promQuery(String.fromCharCode(65 + i), `sum by (customer, customer_id) (${f.metric}{${CUSTOMER}})`, f.title, true).format(PromQueryFormat.Table),
+            promQuery(String.fromCharCode(65 + i), `sum by (source, customer, customer_id) (${f.metric}{${CUSTOMER}})`, f.title, true).format(
+              PromQueryFormat.Table,
+            ),
           ),
         )
         .withTransformation({ id: 'merge', options: {} })
@@ -195,6 +224,7 @@ export function platformUsageDashboard(): dashboard.Dashboard {
           options: {
             excludeByName: { Time: true },
             renameByName: {
+              source: 'Source',
               customer: 'Customer',
               customer_id: 'Customer id',
               ...Object.fromEntries(UPSTREAM_FAMILIES.map((f, i) => [`Value #${String.fromCharCode(65 + i)}`, f.title])),

@@ -1,5 +1,5 @@
 import { startServe, type RunningServer } from '../../src/app/serve.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { startPrometheus, type PrometheusServer } from './prometheus.js';
@@ -7,7 +7,10 @@ import { simulatorEnv } from './sync.js';
 
 /** The whole demo stack on loopback: simulator → serve (with a real PostgreSQL) → a real Prometheus scraping it. */
 export interface Stack {
+  /** The first source's simulator. */
   sim: Simulator;
+  /** Every source's simulator, in the order of {@link StackOptions.sources}. */
+  sims: Simulator[];
   serve: RunningServer;
   prometheus: PrometheusServer;
   /** The PostgreSQL URL serve writes to, and the schema. */
@@ -28,6 +31,11 @@ export interface StackOptions {
   ruleFiles?: string[];
   /** More environment for serve's configuration. */
   env?: Record<string, string>;
+  /**
+   * Names of the sources serve reads, each from a simulator of its own with other records (seed
+   * 1, 2, …), all loaded into the one database. Default: the environment's one source, `default`.
+   */
+  sources?: string[];
 }
 
 /**
@@ -38,37 +46,56 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const schema = options.schema ?? 'analytics';
   const job = 'analytics-exporter';
   const now = Date.now();
-  const sim = await startSimulator({ port: 0, records: options.records ?? 50_000, start: new Date(now - 7 * 86_400_000), end: new Date(now) });
+  const names = options.sources;
+  const sims: Simulator[] = [];
+  for (let i = 0; i < (names?.length ?? 1); i++) {
+    sims.push(
+      await startSimulator({
+        port: 0,
+        seed: names ? i + 1 : undefined,
+        records: options.records ?? 50_000,
+        start: new Date(now - 7 * 86_400_000),
+        end: new Date(now),
+      }),
+    );
+  }
+  const sim = sims[0]!;
   let serve: RunningServer | undefined;
   let prometheus: PrometheusServer | undefined;
   try {
-    const config = loadConfig({
-      ...simulatorEnv(sim),
-      DATABASE_URL: options.databaseUrl,
-      DATABASE_SCHEMA: schema,
-      METRICS_LISTEN: '127.0.0.1:0',
-      SYNC_START_DATE: '7d',
-      SYNC_SETTLE: '0',
-      SYNC_SCHEDULE: '*/10 * * * * *',
-      ...options.env,
-    });
+    const configOf = (s: Simulator): Config =>
+      loadConfig({
+        ...simulatorEnv(s),
+        DATABASE_URL: options.databaseUrl,
+        DATABASE_SCHEMA: schema,
+        METRICS_LISTEN: '127.0.0.1:0',
+        SYNC_START_DATE: '7d',
+        SYNC_SETTLE: '0',
+        SYNC_SCHEDULE: '*/10 * * * * *',
+        ...options.env,
+      });
+    const first = configOf(sim);
+    // Several sources: the environment's source of each simulator, renamed (the model a config file builds).
+    const config: Config = names ? { ...first, sources: sims.map((s, i) => ({ ...configOf(s).sources[0]!, name: names[i]! })) } : first;
     serve = await startServe(config, silentLogger);
     prometheus = await startPrometheus({
       scrapeConfigs: [{ job_name: job, scrape_interval: '1s', scrape_timeout: '1s', static_configs: [{ targets: [new URL(serve.url).host] }] }],
       ...(options.ruleFiles ? { ruleFiles: options.ruleFiles } : {}),
     });
-    await prometheus.waitFor(`analytics_exporter_sync_runs_total{job="${job}"} >= 1`, (r) => r.length === 1, 60_000);
+    // Every source has finished a run (one series per source).
+    await prometheus.waitFor(`count(analytics_exporter_sync_runs_total{job="${job}"} >= 1) == ${sims.length}`, (r) => r.length === 1, 60_000);
     await prometheus.waitFor(`up{job="${job}"} == 1`, (r) => r.length === 1, 30_000);
   } catch (err) {
     await prometheus?.stop();
     await serve?.stop();
-    await sim.close();
+    await Promise.all(sims.map((s) => s.close()));
     throw err;
   }
   const p = prometheus;
   const s = serve;
   return {
     sim,
+    sims,
     serve: s,
     prometheus: p,
     databaseUrl: options.databaseUrl,
@@ -77,7 +104,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     stop: async () => {
       await p.stop();
       await s.stop();
-      await sim.close();
+      await Promise.all(sims.map((x) => x.close()));
     },
   };
 }

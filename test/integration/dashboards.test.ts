@@ -4,6 +4,9 @@
  * every SQL query of every PostgreSQL panel and variable runs against the real schema the ETL
  * filled, with Grafana's variables and macros expanded by grafana/src/interpolate.ts.
  *
+ * The stack reads two sources (production and sandbox, each its own simulator with its own
+ * records) into one database, as a CONFIG_FILE with two sources does.
+ *
  * Each query runs twice: with every variable on "All", and with real values picked (two
  * customers, the stack's job and instance). A query must parse and, unless it is listed in
  * {@link MAY_BE_EMPTY} (PromQL) or {@link SQL_MAY_BE_EMPTY} with the reason, return data: a
@@ -37,6 +40,9 @@ const MAY_BE_EMPTY: Record<string, string> = {
 const SQL_MAY_BE_EMPTY: Record<string, string> = {
   'analytics-history / Latest quarantined records / A': 'records_quarantine has rows only once E6 sends a record jsonb cannot store; the simulator sends none',
 };
+
+/** The stack's sources, in the order the source variables list them. */
+const SOURCES = ['production', 'sandbox'];
 
 /** Grafana's built-ins as the emulator substitutes them (the test scrapes every second). */
 const BUILTINS = { __rate_interval: '1m', __interval: '15s', __range: '1h' };
@@ -100,7 +106,13 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
   let stack: Stack;
 
   beforeAll(async () => {
-    stack = await startStack({ databaseUrl: db.url, records: 20_000 });
+    stack = await startStack({ databaseUrl: db.url, records: 20_000, sources: SOURCES });
+    // A run of each source has succeeded, so every per-source panel has series of both.
+    await stack.prometheus.waitFor(
+      `count(analytics_exporter_sync_last_success_timestamp_seconds{job="${stack.job}"} > 0) == ${SOURCES.length}`,
+      (r) => r.length === 1,
+      60_000,
+    );
     // A few scrapes, so rate() over counters has two samples and the gauges have history; and an
     // upstream request seen between two scrapes (the next scheduled sync, within 10 s), without
     // which the p95 of request durations is NaN: a quantile of no requests.
@@ -129,25 +141,37 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
     return body.data;
   }
 
-  /** Values of an instant query's vector (or scalar) at `now`, as Prometheus prints them. */
-  async function instantValues(expr: string, now: number): Promise<string[]> {
-    const data = await promApi<{ resultType: string; result: unknown }>('/api/v1/query', { query: expr, time: String(now) });
-    if (data.resultType === 'scalar') return [(data.result as [number, string])[1]];
-    if (data.resultType !== 'vector') throw new Error(`an instant query gave a ${data.resultType}`);
-    return (data.result as Array<{ value: [number, string] }>).map((sample) => sample.value[1]);
+  /** One series of a query's result: its labels and its values as Prometheus prints them. */
+  interface Series {
+    labels: Record<string, string>;
+    values: string[];
   }
 
-  /** Values of a range query over the two minutes before `now` at a 5 s step, as Grafana runs time series targets. */
-  async function rangeValues(expr: string, now: number, target: Target): Promise<string[]> {
+  /** Series of an instant query's vector (or scalar, without labels) at `now`. */
+  async function instantSeries(expr: string, now: number): Promise<Series[]> {
+    const data = await promApi<{ resultType: string; result: unknown }>('/api/v1/query', { query: expr, time: String(now) });
+    if (data.resultType === 'scalar') return [{ labels: {}, values: [(data.result as [number, string])[1]] }];
+    if (data.resultType !== 'vector') throw new Error(`an instant query gave a ${data.resultType}`);
+    return (data.result as Array<{ metric: Record<string, string>; value: [number, string] }>).map((sample) => ({
+      labels: sample.metric,
+      values: [sample.value[1]],
+    }));
+  }
+
+  /** Series of a range query over the two minutes before `now` at a 5 s step, as Grafana runs time series targets. */
+  async function rangeSeries(expr: string, now: number, target: Target): Promise<Series[]> {
     if (target.range !== true) throw new Error('a target neither instant nor range');
-    const data = await promApi<{ resultType: string; result: Array<{ values: Array<[number, string]> }> }>('/api/v1/query_range', {
-      query: expr,
-      start: String(now - 120),
-      end: String(now),
-      step: '5',
-    });
+    const data = await promApi<{ resultType: string; result: Array<{ metric: Record<string, string>; values: Array<[number, string]> }> }>(
+      '/api/v1/query_range',
+      {
+        query: expr,
+        start: String(now - 120),
+        end: String(now),
+        step: '5',
+      },
+    );
     if (data.resultType !== 'matrix') throw new Error(`a range query gave a ${data.resultType}`);
-    return data.result.flatMap((series) => series.values.map((v) => v[1]));
+    return data.result.map((series) => ({ labels: series.metric, values: series.values.map((v) => v[1]) }));
   }
 
   it('runs every PromQL query of the Prometheus dashboards, with data where the demo must give data', async () => {
@@ -177,6 +201,8 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
     const healthVars = options.get('analytics-exporter-health')!;
     expect(healthVars.get('job')).toEqual([stack.job]);
     expect(healthVars.get('instance')).toEqual([new URL(stack.serve.url).host]);
+    expect(healthVars.get('source')).toEqual(SOURCES);
+    expect(usageVars.get('source')).toEqual(SOURCES);
 
     const prom = queries('prometheus');
     expect(prom.length).toBeGreaterThan(40);
@@ -199,12 +225,22 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
       ] as const) {
         const expr = renderPromQL(target.expr!, { variables: templating(dashboard), selections, builtins: BUILTINS });
         const where = `${key} [${scenario}]: ${expr}`;
-        let values: string[];
+        let series: Series[];
         try {
-          values = target.instant ? await instantValues(expr, now) : await rangeValues(expr, now, target);
+          series = target.instant ? await instantSeries(expr, now) : await rangeSeries(expr, now, target);
         } catch (error) {
           problems.push(`${where}: ${(error as Error).message}`);
           continue;
+        }
+        const values = series.flatMap((s) => s.values);
+        // A query of per-source series keeps the sources apart: every series names its source, and
+        // with data both sources show (but for a top 10, which may hold one source's customers only).
+        if (target.expr!.includes('source=~"$source"') && values.length > 0) {
+          const sources = new Set(series.map((s) => s.labels.source));
+          const named = series.every((s) => s.labels.source !== undefined);
+          const both = sources.size === SOURCES.length && SOURCES.every((name) => sources.has(name));
+          if (!named || (!target.expr!.startsWith('topk(') && !both))
+            problems.push(`${where}: series of the sources ${JSON.stringify([...sources])}, not one series per source of ${SOURCES.join(', ')}`);
         }
         // Data: at least one number (a histogram_quantile over no requests gives NaN).
         if (!values.some((v) => v !== 'NaN')) {
@@ -253,6 +289,7 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
           if (!v.includeAll) expect(values, `${d.uid} variable ${v.name} offers its default`).toContain(v.current?.value);
         }
         expect(selections.schema).toEqual({ values: [stack.schema] });
+        expect(selections.source).toEqual({ values: SOURCES, all: true });
         // The rollup's customers are exactly the customer ids of the stored records in the range.
         const raw = await run(
           'distinct customers of records',
@@ -269,6 +306,24 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
         const first = (result: pg.QueryResult, column: string) => Number((result.rows[0] as Record<string, unknown>)[column]);
         expect(first(counted, 'records'), 'Records (rollup) equals count(*) of records').toBe(first(stored, 'n'));
         expect(first(stored, 'n')).toBeGreaterThan(0);
+        // One source picked: the panels count that source's records only.
+        for (const source of SOURCES) {
+          const one = { ...selections, source: { values: [source] } };
+          const countedOne = await run(`Records of ${source}`, renderSql(records.target.rawSql!, { variables: vars, selections: one }, range));
+          const storedOne = await run(
+            `count of records of ${source}`,
+            `SELECT count(*) AS n FROM ${stack.schema}.records WHERE source = '${source}' AND event_time BETWEEN '${range.from.toISOString()}' AND '${range.to.toISOString()}'`,
+          );
+          expect(first(countedOne, 'records'), `Records of ${source} (rollup) equals count(*) of its records`).toBe(first(storedOne, 'n'));
+          expect(first(storedOne, 'n'), source).toBeGreaterThan(0);
+          expect(first(storedOne, 'n'), source).toBeLessThan(first(stored, 'n'));
+        }
+        const loaded = panelQueries(d).find((q) => q.key === 'analytics-history / Loaded up to / A')!;
+        const watermarks = await run('Loaded up to', renderSql(loaded.target.rawSql!, { variables: vars, selections }, range));
+        expect(
+          watermarks.rows.map((r: { Source: string }) => r.Source),
+          'one watermark per source',
+        ).toEqual(SOURCES);
 
         const picked = { ...selections, customer: { values: selections.customer!.values.slice(0, 2) } };
         // A time range without records: "All" over no customers must still parse (no rows is fine).

@@ -5,7 +5,8 @@
  * program (the exporter's environment, the simulator's flags) go through the program's own parsers.
  */
 import { Script } from 'node:vm';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, posix, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -14,7 +15,7 @@ import { DEFAULT_METRICS_PORT, loadConfig, SETTINGS } from '../../src/config.js'
 import { MIGRATIONS_DIR } from '../../src/db/migrate.js';
 import { runSimulate } from '../../src/simulator/cli.js';
 import { createLogger } from '../../src/log.js';
-import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, DEFAULT_SCOPE } from '../../src/simulator/index.js';
+import { DEFAULT_SCOPE } from '../../src/simulator/index.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
@@ -310,7 +311,9 @@ interface ComposeFile {
 
 const compose = parse(read('compose.yaml')) as ComposeFile;
 const services = compose.services;
-const OUR_IMAGE_SERVICES = ['simulator', 'analytics-exporter'];
+/** The simulator services: two environments of the platform, one per source of compose/sources.yaml. */
+const SIMULATORS = ['simulator-production', 'simulator-sandbox'];
+const OUR_IMAGE_SERVICES = [...SIMULATORS, 'analytics-exporter'];
 
 /** Compose interpolation with an empty environment: `${VAR:-default}` and `${VAR-default}` give the default, `$$` is `$`. */
 function interpolate(value: string): string {
@@ -352,7 +355,8 @@ function listenPort(name: string): number {
   switch (name) {
     case 'analytics-exporter':
       return portOf(containerEnv(service).get('METRICS_LISTEN')!);
-    case 'simulator':
+    case 'simulator-production':
+    case 'simulator-sandbox':
       return Number(flagValue(argvOf(service), '--port') ?? 8080);
     case 'postgres':
       return 5432;
@@ -422,6 +426,47 @@ function expectServiceAddress(address: string, what: string): void {
   expect(port, `${what} ${address}: ${host} listens on ${listenPort(host)}`).toBe(listenPort(host));
 }
 
+/** Host file of the compose secret a container of `service` reads at `containerPath` (`/run/secrets/<name>`), or undefined. */
+function secretFileOf(service: Service, containerPath: string): string | undefined {
+  for (const secret of service.secrets ?? []) {
+    const name = typeof secret === 'string' ? secret : secret.source;
+    const target = typeof secret === 'string' ? `/run/secrets/${name}` : posix.resolve('/run/secrets', secret.target ?? name);
+    if (target === containerPath) return join(ROOT, compose.secrets![name]!.file!);
+  }
+  return undefined;
+}
+
+/** A source of CONFIG_FILE as compose/sources.yaml writes it: the keys this test reads. */
+interface SourceEntry {
+  name: string;
+  statistics_url: string;
+  auth_url: string;
+  client_id: string;
+  client_secret?: string;
+  client_secret_file?: string;
+  scope?: string;
+  labels?: Record<string, string>;
+}
+
+/**
+ * The exporter's CONFIG_FILE as its container reads it: the host file bind-mounted at the path
+ * CONFIG_FILE names, and its sources.
+ */
+function sourcesFile(): { path: string; containerPath: string; sources: SourceEntry[] } {
+  const exporter = services['analytics-exporter']!;
+  const containerPath = environmentOf(exporter).get('CONFIG_FILE');
+  expect(containerPath, 'the exporter reads its sources from CONFIG_FILE').toBeDefined();
+  const path = hostPathOf(exporter, containerPath!);
+  expect(path, `CONFIG_FILE ${containerPath} lies in a bind mount of the exporter`).toBeDefined();
+  mustExist(path!, 'CONFIG_FILE');
+  const doc = parse(readFileSync(path!, 'utf8')) as { sources?: SourceEntry[] } | null;
+  expect(Array.isArray(doc?.sources), `${relative(ROOT, path!)} has a sources: list`).toBe(true);
+  return { path: path!, containerPath: containerPath!, sources: doc!.sources! };
+}
+
+/** The simulator service a source reads from: the host of its statistics_url. */
+const simulatorOf = (source: SourceEntry): string => new URL(source.statistics_url).hostname;
+
 const yamlFilesIn = (dir: string): string[] =>
   existsSync(dir) && statSync(dir).isDirectory()
     ? readdirSync(dir)
@@ -430,8 +475,8 @@ const yamlFilesIn = (dir: string): string[] =>
     : [];
 
 describe('compose.yaml', () => {
-  it('has the five services, ours built from this Dockerfile as one image', () => {
-    expect(Object.keys(services).sort()).toEqual(['analytics-exporter', 'grafana', 'postgres', 'prometheus', 'simulator']);
+  it('has the six services, ours built from this Dockerfile as one image', () => {
+    expect(Object.keys(services).sort()).toEqual(['analytics-exporter', 'grafana', 'postgres', 'prometheus', ...SIMULATORS].sort());
     const images = new Set<string>();
     for (const name of OUR_IMAGE_SERVICES) {
       const build = services[name]!.build;
@@ -452,7 +497,7 @@ describe('compose.yaml', () => {
       images.add(services[name]!.image!);
     }
     expect(images.size).toBe(1);
-    expect(services['simulator']!.build).toEqual(services['analytics-exporter']!.build);
+    for (const name of SIMULATORS) expect(services[name]!.build).toEqual(services['analytics-exporter']!.build);
   });
 
   it('pins the images it pulls to a tag other than latest', () => {
@@ -467,11 +512,13 @@ describe('compose.yaml', () => {
     expect(services['grafana']!.image).toMatch(/^grafana\/grafana:/);
   });
 
-  it('runs serve in the exporter and simulate in the simulator', () => {
+  it('runs serve in the exporter and simulate in the simulators', () => {
     expect(argvOf(services['analytics-exporter']!)).toEqual(['serve']);
-    const simulator = argvOf(services['simulator']!);
-    expect(simulator[0]).toBe('simulate');
-    expect(flagValue(simulator, '--host'), 'the simulator must listen beyond loopback').toBe('0.0.0.0');
+    for (const name of SIMULATORS) {
+      const simulator = argvOf(services[name]!);
+      expect(simulator[0], name).toBe('simulate');
+      expect(flagValue(simulator, '--host'), `${name} must listen beyond loopback`).toBe('0.0.0.0');
+    }
   });
 
   it('quotes whatever a YAML 1.1 parser would not read as a string (dates, numbers) in commands', () => {
@@ -485,9 +532,13 @@ describe('compose.yaml', () => {
     }
   });
 
-  it('accepts the simulator flags (the simulate command starts with them)', async () => {
+  it.each(SIMULATORS)('accepts the flags of %s, and issues a token to the client of its source in compose/sources.yaml', async (name) => {
+    const source = sourcesFile().sources.find((entry) => simulatorOf(entry) === name);
+    expect(source, `a source reads from ${name}`).toBeDefined();
+    const secretFile = secretFileOf(services['analytics-exporter']!, source!.client_secret_file ?? '');
+    expect(secretFile, `source ${source!.name}: client_secret_file is a secret of the exporter`).toBeDefined();
     let tokenStatus: number | undefined;
-    const argv = argvOf(services['simulator']!).slice(1);
+    const argv = argvOf(services[name]!).slice(1);
     const raw: Record<string, unknown> = {};
     for (let i = 0; i < argv.length; i++) {
       const flag = argv[i]!;
@@ -510,13 +561,12 @@ describe('compose.yaml', () => {
         signal: stop.signal,
         onListening: (listening) => {
           url = listening;
-          // A token with the exporter's credentials, as compose configures them.
-          const exporter = exporterConfig();
+          // A token with the source's credentials, as compose gives them to the exporter.
           const body = new URLSearchParams({
             grant_type: 'client_credentials',
-            client_id: exporter.sources[0]!.upstream!.clientId,
-            client_secret: exporter.sources[0]!.upstream!.clientSecret,
-            scope: exporter.sources[0]!.upstream!.scope,
+            client_id: source!.client_id,
+            client_secret: readFileSync(secretFile!, 'utf8').trim(),
+            scope: source!.scope ?? DEFAULT_SCOPE,
           });
           void fetch(`${listening}/connect/token`, { method: 'POST', body }).then(
             (response) => {
@@ -532,7 +582,7 @@ describe('compose.yaml', () => {
     expect(stderr).toEqual([]);
     expect(status).toBe(0);
     expect(url).toBeDefined();
-    expect(tokenStatus, 'the simulator issues a token for the credentials compose gives the exporter').toBe(200);
+    expect(tokenStatus, `${name} issues a token for the credentials of source ${source!.name}`).toBe(200);
   });
 
   it('names only dependencies that exist, healthy only where there is a healthcheck', () => {
@@ -553,15 +603,17 @@ describe('compose.yaml', () => {
     }
     const exporter = services['analytics-exporter']!.depends_on as Record<string, { condition?: string }>;
     expect(exporter['postgres']?.condition).toBe('service_healthy');
-    expect(exporter['simulator']).toBeDefined();
+    for (const name of SIMULATORS) expect(exporter[name], name).toBeDefined();
   });
 
   it('checks health on the port each service listens on', () => {
     const postgres = services['postgres']!.healthcheck!.test;
     expect(JSON.stringify(postgres)).toContain('pg_isready');
-    const simulator = services['simulator']!.healthcheck;
-    expect(simulator, "the simulator overrides the image's /healthz check (it serves no /healthz)").toBeDefined();
-    expect(JSON.stringify(simulator!.test)).toContain(`127.0.0.1:${listenPort('simulator')}/`);
+    for (const name of SIMULATORS) {
+      const simulator = services[name]!.healthcheck;
+      expect(simulator, `${name} overrides the image's /healthz check (it serves no /healthz)`).toBeDefined();
+      expect(JSON.stringify(simulator!.test)).toContain(`127.0.0.1:${listenPort(name)}/`);
+    }
     expect(services['analytics-exporter']!.healthcheck, "the exporter keeps the image's HEALTHCHECK").toBeUndefined();
   });
 
@@ -619,18 +671,56 @@ describe('compose.yaml', () => {
     }
   });
 
-  it('configures the exporter for the simulator, the secret file and the postgres service', () => {
-    const env = environmentOf(services['analytics-exporter']!);
-    const config = exporterConfig();
-    expect(config.sources[0]!.upstream, 'STATISTICS_URL is set: no demo mode').toBeDefined();
-    expectServiceAddress(env.get('STATISTICS_URL')!, 'STATISTICS_URL');
-    expectServiceAddress(env.get('AUTH_URL')!, 'AUTH_URL');
-    const simulator = argvOf(services['simulator']!);
-    expect(config.sources[0]!.upstream!.clientId).toBe(flagValue(simulator, '--client-id') ?? DEFAULT_CLIENT_ID);
-    expect(config.sources[0]!.upstream!.clientSecret).toBe(DEFAULT_CLIENT_SECRET);
-    expect(flagValue(simulator, '--client-secret'), 'the simulator keeps its default secret, which the secret file holds').toBeUndefined();
-    expect(config.sources[0]!.upstream!.scope).toBe(flagValue(simulator, '--scope') ?? DEFAULT_SCOPE);
+  it('configures one source per simulator in compose/sources.yaml, each with the client that simulator accepts', () => {
+    const exporter = services['analytics-exporter']!;
+    const env = environmentOf(exporter);
+    for (const variable of ['STATISTICS_URL', 'AUTH_URL', 'CLIENT_ID', 'CLIENT_SECRET', 'CLIENT_SECRET_FILE'])
+      expect(env.has(variable), `${variable}: the sources come from CONFIG_FILE alone`).toBe(false);
+    const { sources } = sourcesFile();
+    expect(sources.map((source) => source.name)).toEqual(['production', 'sandbox']);
+    expect(sources.map(simulatorOf).sort(), 'one source per simulator').toEqual([...SIMULATORS].sort());
+    for (const source of sources) {
+      const where = `source ${source.name}`;
+      expect(source.name, where).toMatch(/^[a-z0-9_-]{1,64}$/);
+      expectServiceAddress(source.statistics_url, `${where} statistics_url`);
+      expectServiceAddress(source.auth_url, `${where} auth_url`);
+      expect(new URL(source.auth_url).hostname, `${where}: tokens from the simulator it reads`).toBe(simulatorOf(source));
+      const simulator = argvOf(services[simulatorOf(source)]!);
+      expect(source.client_id, `${where}: client_id is the simulator's --client-id`).toBe(flagValue(simulator, '--client-id'));
+      expect(source.client_secret, `${where}: the secret comes from a file, not from the config file`).toBeUndefined();
+      const secretFile = secretFileOf(exporter, source.client_secret_file ?? '');
+      expect(secretFile, `${where}: client_secret_file ${source.client_secret_file} is a secret compose mounts into the exporter`).toBeDefined();
+      expect(readFileSync(secretFile!, 'utf8').trim(), `${where}: the secret file holds the simulator's --client-secret`).toBe(
+        flagValue(simulator, '--client-secret'),
+      );
+      expect(source.scope ?? DEFAULT_SCOPE, `${where}: scope`).toBe(flagValue(simulator, '--scope') ?? DEFAULT_SCOPE);
+      expect(source.labels, `${where}: labels its samples with its environment`).toEqual({ environment: source.name });
+    }
+    // Two environments: their own data and their own clients.
+    for (const flag of ['--seed', '--client-id', '--client-secret']) {
+      const values = SIMULATORS.map((name) => flagValue(argvOf(services[name]!), flag));
+      expect(values.every((value) => value !== undefined) && new Set(values).size === SIMULATORS.length, `the simulators' ${flag}: ${values.join(', ')}`).toBe(
+        true,
+      );
+    }
+  });
 
+  it('loads compose/sources.yaml as the exporter container would: both sources with their clients and secrets', () => {
+    const config = exporterConfig();
+    const { sources } = sourcesFile();
+    expect(config.sources.map((source) => source.name)).toEqual(sources.map((source) => source.name));
+    for (const source of config.sources) {
+      const entry = sources.find((s) => s.name === source.name)!;
+      const simulator = argvOf(services[simulatorOf(entry)]!);
+      expect(source.upstream, `source ${source.name} has an upstream`).toBeDefined();
+      expect(source.upstream!.clientId).toBe(flagValue(simulator, '--client-id'));
+      expect(source.upstream!.clientSecret).toBe(flagValue(simulator, '--client-secret'));
+      expect(source.labels).toEqual(entry.labels);
+    }
+  });
+
+  it('connects the exporter to the postgres service and listens where compose publishes it', () => {
+    const config = exporterConfig();
     const databaseUrl = new URL(config.database.url!);
     expectServiceAddress(`${databaseUrl.hostname}:${databaseUrl.port || 5432}`, 'DATABASE_URL');
     const postgres = environmentOf(services['postgres']!);
@@ -756,19 +846,31 @@ function stringsIn(value: unknown): string[] {
   return [];
 }
 
-/** The exporter's configuration as its container would load it: the image ENV, compose's environment, the secret file. */
+/**
+ * The exporter's configuration as its container would load it: the image ENV, compose's
+ * environment, the secret files, and CONFIG_FILE. Compose mounts each secret at
+ * /run/secrets/<name>, which the host lacks: variables naming one get the file it comes from, and
+ * CONFIG_FILE is a copy of the mounted file with those paths rewritten the same way.
+ */
 function exporterConfig(): ReturnType<typeof loadConfig> {
   const service = services['analytics-exporter']!;
   const env = Object.fromEntries(containerEnv(service));
-  // Compose mounts each secret at /run/secrets/<name>; read the file it comes from instead.
+  for (const [key, value] of Object.entries(env)) env[key] = secretFileOf(service, value) ?? value;
+  if (env.CONFIG_FILE === undefined) return loadConfig(env);
+  const { path } = sourcesFile();
+  let text = readFileSync(path, 'utf8');
   for (const secret of service.secrets ?? []) {
     const name = typeof secret === 'string' ? secret : secret.source;
     const target = typeof secret === 'string' ? `/run/secrets/${name}` : posix.resolve('/run/secrets', secret.target ?? name);
-    for (const [key, value] of Object.entries(env)) {
-      if (value === target) env[key] = join(ROOT, compose.secrets![name]!.file!);
-    }
+    text = text.replaceAll(target, secretFileOf(service, target)!);
   }
-  return loadConfig(env);
+  const dir = mkdtempSync(join(tmpdir(), 'compose-config-file-'));
+  try {
+    writeFileSync(join(dir, 'sources.yaml'), text);
+    return loadConfig({ ...env, CONFIG_FILE: join(dir, 'sources.yaml') });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

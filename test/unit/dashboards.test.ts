@@ -26,6 +26,8 @@ interface Target {
   refId?: string;
   datasource?: { type?: string; uid?: string };
   expr?: string;
+  legendFormat?: string;
+  format?: string;
   rawSql?: string;
 }
 
@@ -118,20 +120,37 @@ describe('PromQL of the dashboards', () => {
     for (const { expr } of prom) expect(expr).not.toMatch(counterFn);
   });
 
-  it('filters every upstream selector of Platform usage by $job, $instance and $customer', () => {
+  it('filters every upstream selector of Platform usage by $job, $instance, $source and $customer', () => {
     const usage = prom.filter((q) => q.dash.uid === 'analytics-platform-usage');
     expect(usage.length).toBeGreaterThan(10);
     let checked = 0;
     for (const { expr } of usage) {
       for (const [selector] of expr.matchAll(/(?:\w+_event_count)?\{[^}]*\}/g)) {
         checked++;
-        expect(selector).toContain('job=~"$job", instance=~"$instance", customer=~"$customer"');
+        expect(selector).toContain('job=~"$job", instance=~"$instance", source=~"$source", customer=~"$customer"');
       }
     }
     expect(checked).toBeGreaterThanOrEqual(usage.length);
     const usageVariables = variables(dashboards['platform-usage.json']!);
-    expect(usageVariables.map((v) => v.name)).toEqual(['datasource', 'job', 'instance', 'customer']);
-    expect(queryText(usageVariables.find((v) => v.name === 'customer'))).toContain('{job=~"$job", instance=~"$instance"}');
+    expect(usageVariables.map((v) => v.name)).toEqual(['datasource', 'job', 'instance', 'source', 'customer']);
+    expect(queryText(usageVariables.find((v) => v.name === 'source'))).toBe('label_values(userlogin_event_count{job=~"$job", instance=~"$instance"}, source)');
+    expect(queryText(usageVariables.find((v) => v.name === 'customer'))).toContain('{job=~"$job", instance=~"$instance", source=~"$source"}');
+  });
+
+  it('keeps sources apart wherever a query reads a per-source series: every aggregation by source, every legend naming it', () => {
+    // Per-source: the upstream families of Platform usage and the exporter's upstream_*, token_* and sync_* families.
+    const perSource = prom.filter(({ expr }) => expr.includes('source=~"$source"'));
+    expect(perSource.length).toBeGreaterThan(40);
+    for (const { panel, expr } of perSource) {
+      const where = `${panel.title}: ${expr}`;
+      expect(expr, where).not.toMatch(/\b(sum|min|max|avg|count)\s*\(/);
+      for (const [, labels] of expr.matchAll(/\b(?:sum|min|max|avg|count) by \(([^)]*)\)/g)) expect(labels!.split(/,\s*/), where).toContain('source');
+    }
+    for (const panel of Object.values(dashboards).flatMap(dataPanels)) {
+      // A table shows the source as a column of its own; every other panel names series by their legend.
+      for (const t of targets(panel).filter((t) => t.expr?.includes('source=~"$source"') && t.format !== 'table'))
+        expect(t.legendFormat, `${panel.title} ${t.refId}`).toContain('{{source}}');
+    }
   });
 
   it('names only metrics the exporter registers (prom-client defaults included)', () => {
@@ -147,12 +166,23 @@ describe('PromQL of the dashboards', () => {
     for (const name of used) expect(names, name).toContain(name);
   });
 
-  it('selects the exporter by $job and $instance on Exporter health', () => {
+  it('selects the exporter by $job and $instance on Exporter health, and its per-source families by $source too', () => {
     const health = prom.filter((q) => q.dash.uid === 'analytics-exporter-health');
+    let perSource = 0;
     for (const { expr } of health) {
-      for (const [selector] of expr.matchAll(/\b(?:analytics_exporter|process|nodejs)_\w+\{[^}]*\}/g))
-        expect(selector).toContain('job=~"$job", instance=~"$instance"');
+      for (const [selector, family] of expr.matchAll(/\b(?:analytics_exporter_(\w+)|(?:process|nodejs)_\w+)\{[^}]*\}/g)) {
+        if (family !== undefined && /^(upstream|token|sync)_/.test(family)) {
+          perSource++;
+          expect(selector).toContain('job=~"$job", instance=~"$instance", source=~"$source"}');
+        } else expect(selector).toMatch(/\{job=~"\$job", instance=~"\$instance"\}$/);
+      }
     }
+    expect(perSource).toBeGreaterThan(20);
+    const healthVariables = variables(dashboards['exporter-health.json']!);
+    expect(healthVariables.map((v) => v.name)).toEqual(['datasource', 'job', 'instance', 'source']);
+    expect(queryText(healthVariables.find((v) => v.name === 'source'))).toBe(
+      'label_values(analytics_exporter_upstream_up{job=~"$job", instance=~"$instance"}, source)',
+    );
   });
 });
 
@@ -173,6 +203,22 @@ describe('SQL of Analytics history', () => {
     const schema = variables(dash).find((v) => v.name === 'schema')!;
     expect(schema.regex).toBe('/^[a-z_][a-z0-9_]{0,62}$/');
     expect(schema.allowCustomValue).toBe(false);
+  });
+
+  it('keeps only the sources picked in $source, in every panel and in the variables after it', () => {
+    const vars = variables(dash);
+    expect(vars.map((v) => v.name).slice(0, 3)).toEqual(['datasource', 'schema', 'source']);
+    const source = vars.find((v) => v.name === 'source')!;
+    expect(queryText(source)).toBe('SELECT DISTINCT source FROM ${schema}.sync_state ORDER BY 1');
+    expect(source).toMatchObject({ multi: true, includeAll: true, allowCustomValue: false });
+    const filter = 'source = ANY (ARRAY[${source:sqlstring}]::text[])';
+    const panelSql = dataPanels(dash).flatMap((p) => targets(p).map((t) => ({ title: p.title, sql: t.rawSql! })));
+    expect(panelSql.length).toBeGreaterThan(8);
+    for (const { title, sql } of panelSql) expect(sql, title).toContain(filter);
+    for (const v of vars.filter((v) => [...FIELD_VARIABLES, { name: 'customer' }].some((f) => f.name === v.name)))
+      expect(queryText(v), v.name).toContain(filter);
+    // `source` is a column of the rollup but no dimension to pick.
+    for (const d of DIMENSION_VARIABLES) expect(queryText(vars.find((v) => v.name === d.name)), d.name).toContain("NOT IN ('source', ");
   });
 
   it('reads payload fields only by variables, as SQL string literals', () => {
