@@ -21,7 +21,7 @@ function fakeClient(answers: Array<string | Error>): { client: AnalyticsClient; 
 function upstream(client: AnalyticsClient, clock: { now: number }, cacheTtlMs: number): { metrics: ExporterMetrics; upstream: UpstreamMetrics } {
   const metrics = new ExporterMetrics({ processMetrics: false });
   const u = new UpstreamMetrics({
-    client,
+    sources: [{ name: 'default', labels: {}, client }],
     metrics,
     windowMs: 86_400_000,
     cacheTtlMs,
@@ -38,12 +38,12 @@ describe('UpstreamMetrics cache', () => {
     const clock = { now: 1_000_000 };
     const { client, reads } = fakeClient(['a_total 1\n', 'a_total 2\n']);
     const { upstream: u } = upstream(client, clock, 30_000);
-    expect((await u.collect(1000)).text.toString()).toContain('a_total 1');
+    expect((await u.collect(1000)).text.toString()).toContain('a_total{source="default"} 1');
     clock.now += 29_999;
-    expect((await u.collect(1000)).text.toString()).toContain('a_total 1');
+    expect((await u.collect(1000)).text.toString()).toContain('a_total{source="default"} 1');
     expect(reads()).toBe(1);
     clock.now += 1;
-    expect((await u.collect(1000)).text.toString()).toContain('a_total 2');
+    expect((await u.collect(1000)).text.toString()).toContain('a_total{source="default"} 2');
     expect(reads()).toBe(2);
   });
 
