@@ -85,7 +85,10 @@ describe('UpstreamMetrics with two sources', () => {
       log: silentLogger,
       now: () => clock.now,
     });
-    const up = async () => Object.fromEntries((await metrics.upstreamUp.get()).values.map((v) => [v.labels.source, v.value]));
+    const up = async (): Promise<Record<string, number>> => {
+      const values = (await metrics.upstreamUp.get()).values;
+      return Object.fromEntries(values.map((v): [string, number] => [String(v.labels.source), v.value]));
+    };
     return { metrics, u, up };
   }
 
