@@ -95,7 +95,10 @@ export async function openUpstreams(config: Config, log: Logger, observerFor?: (
   const demo = config.sources.some((source) => source.upstream === undefined) ? await startDemoUpstream(log) : undefined;
   const sources = config.sources.map((source) => {
     const observer = observerFor?.(source.name);
-    const client = AnalyticsClient.fromConfig(source.upstream ?? demo!.config, { log: log.child({ source: source.name }), ...(observer ? { observer } : {}) });
+    const upstream = source.upstream ?? demo!.config;
+    const client = AnalyticsClient.fromConfig(upstream, { log: log.child({ source: source.name }), ...(observer ? { observer } : {}) });
+    // Without a request budget nothing reports a pace: the gauge says 0, as documented, rather than nothing.
+    if (upstream.rateLimit === undefined) observer?.onRateLimit?.(0);
     return { source, client };
   });
   return {

@@ -131,8 +131,10 @@ class SourceReader {
     this.#labels = [['source', source.name], ...Object.entries(source.labels)];
     this.#now = options.now ?? Date.now;
     this.#log = options.log.child({ source: source.name });
-    // The series exists before the first scrape, so an alert on it sees the source from the start.
+    // The series exist before the first scrape, so alerts and increase() see the source from the start.
     options.metrics.upstreamUp.set({ source: source.name }, 0);
+    options.metrics.upstreamSamples.set({ source: source.name }, 0);
+    options.metrics.upstreamDroppedFamilies.inc({ source: source.name }, 0);
   }
 
   /**
