@@ -133,6 +133,15 @@ describe('UpstreamMetrics with two sources', () => {
     expect((await metrics.upstreamErrors.get()).values).toEqual([{ labels: { source: 'b', reason: 'timeout' }, value: 1 }]);
   });
 
+  it('refuses source labels that would break histograms and summaries or replace source', () => {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    for (const name of ['le', 'quantile', 'source', '__x', 'not-a-label']) {
+      const options = { metrics, windowMs: 1, cacheTtlMs: 1, prefix: undefined, ownFamilies: () => metrics.families(), log: silentLogger };
+      const sources = [{ name: 'a', labels: { [name]: 'v' }, client: fakeClient(['x 1\n']).client }];
+      expect(() => new UpstreamMetrics({ ...options, sources })).toThrow(`source a: label name ${JSON.stringify(name)} cannot be added to upstream samples`);
+    }
+  });
+
   it('reads nothing for a source that is not configured', async () => {
     const clock = { now: 1_000_000 };
     const a = fakeClient(['x 1\n']);
