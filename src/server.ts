@@ -33,6 +33,7 @@ export interface Readiness {
 
 export interface ServerDeps {
   metrics: ExporterMetrics;
+  /** Every source's E7 reads: all of them for /metrics, one for /probe; its names are the only ones /probe accepts. */
   upstream: UpstreamMetrics;
   /** Database reachable and migrated? Must answer within a few seconds. */
   readiness: () => Promise<Readiness>;
