@@ -1,12 +1,20 @@
 /**
- * The HTTP server of `serve`: GET/HEAD `/metrics`, `/healthz` (alive), `/readyz` (database
- * reachable and migrated), `/` (a landing page); 404 for other paths, 405 for other methods.
+ * The HTTP server of `serve`: GET/HEAD `/metrics` (every source), `/probe?source=NAME` (one
+ * source), `/healthz` (alive), `/readyz` (database reachable and migrated), `/` (a landing page);
+ * 404 for other paths, 405 for other methods.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from './log.js';
-import { OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, negotiateFormat, serializeOpenMetricsBuffer, serializeTextBuffer } from './exposition/index.js';
+import {
+  OPENMETRICS_CONTENT_TYPE,
+  TEXT_CONTENT_TYPE,
+  negotiateFormat,
+  serializeOpenMetricsBuffer,
+  serializeTextBuffer,
+  type MetricFamily,
+} from './exposition/index.js';
 import type { ExporterMetrics } from './metrics/registry.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './metrics/upstream.js';
 import { VERSION } from './version.js';
@@ -25,6 +33,7 @@ export interface Readiness {
 
 export interface ServerDeps {
   metrics: ExporterMetrics;
+  /** Every source's E7 reads: all of them for /metrics, one for /probe; its names are the only ones /probe accepts. */
   upstream: UpstreamMetrics;
   /** Database reachable and migrated? Must answer within a few seconds. */
   readiness: () => Promise<Readiness>;
@@ -73,14 +82,59 @@ class OwnPart {
   }
 }
 
-function landingPage(): string {
+/** What `/probe` was asked for: a configured source, or why the request is refused (one line, no input echoed unless it is a plain name). */
+export type ProbeRequest = { source: string } | { error: string };
+
+/** The shape of a source name; anything else is not echoed back. */
+const SOURCE_NAME = /^[a-z0-9_-]{1,64}$/;
+const PARAMETER_NAME = /^[A-Za-z0-9_.-]{1,32}$/;
+
+/**
+ * Validates the query of `/probe`: exactly one `source`, naming a configured source, and no other
+ * parameter (none takes a URL or a host: the exporter only ever reads its configured sources).
+ *
+ * @param query the request's query (`new URL(req.url).searchParams`).
+ * @param sources the configured source names, in order.
+ * @returns the source to serve, or the one-line reason for a 400. Never throws.
+ */
+export function parseProbeRequest(query: URLSearchParams, sources: readonly string[]): ProbeRequest {
+  const configured = `the configured sources are ${sources.join(', ')}`;
+  for (const name of new Set(query.keys())) {
+    if (name !== 'source') {
+      return { error: `${PARAMETER_NAME.test(name) ? `unknown parameter ${name}` : 'an unknown parameter'}: /probe takes only source=NAME` };
+    }
+  }
+  const values = query.getAll('source');
+  if (values.length === 0) return { error: `missing parameter source: /probe?source=NAME, where ${configured}` };
+  if (values.length > 1) return { error: `parameter source given ${values.length} times: /probe reads one source` };
+  const name = values[0]!;
+  if (!sources.includes(name)) {
+    return { error: `${SOURCE_NAME.test(name) ? `unknown source ${name}` : 'source is not a source name ([a-z0-9_-]+)'}: ${configured}` };
+  }
+  return { source: name };
+}
+
+/** The own families' series of one source (those labelled `source="<name>"`), for /probe. */
+function sourceFamilies(families: readonly MetricFamily[], source: string): MetricFamily[] {
+  const out: MetricFamily[] = [];
+  for (const family of families) {
+    const samples = family.samples.filter((sample) => sample.labels.some(([name, value]) => name === 'source' && value === source));
+    if (samples.length > 0) out.push({ ...family, samples });
+  }
+  return out;
+}
+
+function landingPage(sources: readonly string[]): string {
+  // Source names are [a-z0-9_-]+: nothing to escape in HTML or in a query.
+  const probes = sources.map((name) => `<a href="probe?source=${name}">${name}</a>`).join(', ');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>analytics-exporter</title></head>
 <body>
 <h1>analytics-exporter ${VERSION}</h1>
 <p>Prometheus exporter and ETL for the forms platform analytics API.</p>
 <ul>
-<li><a href="metrics">/metrics</a>: the platform's metrics and the exporter's own</li>
+<li><a href="metrics">/metrics</a>: the platform's metrics of every source and the exporter's own</li>
+<li>/probe?source=NAME: one source's platform metrics and its own series (${probes})</li>
 <li><a href="healthz">/healthz</a>: alive</li>
 <li><a href="readyz">/readyz</a>: database reachable and migrated</li>
 </ul>
@@ -138,7 +192,10 @@ function setClientAuth(server: HttpsServer, tls: NonNullable<WebConfig['tls']>):
  * Creates (does not start) the server.
  *
  * /metrics never fails for an upstream fault: it answers 200 within the scrape timeout with the
- * exporter's own metrics and, when the upstream could be read in time, the upstream's.
+ * exporter's own metrics and the samples of every source that could be read in time. /probe does
+ * the same for one source, with only that source's own series (blackbox_exporter's probe
+ * pattern); a missing, repeated or unconfigured `source`, or any other parameter, is a 400 and
+ * reads nothing.
  */
 export function createMetricsServer(deps: ServerDeps): Server {
   const { log } = deps;
@@ -167,12 +224,13 @@ export function createMetricsServer(deps: ServerDeps): Server {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     refresh();
     for (const [name, value] of Object.entries(web?.headers ?? {})) res.setHeader(name, value);
-    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const path = url.pathname;
     const head = req.method === 'HEAD';
     if (auth.enabled && !(await auth.verify(req.headers.authorization))) {
       return send(res, 401, 'text/plain; charset=utf-8', 'unauthorized\n', head, { 'www-authenticate': 'Basic realm="analytics-exporter", charset="UTF-8"' });
     }
-    const known = path === '/metrics' || path === '/healthz' || path === '/readyz' || path === '/';
+    const known = path === '/metrics' || path === '/probe' || path === '/healthz' || path === '/readyz' || path === '/';
     if (!known) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n', head);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       return send(res, 405, 'text/plain; charset=utf-8', 'method not allowed\n', false, { allow: 'GET, HEAD' });
@@ -188,7 +246,18 @@ export function createMetricsServer(deps: ServerDeps): Server {
         return send(res, readiness.ready ? 200 : 503, 'text/plain; charset=utf-8', `${readiness.detail}\n`, head);
       }
       case '/':
-        return send(res, 200, 'text/html; charset=utf-8', landingPage(), head);
+        return send(res, 200, 'text/html; charset=utf-8', landingPage(deps.upstream.names), head);
+      case '/probe': {
+        const probe = parseProbeRequest(url.searchParams, deps.upstream.names);
+        if ('error' in probe) return send(res, 400, 'text/plain; charset=utf-8', `${probe.error}\n`, head);
+        const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);
+        const upstream = await deps.upstream.collectSource(probe.source, scrapeBudgetMs(timeoutMs));
+        const format = negotiateFormat(req.headers.accept);
+        const families = sourceFamilies(await deps.metrics.families(), probe.source);
+        return format === 'openmetrics'
+          ? sendParts(res, OPENMETRICS_CONTENT_TYPE, [serializeOpenMetricsBuffer(families, { eof: false }), upstream.openMetrics, OPENMETRICS_EOF], head)
+          : sendParts(res, TEXT_CONTENT_TYPE, [serializeTextBuffer(families), upstream.text], head);
+      }
       default: {
         const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);
         // The upstream part first: reading it sets the upstream gauges the own part then shows.

@@ -74,7 +74,8 @@ function peakRss(pid: number): number {
 }
 
 function sampleValue(body: string, name: string): number {
-  const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(body);
+  // With or without labels (the upstream gauges carry `source`): the first series of the name.
+  const match = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(body);
   if (match === null) throw new Error(`${name} missing from the /metrics body`);
   return Number(match[1]);
 }

@@ -2,7 +2,7 @@
  * What every long-running command opens and closes, as the application layer: the database
  * (DATABASE_URL or the embedded one) and the upstream client (the platform or the demo simulator).
  */
-import type { Config } from '../config.js';
+import type { Config, SourceConfig } from '../config.js';
 import type { DataDirLock } from '../db/datadir-lock.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { PLAIN_TLS } from '../db/tls.js';
@@ -64,6 +64,48 @@ export async function openUpstream(config: Config, log: Logger, observer?: Clien
     demo: demo !== undefined,
     close: async () => {
       await client.close();
+      await demo?.close();
+    },
+  };
+}
+
+/** One source's analytics client. */
+export interface SourceClient {
+  source: SourceConfig;
+  client: AnalyticsClient;
+}
+
+export interface Upstreams {
+  /** One per configured source, in configuration order. */
+  sources: SourceClient[];
+  /** True when a source talks to the built-in demo simulator. */
+  demo: boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens one analytics client per source, each with its own token cache and request budget
+ * (Authentication, E0, Limits): the source's platform, or the in-process demo simulator for the
+ * environment's source without STATISTICS_URL (started once, whatever the number of such sources).
+ *
+ * @param observerFor the client observer of a source, by name (e.g. ExporterMetrics.clientObserver).
+ * @throws when the demo simulator cannot start; the clients themselves connect lazily.
+ */
+export async function openUpstreams(config: Config, log: Logger, observerFor?: (source: string) => ClientObserver): Promise<Upstreams> {
+  const demo = config.sources.some((source) => source.upstream === undefined) ? await startDemoUpstream(log) : undefined;
+  const sources = config.sources.map((source) => {
+    const observer = observerFor?.(source.name);
+    const upstream = source.upstream ?? demo!.config;
+    const client = AnalyticsClient.fromConfig(upstream, { log: log.child({ source: source.name }), ...(observer ? { observer } : {}) });
+    // Without a request budget nothing reports a pace: the gauge says 0, as documented, rather than nothing.
+    if (upstream.rateLimit === undefined) observer?.onRateLimit?.(0);
+    return { source, client };
+  });
+  return {
+    sources,
+    demo: demo !== undefined,
+    close: async () => {
+      await Promise.allSettled(sources.map(({ client }) => client.close()));
       await demo?.close();
     },
   };

@@ -1,5 +1,5 @@
 /**
- * The serve application: the HTTP server (/metrics, /healthz, /readyz, /) and the sync schedule in
+ * The serve application: the HTTP server (/metrics, /probe, /healthz, /readyz, /) and the sync schedule in
  * one process, with the database opened in the background, its health tracked and the metrics'
  * bookkeeping. With nothing configured it runs on the demo simulator and the embedded database,
  * so `npm start` shows data within seconds. The command (src/commands/serve.ts) only starts it
@@ -21,7 +21,7 @@ import { describeConfiguredDatabase, isDatabaseUnavailable, withClient } from '.
 import { DatabaseHealth } from '../db/health.js';
 import type { Config } from '../config.js';
 import { settledWithin, withTimeout } from '../settle.js';
-import { DRAIN_TIMEOUT_MS, openDatabase, openUpstream, type Database } from './runtime.js';
+import { DRAIN_TIMEOUT_MS, openDatabase, openUpstreams, type Database, type Upstreams } from './runtime.js';
 
 /** How long /readyz waits for the database before answering 503. */
 const READINESS_TIMEOUT_MS = 3_000;
@@ -67,13 +67,25 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     }
   }
   const metrics = new ExporterMetrics({ cacheTtlMs: config.serve.cacheTtlMs });
-  let upstream: Awaited<ReturnType<typeof openUpstream>>;
+  let upstream: Upstreams | undefined;
+  let upstreamMetrics: UpstreamMetrics;
   try {
-    upstream = await openUpstream(config, log, metrics.clientObserver());
+    upstream = await openUpstreams(config, log, (source) => metrics.clientObserver(source));
+    upstreamMetrics = new UpstreamMetrics({
+      sources: upstream.sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client })),
+      metrics,
+      windowMs: config.serve.metricsWindowMs,
+      cacheTtlMs: config.serve.cacheTtlMs,
+      prefix: config.serve.upstreamPrefix,
+      ownFamilies: () => metrics.families(),
+      log,
+    });
   } catch (err) {
+    await upstream?.close().catch(() => undefined);
     lock?.release();
     throw err;
   }
+  const upstreams = upstream;
   // The database opens in the background (the embedded one takes seconds the first time), so
   // /metrics serves the upstream at once; /readyz and the first sync wait for it.
   const opening = lockError !== undefined ? Promise.reject(lockError) : openDatabase(config, log, 4, lock);
@@ -130,15 +142,6 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     }
   };
 
-  const upstreamMetrics = new UpstreamMetrics({
-    client: upstream.client,
-    metrics,
-    windowMs: config.serve.metricsWindowMs,
-    cacheTtlMs: config.serve.cacheTtlMs,
-    prefix: config.serve.upstreamPrefix,
-    ownFamilies: () => metrics.families(),
-    log,
-  });
   let web: WebConfigSource | undefined;
   if (config.serve.web !== undefined) {
     const file = config.serve.web.origin.file;
@@ -175,7 +178,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       try {
         const { pool } = await ensureMigrated();
         const result = await runSync(
-          { pool, client: upstream.client, config: config.sources[0]!.sync, schema, log, observer: metrics.syncObserver() },
+          { pool, client: upstreams.sources[0]!.client, config: config.sources[0]!.sync, schema, log, observer: metrics.syncObserver() },
           { signal },
         );
         if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
@@ -198,7 +201,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       });
     });
   } catch (err) {
-    await Promise.allSettled([upstream.close(), opening.then((opened) => opened.close())]);
+    await Promise.allSettled([upstreams.close(), opening.then((opened) => opened.close())]);
     throw err;
   }
   const address = server.address() as AddressInfo;
@@ -208,8 +211,9 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   log.info(
     {
       metrics: `${url}/metrics`,
+      sources: config.sources.map((source) => source.name),
       schedule: config.sources[0]!.sync.schedule ?? 'off',
-      demo: upstream.demo,
+      demo: upstreams.demo,
       embeddedDatabase: config.database.url === undefined,
       tls: config.serve.web?.tls?.clientAuth ?? 'off',
       basicAuth: Object.keys(config.serve.web?.users ?? {}).length > 0,
@@ -243,7 +247,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       const [syncDrained, httpDrained] = await Promise.all([scheduler.stop(DRAIN_TIMEOUT_MS), settledWithin(closed, HTTP_DRAIN_TIMEOUT_MS)]);
       health.stop();
       if (!httpDrained) server.closeAllConnections();
-      const closing = [upstream.close(), opening.then((opened) => opened.close())].map((p) => p.catch(() => undefined));
+      const closing = [upstreams.close(), opening.then((opened) => opened.close())].map((p) => p.catch(() => undefined));
       if (!syncDrained) {
         // The stuck run holds a pooled client and an upstream request: closing would wait for them too.
         log.warn(

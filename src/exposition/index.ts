@@ -20,4 +20,5 @@ export {
   serializeText,
   serializeTextBuffer,
 } from './serialize.js';
-export { mergeFamilies, prefixFamilies } from './merge.js';
+export type { SourceFamilies } from './merge.js';
+export { addTargetLabels, mergeFamilies, mergeSources, prefixFamilies } from './merge.js';

@@ -72,3 +72,73 @@ export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly M
   }
   return { families, dropped };
 }
+
+/**
+ * Adds a target's labels to every sample, first, the way Prometheus attaches target labels with
+ * `honor_labels: false`: a sample label that has the name of a target label is kept as
+ * `exported_<name>` (prefixed again while that name is taken too). `addTargetLabels(f,
+ * [['source', 'prod']])` turns `x{source="web"} 1` into `x{source="prod",exported_source="web"} 1`.
+ * The input is not modified; with no target labels it is returned as is.
+ *
+ * @param targetLabels label pairs with valid, distinct names (not `le` or `quantile`, which
+ *   histograms and summaries own).
+ * @returns new family and sample objects (the same list when `targetLabels` is empty). Never throws.
+ */
+export function addTargetLabels(families: readonly MetricFamily[], targetLabels: ReadonlyArray<readonly [string, string]>): readonly MetricFamily[] {
+  if (targetLabels.length === 0) return families;
+  const targetNames = new Set(targetLabels.map(([name]) => name));
+  const target = targetLabels.map(([name, value]): [string, string] => [name, value]);
+  const rename = (labels: ReadonlyArray<readonly [string, string]>): Array<[string, string]> => {
+    const out = target.map((pair): [string, string] => [pair[0], pair[1]]);
+    for (const [name, value] of labels) {
+      let exported = name;
+      while (targetNames.has(exported) || (exported !== name && labels.some(([other]) => other === exported))) exported = `exported_${exported}`;
+      out.push([exported, value]);
+    }
+    return out;
+  };
+  return families.map((family) => ({ ...family, samples: family.samples.map((sample) => ({ ...sample, labels: rename(sample.labels) })) }));
+}
+
+/** One source's families, for {@link mergeSources}. */
+export interface SourceFamilies {
+  source: string;
+  families: readonly MetricFamily[];
+}
+
+/**
+ * Joins several sources' families (each already labelled apart, e.g. by `source`) into one list
+ * with one family per name, so one exposition carries one `# HELP`/`# TYPE` per family: samples
+ * of a family that several sources send are appended in source order; the help text is the
+ * first source's. A conflict is resolved as {@link mergeFamilies} resolves one with our own
+ * families, the earlier claimant keeping the name: a later source's family is dropped whole
+ * when its type differs from the kept family of that name, or when a name it reserves is
+ * reserved by a kept family of another name (untyped `x_bucket` after histogram `x`).
+ *
+ * @returns the merged families (new family objects, the same sample objects), in order of first
+ *   appearance, and the dropped families by source, in input order. Never throws.
+ */
+export function mergeSources(parts: readonly SourceFamilies[]): { families: MetricFamily[]; dropped: Array<{ source: string; family: string }> } {
+  const byName = new Map<string, MetricFamily>();
+  /** Reserved name → the kept family that reserves it. */
+  const owner = new Map<string, string>();
+  const dropped: Array<{ source: string; family: string }> = [];
+  for (const { source, families } of parts) {
+    for (const family of families) {
+      const kept = byName.get(family.name);
+      if (kept !== undefined) {
+        if (kept.type === family.type) kept.samples.push(...family.samples);
+        else dropped.push({ source, family: family.name });
+        continue;
+      }
+      const names = reservedNames(family);
+      if (names.some((name) => (owner.get(name) ?? family.name) !== family.name)) {
+        dropped.push({ source, family: family.name });
+        continue;
+      }
+      for (const name of names) owner.set(name, family.name);
+      byName.set(family.name, { ...family, samples: [...family.samples] });
+    }
+  }
+  return { families: [...byName.values()], dropped };
+}

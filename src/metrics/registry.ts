@@ -45,16 +45,19 @@ export class ExporterMetrics {
   readonly upstreamScrapeDuration = new Gauge({
     name: `${METRIC_PREFIX}upstream_scrape_duration_seconds`,
     help: 'Duration of the last read of the platform E7 Prometheus text, in seconds.',
+    labelNames: ['source'],
     registers: [this.registry],
   });
   readonly upstreamSamples = new Gauge({
     name: `${METRIC_PREFIX}upstream_samples`,
     help: 'Upstream samples served in this scrape.',
+    labelNames: ['source'],
     registers: [this.registry],
   });
   readonly upstreamLastSuccess = new Gauge({
     name: `${METRIC_PREFIX}upstream_last_success_timestamp_seconds`,
     help: 'Unix time of the last successful read of the platform E7 Prometheus text.',
+    labelNames: ['source'],
     registers: [this.registry],
   });
   readonly upstreamErrors = new Counter({
@@ -62,31 +65,34 @@ export class ExporterMetrics {
     help:
       'Failed reads of the platform E7 Prometheus text, by reason (the same values as upstream_attempt_failures_total: timeout, network, ' +
       'http_<status>, content_type, invalid_body, response_too_large, token, other).',
-    labelNames: ['reason'],
+    labelNames: ['source', 'reason'],
     registers: [this.registry],
   });
   readonly upstreamInvalidLines = new Counter({
     name: `${METRIC_PREFIX}upstream_invalid_lines_total`,
     help: 'Lines of the upstream Prometheus text dropped as invalid, by reason; they are never served.',
-    labelNames: ['reason'],
+    labelNames: ['source', 'reason'],
     registers: [this.registry],
   });
   readonly upstreamDroppedFamilies = new Counter({
     name: `${METRIC_PREFIX}upstream_dropped_families_total`,
-    help: "Upstream metric families dropped because their names collide with the exporter's own.",
+    help:
+      "Upstream metric families of the source dropped because their names collide with the exporter's own, or with an earlier source's " +
+      'family of another type or structure (the first source in configuration order keeps the name).',
+    labelNames: ['source'],
     registers: [this.registry],
   });
   readonly upstreamRequestDuration = new Histogram({
     name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
     help: 'Duration of HTTP requests to the platform analytics API, by endpoint (analytics = E6, prometheus = E7) and status code (error = no response).',
-    labelNames: ['endpoint', 'code'],
+    labelNames: ['source', 'endpoint', 'code'],
     buckets: REQUEST_BUCKETS_SECONDS,
     registers: [this.registry],
   });
   readonly upstreamRetries = new Counter({
     name: `${METRIC_PREFIX}upstream_retries_total`,
     help: 'Upstream requests retried after a transient failure, by endpoint.',
-    labelNames: ['endpoint'],
+    labelNames: ['source', 'endpoint'],
     registers: [this.registry],
   });
   readonly upstreamAttemptFailures = new Counter({
@@ -94,7 +100,7 @@ export class ExporterMetrics {
     help:
       'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
       '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, token, secret_file, other).',
-    labelNames: ['endpoint', 'reason'],
+    labelNames: ['source', 'endpoint', 'reason'],
     registers: [this.registry],
   });
   readonly upstreamRateLimit = new Gauge({
@@ -102,17 +108,19 @@ export class ExporterMetrics {
     help:
       'Current pace of the request budget of E6 and E7 (UPSTREAM_RATE_LIMIT), in requests per second: the configured rate, ' +
       'halved by a 429 and recovering gradually; 0 when no budget is set.',
+    labelNames: ['source'],
     registers: [this.registry],
   });
   readonly upstreamRateLimitWait = new Counter({
     name: `${METRIC_PREFIX}upstream_rate_limit_wait_seconds_total`,
     help: 'Seconds E6 and E7 requests waited for the request budget (UPSTREAM_RATE_LIMIT) before being sent, summed over requests.',
+    labelNames: ['source'],
     registers: [this.registry],
   });
   readonly tokenRequests = new Counter({
     name: `${METRIC_PREFIX}token_requests_total`,
     help: 'OAuth2 token requests sent to the identity host (E0), by outcome.',
-    labelNames: ['outcome'],
+    labelNames: ['source', 'outcome'],
     registers: [this.registry],
   });
   readonly syncRuns = new Counter({
@@ -212,7 +220,8 @@ export class ExporterMetrics {
     const ttl = options.cacheTtlMs === undefined ? '' : `; a successful read is reused for ${options.cacheTtlMs / 1000}s (METRICS_CACHE_TTL)`;
     this.upstreamUp = new Gauge({
       name: `${METRIC_PREFIX}upstream_up`,
-      help: `Whether the last read of the platform E7 Prometheus text succeeded (1) or not (0)${ttl}.`,
+      help: `Whether the last read of the source's platform E7 Prometheus text succeeded (1) or not (0)${ttl}.`,
+      labelNames: ['source'],
       registers: [this.registry],
     });
     new Gauge({
@@ -221,7 +230,6 @@ export class ExporterMetrics {
       labelNames: ['version', 'revision', 'nodejs_version'],
       registers: [this.registry],
     }).set({ version: VERSION, revision: REVISION, nodejs_version: process.version }, 1);
-    this.upstreamUp.set(0);
     this.syncRunning.set(0);
     // These series exist from the start, so increase() sees the first increment.
     for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ action }, 0);
@@ -244,16 +252,21 @@ export class ExporterMetrics {
     return families;
   }
 
-  /** Observer for the analytics client: request durations, retries, token requests, the request budget. */
-  clientObserver(): ClientObserver {
+  /**
+   * Observer for one source's analytics client: request durations, retries, token requests, the
+   * request budget, each series labelled `source`.
+   *
+   * @param source the source's name (SourceConfig.name).
+   */
+  clientObserver(source: string): ClientObserver {
     return {
       onResponse: ({ endpoint, status, durationSeconds }) =>
-        this.upstreamRequestDuration.observe({ endpoint, code: status === undefined ? 'error' : String(status) }, durationSeconds),
-      onRetry: ({ endpoint }) => this.upstreamRetries.inc({ endpoint }),
-      onTokenRequest: (outcome) => this.tokenRequests.inc({ outcome }),
-      onAttemptFailed: ({ endpoint, reason }) => this.upstreamAttemptFailures.inc({ endpoint, reason }),
-      onRateLimit: (ratePerSecond) => this.upstreamRateLimit.set(ratePerSecond),
-      onRateLimitWait: (seconds) => this.upstreamRateLimitWait.inc(seconds),
+        this.upstreamRequestDuration.observe({ source, endpoint, code: status === undefined ? 'error' : String(status) }, durationSeconds),
+      onRetry: ({ endpoint }) => this.upstreamRetries.inc({ source, endpoint }),
+      onTokenRequest: (outcome) => this.tokenRequests.inc({ source, outcome }),
+      onAttemptFailed: ({ endpoint, reason }) => this.upstreamAttemptFailures.inc({ source, endpoint, reason }),
+      onRateLimit: (ratePerSecond) => this.upstreamRateLimit.set({ source }, ratePerSecond),
+      onRateLimitWait: (seconds) => this.upstreamRateLimitWait.inc({ source }, seconds),
     };
   }
 

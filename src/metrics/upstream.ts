@@ -1,14 +1,29 @@
 /**
- * Reads the platform's E7 Prometheus text on scrape, as Prometheus's "Writing exporters" guide
- * asks, protected three ways:
+ * Reads every source's E7 Prometheus text on scrape, as Prometheus's "Writing exporters" guide
+ * asks, protected three ways per source:
  * - concurrent scrapes share one upstream request (single flight);
  * - a successful read is reused for METRICS_CACHE_TTL;
  * - the read is bounded by the scrape's own deadline, so /metrics always answers in time, with
- *   `analytics_exporter_upstream_up 0` and no upstream sample older than the TTL when it fails.
+ *   `analytics_exporter_upstream_up{source} 0` and no upstream sample older than the TTL when it
+ *   fails.
+ * Sources are read concurrently, so a slow one never delays another. Each source's samples carry
+ * `source="<name>"` and the source's labels; the sources' families are merged into one family per
+ * name, and the merged bytes are kept until a source's read changes, so a cached scrape only
+ * sends bytes.
  */
-import { AbortedError, UpstreamError, failureReason } from '../errors.js';
+import { AbortedError, InvalidArgumentError, UpstreamError, failureReason } from '../errors.js';
 import type { Logger } from '../log.js';
-import { mergeFamilies, parseExposition, prefixFamilies, serializeOpenMetricsBuffer, serializeTextBuffer, type MetricFamily } from '../exposition/index.js';
+import {
+  addTargetLabels,
+  mergeFamilies,
+  mergeSources,
+  parseExposition,
+  prefixFamilies,
+  serializeOpenMetricsBuffer,
+  serializeTextBuffer,
+  isValidLabelName,
+  type MetricFamily,
+} from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { ExporterMetrics } from './registry.js';
 import { formatDuration } from '../time.js';
@@ -48,13 +63,40 @@ export interface UpstreamPart {
 /** The part of a scrape that has no upstream samples (a failed or timed-out read). */
 export const EMPTY_UPSTREAM_PART: UpstreamPart = Object.freeze({ text: Buffer.alloc(0), openMetrics: Buffer.alloc(0), samples: 0 });
 
-interface Snapshot extends UpstreamPart {
+/** One source's read, kept for METRICS_CACHE_TTL. */
+interface Snapshot {
+  /** The source's families: prefixed, labelled, without the ones that collide with ours. */
+  families: readonly MetricFamily[];
+  samples: number;
   /** Milliseconds since the epoch when the read finished. */
   fetchedAt: number;
+  /** The families serialised, made on first use (by /probe, or /metrics with one source). */
+  part: UpstreamPart | undefined;
+}
+
+function serialize(families: readonly MetricFamily[], samples: number, normalized: boolean): UpstreamPart {
+  return {
+    text: serializeTextBuffer(families, { normalized }),
+    openMetrics: serializeOpenMetricsBuffer(families, { eof: false, normalized }),
+    samples,
+  };
+}
+
+function partOf(snapshot: Snapshot): UpstreamPart {
+  // The parser's families, renamed, labelled, given a clean help and filtered, are still normalized.
+  return (snapshot.part ??= serialize(snapshot.families, snapshot.samples, true));
+}
+
+/** One source to read: its name, its labels and its own client (token cache, request budget). */
+export interface UpstreamSource {
+  name: string;
+  labels: Readonly<Record<string, string>>;
+  client: AnalyticsClient;
 }
 
 export interface UpstreamMetricsOptions {
-  client: AnalyticsClient;
+  /** At least one, names unique; /metrics serves them in this order. */
+  sources: readonly UpstreamSource[];
   metrics: ExporterMetrics;
   /** E7 is read for [now − window, now]. */
   windowMs: number;
@@ -66,30 +108,47 @@ export interface UpstreamMetricsOptions {
   now?: () => number;
 }
 
-export class UpstreamMetrics {
+/** One source's E7 reads: its cache, its single flight, its gauges. */
+class SourceReader {
   readonly #o: UpstreamMetricsOptions;
+  readonly #source: UpstreamSource;
+  readonly #labels: Array<[string, string]>;
   readonly #now: () => number;
+  readonly #log: Logger;
   #cache: Snapshot | undefined;
   #inflight: Promise<Snapshot> | undefined;
 
-  constructor(options: UpstreamMetricsOptions) {
+  /** @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a label name that is invalid, `le`, `quantile` or `source`. */
+  constructor(options: UpstreamMetricsOptions, source: UpstreamSource) {
     this.#o = options;
+    this.#source = source;
+    for (const name of Object.keys(source.labels)) {
+      // `le` and `quantile` belong to histograms and summaries, `source` to us.
+      if (!isValidLabelName(name) || name === 'le' || name === 'quantile' || name === 'source') {
+        throw new InvalidArgumentError(`source ${source.name}: label name ${JSON.stringify(name)} cannot be added to upstream samples`);
+      }
+    }
+    this.#labels = [['source', source.name], ...Object.entries(source.labels)];
     this.#now = options.now ?? Date.now;
+    this.#log = options.log.child({ source: source.name });
+    // The series exist before the first scrape, so alerts and increase() see the source from the start.
+    options.metrics.upstreamUp.set({ source: source.name }, 0);
+    options.metrics.upstreamSamples.set({ source: source.name }, 0);
+    options.metrics.upstreamDroppedFamilies.inc({ source: source.name }, 0);
   }
 
   /**
-   * The upstream part to serve in this scrape: the cached read while it is younger than the TTL,
-   * otherwise a new read (shared with concurrent scrapes) if it finishes within `budgetMs`.
-   * Never throws: a failure or a timeout yields {@link EMPTY_UPSTREAM_PART} and sets
-   * `upstream_up` to 0.
+   * The read to serve in this scrape: the cached one while younger than the TTL, otherwise a new
+   * one (shared with concurrent scrapes) if it finishes within `budgetMs`. Never throws.
    *
-   * @param budgetMs how long this scrape may wait, in milliseconds.
+   * @returns undefined when the read failed or did not finish in time (`upstream_up` then 0).
    */
-  async collect(budgetMs: number): Promise<UpstreamPart> {
+  async collect(budgetMs: number): Promise<Snapshot | undefined> {
     const { metrics } = this.#o;
+    const source = this.#source.name;
     const cached = this.#cache;
     if (cached !== undefined && this.#now() - cached.fetchedAt < this.#o.cacheTtlMs) {
-      metrics.upstreamSamples.set(cached.samples);
+      metrics.upstreamSamples.set({ source }, cached.samples);
       return cached;
     }
     this.#inflight ??= this.#read(budgetMs).finally(() => {
@@ -103,16 +162,16 @@ export class UpstreamMetrics {
       const result = await Promise.race([this.#inflight, deadline]);
       if (result === 'timeout') {
         // The shared read may still finish for a later scrape; this one cannot wait for it.
-        metrics.upstreamUp.set(0);
-        metrics.upstreamErrors.inc({ reason: 'timeout' });
-        metrics.upstreamSamples.set(0);
-        return EMPTY_UPSTREAM_PART;
+        metrics.upstreamUp.set({ source }, 0);
+        metrics.upstreamErrors.inc({ source, reason: 'timeout' });
+        metrics.upstreamSamples.set({ source }, 0);
+        return undefined;
       }
-      metrics.upstreamSamples.set(result.samples);
+      metrics.upstreamSamples.set({ source }, result.samples);
       return result;
     } catch {
-      metrics.upstreamSamples.set(0);
-      return EMPTY_UPSTREAM_PART;
+      metrics.upstreamSamples.set({ source }, 0);
+      return undefined;
     } finally {
       clearTimeout(timer);
     }
@@ -124,7 +183,9 @@ export class UpstreamMetrics {
   }
 
   async #read(budgetMs: number): Promise<Snapshot> {
-    const { client, metrics, log } = this.#o;
+    const { metrics } = this.#o;
+    const { client, name: source } = this.#source;
+    const log = this.#log;
     const started = performance.now();
     const now = this.#now();
     const budget = AbortSignal.timeout(budgetMs);
@@ -142,7 +203,7 @@ export class UpstreamMetrics {
           throw err;
         });
       const parsed = parseExposition(text);
-      for (const line of parsed.invalid) metrics.upstreamInvalidLines.inc({ reason: line.reason });
+      for (const line of parsed.invalid) metrics.upstreamInvalidLines.inc({ source, reason: line.reason });
       if (parsed.invalid.length > 0) {
         log.warn({ invalidLines: parsed.invalid.length, first: parsed.invalid[0] }, 'dropped invalid lines of the upstream Prometheus text');
       }
@@ -151,32 +212,97 @@ export class UpstreamMetrics {
       );
       const { dropped } = mergeFamilies(await this.#o.ownFamilies(), renamed);
       const droppedNames = new Set(dropped);
-      const upstream = renamed.filter((family) => !droppedNames.has(family.name));
+      const kept = renamed.filter((family) => !droppedNames.has(family.name));
       if (dropped.length > 0) {
-        metrics.upstreamDroppedFamilies.inc(dropped.length);
+        metrics.upstreamDroppedFamilies.inc({ source }, dropped.length);
         log.warn({ families: dropped }, "dropped upstream metric families whose names collide with the exporter's own");
       }
-      // Serialised now, once for both formats; the families are not kept, so a cached read holds
-      // two buffers rather than an object per sample. The parser's families, renamed, given a
-      // clean help and filtered, are still normalized.
-      const snapshot: Snapshot = {
-        text: serializeTextBuffer(upstream, { normalized: true }),
-        openMetrics: serializeOpenMetricsBuffer(upstream, { eof: false, normalized: true }),
-        samples: upstream.reduce((n, f) => n + f.samples.length, 0),
-        fetchedAt: this.#now(),
-      };
+      const families = addTargetLabels(kept, this.#labels);
+      const snapshot: Snapshot = { families, samples: families.reduce((n, f) => n + f.samples.length, 0), fetchedAt: this.#now(), part: undefined };
       this.#cache = snapshot;
-      metrics.upstreamUp.set(1);
-      metrics.upstreamLastSuccess.set(snapshot.fetchedAt / 1000);
+      metrics.upstreamUp.set({ source }, 1);
+      metrics.upstreamLastSuccess.set({ source }, snapshot.fetchedAt / 1000);
       return snapshot;
     } catch (err) {
-      metrics.upstreamUp.set(0);
+      metrics.upstreamUp.set({ source }, 0);
       const reason = failureReason(err);
-      metrics.upstreamErrors.inc({ reason });
+      metrics.upstreamErrors.inc({ source, reason });
       log.warn({ reason, err }, 'reading the upstream Prometheus text failed');
       throw err;
     } finally {
-      metrics.upstreamScrapeDuration.set((performance.now() - started) / 1000);
+      metrics.upstreamScrapeDuration.set({ source }, (performance.now() - started) / 1000);
     }
+  }
+}
+
+/** Every source's E7 samples, for /metrics (all of them, merged) and /probe (one). */
+export class UpstreamMetrics {
+  readonly #o: UpstreamMetricsOptions;
+  readonly #readers: ReadonlyMap<string, SourceReader>;
+  /** The reads the last merged part was made of (undefined: none served), and that part. */
+  #merged: { from: ReadonlyArray<Snapshot | undefined>; part: UpstreamPart } | undefined;
+
+  /** @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a source label name that is invalid, `le`, `quantile` or `source`. */
+  constructor(options: UpstreamMetricsOptions) {
+    this.#o = options;
+    this.#readers = new Map(options.sources.map((source) => [source.name, new SourceReader(options, source)]));
+  }
+
+  /** The configured source names, in order. */
+  get names(): string[] {
+    return [...this.#readers.keys()];
+  }
+
+  /** Whether `name` is a configured source. */
+  has(name: string): boolean {
+    return this.#readers.has(name);
+  }
+
+  /**
+   * The upstream part of a `/metrics` scrape: every source read concurrently (each from its cache
+   * or a new read bounded by `budgetMs`), merged into one family per name in source order (see
+   * mergeSources: a later source's family whose type conflicts with an earlier one's is dropped
+   * and counted in `upstream_dropped_families_total{source}`). Never throws: a source that fails
+   * or times out contributes no sample and has `upstream_up{source} 0`.
+   *
+   * @param budgetMs how long this scrape may wait, in milliseconds.
+   */
+  async collect(budgetMs: number): Promise<UpstreamPart> {
+    const reads = await Promise.all([...this.#readers.values()].map((reader) => reader.collect(budgetMs)));
+    const merged = this.#merged;
+    if (merged !== undefined && merged.from.length === reads.length && merged.from.every((read, i) => read === reads[i])) return merged.part;
+    const part = this.#merge(reads);
+    this.#merged = { from: reads, part };
+    return part;
+  }
+
+  /**
+   * The upstream part of `/probe?source=NAME`: that source's samples only, labelled as in
+   * /metrics. Never throws.
+   *
+   * @returns {@link EMPTY_UPSTREAM_PART} when the read fails or times out, or for a name that is
+   *   not configured (nothing is read for it).
+   */
+  async collectSource(name: string, budgetMs: number): Promise<UpstreamPart> {
+    const read = await this.#readers.get(name)?.collect(budgetMs);
+    return read === undefined ? EMPTY_UPSTREAM_PART : partOf(read);
+  }
+
+  #merge(reads: ReadonlyArray<Snapshot | undefined>): UpstreamPart {
+    const names = this.names;
+    const parts = reads.flatMap((read, i) => (read === undefined ? [] : [{ source: names[i]!, read }]));
+    if (parts.length === 0) return EMPTY_UPSTREAM_PART;
+    if (parts.length === 1) return partOf(parts[0]!.read);
+    const { families, dropped } = mergeSources(parts.map(({ source, read }) => ({ source, families: read.families })));
+    for (const { source } of dropped) this.#o.metrics.upstreamDroppedFamilies.inc({ source });
+    if (dropped.length > 0) {
+      this.#o.log.warn(
+        { dropped },
+        "dropped upstream metric families that conflict with an earlier source's family of the same name (another type or structure)",
+      );
+    }
+    const samples = families.reduce((n, f) => n + f.samples.length, 0);
+    // Each source's families are normalized and carry a distinct `source`, so their union is too.
+    return serialize(families, samples, true);
   }
 }

@@ -102,7 +102,7 @@ describe('DATA_DIR is held by one process', () => {
     expect(server.stderr()).toContain('ENOTDIR');
     expect(server.stderr()).not.toContain('undefined');
     // The upstream part is served all the same.
-    expect((await get(`${server.url}/metrics`)).body).toMatch(/^analytics_exporter_upstream_up 1$/m);
+    expect((await get(`${server.url}/metrics`)).body).toMatch(/^analytics_exporter_upstream_up\{source="default"\} 1$/m);
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
   }, 60_000);

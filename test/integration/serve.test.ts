@@ -70,7 +70,7 @@ describe('serve', () => {
     expect(res.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
     const parsed = parseExposition(res.body);
     expect(parsed.invalid).toEqual([]);
-    expect(res.body).toMatch(/^userlogin_event_count\{customer="[^"]+",customer_id="cust-\d+"\} \d+$/m);
+    expect(res.body).toMatch(/^userlogin_event_count\{source="default",customer="[^"]+",customer_id="cust-\d+"\} \d+$/m);
     expect(sampleValue(res.body, 'analytics_exporter_upstream_up')).toBe(1);
     expect(sampleValue(res.body, 'analytics_exporter_upstream_samples')).toBeGreaterThan(0);
     expect(sampleValue(res.body, 'analytics_exporter_build_info')).toBe(1);

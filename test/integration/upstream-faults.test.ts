@@ -123,7 +123,7 @@ async function run(h: Harness, env: Record<string, string> = {}): Promise<Extrac
     ...SYNC_ENV,
     ...env,
   });
-  const observer = h.metrics.clientObserver();
+  const observer = h.metrics.clientObserver('default');
   const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, {
     log,
     observer: {

@@ -39,7 +39,7 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
     const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger });
     const metrics = new ExporterMetrics({ processMetrics: false, cacheTtlMs: 30_000 });
     const upstream = new UpstreamMetrics({
-      client,
+      sources: [{ name: 'default', labels: {}, client }],
       metrics,
       windowMs: 86_400_000,
       cacheTtlMs: 0,
@@ -50,10 +50,12 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
     try {
       const part = await upstream.collect(5000);
       const help = 'Platform analytics metric (E7), a count over the last 24h (METRICS_WINDOW), as read from the upstream.';
-      expect(part.text.toString()).toBe(`# HELP userlogin_event_count ${help}\n# TYPE userlogin_event_count untyped\nuserlogin_event_count{customer="a"} 5\n`);
+      expect(part.text.toString()).toBe(
+        `# HELP userlogin_event_count ${help}\n# TYPE userlogin_event_count untyped\nuserlogin_event_count{source="default",customer="a"} 5\n`,
+      );
       // OpenMetrics without # EOF: the body ends with it after the own part.
       expect(part.openMetrics.toString()).toBe(
-        `# TYPE userlogin_event_count unknown\n# HELP userlogin_event_count ${help}\nuserlogin_event_count{customer="a"} 5\n`,
+        `# TYPE userlogin_event_count unknown\n# HELP userlogin_event_count ${help}\nuserlogin_event_count{source="default",customer="a"} 5\n`,
       );
       expect(part.samples).toBe(1);
       expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(2);

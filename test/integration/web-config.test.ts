@@ -218,6 +218,14 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     expect((await get('Bearer x')).statusCode).toBe(401);
     expect((await get(basic('prometheus', PASSWORD))).statusCode).toBe(200);
     expect((await get(basic('prometheus', PASSWORD))).statusCode).toBe(200); // from the cache
+    // /probe is behind the same auth, which is checked before its query: no source names leak.
+    const probe = async (query: string, authorization?: string) => {
+      const res = await request(`${s.url}/probe${query}`, { dispatcher: client(), ...(authorization ? { headers: { authorization } } : {}) });
+      return { status: res.statusCode, body: await res.body.text() };
+    };
+    expect(await probe('?source=nope')).toEqual({ status: 401, body: 'unauthorized\n' });
+    expect((await probe('?source=default')).status).toBe(401);
+    expect((await probe('?source=default', basic('prometheus', PASSWORD))).status).toBe(200);
   });
 
   it('RequireAndVerifyClientCert refuses clients without a certificate signed by client_ca_file', async () => {

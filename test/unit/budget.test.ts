@@ -267,7 +267,7 @@ describe('the analytics client on a budget (mock dispatcher)', () => {
 
   it('reports the pace and the waits to the metrics, as AnalyticsClient.fromConfig wires them', async () => {
     const metrics = new ExporterMetrics({ processMetrics: false });
-    const observer = metrics.clientObserver();
+    const observer = metrics.clientObserver('default');
     const { client, close } = await clientWith([], { onRate: (r) => observer.onRateLimit?.(r), onWait: (s) => observer.onRateLimitWait?.(s) });
     try {
       for (let i = 0; i < 3; i++) await client.fetchPage({ startDate: new Date('2026-11-01T00:00:00Z'), pageSize: 10 });

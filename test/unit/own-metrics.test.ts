@@ -5,9 +5,9 @@ import { ExporterMetrics } from '../../src/metrics/registry.js';
 describe('ExporterMetrics.families', () => {
   it("are the families of prom-client's own text, less its three _total gauges", async () => {
     const metrics = new ExporterMetrics({ cacheTtlMs: 30_000 });
-    metrics.upstreamRequestDuration.observe({ endpoint: 'analytics', code: '200' }, 0.2);
-    metrics.upstreamRequestDuration.observe({ endpoint: 'prometheus', code: 'error' }, 31);
-    metrics.upstreamAttemptFailures.inc({ endpoint: 'analytics', reason: 'http_503' });
+    metrics.upstreamRequestDuration.observe({ source: 'default', endpoint: 'analytics', code: '200' }, 0.2);
+    metrics.upstreamRequestDuration.observe({ source: 'default', endpoint: 'prometheus', code: 'error' }, 31);
+    metrics.upstreamAttemptFailures.inc({ source: 'default', endpoint: 'analytics', reason: 'http_503' });
     metrics.syncWindowsShrunk.inc({ action: 'kept' });
     metrics.databaseUp.set(1);
     const families = await metrics.families();

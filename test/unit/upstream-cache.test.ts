@@ -1,5 +1,8 @@
-/** The E7 cache of UpstreamMetrics on an injected clock: reuse within METRICS_CACHE_TTL, a new read after it, nothing stale. */
-import { describe, expect, it } from 'vitest';
+/**
+ * The E7 cache of UpstreamMetrics on an injected clock: reuse within METRICS_CACHE_TTL, a new read
+ * after it, nothing stale; and several sources read side by side, one failing or slow.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
@@ -21,7 +24,7 @@ function fakeClient(answers: Array<string | Error>): { client: AnalyticsClient; 
 function upstream(client: AnalyticsClient, clock: { now: number }, cacheTtlMs: number): { metrics: ExporterMetrics; upstream: UpstreamMetrics } {
   const metrics = new ExporterMetrics({ processMetrics: false });
   const u = new UpstreamMetrics({
-    client,
+    sources: [{ name: 'default', labels: {}, client }],
     metrics,
     windowMs: 86_400_000,
     cacheTtlMs,
@@ -38,12 +41,12 @@ describe('UpstreamMetrics cache', () => {
     const clock = { now: 1_000_000 };
     const { client, reads } = fakeClient(['a_total 1\n', 'a_total 2\n']);
     const { upstream: u } = upstream(client, clock, 30_000);
-    expect((await u.collect(1000)).text.toString()).toContain('a_total 1');
+    expect((await u.collect(1000)).text.toString()).toContain('a_total{source="default"} 1');
     clock.now += 29_999;
-    expect((await u.collect(1000)).text.toString()).toContain('a_total 1');
+    expect((await u.collect(1000)).text.toString()).toContain('a_total{source="default"} 1');
     expect(reads()).toBe(1);
     clock.now += 1;
-    expect((await u.collect(1000)).text.toString()).toContain('a_total 2');
+    expect((await u.collect(1000)).text.toString()).toContain('a_total{source="default"} 2');
     expect(reads()).toBe(2);
   });
 
@@ -59,5 +62,92 @@ describe('UpstreamMetrics cache', () => {
     expect(part.text.length).toBe(0);
     expect((await metrics.upstreamUp.get()).values[0]!.value).toBe(0);
     expect((await metrics.upstreamErrors.get()).values.find((v) => v.labels.reason === 'http_404')?.value).toBe(1);
+  });
+});
+
+describe('UpstreamMetrics with two sources', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  function twoSources(a: AnalyticsClient, b: AnalyticsClient, clock: { now: number }) {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const u = new UpstreamMetrics({
+      sources: [
+        { name: 'a', labels: { environment: 'production' }, client: a },
+        { name: 'b', labels: {}, client: b },
+      ],
+      metrics,
+      windowMs: 86_400_000,
+      cacheTtlMs: 30_000,
+      prefix: undefined,
+      ownFamilies: () => metrics.families(),
+      log: silentLogger,
+      now: () => clock.now,
+    });
+    const up = async (): Promise<Record<string, number>> => {
+      const values = (await metrics.upstreamUp.get()).values;
+      return Object.fromEntries(values.map((v): [string, number] => [String(v.labels.source), v.value]));
+    };
+    return { metrics, u, up };
+  }
+
+  it('merges both into one family per name, and reuses the merged bytes while neither read changes', async () => {
+    const clock = { now: 1_000_000 };
+    const { u, up } = twoSources(fakeClient(['x 1\n']).client, fakeClient(['x 2\n']).client, clock);
+    expect(await up()).toEqual({ a: 0, b: 0 });
+    const first = await u.collect(1000);
+    expect(first.text.toString()).toMatch(/# TYPE x untyped\nx\{source="a",environment="production"\} 1\nx\{source="b"\} 2\n$/);
+    expect(first.samples).toBe(2);
+    expect(await up()).toEqual({ a: 1, b: 1 });
+    expect(await u.collect(1000)).toBe(first);
+    expect((await u.collectSource('b', 1000)).text.toString()).toMatch(/\nx\{source="b"\} 2\n$/);
+  });
+
+  it("serves one source's samples when the other fails, with that source's upstream_up 0 and its error counted", async () => {
+    const clock = { now: 1_000_000 };
+    const failing = fakeClient([new UpstreamError('ERR_UPSTREAM_HTTP', 'prometheus', 'E7: HTTP 503', { status: 503 })]);
+    const { metrics, u, up } = twoSources(fakeClient(['x 1\n']).client, failing.client, clock);
+    const part = await u.collect(1000);
+    expect(part.text.toString()).toContain('x{source="a",environment="production"} 1');
+    expect(part.text.toString()).not.toContain('source="b"');
+    expect(await up()).toEqual({ a: 1, b: 0 });
+    expect((await metrics.upstreamErrors.get()).values).toEqual([{ labels: { source: 'b', reason: 'http_503' }, value: 1 }]);
+    expect((await u.collectSource('b', 1000)).samples).toBe(0);
+  });
+
+  it('answers within the budget when one source hangs, with the other served', async () => {
+    vi.useFakeTimers();
+    const clock = { now: 1_000_000 };
+    const hanging = { fetchPrometheusText: () => new Promise<string>(() => undefined) } as unknown as AnalyticsClient;
+    const { metrics, u, up } = twoSources(fakeClient(['x 1\n']).client, hanging, clock);
+    let settled = false;
+    const pending = u.collect(2000).finally(() => (settled = true));
+    await vi.advanceTimersByTimeAsync(1999);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    const part = await pending;
+    expect(part.samples).toBe(1);
+    expect(part.text.toString()).toContain('x{source="a",environment="production"} 1');
+    expect(await up()).toEqual({ a: 1, b: 0 });
+    expect((await metrics.upstreamErrors.get()).values).toEqual([{ labels: { source: 'b', reason: 'timeout' }, value: 1 }]);
+  });
+
+  it('refuses source labels that would break histograms and summaries or replace source', () => {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    for (const name of ['le', 'quantile', 'source', '__x', 'not-a-label']) {
+      const options = { metrics, windowMs: 1, cacheTtlMs: 1, prefix: undefined, ownFamilies: () => metrics.families(), log: silentLogger };
+      const sources = [{ name: 'a', labels: { [name]: 'v' }, client: fakeClient(['x 1\n']).client }];
+      expect(() => new UpstreamMetrics({ ...options, sources })).toThrow(`source a: label name ${JSON.stringify(name)} cannot be added to upstream samples`);
+    }
+  });
+
+  it('reads nothing for a source that is not configured', async () => {
+    const clock = { now: 1_000_000 };
+    const a = fakeClient(['x 1\n']);
+    const { u } = twoSources(a.client, fakeClient(['x 2\n']).client, clock);
+    expect(u.has('nope')).toBe(false);
+    expect(await u.collectSource('nope', 1000)).toMatchObject({ samples: 0 });
+    expect(a.reads()).toBe(0);
   });
 });
