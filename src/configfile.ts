@@ -228,6 +228,9 @@ export function parseSourcesFile(file: string, text: string, env: NodeJS.Process
             fail(labelLine, `${labelPath}: must be a Prometheus label name (letters, digits and _, not starting with a digit or __)`);
           }
           if (label === 'source') fail(labelLine, `${labelPath}: the source label is the source's name; choose another label name`);
+          // On a histogram's or summary's samples these name the bucket or quantile: a label added to every sample must not.
+          if (label === 'le' || label === 'quantile')
+            fail(labelLine, `${labelPath}: ${label} names a histogram bucket or summary quantile; choose another label name`);
           labels[label] = scalar(labelPair.value, labelPath, labelLine).text;
         }
       } else {

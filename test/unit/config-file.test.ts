@@ -205,6 +205,8 @@ describe('CONFIG_FILE', () => {
       ['source', 'the source label is the source'],
       ['__meta', 'must be a Prometheus label name'],
       ['"1env"', 'must be a Prometheus label name'],
+      ['le', 'le names a histogram bucket'],
+      ['quantile', 'quantile names a histogram bucket or summary quantile'],
     ] as const) {
       const file = write(`sources:\n${entry('a', [`labels: {${label}: x}`])}\n`);
       expect(configError({ CONFIG_FILE: file }).message, label).toMatch(new RegExp(`line 7: sources\\[0\\]\\.labels\\..*: ${rule}`));
