@@ -57,7 +57,8 @@ export async function requestsSuite(ctx: BenchContext, spec: RequestsSpec): Prom
     ctx.log(`requests: ${set.name}`);
     const start = daysBefore(DATA_END, set.days);
     const sim = await startSimulator({ records: set.records, start, end: DATA_END, timePrecisionMs: set.precisionMs, order: set.order });
-    const config = loadConfig({ STATISTICS_URL: sim.url, AUTH_URL: sim.url, CLIENT_ID: 'demo-client', CLIENT_SECRET: 'demo-secret', SYNC_WINDOW: set.window });
+    const config = loadConfig({ STATISTICS_URL: sim.url, AUTH_URL: sim.url, CLIENT_ID: 'demo-client', CLIENT_SECRET: 'demo-secret', SYNC_WINDOW: set.window })
+      .sources[0]!;
     const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
     try {
       const windows = planWindows(start.getTime(), DATA_END.getTime(), config.sync.windowMs);
