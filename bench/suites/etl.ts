@@ -1,6 +1,8 @@
 /**
  * 1. ETL throughput, beside the two limits measured in the same round: the store's (`psql
- * \copy` of the same records) and the upstream's (paging through the simulator, discarding).
+ * \copy` of the same records) and the upstream's (paging through the simulator, discarding);
+ * and the same sync without the tables derived from records (ROLLUP_DIMENSIONS=off,
+ * FIELD_CATALOGUE=off), for what maintaining them costs.
  * Also supplies the largest size of 2. Memory and 4. Growth (its sync runs are those runs).
  */
 import { join } from 'node:path';
@@ -38,17 +40,36 @@ export interface EtlRound {
   fetchCpu: CpuSplit;
   /** syncRate ÷ the smaller of copyRate and fetchRate, within this round. */
   ratio: number;
+  /** The same sync without rollups and catalogue ({@link BARE_ENV}). */
+  bare: MeasuredRun;
+  bareRate: number;
+  /** syncRate ÷ bareRate, within this round: the throughput kept with the derived tables. */
+  derivedRatio: number;
 }
 
 export interface EtlResult {
   spec: EtlSpec;
   rows: number;
   rounds: EtlRound[];
-  median: { syncRate: number; copyRate: number; fetchRate: number; ratio: number; syncSeconds: number; copySeconds: number; fetchSeconds: number };
+  median: {
+    syncRate: number;
+    copyRate: number;
+    fetchRate: number;
+    ratio: number;
+    syncSeconds: number;
+    copySeconds: number;
+    fetchSeconds: number;
+    bareRate: number;
+    bareSeconds: number;
+    derivedRatio: number;
+  };
 }
 
 /** Sync settings every sync benchmark shares: one-day windows, the defaults otherwise (page size 1000, concurrency 4). */
 export const SYNC_ENV = { SYNC_WINDOW: '1d' } as const;
+
+/** {@link SYNC_ENV} without the tables derived from records: no records_hourly(_distinct), no record_fields / records_typed upkeep. */
+export const BARE_ENV = { ...SYNC_ENV, ROLLUP_DIMENSIONS: 'off', FIELD_CATALOGUE: 'off' } as const;
 
 export function syncArgs(start: Date, end: Date): string[] {
   return ['--from', start.toISOString(), '--to', end.toISOString()];
@@ -94,7 +115,17 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
       });
 
+      // The same sync without rollups and catalogue, into its own fresh database.
+      const bare = await withFreshDatabase(ctx, 'bench_etl_bare', async (db) => {
+        const run = await runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, BARE_ENV));
+        const stored = await countRecords(db.url);
+        if (stored !== rows || run.summary?.records !== rows)
+          throw new Error(`sync without derived tables stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
+        return run;
+      });
+
       const syncRate = rows / etl.run.wallSeconds;
+      const bareRate = rows / bare.wallSeconds;
       const copyRate = rows / copy.seconds;
       const fetchRate = fetched.records / fetched.seconds;
       const result: EtlRound = {
@@ -109,10 +140,14 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         fetchRate,
         fetchCpu: { self: fetched.cpuSeconds, simulator: delta(sim0, sim1), postgres: undefined },
         ratio: syncRate / Math.min(copyRate, fetchRate),
+        bare,
+        bareRate,
+        derivedRatio: syncRate / bareRate,
       };
       rounds.push(result);
       ctx.log(
-        `etl round ${round}/${spec.rounds}: sync ${Math.round(syncRate)}/s (${etl.run.wallSeconds.toFixed(2)} s), \\copy ${Math.round(copyRate)}/s, fetch-only ${Math.round(fetchRate)}/s, ratio ${result.ratio.toFixed(2)}`,
+        `etl round ${round}/${spec.rounds}: sync ${Math.round(syncRate)}/s (${etl.run.wallSeconds.toFixed(2)} s), \\copy ${Math.round(copyRate)}/s, fetch-only ${Math.round(fetchRate)}/s, ratio ${result.ratio.toFixed(2)}; ` +
+          `without rollups and catalogue ${Math.round(bareRate)}/s (${bare.wallSeconds.toFixed(2)} s), with ÷ without ${result.derivedRatio.toFixed(2)}`,
       );
     }
   } finally {
@@ -130,6 +165,9 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
       syncSeconds: median(rounds.map((r) => r.sync.wallSeconds)),
       copySeconds: median(rounds.map((r) => r.copySeconds)),
       fetchSeconds: median(rounds.map((r) => r.fetchSeconds)),
+      bareRate: median(rounds.map((r) => r.bareRate)),
+      bareSeconds: median(rounds.map((r) => r.bare.wallSeconds)),
+      derivedRatio: median(rounds.map((r) => r.derivedRatio)),
     },
   };
 }
