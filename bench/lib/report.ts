@@ -271,7 +271,7 @@ export function renderMarkdown(report: Report): string {
       `| ETL without rollups and catalogue: \`sync\` with ROLLUP_DIMENSIONS=off, FIELD_CATALOGUE=off | ${int(etl.median.bareRate)} | ${etl.median.bareSeconds.toFixed(2)} | ${range(
         etl.rounds.map((r) => r.bare.wallSeconds),
         2,
-      )} | – |`,
+      )} | ${cpu(r0.bareCpu)} |`,
       '',
       `ETL with ÷ without rollups and catalogue (records_hourly, records_hourly_distinct, record_fields, records_typed), per round: ${etl.rounds.map((r) => r.derivedRatio.toFixed(2)).join(', ')}; ` +
         `median **${etl.median.derivedRatio.toFixed(3)}** (target ≥ ${TARGETS.derivedRatio}).`,

@@ -43,6 +43,7 @@ export interface EtlRound {
   /** The same sync without rollups and catalogue ({@link BARE_ENV}). */
   bare: MeasuredRun;
   bareRate: number;
+  bareCpu: CpuSplit;
   /** syncRate ÷ bareRate, within this round: the throughput kept with the derived tables. */
   derivedRatio: number;
 }
@@ -86,7 +87,11 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
     for (let round = 1; round <= spec.rounds; round++) {
       // The store's limit: psql \copy into a freshly migrated, empty records table.
       const copy = await withFreshDatabase(ctx, 'bench_copy', async (db) => {
-        await migrateSchema(db.url, 'analytics');
+        await migrateSchema(
+          db.url,
+          'analytics',
+          Array.from({ length: spec.days }, (_, d) => start.getTime() + d * 86_400_000),
+        );
         const pg0 = postgresCpuSeconds(ctx.cluster.dataDir);
         const seconds = await timePsqlCopy(db.url, 'analytics', copyFile);
         const pg1 = postgresCpuSeconds(ctx.cluster.dataDir);
@@ -117,15 +122,19 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
 
       // The same sync without rollups and catalogue, into its own fresh database.
       const bare = await withFreshDatabase(ctx, 'bench_etl_bare', async (db) => {
+        const pg0 = postgresCpuSeconds(ctx.cluster.dataDir);
+        const simBefore = processCpuSeconds(sim.pid);
         const run = await runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, BARE_ENV));
+        const simAfter = processCpuSeconds(sim.pid);
+        const pg1 = postgresCpuSeconds(ctx.cluster.dataDir);
         const stored = await countRecords(db.url);
         if (stored !== rows || run.summary?.records !== rows)
           throw new Error(`sync without derived tables stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
-        return run;
+        return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
       });
 
       const syncRate = rows / etl.run.wallSeconds;
-      const bareRate = rows / bare.wallSeconds;
+      const bareRate = rows / bare.run.wallSeconds;
       const copyRate = rows / copy.seconds;
       const fetchRate = fetched.records / fetched.seconds;
       const result: EtlRound = {
@@ -140,14 +149,15 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         fetchRate,
         fetchCpu: { self: fetched.cpuSeconds, simulator: delta(sim0, sim1), postgres: undefined },
         ratio: syncRate / Math.min(copyRate, fetchRate),
-        bare,
+        bare: bare.run,
         bareRate,
+        bareCpu: bare.cpu,
         derivedRatio: syncRate / bareRate,
       };
       rounds.push(result);
       ctx.log(
         `etl round ${round}/${spec.rounds}: sync ${Math.round(syncRate)}/s (${etl.run.wallSeconds.toFixed(2)} s), \\copy ${Math.round(copyRate)}/s, fetch-only ${Math.round(fetchRate)}/s, ratio ${result.ratio.toFixed(2)}; ` +
-          `without rollups and catalogue ${Math.round(bareRate)}/s (${bare.wallSeconds.toFixed(2)} s), with ÷ without ${result.derivedRatio.toFixed(2)}`,
+          `without rollups and catalogue ${Math.round(bareRate)}/s (${bare.run.wallSeconds.toFixed(2)} s), with ÷ without ${result.derivedRatio.toFixed(2)}`,
       );
     }
   } finally {
