@@ -137,13 +137,26 @@ export interface RollupDimension {
 
 /** The hourly rollup's grouping and how long its buckets are kept. */
 export interface RollupConfig {
+  /** Whether records_hourly and records_hourly_distinct are kept at all (ROLLUP_DIMENSIONS other than `off`). */
+  enabled: boolean;
   dimensions: RollupDimension[];
+  /**
+   * Fields whose distinct values records_hourly_distinct keeps per hour (ROLLUP_DISTINCT), each
+   * under its column name (the table's `value_column`); empty for `none`.
+   */
+  distinct: RollupDimension[];
+  /** What records_hourly_distinct is grouped by besides the hour (ROLLUP_DISTINCT_BY): text columns like `dimensions`. */
+  distinctBy: RollupDimension[];
+  /** Whether record_fields and records_typed are kept (FIELD_CATALOGUE). */
+  catalogue: boolean;
   /** Buckets older than this are deleted at the end of each run; undefined = kept forever. */
   retentionMs: number | undefined;
 }
 
 /** Column names `records_hourly` uses itself, so no dimension may take them. */
 const ROLLUP_RESERVED_COLUMNS = new Set(['bucket', 'window_start', 'records']);
+/** Column names `records_hourly_distinct` uses besides those, so no ROLLUP_DISTINCT_BY column may take them. */
+const DISTINCT_RESERVED_COLUMNS = new Set(['value_column', 'value']);
 
 /** How `serve` exposes /metrics (reference E7 for the upstream part). */
 export interface ServeConfig {
@@ -422,8 +435,9 @@ const SETTING_TABLE = {
   ROLLUP_DIMENSIONS: {
     flag: '--rollup-dimensions',
     default: 'event_type=eventType,customer_id=customerId',
-    help: "column=field pairs, comma-separated, grouping records_hourly (fields dotted for nesting), or 'none'",
+    help: "column=field pairs, comma-separated, grouping records_hourly (fields dotted for nesting), 'none', or 'off' for no rollup tables",
     schema: z.string().transform((text, ctx) => {
+      if (text.trim() === 'off') return undefined;
       const dimensions = parseRollupDimensions(text);
       if (typeof dimensions === 'string') {
         ctx.addIssue({ code: 'custom', message: dimensions });
@@ -437,6 +451,41 @@ const SETTING_TABLE = {
     default: 'off',
     help: "records_hourly buckets older than this are deleted after each run, or 'off' to keep them",
     schema: durationOrOff('400d'),
+  },
+  ROLLUP_DISTINCT: {
+    flag: '--rollup-distinct',
+    default: 'user_id=userId',
+    help: "column=field pairs, comma-separated, whose distinct values records_hourly_distinct keeps per hour, or 'none'",
+    schema: z.string().transform((text, ctx) => {
+      const distinct = parseRollupDimensions(text);
+      if (typeof distinct === 'string') {
+        ctx.addIssue({ code: 'custom', message: distinct.replace('records_hourly', 'records_hourly_distinct') });
+        return z.NEVER;
+      }
+      return distinct;
+    }),
+  },
+  ROLLUP_DISTINCT_BY: {
+    flag: '--rollup-distinct-by',
+    default: 'customer_id=customerId',
+    help: "column=field pairs, comma-separated, grouping records_hourly_distinct besides the hour (fields dotted for nesting), or 'none'",
+    schema: z.string().transform((text, ctx) => {
+      const by = parseRollupDimensions(text);
+      if (typeof by === 'string' || by.some((d) => DISTINCT_RESERVED_COLUMNS.has(d.column))) {
+        ctx.addIssue({
+          code: 'custom',
+          message: typeof by === 'string' ? by.replace('records_hourly', 'records_hourly_distinct') : 'must not use the column names value_column or value',
+        });
+        return z.NEVER;
+      }
+      return by;
+    }),
+  },
+  FIELD_CATALOGUE: {
+    flag: '--field-catalogue',
+    default: 'on',
+    help: "'off' stops maintaining the field catalogue record_fields and the view records_typed",
+    schema: z.enum(['on', 'off'], { error: "must be 'on' or 'off'" }),
   },
   METRICS_LISTEN: {
     flag: '--metrics-listen',
@@ -739,7 +788,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
     recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
     partitionInterval: v.PARTITION_INTERVAL,
     retentionMs: v.RETENTION,
-    rollup: { dimensions: v.ROLLUP_DIMENSIONS, retentionMs: v.ROLLUP_RETENTION },
+    rollup: rollupConfig(v),
   };
   return { name, labels, upstream, sync };
 }
@@ -763,6 +812,25 @@ function readWebConfig(file: string): WebConfig {
     if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
     throw err;
   }
+}
+
+/** The rollup settings as one RollupConfig (ROLLUP_DIMENSIONS=off turns the distinct rollup off too). */
+function rollupConfig(v: {
+  ROLLUP_DIMENSIONS: RollupDimension[] | undefined;
+  ROLLUP_RETENTION: number | undefined;
+  ROLLUP_DISTINCT: RollupDimension[];
+  ROLLUP_DISTINCT_BY: RollupDimension[];
+  FIELD_CATALOGUE: 'on' | 'off';
+}): RollupConfig {
+  const enabled = v.ROLLUP_DIMENSIONS !== undefined;
+  return {
+    enabled,
+    dimensions: v.ROLLUP_DIMENSIONS ?? [],
+    distinct: enabled ? v.ROLLUP_DISTINCT : [],
+    distinctBy: v.ROLLUP_DISTINCT_BY,
+    catalogue: v.FIELD_CATALOGUE === 'on',
+    retentionMs: v.ROLLUP_RETENTION,
+  };
 }
 
 /**

@@ -10,10 +10,12 @@ import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
 import { migrate } from '../../src/db/migrate.js';
-import { createPool } from '../../src/db/pool.js';
+import { createPool, withClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { createDataset } from '../../src/simulator/index.js';
 import { catalogueRecords, type FieldStats, type WindowFields } from '../../src/sync/derived.js';
+import { ensurePartitions } from '../../src/sync/partitions.js';
+import { Tables } from '../../src/sync/store.js';
 import { alignDown } from '../../src/sync/windows.js';
 
 /** COPY text format: backslash, newline, carriage return and tab are escaped. */
@@ -59,11 +61,16 @@ export async function writeCopyFile(
   return rows;
 }
 
-/** Creates schema `schema` with the project's migrations (the `records` table and its indexes). */
-export async function migrateSchema(databaseUrl: string, schema: string): Promise<void> {
+/**
+ * Creates schema `schema` with the project's migrations (the `records` table and its indexes),
+ * and the monthly partitions of `records` that windows starting at `windowStarts` (ms) need, as a
+ * sync creates them before loading (records has no default partition).
+ */
+export async function migrateSchema(databaseUrl: string, schema: string, windowStarts: readonly number[] = []): Promise<void> {
   const pool = createPool(databaseUrl, silentLogger, { max: 1 });
   try {
     await migrate(pool, schema, silentLogger);
+    await withClient(pool, (client) => ensurePartitions(client, new Tables(schema), windowStarts, 'month'));
   } finally {
     await pool.end();
   }

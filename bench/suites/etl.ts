@@ -1,6 +1,8 @@
 /**
  * 1. ETL throughput, beside the two limits measured in the same round: the store's (`psql
- * \copy` of the same records) and the upstream's (paging through the simulator, discarding).
+ * \copy` of the same records) and the upstream's (paging through the simulator, discarding);
+ * and the same sync without the tables derived from records (ROLLUP_DIMENSIONS=off,
+ * FIELD_CATALOGUE=off), for what maintaining them costs.
  * Also supplies the largest size of 2. Memory and 4. Growth (its sync runs are those runs).
  */
 import { join } from 'node:path';
@@ -38,17 +40,37 @@ export interface EtlRound {
   fetchCpu: CpuSplit;
   /** syncRate ÷ the smaller of copyRate and fetchRate, within this round. */
   ratio: number;
+  /** The same sync without rollups and catalogue ({@link BARE_ENV}). */
+  bare: MeasuredRun;
+  bareRate: number;
+  bareCpu: CpuSplit;
+  /** syncRate ÷ bareRate, within this round: the throughput kept with the derived tables. */
+  derivedRatio: number;
 }
 
 export interface EtlResult {
   spec: EtlSpec;
   rows: number;
   rounds: EtlRound[];
-  median: { syncRate: number; copyRate: number; fetchRate: number; ratio: number; syncSeconds: number; copySeconds: number; fetchSeconds: number };
+  median: {
+    syncRate: number;
+    copyRate: number;
+    fetchRate: number;
+    ratio: number;
+    syncSeconds: number;
+    copySeconds: number;
+    fetchSeconds: number;
+    bareRate: number;
+    bareSeconds: number;
+    derivedRatio: number;
+  };
 }
 
 /** Sync settings every sync benchmark shares: one-day windows, the defaults otherwise (page size 1000, concurrency 4). */
 export const SYNC_ENV = { SYNC_WINDOW: '1d' } as const;
+
+/** {@link SYNC_ENV} without the tables derived from records: no records_hourly(_distinct), no record_fields / records_typed upkeep. */
+export const BARE_ENV = { ...SYNC_ENV, ROLLUP_DIMENSIONS: 'off', FIELD_CATALOGUE: 'off' } as const;
 
 export function syncArgs(start: Date, end: Date): string[] {
   return ['--from', start.toISOString(), '--to', end.toISOString()];
@@ -65,7 +87,11 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
     for (let round = 1; round <= spec.rounds; round++) {
       // The store's limit: psql \copy into a freshly migrated, empty records table.
       const copy = await withFreshDatabase(ctx, 'bench_copy', async (db) => {
-        await migrateSchema(db.url, 'analytics');
+        await migrateSchema(
+          db.url,
+          'analytics',
+          Array.from({ length: spec.days }, (_, d) => start.getTime() + d * 86_400_000),
+        );
         const pg0 = postgresCpuSeconds(ctx.cluster.dataDir);
         const seconds = await timePsqlCopy(db.url, 'analytics', copyFile);
         const pg1 = postgresCpuSeconds(ctx.cluster.dataDir);
@@ -94,7 +120,21 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
       });
 
+      // The same sync without rollups and catalogue, into its own fresh database.
+      const bare = await withFreshDatabase(ctx, 'bench_etl_bare', async (db) => {
+        const pg0 = postgresCpuSeconds(ctx.cluster.dataDir);
+        const simBefore = processCpuSeconds(sim.pid);
+        const run = await runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, BARE_ENV));
+        const simAfter = processCpuSeconds(sim.pid);
+        const pg1 = postgresCpuSeconds(ctx.cluster.dataDir);
+        const stored = await countRecords(db.url);
+        if (stored !== rows || run.summary?.records !== rows)
+          throw new Error(`sync without derived tables stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
+        return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
+      });
+
       const syncRate = rows / etl.run.wallSeconds;
+      const bareRate = rows / bare.run.wallSeconds;
       const copyRate = rows / copy.seconds;
       const fetchRate = fetched.records / fetched.seconds;
       const result: EtlRound = {
@@ -109,10 +149,15 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         fetchRate,
         fetchCpu: { self: fetched.cpuSeconds, simulator: delta(sim0, sim1), postgres: undefined },
         ratio: syncRate / Math.min(copyRate, fetchRate),
+        bare: bare.run,
+        bareRate,
+        bareCpu: bare.cpu,
+        derivedRatio: syncRate / bareRate,
       };
       rounds.push(result);
       ctx.log(
-        `etl round ${round}/${spec.rounds}: sync ${Math.round(syncRate)}/s (${etl.run.wallSeconds.toFixed(2)} s), \\copy ${Math.round(copyRate)}/s, fetch-only ${Math.round(fetchRate)}/s, ratio ${result.ratio.toFixed(2)}`,
+        `etl round ${round}/${spec.rounds}: sync ${Math.round(syncRate)}/s (${etl.run.wallSeconds.toFixed(2)} s), \\copy ${Math.round(copyRate)}/s, fetch-only ${Math.round(fetchRate)}/s, ratio ${result.ratio.toFixed(2)}; ` +
+          `without rollups and catalogue ${Math.round(bareRate)}/s (${bare.run.wallSeconds.toFixed(2)} s), with ÷ without ${result.derivedRatio.toFixed(2)}`,
       );
     }
   } finally {
@@ -130,6 +175,9 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
       syncSeconds: median(rounds.map((r) => r.sync.wallSeconds)),
       copySeconds: median(rounds.map((r) => r.copySeconds)),
       fetchSeconds: median(rounds.map((r) => r.fetchSeconds)),
+      bareRate: median(rounds.map((r) => r.bareRate)),
+      bareSeconds: median(rounds.map((r) => r.bare.wallSeconds)),
+      derivedRatio: median(rounds.map((r) => r.derivedRatio)),
     },
   };
 }

@@ -5,9 +5,10 @@
  * see migrations/).
  *
  * Panels that aggregate read the rollup `records_hourly` (exact counts per UTC hour and
- * ROLLUP_DIMENSIONS column, summed over its `window_start` rows); only record-level panels and a
- * distinct count over a field that is no dimension (users) read `records`, with `window_start`
- * bounded as well as `event_time` so that PostgreSQL reads only the partitions of the range.
+ * ROLLUP_DIMENSIONS column, summed over its `window_start` rows), and the Users panel its distinct
+ * companion `records_hourly_distinct` (each distinct value of a ROLLUP_DISTINCT field per UTC
+ * hour and customer); only record-level panels read `records`, with `window_start` bounded as well
+ * as `event_time` so that PostgreSQL reads only the partitions of the range.
  *
  * The record schema of E6 is not published, so no field name inside `records.payload` is written
  * into the SQL: each comes from a query variable over the field catalogue `record_fields` whose
@@ -85,6 +86,14 @@ const CUSTOMER = field('customer_field');
 const USER = field('user_field');
 const RECORDS = '${schema}.records';
 const ROLLUP = '${schema}.records_hourly';
+const DISTINCT_ROLLUP = '${schema}.records_hourly_distinct';
+/**
+ * The ROLLUP_DISTINCT columns records_hourly_distinct was built for (derived_settings keeps them
+ * as `column=field`), for the "User column" variable: read from the settings, not the table, so
+ * the list costs nothing however large the table is.
+ */
+const DISTINCT_COLUMNS_QUERY =
+  "SELECT split_part(field, '=', 1) AS value_column\nFROM ${schema}.derived_settings, jsonb_array_elements_text(value -> 'distinct') AS field\nWHERE name = 'rollup_distinct'\nORDER BY 1";
 const EVENT_COLUMN = '${event_dimension}';
 const CUSTOMER_COLUMN = '${customer_dimension}';
 /**
@@ -110,6 +119,8 @@ const WHERE = `WHERE $__timeFilter(event_time)\n  AND ${WINDOW_BOUND}\n  AND sou
 
 const ROLLUP_NOTE =
   'Read from the rollup records_hourly (exact counts per UTC hour, summed over its rows), so it counts whole hours: those starting in the time range. A record without an event time counts at its window start.';
+const DISTINCT_NOTE =
+  'Read from the distinct rollup records_hourly_distinct (each distinct value of the field per UTC hour and customer), so the count is exact and, like the other rollup panels, counts whole hours: those starting in the time range. A record without an event time counts at its window start; one without the field is not counted. Its customer column is ROLLUP_DISTINCT_BY, which must be built from the same field as "Customer column".';
 const RECORDS_NOTE =
   'Reads the records table itself (a field that is not a ROLLUP_DIMENSIONS column), bounded by window_start as well so that only the partitions of the time range are read. Records are counted by their own event time (records.event_time, from RECORD_TIME_FIELD); records without one are not shown.';
 
@@ -252,6 +263,21 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
         .current({ selected: true, text: v.default, value: v.default }),
     );
   }
+  builder.withVariable(
+    new dashboard.QueryVariableBuilder('user_column')
+      .label('User column')
+      .description(
+        "Field counted by the Users panel: a ROLLUP_DISTINCT column of records_hourly_distinct (default: user_id, for the simulator's userId), listed from the settings it was built with (derived_settings). Used only as an SQL string literal.",
+      )
+      .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
+      .query(DISTINCT_COLUMNS_QUERY)
+      .definition(DISTINCT_COLUMNS_QUERY)
+      .refresh(dashboard.VariableRefresh.OnDashboardLoad)
+      .multi(false)
+      .includeAll(false)
+      .allowCustomValue(false)
+      .current({ selected: true, text: 'user_id', value: 'user_id' }),
+  );
   const customerQuery = `SELECT DISTINCT ${CUSTOMER_COLUMN} AS customer\nFROM ${ROLLUP}\nWHERE $__timeFilter(bucket)\n  AND ${WINDOW_BOUND}\n  AND source = ${SOURCES}\n  AND ${CUSTOMER_COLUMN} IS NOT NULL\nORDER BY 1`;
   builder
     .withVariable(
@@ -283,8 +309,8 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
     .withPanel(
       countStat(
         'Users',
-        `Distinct users (payload field picked in "User field") of the selected customers in the time range. ${RECORDS_NOTE}`,
-        `SELECT count(DISTINCT ${USER}) AS "users"\nFROM ${RECORDS}\n${WHERE}`,
+        `Distinct users (values of the ROLLUP_DISTINCT field picked in "User column") of the selected customers in the time range. ${DISTINCT_NOTE}`,
+        `SELECT count(DISTINCT value) AS "users"\nFROM ${DISTINCT_ROLLUP}\n${ROLLUP_WHERE}\n  AND value_column = \${user_column:sqlstring}`,
       ),
     )
     .withPanel(

@@ -24,8 +24,9 @@ async function underSyncLock<T>(pool: Pool, config: Config, fn: (derived: Derive
 }
 
 /**
- * Applies pending migrations to DATABASE_SCHEMA, then rebuilds records_hourly from `records`
- * when it was built for other ROLLUP_DIMENSIONS (or not yet), under the schema's sync lock.
+ * Applies pending migrations to DATABASE_SCHEMA, then rebuilds records_hourly and
+ * records_hourly_distinct from `records` when built for other ROLLUP_* settings (or not yet; or
+ * drops them when off), under the schema's sync lock.
  *
  * @returns the migrations applied now, and whether the rollup was rebuilt.
  * @throws {ExporterError} `ERR_DATABASE` from the migrations; the database's error from the rebuild.
@@ -40,17 +41,24 @@ export async function migrateDatabase(pool: Pool, config: Config, log: Logger): 
 }
 
 /**
- * Rebuilds records_hourly from `records` for ROLLUP_DIMENSIONS, whatever it was built for
- * (migrating first), under the schema's sync lock.
+ * Rebuilds records_hourly and records_hourly_distinct from `records` for ROLLUP_DIMENSIONS,
+ * ROLLUP_DISTINCT and ROLLUP_DISTINCT_BY, whatever they were built for (migrating first), under
+ * the schema's sync lock. With ROLLUP_DIMENSIONS=off (or ROLLUP_DISTINCT=none for the second) the
+ * table is dropped instead.
  *
- * @returns the number of rows records_hourly holds afterwards.
+ * @returns the number of rows each table holds afterwards; undefined for a table not kept.
  */
-export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Promise<number> {
+export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Promise<{ hourly: number | undefined; distinct: number | undefined }> {
   await migrate(pool, config.database.schema, log);
   return underSyncLock(pool, config, async (derived, tables, client) => {
     await derived.rebuildRollup(client);
-    const { rows } = await client.query<{ n: string }>(`select count(*) as n from ${tables.hourly}`);
-    return Number(rows[0]!.n);
+    const count = async (table: string): Promise<number | undefined> => {
+      const { rows: exists } = await client.query<{ exists: boolean }>('select to_regclass($1) is not null as exists', [table]);
+      if (!exists[0]!.exists) return undefined;
+      const { rows } = await client.query<{ n: string }>(`select count(*) as n from ${table}`);
+      return Number(rows[0]!.n);
+    };
+    return { hourly: await count(tables.hourly), distinct: await count(tables.hourlyDistinct) };
   });
 }
 

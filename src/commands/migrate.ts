@@ -1,6 +1,6 @@
 /**
- * `analytics-exporter migrate`: applies pending migrations, rebuilds records_hourly when
- * ROLLUP_DIMENSIONS changed, and exits (sync and serve also do both at start).
+ * `analytics-exporter migrate`: applies pending migrations, rebuilds records_hourly and
+ * records_hourly_distinct when their ROLLUP_* settings changed, and exits (sync and serve also do both at start).
  */
 import type { Command } from 'commander';
 import { runDatabaseCommand } from './runtime.js';
@@ -10,14 +10,14 @@ export function registerMigrateCommand(program: Command): void {
   program
     .command('migrate')
     .description(
-      'apply pending database migrations to DATABASE_SCHEMA, rebuild records_hourly if ROLLUP_DIMENSIONS changed, and exit (sync and serve do this at start too)',
+      'apply pending database migrations to DATABASE_SCHEMA, rebuild records_hourly and records_hourly_distinct if their ROLLUP_* settings changed, and exit (sync and serve do this at start too)',
     )
     .action(async (_options: unknown, command: Command) => {
       await runDatabaseCommand(command, 'migrate', async (pool, config, log) => {
         const { migrateDatabase } = await import('../app/derived.js');
         const { applied, rollupRebuilt } = await migrateDatabase(pool, config, log);
         process.stdout.write(applied.length > 0 ? `applied: ${applied.join(', ')}\n` : `schema ${config.database.schema} is up to date\n`);
-        if (rollupRebuilt) process.stdout.write('rebuilt records_hourly for ROLLUP_DIMENSIONS\n');
+        if (rollupRebuilt) process.stdout.write('rebuilt the rollup tables for the ROLLUP_* settings\n');
       });
     });
 }

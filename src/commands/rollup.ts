@@ -1,4 +1,4 @@
-/** `analytics-exporter rollup rebuild`: rebuilds records_hourly from records for ROLLUP_DIMENSIONS. */
+/** `analytics-exporter rollup rebuild`: rebuilds records_hourly and records_hourly_distinct from records for the ROLLUP_* settings. */
 import type { Command } from 'commander';
 import { runDatabaseCommand } from './runtime.js';
 
@@ -7,12 +7,15 @@ export function registerRollupCommand(program: Command): void {
   const rollup = program.command('rollup').description('the hourly rollup records_hourly');
   rollup
     .command('rebuild')
-    .description('rebuild records_hourly from records for ROLLUP_DIMENSIONS (waits for a running sync of the schema)')
+    .description(
+      'rebuild records_hourly and records_hourly_distinct from records for ROLLUP_DIMENSIONS and ROLLUP_DISTINCT (waits for a running sync of the schema)',
+    )
     .action(async (_options: unknown, command: Command) => {
       await runDatabaseCommand(command, 'rollup rebuild', async (pool, config, log) => {
         const { rebuildRollup } = await import('../app/derived.js');
         const rows = await rebuildRollup(pool, config, log);
-        process.stdout.write(`rebuilt records_hourly: ${rows} rows\n`);
+        const line = (table: string, n: number | undefined) => (n === undefined ? `dropped ${table}: not configured\n` : `rebuilt ${table}: ${n} rows\n`);
+        process.stdout.write(line('records_hourly', rows.hourly) + line('records_hourly_distinct', rows.distinct));
       });
     });
 }

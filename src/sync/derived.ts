@@ -11,9 +11,17 @@
  *   group by … on conflict do update). A missing or JSON-null dimension value is its own group
  *   (null), matched through a unique index on `coalesce(col, '')` and `col is null`, which
  *   PostgreSQL 13 supports (no `nulls not distinct`). Readers sum `records` over `window_start`.
+ * - `records_hourly_distinct`: per hour bucket, window start and ROLLUP_DISTINCT_BY values, each
+ *   distinct value of each ROLLUP_DISTINCT field (`value_column` names the field by its column,
+ *   `value` is its text) with the number of records holding it. Kept like records_hourly, in the
+ *   same statements, so `count(distinct value)` over a range of hours is exact; a record without
+ *   the field (or with JSON null there) adds no row.
  * - `record_fields`: the catalogue of top-level payload fields (types seen, records holding it,
  *   first and last seen, a short example), and `records_typed`, a view with one typed column per
  *   scalar field, recreated when the catalogue gains a field or a field's type widens.
+ *
+ * ROLLUP_DIMENSIONS=off keeps neither rollup table (they are dropped) and FIELD_CATALOGUE=off stops
+ * maintaining record_fields and records_typed (left as they are), for an ETL without derived work.
  *
  * The record schema is not published: nothing here assumes a field, the dimensions are configured.
  */
@@ -32,6 +40,10 @@ const ROLLUP_SETTING = 'rollup_dimensions';
  * dimensions.
  */
 const ROLLUP_SHAPE = 2;
+/** Name under which derived_settings keeps what records_hourly_distinct was built for. */
+const DISTINCT_SETTING = 'rollup_distinct';
+/** Version of records_hourly_distinct's columns and key, stored with its fields. */
+const DISTINCT_SHAPE = 1;
 /** Name under which derived_settings keeps the definition records_typed was created with. */
 const VIEW_SETTING = 'typed_view';
 
@@ -176,15 +188,30 @@ export interface FieldRow {
  * the caller's transaction and takes the dimension paths as parameters.
  */
 export class Derived {
+  private readonly enabled: boolean;
+  private readonly catalogue: boolean;
   private readonly dims: readonly RollupDimension[];
   private readonly cols: string[];
+  private readonly distinct: readonly RollupDimension[];
+  private readonly by: readonly RollupDimension[];
+  private readonly byCols: string[];
 
   constructor(
     private readonly t: Tables,
     rollup: RollupConfig,
   ) {
+    this.enabled = rollup.enabled;
+    this.catalogue = rollup.catalogue;
     this.dims = rollup.dimensions;
     this.cols = rollup.dimensions.map((d) => quoteIdent(d.column));
+    this.distinct = rollup.enabled ? rollup.distinct : [];
+    this.by = rollup.distinctBy;
+    this.byCols = rollup.distinctBy.map((d) => quoteIdent(d.column));
+  }
+
+  /** Whether records_hourly_distinct is kept (rollups on and ROLLUP_DISTINCT not `none`). */
+  private get hasDistinct(): boolean {
+    return this.distinct.length > 0;
   }
 
   /** `payload #>> $n::text[]` of each dimension, its parameters numbered from `first`. */
@@ -202,6 +229,31 @@ export class Derived {
    */
   private keyExpressions(): string[] {
     return ['window_start', 'bucket', ...this.cols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`])];
+  }
+
+  /** The key expressions of records_hourly_distinct's unique index, window start first like records_hourly's. */
+  private distinctKeyExpressions(): string[] {
+    return ['window_start', 'bucket', ...this.byCols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`]), 'value_column', 'value'];
+  }
+
+  /**
+   * `insert into records_hourly_distinct … select …, count(*) from <source>, (each distinct field's
+   * column and value) group by … on conflict add`. Its parameters from `firstParam`: the
+   * ROLLUP_DISTINCT_BY paths, then per distinct field its column name and path
+   * ({@link distinctParams}).
+   */
+  private addDistinctSql(source: string, firstParam: number): string {
+    const by = this.by.map((_, i) => `, payload #>> $${firstParam + i}::text[]`).join('');
+    const base = firstParam + this.by.length;
+    const fields = this.distinct.map((_, j) => `($${base + 2 * j}::text, payload #>> $${base + 2 * j + 1}::text[])`).join(', ');
+    const groups = this.byCols.map((_, i) => `, ${i + 3}`).join('');
+    const n = this.byCols.length;
+    return `insert into ${this.t.hourlyDistinct} as d (bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records)
+      select ${BUCKET_SQL}, window_start${by}, f.col, f.value, count(*)
+        from ${source} cross join lateral (values ${fields}) as f(col, value)
+       where f.value is not null
+       group by 1, 2${groups}, ${n + 3}, ${n + 4}
+      on conflict (${this.distinctKeyExpressions().join(', ')}) do update set records = d.records + excluded.records`;
   }
 
   /** `insert into records_hourly … select …, count(*) from <source> group by bucket, window_start, dimensions … on conflict add`. */
@@ -223,17 +275,19 @@ export class Derived {
    * @returns the number of records deleted.
    */
   async deleteWindowRecords(db: PoolClient, window: Window): Promise<number> {
+    const parts = [`gone as (delete from ${this.t.records} where window_start >= $1 and window_start < $2 returning payload)`];
+    if (this.enabled) parts.push(`cleared as (delete from ${this.t.hourly} where window_start >= $1 and window_start < $2)`);
+    if (this.hasDistinct) parts.push(`cleared_distinct as (delete from ${this.t.hourlyDistinct} where window_start >= $1 and window_start < $2)`);
+    if (this.catalogue)
+      parts.push(
+        `keys as (
+           select k as path, count(*) as n
+             from gone, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
+         )`,
+        `uncounted as (update ${this.t.fields} f set records = f.records - keys.n, updated_at = now() from keys where f.path = keys.path)`,
+      );
     const { rows } = await db.query<{ deleted: string }>(
-      `with gone as (
-         delete from ${this.t.records} where window_start >= $1 and window_start < $2 returning payload
-       ), cleared as (
-         delete from ${this.t.hourly} where window_start >= $1 and window_start < $2
-       ), keys as (
-         select k as path, count(*) as n
-           from gone, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
-       ), uncounted as (
-         update ${this.t.fields} f set records = f.records - keys.n, updated_at = now() from keys where f.path = keys.path
-       )
+      `with ${parts.join(',\n')}
        select count(*) as deleted from gone`,
       [new Date(window.start), new Date(window.end)],
     );
@@ -242,16 +296,25 @@ export class Derived {
 
   /**
    * Wraps an `insert into records … select …` (its parameters numbered below `firstParam`) so the
-   * same statement adds the inserted rows to records_hourly; the statement's parameters are then
-   * followed by {@link rollupParams}.
+   * same statement adds the inserted rows to records_hourly and records_hourly_distinct; the
+   * statement's parameters are then followed by {@link rollupParams}. With ROLLUP_DIMENSIONS=off
+   * the insert is returned as it is.
    */
   withRollup(insertSql: string, firstParam: number): string {
-    return `with ins as (${insertSql} returning payload, event_time, window_start) ${this.addGroupsSql('ins', '', firstParam)}`;
+    if (!this.enabled) return insertSql;
+    const distinct = this.hasDistinct ? `, distinct_rows as (${this.addDistinctSql('ins', firstParam + this.dims.length)}) ` : ' ';
+    return `with ins as (${insertSql} returning payload, event_time, window_start)${distinct}${this.addGroupsSql('ins', '', firstParam)}`;
   }
 
-  /** The parameters {@link withRollup} adds: the dimension paths. */
-  rollupParams(): string[][] {
-    return this.paths;
+  /** The parameters {@link withRollup} adds: the dimension paths, then {@link distinctParams}. */
+  rollupParams(): (string | string[])[] {
+    if (!this.enabled) return [];
+    return [...this.paths, ...this.distinctParams()];
+  }
+
+  /** The ROLLUP_DISTINCT_BY paths, then each distinct field's column name and path, in order (none without distinct fields). */
+  private distinctParams(): (string | string[])[] {
+    return this.hasDistinct ? [...this.by.map((d) => d.path), ...this.distinct.flatMap((d) => [d.column, d.path])] : [];
   }
 
   /**
@@ -260,7 +323,7 @@ export class Derived {
    * gained a field or a type. (records_hourly got the rows with their inserts, {@link withRollup}.)
    */
   async addWindowRecords(db: PoolClient, window: Window, fields: WindowFields, log: Logger): Promise<void> {
-    if (fields.size === 0) return;
+    if (!this.catalogue || fields.size === 0) return;
     const entries = [...fields];
     // `before` reads the catalogue as it was before this statement: a field new or with a new type
     // means records_typed may have to change.
@@ -341,23 +404,76 @@ export class Derived {
    * @returns whether it rebuilt.
    */
   async ensureRollup(db: PoolClient, log: Logger): Promise<boolean> {
-    if (await this.isRollupCurrent(db)) return false;
-    await this.rebuildRollup(db);
-    log.info(this.setting(), 'rebuilt records_hourly from records for ROLLUP_DIMENSIONS');
-    return true;
+    let changed = false;
+    if (!(await this.isHourlyCurrent(db))) {
+      await this.rebuildHourly(db);
+      log.info(this.setting(), this.enabled ? 'rebuilt records_hourly from records for ROLLUP_DIMENSIONS' : 'dropped records_hourly: ROLLUP_DIMENSIONS is off');
+      changed = true;
+    }
+    if (!(await this.isDistinctCurrent(db))) {
+      await this.rebuildDistinct(db);
+      log.info(
+        this.distinctSetting(),
+        this.hasDistinct ? 'rebuilt records_hourly_distinct from records for ROLLUP_DISTINCT' : 'dropped records_hourly_distinct: no ROLLUP_DISTINCT',
+      );
+      changed = true;
+    }
+    return changed;
   }
 
-  /** Whether records_hourly exists and was built with this shape for these dimensions. */
+  /**
+   * Whether records_hourly and records_hourly_distinct are as these settings want them: built
+   * with this shape for these dimensions and fields, or absent when off.
+   */
   async isRollupCurrent(db: Pick<PoolClient, 'query'>): Promise<boolean> {
-    const { rows } = await db.query<{ value: unknown }>(`select value from ${this.t.derivedSettings} where name = $1`, [ROLLUP_SETTING]);
-    const current = rows[0]?.value;
-    // Compared as values: jsonb does not keep an object's key order.
-    return current !== undefined && isDeepStrictEqual(current, this.setting()) && (await relationExists(db, this.t.hourly));
+    return (await this.isHourlyCurrent(db)) && (await this.isDistinctCurrent(db));
   }
 
-  /** Drops and recreates records_hourly for these dimensions, filled from `records`; in the caller's transaction. */
+  private async isHourlyCurrent(db: Pick<PoolClient, 'query'>): Promise<boolean> {
+    if (!this.enabled) return !(await relationExists(db, this.t.hourly));
+    return (await settingIs(db, this.t, ROLLUP_SETTING, this.setting())) && (await relationExists(db, this.t.hourly));
+  }
+
+  private async isDistinctCurrent(db: Pick<PoolClient, 'query'>): Promise<boolean> {
+    if (!this.hasDistinct) return !(await relationExists(db, this.t.hourlyDistinct));
+    return (await settingIs(db, this.t, DISTINCT_SETTING, this.distinctSetting())) && (await relationExists(db, this.t.hourlyDistinct));
+  }
+
+  /**
+   * Drops and recreates records_hourly and records_hourly_distinct for these settings, filled from
+   * `records` (or only drops them: ROLLUP_DIMENSIONS=off, ROLLUP_DISTINCT=none); in the caller's transaction.
+   */
   async rebuildRollup(db: PoolClient): Promise<void> {
+    await this.rebuildHourly(db);
+    await this.rebuildDistinct(db);
+  }
+
+  /** Drops records_hourly_distinct and, unless there is no distinct field, recreates and fills it from `records`. */
+  private async rebuildDistinct(db: PoolClient): Promise<void> {
+    await db.query(`drop table if exists ${this.t.hourlyDistinct}`);
+    await db.query(`delete from ${this.t.derivedSettings} where name = $1`, [DISTINCT_SETTING]);
+    if (!this.hasDistinct) return;
+    await db.query(
+      `create table ${this.t.hourlyDistinct} (bucket timestamptz not null, window_start timestamptz not null${this.byCols.map((c) => `, ${c} text`).join('')}, value_column text not null, value text not null, records bigint not null check (records > 0))`,
+    );
+    await db.query(`create unique index on ${this.t.hourlyDistinct} (${this.distinctKeyExpressions().join(', ')})`);
+    // The Users panel and ROLLUP_RETENTION select by bucket (and by field).
+    await db.query(`create index on ${this.t.hourlyDistinct} (value_column, bucket)`);
+    await db.query(this.addDistinctSql(this.t.records, 1), this.distinctParams());
+    await db.query(
+      `insert into ${this.t.derivedSettings} (name, value) values ($1, $2::jsonb)
+         on conflict (name) do update set value = excluded.value, updated_at = now()`,
+      [DISTINCT_SETTING, JSON.stringify(this.distinctSetting())],
+    );
+  }
+
+  /** Drops records_hourly and, unless ROLLUP_DIMENSIONS is off, recreates and fills it from `records`. */
+  private async rebuildHourly(db: PoolClient): Promise<void> {
     await db.query(`drop table if exists ${this.t.hourly}`);
+    if (!this.enabled) {
+      await db.query(`delete from ${this.t.derivedSettings} where name = $1`, [ROLLUP_SETTING]);
+      return;
+    }
     await db.query(
       `create table ${this.t.hourly} (bucket timestamptz not null, window_start timestamptz not null${this.cols.map((c) => `, ${c} text`).join('')}, records bigint not null check (records > 0))`,
     );
@@ -378,7 +494,9 @@ export class Derived {
    * @returns the number of rows deleted.
    */
   async pruneRollup(db: PoolClient, before: number): Promise<number> {
+    if (!this.enabled) return 0;
     const { rowCount } = await db.query(`delete from ${this.t.hourly} where bucket < $1`, [new Date(before)]);
+    if (this.hasDistinct) await db.query(`delete from ${this.t.hourlyDistinct} where bucket < $1`, [new Date(before)]);
     return rowCount ?? 0;
   }
 
@@ -389,6 +507,25 @@ export class Derived {
   private setting(): { shape: number; dimensions: string[] } {
     return { shape: ROLLUP_SHAPE, dimensions: this.dims.map((d) => `${d.column}=${d.path.join('.')}`) };
   }
+
+  /**
+   * What derived_settings keeps for records_hourly_distinct: its shape ({@link DISTINCT_SHAPE}),
+   * its grouping columns as `column=dotted.path`, and its fields (`distinct`) the same way. The
+   * dashboard's "User column" lists the columns of `distinct`.
+   */
+  private distinctSetting(): { shape: number; by: string[]; distinct: string[] } {
+    return {
+      shape: DISTINCT_SHAPE,
+      by: this.by.map((d) => `${d.column}=${d.path.join('.')}`),
+      distinct: this.distinct.map((d) => `${d.column}=${d.path.join('.')}`),
+    };
+  }
+}
+
+/** Whether derived_settings holds `value` under `name` (compared as values: jsonb does not keep an object's key order). */
+async function settingIs(db: Pick<PoolClient, 'query'>, t: Tables, name: string, value: unknown): Promise<boolean> {
+  const { rows } = await db.query<{ value: unknown }>(`select value from ${t.derivedSettings} where name = $1`, [name]);
+  return rows[0]?.value !== undefined && isDeepStrictEqual(rows[0].value, value);
 }
 
 /** Whether a table or view exists (its name qualified and quoted). */

@@ -13,7 +13,7 @@ import { AbortedError, InvalidArgumentError, coerceError, describeError } from '
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
-import { catalogueRecords, Derived, mergeFields, type WindowFields } from './derived.js';
+import { catalogueRecords, Derived, mergeFields, type FieldStats, type WindowFields } from './derived.js';
 import { WindowReader } from './reader.js';
 import { storablePage } from './storable.js';
 import { RecordEstimate } from './split.js';
@@ -234,7 +234,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     concurrency: config.concurrency,
     minSplitMs: config.minSplitMs,
     instantAttempts: config.windowAttempts,
-    prepare: (page, part) => preparePage(page, part, timeField),
+    prepare: (page, part) => preparePage(page, part, timeField, config.rollup.catalogue),
     timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, windows[0]!.start, windows[windows.length - 1]!.end)),
@@ -468,7 +468,7 @@ interface PreparedPage {
  * it for this part), and counted: RECORD_TIME_FIELD may not be the field E6 filters on, or may
  * lack a zone.
  */
-function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined): PreparedPage {
+function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined, catalogue: boolean): PreparedPage {
   const keep: number[] = [];
   const eventTimes: (number | null)[] = [];
   const quarantine: QuarantineRow[] = [];
@@ -494,7 +494,8 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
     eventTimes.push(ms === undefined ? null : ms);
   }
   const rows: PageRows = storable.text === undefined ? { records: page.data, keep, eventTimes } : { text: storable.text, keep, eventTimes };
-  const fields = catalogueRecords(page.data, keep, eventTimes);
+  // FIELD_CATALOGUE=off: no field statistics to gather (Derived.addWindowRecords would ignore them).
+  const fields: WindowFields = catalogue ? catalogueRecords(page.data, keep, eventTimes) : new Map<string, FieldStats>();
   return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed, fields };
 }
 

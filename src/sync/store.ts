@@ -18,6 +18,7 @@ export class Tables {
   readonly state: string;
   /** Tables derived from records (src/sync/derived.ts). */
   readonly hourly: string;
+  readonly hourlyDistinct: string;
   readonly fields: string;
   readonly derivedSettings: string;
   readonly typedView: string;
@@ -31,6 +32,7 @@ export class Tables {
     this.runs = `${q}.sync_runs`;
     this.state = `${q}.sync_state`;
     this.hourly = `${q}.records_hourly`;
+    this.hourlyDistinct = `${q}.records_hourly_distinct`;
     this.fields = `${q}.record_fields`;
     this.derivedSettings = `${q}.derived_settings`;
     this.typedView = `${q}.records_typed`;

@@ -324,6 +324,14 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
           watermarks.rows.map((r: { Source: string }) => r.Source),
           'one watermark per source',
         ).toEqual(SOURCES);
+        const users = panelQueries(d).find((q) => q.key === 'analytics-history / Users / A')!;
+        const usersCounted = await run('Users', renderSql(users.target.rawSql!, { variables: vars, selections }, range));
+        const distinctUsers = await run(
+          'distinct users of records',
+          `SELECT count(DISTINCT payload ->> 'userId') AS n FROM ${stack.schema}.records WHERE event_time BETWEEN '${range.from.toISOString()}' AND '${range.to.toISOString()}'`,
+        );
+        expect(first(usersCounted, 'users'), 'Users (distinct rollup) equals count(DISTINCT userId) of records').toBe(first(distinctUsers, 'n'));
+        expect(first(distinctUsers, 'n')).toBeGreaterThan(0);
 
         const picked = { ...selections, customer: { values: selections.customer!.values.slice(0, 2) } };
         // A time range without records: "All" over no customers must still parse (no rows is fine).

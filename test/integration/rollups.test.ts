@@ -79,12 +79,54 @@ async function rollupAndTruth(schema: string, dims: { column: string; path: stri
   return { rollup: rollup.rows.map((r) => r.row).sort(), truth: truth.rows.map((r) => r.row).sort() };
 }
 
+/**
+ * records_hourly_distinct summed over window_start, and the same grouping computed from `records`,
+ * each sorted: per bucket, grouping path values and distinct field (column, path), each non-null
+ * value with its number of records.
+ */
+async function distinctAndTruth(
+  schema: string,
+  by: { column: string; path: string[] }[],
+  fields: { column: string; path: string[] }[],
+): Promise<{ rollup: string[]; truth: string[] }> {
+  const cols = by.map((d) => `, "${d.column}"`).join('');
+  const rollup = await bed.pool.query<{ row: string }>(
+    `select json_build_array(bucket${cols}, value_column, value, sum(records))::text as row
+       from "${schema}".records_hourly_distinct group by bucket${cols}, value_column, value`,
+  );
+  const truths: string[] = [];
+  for (const f of fields) {
+    const values = by.map((_, i) => `, payload #>> $${i + 2}::text[] as d${i}`).join('');
+    const groups = by.map((_, i) => `, ${i + 2}`).join('');
+    const truth = await bed.pool.query<{ row: string }>(
+      `select json_build_array(bucket${by.map((_, i) => `, d${i}`).join('')}, $${by.length + 2}::text, v, n)::text as row from (
+         select date_trunc('hour', coalesce(event_time, window_start), 'UTC') as bucket${values}, payload #>> $1::text[] as v, count(*) as n
+           from "${schema}".records where payload #>> $1::text[] is not null group by 1${groups}, ${by.length + 2}) as t`,
+      [f.path, ...by.map((d) => d.path), f.column],
+    );
+    truths.push(...truth.rows.map((r) => r.row));
+  }
+  return { rollup: rollup.rows.map((r) => r.row).sort(), truth: truths.sort() };
+}
+
 const DIMS = [
   { column: 'event_type', path: ['eventType'] },
   { column: 'medium', path: ['medium'] },
   { column: 'plan', path: ['meta', 'plan'] },
 ];
-const DIMS_ENV = { ROLLUP_DIMENSIONS: 'event_type=eventType,medium=medium,plan=meta.plan' };
+const DISTINCT_BY = [
+  { column: 'plan', path: ['meta', 'plan'] },
+  { column: 'medium', path: ['medium'] },
+];
+const DISTINCT = [
+  { column: 'user_id', path: ['userId'] },
+  { column: 'medium_value', path: ['medium'] },
+];
+const DIMS_ENV = {
+  ROLLUP_DIMENSIONS: 'event_type=eventType,medium=medium,plan=meta.plan',
+  ROLLUP_DISTINCT: 'user_id=userId,medium_value=medium',
+  ROLLUP_DISTINCT_BY: 'plan=meta.plan,medium=medium',
+};
 
 describe('records_hourly', () => {
   it('equals count(*) over records grouped the same way after every run: re-runs, lookback, shrink replaced and kept', async () => {
@@ -129,6 +171,8 @@ describe('records_hourly', () => {
           expect(result.status).toBe('succeeded');
           const { rollup, truth } = await rollupAndTruth(schema, DIMS);
           expect(rollup).toEqual(truth);
+          const distinct = await distinctAndTruth(schema, DISTINCT_BY, DISTINCT);
+          expect(distinct.rollup).toEqual(distinct.truth);
         }
         const nulls = await bed.pool.query<{ n: string }>(`select count(*) as n from "${schema}".records_hourly where medium is null`);
         expect(Number(nulls.rows[0]!.n)).toBeGreaterThan(0);
@@ -160,7 +204,7 @@ describe('records_hourly', () => {
     expect(Number(windowStarts.rows[0]!.n)).toBe(HOURS);
     expect(await migrateDatabase(bed.pool, sameDims, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
 
-    const config = loadConfig({ DATABASE_SCHEMA: schema, ROLLUP_DIMENSIONS: 'customer=customerId,medium=medium' });
+    const config = loadConfig({ DATABASE_SCHEMA: schema, ROLLUP_DIMENSIONS: 'customer=customerId,medium=medium', ROLLUP_DISTINCT_BY: 'customer=customerId' });
     expect(await migrateDatabase(bed.pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
     const changed = [
       { column: 'customer', path: ['customerId'] },
@@ -168,20 +212,91 @@ describe('records_hourly', () => {
     ];
     const after = await rollupAndTruth(schema, changed);
     expect(after.rollup).toEqual(after.truth);
+    const distinctAfter = await distinctAndTruth(schema, [changed[0]!], [{ column: 'user_id', path: ['userId'] }]);
+    expect(distinctAfter.rollup).toEqual(distinctAfter.truth);
+    expect(distinctAfter.rollup.length).toBeGreaterThan(0);
     expect(await migrateDatabase(bed.pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
+
+    // Changing ROLLUP_DISTINCT alone rebuilds records_hourly_distinct (records_hourly is kept).
+    await bed.pool.query(`update "${schema}".records_hourly set records = records + 1`);
+    const otherDistinct = loadConfig({
+      DATABASE_SCHEMA: schema,
+      ROLLUP_DIMENSIONS: 'customer=customerId,medium=medium',
+      ROLLUP_DISTINCT_BY: 'customer=customerId',
+      ROLLUP_DISTINCT: 'medium=medium',
+    });
+    expect(await migrateDatabase(bed.pool, otherDistinct, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
+    const mediums = await distinctAndTruth(schema, [changed[0]!], [{ column: 'medium', path: ['medium'] }]);
+    expect(mediums.rollup).toEqual(mediums.truth);
+    expect(mediums.rollup.length).toBeGreaterThan(0);
+    expect((await rollupAndTruth(schema, changed)).rollup).not.toEqual(after.truth);
 
     // A rollup tampered with is put right by rollup rebuild.
     await bed.pool.query(`update "${schema}".records_hourly set records = records + 1`);
-    const hourOnly = loadConfig({ DATABASE_SCHEMA: schema, ROLLUP_DIMENSIONS: 'none' });
-    expect(await rebuildRollup(bed.pool, hourOnly, silentLogger)).toBe(HOURS);
+    const hourOnly = loadConfig({ DATABASE_SCHEMA: schema, ROLLUP_DIMENSIONS: 'none', ROLLUP_DISTINCT_BY: 'none' });
+    const rebuiltRows = await rebuildRollup(bed.pool, hourOnly, silentLogger);
+    expect(rebuiltRows.hourly).toBe(HOURS);
+    const byHourDistinct = await distinctAndTruth(schema, [], [{ column: 'user_id', path: ['userId'] }]);
+    expect(rebuiltRows.distinct).toBe(byHourDistinct.truth.length);
+    expect(byHourDistinct.rollup).toEqual(byHourDistinct.truth);
     const byHour = await rollupAndTruth(schema, []);
     expect(byHour.rollup).toEqual(byHour.truth);
 
     // Buckets starting before the run's clock minus ROLLUP_RETENTION (08:05) are deleted at the end of the run.
     const now = END.getTime() + 5 * 60_000;
-    await sync(s, schema, { ROLLUP_DIMENSIONS: 'none', ROLLUP_RETENTION: '4h' }, { from: new Date(END.getTime() - HOUR_MS), to: END, now: () => now });
+    await sync(
+      s,
+      schema,
+      { ROLLUP_DIMENSIONS: 'none', ROLLUP_DISTINCT_BY: 'none', ROLLUP_RETENTION: '4h' },
+      { from: new Date(END.getTime() - HOUR_MS), to: END, now: () => now },
+    );
     const kept = await bed.pool.query<{ bucket: Date }>(`select bucket from "${schema}".records_hourly order by bucket`);
     expect(kept.rows.map((r) => r.bucket.getTime())).toEqual([9, 10, 11].map((h) => START.getTime() + h * HOUR_MS));
+    const keptDistinct = await bed.pool.query<{ bucket: Date }>(`select distinct bucket from "${schema}".records_hourly_distinct order by bucket`);
+    expect(keptDistinct.rows.map((r) => r.bucket.getTime())).toEqual([9, 10, 11].map((h) => START.getTime() + h * HOUR_MS));
+  });
+});
+
+describe('ROLLUP_DIMENSIONS=off and FIELD_CATALOGUE=off', () => {
+  it('load records without the rollup tables (dropped) and leave the catalogue and view as they were; on again rebuilds', async () => {
+    const base = await sim();
+    const later = await sim(
+      extraRecords(base, 5, new Date(START.getTime() + 8 * HOUR_MS), new Date(START.getTime() + 9 * HOUR_MS), 13, () => ({ offOnly: 1 })),
+    );
+    const schema = await freshSchema();
+    const half = new Date(START.getTime() + 6 * HOUR_MS);
+    await sync(base, schema, {}, { from: START, to: half });
+    const catalogue = async () => (await bed.pool.query<Record<string, unknown>>(`select * from "${schema}".record_fields order by path`)).rows;
+    const view = async () => (await bed.pool.query<{ d: string | null }>(`select pg_get_viewdef($1::regclass) as d`, [`"${schema}".records_typed`])).rows[0]!.d;
+    const exists = async (table: string) =>
+      (await bed.pool.query<{ e: boolean }>('select to_regclass($1) is not null as e', [`"${schema}".${table}`])).rows[0]!.e;
+    const fieldsBefore = await catalogue();
+    const viewBefore = await view();
+    expect(await exists('records_hourly_distinct')).toBe(true);
+
+    const off = { ROLLUP_DIMENSIONS: 'off', FIELD_CATALOGUE: 'off' };
+    // The second run re-loads hour 5 (window deleted and inserted again) and loads hours with a new field.
+    const result = await sync(later, schema, off, { from: new Date(START.getTime() + 5 * HOUR_MS), to: END });
+    expect(result.status).toBe('succeeded');
+    expect(await exists('records_hourly')).toBe(false);
+    expect(await exists('records_hourly_distinct')).toBe(false);
+    expect(await catalogue()).toEqual(fieldsBefore);
+    expect(await view()).toBe(viewBefore);
+    const stored = await bed.pool.query<{ n: string; off: string }>(
+      `select count(*) as n, count(*) filter (where payload ? 'offOnly') as off from "${schema}".records`,
+    );
+    expect(Number(stored.rows[0]!.off)).toBe(5);
+    expect(Number(stored.rows[0]!.n)).toBeGreaterThan(300);
+
+    // On again: the next run rebuilds both rollup tables from records before loading.
+    await sync(later, schema, {}, { from: new Date(END.getTime() - HOUR_MS), to: END });
+    const hourly = await rollupAndTruth(schema, [
+      { column: 'event_type', path: ['eventType'] },
+      { column: 'customer_id', path: ['customerId'] },
+    ]);
+    expect(hourly.rollup).toEqual(hourly.truth);
+    const users = await distinctAndTruth(schema, [{ column: 'customer_id', path: ['customerId'] }], [{ column: 'user_id', path: ['userId'] }]);
+    expect(users.rollup).toEqual(users.truth);
   });
 });
 

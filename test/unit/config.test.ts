@@ -192,10 +192,14 @@ describe('sync settings', () => {
       partitionInterval: 'month',
       retentionMs: undefined,
       rollup: {
+        enabled: true,
         dimensions: [
           { column: 'event_type', path: ['eventType'] },
           { column: 'customer_id', path: ['customerId'] },
         ],
+        distinct: [{ column: 'user_id', path: ['userId'] }],
+        distinctBy: [{ column: 'customer_id', path: ['customerId'] }],
+        catalogue: true,
         retentionMs: undefined,
       },
     });
@@ -204,13 +208,46 @@ describe('sync settings', () => {
   it('reads ROLLUP_DIMENSIONS (dotted fields, none) and ROLLUP_RETENTION', () => {
     const { rollup } = loadConfig({ ROLLUP_DIMENSIONS: ' form = form.id ,kind=type', ROLLUP_RETENTION: '400d' }).sources[0]!.sync;
     expect(rollup).toEqual({
+      enabled: true,
       dimensions: [
         { column: 'form', path: ['form', 'id'] },
         { column: 'kind', path: ['type'] },
       ],
+      distinct: [{ column: 'user_id', path: ['userId'] }],
+      distinctBy: [{ column: 'customer_id', path: ['customerId'] }],
+      catalogue: true,
       retentionMs: 400 * 86_400_000,
     });
-    expect(loadConfig({ ROLLUP_DIMENSIONS: 'none' }).sources[0]!.sync.rollup.dimensions).toEqual([]);
+    expect(loadConfig({ ROLLUP_DIMENSIONS: 'none', ROLLUP_DISTINCT_BY: 'none' }).sources[0]!.sync.rollup.dimensions).toEqual([]);
+  });
+
+  it('reads ROLLUP_DISTINCT, ROLLUP_DISTINCT_BY, ROLLUP_DIMENSIONS=off and FIELD_CATALOGUE', () => {
+    const rollupOf = (env: Record<string, string>) => loadConfig(env).sources[0]!.sync.rollup;
+    expect(rollupOf({ ROLLUP_DISTINCT: 'user=actor.id, form=formId', ROLLUP_DISTINCT_BY: ' customer = account.id ' })).toMatchObject({
+      distinct: [
+        { column: 'user', path: ['actor', 'id'] },
+        { column: 'form', path: ['formId'] },
+      ],
+      distinctBy: [{ column: 'customer', path: ['account', 'id'] }],
+    });
+    expect(rollupOf({ ROLLUP_DISTINCT: 'none' }).distinct).toEqual([]);
+    expect(rollupOf({ ROLLUP_DISTINCT_BY: 'none' }).distinctBy).toEqual([]);
+    expect(rollupOf({ ROLLUP_DIMENSIONS: 'off' })).toMatchObject({ enabled: false, dimensions: [], distinct: [], catalogue: true });
+    expect(rollupOf({ FIELD_CATALOGUE: 'off' })).toMatchObject({ enabled: true, catalogue: false });
+  });
+
+  it.each([
+    [{ ROLLUP_DISTINCT: 'userId' }, /ROLLUP_DISTINCT\b/],
+    [{ ROLLUP_DISTINCT: 'a=b,a=c' }, /ROLLUP_DISTINCT\b/],
+    [{ ROLLUP_DISTINCT_BY: 'Customer=customerId' }, /ROLLUP_DISTINCT_BY/],
+    [{ ROLLUP_DISTINCT_BY: 'customer_id' }, /ROLLUP_DISTINCT_BY/],
+    [{ ROLLUP_DISTINCT_BY: 'value=x' }, /ROLLUP_DISTINCT_BY must not use the column names value_column or value/],
+    [{ ROLLUP_DISTINCT_BY: 'bucket=x' }, /ROLLUP_DISTINCT_BY must not use the column name bucket: records_hourly_distinct has its own/],
+    [{ FIELD_CATALOGUE: 'yes' }, /FIELD_CATALOGUE/],
+    [{ ROLLUP_DIMENSIONS: 'offf' }, /ROLLUP_DIMENSIONS/],
+  ])('rejects %j, naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(message);
+    expect(() => loadConfig(env)).toThrow(ConfigError);
   });
 
   it.each(['eventType', 'Event=eventType', '1x=a', 'a=b,a=c', 'bucket=a', 'window_start=a', 'records=a', 'a=b..c', 'a=', 'x"y=a', 'a=b,'])(

@@ -197,8 +197,10 @@ describe('SQL of Analytics history', () => {
 
   it('reaches tables only through ${schema}, restricted to SQL identifiers', () => {
     for (const text of sql.filter((s) => !s.includes('information_schema'))) {
-      for (const [, table] of text.matchAll(/(?<!epoch )\b(?:FROM|JOIN)\s+(\S+)/gi))
-        expect(table).toMatch(/^\$\{schema\}\.(records|records_hourly|record_fields|records_quarantine|sync_runs|sync_windows|sync_state)$/);
+      for (const [, table] of text.matchAll(/(?<!epoch )\b(?:FROM|JOIN)\s+([^\s,]+)/gi))
+        expect(table).toMatch(
+          /^\$\{schema\}\.(records|records_hourly|records_hourly_distinct|record_fields|derived_settings|records_quarantine|sync_runs|sync_windows|sync_state)$/,
+        );
     }
     const schema = variables(dash).find((v) => v.name === 'schema')!;
     expect(schema.regex).toBe('/^[a-z_][a-z0-9_]{0,62}$/');
@@ -230,7 +232,7 @@ describe('SQL of Analytics history', () => {
       }
       for (const v of FIELD_VARIABLES) expect(text).not.toContain(v.default);
     }
-    expect(checked).toBeGreaterThan(5);
+    expect(checked).toBeGreaterThan(4);
   });
 
   const panels = dataPanels(dash).map((p) => ({ panel: p, sql: targets(p).map((t) => t.rawSql!) }));
@@ -240,25 +242,30 @@ describe('SQL of Analytics history', () => {
   const readsRecords = (text: string) => /\bFROM \$\{schema\}\.records\s/.test(text);
 
   it('reads records_hourly wherever a panel counts records, and records only per record or with window_start bounded', () => {
-    const rollupPanels = panels.filter(({ sql }) => sql.some((text) => text.includes('FROM ${schema}.records_hourly')));
+    const rollupPanels = panels.filter(({ sql }) => sql.some((text) => /FROM \$\{schema\}\.records_hourly(_distinct)?\s/.test(text)));
     expect(rollupPanels.map(({ panel }) => panel.title)).toEqual([
       'Records',
       'Customers',
+      'Users',
       'Records per event type per day',
       'Records per customer per day',
       'Records per customer',
     ]);
     for (const { panel, sql } of rollupPanels) {
       for (const text of sql) {
-        expect(text, panel.title).toMatch(/\bsum\(records\)|count\(DISTINCT \$\{customer_dimension\}\)/);
+        expect(text, panel.title).toMatch(/\bsum\(records\)|count\(DISTINCT \$\{customer_dimension\}\)|count\(DISTINCT value\)/);
         expect(text, panel.title).toContain('$__timeFilter(bucket)');
         expect(text, panel.title).toContain(WINDOW_BOUND);
         expect(text, panel.title).not.toMatch(/count\(\*\)|\bpayload\b/);
       }
     }
     const recordPanels = panels.filter(({ sql }) => sql.some(readsRecords));
-    // Users: a distinct count over a field that is no rollup column; Recent records: record-level.
-    expect(recordPanels.map(({ panel }) => panel.title)).toEqual(['Users', 'Recent records']);
+    // Recent records: record-level. (Users reads the distinct rollup, records_hourly_distinct.)
+    expect(recordPanels.map(({ panel }) => panel.title)).toEqual(['Recent records']);
+    const users = panels.find(({ panel }) => panel.title === 'Users')!;
+    expect(users.sql).toEqual([expect.stringMatching(/^SELECT count\(DISTINCT value\) AS "users"\nFROM \$\{schema\}\.records_hourly_distinct\n/)]);
+    expect(users.sql[0]).toContain('AND value_column = ${user_column:sqlstring}');
+    expect(users.panel.description).toMatch(/whole hours/);
     for (const { panel, sql } of recordPanels) {
       expect(panel.description, panel.title).toMatch(/window_start/);
       for (const text of sql.filter(readsRecords)) {
@@ -288,6 +295,13 @@ describe('SQL of Analytics history', () => {
       expect(v.includeAll, d.name).toBe(false);
     }
     expect(queryText(vars.find((v) => v.name === 'customer'))).toMatch(/FROM \$\{schema\}\.records_hourly\b/);
+    // The Users panel's field: the ROLLUP_DISTINCT columns the distinct rollup was built for, as a literal.
+    const userColumn = vars.find((v) => v.name === 'user_column')!;
+    expect(userColumn).toMatchObject({ type: 'query', label: 'User column', allowCustomValue: false, multi: false, includeAll: false });
+    expect(queryText(userColumn)).toMatch(
+      /FROM \$\{schema\}\.derived_settings, jsonb_array_elements_text\(value -> 'distinct'\)[\s\S]*name = 'rollup_distinct'/,
+    );
+    expect(userColumn.current?.value).toBe('user_id');
   });
 });
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { formatFieldsTable } from '../../src/app/derived.js';
-import { catalogueRecords, columnName, mergeFields, typedViewSql, viewType, type FieldRow } from '../../src/sync/derived.js';
+import { loadConfig } from '../../src/config.js';
+import { catalogueRecords, columnName, Derived, mergeFields, typedViewSql, viewType, type FieldRow } from '../../src/sync/derived.js';
 import { Tables } from '../../src/sync/store.js';
 
 describe('columnName', () => {
@@ -69,6 +70,31 @@ const row = (path: string, column: string | null, types: string[], extra: Partia
   lastSeen: new Date('2026-11-02T00:00:00Z'),
   example: null,
   ...extra,
+});
+
+describe('Derived.withRollup', () => {
+  const insert = 'insert into s.records (payload) select * from x';
+  const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).sources[0]!.sync.rollup);
+
+  it('adds records_hourly and records_hourly_distinct to the insert, numbering their parameters after it', () => {
+    const d = derivedFor({});
+    const sql = d.withRollup(insert, 7);
+    expect(sql).toContain('insert into "s".records_hourly as h');
+    expect(sql).toContain('insert into "s".records_hourly_distinct as d');
+    // $7, $8: the dimension paths; $9: the customer path of ROLLUP_DISTINCT_BY; $10, $11: user_id and its path.
+    expect(sql).toMatch(/payload #>> \$9::text\[\]/);
+    expect(sql).toContain('($10::text, payload #>> $11::text[])');
+    expect(d.rollupParams()).toEqual([['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId']]);
+  });
+
+  it('leaves records_hourly_distinct out with ROLLUP_DISTINCT=none, and the insert as it is with ROLLUP_DIMENSIONS=off', () => {
+    const noDistinct = derivedFor({ ROLLUP_DISTINCT: 'none' });
+    expect(noDistinct.withRollup(insert, 7)).not.toContain('records_hourly_distinct');
+    expect(noDistinct.rollupParams()).toEqual([['eventType'], ['customerId']]);
+    const off = derivedFor({ ROLLUP_DIMENSIONS: 'off' });
+    expect(off.withRollup(insert, 7)).toBe(insert);
+    expect(off.rollupParams()).toEqual([]);
+  });
 });
 
 describe('typedViewSql', () => {
