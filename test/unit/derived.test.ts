@@ -60,6 +60,7 @@ describe('catalogueRecords', () => {
 });
 
 const row = (path: string, column: string | null, types: string[], extra: Partial<FieldRow> = {}): FieldRow => ({
+  source: 'default',
   path,
   column,
   types,
@@ -77,7 +78,7 @@ describe('typedViewSql', () => {
     expect(sql).toContain(`case when jsonb_typeof(payload -> 'it''s') = 'number' then (payload ->> 'it''s')::numeric end as "it_s"`);
     expect(sql).toContain(`"s".records_try_timestamptz(payload ->> 'when') end as "when"`);
     expect(sql).not.toContain(`as "o"`);
-    expect(sql.startsWith('create view "s".records_typed as select id, event_time, window_start, window_end, run_id, loaded_at, ')).toBe(true);
+    expect(sql.startsWith('create view "s".records_typed as select id, source, event_time, window_start, window_end, run_id, loaded_at, ')).toBe(true);
   });
 });
 
