@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { DataDirLockedError, describeError } from '../errors.js';
 import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
 import type { Logger } from '../log.js';
-import { migrate, pendingMigrations } from '../db/migrate.js';
+import { pendingMigrations } from '../db/migrate.js';
+import { migrateDatabase } from './derived.js';
 import { ExporterMetrics } from '../metrics/registry.js';
 import { UpstreamMetrics } from '../metrics/upstream.js';
 import { createMetricsServer, type Readiness } from '../server.js';
@@ -107,7 +108,9 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   const ensureMigrated = async (): Promise<Database> => {
     const opened = await opening;
     if (migrated) return opened;
-    await migrate(opened.pool, schema, log);
+    // The rollup too, before any source's first run: its rebuild takes the schema's lock
+    // exclusively, which the sources' first runs at once would otherwise contend for.
+    await migrateDatabase(opened.pool, config, log);
     migrated = true;
     await withClient(opened.pool, async (client) => {
       for (const source of config.sources) metrics.setWatermark(source.name, await readWatermark(client, new Tables(schema), source.name));

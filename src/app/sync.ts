@@ -5,11 +5,11 @@
  * flags, handles signals and progress, and maps the outcomes to an exit status.
  */
 import type { Config } from '../config.js';
-import { migrate } from '../db/migrate.js';
 import { withClient } from '../db/pool.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { applyRetention, runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run.js';
+import { migrateDatabase } from './derived.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
 import { selectSources } from './sources.js';
 
@@ -62,7 +62,9 @@ export async function syncSources(
   // One connection per run going, and one for the retention after them.
   const db = await openDatabase(config, log, concurrency + 1);
   try {
-    await migrate(db.pool, config.database.schema, log);
+    // The rollup too, before the sources start: its rebuild takes the schema's lock exclusively,
+    // which the first runs of several sources at once would otherwise contend for.
+    await migrateDatabase(db.pool, config, log);
     const { observer: observerOf, sources: _names, ...runOptions } = options;
     const outcomes = await mapBounded(sources, concurrency, async (source): Promise<SourceOutcome> => {
       const sourceLog = log.child({ source: source.name });

@@ -16,7 +16,7 @@
  * the partitions a run needs before it loads anything.
  */
 import type { PartitionInterval } from '../config.js';
-import { quoteIdent, withTransaction, type PoolClient } from '../db/pool.js';
+import { ADVISORY_LOCK_NAMESPACE, quoteIdent, withTransaction, type PoolClient } from '../db/pool.js';
 import type { Tables } from './store.js';
 import type { Window } from './windows.js';
 
@@ -109,8 +109,10 @@ export async function listPartitions(db: PoolClient, t: Tables): Promise<Partiti
 
 /**
  * Creates, in one transaction, the partitions of `records` that rows of windows starting at
- * `starts` need (see {@link missingPartitions}). Run under the run's advisory lock, so no other
- * sync of the schema creates partitions at the same time; `if not exists` makes a repeat harmless.
+ * `starts` need (see {@link missingPartitions}). Partitions are shared by every source, whose runs
+ * go on at once: a transaction-level advisory lock per schema makes one run at a time read the
+ * catalogue and create what is missing (`if not exists` alone does not make two concurrent
+ * creations of one table safe).
  *
  * @returns the partitions created, in time order (empty when every start has its partition).
  * @throws the database's error (pg DatabaseError) when the catalogue cannot be read or a table created.
@@ -118,6 +120,7 @@ export async function listPartitions(db: PoolClient, t: Tables): Promise<Partiti
 export async function ensurePartitions(db: PoolClient, t: Tables, starts: readonly number[], interval: PartitionInterval): Promise<Partition[]> {
   if (starts.length === 0) return [];
   return withTransaction(db, async () => {
+    await db.query('select pg_advisory_xact_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, `partitions:${t.schema}`]);
     const missing = missingPartitions(starts, await listPartitions(db, t), interval);
     for (const p of missing) {
       // DDL takes no parameters; both bounds are ISO text from Date, and the name is quoted.
