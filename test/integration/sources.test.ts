@@ -4,6 +4,7 @@
  * `source` column converts a populated database in place.
  */
 import { describe, expect, it } from 'vitest';
+import { startServe } from '../../src/app/serve.js';
 import { syncSources, type SourceOutcome } from '../../src/app/sync.js';
 import { loadConfig, type Config, type SourceConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
@@ -13,6 +14,7 @@ import { runSync } from '../../src/sync/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
 import { canonicalJson, expectedMultiset, simClient, syncConfig } from '../helpers/sync.js';
+import { until } from '../helpers/wait.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -119,6 +121,40 @@ describe('several sources in one database (real PostgreSQL)', () => {
     expect(await storedOf(schema, 'sandbox')).toEqual([...expectedMultiset(sandbox, START, END), ...expectedMultiset(sandboxBack, DAY2, DAY2_END)].sort());
     expect(await bookkeeping(schema, 'sandbox')).toEqual({ windows: 8, recorded: 300, watermark: DAY2_END.toISOString(), hourly: 300 });
     expect(await bookkeeping(schema, 'production')).toMatchObject({ windows: 8, recorded: 450 });
+  });
+
+  it("serve runs each source on its own schedule: a source whose upstream is down fails alone, labelled by source, and the other's data is loaded exactly", async () => {
+    const now = Date.now();
+    const dataStart = new Date(now - 20 * 3_600_000);
+    const dataEnd = new Date(now - 2 * 3_600_000);
+    const up = await sim({ records: 200, seed: 6, start: dataStart, end: dataEnd, clientId: 'up-client', clientSecret: 'up-secret-value' });
+    const gone = await sim({ records: 100, seed: 7, start: dataStart, end: dataEnd });
+    const env = { SYNC_START_DATE: '1d', SYNC_SCHEDULE: '0 0 1 1 *' };
+    const sourceOf = (name: string, s: Simulator, clientId: string, clientSecret: string): SourceConfig => ({
+      ...loadConfig({ STATISTICS_URL: s.url, AUTH_URL: s.url, CLIENT_ID: clientId, CLIENT_SECRET: clientSecret, ...SYNC_ENV, ...env }).sources[0]!,
+      name,
+    });
+    const down = sourceOf('sandbox', gone, 'demo-client', 'demo-secret');
+    await gone.close();
+    const config = {
+      ...loadConfig({ DATABASE_URL: db.url, DATABASE_SCHEMA: 'serve_sources', METRICS_LISTEN: '127.0.0.1:0', ...SYNC_ENV, ...env }),
+      sources: [sourceOf('production', up, 'up-client', 'up-secret-value'), down],
+    };
+    const server = await startServe(config, silentLogger);
+    closers.push(() => server.stop());
+    expect([...server.schedulers.keys()]).toEqual(['production', 'sandbox']);
+    const runs = async (name: string, source: string): Promise<number> => {
+      const { values } = await server.metrics.registry.getSingleMetric(`analytics_exporter_${name}`)!.get();
+      return values.filter((v) => v.labels.source === source).reduce((sum, v) => sum + v.value, 0);
+    };
+    await until('a finished run of each source', async () =>
+      (await runs('sync_runs_total', 'production')) >= 1 && (await runs('sync_runs_total', 'sandbox')) >= 1 ? true : undefined,
+    );
+    expect(await runs('sync_failures_total', 'production')).toBe(0);
+    expect(await runs('sync_failures_total', 'sandbox')).toBe(1);
+    expect(await runs('sync_records_total', 'production')).toBe(200);
+    expect(await storedOf('serve_sources', 'production')).toEqual(expectedMultiset(up, dataStart, dataEnd));
+    expect(await storedOf('serve_sources', 'sandbox')).toEqual([]);
   });
 
   it('migrates a populated database in place: every row kept, each one source default, the rollup converted rather than rebuilt', async () => {
