@@ -274,10 +274,21 @@ export class ExporterMetrics {
     const s = { source };
     if (!this.#syncSources.has(source)) {
       this.#syncSources.add(source);
-      this.syncRunning.set(s, 0);
+      // Every series a source has, at 0, as an unlabelled metric starts (sync_errors_total's
+      // reasons appear with their first failure).
+      for (const counter of [
+        this.syncRuns,
+        this.syncFailures,
+        this.syncSkipped,
+        this.syncRecords,
+        this.syncPages,
+        this.syncWindows,
+        this.syncRecordsQuarantined,
+        this.syncUnstableInstants,
+      ])
+        counter.inc(s, 0);
+      for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark]) gauge.set(s, 0);
       for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ source, action }, 0);
-      this.syncRecordsQuarantined.inc(s, 0);
-      this.syncUnstableInstants.inc(s, 0);
     }
     return {
       runStarted: () => this.syncRunning.set(s, 1),
