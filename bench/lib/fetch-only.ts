@@ -22,11 +22,11 @@ interface Spec {
 const spec = JSON.parse(process.argv[2] ?? '{}') as Spec;
 const config = loadConfig({ STATISTICS_URL: spec.url, AUTH_URL: spec.url, CLIENT_ID: 'demo-client', CLIENT_SECRET: 'demo-secret', ...spec.env });
 const started = performance.now();
-const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
-const windows = planWindows(Date.parse(spec.from), Date.parse(spec.to), config.sync.windowMs);
+const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger });
+const windows = planWindows(Date.parse(spec.from), Date.parse(spec.to), config.sources[0]!.sync.windowMs);
 let counts;
 try {
-  counts = await readWindows(client, windows, config.sync);
+  counts = await readWindows(client, windows, config.sources[0]!.sync);
 } finally {
   await client.close();
 }

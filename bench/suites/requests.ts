@@ -58,14 +58,14 @@ export async function requestsSuite(ctx: BenchContext, spec: RequestsSpec): Prom
     const start = daysBefore(DATA_END, set.days);
     const sim = await startSimulator({ records: set.records, start, end: DATA_END, timePrecisionMs: set.precisionMs, order: set.order });
     const config = loadConfig({ STATISTICS_URL: sim.url, AUTH_URL: sim.url, CLIENT_ID: 'demo-client', CLIENT_SECRET: 'demo-secret', SYNC_WINDOW: set.window });
-    const client = AnalyticsClient.fromConfig(config.upstream!, { log: silentLogger });
+    const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger });
     try {
-      const windows = planWindows(start.getTime(), DATA_END.getTime(), config.sync.windowMs);
-      const pageSize = config.sync.pageSize;
+      const windows = planWindows(start.getTime(), DATA_END.getTime(), config.sources[0]!.sync.windowMs);
+      const pageSize = config.sources[0]!.sync.pageSize;
       const minimum = windows.reduce((n, w) => n + Math.max(1, Math.ceil(sim.dataset.count(new Date(w.start), new Date(w.end), false) / pageSize)), 0);
       const before = sim.stats.analyticsRequests;
       const started = performance.now();
-      const counts = await readWindows(client, windows, config.sync);
+      const counts = await readWindows(client, windows, config.sources[0]!.sync);
       const seconds = (performance.now() - started) / 1000;
       const requests = counts.requests.reduce((a, b) => a + b, 0);
       const simulatorRequests = sim.stats.analyticsRequests - before;

@@ -50,7 +50,7 @@ export async function slowSuite(ctx: BenchContext, spec: SlowSpec): Promise<Slow
       }
       return { label, concurrency, runs: measured, medianSeconds: median(measured.map((r) => r.wallSeconds)), pages: Number(measured[0]!.summary?.pages ?? 0) };
     };
-    const concurrent = await variant(`default concurrency (${loadConfig({}).sync.concurrency})`, 'default', spec.concurrentRuns);
+    const concurrent = await variant(`default concurrency (${loadConfig({}).sources[0]!.sync.concurrency})`, 'default', spec.concurrentRuns);
     const sequential = await variant('sequential (SYNC_CONCURRENCY=1)', 1, spec.sequentialRuns);
     return { spec, concurrent, sequential };
   } finally {
