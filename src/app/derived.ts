@@ -17,12 +17,19 @@ import { Tables } from '../sync/store.js';
  * of every source, which hold it shared: src/sync/run.ts), in one transaction. records_hourly is
  * one table for every source, so its rebuild excludes them all.
  */
-async function underSyncLock<T>(pool: Pool, config: Config, fn: (derived: Derived, tables: Tables, client: PoolClient) => Promise<T>): Promise<T> {
+async function underSyncLock<T>(
+  pool: Pool,
+  config: Config,
+  fn: (derived: Derived, tables: Tables, client: PoolClient) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
   const schema = config.database.schema;
   const tables = new Tables(schema);
   const derived = new Derived(tables, config.sources[0]!.sync.rollup);
   return withClient(pool, async (client) => {
-    const locked = await withAdvisoryLock(client, schemaLockName(schema), { wait: true }, () => withTransaction(client, () => fn(derived, tables, client)));
+    const locked = await withAdvisoryLock(client, schemaLockName(schema), { wait: true, ...(signal ? { signal } : {}) }, () =>
+      withTransaction(client, () => fn(derived, tables, client)),
+    );
     if (!locked.acquired) throw new Error('unreachable: a waiting advisory lock is always acquired');
     return locked.value;
   });
@@ -32,15 +39,22 @@ async function underSyncLock<T>(pool: Pool, config: Config, fn: (derived: Derive
  * Applies pending migrations to DATABASE_SCHEMA, then rebuilds records_hourly from `records`
  * when it was built for other ROLLUP_DIMENSIONS (or not yet), under the schema's sync lock.
  *
+ * @param options.signal ends the wait for the lock (syncs of the schema running) with {@link AbortedError}.
  * @returns the migrations applied now, and whether the rollup was rebuilt.
- * @throws {ExporterError} `ERR_DATABASE` from the migrations; the database's error from the rebuild.
+ * @throws {ExporterError} `ERR_DATABASE` from the migrations; the database's error from the rebuild;
+ *   {@link AbortedError} when `options.signal` aborts the wait for the lock.
  */
-export async function migrateDatabase(pool: Pool, config: Config, log: Logger): Promise<{ applied: string[]; rollupRebuilt: boolean }> {
+export async function migrateDatabase(
+  pool: Pool,
+  config: Config,
+  log: Logger,
+  options: { signal?: AbortSignal } = {},
+): Promise<{ applied: string[]; rollupRebuilt: boolean }> {
   const schema = config.database.schema;
   const applied = await migrate(pool, schema, log);
   // Checked first without the lock, so a start does not wait for another process's sync when nothing changed.
   const current = await new Derived(new Tables(schema), config.sources[0]!.sync.rollup).isRollupCurrent(pool);
-  const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log)));
+  const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log), options.signal));
   return { applied, rollupRebuilt };
 }
 

@@ -64,7 +64,7 @@ export async function syncSources(
   try {
     // The rollup too, before the sources start: its rebuild takes the schema's lock exclusively,
     // which the first runs of several sources at once would otherwise contend for.
-    await migrateDatabase(db.pool, config, log);
+    await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
     const { observer: observerOf, sources: _names, ...runOptions } = options;
     const outcomes = await mapBounded(sources, concurrency, async (source): Promise<SourceOutcome> => {
       const sourceLog = log.child({ source: source.name });
