@@ -199,6 +199,8 @@ export const DEFAULT_SOURCE = 'default';
 export interface Config {
   /** At least one; names unique. */
   sources: SourceConfig[];
+  /** Sources `sync` runs at once (SYNC_SOURCE_CONCURRENCY). */
+  syncSourceConcurrency: number;
   database: DatabaseConfig;
   serve: ServeConfig;
   logLevel: LogLevel;
@@ -413,6 +415,12 @@ const SETTING_TABLE = {
     schema: z
       .string()
       .refine((text) => text === 'off' || cron.validate(text), "must be a cron expression (minute hour day month weekday, optional seconds first) or 'off'"),
+  },
+  SYNC_SOURCE_CONCURRENCY: {
+    flag: '--sync-source-concurrency',
+    default: '4',
+    help: 'sources `sync` runs at once, 1 to 64 (each its own run, lock and upstream client)',
+    schema: wholeNumber(1, 64),
   },
   RECORD_TIME_FIELD: {
     flag: '--record-time-field',
@@ -693,6 +701,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
 
   return {
     sources,
+    syncSourceConcurrency: v.SYNC_SOURCE_CONCURRENCY,
     database: { ...databaseTarget(v.DATABASE_URL, v), schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
     serve: {
       host: v.METRICS_LISTEN.host,

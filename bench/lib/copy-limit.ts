@@ -6,6 +6,7 @@
  * its event time, its window (aligned as the sync aligns it) and a run id, so the server parses
  * the same jsonb, fills the same columns and maintains the same indexes as the sync does.
  */
+import { DEFAULT_SOURCE } from '../../src/config.js';
 import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
@@ -49,7 +50,7 @@ export async function writeCopyFile(
       fields.set(windowStart, window);
       catalogueRecords([record], [0], [ms], window);
     }
-    chunk += `${copyText(JSON.stringify(record))}\t${record.timestamp}\t${new Date(windowStart).toISOString()}\t${new Date(windowStart + spec.windowMs).toISOString()}\t1\n`;
+    chunk += `${DEFAULT_SOURCE}\t${copyText(JSON.stringify(record))}\t${record.timestamp}\t${new Date(windowStart).toISOString()}\t${new Date(windowStart + spec.windowMs).toISOString()}\t1\n`;
     rows++;
     if (chunk.length > 1 << 20) {
       if (!out.write(chunk)) await once(out, 'drain');
@@ -83,7 +84,7 @@ export async function migrateSchema(databaseUrl: string, schema: string, windowS
  * @throws when psql fails.
  */
 export async function timePsqlCopy(databaseUrl: string, schema: string, file: string): Promise<number> {
-  const command = `\\copy "${schema}".records (payload, event_time, window_start, window_end, run_id) from '${file.replaceAll("'", "''")}'`;
+  const command = `\\copy "${schema}".records (source, payload, event_time, window_start, window_end, run_id) from '${file.replaceAll("'", "''")}'`;
   const started = performance.now();
   const child = spawn('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', databaseUrl, '-c', command], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },

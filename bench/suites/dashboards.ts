@@ -14,7 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
-import { loadConfig } from '../../src/config.js';
+import { DEFAULT_SOURCE, loadConfig } from '../../src/config.js';
 import { createPool, withClient, withTransaction, type PoolClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { Derived, type WindowFields } from '../../src/sync/derived.js';
@@ -132,20 +132,23 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
         `dashboards: records_hourly and records_hourly_distinct rebuilt in ${((t1 - t0) / 1000).toFixed(1)} s; merging the catalogue of ${windowStarts.length} windows`,
       );
       for (const ws of windowStarts) {
-        await withTransaction(client, () => derived.addWindowRecords(client, { start: ws, end: ws + DAY_MS }, fields.get(ws)!, silentLogger));
+        await withTransaction(client, () => derived.addWindowRecords(client, DEFAULT_SOURCE, { start: ws, end: ws + DAY_MS }, fields.get(ws)!, silentLogger));
       }
       const t2 = performance.now();
       // The ledger a sync of the range leaves: one run, a window per day, the watermark.
       await client.query(
-        `insert into ${tables.runs} (started_at, finished_at, status, range_start, range_end, windows, pages, records)
-           values ($1, $1, 'succeeded', $2, $1, $3, $4, $5)`,
-        [DATA_END, start, windowStarts.length, Math.ceil(rows / 1000), rows],
+        `insert into ${tables.runs} (source, started_at, finished_at, status, range_start, range_end, windows, pages, records)
+           values ($6, $1, $1, 'succeeded', $2, $1, $3, $4, $5)`,
+        [DATA_END, start, windowStarts.length, Math.ceil(rows / 1000), rows, DEFAULT_SOURCE],
       );
       await client.query(
-        `insert into ${tables.windows} (window_start, window_end, record_count, total_records, pages, run_id)
-           select window_start, window_end, count(*), count(*), ceil(count(*) / 1000.0), 1 from ${tables.records} group by 1, 2`,
+        `insert into ${tables.windows} (source, window_start, window_end, record_count, total_records, pages, run_id)
+           select source, window_start, window_end, count(*), count(*), ceil(count(*) / 1000.0), 1 from ${tables.records} group by 1, 2, 3`,
       );
-      await client.query(`update ${tables.state} set watermark = $1`, [DATA_END]);
+      await client.query(`insert into ${tables.state} (source, watermark) values ($2, $1) on conflict (source) do update set watermark = $1`, [
+        DATA_END,
+        DEFAULT_SOURCE,
+      ]);
       await client.query('analyze');
       const t3 = performance.now();
       const size = await client.query<{

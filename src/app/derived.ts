@@ -9,15 +9,27 @@ import { migrate } from '../db/migrate.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { Derived, readFields, type FieldRow } from '../sync/derived.js';
+import { schemaLockName } from '../sync/run.js';
 import { Tables } from '../sync/store.js';
 
-/** Runs `fn` on a client holding the schema's sync lock (waiting for a running sync), in one transaction. */
-async function underSyncLock<T>(pool: Pool, config: Config, fn: (derived: Derived, tables: Tables, client: PoolClient) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` on a client holding the schema's sync lock exclusively (waiting for the running syncs
+ * of every source, which hold it shared: src/sync/run.ts), in one transaction. records_hourly is
+ * one table for every source, so its rebuild excludes them all.
+ */
+async function underSyncLock<T>(
+  pool: Pool,
+  config: Config,
+  fn: (derived: Derived, tables: Tables, client: PoolClient) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
   const schema = config.database.schema;
   const tables = new Tables(schema);
   const derived = new Derived(tables, config.sources[0]!.sync.rollup);
   return withClient(pool, async (client) => {
-    const locked = await withAdvisoryLock(client, `sync:${schema}`, { wait: true }, () => withTransaction(client, () => fn(derived, tables, client)));
+    const locked = await withAdvisoryLock(client, schemaLockName(schema), { wait: true, ...(signal ? { signal } : {}) }, () =>
+      withTransaction(client, () => fn(derived, tables, client)),
+    );
     if (!locked.acquired) throw new Error('unreachable: a waiting advisory lock is always acquired');
     return locked.value;
   });
@@ -28,15 +40,22 @@ async function underSyncLock<T>(pool: Pool, config: Config, fn: (derived: Derive
  * records_hourly_distinct from `records` when built for other ROLLUP_* settings (or not yet; or
  * drops them when off), under the schema's sync lock.
  *
+ * @param options.signal ends the wait for the lock (syncs of the schema running) with {@link AbortedError}.
  * @returns the migrations applied now, and whether the rollup was rebuilt.
- * @throws {ExporterError} `ERR_DATABASE` from the migrations; the database's error from the rebuild.
+ * @throws {ExporterError} `ERR_DATABASE` from the migrations; the database's error from the rebuild;
+ *   {@link AbortedError} when `options.signal` aborts the wait for the lock.
  */
-export async function migrateDatabase(pool: Pool, config: Config, log: Logger): Promise<{ applied: string[]; rollupRebuilt: boolean }> {
+export async function migrateDatabase(
+  pool: Pool,
+  config: Config,
+  log: Logger,
+  options: { signal?: AbortSignal } = {},
+): Promise<{ applied: string[]; rollupRebuilt: boolean }> {
   const schema = config.database.schema;
   const applied = await migrate(pool, schema, log);
   // Checked first without the lock, so a start does not wait for another process's sync when nothing changed.
   const current = await new Derived(new Tables(schema), config.sources[0]!.sync.rollup).isRollupCurrent(pool);
-  const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log)));
+  const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log), options.signal));
   return { applied, rollupRebuilt };
 }
 
@@ -63,11 +82,13 @@ export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Pr
 }
 
 /**
- * The field catalogue of DATABASE_SCHEMA (migrating first), ordered by field name.
+ * The field catalogue of DATABASE_SCHEMA (migrating first), ordered by field name then source.
+ *
+ * @param sources only these sources' rows (`fields --source`); default: every source's.
  */
-export async function listFields(pool: Pool, config: Config, log: Logger): Promise<FieldRow[]> {
+export async function listFields(pool: Pool, config: Config, log: Logger, sources?: readonly string[]): Promise<FieldRow[]> {
   await migrate(pool, config.database.schema, log);
-  return withClient(pool, (client) => readFields(client, new Tables(config.database.schema)));
+  return withClient(pool, (client) => readFields(client, new Tables(config.database.schema), sources));
 }
 
 /**
@@ -76,8 +97,9 @@ export async function listFields(pool: Pool, config: Config, log: Logger): Promi
  */
 export function formatFieldsTable(fields: readonly FieldRow[]): string {
   if (fields.length === 0) return 'no fields catalogued yet: run a sync first\n';
-  const header = ['FIELD', 'COLUMN', 'TYPE', 'JSON TYPES', 'RECORDS', 'FIRST SEEN', 'LAST SEEN', 'EXAMPLE'];
+  const header = ['SOURCE', 'FIELD', 'COLUMN', 'TYPE', 'JSON TYPES', 'RECORDS', 'FIRST SEEN', 'LAST SEEN', 'EXAMPLE'];
   const rows = fields.map((f) => [
+    f.source,
     f.path,
     f.viewType === null ? '-' : (f.column ?? '-'),
     f.viewType ?? '-',

@@ -55,10 +55,18 @@ export interface Upstream {
   close(): Promise<void>;
 }
 
-/** Opens the analytics client: the configured platform, or the in-process demo simulator. */
+/** Opens the analytics client of the first source: the configured platform, or the in-process demo simulator. */
 export async function openUpstream(config: Config, log: Logger, observer?: ClientObserver): Promise<Upstream> {
-  const demo = config.sources[0]!.upstream === undefined ? await startDemoUpstream(log) : undefined;
-  const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream ?? demo!.config, { log, ...(observer ? { observer } : {}) });
+  return openSourceUpstream(config.sources[0]!, log, observer);
+}
+
+/**
+ * Opens one source's analytics client (its own token cache and connections): the source's
+ * platform, or the in-process demo simulator for the environment's source without STATISTICS_URL.
+ */
+export async function openSourceUpstream(source: SourceConfig, log: Logger, observer?: ClientObserver): Promise<Upstream> {
+  const demo = source.upstream === undefined ? await startDemoUpstream(log) : undefined;
+  const client = AnalyticsClient.fromConfig(source.upstream ?? demo!.config, { log, ...(observer ? { observer } : {}) });
   return {
     client,
     demo: demo !== undefined,

@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { DataDirLockedError, describeError } from '../errors.js';
 import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
 import type { Logger } from '../log.js';
-import { migrate, pendingMigrations } from '../db/migrate.js';
+import { pendingMigrations } from '../db/migrate.js';
+import { migrateDatabase } from './derived.js';
 import { ExporterMetrics } from '../metrics/registry.js';
 import { UpstreamMetrics } from '../metrics/upstream.js';
 import { createMetricsServer, type Readiness } from '../server.js';
@@ -33,7 +34,10 @@ const CLOSE_TIMEOUT_MS = 2_000;
 /** A running `serve`. */
 export interface RunningServer {
   url: string;
+  /** The first source's sync schedule. */
   scheduler: SyncScheduler;
+  /** Every source's sync schedule, by source name: each runs on its own, none waits for another. */
+  schedulers: ReadonlyMap<string, SyncScheduler>;
   metrics: ExporterMetrics;
   /**
    * Stops accepting connections, aborts the sync (its open window rolls back) and closes
@@ -88,7 +92,8 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   const upstreams = upstream;
   // The database opens in the background (the embedded one takes seconds the first time), so
   // /metrics serves the upstream at once; /readyz and the first sync wait for it.
-  const opening = lockError !== undefined ? Promise.reject(lockError) : openDatabase(config, log, 4, lock);
+  // A connection per source whose run may be going, and room for /readyz and the health probe.
+  const opening = lockError !== undefined ? Promise.reject(lockError) : openDatabase(config, log, Math.max(4, config.sources.length + 2), lock);
   let db: Database | undefined;
   let openError: string | undefined;
   opening.then(
@@ -106,9 +111,13 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   const ensureMigrated = async (): Promise<Database> => {
     const opened = await opening;
     if (migrated) return opened;
-    await migrate(opened.pool, schema, log);
+    // The rollup too, before any source's first run: its rebuild takes the schema's lock
+    // exclusively, which the sources' first runs at once would otherwise contend for.
+    await migrateDatabase(opened.pool, config, log);
     migrated = true;
-    metrics.setWatermark(await withClient(opened.pool, (client) => readWatermark(client, new Tables(schema))));
+    await withClient(opened.pool, async (client) => {
+      for (const source of config.sources) metrics.setWatermark(source.name, await readWatermark(client, new Tables(schema), source.name));
+    });
     return opened;
   };
 
@@ -123,7 +132,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       await pool.query('select 1');
     },
     onRecovered: () => {
-      if (config.sources[0]!.sync.schedule !== undefined) void scheduler.trigger('database-recovered');
+      for (const source of config.sources) if (source.sync.schedule !== undefined) void schedulers.get(source.name)!.trigger('database-recovered');
     },
   });
 
@@ -169,28 +178,37 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     log,
   });
 
-  const scheduler = new SyncScheduler({
-    schedule: config.sources[0]!.sync.schedule ?? '0 0 1 1 *',
-    log,
-    onSkipped: () => metrics.syncSkipped.inc(),
-    run: async (signal) => {
-      const started = performance.now();
-      try {
-        const { pool } = await ensureMigrated();
-        const result = await runSync(
-          { pool, client: upstreams.sources[0]!.client, config: config.sources[0]!.sync, schema, log, observer: metrics.syncObserver() },
-          { signal },
-        );
-        if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
-        else health.reachable();
-        return result;
-      } catch (err) {
-        metrics.recordUnrecordedFailure((performance.now() - started) / 1000);
-        if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
-        throw err;
-      }
-    },
-  });
+  // One schedule per source, each with its own run state: a slow or failing source's run never
+  // delays another's (they share only the database pool, sized for the sources that run at once).
+  const schedulers = new Map<string, SyncScheduler>();
+  for (const source of config.sources) {
+    const sourceLog = log.child({ source: source.name });
+    const observer = metrics.syncObserver(source.name);
+    const client = upstreams.sources.find((u) => u.source.name === source.name)!.client;
+    schedulers.set(
+      source.name,
+      new SyncScheduler({
+        schedule: source.sync.schedule ?? '0 0 1 1 *',
+        log: sourceLog,
+        onSkipped: () => metrics.syncSkipped.inc({ source: source.name }),
+        run: async (signal) => {
+          const started = performance.now();
+          try {
+            const { pool } = await ensureMigrated();
+            const result = await runSync({ pool, client, source: source.name, config: source.sync, schema, log: sourceLog, observer }, { signal });
+            if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
+            else health.reachable();
+            return result;
+          } catch (err) {
+            metrics.recordUnrecordedFailure(source.name, (performance.now() - started) / 1000);
+            if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
+            throw err;
+          }
+        },
+      }),
+    );
+  }
+  const scheduler = schedulers.get(config.sources[0]!.name)!;
 
   try {
     await new Promise<void>((resolve, reject) => {
@@ -212,7 +230,10 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     {
       metrics: `${url}/metrics`,
       sources: config.sources.map((source) => source.name),
-      schedule: config.sources[0]!.sync.schedule ?? 'off',
+      schedule:
+        config.sources.length === 1
+          ? (config.sources[0]!.sync.schedule ?? 'off')
+          : Object.fromEntries(config.sources.map((s) => [s.name, s.sync.schedule ?? 'off'])),
       demo: upstreams.demo,
       embeddedDatabase: config.database.url === undefined,
       tls: config.serve.web?.tls?.clientAuth ?? 'off',
@@ -221,11 +242,14 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
     `serving ${url}/metrics`,
   );
 
-  // The first sync starts now, so a newcomer sees records within seconds; then on the schedule.
-  if (config.sources[0]!.sync.schedule !== undefined) {
-    scheduler.start();
-    void scheduler.trigger('startup');
-  } else {
+  // The first sync of each scheduled source starts now, so a newcomer sees records within seconds; then on the schedule.
+  const scheduled = config.sources.filter((s) => s.sync.schedule !== undefined);
+  for (const source of scheduled) {
+    const sourceScheduler = schedulers.get(source.name)!;
+    sourceScheduler.start();
+    void sourceScheduler.trigger('startup');
+  }
+  if (scheduled.length === 0) {
     ensureMigrated().catch((err: unknown) => {
       // A stop while migrating closes the pool under the migration: no fault of the database.
       // Each migration is one transaction, so the next start applies what this one did not.
@@ -244,7 +268,11 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       // No new connections from here on; idle keep-alive ones are closed, busy ones finish their request.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      const [syncDrained, httpDrained] = await Promise.all([scheduler.stop(DRAIN_TIMEOUT_MS), settledWithin(closed, HTTP_DRAIN_TIMEOUT_MS)]);
+      const [stopped, httpDrained] = await Promise.all([
+        Promise.all([...schedulers.values()].map((s) => s.stop(DRAIN_TIMEOUT_MS))),
+        settledWithin(closed, HTTP_DRAIN_TIMEOUT_MS),
+      ]);
+      const syncDrained = stopped.every(Boolean);
       health.stop();
       if (!httpDrained) server.closeAllConnections();
       const closing = [upstreams.close(), opening.then((opened) => opened.close())].map((p) => p.catch(() => undefined));
@@ -258,5 +286,5 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       }
       return { drained: await settledWithin(Promise.all(closing), CLOSE_TIMEOUT_MS) };
     })());
-  return { url, scheduler, metrics, stop };
+  return { url, scheduler, schedulers, metrics, stop };
 }

@@ -1,40 +1,130 @@
 /**
- * The one-shot sync application: opens the database (migrating it) and the upstream, runs one
- * sync and closes both. The command (src/commands/sync.ts) parses flags, handles signals and
- * progress, and maps the outcome to an exit status.
+ * The one-shot sync application: opens the database (migrating it), runs one sync of each chosen
+ * source, at most SYNC_SOURCE_CONCURRENCY at once, each with its own upstream client, lock and
+ * logger, then RETENTION once, and closes everything. The command (src/commands/sync.ts) parses
+ * flags, handles signals and progress, and maps the outcomes to an exit status.
  */
 import type { Config } from '../config.js';
-import { migrate } from '../db/migrate.js';
+import { withClient } from '../db/pool.js';
+import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run.js';
-import { openDatabase, openUpstream } from './runtime.js';
+import { applyRetention, runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run.js';
+import { migrateDatabase } from './derived.js';
+import { openDatabase, openSourceUpstream } from './runtime.js';
+import { selectSources } from './sources.js';
+
+/** One source's outcome: the run's result, or what stopped it before it could record a run. */
+export interface SourceOutcome {
+  source: string;
+  /** The source's logger (a child carrying `source`), for the command's lines about it. */
+  log: Logger;
+  result?: SyncResult;
+  /** Thrown before or outside the run: a bad --from/--to, the lock wait aborted, the database lost. */
+  error?: Error;
+}
 
 /**
- * Runs one sync of the configured source into the configured database.
- *
- * @returns the run's outcome ({@link runSync}).
- * @throws as {@link openDatabase} (a held DATA_DIR, a database that cannot be opened), the
- *   migrations, or {@link runSync} (bad `from`/`to`, the lock wait aborted, the database lost).
+ * Runs `fn` on each item, at most `limit` at once, and resolves with the results in the items'
+ * order once every call has settled. `fn` must not reject.
  */
-export async function syncOnce(
+async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+/**
+ * Runs one sync of each source of `options.sources` (default: all) into the configured database:
+ * at most SYNC_SOURCE_CONCURRENCY at once, each exact by itself; a failing source neither stops
+ * nor delays the others. RETENTION, which drops partitions every source shares, runs once after
+ * all of them under the schema's lock taken exclusively (waiting for other processes' runs, ended
+ * by `signal`), so no source's window is being written into a partition it drops.
+ *
+ * @param options.observer the observer of a source's run (progress, metrics), if any.
+ * @returns one outcome per source, in configuration order, after every source finished.
+ * @throws {InvalidArgumentError} for an unknown `--source` name, before anything is opened; as
+ *   {@link openDatabase} (a held DATA_DIR, a database that cannot be opened) or the migrations.
+ */
+export async function syncSources(
   config: Config,
   log: Logger,
-  options: Pick<SyncOptions, 'from' | 'to' | 'wait' | 'signal'> & { observer?: SyncObserver },
-): Promise<SyncResult> {
-  const db = await openDatabase(config, log, 2);
+  options: Pick<SyncOptions, 'from' | 'to' | 'wait' | 'signal'> & { sources?: readonly string[]; observer?: (source: string) => SyncObserver | undefined },
+): Promise<SourceOutcome[]> {
+  const sources = selectSources(config, options.sources);
+  const concurrency = Math.min(config.syncSourceConcurrency, sources.length);
+  // One connection per run going, and one for the retention after them.
+  const db = await openDatabase(config, log, concurrency + 1);
   try {
-    await migrate(db.pool, config.database.schema, log);
-    const upstream = await openUpstream(config, log);
-    try {
-      const { observer, ...runOptions } = options;
-      return await runSync(
-        { pool: db.pool, client: upstream.client, config: config.sources[0]!.sync, schema: config.database.schema, log, ...(observer ? { observer } : {}) },
-        runOptions,
-      );
-    } finally {
-      await upstream.close();
-    }
+    // The rollup too, before the sources start: its rebuild takes the schema's lock exclusively,
+    // which the first runs of several sources at once would otherwise contend for.
+    await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
+    const { observer: observerOf, sources: _names, ...runOptions } = options;
+    const outcomes = await mapBounded(sources, concurrency, async (source): Promise<SourceOutcome> => {
+      const sourceLog = log.child({ source: source.name });
+      const observer = observerOf?.(source.name);
+      try {
+        const upstream = await openSourceUpstream(source, sourceLog);
+        try {
+          const result = await runSync(
+            {
+              pool: db.pool,
+              client: upstream.client,
+              source: source.name,
+              config: source.sync,
+              schema: config.database.schema,
+              log: sourceLog,
+              ...(observer ? { observer } : {}),
+            },
+            { ...runOptions, retention: false },
+          );
+          return { source: source.name, log: sourceLog, result };
+        } finally {
+          await upstream.close();
+        }
+      } catch (err) {
+        return { source: source.name, log: sourceLog, error: coerceError(err) };
+      }
+    });
+    await retentionAfter(db.pool, config, log, outcomes, options.signal);
+    return outcomes;
   } finally {
     await db.close();
+  }
+}
+
+/**
+ * RETENTION once after the runs of one invocation (it is global: RETENTION and the partitions are
+ * the same for every source), unless none ran or one was interrupted by a signal. Never throws:
+ * a failure is logged and the next invocation tries again.
+ */
+async function retentionAfter(
+  pool: Parameters<typeof withClient>[0],
+  config: Config,
+  log: Logger,
+  outcomes: readonly SourceOutcome[],
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const retentionMs = config.sources[0]!.sync.retentionMs;
+  const ran = outcomes.flatMap((o) => (o.result !== undefined && o.result.status !== 'locked' ? [o.result] : []));
+  if (retentionMs === undefined || ran.length === 0 || ran.some((r) => r.status === 'interrupted') || signal?.aborted) return;
+  try {
+    await withClient(pool, (client) =>
+      applyRetention(
+        client,
+        { schema: config.database.schema, log },
+        ran.map((r) => r.runId),
+        Date.now() - retentionMs,
+        { wait: true, ...(signal ? { signal } : {}) },
+      ),
+    );
+  } catch (err) {
+    log.warn({ err: coerceError(err) }, 'retention could not run; nothing was dropped, the next run tries again');
   }
 }

@@ -99,6 +99,9 @@ export interface Progress {
 /**
  * A progress bar of a run (windows, records, rate, ETA) drawn by cli-progress on `terminal`'s
  * last line, with log lines printed above it. cli-progress is loaded only here, when stderr is a TTY.
+ *
+ * The observer may serve the runs of several sources at once: the bar is then one for all of them,
+ * its total the windows of every run started so far (a run that starts later adds its windows).
  */
 export async function progressBar(terminal: BarAwareStream): Promise<Progress> {
   const { default: cliProgress } = await import('cli-progress');
@@ -119,6 +122,7 @@ export async function progressBar(terminal: BarAwareStream): Promise<Progress> {
   );
   let records = 0;
   let shown = false;
+  let total = 0;
   const started = Date.now();
   const payload = () => ({ records, rate: Math.round(records / Math.max(0.001, (Date.now() - started) / 1000)) });
   // A forced exit (a second signal) must not leave the terminal without its cursor.
@@ -127,7 +131,12 @@ export async function progressBar(terminal: BarAwareStream): Promise<Progress> {
     observer: {
       showsProgress: true,
       runStarted: ({ windows }) => {
-        bar.start(windows.length, 0, payload());
+        total += windows.length;
+        if (shown) {
+          bar.setTotal(total);
+          return;
+        }
+        bar.start(total, 0, payload());
         shown = true;
         terminal.showBar(() => bar.render());
         process.once('exit', showCursor);

@@ -1,8 +1,9 @@
 /**
- * `analytics-exporter sync [--from ISO] [--to ISO] [--wait]`: one ETL run, for cron or a
- * Kubernetes CronJob. Exit 0 success, another run holds the lock, or stopped cleanly by
- * SIGINT/SIGTERM (current window rolled back, committed windows intact); 1 failure; 2 bad usage;
- * 130/143 when a second signal forces the exit.
+ * `analytics-exporter sync [--source NAME]... [--from ISO] [--to ISO] [--wait]`: one ETL run of
+ * each source (or of those named), for cron or a Kubernetes CronJob. Exit 0 when every source
+ * succeeded, found another run holding its lock, or stopped cleanly by SIGINT/SIGTERM (current
+ * window rolled back, committed windows intact); 1 when any failed, after all finished; 2 bad
+ * usage (an unknown --source); 130/143 when a second signal forces the exit.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
 import { AbortedError, DataDirLockedError, InvalidArgumentError } from '../errors.js';
@@ -13,6 +14,8 @@ import { loadConfigForCommand } from './runtime.js';
 import { parseIsoDate } from '../time.js';
 import { handleShutdownSignals, type Shutdown } from './shutdown.js';
 import { BarAwareStream, formatRunSummary, progressBar } from './progress.js';
+import { selectSources } from '../app/sources.js';
+import type { SourceOutcome } from '../app/sync.js';
 
 /** Parses `--from`/`--to`: ISO 8601 date-time with a zone ({@link parseIsoDate}); an impossible date is refused. */
 export function parseIsoOption(value: string): Date {
@@ -52,15 +55,25 @@ export function registerSyncCommand(program: Command): void {
     .option('--from <iso>', 'start of the range (default: watermark minus SYNC_LOOKBACK, or SYNC_START_DATE on a first run)', parseIsoOption)
     .option('--to <iso>', 'end of the range (default: now minus SYNC_SETTLE)', parseIsoOption)
     .option('--wait', 'wait for a sync holding the lock instead of exiting 0 at once')
+    .option('--source <name>', 'sync this configured source only (repeatable; default: every source)', (name: string, names: string[]) => [...names, name], [])
     .addHelpText(
       'after',
-      '\nExit status: 0 done, another sync holds the lock, or stopped cleanly by SIGINT/SIGTERM (the open window rolled back);\n1 failed; 2 bad usage; 130/143 when a second signal forces the exit.',
+      '\nExit status: 0 done, another sync holds the lock, or stopped cleanly by SIGINT/SIGTERM (the open window rolled back);\n1 a source failed (after every source finished); 2 bad usage; 130/143 when a second signal forces the exit.',
     )
-    .action(async (options: { from?: Date; to?: Date; wait?: boolean }, command: Command) => {
+    .action(async (options: { from?: Date; to?: Date; wait?: boolean; source: string[] }, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
       // Bad usage is refused before anything is opened (runSync checks the same again).
-      const latest = Date.now() - config.sources[0]!.sync.settleMs;
+      let sources;
+      try {
+        sources = selectSources(config, options.source);
+      } catch (err) {
+        if (!(err instanceof InvalidArgumentError)) throw err;
+        process.stderr.write(`analytics-exporter sync: ${err.message}\n`);
+        process.exitCode = EXIT_USAGE;
+        return;
+      }
+      const latest = Date.now() - Math.max(...sources.map((s) => s.sync.settleMs));
       const usage =
         options.to !== undefined && options.to.getTime() > latest
           ? `--to ${options.to.toISOString()} is later than now minus SYNC_SETTLE (${new Date(latest).toISOString()}); windows in the future would be committed empty`
@@ -74,55 +87,72 @@ export function registerSyncCommand(program: Command): void {
       }
       // The application layer (undici, pg, prom-client) is loaded only for a run: --help and bad
       // usage answer without it.
-      const [{ syncOnce }, { describeConfiguredDatabase, isDatabaseUnavailable }] = await Promise.all([import('../app/sync.js'), import('../db/pool.js')]);
+      const [{ syncSources }, { describeConfiguredDatabase, isDatabaseUnavailable }] = await Promise.all([import('../app/sync.js'), import('../db/pool.js')]);
       // On a terminal, log lines go above the progress bar (src/commands/progress.ts).
       const terminal = new BarAwareStream(process.stderr);
       const log = createLogger(config.logLevel, { format: config.logFormat, destination: terminal });
       const controller = new AbortController();
       const signals = handleSignals(controller, log);
       const progress = process.stderr.isTTY ? await progressBar(terminal) : undefined;
+      /** Reports what stopped a run (or the whole command) and gives its exit status. */
+      const errorExitCode = (err: unknown, about: Logger): number => {
+        if (err instanceof InvalidArgumentError) {
+          process.stderr.write(`analytics-exporter sync: ${err.message}\n`);
+          return EXIT_USAGE;
+        }
+        if (err instanceof AbortedError && signals.received() !== undefined) {
+          // The signal came while --wait waited for the lock: nothing was started, nothing to roll back.
+          about.warn({ schema: config.database.schema }, 'stopped while waiting for another sync to release the lock; nothing was loaded');
+          return EXIT_OK;
+        }
+        if (err instanceof DataDirLockedError) {
+          about.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
+        } else if (isDatabaseUnavailable(err)) {
+          const database = describeConfiguredDatabase(config.database);
+          about.error({ database, err }, `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`);
+        } else {
+          about.error({ err }, 'sync failed');
+        }
+        return EXIT_FAILURE;
+      };
+      /** One source's exit status; its lines carry `source`. */
+      const outcomeExitCode = ({ result, error, log: about }: SourceOutcome): number => {
+        if (result === undefined) return errorExitCode(error, about);
+        if (result.status === 'locked') {
+          about.info({ schema: config.database.schema }, 'another sync holds the lock for this source; nothing to do (use --wait to wait for it)');
+          return EXIT_OK;
+        }
+        if (result.status === 'succeeded') return EXIT_OK;
+        // Interrupted: stopped cleanly, the open window rolled back, the committed ones are whole.
+        if (result.status === 'interrupted') return signals.received() !== undefined ? EXIT_OK : EXIT_FAILURE;
+        return EXIT_FAILURE;
+      };
       let code = EXIT_FAILURE;
       try {
-        const result = await syncOnce(config, log, {
+        const outcomes = await syncSources(config, log, {
+          sources: sources.map((s) => s.name),
           ...(options.from ? { from: options.from } : {}),
           ...(options.to ? { to: options.to } : {}),
           wait: options.wait ?? false,
           signal: controller.signal,
-          ...(progress ? { observer: progress.observer } : {}),
+          ...(progress ? { observer: () => progress.observer } : {}),
         });
         progress?.stop();
-        // The summary is command output for the person at the terminal, under the last log line
-        // on stderr; without a terminal, the run's last log line is the summary.
-        if (progress !== undefined && result.status !== 'locked' && config.logLevel !== 'silent') terminal.write(`${formatRunSummary(result)}\n`);
-        if (result.status === 'locked') {
-          log.info({ schema: config.database.schema }, 'another sync holds the lock for this schema; nothing to do (use --wait to wait for it)');
-          code = EXIT_OK;
-        } else if (result.status === 'succeeded') {
-          code = EXIT_OK;
-        } else if (result.status === 'interrupted') {
-          // Stopped cleanly: the open window rolled back, the committed ones are whole.
-          code = signals.received() !== undefined ? EXIT_OK : EXIT_FAILURE;
-        }
+        const several = outcomes.length > 1;
+        const codes = outcomes.map((outcome) => {
+          const { result } = outcome;
+          // The summary is command output for the person at the terminal, under the last log line
+          // on stderr; without a terminal, the run's last log line is the summary.
+          if (progress !== undefined && result !== undefined && result.status !== 'locked' && config.logLevel !== 'silent') {
+            terminal.write(`${several ? `${outcome.source}: ` : ''}${formatRunSummary(result)}\n`);
+          }
+          return outcomeExitCode(outcome);
+        });
+        // Bad usage first, then any failure: the status says the worst of what happened.
+        code = codes.includes(EXIT_USAGE) ? EXIT_USAGE : codes.includes(EXIT_FAILURE) ? EXIT_FAILURE : EXIT_OK;
       } catch (err) {
         progress?.stop();
-        if (err instanceof InvalidArgumentError) {
-          process.stderr.write(`analytics-exporter sync: ${err.message}\n`);
-          code = EXIT_USAGE;
-        } else if (err instanceof AbortedError && signals.received() !== undefined) {
-          // The signal came while --wait waited for the lock: nothing was started, nothing to roll back.
-          log.warn({ schema: config.database.schema }, 'stopped while waiting for another sync to release the lock; nothing was loaded');
-          code = EXIT_OK;
-        } else if (err instanceof DataDirLockedError) {
-          log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
-          code = EXIT_FAILURE;
-        } else if (isDatabaseUnavailable(err)) {
-          const database = describeConfiguredDatabase(config.database);
-          log.error({ database, err }, `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`);
-          code = EXIT_FAILURE;
-        } else {
-          log.error({ err }, 'sync failed');
-          code = EXIT_FAILURE;
-        }
+        code = errorExitCode(err, log);
       } finally {
         signals.dispose();
       }

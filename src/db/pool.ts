@@ -225,6 +225,8 @@ export const ADVISORY_LOCK_POLL_MS = 250;
  * `finally`. The lock lives as long as the connection: a crashed process releases it.
  *
  * @param options.wait true waits until the lock is free; false returns `{ acquired: false }` at once.
+ * @param options.shared takes the lock in shared mode (`pg_advisory_lock_shared`): any number of
+ *   shared holders at once, none while an exclusive holder has it.
  * @param options.signal makes the wait interruptible: the lock is then tried every
  *   {@link ADVISORY_LOCK_POLL_MS} until it is free or the signal aborts. Without it the wait
  *   blocks inside the database (first come, first served).
@@ -234,15 +236,16 @@ export const ADVISORY_LOCK_POLL_MS = 250;
 export async function withAdvisoryLock<T>(
   client: PoolClient,
   name: string,
-  options: { wait: boolean; signal?: AbortSignal },
+  options: { wait: boolean; signal?: AbortSignal; shared?: boolean },
   fn: () => Promise<T>,
 ): Promise<{ acquired: true; value: T } | { acquired: false }> {
+  const mode = options.shared === true ? '_shared' : '';
   const tryLock = async (): Promise<boolean> => {
-    const { rows } = await client.query<{ locked: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as locked', [ADVISORY_LOCK_NAMESPACE, name]);
+    const { rows } = await client.query<{ locked: boolean }>(`select pg_try_advisory_lock${mode}($1, hashtext($2)) as locked`, [ADVISORY_LOCK_NAMESPACE, name]);
     return rows[0]?.locked === true;
   };
   if (options.wait && options.signal === undefined) {
-    await client.query('select pg_advisory_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, name]);
+    await client.query(`select pg_advisory_lock${mode}($1, hashtext($2))`, [ADVISORY_LOCK_NAMESPACE, name]);
   } else if (options.wait) {
     const signal = options.signal!;
     for (;;) {
@@ -256,7 +259,7 @@ export async function withAdvisoryLock<T>(
   try {
     return { acquired: true, value: await fn() };
   } finally {
-    await client.query('select pg_advisory_unlock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, name]).catch(() => undefined);
+    await client.query(`select pg_advisory_unlock${mode}($1, hashtext($2))`, [ADVISORY_LOCK_NAMESPACE, name]).catch(() => undefined);
   }
 }
 

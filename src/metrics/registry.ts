@@ -11,6 +11,7 @@ import type { ClientObserver } from '../upstream/analytics.js';
 import type { SyncObserver, SyncResult } from '../sync/run.js';
 import { REVISION, VERSION } from '../version.js';
 import { failureReason } from '../errors.js';
+import { DEFAULT_SOURCE } from '../config.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
 
@@ -126,11 +127,13 @@ export class ExporterMetrics {
   readonly syncRuns = new Counter({
     name: `${METRIC_PREFIX}sync_runs_total`,
     help: 'Sync runs finished (succeeded, failed or interrupted).',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncFailures = new Counter({
     name: `${METRIC_PREFIX}sync_failures_total`,
     help: 'Sync runs that failed.',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncErrors = new Counter({
@@ -138,38 +141,43 @@ export class ExporterMetrics {
     help:
       'Sync runs that failed, by the reason of the error that ended them (the failures of sync_failures_total, broken down): ' +
       'network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, token, inconsistent_window, database, other.',
-    labelNames: ['reason'],
+    labelNames: ['source', 'reason'] as const,
     registers: [this.registry],
   });
   readonly syncSkipped = new Counter({
     name: `${METRIC_PREFIX}sync_skipped_total`,
     help: 'Scheduled sync ticks skipped because a run was still going.',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncLastSuccess = new Gauge({
     name: `${METRIC_PREFIX}sync_last_success_timestamp_seconds`,
     help: 'Unix time at which the last successful sync run finished.',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncRecords = new Counter({
     name: `${METRIC_PREFIX}sync_records_total`,
     help: 'Analytics records written to the database (re-loaded windows count again).',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncPages = new Counter({
     name: `${METRIC_PREFIX}sync_pages_total`,
     help: 'E6 pages loaded into the database.',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncWindows = new Counter({
     name: `${METRIC_PREFIX}sync_windows_total`,
     help: 'Windows committed to the database.',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncWindowsShrunk = new Counter({
     name: `${METRIC_PREFIX}sync_windows_shrunk_total`,
     help: 'Committed windows that E6 returned with fewer records than stored when re-read (retention or deletion upstream), by action: kept (SYNC_SHRINK=keep) or replaced.',
-    labelNames: ['action'] as const,
+    labelNames: ['source', 'action'] as const,
     registers: [this.registry],
   });
   readonly syncRecordsQuarantined = new Counter({
@@ -177,6 +185,7 @@ export class ExporterMetrics {
     help:
       'Analytics records of committed windows that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting too deep), ' +
       'kept as sent in the table records_quarantine (payload_text, json_path, reason) instead of records (re-loaded windows count again).',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncUnstableInstants = new Counter({
@@ -184,6 +193,7 @@ export class ExporterMetrics {
     help:
       'Reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page of records) whose two reads disagreed; ' +
       'such an instant is read again, and fails the run after SYNC_WINDOW_ATTEMPTS.',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly retentionPartitionsDropped = new Counter({
@@ -194,11 +204,13 @@ export class ExporterMetrics {
   readonly syncDuration = new Gauge({
     name: `${METRIC_PREFIX}sync_duration_seconds`,
     help: 'Duration of the last finished sync run, in seconds.',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncWatermark = new Gauge({
     name: `${METRIC_PREFIX}sync_watermark_timestamp_seconds`,
     help: 'Unix time up to which the analytics records are loaded without a gap (the sync watermark).',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly databaseUp = new Gauge({
@@ -209,6 +221,7 @@ export class ExporterMetrics {
   readonly syncRunning = new Gauge({
     name: `${METRIC_PREFIX}sync_running`,
     help: 'Whether a sync run is in progress (1) or not (0).',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
 
@@ -230,11 +243,6 @@ export class ExporterMetrics {
       labelNames: ['version', 'revision', 'nodejs_version'],
       registers: [this.registry],
     }).set({ version: VERSION, revision: REVISION, nodejs_version: process.version }, 1);
-    this.syncRunning.set(0);
-    // These series exist from the start, so increase() sees the first increment.
-    for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ action }, 0);
-    this.syncRecordsQuarantined.inc(0);
-    this.syncUnstableInstants.inc(0);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -270,23 +278,49 @@ export class ExporterMetrics {
     };
   }
 
-  /** Observer for sync runs: progress counters and the batch-job gauges. */
-  syncObserver(): SyncObserver {
+  /**
+   * Observer for the sync runs of one source: progress counters and the batch-job gauges, every
+   * sync_* series labelled `source`. The first call for a source creates its series at 0 (so
+   * increase() sees the first increment): call it once per source at start.
+   */
+  syncObserver(source: string = DEFAULT_SOURCE): SyncObserver {
+    const s = { source };
+    if (!this.#syncSources.has(source)) {
+      this.#syncSources.add(source);
+      // Every series a source has, at 0, as an unlabelled metric starts (sync_errors_total's
+      // reasons appear with their first failure).
+      for (const counter of [
+        this.syncRuns,
+        this.syncFailures,
+        this.syncSkipped,
+        this.syncRecords,
+        this.syncPages,
+        this.syncWindows,
+        this.syncRecordsQuarantined,
+        this.syncUnstableInstants,
+      ])
+        counter.inc(s, 0);
+      for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark]) gauge.set(s, 0);
+      for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ source, action }, 0);
+    }
     return {
-      runStarted: () => this.syncRunning.set(1),
+      runStarted: () => this.syncRunning.set(s, 1),
       windowCommitted: (w) => {
-        this.syncWindows.inc();
-        this.syncPages.inc(w.pages);
-        this.syncRecords.inc(w.records);
-        if (w.watermark !== undefined) this.syncWatermark.set(w.watermark / 1000);
+        this.syncWindows.inc(s);
+        this.syncPages.inc(s, w.pages);
+        this.syncRecords.inc(s, w.records);
+        if (w.watermark !== undefined) this.syncWatermark.set(s, w.watermark / 1000);
       },
-      windowShrunk: (w) => this.syncWindowsShrunk.inc({ action: w.action }),
-      recordsQuarantined: (e) => this.syncRecordsQuarantined.inc(e.records),
-      unstableInstant: () => this.syncUnstableInstants.inc(),
+      windowShrunk: (w) => this.syncWindowsShrunk.inc({ source, action: w.action }),
+      recordsQuarantined: (e) => this.syncRecordsQuarantined.inc(s, e.records),
+      unstableInstant: () => this.syncUnstableInstants.inc(s),
       partitionsDropped: (e) => this.retentionPartitionsDropped.inc(e.partitions.length),
-      runFinished: (result: SyncResult) => this.recordRun(result),
+      runFinished: (result: SyncResult) => this.recordRun(source, result),
     };
   }
+
+  /** Sources {@link syncObserver} created the series of. */
+  readonly #syncSources = new Set<string>();
 
   /**
    * Adds the gauges of WEB_CONFIG_FILE's reloads (only a server with one has them, so that no
@@ -314,32 +348,34 @@ export class ExporterMetrics {
     return record;
   }
 
-  /** Sets the watermark gauge from the database at start, before any run. */
-  setWatermark(ms: number | undefined): void {
-    if (ms !== undefined) this.syncWatermark.set(ms / 1000);
+  /** Sets the source's watermark gauge from the database at start, before any run. */
+  setWatermark(source: string, ms: number | undefined): void {
+    if (ms !== undefined) this.syncWatermark.set({ source }, ms / 1000);
   }
 
   /**
    * Counts a run that could not even be recorded (the database unreachable before or while the
    * run started), so `sync_failures_total` and the sync alerts see database outages too.
    */
-  recordUnrecordedFailure(durationSeconds: number): void {
-    this.syncRunning.set(0);
-    this.syncRuns.inc();
-    this.syncFailures.inc();
-    this.syncErrors.inc({ reason: 'database' });
-    this.syncDuration.set(durationSeconds);
+  recordUnrecordedFailure(source: string, durationSeconds: number): void {
+    const s = { source };
+    this.syncRunning.set(s, 0);
+    this.syncRuns.inc(s);
+    this.syncFailures.inc(s);
+    this.syncErrors.inc({ source, reason: 'database' });
+    this.syncDuration.set(s, durationSeconds);
   }
 
-  private recordRun(result: SyncResult): void {
-    this.syncRunning.set(0);
+  private recordRun(source: string, result: SyncResult): void {
+    const s = { source };
+    this.syncRunning.set(s, 0);
     if (result.status === 'locked') return;
-    this.syncRuns.inc();
-    this.syncDuration.set(result.durationSeconds);
-    if (result.status === 'succeeded') this.syncLastSuccess.set(Date.now() / 1000);
+    this.syncRuns.inc(s);
+    this.syncDuration.set(s, result.durationSeconds);
+    if (result.status === 'succeeded') this.syncLastSuccess.set(s, Date.now() / 1000);
     else if (result.status === 'failed') {
-      this.syncFailures.inc();
-      this.syncErrors.inc({ reason: failureReason(result.error) });
+      this.syncFailures.inc(s);
+      this.syncErrors.inc({ source, reason: failureReason(result.error) });
     }
   }
 }

@@ -2,8 +2,8 @@
  * Tables derived from `records`, kept in the transaction of each window so that they agree with
  * it at every commit:
  *
- * - `records_hourly`: the exact count of stored records per hour bucket, window start and
- *   ROLLUP_DIMENSIONS values. Bucket = the hour (UTC) of the record's event time, or of its
+ * - `records_hourly`: the exact count of stored records per source, hour bucket, window start and
+ *   ROLLUP_DIMENSIONS values (one table and one definition for every source). Bucket = the hour (UTC) of the record's event time, or of its
  *   window's start when it has none. Keyed by the window too, so that clearing a window removes
  *   exactly its rows (by `window_start` range) whether or not its records still exist: RETENTION
  *   drops records and keeps the rollup, and an expired window reloaded by `sync --from` must
@@ -11,14 +11,15 @@
  *   group by … on conflict do update). A missing or JSON-null dimension value is its own group
  *   (null), matched through a unique index on `coalesce(col, '')` and `col is null`, which
  *   PostgreSQL 13 supports (no `nulls not distinct`). Readers sum `records` over `window_start`.
- * - `records_hourly_distinct`: per hour bucket, window start and ROLLUP_DISTINCT_BY values, each
- *   distinct value of each ROLLUP_DISTINCT field (`value_column` names the field by its column,
- *   `value` is its text) with the number of records holding it. Kept like records_hourly, in the
- *   same statements, so `count(distinct value)` over a range of hours is exact; a record without
- *   the field (or with JSON null there) adds no row.
- * - `record_fields`: the catalogue of top-level payload fields (types seen, records holding it,
- *   first and last seen, a short example), and `records_typed`, a view with one typed column per
- *   scalar field, recreated when the catalogue gains a field or a field's type widens.
+ * - `records_hourly_distinct`: per source, hour bucket, window start and ROLLUP_DISTINCT_BY values,
+ *   each distinct value of each ROLLUP_DISTINCT field (`value_column` names the field by its
+ *   column, `value` is its text) with the number of records holding it. Kept like records_hourly,
+ *   in the same statements, so `count(distinct value)` over a range of hours is exact; a record
+ *   without the field (or with JSON null there) adds no row.
+ * - `record_fields`: the catalogue of top-level payload fields per source (types seen, records
+ *   holding it, first and last seen, a short example), and `records_typed`, one view over every
+ *   source's records with one typed column per scalar field (its type from the types every source
+ *   saw), recreated when the catalogue gains a field or a field's type widens.
  *
  * ROLLUP_DIMENSIONS=off keeps neither rollup table (they are dropped) and FIELD_CATALOGUE=off stops
  * maintaining record_fields and records_typed (left as they are), for an ETL without derived work.
@@ -27,7 +28,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { RollupConfig, RollupDimension } from '../config.js';
-import { quoteIdent, type PoolClient } from '../db/pool.js';
+import { ADVISORY_LOCK_NAMESPACE, quoteIdent, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { Tables } from './store.js';
 import type { Window } from './windows.js';
@@ -39,11 +40,11 @@ const ROLLUP_SETTING = 'rollup_dimensions';
  * another (or none: the first shape, without `window_start`) is rebuilt like one built for other
  * dimensions.
  */
-const ROLLUP_SHAPE = 2;
+const ROLLUP_SHAPE = 3;
 /** Name under which derived_settings keeps what records_hourly_distinct was built for. */
 const DISTINCT_SETTING = 'rollup_distinct';
-/** Version of records_hourly_distinct's columns and key, stored with its fields. */
-const DISTINCT_SHAPE = 1;
+/** Version of records_hourly_distinct's columns and key, stored with its fields (2: a leading `source` column). */
+const DISTINCT_SHAPE = 2;
 /** Name under which derived_settings keeps the definition records_typed was created with. */
 const VIEW_SETTING = 'typed_view';
 
@@ -165,10 +166,12 @@ export function mergeFields(into: WindowFields, from: WindowFields): void {
 const BUCKET_SQL = `date_trunc('hour', coalesce(event_time, window_start), 'UTC')`;
 
 /** The columns records_typed takes from `records` itself; a field column never takes these names. */
-const VIEW_BASE_COLUMNS = ['id', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at'] as const;
+const VIEW_BASE_COLUMNS = ['id', 'source', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at'] as const;
 
 /** A catalogue row as {@link readFields} returns it. */
 export interface FieldRow {
+  /** The source whose records hold the field. */
+  source: string;
   /** The field's name (a top-level key of the payload). */
   path: string;
   /** Its column in records_typed (null until the field is first catalogued). */
@@ -224,16 +227,16 @@ export class Derived {
   }
 
   /**
-   * The key expressions of records_hourly's unique index: the window start first, so that clearing
-   * a window (a `window_start` range) reads the index rather than the whole table.
+   * The key expressions of records_hourly's unique index: the source and the window start first, so
+   * that clearing a source's window (a `window_start` range) reads the index rather than the whole table.
    */
   private keyExpressions(): string[] {
-    return ['window_start', 'bucket', ...this.cols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`])];
+    return ['source', 'window_start', 'bucket', ...this.cols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`])];
   }
 
-  /** The key expressions of records_hourly_distinct's unique index, window start first like records_hourly's. */
+  /** The key expressions of records_hourly_distinct's unique index, source and window start first like records_hourly's. */
   private distinctKeyExpressions(): string[] {
-    return ['window_start', 'bucket', ...this.byCols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`]), 'value_column', 'value'];
+    return ['source', 'window_start', 'bucket', ...this.byCols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`]), 'value_column', 'value'];
   }
 
   /**
@@ -246,50 +249,51 @@ export class Derived {
     const by = this.by.map((_, i) => `, payload #>> $${firstParam + i}::text[]`).join('');
     const base = firstParam + this.by.length;
     const fields = this.distinct.map((_, j) => `($${base + 2 * j}::text, payload #>> $${base + 2 * j + 1}::text[])`).join(', ');
-    const groups = this.byCols.map((_, i) => `, ${i + 3}`).join('');
+    const groups = this.byCols.map((_, i) => `, ${i + 4}`).join('');
     const n = this.byCols.length;
-    return `insert into ${this.t.hourlyDistinct} as d (bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records)
-      select ${BUCKET_SQL}, window_start${by}, f.col, f.value, count(*)
+    return `insert into ${this.t.hourlyDistinct} as d (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records)
+      select source, ${BUCKET_SQL}, window_start${by}, f.col, f.value, count(*)
         from ${source} cross join lateral (values ${fields}) as f(col, value)
        where f.value is not null
-       group by 1, 2${groups}, ${n + 3}, ${n + 4}
+       group by 1, 2, 3${groups}, ${n + 4}, ${n + 5}
       on conflict (${this.distinctKeyExpressions().join(', ')}) do update set records = d.records + excluded.records`;
   }
 
-  /** `insert into records_hourly … select …, count(*) from <source> group by bucket, window_start, dimensions … on conflict add`. */
-  private addGroupsSql(source: string, where: string, firstParam: number): string {
-    const groups = this.cols.map((_, i) => `, ${i + 3}`).join('');
+  /** `insert into records_hourly … select …, count(*) from <rows> group by source, bucket, window_start, dimensions … on conflict add`. */
+  private addGroupsSql(rows: string, where: string, firstParam: number): string {
+    const groups = this.cols.map((_, i) => `, ${i + 4}`).join('');
     const values = this.dimensionValues(firstParam)
       .map((v) => `, ${v}`)
       .join('');
-    return `insert into ${this.t.hourly} as h (bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
-      select ${BUCKET_SQL}, window_start${values}, count(*) from ${source} ${where} group by 1, 2${groups}
+    return `insert into ${this.t.hourly} as h (source, bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
+      select source, ${BUCKET_SQL}, window_start${values}, count(*) from ${rows} ${where} group by 1, 2, 3${groups}
       on conflict (${this.keyExpressions().join(', ')}) do update set records = h.records + excluded.records`;
   }
 
   /**
-   * Deletes the stored records of the windows inside `window`, their records_hourly rows (by
+   * Deletes `source`'s stored records of the windows inside `window`, their records_hourly rows (by
    * `window_start`, so also those of windows whose records RETENTION dropped), and subtracts the
-   * records from record_fields' counts, in one statement.
+   * records from the source's record_fields counts, in one statement.
    *
    * @returns the number of records deleted.
    */
-  async deleteWindowRecords(db: PoolClient, window: Window): Promise<number> {
-    const parts = [`gone as (delete from ${this.t.records} where window_start >= $1 and window_start < $2 returning payload)`];
-    if (this.enabled) parts.push(`cleared as (delete from ${this.t.hourly} where window_start >= $1 and window_start < $2)`);
-    if (this.hasDistinct) parts.push(`cleared_distinct as (delete from ${this.t.hourlyDistinct} where window_start >= $1 and window_start < $2)`);
+  async deleteWindowRecords(db: PoolClient, source: string, window: Window): Promise<number> {
+    const parts = [`gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload)`];
+    if (this.enabled) parts.push(`cleared as (delete from ${this.t.hourly} where source = $3 and window_start >= $1 and window_start < $2)`);
+    if (this.hasDistinct)
+      parts.push(`cleared_distinct as (delete from ${this.t.hourlyDistinct} where source = $3 and window_start >= $1 and window_start < $2)`);
     if (this.catalogue)
       parts.push(
         `keys as (
            select k as path, count(*) as n
              from gone, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
          )`,
-        `uncounted as (update ${this.t.fields} f set records = f.records - keys.n, updated_at = now() from keys where f.path = keys.path)`,
+        `uncounted as (update ${this.t.fields} f set records = f.records - keys.n, updated_at = now() from keys where f.source = $3 and f.path = keys.path)`,
       );
     const { rows } = await db.query<{ deleted: string }>(
       `with ${parts.join(',\n')}
        select count(*) as deleted from gone`,
-      [new Date(window.start), new Date(window.end)],
+      [new Date(window.start), new Date(window.end), source],
     );
     return Number(rows[0]!.deleted);
   }
@@ -303,7 +307,7 @@ export class Derived {
   withRollup(insertSql: string, firstParam: number): string {
     if (!this.enabled) return insertSql;
     const distinct = this.hasDistinct ? `, distinct_rows as (${this.addDistinctSql('ins', firstParam + this.dims.length)}) ` : ' ';
-    return `with ins as (${insertSql} returning payload, event_time, window_start)${distinct}${this.addGroupsSql('ins', '', firstParam)}`;
+    return `with ins as (${insertSql} returning source, payload, event_time, window_start)${distinct}${this.addGroupsSql('ins', '', firstParam)}`;
   }
 
   /** The parameters {@link withRollup} adds: the dimension paths, then {@link distinctParams}. */
@@ -318,24 +322,24 @@ export class Derived {
   }
 
   /**
-   * Merges `fields` (the top-level fields of the records just inserted for `window`, see
-   * {@link catalogueRecords}) into the catalogue, and recreates records_typed when the catalogue
-   * gained a field or a type. (records_hourly got the rows with their inserts, {@link withRollup}.)
+   * Merges `fields` (the top-level fields of the records just inserted for `source`'s `window`, see
+   * {@link catalogueRecords}) into the source's catalogue, and recreates records_typed when the
+   * catalogue gained a field or a type. (records_hourly got the rows with their inserts, {@link withRollup}.)
    */
-  async addWindowRecords(db: PoolClient, window: Window, fields: WindowFields, log: Logger): Promise<void> {
+  async addWindowRecords(db: PoolClient, source: string, window: Window, fields: WindowFields, log: Logger): Promise<void> {
     if (!this.catalogue || fields.size === 0) return;
     const entries = [...fields];
     // `before` reads the catalogue as it was before this statement: a field new or with a new type
     // means records_typed may have to change.
     const { rows } = await db.query<{ changed: string }>(
       `with before as (
-         select path, types from ${this.t.fields} where path = any($1::text[])
+         select path, types from ${this.t.fields} where source = $7 and path = any($1::text[])
        ), merged as (
-         insert into ${this.t.fields} as c (path, types, records, first_seen, last_seen, example)
-         select path, string_to_array(types, ','), records, first_seen, last_seen, example
+         insert into ${this.t.fields} as c (source, path, types, records, first_seen, last_seen, example)
+         select $7, path, string_to_array(types, ','), records, first_seen, last_seen, example
            from unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::text[])
              as n(path, types, records, first_seen, last_seen, example)
-         on conflict (path) do update set
+         on conflict (source, path) do update set
            types = (select array_agg(distinct t order by t) from unnest(c.types || excluded.types) as t),
            records = c.records + excluded.records,
            first_seen = least(c.first_seen, excluded.first_seen),
@@ -352,6 +356,7 @@ export class Derived {
         entries.map(([, f]) => new Date(f.untimed ? Math.min(f.first, window.start) : f.first)),
         entries.map(([, f]) => new Date(f.untimed ? Math.max(f.last, window.start) : f.last)),
         entries.map(([, f]) => f.example),
+        source,
       ],
     );
     if (Number(rows[0]!.changed) > 0) await this.refreshTypedView(db, log);
@@ -363,7 +368,10 @@ export class Derived {
    * window still commits, the view stays as it was, and a warning says so.
    */
   async refreshTypedView(db: PoolClient, log: Logger): Promise<void> {
-    const fields = await readFields(db, this.t);
+    // Sources load concurrently: one transaction at a time names columns and recreates the view
+    // (until its commit), so two sources never give one field two columns or one column two fields.
+    await db.query('select pg_advisory_xact_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, `typed_view:${this.t.schema}`]);
+    const fields = mergeSources(await readFields(db, this.t));
     const unnamed = fields.filter((f) => f.column === null);
     if (unnamed.length > 0) {
       const taken = new Set<string>([...VIEW_BASE_COLUMNS, ...fields.flatMap((f) => (f.column === null ? [] : [f.column]))]);
@@ -393,6 +401,14 @@ export class Derived {
       await db.query('rollback to savepoint typed_view');
       log.warn({ err }, 'records_typed could not be recreated for the new fields (does an object depend on it?); it stays as it was');
     }
+  }
+
+  /**
+   * Recreates records_typed when it exists and its definition is not the one this release writes
+   * (a release adding a base column such as `source`), without waiting for a new field.
+   */
+  async ensureTypedViewCurrent(db: PoolClient, log: Logger): Promise<void> {
+    if (await relationExists(db, this.t.typedView)) await this.refreshTypedView(db, log);
   }
 
   /**
@@ -454,7 +470,7 @@ export class Derived {
     await db.query(`delete from ${this.t.derivedSettings} where name = $1`, [DISTINCT_SETTING]);
     if (!this.hasDistinct) return;
     await db.query(
-      `create table ${this.t.hourlyDistinct} (bucket timestamptz not null, window_start timestamptz not null${this.byCols.map((c) => `, ${c} text`).join('')}, value_column text not null, value text not null, records bigint not null check (records > 0))`,
+      `create table ${this.t.hourlyDistinct} (source text not null, bucket timestamptz not null, window_start timestamptz not null${this.byCols.map((c) => `, ${c} text`).join('')}, value_column text not null, value text not null, records bigint not null check (records > 0))`,
     );
     await db.query(`create unique index on ${this.t.hourlyDistinct} (${this.distinctKeyExpressions().join(', ')})`);
     // The Users panel and ROLLUP_RETENTION select by bucket (and by field).
@@ -475,7 +491,7 @@ export class Derived {
       return;
     }
     await db.query(
-      `create table ${this.t.hourly} (bucket timestamptz not null, window_start timestamptz not null${this.cols.map((c) => `, ${c} text`).join('')}, records bigint not null check (records > 0))`,
+      `create table ${this.t.hourly} (source text not null, bucket timestamptz not null, window_start timestamptz not null${this.cols.map((c) => `, ${c} text`).join('')}, records bigint not null check (records > 0))`,
     );
     await db.query(`create unique index on ${this.t.hourly} (${this.keyExpressions().join(', ')})`);
     // Readers and ROLLUP_RETENTION select by bucket; the unique index leads with the window start.
@@ -535,12 +551,40 @@ async function relationExists(db: Pick<PoolClient, 'query'>, qualified: string):
 }
 
 /**
- * The catalogue, ordered by field name, with each field's column type in records_typed.
+ * One row per field name over every source's catalogue rows (sorted by field name): the types
+ * every source saw (so one records_typed column serves them all), the records summed, the widest
+ * first and last seen, the first example; `source` is the sources' names joined by commas.
+ */
+export function mergeSources(rows: readonly FieldRow[]): FieldRow[] {
+  const byPath = new Map<string, FieldRow>();
+  for (const r of rows) {
+    const m = byPath.get(r.path);
+    if (m === undefined) {
+      byPath.set(r.path, { ...r, types: [...r.types] });
+      continue;
+    }
+    m.source = `${m.source},${r.source}`;
+    m.column ??= r.column;
+    m.types = [...new Set([...m.types, ...r.types])].sort();
+    m.viewType = viewType(m.types);
+    m.records += r.records;
+    if (r.firstSeen < m.firstSeen) m.firstSeen = r.firstSeen;
+    if (r.lastSeen > m.lastSeen) m.lastSeen = r.lastSeen;
+    m.example ??= r.example;
+  }
+  return [...byPath.values()];
+}
+
+/**
+ * The catalogue, ordered by field name then source, with each field's column type in
+ * records_typed (from that source's types: {@link mergeSources} gives the view's).
  *
+ * @param sources only these sources' rows; default: every source's.
  * @throws the database's error (a schema not migrated: record_fields does not exist).
  */
-export async function readFields(db: Pick<PoolClient, 'query'>, t: Tables): Promise<FieldRow[]> {
+export async function readFields(db: Pick<PoolClient, 'query'>, t: Tables, sources?: readonly string[]): Promise<FieldRow[]> {
   const { rows } = await db.query<{
+    source: string;
     path: string;
     column: string | null;
     types: string[];
@@ -549,8 +593,9 @@ export async function readFields(db: Pick<PoolClient, 'query'>, t: Tables): Prom
     lastSeen: Date;
     example: string | null;
   }>(
-    `select path, view_column as "column", types, records, first_seen as "firstSeen", last_seen as "lastSeen", example
-       from ${t.fields} order by path collate "C"`,
+    `select source, path, view_column as "column", types, records, first_seen as "firstSeen", last_seen as "lastSeen", example
+       from ${t.fields} where $1::text[] is null or source = any($1::text[]) order by path collate "C", source collate "C"`,
+    [sources === undefined ? null : [...sources]],
   );
   return rows.map((r) => ({ ...r, records: Number(r.records), viewType: viewType(r.types) }));
 }

@@ -16,7 +16,7 @@
  * the partitions a run needs before it loads anything.
  */
 import type { PartitionInterval } from '../config.js';
-import { quoteIdent, withTransaction, type PoolClient } from '../db/pool.js';
+import { ADVISORY_LOCK_NAMESPACE, quoteIdent, withTransaction, type PoolClient } from '../db/pool.js';
 import type { Tables } from './store.js';
 import type { Window } from './windows.js';
 
@@ -109,8 +109,10 @@ export async function listPartitions(db: PoolClient, t: Tables): Promise<Partiti
 
 /**
  * Creates, in one transaction, the partitions of `records` that rows of windows starting at
- * `starts` need (see {@link missingPartitions}). Run under the run's advisory lock, so no other
- * sync of the schema creates partitions at the same time; `if not exists` makes a repeat harmless.
+ * `starts` need (see {@link missingPartitions}). Partitions are shared by every source, whose runs
+ * go on at once: a transaction-level advisory lock per schema makes one run at a time read the
+ * catalogue and create what is missing (`if not exists` alone does not make two concurrent
+ * creations of one table safe).
  *
  * @returns the partitions created, in time order (empty when every start has its partition).
  * @throws the database's error (pg DatabaseError) when the catalogue cannot be read or a table created.
@@ -118,6 +120,7 @@ export async function listPartitions(db: PoolClient, t: Tables): Promise<Partiti
 export async function ensurePartitions(db: PoolClient, t: Tables, starts: readonly number[], interval: PartitionInterval): Promise<Partition[]> {
   if (starts.length === 0) return [];
   return withTransaction(db, async () => {
+    await db.query('select pg_advisory_xact_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, `partitions:${t.schema}`]);
     const missing = missingPartitions(starts, await listPartitions(db, t), interval);
     for (const p of missing) {
       // DDL takes no parameters; both bounds are ISO text from Date, and the name is quoted.
@@ -137,8 +140,10 @@ export interface DroppedPartition extends Partition {
 
 /**
  * Retention: drops every partition of `records` whose whole range is older than `cutoff`
- * (end ≤ cutoff: a partly covered partition stays), except one holding a window the run `runId`
- * loaded (an explicit `sync --from` of old windows keeps what it loaded until the next run). In
+ * (end ≤ cutoff: a partly covered partition stays), except one holding a window one of the runs
+ * `runIds` loaded (an explicit `sync --from` of old windows keeps what it loaded until the next
+ * run). Partitions hold every source's rows: the caller holds the schema's sync lock exclusively,
+ * so no source's window is being written into one (src/sync/run.ts). In
  * one transaction with the drops, the ledger windows starting in a dropped range are marked
  * expired, so later runs do not load them again, and their quarantined records are deleted.
  * Nothing else is touched: tables derived from records keep their rows.
@@ -148,7 +153,7 @@ export interface DroppedPartition extends Partition {
  * @throws the database's error (55P03 lock_not_available after {@link RETENTION_LOCK_TIMEOUT_MS}
  *   waiting for a reader of `records`); then nothing is dropped.
  */
-export async function dropExpiredPartitions(db: PoolClient, t: Tables, cutoff: number, runId: number): Promise<DroppedPartition[]> {
+export async function dropExpiredPartitions(db: PoolClient, t: Tables, cutoff: number, runIds: readonly number[]): Promise<DroppedPartition[]> {
   return withTransaction(db, async () => {
     // Dropping a partition locks records exclusively: rather than queue every reader behind a long
     // dashboard query, give up and let the next run try again.
@@ -157,7 +162,10 @@ export async function dropExpiredPartitions(db: PoolClient, t: Tables, cutoff: n
     for (const p of await listPartitions(db, t)) {
       if (p.end > cutoff) continue;
       const bounds = [new Date(p.start), new Date(p.end)];
-      const loadedNow = await db.query(`select 1 from ${t.windows} where run_id = $3 and window_start >= $1 and window_start < $2 limit 1`, [...bounds, runId]);
+      const loadedNow = await db.query(`select 1 from ${t.windows} where run_id = any($3::bigint[]) and window_start >= $1 and window_start < $2 limit 1`, [
+        ...bounds,
+        [...runIds],
+      ]);
       if (loadedNow.rowCount) continue;
       const { rowCount } = await db.query(
         `update ${t.windows} set expired_at = now() where window_start >= $1 and window_start < $2 and expired_at is null`,

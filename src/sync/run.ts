@@ -1,14 +1,21 @@
 /**
- * One sync run: E6 → PostgreSQL, exactly once.
+ * One sync run of one source: E6 → PostgreSQL, exactly once.
  *
- * Under a per-schema advisory lock, the run plans its windows (windows.ts), reads them ahead of
+ * Locks (session advisory locks, src/db/pool.ts):
+ * - `sync:<schema>:<source>`, exclusive: one run per source at a time, whatever process runs it.
+ * - `sync:<schema>`, shared by every source's run while it loads; taken exclusive by what changes
+ *   the tables every source writes: rebuilding records_hourly and RETENTION's partition drops. A
+ *   partition is therefore never dropped while a window of any source is being written into it
+ *   (its insert would fail for want of a partition, or the window would lose rows it just wrote).
+ *
+ * Under those locks, the run plans its windows (windows.ts), reads them ahead of
  * the writer as parts that E6 answers each in one complete page (reader.ts, split.ts: exact
  * whatever order E6 returns records in), and loads each window in one transaction: delete what
  * was loaded for it, insert every record of its parts, record it in the ledger and advance the
  * watermark. The partitions of `records` the windows need are created before loading
- * (partitions.ts); RETENTION drops the old ones at the end of the run.
+ * (partitions.ts); RETENTION drops the old ones after the run ({@link applyRetention}).
  */
-import type { SyncConfig } from '../config.js';
+import { DEFAULT_SOURCE, type SyncConfig } from '../config.js';
 import { AbortedError, InvalidArgumentError, coerceError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
@@ -130,10 +137,26 @@ export type SyncResult =
 export interface SyncDeps {
   pool: Pool;
   client: AnalyticsClient;
+  /** The source's name: the `source` of every row the run reads and writes; default {@link DEFAULT_SOURCE}. */
+  source?: string;
   config: SyncConfig;
   schema: string;
+  /** The source's logger (a child carrying `source`). */
   log: Logger;
   observer?: SyncObserver;
+}
+
+/** {@link SyncDeps} with the source named. */
+type SourceDeps = SyncDeps & { source: string };
+
+/** Name of the advisory lock one source's runs take exclusively. */
+export function sourceLockName(schema: string, source: string): string {
+  return `sync:${schema}:${source}`;
+}
+
+/** Name of the schema-wide advisory lock: shared by every source's run, exclusive for a rollup rebuild or RETENTION. */
+export function schemaLockName(schema: string): string {
+  return `sync:${schema}`;
 }
 
 export interface SyncOptions {
@@ -146,44 +169,69 @@ export interface SyncOptions {
   /** Stops the run: the window being loaded is rolled back, committed windows stay. */
   signal?: AbortSignal;
   now?: () => number;
+  /**
+   * Apply RETENTION after the run (default true) when no other source's run holds the schema
+   * (tried, not waited for: a busy schema leaves it to a later run). `sync` of several sources
+   * passes false and applies it once, after all of them ({@link applyRetention}).
+   */
+  retention?: boolean;
 }
 
 /**
- * Runs one sync. Never throws for upstream or database faults: they end the run with status
- * `failed` and the error, after the windows committed so far (the next run completes the data).
+ * Runs one sync of `deps.source`. Never throws for upstream or database faults: they end the run
+ * with status `failed` and the error, after the windows committed so far (the next run completes the data).
  *
- * @returns `{ status: 'locked' }` when another run holds the schema's lock (and `wait` is false);
+ * @returns `{ status: 'locked' }` when another run of the source holds its lock, or a rollup
+ *   rebuild or RETENTION holds the schema's (and `wait` is false);
  *   otherwise the run's outcome: `succeeded`, `failed` or `interrupted` (signal).
  * @throws {InvalidArgumentError} before anything is loaded when `from` ≥ `to` or `to` is later than
  *   now minus SYNC_SETTLE; {@link AbortedError} when `signal` aborts while waiting for the lock
  *   (`wait`), before the run starts; otherwise only when the database cannot be reached to take
  *   the lock or record the run.
  */
-export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncResult> {
+export async function runSync(given: SyncDeps, options: SyncOptions = {}): Promise<SyncResult> {
+  const deps: SourceDeps = { ...given, source: given.source ?? DEFAULT_SOURCE };
   const tables = new Tables(deps.schema);
+  const locked = { status: 'locked' as const };
   return withClient(deps.pool, async (db) => {
     // With the signal, a --wait for the lock ends on SIGINT/SIGTERM instead of blocking in the database.
     const lockOptions = { wait: options.wait ?? false, ...(options.signal ? { signal: options.signal } : {}) };
-    const locked = await withAdvisoryLock(db, `sync:${deps.schema}`, lockOptions, () => runLocked(db, tables, deps, options));
-    return locked.acquired ? locked.value : { status: 'locked' as const };
+    const ran = await withAdvisoryLock(db, sourceLockName(deps.schema, deps.source), lockOptions, async (): Promise<SyncResult> => {
+      // Here rather than when serve and sync migrate: taken the way the run takes its locks (a --wait
+      // a signal can end, a serve tick that skips when busy), and exclusive, so no source's window is
+      // being loaded while records_hourly is rebuilt.
+      const derived = new Derived(tables, deps.config.rollup);
+      if (!(await derived.isRollupCurrent(db))) {
+        const rebuilt = await withAdvisoryLock(db, schemaLockName(deps.schema), lockOptions, () =>
+          withTransaction(db, () => derived.ensureRollup(db, deps.log)),
+        );
+        if (!rebuilt.acquired) return locked;
+      }
+      const loaded = await withAdvisoryLock(db, schemaLockName(deps.schema), { ...lockOptions, shared: true }, () => runLocked(db, tables, deps, options));
+      if (!loaded.acquired) return locked;
+      const result = loaded.value;
+      if (options.retention !== false && result.status !== 'locked' && result.status !== 'interrupted' && deps.config.retentionMs !== undefined) {
+        const now = (options.now ?? Date.now)();
+        const applied = await applyRetention(db, deps, [result.runId], now - deps.config.retentionMs, { wait: false });
+        if (!applied) deps.log.debug({ runId: result.runId }, "retention left to a later run: another source's sync is running");
+      }
+      return result;
+    });
+    return ran.acquired ? ran.value : locked;
   });
 }
 
-async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: SyncOptions): Promise<SyncResult> {
-  const { config, log, observer } = deps;
+async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: SyncOptions): Promise<SyncResult> {
+  const { config, log, observer, source } = deps;
   const started = performance.now();
   const now = (options.now ?? Date.now)();
-
-  // Here rather than when serve and sync migrate: under this run's lock, taken the way the run takes
-  // it (a --wait a signal can end, a serve tick that skips when busy), so no window is being loaded
-  // while records_hourly is rebuilt.
   const derived = new Derived(t, config.rollup);
-  await withTransaction(db, () => derived.ensureRollup(db, log));
+  await withTransaction(db, () => derived.ensureTypedViewCurrent(db, log));
 
-  const abandoned = await abandonStaleRuns(db, t);
+  const abandoned = await abandonStaleRuns(db, t, source);
   if (abandoned > 0) log.warn({ runs: abandoned }, 'marked runs left running by a process that died as abandoned (or whose end could not be recorded)');
 
-  const watermarkBefore = await readWatermark(db, t);
+  const watermarkBefore = await readWatermark(db, t, source);
   const range = runRange({
     from: options.from?.getTime(),
     to: options.to?.getTime(),
@@ -208,10 +256,12 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
   const planned =
     aligned.length === 0 || options.from !== undefined
       ? aligned
-      : subtractWindows(aligned, await expiredWindows(db, t, { start: aligned[0]!.start, end: aligned[aligned.length - 1]!.end }));
+      : subtractWindows(aligned, await expiredWindows(db, t, source, { start: aligned[0]!.start, end: aligned[aligned.length - 1]!.end }));
   const windows =
-    planned.length === 0 ? [] : closeOverCommitted(planned, await committedWindows(db, t, { start: planned[0]!.start, end: planned[planned.length - 1]!.end }));
-  const runId = await startRun(db, t, range);
+    planned.length === 0
+      ? []
+      : closeOverCommitted(planned, await committedWindows(db, t, source, { start: planned[0]!.start, end: planned[planned.length - 1]!.end }));
+  const runId = await startRun(db, t, source, range);
   log.info(
     { runId, from: iso(range.start), to: iso(range.end), windows: windows.length, watermark: watermarkBefore === undefined ? null : iso(watermarkBefore) },
     'sync run started',
@@ -237,7 +287,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     prepare: (page, part) => preparePage(page, part, timeField, config.rollup.catalogue),
     timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
-    estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, windows[0]!.start, windows[windows.length - 1]!.end)),
+    estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, source, windows[0]!.start, windows[windows.length - 1]!.end)),
     onUnstableInstant: (event) => {
       log.warn(
         {
@@ -329,8 +379,6 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
     reader.close();
   }
 
-  if (config.retentionMs !== undefined && status !== 'interrupted') await applyRetention(db, t, deps, runId, now - config.retentionMs);
-
   const durationSeconds = (performance.now() - started) / 1000;
   const ending = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
   try {
@@ -376,17 +424,38 @@ async function runLocked(db: PoolClient, t: Tables, deps: SyncDeps, options: Syn
 }
 
 /**
- * RETENTION at the end of a run: drops the partitions wholly older than `cutoff`
- * ({@link dropExpiredPartitions}), logs and reports them. A failure is logged, not thrown: the
- * run's windows are committed, and the next run tries again.
+ * RETENTION (global: it drops whole partitions, which hold every source's rows) after runs: under
+ * the schema's lock taken exclusively, so no source's window is being written meanwhile, drops the
+ * partitions wholly older than `cutoff` ({@link dropExpiredPartitions}; partitions holding windows
+ * of `runIds` are kept), logs and reports them. A failure is logged, not thrown: the runs' windows
+ * are committed, and the next run tries again.
+ *
+ * @param deps.log the logger of the invocation (retention is about no one source).
+ * @param lock.wait wait for the schema's lock (bounded by `lock.signal`); false: give up at once
+ *   when a source's run holds it.
+ * @returns whether the lock was taken (and retention applied or its failure logged).
+ * @throws {AbortedError} when `lock.signal` aborts the wait; the database's error when the lock
+ *   cannot be taken.
  */
-async function applyRetention(db: PoolClient, t: Tables, deps: SyncDeps, runId: number, cutoff: number): Promise<void> {
+export async function applyRetention(
+  db: PoolClient,
+  deps: Pick<SyncDeps, 'schema' | 'log' | 'observer'>,
+  runIds: readonly number[],
+  cutoff: number,
+  lock: { wait: boolean; signal?: AbortSignal },
+): Promise<boolean> {
+  const t = new Tables(deps.schema);
+  const locked = await withAdvisoryLock(db, schemaLockName(deps.schema), lock, () => dropLogged(db, t, deps, runIds, cutoff));
+  return locked.acquired;
+}
+
+async function dropLogged(db: PoolClient, t: Tables, deps: Pick<SyncDeps, 'log' | 'observer'>, runIds: readonly number[], cutoff: number): Promise<void> {
   try {
-    const dropped = await dropExpiredPartitions(db, t, cutoff, runId);
+    const dropped = await dropExpiredPartitions(db, t, cutoff, runIds);
     if (dropped.length === 0) return;
     deps.log.info(
       {
-        runId,
+        runIds,
         cutoff: iso(cutoff),
         partitions: dropped.map((p) => ({ name: p.name, from: iso(p.start), to: iso(p.end), windows: p.windows })),
       },
@@ -394,7 +463,7 @@ async function applyRetention(db: PoolClient, t: Tables, deps: SyncDeps, runId: 
     );
     deps.observer?.partitionsDropped?.({ partitions: dropped });
   } catch (err) {
-    deps.log.warn({ runId, err: coerceError(err) }, 'retention failed; nothing was dropped, the next run tries again');
+    deps.log.warn({ runIds, err: coerceError(err) }, 'retention failed; nothing was dropped, the next run tries again');
   }
 }
 
@@ -405,7 +474,7 @@ async function applyRetention(db: PoolClient, t: Tables, deps: SyncDeps, runId: 
 async function loadWindowOrKeep(
   db: PoolClient,
   t: Tables,
-  deps: SyncDeps,
+  deps: SourceDeps,
   runId: number,
   window: Window,
   index: number,
@@ -433,7 +502,7 @@ async function loadWindowOrKeep(
       replaced: 0,
       durationSeconds: (performance.now() - started) / 1000,
       shrunk: err.shrunk,
-      watermark: await readWatermark(db, t),
+      watermark: await readWatermark(db, t, deps.source),
     };
   } finally {
     reader.drop(index);
@@ -506,7 +575,7 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
 async function loadWindow(
   db: PoolClient,
   t: Tables,
-  deps: SyncDeps,
+  deps: SourceDeps,
   runId: number,
   window: Window,
   index: number,
@@ -515,7 +584,7 @@ async function loadWindow(
   const started = performance.now();
   return withTransaction(db, async () => {
     const derived = new Derived(t, deps.config.rollup);
-    const replaced = await clearWindow(db, t, window, derived);
+    const replaced = await clearWindow(db, t, deps.source, window, derived);
     let stored = 0;
     let fetched = 0;
     let quarantined = 0;
@@ -545,8 +614,8 @@ async function loadWindow(
         outside += current.outside;
         untimed += current.untimed;
         mergeFields(fields, current.fields);
-        const query = prepareInsertRecords(t, window, runId, current.rows, derived);
-        const isolated = prepareInsertQuarantined(t, window, runId, current.quarantine);
+        const query = prepareInsertRecords(t, deps.source, window, runId, current.rows, derived);
+        const isolated = prepareInsertQuarantined(t, deps.source, window, runId, current.quarantine);
         quarantined += current.quarantine.length;
         await settle();
         const done = Promise.all([query, isolated].filter((q) => q !== undefined).map((q) => db.query(q.text, q.values))).then(() => undefined);
@@ -562,8 +631,8 @@ async function loadWindow(
     const shrunk: ShrunkWindow | undefined =
       stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
-    await derived.addWindowRecords(db, window, fields, deps.log);
-    const watermark = await recordWindow(db, t, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
+    await derived.addWindowRecords(db, deps.source, window, fields, deps.log);
+    const watermark = await recordWindow(db, t, deps.source, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {
       window,
       records: stored,

@@ -1,6 +1,9 @@
 /**
  * SQL of the ETL: one statement group per function, parameterised, the schema quoted as an
  * identifier. Window functions run inside the caller's transaction (see run.ts).
+ *
+ * Every function reads and writes one source's rows (`source`, the source's name): its ledger,
+ * watermark, runs, records and quarantine are its own, in tables every source shares.
  */
 import { quoteIdent, type PoolClient } from '../db/pool.js';
 import type { AnalyticsRecord } from '../upstream/analytics.js';
@@ -40,58 +43,60 @@ export class Tables {
   }
 }
 
-/** The watermark in milliseconds since the epoch, or undefined before the first committed window. */
-export async function readWatermark(db: PoolClient, t: Tables): Promise<number | undefined> {
-  const { rows } = await db.query<{ watermark: Date | null }>(`select watermark from ${t.state}`);
+/** The source's watermark in milliseconds since the epoch, or undefined before its first committed window. */
+export async function readWatermark(db: Pick<PoolClient, 'query'>, t: Tables, source: string): Promise<number | undefined> {
+  const { rows } = await db.query<{ watermark: Date | null }>(`select watermark from ${t.state} where source = $1`, [source]);
   return rows[0]?.watermark?.getTime() ?? undefined;
 }
 
-/** Committed windows overlapping [from, to). */
-export async function committedWindows(db: PoolClient, t: Tables, range: Window): Promise<Window[]> {
+/** The source's committed windows overlapping [from, to). */
+export async function committedWindows(db: PoolClient, t: Tables, source: string, range: Window): Promise<Window[]> {
   const { rows } = await db.query<{ start: Date; end: Date }>(
     `select window_start as "start", window_end as "end" from ${t.windows}
-      where window_start < $2 and window_end > $1 order by window_start`,
-    [new Date(range.start), new Date(range.end)],
+      where source = $3 and window_start < $2 and window_end > $1 order by window_start`,
+    [new Date(range.start), new Date(range.end), source],
   );
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
 }
 
-/** Expired windows (RETENTION dropped their records) overlapping [from, to), in time order. */
-export async function expiredWindows(db: PoolClient, t: Tables, range: Window): Promise<Window[]> {
+/** The source's expired windows (RETENTION dropped their records) overlapping [from, to), in time order. */
+export async function expiredWindows(db: PoolClient, t: Tables, source: string, range: Window): Promise<Window[]> {
   const { rows } = await db.query<{ start: Date; end: Date }>(
     `select window_start as "start", window_end as "end" from ${t.windows}
-      where expired_at is not null and window_start < $2 and window_end > $1 order by window_start`,
-    [new Date(range.start), new Date(range.end)],
+      where source = $3 and expired_at is not null and window_start < $2 and window_end > $1 order by window_start`,
+    [new Date(range.start), new Date(range.end), source],
   );
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
 }
 
-/** Committed windows in [from, to) with the record count E6 gave for each, for {@link RecordEstimate}; also the last one before `from`. */
-export async function ledgerCounts(db: PoolClient, t: Tables, from: number, to: number): Promise<(Window & { totalRecords: number })[]> {
+/** The source's committed windows in [from, to) with the record count E6 gave for each, for {@link RecordEstimate}; also the last one before `from`. */
+export async function ledgerCounts(db: PoolClient, t: Tables, source: string, from: number, to: number): Promise<(Window & { totalRecords: number })[]> {
   const { rows } = await db.query<{ start: Date; end: Date; total: string }>(
     `(select window_start as "start", window_end as "end", total_records as "total" from ${t.windows}
-       where window_start < $2 and window_end > $1)
+       where source = $3 and window_start < $2 and window_end > $1)
      union all
-     (select window_start, window_end, total_records from ${t.windows} where window_end <= $1 order by window_end desc limit 1)`,
-    [new Date(from), new Date(to)],
+     (select window_start, window_end, total_records from ${t.windows} where source = $3 and window_end <= $1 order by window_end desc limit 1)`,
+    [new Date(from), new Date(to), source],
   );
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), totalRecords: Number(r.total) }));
 }
 
 /**
- * Marks runs left `running` by a process that died (SIGKILL, power loss) as `abandoned`.
- * Called while holding the sync lock, so no live run is among them.
+ * Marks the source's runs left `running` by a process that died (SIGKILL, power loss) as
+ * `abandoned`. Called while holding the source's sync lock, so no live run of it is among them
+ * (other sources' runs are theirs to mark).
  */
-export async function abandonStaleRuns(db: PoolClient, t: Tables): Promise<number> {
-  const { rowCount } = await db.query(`update ${t.runs} set status = 'abandoned', finished_at = now() where status = 'running'`);
+export async function abandonStaleRuns(db: PoolClient, t: Tables, source: string): Promise<number> {
+  const { rowCount } = await db.query(`update ${t.runs} set status = 'abandoned', finished_at = now() where source = $1 and status = 'running'`, [source]);
   return rowCount ?? 0;
 }
 
-/** Records the start of a run; returns its id. */
-export async function startRun(db: PoolClient, t: Tables, range: Window): Promise<number> {
-  const { rows } = await db.query<{ id: string }>(`insert into ${t.runs} (range_start, range_end) values ($1, $2) returning id`, [
+/** Records the start of a run of the source; returns its id. */
+export async function startRun(db: PoolClient, t: Tables, source: string, range: Window): Promise<number> {
+  const { rows } = await db.query<{ id: string }>(`insert into ${t.runs} (source, range_start, range_end) values ($3, $1, $2) returning id`, [
     new Date(range.start),
     new Date(range.end),
+    source,
   ]);
   return Number(rows[0]!.id);
 }
@@ -114,21 +119,21 @@ export async function finishRun(
 }
 
 /**
- * Deletes what is loaded for the windows inside `window` (records, quarantined records and ledger
- * rows), before reloading it; with `derived`, the same statement deletes the windows' rows of
+ * Deletes what is loaded for the source's windows inside `window` (records, quarantined records and
+ * ledger rows), before reloading it; with `derived`, the same statement deletes the windows' rows of
  * records_hourly (also those of windows whose records RETENTION dropped) and subtracts the deleted
  * records from the field catalogue's counts.
  *
  * @returns the number of records deleted (quarantined ones not counted).
  */
-export async function clearWindow(db: PoolClient, t: Tables, window: Window, derived?: Derived): Promise<number> {
-  const bounds = [new Date(window.start), new Date(window.end)];
+export async function clearWindow(db: PoolClient, t: Tables, source: string, window: Window, derived?: Derived): Promise<number> {
+  const bounds = [new Date(window.start), new Date(window.end), source];
   const rowCount =
     derived !== undefined
-      ? await derived.deleteWindowRecords(db, window)
-      : (await db.query(`delete from ${t.records} where window_start >= $1 and window_start < $2`, bounds)).rowCount;
-  await db.query(`delete from ${t.quarantine} where window_start >= $1 and window_start < $2`, bounds);
-  await db.query(`delete from ${t.windows} where window_start >= $1 and window_start < $2`, bounds);
+      ? await derived.deleteWindowRecords(db, source, window)
+      : (await db.query(`delete from ${t.records} where source = $3 and window_start >= $1 and window_start < $2`, bounds)).rowCount;
+  await db.query(`delete from ${t.quarantine} where source = $3 and window_start >= $1 and window_start < $2`, bounds);
+  await db.query(`delete from ${t.windows} where source = $3 and window_start >= $1 and window_start < $2`, bounds);
   return rowCount ?? 0;
 }
 
@@ -170,15 +175,15 @@ export type PageRows = (
  *
  * @returns undefined when there is nothing to insert.
  */
-export function prepareInsertRecords(t: Tables, window: Window, runId: number, page: PageRows, derived?: Derived): PreparedQuery | undefined {
+export function prepareInsertRecords(t: Tables, source: string, window: Window, runId: number, page: PageRows, derived?: Derived): PreparedQuery | undefined {
   if (page.keep.length === 0) return undefined;
   const text = 'text' in page ? page.text : keptRecordsText(page.records, page.keep);
-  const insert = `insert into ${t.records} (payload, event_time, window_start, window_end, run_id)
-     select r.payload, e.event_time, $1, $2, $3
+  const insert = `insert into ${t.records} (source, payload, event_time, window_start, window_end, run_id)
+     select $7::text, r.payload, e.event_time, $1, $2, $3
        from jsonb_array_elements($4::jsonb -> 'data') with ordinality as r(payload, n)
        join unnest($5::int[], $6::timestamptz[]) as e(n, event_time) using (n)`;
-  const values = [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes)];
-  return derived === undefined ? { text: insert, values } : { text: derived.withRollup(insert, 7), values: [...values, ...derived.rollupParams()] };
+  const values = [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes), source];
+  return derived === undefined ? { text: insert, values } : { text: derived.withRollup(insert, 8), values: [...values, ...derived.rollupParams()] };
 }
 
 /** `{"data":[…]}` of `records` with the kept positions serialised and every other one `null`, so positions stay. */
@@ -282,11 +287,11 @@ export interface QuarantineRow {
  *
  * @returns undefined when there is nothing to insert.
  */
-export function prepareInsertQuarantined(t: Tables, window: Window, runId: number, rows: readonly QuarantineRow[]): PreparedQuery | undefined {
+export function prepareInsertQuarantined(t: Tables, source: string, window: Window, runId: number, rows: readonly QuarantineRow[]): PreparedQuery | undefined {
   if (rows.length === 0) return undefined;
   return {
-    text: `insert into ${t.quarantine} (payload_text, json_path, reason, event_time, window_start, window_end, run_id)
-     select q.payload_text, q.json_path, q.reason, q.event_time, $1, $2, $3
+    text: `insert into ${t.quarantine} (source, payload_text, json_path, reason, event_time, window_start, window_end, run_id)
+     select $8::text, q.payload_text, q.json_path, q.reason, q.event_time, $1, $2, $3
        from unnest($4::text[], $5::text[], $6::text[], $7::timestamptz[]) as q(payload_text, json_path, reason, event_time)`,
     values: [
       new Date(window.start),
@@ -296,42 +301,49 @@ export function prepareInsertQuarantined(t: Tables, window: Window, runId: numbe
       rows.map((r) => r.path),
       rows.map((r) => r.reason),
       timestampArray(rows.map((r) => r.eventTime)),
+      source,
     ],
   };
 }
 
 /** Inserts a window's quarantined records in one round trip (see {@link prepareInsertQuarantined}). */
-export async function insertQuarantined(db: PoolClient, t: Tables, window: Window, runId: number, rows: readonly QuarantineRow[]): Promise<void> {
-  const query = prepareInsertQuarantined(t, window, runId, rows);
+export async function insertQuarantined(
+  db: PoolClient,
+  t: Tables,
+  source: string,
+  window: Window,
+  runId: number,
+  rows: readonly QuarantineRow[],
+): Promise<void> {
+  const query = prepareInsertQuarantined(t, source, window, runId, rows);
   if (query !== undefined) await db.query(query.text, query.values);
 }
 
 /**
- * Records a window as committed and advances the watermark to its end when the window starts
- * at or before the watermark (or there is none yet): the watermark never jumps a gap.
+ * Records a source's window as committed and advances the source's watermark to its end when the
+ * window starts at or before the watermark (or there is none yet): the watermark never jumps a gap.
+ * The source's sync_state row is created by its first window.
  *
  * @returns the watermark after the update, in milliseconds.
  */
 export async function recordWindow(
   db: PoolClient,
   t: Tables,
+  source: string,
   window: Window,
   summary: { recordCount: number; totalRecords: number; pages: number; runId: number },
 ): Promise<number | undefined> {
-  await db.query(`insert into ${t.windows} (window_start, window_end, record_count, total_records, pages, run_id) values ($1, $2, $3, $4, $5, $6)`, [
-    new Date(window.start),
-    new Date(window.end),
-    summary.recordCount,
-    summary.totalRecords,
-    summary.pages,
-    summary.runId,
-  ]);
+  await db.query(
+    `insert into ${t.windows} (source, window_start, window_end, record_count, total_records, pages, run_id) values ($7, $1, $2, $3, $4, $5, $6)`,
+    [new Date(window.start), new Date(window.end), summary.recordCount, summary.totalRecords, summary.pages, summary.runId, source],
+  );
   const { rows } = await db.query<{ watermark: Date | null }>(
-    `update ${t.state}
-        set watermark = case when watermark is null or $1 <= watermark then greatest(watermark, $2) else watermark end,
+    `insert into ${t.state} as s (source, watermark) values ($3, $2)
+       on conflict (source) do update
+        set watermark = case when s.watermark is null or $1 <= s.watermark then greatest(s.watermark, $2) else s.watermark end,
             updated_at = now()
       returning watermark`,
-    [new Date(window.start), new Date(window.end)],
+    [new Date(window.start), new Date(window.end), source],
   );
   return rows[0]?.watermark?.getTime() ?? undefined;
 }

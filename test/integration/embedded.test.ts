@@ -19,7 +19,7 @@ describe('embedded PGlite database', () => {
     const first = await startEmbeddedDatabase(dir, silentLogger);
     let pool = createPool(first.url, silentLogger, { max: 2 });
     expect(await migrate(pool, 'analytics', silentLogger)).toEqual(MIGRATIONS);
-    await pool.query(`insert into analytics.sync_runs (range_start, range_end, status) values (now(), now(), 'succeeded')`);
+    await pool.query(`insert into analytics.sync_runs (source, range_start, range_end, status) values ('default', now(), now(), 'succeeded')`);
     await pool.end();
     await first.close();
 

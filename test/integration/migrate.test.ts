@@ -50,7 +50,7 @@ describe('migrate', () => {
     try {
       await migrate(pool, 'etl_c', silentLogger);
       await migrate(pool, 'etl_d', silentLogger);
-      await pool.query('insert into etl_c.sync_runs (range_start, range_end) values (now(), now())');
+      await pool.query("insert into etl_c.sync_runs (source, range_start, range_end) values ('default', now(), now())");
       const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from etl_d.sync_runs');
       expect(rows[0]!.n).toBe(0);
     } finally {

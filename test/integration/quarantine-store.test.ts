@@ -20,6 +20,7 @@ const db = useTestDatabase();
 let pool: Pool;
 const SCHEMA = 'quarantine';
 const t = new Tables(SCHEMA);
+const SOURCE = 'default';
 const url = new URL('https://stats.test/analytics');
 const DAY = { start: Date.parse('2026-10-01T00:00:00Z'), end: Date.parse('2026-10-02T00:00:00Z') };
 const NEXT_DAY = { start: DAY.end, end: DAY.end + 86_400_000 };
@@ -70,7 +71,7 @@ describe('records_quarantine', () => {
       reason: `reason ${i} "quoted" \\`,
       eventTime: i === 0 ? null : DAY.start + i,
     }));
-    await withClient(pool, (c) => insertQuarantined(c, t, DAY, 7, rows));
+    await withClient(pool, (c) => insertQuarantined(c, t, SOURCE, DAY, 7, rows));
     const stored = await quarantined();
     expect(stored.map((r) => r.payload_text)).toEqual(texts);
     expect(stored.map((r, i) => Buffer.from(r.payload_text, 'utf8').equals(Buffer.from(texts[i]!, 'utf8')))).toEqual(texts.map(() => true));
@@ -82,7 +83,7 @@ describe('records_quarantine', () => {
       `select count(*)::int as n from ${t.quarantine} where payload_text like '{%' and json_typeof(payload_text::json) = 'object'`,
     );
     expect(json[0]!.n).toBe(6);
-    await withClient(pool, (c) => clearWindow(c, t, DAY));
+    await withClient(pool, (c) => clearWindow(c, t, SOURCE, DAY));
   });
 
   it('round-trips any text a quarantined record can have (no NUL byte, no raw unpaired surrogate)', async () => {
@@ -102,10 +103,11 @@ describe('records_quarantine', () => {
         ),
         async (texts) => {
           await withClient(pool, async (c) => {
-            await clearWindow(c, t, NEXT_DAY);
+            await clearWindow(c, t, SOURCE, NEXT_DAY);
             await insertQuarantined(
               c,
               t,
+              SOURCE,
               NEXT_DAY,
               1,
               texts.map((text) => ({ text, path: '$', reason: 'r', eventTime: null })),
@@ -116,11 +118,11 @@ describe('records_quarantine', () => {
       ),
       { numRuns: 50 },
     );
-    await withClient(pool, (c) => clearWindow(c, t, NEXT_DAY));
+    await withClient(pool, (c) => clearWindow(c, t, SOURCE, NEXT_DAY));
   });
 
   it('prepares nothing for no rows', () => {
-    expect(prepareInsertQuarantined(t, DAY, 1, [])).toBeUndefined();
+    expect(prepareInsertQuarantined(t, SOURCE, DAY, 1, [])).toBeUndefined();
   });
 });
 
@@ -139,10 +141,10 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
   async function store(pageText: { text: string } | { records: readonly Record<string, unknown>[] }, keep: number[], rows: QuarantineRow[]): Promise<void> {
     await withClient(pool, async (c) => {
       await c.query('begin');
-      await clearWindow(c, t, DAY);
-      const insert = prepareInsertRecords(t, DAY, 9, { ...pageText, keep, eventTimes: keep.map(() => null) });
+      await clearWindow(c, t, SOURCE, DAY);
+      const insert = prepareInsertRecords(t, SOURCE, DAY, 9, { ...pageText, keep, eventTimes: keep.map(() => null) });
       if (insert) await c.query(insert.text, insert.values);
-      const isolate = prepareInsertQuarantined(t, DAY, 9, rows);
+      const isolate = prepareInsertQuarantined(t, SOURCE, DAY, 9, rows);
       if (isolate) await c.query(isolate.text, isolate.values);
       await c.query('commit');
     });
@@ -176,7 +178,7 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
     expect(stored.map((r) => r.json_path)).toEqual(['$.customerName', '$.s', expect.stringMatching(/^\$\.deep\[0\]/)]);
 
     // Re-loading the window replaces its quarantined rows like its records.
-    const records = await withClient(pool, (c) => clearWindow(c, t, DAY));
+    const records = await withClient(pool, (c) => clearWindow(c, t, SOURCE, DAY));
     expect(records).toBe(2);
     expect(await quarantined()).toEqual([]);
   });
@@ -201,20 +203,20 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
       `{"id":3,"deep":${'['.repeat(100_000)}1${']'.repeat(100_000)}}`,
       '{"id":4,"n":null}',
     ]);
-    await withClient(pool, (c) => clearWindow(c, t, DAY));
+    await withClient(pool, (c) => clearWindow(c, t, SOURCE, DAY));
   });
 
   it('clears only the windows inside the range, by window_start, as for records', async () => {
     const row = (n: number): QuarantineRow => ({ text: `{"n":${n}}`, path: '$.s', reason: 'r', eventTime: null });
     await withClient(pool, async (c) => {
-      await insertQuarantined(c, t, DAY, 1, [row(1)]);
-      await insertQuarantined(c, t, NEXT_DAY, 1, [row(2)]);
-      expect(await clearWindow(c, t, { start: DAY.start + 1, end: NEXT_DAY.start })).toBe(0);
+      await insertQuarantined(c, t, SOURCE, DAY, 1, [row(1)]);
+      await insertQuarantined(c, t, SOURCE, NEXT_DAY, 1, [row(2)]);
+      expect(await clearWindow(c, t, SOURCE, { start: DAY.start + 1, end: NEXT_DAY.start })).toBe(0);
       expect((await quarantined()).length).toBe(1);
-      expect(await clearWindow(c, t, { start: DAY.start, end: NEXT_DAY.start })).toBe(0);
+      expect(await clearWindow(c, t, SOURCE, { start: DAY.start, end: NEXT_DAY.start })).toBe(0);
     });
     expect(await quarantined()).toEqual([]);
     expect((await quarantined(NEXT_DAY)).map((r) => r.payload_text)).toEqual(['{"n":2}']);
-    await withClient(pool, (c) => clearWindow(c, t, NEXT_DAY));
+    await withClient(pool, (c) => clearWindow(c, t, SOURCE, NEXT_DAY));
   });
 });

@@ -44,6 +44,9 @@ describe('analytics-exporter sync: usage, failures, the embedded database (child
     const future = await runCli(['sync', '--to', new Date(Date.now() + 3_600_000).toISOString()], { DATA_DIR: scratchDir('ae-usage-') });
     expect(future.code).toBe(2);
     expect(future.stderr).toContain('is later than now minus SYNC_SETTLE');
+    const unknownSource = await runCli(['sync', '--source', 'default', '--source', 'staging']);
+    expect(unknownSource.code).toBe(2);
+    expect(unknownSource.stderr).toBe('analytics-exporter sync: --source staging is not a configured source; configured: default\n');
     const badEnv = await runCli(['sync'], { SYNC_PAGE_SIZE: '5000' });
     expect(badEnv.code).toBe(2);
     expect(badEnv.stderr).toContain('SYNC_PAGE_SIZE must be a whole number from 1 to 1000; got "5000"');

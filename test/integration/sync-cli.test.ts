@@ -63,7 +63,7 @@ describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
     await untilTrue('1 windows committed', async () => (await h.committedWindows(schema)) >= 1);
     const second = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv);
     expect(second.code).toBe(0);
-    expect(second.stderr).toContain('another sync holds the lock for this schema');
+    expect(second.stderr).toContain('another sync holds the lock for this source');
     const waiting = h.spawnSync(['--from', SYNC_START, '--to', SYNC_END, '--wait'], childEnv);
     expect((await first.done).code).toBe(0);
     const waited = await waiting.done;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { formatFieldsTable } from '../../src/app/derived.js';
 import { loadConfig } from '../../src/config.js';
-import { catalogueRecords, columnName, Derived, mergeFields, typedViewSql, viewType, type FieldRow } from '../../src/sync/derived.js';
+import { catalogueRecords, columnName, Derived, mergeFields, mergeSources, typedViewSql, viewType, type FieldRow } from '../../src/sync/derived.js';
 import { Tables } from '../../src/sync/store.js';
 
 describe('columnName', () => {
@@ -61,6 +61,7 @@ describe('catalogueRecords', () => {
 });
 
 const row = (path: string, column: string | null, types: string[], extra: Partial<FieldRow> = {}): FieldRow => ({
+  source: 'default',
   path,
   column,
   types,
@@ -103,7 +104,7 @@ describe('typedViewSql', () => {
     expect(sql).toContain(`case when jsonb_typeof(payload -> 'it''s') = 'number' then (payload ->> 'it''s')::numeric end as "it_s"`);
     expect(sql).toContain(`"s".records_try_timestamptz(payload ->> 'when') end as "when"`);
     expect(sql).not.toContain(`as "o"`);
-    expect(sql.startsWith('create view "s".records_typed as select id, event_time, window_start, window_end, run_id, loaded_at, ')).toBe(true);
+    expect(sql.startsWith('create view "s".records_typed as select id, source, event_time, window_start, window_end, run_id, loaded_at, ')).toBe(true);
   });
 });
 
@@ -111,11 +112,26 @@ describe('formatFieldsTable', () => {
   it('aligns one line per field, with - for no column or example', () => {
     const text = formatFieldsTable([row('eventType', 'event_type', ['string'], { example: '"submit"' }), row('meta', 'meta', ['object'])]);
     expect(text.split('\n')).toEqual([
-      'FIELD      COLUMN      TYPE  JSON TYPES  RECORDS  FIRST SEEN                LAST SEEN                 EXAMPLE',
-      'eventType  event_type  text  string      3        2026-11-01T00:00:00.000Z  2026-11-02T00:00:00.000Z  "submit"',
-      'meta       -           -     object      3        2026-11-01T00:00:00.000Z  2026-11-02T00:00:00.000Z  -',
+      'SOURCE   FIELD      COLUMN      TYPE  JSON TYPES  RECORDS  FIRST SEEN                LAST SEEN                 EXAMPLE',
+      'default  eventType  event_type  text  string      3        2026-11-01T00:00:00.000Z  2026-11-02T00:00:00.000Z  "submit"',
+      'default  meta       -           -     object      3        2026-11-01T00:00:00.000Z  2026-11-02T00:00:00.000Z  -',
       '',
     ]);
     expect(formatFieldsTable([])).toMatch(/no fields catalogued yet/);
+  });
+});
+
+describe('mergeSources', () => {
+  it("gives records_typed one column per field name, typed from every source's types", () => {
+    const merged = mergeSources([
+      row('amount', 'amount', ['number'], { source: 'production', records: 2 }),
+      row('amount', null, ['string'], { source: 'sandbox', records: 5, firstSeen: new Date('2026-10-01T00:00:00Z') }),
+      row('id', 'id', ['string'], { source: 'sandbox' }),
+    ]);
+    expect(merged).toMatchObject([
+      { path: 'amount', source: 'production,sandbox', column: 'amount', types: ['number', 'string'], viewType: 'text', records: 7 },
+      { path: 'id', source: 'sandbox', viewType: 'text', records: 3 },
+    ]);
+    expect(merged[0]!.firstSeen.toISOString()).toBe('2026-10-01T00:00:00.000Z');
   });
 });

@@ -1,0 +1,19 @@
+/** Choosing sources by name, for `sync --source` (pure: no database, no upstream). */
+import type { Config, SourceConfig } from '../config.js';
+import { InvalidArgumentError } from '../errors.js';
+
+/**
+ * The configured sources named by `names` (each once, in configuration order), or every source
+ * when `names` is empty or absent.
+ *
+ * @throws {InvalidArgumentError} naming the first unknown name and listing the configured ones.
+ */
+export function selectSources(config: Pick<Config, 'sources'>, names: readonly string[] | undefined): SourceConfig[] {
+  if (names === undefined || names.length === 0) return config.sources;
+  const known = new Set(config.sources.map((s) => s.name));
+  const unknown = names.find((n) => !known.has(n));
+  if (unknown !== undefined) {
+    throw new InvalidArgumentError(`--source ${unknown} is not a configured source; configured: ${config.sources.map((s) => s.name).join(', ')}`);
+  }
+  return config.sources.filter((s) => names.includes(s.name));
+}
