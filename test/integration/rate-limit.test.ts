@@ -61,8 +61,8 @@ describe('request budget against a rate-limited upstream', () => {
 
   it('without a budget, trips the limit and still completes exactly', async () => {
     // A burst of 2 against SYNC_CONCURRENCY 4: the pages a window fetches at once trip it however
-    // slowly a loaded machine sends them.
-    const { sim, result, rates } = await backfill('unpaced', {}, { perSecond: 20, burst: 2 });
+    // slowly a loaded machine sends them; 10 attempts a request ride the 429s out.
+    const { sim, result, rates } = await backfill('unpaced', { UPSTREAM_MAX_ATTEMPTS: '10' }, { perSecond: 20, burst: 2 });
     expect(result).toMatchObject({ status: 'succeeded', windows: 4, records: 3000 });
     expect(await expectExactDataset(pool, 'unpaced', sim, START, END)).toBe(3000);
     expect(sim.stats.responses['429']).toBeGreaterThan(0);
