@@ -48,16 +48,18 @@ async function sync(
 
 describe('sync (in process, real PostgreSQL)', () => {
   it('loads exactly the records of the range, and a re-run changes nothing', async () => {
-    const s = await sim({ records: 20_000, start: START, end: END, duplicateEvery: 500 });
+    const s = await sim({ records: 8_000, start: START, end: END, duplicateEvery: 500 });
     const schema = await freshSchema();
-    const first = await sync(s, schema, { SYNC_WINDOW: '6h' });
-    expect(first).toMatchObject({ status: 'succeeded', windows: 8, records: 20_000 });
-    expect(await expectExactDataset(bed.pool, schema, s, START, END)).toBe(20_000);
+    // About 1,000 records a window, in parts of 400.
+    const env = { SYNC_WINDOW: '6h', SYNC_PAGE_SIZE: '400' };
+    const first = await sync(s, schema, env);
+    expect(first).toMatchObject({ status: 'succeeded', windows: 8, records: 8_000 });
+    expect(await expectExactDataset(bed.pool, schema, s, START, END)).toBe(8_000);
     expect((await watermarkOf(bed.pool, schema))?.toISOString()).toBe(END.toISOString());
 
     const idsBefore = await bed.pool.query<{ n: number; max: number }>(`select count(*)::int as n, max(id)::int as max from ${schema}.records`);
-    const second = await sync(s, schema, { SYNC_WINDOW: '6h' });
-    expect(second).toMatchObject({ status: 'succeeded', records: 20_000 });
+    const second = await sync(s, schema, env);
+    expect(second).toMatchObject({ status: 'succeeded', records: 8_000 });
     await expectExactDataset(bed.pool, schema, s, START, END);
     const idsAfter = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records`);
     expect(idsAfter.rows[0]!.n).toBe(idsBefore.rows[0]!.n);
@@ -120,7 +122,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     let served = 0;
     let revocations = 0;
     const s: Simulator = await sim({
-      records: 20_000,
+      records: 10_000,
       start: START,
       end: END,
       faults: { latencyMs: 20 },
@@ -132,7 +134,8 @@ describe('sync (in process, real PostgreSQL)', () => {
       },
     });
     const schema = await freshSchema();
-    const result = await sync(s, schema, { SYNC_WINDOW: '2h', SYNC_PAGE_SIZE: '250' });
+    // About 80 pages: a revocation every 10th.
+    const result = await sync(s, schema, { SYNC_WINDOW: '2h', SYNC_PAGE_SIZE: '125' });
     expect(result.status).toBe('succeeded');
     expect(revocations).toBeGreaterThan(5);
     // Each revocation costs a new token (but the last, when no request followed it).
@@ -191,9 +194,10 @@ describe('sync (in process, real PostgreSQL)', () => {
   });
 
   it('rides out 429 and 5xx mid-run', async () => {
-    const s = await sim({ records: 20_000, start: START, end: END, faults: { rateLimitEvery: 7, retryAfterSeconds: 0, errorRate: 0.1, errorStatus: 503 } });
+    const s = await sim({ records: 10_000, start: START, end: END, faults: { rateLimitEvery: 7, retryAfterSeconds: 0, errorRate: 0.1, errorStatus: 503 } });
     const schema = await freshSchema();
-    const result = await sync(s, schema, { SYNC_WINDOW: '4h', SYNC_PAGE_SIZE: '500', UPSTREAM_MAX_ATTEMPTS: '8' });
+    // About 40 pages, as many requests again for the faults.
+    const result = await sync(s, schema, { SYNC_WINDOW: '4h', SYNC_PAGE_SIZE: '250', UPSTREAM_MAX_ATTEMPTS: '8' });
     expect(result.status).toBe('succeeded');
     expect(s.stats.responses['429']).toBeGreaterThan(0);
     expect(s.stats.responses['503']).toBeGreaterThan(0);
