@@ -16,7 +16,8 @@ const closers = bed.closers;
 let schemaCounter = 0;
 
 const HOUR_MS = 3_600_000;
-const START = new Date('2026-10-30T00:00:00Z');
+// The hours cross a UTC midnight, so that records_daily_distinct holds two days, each partly filled.
+const START = new Date('2026-10-30T18:00:00Z');
 const HOURS = 12;
 const END = new Date(START.getTime() + HOURS * HOUR_MS);
 
@@ -109,6 +110,22 @@ async function distinctAndTruth(
   return { rollup: rollup.rows.map((r) => r.row).sort(), truth: truths.sort() };
 }
 
+/**
+ * records_daily_distinct, and records_hourly_distinct summed per UTC day the same way, each sorted:
+ * per day, grouping columns and value, the records. A row left at 0 records would show here too.
+ */
+async function daysAndHours(schema: string, by: { column: string }[]): Promise<{ days: string[]; hours: string[] }> {
+  const cols = by.map((d) => `, "${d.column}"`).join('');
+  const days = await bed.pool.query<{ row: string }>(
+    `select json_build_array(day${cols}, value_column, value, records)::text as row from "${schema}".records_daily_distinct`,
+  );
+  const hours = await bed.pool.query<{ row: string }>(
+    `select json_build_array(date_trunc('day', bucket, 'UTC')${cols}, value_column, value, sum(records))::text as row
+       from "${schema}".records_hourly_distinct group by date_trunc('day', bucket, 'UTC')${cols}, value_column, value`,
+  );
+  return { days: days.rows.map((r) => r.row).sort(), hours: hours.rows.map((r) => r.row).sort() };
+}
+
 const DIMS = [
   { column: 'event_type', path: ['eventType'] },
   { column: 'medium', path: ['medium'] },
@@ -173,7 +190,14 @@ describe('records_hourly', () => {
           expect(rollup).toEqual(truth);
           const distinct = await distinctAndTruth(schema, DISTINCT_BY, DISTINCT);
           expect(distinct.rollup).toEqual(distinct.truth);
+          const daily = await daysAndHours(schema, DISTINCT_BY);
+          expect(daily.days).toEqual(daily.hours);
         }
+        // A last run over every hour, so that each case ends with both days of records_daily_distinct filled.
+        await sync(more, schema, { ...DIMS_ENV, SYNC_START_DATE: START.toISOString() }, { from: START, to: END });
+        const daily = await daysAndHours(schema, DISTINCT_BY);
+        expect(daily.days).toEqual(daily.hours);
+        expect(new Set(daily.days.map((row) => (JSON.parse(row) as unknown[])[0])).size).toBe(2);
         const nulls = await bed.pool.query<{ n: string }>(`select count(*) as n from "${schema}".records_hourly where medium is null`);
         expect(Number(nulls.rows[0]!.n)).toBeGreaterThan(0);
       }),
@@ -228,6 +252,9 @@ describe('records_hourly', () => {
     expect(await migrateDatabase(bed.pool, otherDistinct, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
     const mediums = await distinctAndTruth(schema, [changed[0]!], [{ column: 'medium', path: ['medium'] }]);
     expect(mediums.rollup).toEqual(mediums.truth);
+    const mediumDays = await daysAndHours(schema, [changed[0]!]);
+    expect(mediumDays.days).toEqual(mediumDays.hours);
+    expect(mediumDays.days.length).toBeGreaterThan(0);
     expect(mediums.rollup.length).toBeGreaterThan(0);
     expect((await rollupAndTruth(schema, changed)).rollup).not.toEqual(after.truth);
 
@@ -254,6 +281,10 @@ describe('records_hourly', () => {
     expect(kept.rows.map((r) => r.bucket.getTime())).toEqual([9, 10, 11].map((h) => START.getTime() + h * HOUR_MS));
     const keptDistinct = await bed.pool.query<{ bucket: Date }>(`select distinct bucket from "${schema}".records_hourly_distinct order by bucket`);
     expect(keptDistinct.rows.map((r) => r.bucket.getTime())).toEqual([9, 10, 11].map((h) => START.getTime() + h * HOUR_MS));
+    // records_daily_distinct lost what the pruned hours held: its one day left holds hours 9 to 11 only.
+    const keptDays = await daysAndHours(schema, []);
+    expect(keptDays.days).toEqual(keptDays.hours);
+    expect(new Set(keptDays.days.map((row) => (JSON.parse(row) as unknown[])[0])).size).toBe(1);
   });
 });
 
@@ -280,6 +311,7 @@ describe('ROLLUP_DIMENSIONS=off and FIELD_CATALOGUE=off', () => {
     expect(result.status).toBe('succeeded');
     expect(await exists('records_hourly')).toBe(false);
     expect(await exists('records_hourly_distinct')).toBe(false);
+    expect(await exists('records_daily_distinct')).toBe(false);
     expect(await catalogue()).toEqual(fieldsBefore);
     expect(await view()).toBe(viewBefore);
     const stored = await bed.pool.query<{ n: string; off: string }>(
@@ -297,6 +329,8 @@ describe('ROLLUP_DIMENSIONS=off and FIELD_CATALOGUE=off', () => {
     expect(hourly.rollup).toEqual(hourly.truth);
     const users = await distinctAndTruth(schema, [{ column: 'customer_id', path: ['customerId'] }], [{ column: 'user_id', path: ['userId'] }]);
     expect(users.rollup).toEqual(users.truth);
+    const userDays = await daysAndHours(schema, [{ column: 'customer_id' }]);
+    expect(userDays.days).toEqual(userDays.hours);
   });
 });
 
