@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import fc from 'fast-check';
+import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
 import { describe, expect, it } from 'vitest';
 import { migrateDatabase, rebuildRollup } from '../../src/app/derived.js';
 import { loadConfig } from '../../src/config.js';
@@ -6,6 +9,8 @@ import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync, type SyncResult } from '../../src/sync/run.js';
+import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
+import { renderSql } from '../../grafana/src/interpolate.js';
 import { runCli } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { simClient, syncConfig } from '../helpers/sync.js';
@@ -285,6 +290,52 @@ describe('records_hourly', () => {
     const keptDays = await daysAndHours(schema, []);
     expect(keptDays.days).toEqual(keptDays.hours);
     expect(new Set(keptDays.days.map((row) => (JSON.parse(row) as unknown[])[0])).size).toBe(1);
+  });
+});
+
+describe('the Users panel', () => {
+  it('counts exactly the distinct users of the hours starting in the range, whole days from records_daily_distinct, edge hours from records_hourly_distinct', async () => {
+    const s = await sim();
+    const schema = await freshSchema();
+    await sync(s, schema, {}, { from: START, to: END });
+    const dashboard = JSON.parse(readFileSync(join(DASHBOARDS_DIR, 'analytics-history.json'), 'utf8')) as Dashboard;
+    const users = (dashboard.panels ?? [])
+      .flatMap((p: Panel | RowPanel) => (p.type === 'row' ? (p as RowPanel).panels : [p as Panel]))
+      .find((p) => p.title === 'Users')!;
+    const sql = (users.targets![0] as unknown as { rawSql: string }).rawSql;
+    const variables = dashboard.templating.list as VariableModel[];
+    const customers = await bed.pool.query<{ c: string }>(`select distinct payload ->> 'customerId' as c from "${schema}".records order by 1 limit 2`);
+    const picked = customers.rows.map((r) => r.c);
+    const selections = {
+      schema: { values: [schema] },
+      source: { values: ['default'] },
+      customer_dimension: { values: ['customer_id'] },
+      user_column: { values: ['user_id'] },
+      customer: { values: picked },
+    };
+    const at = (hours: number, minutes = 0) => new Date(START.getTime() + hours * HOUR_MS + minutes * 60_000);
+    // START is 18:00 UTC: hour 6 is the next midnight. A whole day and edge hours, no whole day, both
+    // days whole, a range ending at a day's last hour (23:00, inclusive), and one starting at it.
+    const ranges = [
+      { from: at(-30), to: at(9, 30) },
+      { from: at(2, 15), to: at(8) },
+      { from: at(-18), to: at(30) },
+      { from: at(1), to: at(29) },
+      { from: at(5), to: at(11, 59) },
+    ];
+    const seen = new Set<number>();
+    for (const range of ranges) {
+      const counted = await bed.pool.query<{ users: string }>(renderSql(sql, { variables, selections }, range));
+      const truth = await bed.pool.query<{ n: string }>(
+        `select count(distinct payload ->> 'userId') as n from "${schema}".records
+          where date_trunc('hour', coalesce(event_time, window_start), 'UTC') between $1 and $2 and payload ->> 'customerId' = any($3::text[])`,
+        [range.from, range.to, picked],
+      );
+      expect(Number(counted.rows[0]!.users), `${range.from.toISOString()} to ${range.to.toISOString()}`).toBe(Number(truth.rows[0]!.n));
+      seen.add(Number(truth.rows[0]!.n));
+    }
+    // The ranges differ in what they count: a bound off by an hour or a day would show.
+    expect(seen.size).toBeGreaterThan(2);
   });
 });
 
