@@ -6,7 +6,7 @@
  *
  * The data is loaded fast, not through a sync: migrate, create the partitions the range needs
  * (src/sync/partitions.ts, PARTITION_INTERVAL's default, month), `psql \copy` the simulator's
- * records (bench/lib/copy-limit.ts), rebuild records_hourly and records_hourly_distinct as `rollup rebuild` does
+ * records (bench/lib/copy-limit.ts), rebuild records_hourly, records_hourly_distinct and records_daily_distinct as `rollup rebuild` does
  * (Derived.rebuildRollup), merge each one-day window's field catalogue as a sync's commit does
  * (catalogueRecords, Derived.addWindowRecords), write the ledger a sync would have written (one
  * run, a window per day, the watermark), then ANALYZE.
@@ -56,9 +56,10 @@ export interface DashboardSize {
   loadSeconds: { copy: number; rollup: number; catalogue: number; analyze: number };
   hourlyRows: number;
   distinctRows: number;
+  dailyRows: number;
   catalogueFields: number;
   /** pg_total_relation_size, bytes. */
-  bytes: { records: number; hourly: number; distinct: number; fields: number };
+  bytes: { records: number; hourly: number; distinct: number; daily: number; fields: number };
   timings: QueryTiming[];
 }
 
@@ -84,6 +85,8 @@ interface Target {
 }
 
 const SCHEMA = 'analytics';
+/** records_daily_distinct of {@link SCHEMA} (src/sync/derived.ts names it; Tables does not). */
+const DAILY = `${SCHEMA}.records_daily_distinct`;
 
 function loadDashboard(): Dashboard {
   return JSON.parse(readFileSync(join(DASHBOARDS_DIR, 'analytics-history.json'), 'utf8')) as Dashboard;
@@ -129,7 +132,7 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
       await withTransaction(client, () => derived.rebuildRollup(client));
       const t1 = performance.now();
       ctx.log(
-        `dashboards: records_hourly and records_hourly_distinct rebuilt in ${((t1 - t0) / 1000).toFixed(1)} s; merging the catalogue of ${windowStarts.length} windows`,
+        `dashboards: records_hourly, records_hourly_distinct and records_daily_distinct rebuilt in ${((t1 - t0) / 1000).toFixed(1)} s; merging the catalogue of ${windowStarts.length} windows`,
       );
       for (const ws of windowStarts) {
         await withTransaction(client, () => derived.addWindowRecords(client, DEFAULT_SOURCE, { start: ws, end: ws + DAY_MS }, fields.get(ws)!, silentLogger));
@@ -158,6 +161,8 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
         fields: string;
         hourly_rows: string;
         distinct_rows: string;
+        daily: string;
+        daily_rows: string;
         catalogue: string;
       }>(
         `select (select sum(pg_total_relation_size(c.oid)) from pg_class c
@@ -165,10 +170,12 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
                 pg_total_relation_size($2::regclass) as hourly,
                 pg_total_relation_size($3::regclass) as fields,
                 pg_total_relation_size($4::regclass) as distinct,
+                pg_total_relation_size($5::regclass) as daily,
                 (select count(*) from ${tables.hourly}) as hourly_rows,
                 (select count(*) from ${tables.hourlyDistinct}) as distinct_rows,
+                (select count(*) from ${DAILY}) as daily_rows,
                 (select count(*) from ${tables.fields}) as catalogue`,
-        [tables.records, tables.hourly, tables.fields, tables.hourlyDistinct],
+        [tables.records, tables.hourly, tables.fields, tables.hourlyDistinct, DAILY],
       );
       const s = size.rows[0]!;
       return {
@@ -177,8 +184,9 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
         loadSeconds: { copy, rollup: (t1 - t0) / 1000, catalogue: (t2 - t1) / 1000, analyze: (t3 - t2) / 1000 },
         hourlyRows: Number(s.hourly_rows),
         distinctRows: Number(s.distinct_rows),
+        dailyRows: Number(s.daily_rows),
         catalogueFields: Number(s.catalogue),
-        bytes: { records: Number(s.records), hourly: Number(s.hourly), distinct: Number(s.distinct), fields: Number(s.fields) },
+        bytes: { records: Number(s.records), hourly: Number(s.hourly), distinct: Number(s.distinct), daily: Number(s.daily), fields: Number(s.fields) },
       };
     });
   } finally {
@@ -288,30 +296,31 @@ export function renderDashboards(result: DashboardsResult): string[] {
     '',
     `Every SQL query of grafana/dashboards/analytics-history.json (each panel and each query variable, variables evaluated in order and "All" customers selected), with Grafana's macros expanded by grafana/src/interpolate.ts, ` +
       `for a ${spec.rangesDays.map((d) => `${d}-day`).join(' and a ')} range ending at the data's end; 1 warm-up, then the median of ${spec.runs} runs, in ms (client wall time over loopback, one connection). ` +
-      `Data: the simulator's records over ${spec.days} days (one-day windows) loaded by \`psql \\copy\` into monthly partitions made by src/sync/partitions.ts, records_hourly and records_hourly_distinct rebuilt from them (Derived.rebuildRollup, as \`rollup rebuild\`, default ROLLUP_* settings), ` +
+      `Data: the simulator's records over ${spec.days} days (one-day windows) loaded by \`psql \\copy\` into monthly partitions made by src/sync/partitions.ts, records_hourly, records_hourly_distinct and records_daily_distinct rebuilt from them (Derived.rebuildRollup, as \`rollup rebuild\`, default ROLLUP_* settings), ` +
       'the field catalogue merged window by window (catalogueRecords and Derived.addWindowRecords, as a sync commits), one succeeded run with a ledger window per day, then ANALYZE. ' +
       '"catalogue s" is the merge only: the fields are gathered while the COPY file is written, as a sync gathers them while a page waits for the writer.',
     '',
     "The simulator's records have few distinct rollup groups (its customers × event types × hours), so records_hourly stops growing once every group of the range is filled: " +
       'the aggregate panels read about the same number of rows at both sizes. With more customers or event types its rows, and those panels, grow with the distinct groups, not with the records. ' +
-      "Likewise records_hourly_distinct holds at most one row per hour, customer and user (the simulator's 12 customers × 40 users), so the Users panel reads about as many rows at both sizes once most users appear in most hours; " +
-      'its rows grow with the users active per hour, not with their records. ' +
+      "Likewise records_hourly_distinct holds at most one row per hour, customer and user (the simulator's 12 customers × 40 users), and records_daily_distinct one per day, customer and user; " +
+      'the Users panel reads the daily rows for the whole days of the range and the hourly rows of the days at its edges (none for these ranges, which start and end at UTC midnights), ' +
+      'so it reads about as many rows at both sizes once most users appear on most days: its rows grow with the users active per day, not with their records. ' +
       'The ETL cost of maintaining the derived tables is section 1\'s "ETL without rollups and catalogue" row (target row "9. ETL with rollups and catalogue").',
     '',
-    '| Records | partitions | \\copy s | rollup rebuild s | catalogue s | ANALYZE s | records_hourly rows | records_hourly_distinct rows | catalogue fields |',
-    '|---:|---|---:|---:|---:|---:|---:|---:|---:|',
+    '| Records | partitions | \\copy s | rollup rebuild s | catalogue s | ANALYZE s | records_hourly rows | records_hourly_distinct rows | records_daily_distinct rows | catalogue fields |',
+    '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...sizes.map(
       (s) =>
-        `| ${s.records.toLocaleString('en-US')} | ${s.partitions.join(', ')} | ${s.loadSeconds.copy.toFixed(1)} | ${s.loadSeconds.rollup.toFixed(1)} | ${s.loadSeconds.catalogue.toFixed(2)} | ${s.loadSeconds.analyze.toFixed(1)} | ${s.hourlyRows.toLocaleString('en-US')} | ${s.distinctRows.toLocaleString('en-US')} | ${s.catalogueFields} |`,
+        `| ${s.records.toLocaleString('en-US')} | ${s.partitions.join(', ')} | ${s.loadSeconds.copy.toFixed(1)} | ${s.loadSeconds.rollup.toFixed(1)} | ${s.loadSeconds.catalogue.toFixed(2)} | ${s.loadSeconds.analyze.toFixed(1)} | ${s.hourlyRows.toLocaleString('en-US')} | ${s.distinctRows.toLocaleString('en-US')} | ${s.dailyRows.toLocaleString('en-US')} | ${s.catalogueFields} |`,
     ),
     '',
     'Bytes stored per record (pg_total_relation_size, tables with their indexes and TOAST, ÷ the records):',
     '',
-    '| Records | records (all partitions) | records_hourly | records_hourly_distinct | record_fields | total |',
-    '|---:|---:|---:|---:|---:|---:|',
+    '| Records | records (all partitions) | records_hourly | records_hourly_distinct | records_daily_distinct | record_fields | total |',
+    '|---:|---:|---:|---:|---:|---:|---:|',
     ...sizes.map((s) => {
       const per = (b: number) => (b / s.records).toFixed(2);
-      return `| ${s.records.toLocaleString('en-US')} | ${per(s.bytes.records)} | ${per(s.bytes.hourly)} | ${per(s.bytes.distinct)} | ${per(s.bytes.fields)} | **${per(s.bytes.records + s.bytes.hourly + s.bytes.distinct + s.bytes.fields)}** |`;
+      return `| ${s.records.toLocaleString('en-US')} | ${per(s.bytes.records)} | ${per(s.bytes.hourly)} | ${per(s.bytes.distinct)} | ${per(s.bytes.daily)} | ${per(s.bytes.fields)} | **${per(s.bytes.records + s.bytes.hourly + s.bytes.distinct + s.bytes.daily + s.bytes.fields)}** |`;
     }),
     '',
   ];

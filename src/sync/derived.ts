@@ -16,6 +16,13 @@
  *   column, `value` is its text) with the number of records holding it. Kept like records_hourly,
  *   in the same statements, so `count(distinct value)` over a range of hours is exact; a record
  *   without the field (or with JSON null there) adds no row.
+ * - `records_daily_distinct`: records_hourly_distinct summed per source, UTC day (`day`, its
+ *   midnight), ROLLUP_DISTINCT_BY values and distinct value, without `window_start`: a distinct
+ *   count over whole days reads a row per day instead of one per hour. Kept from
+ *   records_hourly_distinct in the same transaction: a window's commit adds its hourly rows, and
+ *   whatever deletes hourly rows (clearing a window, ROLLUP_RETENTION) subtracts them in the same
+ *   statement, a row reaching 0 records being deleted after it. So each of its rows always equals
+ *   the sum of the hourly rows of its day, whichever windows they came from.
  * - `record_fields`: the catalogue of top-level payload fields per source (types seen, records
  *   holding it, first and last seen, a short example), and `records_typed`, one view over every
  *   source's records with one typed column per scalar field (its type from the types every source
@@ -43,8 +50,11 @@ const ROLLUP_SETTING = 'rollup_dimensions';
 const ROLLUP_SHAPE = 3;
 /** Name under which derived_settings keeps what records_hourly_distinct was built for. */
 const DISTINCT_SETTING = 'rollup_distinct';
-/** Version of records_hourly_distinct's columns and key, stored with its fields (2: a leading `source` column). */
-const DISTINCT_SHAPE = 2;
+/**
+ * Version of records_hourly_distinct's columns and key, stored with its fields (2: a leading
+ * `source` column; 3: with records_daily_distinct beside it).
+ */
+const DISTINCT_SHAPE = 3;
 /** Name under which derived_settings keeps the definition records_typed was created with. */
 const VIEW_SETTING = 'typed_view';
 
@@ -212,6 +222,11 @@ export class Derived {
     this.byCols = rollup.distinctBy.map((d) => quoteIdent(d.column));
   }
 
+  /** records_daily_distinct of this schema, qualified. */
+  private get daily(): string {
+    return `${quoteIdent(this.t.schema)}.records_daily_distinct`;
+  }
+
   /** Whether records_hourly_distinct is kept (rollups on and ROLLUP_DISTINCT not `none`). */
   private get hasDistinct(): boolean {
     return this.distinct.length > 0;
@@ -237,6 +252,54 @@ export class Derived {
   /** The key expressions of records_hourly_distinct's unique index, source and window start first like records_hourly's. */
   private distinctKeyExpressions(): string[] {
     return ['source', 'window_start', 'bucket', ...this.byCols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`]), 'value_column', 'value'];
+  }
+
+  /** The key expressions of records_daily_distinct's unique index: records_hourly_distinct's, with the day for the window start and the hour. */
+  private dailyKeyExpressions(): string[] {
+    return ['source', 'day', ...this.byCols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`]), 'value_column', 'value'];
+  }
+
+  /**
+   * `insert into records_daily_distinct … select … sum(records) from <rows> … group by … on conflict
+   * add`: adds rows shaped like records_hourly_distinct's (`rows` a table or a CTE, `where` its filter) to their days.
+   */
+  private addDaysSql(rows: string, where: string): string {
+    const cols = this.byCols.map((c) => `, ${c}`).join('');
+    const groups = this.byCols.map((_, i) => `, ${i + 3}`).join('');
+    const n = this.byCols.length;
+    return `insert into ${this.daily} as d (source, day${cols}, value_column, value, records)
+      select source, date_trunc('day', bucket, 'UTC')${cols}, value_column, value, sum(records) from ${rows} ${where}
+       group by 1, 2${groups}, ${n + 3}, ${n + 4}
+      on conflict (${this.dailyKeyExpressions().join(', ')}) do update set records = d.records + excluded.records`;
+  }
+
+  /**
+   * `update records_daily_distinct … set records = records - …`: subtracts the rows of `deleted` (a
+   * CTE deleting from records_hourly_distinct and returning its columns) from their days. Rows left
+   * at 0 are for {@link deleteEmptyDaysSql}: a statement cannot update a row and delete it too.
+   */
+  private subtractDaysSql(deleted: string): string {
+    const cols = this.byCols.map((c) => `, ${c}`).join('');
+    const groups = this.byCols.map((_, i) => `, ${i + 3}`).join('');
+    const n = this.byCols.length;
+    const same = this.byCols.map((c) => ` and coalesce(d.${c}, '') = coalesce(g.${c}, '') and (d.${c} is null) = (g.${c} is null)`).join('');
+    return `update ${this.daily} as d set records = d.records - g.records
+        from (select source, date_trunc('day', bucket, 'UTC') as day${cols}, value_column, value, sum(records) as records
+                from ${deleted} group by 1, 2${groups}, ${n + 3}, ${n + 4}) as g
+       where d.source = g.source and d.day = g.day${same} and d.value_column = g.value_column and d.value = g.value`;
+  }
+
+  /**
+   * Deletes records_daily_distinct's rows left at 0 records (a partial index holds exactly those),
+   * of the source in parameter $1 when `ofSource`: a window's clear never waits on another source's rows.
+   */
+  private deleteEmptyDaysSql(ofSource: boolean): string {
+    return `delete from ${this.daily} where records = 0${ofSource ? ' and source = $1' : ''}`;
+  }
+
+  /** The columns records_hourly_distinct's rows are returned with when deleted, for {@link subtractDaysSql}. */
+  private get distinctReturning(): string {
+    return `returning source, bucket${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records`;
   }
 
   /**
@@ -281,7 +344,10 @@ export class Derived {
     const parts = [`gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload)`];
     if (this.enabled) parts.push(`cleared as (delete from ${this.t.hourly} where source = $3 and window_start >= $1 and window_start < $2)`);
     if (this.hasDistinct)
-      parts.push(`cleared_distinct as (delete from ${this.t.hourlyDistinct} where source = $3 and window_start >= $1 and window_start < $2)`);
+      parts.push(
+        `cleared_distinct as (delete from ${this.t.hourlyDistinct} where source = $3 and window_start >= $1 and window_start < $2 ${this.distinctReturning})`,
+        `cleared_days as (${this.subtractDaysSql('cleared_distinct')})`,
+      );
     if (this.catalogue)
       parts.push(
         `keys as (
@@ -295,6 +361,7 @@ export class Derived {
        select count(*) as deleted from gone`,
       [new Date(window.start), new Date(window.end), source],
     );
+    if (this.hasDistinct) await db.query(this.deleteEmptyDaysSql(true), [source]);
     return Number(rows[0]!.deleted);
   }
 
@@ -322,11 +389,20 @@ export class Derived {
   }
 
   /**
-   * Merges `fields` (the top-level fields of the records just inserted for `source`'s `window`, see
-   * {@link catalogueRecords}) into the source's catalogue, and recreates records_typed when the
-   * catalogue gained a field or a type. (records_hourly got the rows with their inserts, {@link withRollup}.)
+   * At the commit of `source`'s `window`: adds the window's records_hourly_distinct rows to
+   * records_daily_distinct (once per window rather than with each page's insert: a day's row then
+   * takes one update per window, not one per page), merges `fields` (the top-level fields of the
+   * records just inserted, see {@link catalogueRecords}) into the source's catalogue, and recreates
+   * records_typed when the catalogue gained a field or a type. (records_hourly and
+   * records_hourly_distinct got the rows with their inserts, {@link withRollup}.)
    */
   async addWindowRecords(db: PoolClient, source: string, window: Window, fields: WindowFields, log: Logger): Promise<void> {
+    if (this.hasDistinct)
+      await db.query(this.addDaysSql(this.t.hourlyDistinct, 'where source = $1 and window_start >= $2 and window_start < $3'), [
+        source,
+        new Date(window.start),
+        new Date(window.end),
+      ]);
     if (!this.catalogue || fields.size === 0) return;
     const entries = [...fields];
     // `before` reads the catalogue as it was before this statement: a field new or with a new type
@@ -430,7 +506,9 @@ export class Derived {
       await this.rebuildDistinct(db);
       log.info(
         this.distinctSetting(),
-        this.hasDistinct ? 'rebuilt records_hourly_distinct from records for ROLLUP_DISTINCT' : 'dropped records_hourly_distinct: no ROLLUP_DISTINCT',
+        this.hasDistinct
+          ? 'rebuilt records_hourly_distinct and records_daily_distinct from records for ROLLUP_DISTINCT'
+          : 'dropped records_hourly_distinct and records_daily_distinct: no ROLLUP_DISTINCT',
       );
       changed = true;
     }
@@ -451,8 +529,12 @@ export class Derived {
   }
 
   private async isDistinctCurrent(db: Pick<PoolClient, 'query'>): Promise<boolean> {
-    if (!this.hasDistinct) return !(await relationExists(db, this.t.hourlyDistinct));
-    return (await settingIs(db, this.t, DISTINCT_SETTING, this.distinctSetting())) && (await relationExists(db, this.t.hourlyDistinct));
+    if (!this.hasDistinct) return !(await relationExists(db, this.t.hourlyDistinct)) && !(await relationExists(db, this.daily));
+    return (
+      (await settingIs(db, this.t, DISTINCT_SETTING, this.distinctSetting())) &&
+      (await relationExists(db, this.t.hourlyDistinct)) &&
+      (await relationExists(db, this.daily))
+    );
   }
 
   /**
@@ -464,9 +546,13 @@ export class Derived {
     await this.rebuildDistinct(db);
   }
 
-  /** Drops records_hourly_distinct and, unless there is no distinct field, recreates and fills it from `records`. */
+  /**
+   * Drops records_hourly_distinct and records_daily_distinct and, unless there is no distinct
+   * field, recreates them, the first filled from `records`, the second from the first.
+   */
   private async rebuildDistinct(db: PoolClient): Promise<void> {
     await db.query(`drop table if exists ${this.t.hourlyDistinct}`);
+    await db.query(`drop table if exists ${this.daily}`);
     await db.query(`delete from ${this.t.derivedSettings} where name = $1`, [DISTINCT_SETTING]);
     if (!this.hasDistinct) return;
     await db.query(
@@ -476,6 +562,13 @@ export class Derived {
     // The Users panel and ROLLUP_RETENTION select by bucket (and by field).
     await db.query(`create index on ${this.t.hourlyDistinct} (value_column, bucket)`);
     await db.query(this.addDistinctSql(this.t.records, 1), this.distinctParams());
+    await db.query(
+      `create table ${this.daily} (source text not null, day timestamptz not null${this.byCols.map((c) => `, ${c} text`).join('')}, value_column text not null, value text not null, records bigint not null check (records >= 0))`,
+    );
+    // The Users panel selects by source and day range; the partial index finds the rows left at 0.
+    await db.query(`create unique index on ${this.daily} (${this.dailyKeyExpressions().join(', ')})`);
+    await db.query(`create index on ${this.daily} (source) where records = 0`);
+    await db.query(this.addDaysSql(this.t.hourlyDistinct, ''));
     await db.query(
       `insert into ${this.t.derivedSettings} (name, value) values ($1, $2::jsonb)
          on conflict (name) do update set value = excluded.value, updated_at = now()`,
@@ -512,7 +605,12 @@ export class Derived {
   async pruneRollup(db: PoolClient, before: number): Promise<number> {
     if (!this.enabled) return 0;
     const { rowCount } = await db.query(`delete from ${this.t.hourly} where bucket < $1`, [new Date(before)]);
-    if (this.hasDistinct) await db.query(`delete from ${this.t.hourlyDistinct} where bucket < $1`, [new Date(before)]);
+    if (this.hasDistinct) {
+      await db.query(`with pruned as (delete from ${this.t.hourlyDistinct} where bucket < $1 ${this.distinctReturning}) ${this.subtractDaysSql('pruned')}`, [
+        new Date(before),
+      ]);
+      await db.query(this.deleteEmptyDaysSql(false));
+    }
     return rowCount ?? 0;
   }
 

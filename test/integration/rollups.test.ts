@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import fc from 'fast-check';
+import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
 import { describe, expect, it } from 'vitest';
 import { migrateDatabase, rebuildRollup } from '../../src/app/derived.js';
 import { loadConfig } from '../../src/config.js';
@@ -6,6 +9,8 @@ import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync, type SyncResult } from '../../src/sync/run.js';
+import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
+import { renderSql } from '../../grafana/src/interpolate.js';
 import { runCli } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { simClient, syncConfig } from '../helpers/sync.js';
@@ -16,7 +21,8 @@ const closers = bed.closers;
 let schemaCounter = 0;
 
 const HOUR_MS = 3_600_000;
-const START = new Date('2026-10-30T00:00:00Z');
+// The hours cross a UTC midnight, so that records_daily_distinct holds two days, each partly filled.
+const START = new Date('2026-10-30T18:00:00Z');
 const HOURS = 12;
 const END = new Date(START.getTime() + HOURS * HOUR_MS);
 
@@ -109,6 +115,22 @@ async function distinctAndTruth(
   return { rollup: rollup.rows.map((r) => r.row).sort(), truth: truths.sort() };
 }
 
+/**
+ * records_daily_distinct, and records_hourly_distinct summed per UTC day the same way, each sorted:
+ * per day, grouping columns and value, the records. A row left at 0 records would show here too.
+ */
+async function daysAndHours(schema: string, by: { column: string }[]): Promise<{ days: string[]; hours: string[] }> {
+  const cols = by.map((d) => `, "${d.column}"`).join('');
+  const days = await bed.pool.query<{ row: string }>(
+    `select json_build_array(day${cols}, value_column, value, records)::text as row from "${schema}".records_daily_distinct`,
+  );
+  const hours = await bed.pool.query<{ row: string }>(
+    `select json_build_array(date_trunc('day', bucket, 'UTC')${cols}, value_column, value, sum(records))::text as row
+       from "${schema}".records_hourly_distinct group by date_trunc('day', bucket, 'UTC')${cols}, value_column, value`,
+  );
+  return { days: days.rows.map((r) => r.row).sort(), hours: hours.rows.map((r) => r.row).sort() };
+}
+
 const DIMS = [
   { column: 'event_type', path: ['eventType'] },
   { column: 'medium', path: ['medium'] },
@@ -173,7 +195,14 @@ describe('records_hourly', () => {
           expect(rollup).toEqual(truth);
           const distinct = await distinctAndTruth(schema, DISTINCT_BY, DISTINCT);
           expect(distinct.rollup).toEqual(distinct.truth);
+          const daily = await daysAndHours(schema, DISTINCT_BY);
+          expect(daily.days).toEqual(daily.hours);
         }
+        // A last run over every hour, so that each case ends with both days of records_daily_distinct filled.
+        await sync(more, schema, { ...DIMS_ENV, SYNC_START_DATE: START.toISOString() }, { from: START, to: END });
+        const daily = await daysAndHours(schema, DISTINCT_BY);
+        expect(daily.days).toEqual(daily.hours);
+        expect(new Set(daily.days.map((row) => (JSON.parse(row) as unknown[])[0])).size).toBe(2);
         const nulls = await bed.pool.query<{ n: string }>(`select count(*) as n from "${schema}".records_hourly where medium is null`);
         expect(Number(nulls.rows[0]!.n)).toBeGreaterThan(0);
       }),
@@ -228,6 +257,9 @@ describe('records_hourly', () => {
     expect(await migrateDatabase(bed.pool, otherDistinct, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
     const mediums = await distinctAndTruth(schema, [changed[0]!], [{ column: 'medium', path: ['medium'] }]);
     expect(mediums.rollup).toEqual(mediums.truth);
+    const mediumDays = await daysAndHours(schema, [changed[0]!]);
+    expect(mediumDays.days).toEqual(mediumDays.hours);
+    expect(mediumDays.days.length).toBeGreaterThan(0);
     expect(mediums.rollup.length).toBeGreaterThan(0);
     expect((await rollupAndTruth(schema, changed)).rollup).not.toEqual(after.truth);
 
@@ -254,6 +286,56 @@ describe('records_hourly', () => {
     expect(kept.rows.map((r) => r.bucket.getTime())).toEqual([9, 10, 11].map((h) => START.getTime() + h * HOUR_MS));
     const keptDistinct = await bed.pool.query<{ bucket: Date }>(`select distinct bucket from "${schema}".records_hourly_distinct order by bucket`);
     expect(keptDistinct.rows.map((r) => r.bucket.getTime())).toEqual([9, 10, 11].map((h) => START.getTime() + h * HOUR_MS));
+    // records_daily_distinct lost what the pruned hours held: its one day left holds hours 9 to 11 only.
+    const keptDays = await daysAndHours(schema, []);
+    expect(keptDays.days).toEqual(keptDays.hours);
+    expect(new Set(keptDays.days.map((row) => (JSON.parse(row) as unknown[])[0])).size).toBe(1);
+  });
+});
+
+describe('the Users panel', () => {
+  it('counts exactly the distinct users of the hours starting in the range, whole days from records_daily_distinct, edge hours from records_hourly_distinct', async () => {
+    const s = await sim();
+    const schema = await freshSchema();
+    await sync(s, schema, {}, { from: START, to: END });
+    const dashboard = JSON.parse(readFileSync(join(DASHBOARDS_DIR, 'analytics-history.json'), 'utf8')) as Dashboard;
+    const users = (dashboard.panels ?? [])
+      .flatMap((p: Panel | RowPanel) => (p.type === 'row' ? (p as RowPanel).panels : [p as Panel]))
+      .find((p) => p.title === 'Users')!;
+    const sql = (users.targets![0] as unknown as { rawSql: string }).rawSql;
+    const variables = dashboard.templating.list as VariableModel[];
+    const customers = await bed.pool.query<{ c: string }>(`select distinct payload ->> 'customerId' as c from "${schema}".records order by 1 limit 2`);
+    const picked = customers.rows.map((r) => r.c);
+    const selections = {
+      schema: { values: [schema] },
+      source: { values: ['default'] },
+      customer_dimension: { values: ['customer_id'] },
+      user_column: { values: ['user_id'] },
+      customer: { values: picked },
+    };
+    const at = (hours: number, minutes = 0) => new Date(START.getTime() + hours * HOUR_MS + minutes * 60_000);
+    // START is 18:00 UTC: hour 6 is the next midnight. A whole day and edge hours, no whole day, both
+    // days whole, a range ending at a day's last hour (23:00, inclusive), and one starting at it.
+    const ranges = [
+      { from: at(-30), to: at(9, 30) },
+      { from: at(2, 15), to: at(8) },
+      { from: at(-18), to: at(30) },
+      { from: at(1), to: at(29) },
+      { from: at(5), to: at(11, 59) },
+    ];
+    const seen = new Set<number>();
+    for (const range of ranges) {
+      const counted = await bed.pool.query<{ users: string }>(renderSql(sql, { variables, selections }, range));
+      const truth = await bed.pool.query<{ n: string }>(
+        `select count(distinct payload ->> 'userId') as n from "${schema}".records
+          where date_trunc('hour', coalesce(event_time, window_start), 'UTC') between $1 and $2 and payload ->> 'customerId' = any($3::text[])`,
+        [range.from, range.to, picked],
+      );
+      expect(Number(counted.rows[0]!.users), `${range.from.toISOString()} to ${range.to.toISOString()}`).toBe(Number(truth.rows[0]!.n));
+      seen.add(Number(truth.rows[0]!.n));
+    }
+    // The ranges differ in what they count: a bound off by an hour or a day would show.
+    expect(seen.size).toBeGreaterThan(2);
   });
 });
 
@@ -280,6 +362,7 @@ describe('ROLLUP_DIMENSIONS=off and FIELD_CATALOGUE=off', () => {
     expect(result.status).toBe('succeeded');
     expect(await exists('records_hourly')).toBe(false);
     expect(await exists('records_hourly_distinct')).toBe(false);
+    expect(await exists('records_daily_distinct')).toBe(false);
     expect(await catalogue()).toEqual(fieldsBefore);
     expect(await view()).toBe(viewBefore);
     const stored = await bed.pool.query<{ n: string; off: string }>(
@@ -297,6 +380,8 @@ describe('ROLLUP_DIMENSIONS=off and FIELD_CATALOGUE=off', () => {
     expect(hourly.rollup).toEqual(hourly.truth);
     const users = await distinctAndTruth(schema, [{ column: 'customer_id', path: ['customerId'] }], [{ column: 'user_id', path: ['userId'] }]);
     expect(users.rollup).toEqual(users.truth);
+    const userDays = await daysAndHours(schema, [{ column: 'customer_id' }]);
+    expect(userDays.days).toEqual(userDays.hours);
   });
 });
 
