@@ -2,28 +2,30 @@
  * CONFIG_FILE: a YAML list of sources, validated by the settings' own schemas, with errors naming
  * the file, the line and the key path.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 
-/** The example names a production secret where a deployment mounts it; only that path is served here. */
-const EXAMPLE_SECRET_PATH = '/run/secrets/production_client_secret';
-const EXAMPLE_SECRET = 'production-secret-from-file';
-vi.mock('node:fs', async (importOriginal) => {
-  const fs = await importOriginal<typeof import('node:fs')>();
-  const readFileSync = ((path: unknown, ...rest: unknown[]) =>
-    path === EXAMPLE_SECRET_PATH ? `${EXAMPLE_SECRET}\n` : (fs.readFileSync as (...a: unknown[]) => unknown)(path, ...rest)) as typeof fs.readFileSync;
-  return { ...fs, readFileSync, default: { ...fs, readFileSync } };
-});
-
-const EXAMPLE = fileURLToPath(new URL('../../examples/sources.yaml', import.meta.url));
-
 const dir = mkdtempSync(join(tmpdir(), 'ae-config-file-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/**
+ * The README's example file, with the production secret's path (where a deployment mounts it)
+ * pointed at a file of this test's folder. (A mock of node:fs would not reach a config module
+ * another file of the same worker imported first: unit files share their module cache.)
+ */
+const EXAMPLE_SECRET_PATH = join(dir, 'production_client_secret');
+const EXAMPLE_SECRET = 'production-secret-from-file';
+writeFileSync(EXAMPLE_SECRET_PATH, `${EXAMPLE_SECRET}\n`);
+const EXAMPLE_TEXT = readFileSync(fileURLToPath(new URL('../../examples/sources.yaml', import.meta.url)), 'utf8');
+if (!EXAMPLE_TEXT.includes('/run/secrets/production_client_secret'))
+  throw new Error('examples/sources.yaml no longer names /run/secrets/production_client_secret');
+const EXAMPLE = join(dir, 'sources.yaml');
+writeFileSync(EXAMPLE, EXAMPLE_TEXT.replace('/run/secrets/production_client_secret', EXAMPLE_SECRET_PATH));
 
 let files = 0;
 /** Writes `text` to a new file of the test's folder and returns its path. */
