@@ -4,7 +4,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import { AbortedError, DatabaseError } from '../errors.js';
+import { AbortedError, DatabaseError, TokenError, UpstreamError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { connectionAttempts, describeTls, fallsBack, isTlsFailure, resolveDatabaseTarget, type DatabaseTarget } from './tls.js';
 
@@ -155,11 +155,14 @@ const CONNECTION_LOST_MESSAGE = /Connection terminated|connection timeout|timeou
  * Whether `err` (or an error in its `cause` chain) says the database is unreachable or the
  * connection to it was lost: refused or timed-out connects, a server shutting down or restarting
  * (SQLSTATE 57P01–57P03), a connection exception (class 08), a connection pg saw break. Query
- * errors (syntax, constraint, lock timeout) are not.
+ * errors (syntax, constraint, lock timeout) are not, and neither is an upstream failure (E0, E6,
+ * E7): an {@link UpstreamError} or {@link TokenError} ends the walk, because its socket cause
+ * (ECONNREFUSED from a platform host that is down) says nothing about the database.
  */
 export function isDatabaseUnavailable(err: unknown): boolean {
   let current: unknown = err;
   for (let depth = 0; current !== undefined && current !== null && depth < 5; depth++) {
+    if (current instanceof UpstreamError || current instanceof TokenError) return false;
     const e = current as { code?: unknown; message?: unknown; cause?: unknown };
     const code = typeof e.code === 'string' ? e.code : '';
     if (UNREACHABLE_NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;

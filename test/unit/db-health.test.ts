@@ -2,6 +2,7 @@ import { Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DatabaseHealth } from '../../src/db/health.js';
 import { describeDatabase, isDatabaseUnavailable } from '../../src/db/pool.js';
+import { TokenError, UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { SyncScheduler } from '../../src/sync/schedule.js';
 import { untilTrue } from '../helpers/wait.js';
@@ -114,6 +115,17 @@ describe('database error helpers', () => {
     expect(isDatabaseUnavailable(Object.assign(new Error('syntax error at or near "selec"'), { code: '42601' }))).toBe(false);
     expect(isDatabaseUnavailable(Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' }))).toBe(false);
     expect(isDatabaseUnavailable(undefined)).toBe(false);
+  });
+
+  it('never take a platform host that is down for the database', () => {
+    // A source's upstream refusing connections fails its run with these: taken for the database,
+    // serve would probe it, call it recovered at once and rerun every source's sync in a loop.
+    const e6 = new UpstreamError('ERR_UPSTREAM_NETWORK', 'analytics', 'E6 http://127.0.0.1:1/analytics: ECONNREFUSED', { cause: refused });
+    const e0 = new TokenError('ERR_TOKEN_REQUEST', 'E0 http://127.0.0.1:1/connect/token: ECONNREFUSED', { cause: refused });
+    expect(isDatabaseUnavailable(e6)).toBe(false);
+    expect(isDatabaseUnavailable(e0)).toBe(false);
+    expect(isDatabaseUnavailable(new Error('sync run failed', { cause: e6 }))).toBe(false);
+    expect(isDatabaseUnavailable(refused)).toBe(true);
   });
 });
 
