@@ -32,6 +32,10 @@ export function registerCheckCommand(program: Command): void {
   program
     .command('check')
     .description('validate the configuration and try the token, E6 and E7 of every source and the database once each; exit 0 only if all pass')
+    .addHelpText(
+      'after',
+      '\nExit status: 0 every step passed, 1 a step failed, 2 bad configuration (the configuration step names the variable, or the file, line and key).',
+    )
     .action(async (_options: unknown, command: Command) => {
       const out = (line: string) => process.stdout.write(`${line}\n`);
       let config: Config;

@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
-import { ConfigError, DataDirLockedError } from '../errors.js';
+import { ConfigError, DataDirLockedError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { configOverrides } from './options.js';
@@ -31,10 +31,26 @@ export function loadConfigForCommand(command: Command): Config | undefined {
  * one connection, runs `work`, closes it, and sets exit status 0, or 1 with the failure logged as
  * `<what> failed` (a DATA_DIR held by another process named with its holder). The application
  * layer is loaded only here, so --help and bad configuration answer without pg.
+ *
+ * @param checkUsage checks the command's arguments against the configuration before anything is
+ *   opened; an {@link InvalidArgumentError} it throws is printed on stderr with exit status 2.
  */
-export async function runDatabaseCommand(command: Command, what: string, work: (pool: Pool, config: Config, log: Logger) => Promise<void>): Promise<void> {
+export async function runDatabaseCommand(
+  command: Command,
+  what: string,
+  work: (pool: Pool, config: Config, log: Logger) => Promise<void>,
+  checkUsage?: (config: Config) => void,
+): Promise<void> {
   const config = loadConfigForCommand(command);
   if (config === undefined) return;
+  try {
+    checkUsage?.(config);
+  } catch (err) {
+    if (!(err instanceof InvalidArgumentError)) throw err;
+    process.stderr.write(`analytics-exporter ${what}: ${err.message}\n`);
+    process.exitCode = EXIT_USAGE;
+    return;
+  }
   const { openDatabase } = await import('../app/runtime.js');
   const log = createLogger(config.logLevel, { format: config.logFormat });
   try {

@@ -17,7 +17,9 @@ const SHUTDOWN_GRACE_MS = 15_000;
 export function registerServeCommand(program: Command): void {
   program
     .command('serve')
-    .description('serve /metrics (the platform E7 text with the exporter own metrics), /healthz and /readyz, and run the sync on SYNC_SCHEDULE')
+    .description(
+      "serve /metrics (every source's platform E7 text with the exporter's own metrics), /probe?source=NAME (one source's), /healthz and /readyz, and run each source's sync on its schedule (SYNC_SCHEDULE, or the source's sync.schedule in CONFIG_FILE)",
+    )
     .addHelpText(
       'after',
       '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nExit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 bad configuration.',

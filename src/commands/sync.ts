@@ -55,12 +55,15 @@ export function registerSyncCommand(program: Command): void {
     .option('--from <iso>', 'start of the range (default: watermark minus SYNC_LOOKBACK, or SYNC_START_DATE on a first run)', parseIsoOption)
     .option('--to <iso>', 'end of the range (default: now minus SYNC_SETTLE)', parseIsoOption)
     .option('--wait', 'wait for a sync holding the lock instead of exiting 0 at once')
-    .option('--source <name>', 'sync this configured source only (repeatable; default: every source)', (name: string, names: string[]) => [...names, name], [])
+    .option('--source <name>', 'sync this configured source only (repeatable; default: every source)', (name: string, names: string[] | undefined) => [
+      ...(names ?? []),
+      name,
+    ])
     .addHelpText(
       'after',
       '\nExit status: 0 done, another sync holds the lock, or stopped cleanly by SIGINT/SIGTERM (the open window rolled back);\n1 a source failed (after every source finished); 2 bad usage; 130/143 when a second signal forces the exit.',
     )
-    .action(async (options: { from?: Date; to?: Date; wait?: boolean; source: string[] }, command: Command) => {
+    .action(async (options: { from?: Date; to?: Date; wait?: boolean; source?: string[] }, command: Command) => {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
       // Bad usage is refused before anything is opened (runSync checks the same again).

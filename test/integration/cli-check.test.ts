@@ -214,10 +214,26 @@ describe('usage', () => {
     expect(top.code).toBe(0);
     expect(top.stdout).toContain('STATISTICS_URL');
     expect(top.stdout).toContain('Exit status: 0 success, 1 failure, 2 bad usage or configuration.');
-    for (const command of ['check', 'simulate']) {
+    const help: Record<string, string> = {};
+    for (const command of ['check', 'simulate', 'serve', 'sync', 'fields']) {
       const r = await runCli([command, '--help']);
       expect(r.code, command).toBe(0);
       expect(r.stdout, command).toContain(`Usage: analytics-exporter ${command}`);
+      help[command] = r.stdout.replace(/\s+/g, ' ');
     }
+    // What a user with several sources looks for: /probe, the per-source schedule, exit statuses.
+    expect(help.serve).toContain('/probe?source=NAME');
+    expect(help.serve).toContain("the source's sync.schedule in CONFIG_FILE");
+    expect(help.check).toContain('Exit status: 0 every step passed, 1 a step failed, 2 bad configuration');
+    expect(help.fields).toContain('2 bad usage, such as a --source that is not configured');
+    for (const command of ['sync', 'fields']) expect(help[command], command).not.toContain('(default: [])');
+  });
+
+  it('fields refuses a --source that is not configured with exit 2, as sync does, before opening the database', async () => {
+    // An unreachable DATABASE_URL: the answer comes before any connection is tried.
+    const r = await runCli(['fields', '--source', 'default', '--source', 'staging'], { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', LOG_LEVEL: 'warn' });
+    expect(r.stderr).toBe('analytics-exporter fields: --source staging is not a configured source; configured: default\n');
+    expect(r.stdout).toBe('');
+    expect(r.code).toBe(2);
   });
 });
