@@ -3,6 +3,7 @@
  * exact by itself, a source whose upstream is down fails alone, and the migration that added the
  * `source` column converts a populated database in place.
  */
+import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { startServe } from '../../src/app/serve.js';
 import { syncSources, type SourceOutcome } from '../../src/app/sync.js';
@@ -123,6 +124,56 @@ describe('several sources in one database (real PostgreSQL)', () => {
     expect(await bookkeeping(schema, 'production')).toMatchObject({ windows: 8, recorded: 450 });
   });
 
+  it('loads two sources with different credentials, data and faults in one run, each exact by itself', async () => {
+    // production reorders the records of one instant on every request (ties at minute precision,
+    // exact duplicates among them) over pages of 20; sandbox answers 503s, a 429, a truncated page
+    // and a connection cut mid-body before it answers properly. Neither source's faults reach the other.
+    const production = await sim({
+      records: 300,
+      seed: 11,
+      timePrecisionMs: 60_000,
+      duplicateEvery: 9,
+      order: 'ties',
+      clientId: 'prod-client',
+      clientSecret: 'prod-secret-value',
+    });
+    const sandbox = await sim({ records: 200, seed: 12, clientId: 'sandbox-client', clientSecret: 'sandbox-secret-value' });
+    sandbox.queueFault({ status: 503 }, 2, 'analytics');
+    sandbox.queueFault({ status: 429, retryAfter: '0' }, 1, 'analytics');
+    sandbox.queueFault('malformed-json', 1, 'analytics');
+    sandbox.queueFault('reset-mid-body', 1, 'analytics');
+    const faulty = { UPSTREAM_MAX_ATTEMPTS: '10', UPSTREAM_RETRY_MAX_DELAY: '50ms', SYNC_PAGE_SIZE: '20' };
+    const sourceWithFaults = (name: string, s: Simulator, clientId: string, clientSecret: string): SourceConfig => ({
+      ...loadConfig({ STATISTICS_URL: s.url, AUTH_URL: s.url, CLIENT_ID: clientId, CLIENT_SECRET: clientSecret, ...SYNC_ENV, ...faulty }).sources[0]!,
+      name,
+    });
+    const schema = 'sources_with_faults';
+    const outcomes = await syncSources(
+      configWith(schema, [
+        sourceWithFaults('production', production, 'prod-client', 'prod-secret-value'),
+        sourceWithFaults('sandbox', sandbox, 'sandbox-client', 'sandbox-secret-value'),
+      ]),
+      silentLogger,
+      { from: START, to: END },
+    );
+    expect(statusOf(outcomes)).toEqual({ production: 'succeeded', sandbox: 'succeeded' });
+    // Every queued fault was served, and only sandbox answered anything but 200.
+    expect(sandbox.pendingFaults()).toBe(0);
+    expect(Object.keys(sandbox.stats.responses).sort()).toEqual(['200', '429', '503']);
+    expect(Object.keys(production.stats.responses)).toEqual(['200']);
+    const productionExpected = expectedMultiset(production, START, END);
+    expect(productionExpected.length).toBeGreaterThan(new Set(productionExpected).size);
+    expect(await storedOf(schema, 'production')).toEqual(productionExpected);
+    expect(await storedOf(schema, 'sandbox')).toEqual(expectedMultiset(sandbox, START, END));
+    expect(await bookkeeping(schema, 'production')).toEqual({
+      windows: 4,
+      recorded: productionExpected.length,
+      watermark: END.toISOString(),
+      hourly: productionExpected.length,
+    });
+    expect(await bookkeeping(schema, 'sandbox')).toEqual({ windows: 4, recorded: 200, watermark: END.toISOString(), hourly: 200 });
+  });
+
   it("serve runs each source on its own schedule: a source whose upstream is down fails alone, labelled by source, and the other's data is loaded exactly", async () => {
     const now = Date.now();
     const dataStart = new Date(now - 20 * 3_600_000);
@@ -155,6 +206,18 @@ describe('several sources in one database (real PostgreSQL)', () => {
     expect(await runs('sync_records_total', 'production')).toBe(200);
     expect(await storedOf('serve_sources', 'production')).toEqual(expectedMultiset(up, dataStart, dataEnd));
     expect(await storedOf('serve_sources', 'sandbox')).toEqual([]);
+    // The failure is sandbox's upstream's, not the database's: taken for the database, it would
+    // set database_up 0 and rerun every source's sync as soon as a probe found the database up.
+    await until('sandbox run settled', () => (server.schedulers.get('sandbox')!.running ? undefined : true));
+    expect((await server.metrics.databaseUp.get()).values.map((v) => v.value)).toEqual([1]);
+    // A scrape meanwhile serves production's samples, with sandbox's upstream_up 0.
+    const scrape = await request(`${server.url}/metrics`);
+    const text = await scrape.body.text();
+    expect(scrape.statusCode).toBe(200);
+    expect(text).toContain('analytics_exporter_upstream_up{source="production"} 1');
+    expect(text).toContain('analytics_exporter_upstream_up{source="sandbox"} 0');
+    expect(text).toMatch(/^userlogin_event_count\{source="production",/m);
+    expect(text).not.toMatch(/^\w+_event_count\{source="sandbox"/m);
   });
 
   it('migrates a populated database in place: every row kept, each one source default, the rollup converted rather than rebuilt', async () => {
