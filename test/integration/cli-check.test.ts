@@ -189,6 +189,26 @@ describe('check with CONFIG_FILE', () => {
     expect(r.stdout).toBe(`FAIL  configuration  CONFIG_FILE ${file} line 4: sources[0].client_secret_fil: unknown key\n`);
     expect(r.code).toBe(2);
   });
+
+  it('exits 2 naming a repeated source name (check) and a missing secret file (sync), before anything is opened', async () => {
+    const one = (name: string, secret: string) =>
+      [`  - name: ${name}`, `    statistics_url: ${sim.url}`, `    auth_url: ${sim.url}`, '    client_id: cli-client', `    ${secret}`].join('\n');
+    const duplicate = join(dir, 'duplicate.yaml');
+    writeFileSync(duplicate, `sources:\n${one('production', `client_secret: ${SECRET}`)}\n${one('production', `client_secret: ${SECRET}`)}\n`);
+    const dup = await runCli(['check'], { CONFIG_FILE: duplicate, LOG_LEVEL: 'warn' });
+    expect(dup.stdout).toBe(
+      `FAIL  configuration  CONFIG_FILE ${duplicate} line 7: sources[1].name: "production" is also the name of sources[0]; names must be unique\n`,
+    );
+    expect(dup.stdout).not.toContain(SECRET);
+    expect(dup.code).toBe(2);
+    const missing = join(dir, 'missing-secret.yaml');
+    writeFileSync(missing, `sources:\n${one('production', 'client_secret_file: secrets/production')}\n`);
+    const r = await runCli(['sync'], { CONFIG_FILE: missing, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', LOG_LEVEL: 'warn' });
+    expect(r.stderr).toBe(
+      `analytics-exporter: invalid configuration: CONFIG_FILE ${missing} line 6: sources[0].client_secret_file must name a readable file (ENOENT); got ${JSON.stringify(join(dir, 'secrets/production'))}\n`,
+    );
+    expect(r.code).toBe(2);
+  });
 });
 
 describe('usage', () => {

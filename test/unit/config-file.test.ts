@@ -233,6 +233,82 @@ describe('CONFIG_FILE', () => {
     expect(missing.message).toMatch(/^CONFIG_FILE must name a readable file \(ENOENT\)/);
   });
 
+  it('describes an environment-only deployment as before: one source named default holding every upstream and sync variable, the same source a file with those values describes', () => {
+    const secretFile = write('env-secret-value\n', 'env.secret');
+    const upstream = {
+      STATISTICS_URL: 'https://stats.example.test/api',
+      AUTH_URL: 'https://auth.example.test',
+      CLIENT_ID: 'env-client',
+      CLIENT_SECRET_FILE: secretFile,
+      TOKEN_AUTH_METHOD: 'client_secret_basic',
+      TOKEN_SCOPE: 'api.external api.extra',
+      UPSTREAM_RATE_LIMIT: '2',
+      UPSTREAM_RATE_BURST: '3',
+    };
+    const sync = {
+      SYNC_START_DATE: '7d',
+      SYNC_WINDOW: '6h',
+      SYNC_SETTLE: '1m',
+      SYNC_LOOKBACK: '2h',
+      SYNC_PAGE_SIZE: '250',
+      SYNC_CONCURRENCY: '2',
+      SYNC_WINDOW_ATTEMPTS: '4',
+      SYNC_MIN_SPLIT: '10s',
+      SYNC_SCHEDULE: '0 * * * *',
+      SYNC_SHRINK: 'replace',
+      UPSTREAM_TO_DATE: 'exclusive',
+      RECORD_TIME_FIELD: 'meta.time',
+    };
+    const shared = { DATABASE_SCHEMA: 'env_only', UPSTREAM_TIMEOUT: '5s', UPSTREAM_MAX_ATTEMPTS: '7', RETENTION: '90d', METRICS_LISTEN: '127.0.0.1:9999' };
+    const fromEnv = loadConfig({ ...upstream, ...sync, ...shared });
+    expect(fromEnv.sources.map((s) => [s.name, s.labels])).toEqual([['default', {}]]);
+    const only = fromEnv.sources[0]!;
+    expect(JSON.parse(JSON.stringify(only.upstream))).toMatchObject({
+      statisticsUrl: 'https://stats.example.test/api',
+      tokenUrl: 'https://auth.example.test/connect/token',
+      clientId: 'env-client',
+      clientSecret: 'env-secret-value',
+      clientSecretFile: secretFile,
+      tokenAuthMethod: 'client_secret_basic',
+      scope: 'api.external api.extra',
+      timeoutMs: 5_000,
+      maxAttempts: 7,
+      rateLimit: { ratePerSecond: 2, burst: 3 },
+    });
+    expect(only.sync).toMatchObject({ startDate: { agoMs: 7 * 86_400_000 }, windowMs: 6 * 3_600_000, pageSize: 250, schedule: '0 * * * *' });
+
+    const fromFile = loadConfig({
+      ...shared,
+      CONFIG_FILE: write(
+        [
+          'sources:',
+          '  - name: default',
+          `    statistics_url: ${upstream.STATISTICS_URL}`,
+          `    auth_url: ${upstream.AUTH_URL}`,
+          `    client_id: ${upstream.CLIENT_ID}`,
+          `    client_secret_file: ${secretFile}`,
+          `    token_auth_method: ${upstream.TOKEN_AUTH_METHOD}`,
+          `    scope: ${upstream.TOKEN_SCOPE}`,
+          `    rate_limit: ${upstream.UPSTREAM_RATE_LIMIT}`,
+          `    rate_burst: ${upstream.UPSTREAM_RATE_BURST}`,
+          '    sync:',
+          ...Object.entries(sync).map(([variable, value]) => `      ${variable.replace(/^(SYNC|UPSTREAM)_/, '').toLowerCase()}: '${value}'`),
+          '',
+        ].join('\n'),
+      ),
+    });
+    // Only where the secret came from is named differently (for warnings about it).
+    const comparable = (config: typeof fromEnv): unknown =>
+      JSON.parse(
+        JSON.stringify({
+          ...config,
+          configFile: undefined,
+          sources: config.sources.map((s) => ({ ...s, upstream: { ...s.upstream, clientSecretVariable: undefined } })),
+        }),
+      );
+    expect(comparable(fromFile)).toEqual(comparable(fromEnv));
+  });
+
   it('leaves the environment alone as one source named default when unset', () => {
     const config = loadConfig({ STATISTICS_URL: 'https://s.test/', AUTH_URL: 'https://a.test/', CLIENT_ID: 'c', CLIENT_SECRET: 'secret' });
     expect(config.sources.map((s) => [s.name, s.labels])).toEqual([['default', {}]]);
