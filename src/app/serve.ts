@@ -107,18 +107,30 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
   const schema = config.database.schema;
   const target = describeConfiguredDatabase(config.database);
 
-  let migrated = false;
-  const ensureMigrated = async (): Promise<Database> => {
+  // One migration at a time, shared by every caller that comes while it runs (each source's first
+  // run, the start without a schedule, the health probe); a failed one is tried again by the next.
+  let migrating: Promise<Database> | undefined;
+  const migrateOnce = async (): Promise<Database> => {
     const opened = await opening;
-    if (migrated) return opened;
     // The rollup too, before any source's first run: its rebuild takes the schema's lock
-    // exclusively, which the sources' first runs at once would otherwise contend for.
+    // exclusively, which the sources' first runs at once would otherwise contend for. Two
+    // migrations at once on a new schema would both rebuild, and a run started after the first
+    // finished would find the second holding that lock and end as `locked`.
     await migrateDatabase(opened.pool, config, log);
-    migrated = true;
     await withClient(opened.pool, async (client) => {
       for (const source of config.sources) metrics.setWatermark(source.name, await readWatermark(client, new Tables(schema), source.name));
     });
     return opened;
+  };
+  const ensureMigrated = (): Promise<Database> => {
+    if (migrating === undefined) {
+      const attempt = migrateOnce();
+      migrating = attempt;
+      attempt.catch(() => {
+        if (migrating === attempt) migrating = undefined;
+      });
+    }
+    return migrating;
   };
 
   // Set when the database turns out unreachable: probes it with backoff, and runs the sync that

@@ -220,6 +220,34 @@ describe('several sources in one database (real PostgreSQL)', () => {
     expect(text).not.toMatch(/^\w+_event_count\{source="sandbox"/m);
   });
 
+  it("serve without a schedule runs each source's first sync at once on a new schema: one migration shared, no run finding the rollup's rebuild in its way", async () => {
+    const production = await sim({ records: 100, seed: 21, clientId: 'prod-client', clientSecret: 'prod-secret-value' });
+    const sandbox = await sim({ records: 50, seed: 22, clientId: 'sandbox-client', clientSecret: 'sandbox-secret-value' });
+    const sourceOf = (name: string, s: Simulator, clientId: string, clientSecret: string): SourceConfig => ({
+      ...loadConfig({
+        STATISTICS_URL: s.url,
+        AUTH_URL: s.url,
+        CLIENT_ID: clientId,
+        CLIENT_SECRET: clientSecret,
+        ...SYNC_ENV,
+        SYNC_START_DATE: START.toISOString(),
+        SYNC_SCHEDULE: 'off',
+      }).sources[0]!,
+      name,
+    });
+    const config = {
+      ...loadConfig({ DATABASE_URL: db.url, DATABASE_SCHEMA: 'first_runs', METRICS_LISTEN: '127.0.0.1:0', SYNC_SCHEDULE: 'off', ...SYNC_ENV }),
+      sources: [sourceOf('production', production, 'prod-client', 'prod-secret-value'), sourceOf('sandbox', sandbox, 'sandbox-client', 'sandbox-secret-value')],
+    };
+    const server = await startServe(config, silentLogger);
+    closers.push(() => server.stop());
+    // Triggered while the start's own migration (no schedule: it migrates in the background) runs.
+    const results = await Promise.all([...server.schedulers.values()].map((s) => s.trigger('test')));
+    expect(results.map((r) => r?.status)).toEqual(['succeeded', 'succeeded']);
+    expect(await storedOf('first_runs', 'production')).toEqual(expectedMultiset(production, START, END));
+    expect(await storedOf('first_runs', 'sandbox')).toEqual(expectedMultiset(sandbox, START, END));
+  });
+
   it('migrates a populated database in place: every row kept, each one source default, the rollup converted rather than rebuilt', async () => {
     const s = await sim({ records: 400, seed: 5 });
     // A database as the previous release left it, filled by a sync of this release into a scratch
