@@ -46,7 +46,8 @@ export interface MetricsResult {
   median: { serve: LoadRun; bare: LoadRun; upstreamRequests: number; allowed: number; bodyBytes: number };
 }
 
-async function load(url: string, spec: MetricsSpec): Promise<LoadRun> {
+/** `spec.scrapes` GETs of `url`, `spec.connections` at once (autocannon, keep-alive); latency in whole milliseconds. */
+export async function loadRun(url: string, spec: MetricsSpec): Promise<LoadRun> {
   const started = performance.now();
   const result = await autocannon({ url, connections: spec.connections, amount: spec.scrapes });
   const seconds = (performance.now() - started) / 1000;
@@ -86,7 +87,7 @@ export async function metricsSuite(ctx: BenchContext, spec: MetricsSpec): Promis
         try {
           const e7Before = sim.stats.prometheusRequests;
           const e0Before = sim.stats.tokenRequests;
-          serveRun = await load(`${serve.url}/metrics`, spec);
+          serveRun = await loadRun(`${serve.url}/metrics`, spec);
           upstreamRequests = sim.stats.prometheusRequests - e7Before;
           tokenRequests = sim.stats.tokenRequests - e0Before;
           const response = await fetch(`${serve.url}/metrics`);
@@ -100,7 +101,7 @@ export async function metricsSuite(ctx: BenchContext, spec: MetricsSpec): Promis
         const bare = await startBareServer(bodyFile, contentType);
         let bareRun: LoadRun;
         try {
-          bareRun = await load(`${bare.url}/metrics`, spec);
+          bareRun = await loadRun(`${bare.url}/metrics`, spec);
         } finally {
           await bare.stop();
         }
