@@ -244,7 +244,7 @@ export function sourcesVerdict(result: SourcesResult): Verdict {
 }
 
 function scrapeCells(load: ScrapeLoad): string {
-  return `${load.p50Ms} / ${load.p99Ms} | ${int(load.scrapesPerSecond)} | ${(load.cpuSecondsPerScrape * 1000).toFixed(2)}`;
+  return `${load.p50Ms} / ${load.p99Ms} | ${load.meanMs.toFixed(2)} | ${(load.cpuSecondsPerScrape * 1000).toFixed(2)}`;
 }
 
 /** Section 10's tables. */
@@ -277,7 +277,8 @@ export function renderSources(result: SourcesResult): string[] {
         `| ${row.sources} | ${scrapeCells(row.warm)} | ${scrapeCells(row.probe)} | ${scrapeCells(row.cold)} | ${int(row.cold.upstreamRequests)} (${int(spec.coldScrapes)} × ${row.sources}) |`,
     ),
     '',
-    `Per round, /metrics cached p99 ms: ${result.rows.map((row) => `${row.sources}: ${row.rounds.map((r) => r.warm.p99Ms).join(', ')}`).join('; ')}; /probe p99 ms: ${result.rows.map((row) => `${row.sources}: ${row.rounds.map((r) => r.probe.p99Ms).join(', ')}`).join('; ')}.`,
+    `Per round, /metrics cached p99 ms: ${result.rows.map((row) => `${row.sources}: ${row.rounds.map((r) => r.warm.p99Ms).join(', ')}`).join('; ')}; /probe p99 ms: ${result.rows.map((row) => `${row.sources}: ${row.rounds.map((r) => r.probe.p99Ms).join(', ')}`).join('; ')}; bare server p99 ms: ${result.rows.map((row) => `${row.sources}: ${row.rounds.map((r) => r.bare.p99Ms).join(', ')}`).join('; ')}. ` +
+      "autocannon counts latency in whole milliseconds and ends a run on its one-second tick, so the mean (not whole) stands in for throughput: at a fixed concurrency, scrapes/s ≈ connections ÷ mean. The bare server's p99 shows the machine's own noise (other processes on the two cores) at that moment.",
     '',
   ];
 }

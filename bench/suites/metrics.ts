@@ -22,6 +22,9 @@ export interface MetricsSpec {
 export interface LoadRun {
   p50Ms: number;
   p99Ms: number;
+  /** autocannon's mean latency, in ms (not whole). */
+  meanMs: number;
+  /** Scrapes ÷ wall seconds of the load; autocannon ends an `amount` run on its 1 s tick, so short runs round up to whole seconds. */
   scrapesPerSecond: number;
   seconds: number;
   /** Responses other than 2xx, plus connection errors and timeouts. */
@@ -54,6 +57,7 @@ export async function loadRun(url: string, spec: MetricsSpec): Promise<LoadRun> 
   return {
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
+    meanMs: result.latency.mean,
     scrapesPerSecond: result.requests.total / seconds,
     seconds,
     failures: result.non2xx + result.errors + result.timeouts + Math.max(0, spec.scrapes - result.requests.total),
@@ -64,6 +68,7 @@ function medianRun(runs: LoadRun[]): LoadRun {
   return {
     p50Ms: median(runs.map((r) => r.p50Ms)),
     p99Ms: median(runs.map((r) => r.p99Ms)),
+    meanMs: median(runs.map((r) => r.meanMs)),
     scrapesPerSecond: median(runs.map((r) => r.scrapesPerSecond)),
     seconds: median(runs.map((r) => r.seconds)),
     failures: runs.reduce((n, r) => n + r.failures, 0),

@@ -18,7 +18,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { CLI_PATH, startServeChild, type ServerChild } from '../lib/children.js';
+import { CLI_PATH, startBareServer, startServeChild, type ServerChild } from '../lib/children.js';
 import { withFreshDatabase, type BenchContext } from '../lib/context.js';
 import { processCpuSeconds } from '../lib/cpu.js';
 import { median } from '../lib/stats.js';
@@ -56,6 +56,8 @@ export interface SourcesRound {
   warm: ScrapeLoad;
   probe: ScrapeLoad;
   cold: ScrapeLoad;
+  /** A bare node:http server answering the warm /metrics body, same load: the machine's own latency noise. */
+  bare: LoadRun;
   /** Upstream samples in one /metrics body (all sources) and in /probe's (one source); body sizes in bytes. */
   upstreamSamples: number;
   probeUpstreamSamples: number;
@@ -72,6 +74,7 @@ export interface SourcesRow {
   warm: ScrapeLoad;
   probe: ScrapeLoad;
   cold: ScrapeLoad;
+  bare: LoadRun;
 }
 
 export interface SourcesResult {
@@ -162,11 +165,24 @@ function medianLoad(loads: readonly ScrapeLoad[]): ScrapeLoad {
   return {
     p50Ms: m((l) => l.p50Ms),
     p99Ms: m((l) => l.p99Ms),
+    meanMs: m((l) => l.meanMs),
     scrapesPerSecond: m((l) => l.scrapesPerSecond),
     seconds: m((l) => l.seconds),
     failures: loads.reduce((n, l) => n + l.failures, 0),
     cpuSecondsPerScrape: m((l) => l.cpuSecondsPerScrape),
     upstreamRequests: m((l) => l.upstreamRequests),
+  };
+}
+
+function medianBare(loads: readonly LoadRun[]): LoadRun {
+  const m = (pick: (l: LoadRun) => number) => median(loads.map(pick));
+  return {
+    p50Ms: m((l) => l.p50Ms),
+    p99Ms: m((l) => l.p99Ms),
+    meanMs: m((l) => l.meanMs),
+    scrapesPerSecond: m((l) => l.scrapesPerSecond),
+    seconds: m((l) => l.seconds),
+    failures: loads.reduce((n, l) => n + l.failures, 0),
   };
 }
 
@@ -180,7 +196,8 @@ async function measureRound(
   const load = loadavg()[0]!;
   const first = sourceName(0);
   const warmServe = await startServeChild({ ...env, METRICS_CACHE_TTL: '1h' });
-  let round: Omit<SourcesRound, 'cold'>;
+  let metricsBody = '';
+  let round: Omit<SourcesRound, 'cold' | 'bare'>;
   try {
     await waitReady(warmServe);
     const metricsUrl = `${warmServe.url}/metrics`;
@@ -192,6 +209,7 @@ async function measureRound(
       probeText = await body(probeUrl);
     }
     const rssWarmBytes = statusBytes(warmServe.pid, 'VmRSS');
+    metricsBody = metricsText;
     const warm = await measuredLoad(metricsUrl, warmServe.pid, sims, spec.scrapes, spec.connections);
     const probe = await measuredLoad(probeUrl, warmServe.pid, sims, spec.scrapes, spec.connections);
     round = {
@@ -210,6 +228,15 @@ async function measureRound(
   } finally {
     await warmServe.stop();
   }
+  const bodyFile = join(ctx.scratch, `sources-${count}-metrics.txt`);
+  writeFileSync(bodyFile, metricsBody);
+  const bareServer = await startBareServer(bodyFile, 'text/plain; version=0.0.4; charset=utf-8');
+  let bare: LoadRun;
+  try {
+    bare = await loadRun(`${bareServer.url}/metrics`, { scrapes: spec.scrapes, connections: spec.connections, rounds: 1 });
+  } finally {
+    await bareServer.stop();
+  }
   const coldServe = await startServeChild({ ...env, METRICS_CACHE_TTL: '0s' });
   let cold: ScrapeLoad;
   try {
@@ -223,9 +250,9 @@ async function measureRound(
     `sources ${count}: load ${load.toFixed(2)}, RSS ${(round.rssWarmBytes / 2 ** 20).toFixed(1)} MiB warm, ${(round.rssAfterBytes / 2 ** 20).toFixed(1)} after, ` +
       `peak ${(round.peakRssBytes / 2 ** 20).toFixed(1)}; /metrics p50 ${round.warm.p50Ms} p99 ${round.warm.p99Ms} ms, ` +
       `${(round.warm.cpuSecondsPerScrape * 1000).toFixed(2)} CPU ms/scrape; /probe p99 ${round.probe.p99Ms} ms; ` +
-      `cold p99 ${cold.p99Ms} ms, ${(cold.cpuSecondsPerScrape * 1000).toFixed(2)} CPU ms/scrape, ${cold.upstreamRequests} E7 requests; ${round.upstreamSamples} upstream samples`,
+      `bare p99 ${bare.p99Ms} ms; cold p99 ${cold.p99Ms} ms, ${(cold.cpuSecondsPerScrape * 1000).toFixed(2)} CPU ms/scrape, ${cold.upstreamRequests} E7 requests; ${round.upstreamSamples} upstream samples`,
   );
-  return { ...round, cold };
+  return { ...round, cold, bare };
 }
 
 export async function sourcesSuite(ctx: BenchContext, spec: SourcesSpec): Promise<SourcesResult> {
@@ -277,6 +304,7 @@ export async function sourcesSuite(ctx: BenchContext, spec: SourcesSpec): Promis
           warm: medianLoad(list.map((r) => r.warm)),
           probe: medianLoad(list.map((r) => r.probe)),
           cold: medianLoad(list.map((r) => r.cold)),
+          bare: medianBare(list.map((r) => r.bare)),
         };
       });
       return { spec, seriesPerSource, rows };
