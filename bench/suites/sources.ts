@@ -53,6 +53,8 @@ export interface SourcesRound {
   rssWarmBytes: number;
   rssAfterBytes: number;
   peakRssBytes: number;
+  /** nodejs_heap_size_used_bytes of the last warm-up scrape: V8's heap in use, garbage included. */
+  heapUsedBytes: number;
   warm: ScrapeLoad;
   probe: ScrapeLoad;
   cold: ScrapeLoad;
@@ -71,6 +73,7 @@ export interface SourcesRow {
   rssWarmBytes: number;
   rssAfterBytes: number;
   peakRssBytes: number;
+  heapUsedBytes: number;
   warm: ScrapeLoad;
   probe: ScrapeLoad;
   cold: ScrapeLoad;
@@ -150,6 +153,13 @@ function upstreamSampleLines(text: string): number {
   return text.split('\n').filter((line) => !line.startsWith('#') && line.includes(',environment="env-s')).length;
 }
 
+/** The value of an unlabelled sample in a body. */
+function gaugeValue(text: string, name: string): number {
+  const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+  if (match === null) throw new Error(`${name} missing from the /metrics body`);
+  return Number(match[1]);
+}
+
 async function measuredLoad(url: string, pid: number, sims: readonly Simulator[], scrapes: number, connections: number): Promise<ScrapeLoad> {
   const e7Before = sims.reduce((n, s) => n + s.stats.prometheusRequests, 0);
   const cpuBefore = processCpuSeconds(pid)!;
@@ -218,6 +228,7 @@ async function measureRound(
       rssWarmBytes,
       rssAfterBytes: statusBytes(warmServe.pid, 'VmRSS'),
       peakRssBytes: statusBytes(warmServe.pid, 'VmHWM'),
+      heapUsedBytes: gaugeValue(metricsText, 'nodejs_heap_size_used_bytes'),
       warm,
       probe,
       upstreamSamples: upstreamSampleLines(metricsText),
@@ -301,6 +312,7 @@ export async function sourcesSuite(ctx: BenchContext, spec: SourcesSpec): Promis
           rssWarmBytes: median(list.map((r) => r.rssWarmBytes)),
           rssAfterBytes: median(list.map((r) => r.rssAfterBytes)),
           peakRssBytes: median(list.map((r) => r.peakRssBytes)),
+          heapUsedBytes: median(list.map((r) => r.heapUsedBytes)),
           warm: medianLoad(list.map((r) => r.warm)),
           probe: medianLoad(list.map((r) => r.probe)),
           cold: medianLoad(list.map((r) => r.cold)),
