@@ -266,6 +266,13 @@ async function measureRound(
   return { ...round, cold, bare };
 }
 
+/**
+ * Runs section 10: starts max(counts) simulators in this process, applies the migrations once,
+ * then measures each count in every round (see the module comment).
+ *
+ * @throws when a serve does not start or become ready, a scrape fails, or a body does not carry
+ *   count × the per-source upstream samples (/probe: one source's).
+ */
 export async function sourcesSuite(ctx: BenchContext, spec: SourcesSpec): Promise<SourcesResult> {
   const most = Math.max(...spec.counts);
   // Data around now, so that E7's range (the last METRICS_WINDOW) has counts, not only zeros.
