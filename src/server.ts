@@ -61,9 +61,23 @@ const OPENMETRICS_EOF = Buffer.from('# EOF\n');
 class OwnPart {
   readonly #metrics: ExporterMetrics;
   readonly #pending = new Map<'text' | 'openmetrics', Promise<Buffer>>();
+  #pendingFamilies: Promise<MetricFamily[]> | undefined;
 
   constructor(metrics: ExporterMetrics) {
     this.#metrics = metrics;
+  }
+
+  /**
+   * The families themselves, for /probe, which keeps one source's series of them: requests that
+   * arrive in the same turn share one collection, as scrapes share {@link render}'s.
+   *
+   * @throws what prom-client's collection throws.
+   */
+  families(): Promise<MetricFamily[]> {
+    return (this.#pendingFamilies ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      this.#pendingFamilies = undefined;
+      return this.#metrics.families();
+    }));
   }
 
   /** @throws what prom-client's collection throws. */
@@ -253,7 +267,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
         const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);
         const upstream = await deps.upstream.collectSource(probe.source, scrapeBudgetMs(timeoutMs));
         const format = negotiateFormat(req.headers.accept);
-        const families = sourceFamilies(await deps.metrics.families(), probe.source);
+        const families = sourceFamilies(await own.families(), probe.source);
         return format === 'openmetrics'
           ? sendParts(res, OPENMETRICS_CONTENT_TYPE, [serializeOpenMetricsBuffer(families, { eof: false }), upstream.openMetrics, OPENMETRICS_EOF], head)
           : sendParts(res, TEXT_CONTENT_TYPE, [serializeTextBuffer(families), upstream.text], head);

@@ -7,6 +7,7 @@ import type { MetricsResult } from '../suites/metrics.js';
 import type { PacedResult } from '../suites/paced.js';
 import type { RequestsResult } from '../suites/requests.js';
 import type { SlowResult } from '../suites/slow.js';
+import { memoryPerSource, type ScrapeLoad, type SourcesResult } from '../suites/sources.js';
 import type { Machine } from './machine.js';
 import { fixed, int, median, mib, range, verdict } from './stats.js';
 
@@ -32,7 +33,17 @@ export const TARGETS = {
   cachedScrapeRatio: 0.2,
   /** Peak RSS of serve with 100,000 upstream series, at most. */
   servePeakRssBytes: 200 * 2 ** 20,
+  /** serve's resident set per source beyond the first, (RSS(N) − RSS(1)) ÷ (N − 1), at most. */
+  memoryPerSourceBytes: 10 * 2 ** 20,
+  /** Scrape p99 with the most sources ÷ with one, at most, unless within {@link TARGETS.p99SlackMs} (autocannon counts whole ms). */
+  p99FlatRatio: 1.5,
+  p99SlackMs: 2,
 };
+
+/** Whether a p99 with more sources is flat against the one with one source (see {@link TARGETS.p99FlatRatio}). */
+export function p99Flat(oneMs: number, manyMs: number): boolean {
+  return manyMs <= oneMs * TARGETS.p99FlatRatio || manyMs - oneMs <= TARGETS.p99SlackMs;
+}
 
 export interface Report {
   quick: boolean;
@@ -55,6 +66,7 @@ export interface Report {
   requests?: RequestsResult;
   paced?: PacedResult;
   dashboards?: DashboardsResult;
+  sources?: SourcesResult;
   profile?: ProfiledRun;
   findings?: string;
   /** Key figures of the code before the performance changes (bench/before.json), shown beside this run's. */
@@ -209,7 +221,70 @@ export function verdicts(report: Report): Verdict[] {
     const v = dashboardsVerdict(report.dashboards);
     out.push({ name: `9. Dashboard queries ≤ ${DASHBOARD_TARGET_MS} ms, flat`, met: v.met, detail: v.detail });
   }
+  if (report.sources) out.push(sourcesVerdict(report.sources));
   return out.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/** 10.: memory per extra source after warm-up (at the most sources), and warm /metrics and /probe p99 flat from the fewest sources to the most. */
+export function sourcesVerdict(result: SourcesResult): Verdict {
+  const perSource = memoryPerSource(result, (row) => row.rssWarmBytes);
+  // Judged at the most sources: the RSS of one serve moves by several MiB with the moment of its
+  // last GC, which divided by N − 1 weighs least there.
+  const judged = perSource[perSource.length - 1]!;
+  const one = result.rows[0]!;
+  const most = result.rows[result.rows.length - 1]!;
+  const memoryMet = judged.bytes <= TARGETS.memoryPerSourceBytes;
+  const metricsFlat = p99Flat(one.warm.p99Ms, most.warm.p99Ms);
+  const probeFlat = p99Flat(one.probe.p99Ms, most.probe.p99Ms);
+  return {
+    name: '10. Several sources',
+    met: memoryMet && metricsFlat && probeFlat,
+    detail:
+      `serve RSS after warm-up ${result.rows.map((r) => `${mib(r.rssWarmBytes)} with ${r.sources}`).join(', ')}: ${perSource.map((p) => `${mib(p.bytes)} per extra source at ${p.sources}`).join(', ')} (target ≤ ${mib(TARGETS.memoryPerSourceBytes)} at ${judged.sources}); ` +
+      `p99 ${one.sources} → ${most.sources} sources at ${result.spec.connections} connections, cached: /metrics ${one.warm.p99Ms} → ${most.warm.p99Ms} ms (×${(most.warm.p99Ms / one.warm.p99Ms).toFixed(2)}), ` +
+      `/probe ${one.probe.p99Ms} → ${most.probe.p99Ms} ms (×${(most.probe.p99Ms / one.probe.p99Ms).toFixed(2)}); target flat: ≤ ×${TARGETS.p99FlatRatio} or within ${TARGETS.p99SlackMs} ms`,
+  };
+}
+
+function scrapeCells(load: ScrapeLoad): string {
+  return `${load.p50Ms} / ${load.p99Ms} | ${load.meanMs.toFixed(2)} | ${(load.cpuSecondsPerScrape * 1000).toFixed(2)}`;
+}
+
+/** Section 10's tables. */
+export function renderSources(result: SourcesResult): string[] {
+  const { spec } = result;
+  const perWarm = memoryPerSource(result, (row) => row.rssWarmBytes);
+  const perAfter = memoryPerSource(result, (row) => row.rssAfterBytes);
+  const perPeak = memoryPerSource(result, (row) => row.peakRssBytes);
+  const perHeap = memoryPerSource(result, (row) => row.heapUsedBytes);
+  const loads = result.rows.flatMap((row) => row.rounds.map((r) => r.load));
+  return [
+    '## 10. Several sources: 1, 4 and 16',
+    '',
+    `\`serve\` with CONFIG_FILE listing ${spec.counts.join(', ')} sources, each its own simulator in the bench process (own seed, client id and secret file, the default ${result.seriesPerSource} E7 series: 7 event types × 12 customers) and one label; SYNC_SCHEDULE off, migrations applied beforehand, so the figures are about serving. ` +
+      `${spec.rounds} rounds, the counts interleaved within each. Per count and round, a fresh warm \`serve\` (METRICS_CACHE_TTL 1h): ${spec.warmupScrapes} sequential /metrics and /probe scrapes, its VmRSS; then ${int(spec.scrapes)} /metrics and ${int(spec.scrapes)} /probe?source=s01 scrapes at ${spec.connections} connections (autocannon, as in section 5), VmRSS and VmHWM after them. ` +
+      `Then a fresh cold \`serve\` (METRICS_CACHE_TTL 0): ${int(spec.coldScrapes)} sequential /metrics scrapes, each reading every source's E7, merging and serialising. CPU is serve's user + system time from /proc/<pid>/stat around each load ÷ scrapes. Medians of the rounds; 1-minute load average at the rounds' starts ${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)}.`,
+    '',
+    '| Sources | upstream samples per scrape | /metrics bytes | /probe bytes | RSS after warm-up | V8 heap used after warm-up | RSS after scrapes | peak RSS (VmHWM) | load avg per round |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    ...result.rows.map((row) => {
+      const r0 = row.rounds[0]!;
+      return `| ${row.sources} | ${int(r0.upstreamSamples)} (${row.sources} × ${result.seriesPerSource}) | ${int(r0.metricsBytes)} | ${int(r0.probeBytes)} | ${mib(row.rssWarmBytes)} | ${mib(row.heapUsedBytes)} | ${mib(row.rssAfterBytes)} | ${mib(row.peakRssBytes)} | ${row.rounds.map((r) => r.load.toFixed(2)).join(', ')} |`;
+    }),
+    '',
+    `Memory per extra source, (RSS(N) − RSS(1)) ÷ (N − 1): after warm-up ${perWarm.map((p) => `**${mib(p.bytes)}** at ${p.sources}`).join(', ')}; after the scrapes ${perAfter.map((p) => `${mib(p.bytes)} at ${p.sources}`).join(', ')}; peak ${perPeak.map((p) => `${mib(p.bytes)} at ${p.sources}`).join(', ')}; V8 heap used (nodejs_heap_size_used_bytes, garbage included) ${perHeap.map((p) => `${mib(p.bytes)} at ${p.sources}`).join(', ')} (target ≤ ${mib(TARGETS.memoryPerSourceBytes)}).`,
+    '',
+    '| Sources | /metrics cached p50 / p99 ms | mean ms | CPU ms per scrape | /probe cached p50 / p99 ms | mean ms | CPU ms per probe | bare server, same /metrics bytes, p50 / p99 ms | /metrics cold p50 / p99 ms | mean ms | CPU ms per scrape | E7 requests (cold) |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...result.rows.map(
+      (row) =>
+        `| ${row.sources} | ${scrapeCells(row.warm)} | ${scrapeCells(row.probe)} | ${row.bare.p50Ms} / ${row.bare.p99Ms} | ${scrapeCells(row.cold)} | ${int(row.cold.upstreamRequests)} (${int(spec.coldScrapes)} × ${row.sources}) |`,
+    ),
+    '',
+    `Per round, /metrics cached p99 ms: ${result.rows.map((row) => `${row.sources}: ${row.rounds.map((r) => r.warm.p99Ms).join(', ')}`).join('; ')}; /probe p99 ms: ${result.rows.map((row) => `${row.sources}: ${row.rounds.map((r) => r.probe.p99Ms).join(', ')}`).join('; ')}; bare server p99 ms: ${result.rows.map((row) => `${row.sources}: ${row.rounds.map((r) => r.bare.p99Ms).join(', ')}`).join('; ')}. ` +
+      "autocannon counts latency in whole milliseconds and ends a run on its one-second tick, so the mean (not whole) stands in for throughput: at a fixed concurrency, scrapes/s ≈ connections ÷ mean. The bare server's p99 shows the machine's own noise (other processes on the two cores) at that moment.",
+    '',
+  ];
 }
 
 export function renderMarkdown(report: Report): string {
@@ -430,6 +505,7 @@ export function renderMarkdown(report: Report): string {
   }
 
   if (report.dashboards) push(...renderDashboards(report.dashboards));
+  if (report.sources) push(...renderSources(report.sources));
 
   const { profile } = report;
   if (profile) {

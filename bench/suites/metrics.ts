@@ -22,6 +22,9 @@ export interface MetricsSpec {
 export interface LoadRun {
   p50Ms: number;
   p99Ms: number;
+  /** autocannon's mean latency, in ms (not whole). */
+  meanMs: number;
+  /** Scrapes ÷ wall seconds of the load; autocannon ends an `amount` run on its 1 s tick, so short runs round up to whole seconds. */
   scrapesPerSecond: number;
   seconds: number;
   /** Responses other than 2xx, plus connection errors and timeouts. */
@@ -46,13 +49,15 @@ export interface MetricsResult {
   median: { serve: LoadRun; bare: LoadRun; upstreamRequests: number; allowed: number; bodyBytes: number };
 }
 
-async function load(url: string, spec: MetricsSpec): Promise<LoadRun> {
+/** `spec.scrapes` GETs of `url`, `spec.connections` at once (autocannon, keep-alive); latency in whole milliseconds. */
+export async function loadRun(url: string, spec: MetricsSpec): Promise<LoadRun> {
   const started = performance.now();
   const result = await autocannon({ url, connections: spec.connections, amount: spec.scrapes });
   const seconds = (performance.now() - started) / 1000;
   return {
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
+    meanMs: result.latency.mean,
     scrapesPerSecond: result.requests.total / seconds,
     seconds,
     failures: result.non2xx + result.errors + result.timeouts + Math.max(0, spec.scrapes - result.requests.total),
@@ -63,6 +68,7 @@ function medianRun(runs: LoadRun[]): LoadRun {
   return {
     p50Ms: median(runs.map((r) => r.p50Ms)),
     p99Ms: median(runs.map((r) => r.p99Ms)),
+    meanMs: median(runs.map((r) => r.meanMs)),
     scrapesPerSecond: median(runs.map((r) => r.scrapesPerSecond)),
     seconds: median(runs.map((r) => r.seconds)),
     failures: runs.reduce((n, r) => n + r.failures, 0),
@@ -86,7 +92,7 @@ export async function metricsSuite(ctx: BenchContext, spec: MetricsSpec): Promis
         try {
           const e7Before = sim.stats.prometheusRequests;
           const e0Before = sim.stats.tokenRequests;
-          serveRun = await load(`${serve.url}/metrics`, spec);
+          serveRun = await loadRun(`${serve.url}/metrics`, spec);
           upstreamRequests = sim.stats.prometheusRequests - e7Before;
           tokenRequests = sim.stats.tokenRequests - e0Before;
           const response = await fetch(`${serve.url}/metrics`);
@@ -100,7 +106,7 @@ export async function metricsSuite(ctx: BenchContext, spec: MetricsSpec): Promis
         const bare = await startBareServer(bodyFile, contentType);
         let bareRun: LoadRun;
         try {
-          bareRun = await load(`${bare.url}/metrics`, spec);
+          bareRun = await loadRun(`${bare.url}/metrics`, spec);
         } finally {
           await bare.stop();
         }

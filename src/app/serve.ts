@@ -81,7 +81,8 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
       windowMs: config.serve.metricsWindowMs,
       cacheTtlMs: config.serve.cacheTtlMs,
       prefix: config.serve.upstreamPrefix,
-      ownFamilies: () => metrics.families(),
+      // Names and types decide a collision: no collection per source read.
+      ownFamilies: () => Promise.resolve(metrics.familyShapes()),
       log,
     });
   } catch (err) {

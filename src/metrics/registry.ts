@@ -261,6 +261,26 @@ export class ExporterMetrics {
   }
 
   /**
+   * The exporter's own metric families without their samples: names, types and help, in the order
+   * of {@link families}, read from the registry without running any collect function. Enough to
+   * tell which upstream families collide with ours (a family's sample names follow from its name
+   * and type), at a fraction of the cost: every source's E7 read asks, and collecting the default
+   * metrics (event-loop histogram percentiles, /proc reads) for each made a cold scrape of 16
+   * sources spend most of its CPU there.
+   *
+   * @returns new family objects with empty `samples`; never throws.
+   */
+  familyShapes(): MetricFamily[] {
+    const families: MetricFamily[] = [];
+    for (const metric of this.registry.getMetricsAsArray()) {
+      if (OMITTED_DEFAULT_METRICS.has(metric.name)) continue;
+      const type = String(metric.type);
+      families.push({ name: metric.name, type: FAMILY_TYPES.has(type) ? (type as MetricType) : 'untyped', help: metric.help, samples: [] });
+    }
+    return families;
+  }
+
+  /**
    * Observer for one source's analytics client: request durations, retries, token requests, the
    * request budget, each series labelled `source`.
    *

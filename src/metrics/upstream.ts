@@ -102,7 +102,7 @@ export interface UpstreamMetricsOptions {
   windowMs: number;
   cacheTtlMs: number;
   prefix: string | undefined;
-  /** Our own families, to drop upstream families whose names collide with them. */
+  /** Our own families, to drop upstream families whose names collide with them; only names and types are read (samples may be empty). Called once per source read. */
   ownFamilies: () => Promise<MetricFamily[]>;
   log: Logger;
   now?: () => number;

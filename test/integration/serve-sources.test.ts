@@ -133,6 +133,14 @@ describe('serve with two sources', () => {
     expect(valueOf(list, 'analytics_exporter_upstream_scrape_duration_seconds', { source: 'a' })).toBeGreaterThan(0);
     expect(logins(list, 'a').length).toBeGreaterThan(0);
     expect(probe.body).not.toContain('analytics_exporter_build_info');
+    // Probes of both sources at once, which may share one collection of the own series, each keep only their source's.
+    const concurrent = await Promise.all(['a', 'b', 'a', 'b', 'a', 'b'].map(async (src) => ({ src, res: await get(`${s.url}/probe?source=${src}`) })));
+    for (const { src, res } of concurrent) {
+      const its = samples(res.body);
+      expect(its.every((sample) => label(sample, 'source') === src)).toBe(true);
+      expect(valueOf(its, 'analytics_exporter_upstream_up', { source: src })).toBe(1);
+      expect(logins(its, src).length).toBeGreaterThan(0);
+    }
 
     const reads = () => [simA, simB].map((sim) => sim.stats.tokenRequests + sim.stats.prometheusRequests + sim.stats.analyticsRequests);
     const before = reads();

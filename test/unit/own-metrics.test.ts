@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseExposition } from '../../src/exposition/index.js';
+import { mergeFamilies, parseExposition, type MetricFamily } from '../../src/exposition/index.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 
 describe('ExporterMetrics.families', () => {
@@ -23,5 +23,26 @@ describe('ExporterMetrics.families', () => {
     const ours = (list: typeof families) => list.filter((f) => f.name.startsWith('analytics_exporter_'));
     expect(ours(families)).toEqual(ours(expected));
     expect(families.find((f) => f.name === 'analytics_exporter_database_up')?.samples[0]?.value).toBe(1);
+  });
+});
+
+describe('ExporterMetrics.familyShapes', () => {
+  it('names the families of families() with their types and help, without samples, and drops the same colliding upstream families', async () => {
+    const metrics = new ExporterMetrics({ cacheTtlMs: 30_000 });
+    metrics.upstreamRequestDuration.observe({ source: 'default', endpoint: 'analytics', code: '200' }, 0.2);
+    metrics.upstreamUp.set({ source: 'default' }, 1);
+    const families = await metrics.families();
+    const shapes = metrics.familyShapes();
+    expect(shapes.map((f) => ({ name: f.name, type: f.type, help: f.help }))).toEqual(families.map((f) => ({ name: f.name, type: f.type, help: f.help })));
+    expect(shapes.every((f) => f.samples.length === 0)).toBe(true);
+    // Every sample name of ours as an upstream family, and two names that are not ours.
+    const upstream: MetricFamily[] = [...new Set(families.flatMap((f) => f.samples.map((s) => s.name))), 'userlogin_event_count', 'process_cpu'].map(
+      (name) => ({ name, type: 'untyped' as const, help: undefined, samples: [{ name, labels: [], value: 1 }] }),
+    );
+    const byShape = mergeFamilies(shapes, upstream).dropped;
+    expect(byShape).toEqual(mergeFamilies(families, upstream).dropped);
+    expect(byShape).toContain('analytics_exporter_upstream_request_duration_seconds_bucket');
+    expect(byShape).not.toContain('userlogin_event_count');
+    expect(byShape).not.toContain('process_cpu');
   });
 });
