@@ -7,8 +7,8 @@
  *   window's start when it has none. Keyed by the window too, so that clearing a window removes
  *   exactly its rows (by `window_start` range) whether or not its records still exist: RETENTION
  *   drops records and keeps the rollup, and an expired window reloaded by `sync --from` must
- *   replace its hours, not add them a second time. Inserted rows are added (insert … select …
- *   group by … on conflict do update). A missing or JSON-null dimension value is its own group
+ *   replace its hours, not add them a second time. A window's rows are grouped once all its
+ *   records are inserted (one insert … select … group by … per window, {@link Derived.windowRollupQuery}). A missing or JSON-null dimension value is its own group
  *   (null), matched through a unique index on `coalesce(col, '')` and `col is null`, which
  *   PostgreSQL 13 supports (no `nulls not distinct`). Readers sum `records` over `window_start`.
  * - `records_hourly_distinct`: per source, hour bucket, window start and ROLLUP_DISTINCT_BY values,
@@ -245,7 +245,7 @@ export class Derived {
    * ROLLUP_DISTINCT_BY paths, then per distinct field its column name and path
    * ({@link distinctParams}).
    */
-  private addDistinctSql(source: string, firstParam: number): string {
+  private addDistinctSql(source: string, firstParam: number, add = true): string {
     const by = this.by.map((_, i) => `, payload #>> $${firstParam + i}::text[]`).join('');
     const base = firstParam + this.by.length;
     const fields = this.distinct.map((_, j) => `($${base + 2 * j}::text, payload #>> $${base + 2 * j + 1}::text[])`).join(', ');
@@ -256,18 +256,18 @@ export class Derived {
         from ${source} cross join lateral (values ${fields}) as f(col, value)
        where f.value is not null
        group by 1, 2, 3${groups}, ${n + 4}, ${n + 5}
-      on conflict (${this.distinctKeyExpressions().join(', ')}) do update set records = d.records + excluded.records`;
+      ${add ? `on conflict (${this.distinctKeyExpressions().join(', ')}) do update set records = d.records + excluded.records` : ''}`;
   }
 
   /** `insert into records_hourly … select …, count(*) from <rows> group by source, bucket, window_start, dimensions … on conflict add`. */
-  private addGroupsSql(rows: string, where: string, firstParam: number): string {
+  private addGroupsSql(rows: string, where: string, firstParam: number, add = true): string {
     const groups = this.cols.map((_, i) => `, ${i + 4}`).join('');
     const values = this.dimensionValues(firstParam)
       .map((v) => `, ${v}`)
       .join('');
     return `insert into ${this.t.hourly} as h (source, bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
       select source, ${BUCKET_SQL}, window_start${values}, count(*) from ${rows} ${where} group by 1, 2, 3${groups}
-      on conflict (${this.keyExpressions().join(', ')}) do update set records = h.records + excluded.records`;
+      ${add ? `on conflict (${this.keyExpressions().join(', ')}) do update set records = h.records + excluded.records` : ''}`;
   }
 
   /**
@@ -299,21 +299,22 @@ export class Derived {
   }
 
   /**
-   * Wraps an `insert into records … select …` (its parameters numbered below `firstParam`) so the
-   * same statement adds the inserted rows to records_hourly and records_hourly_distinct; the
-   * statement's parameters are then followed by {@link rollupParams}. With ROLLUP_DIMENSIONS=off
-   * the insert is returned as it is.
+   * The statement adding `source`'s records of `window` (those whose `window_start` is the
+   * window's start: what one window's load inserts) to records_hourly and records_hourly_distinct,
+   * grouped once per window rather than once per page: run after the window's records are all
+   * inserted, in the same transaction, after {@link deleteWindowRecords} cleared the window's rows,
+   * so the rollups again equal `count(*)` over records grouped the same way when it commits.
+   *
+   * @returns the statement and its parameters, or undefined when ROLLUP_DIMENSIONS is off.
    */
-  withRollup(insertSql: string, firstParam: number): string {
-    if (!this.enabled) return insertSql;
-    const distinct = this.hasDistinct ? `, distinct_rows as (${this.addDistinctSql('ins', firstParam + this.dims.length)}) ` : ' ';
-    return `with ins as (${insertSql} returning source, payload, event_time, window_start)${distinct}${this.addGroupsSql('ins', '', firstParam)}`;
-  }
-
-  /** The parameters {@link withRollup} adds: the dimension paths, then {@link distinctParams}. */
-  rollupParams(): (string | string[])[] {
-    if (!this.enabled) return [];
-    return [...this.paths, ...this.distinctParams()];
+  windowRollupQuery(source: string, window: Window): { text: string; values: unknown[] } | undefined {
+    if (!this.enabled) return undefined;
+    const rows = `(select * from ${this.t.records} where source = $1 and window_start = $2) as r`;
+    // Plain inserts: the window's rows were deleted first and are keyed by its start, so none can
+    // conflict (one would fail the window rather than double its counts); `on conflict` checks cost.
+    const hourly = this.addGroupsSql(rows, '', 3, false);
+    const text = this.hasDistinct ? `with hourly as (${hourly}) ${this.addDistinctSql(rows, 3 + this.dims.length, false)}` : hourly;
+    return { text, values: [source, new Date(window.start), ...this.paths, ...this.distinctParams()] };
   }
 
   /** The ROLLUP_DISTINCT_BY paths, then each distinct field's column name and path, in order (none without distinct fields). */
@@ -324,7 +325,7 @@ export class Derived {
   /**
    * Merges `fields` (the top-level fields of the records just inserted for `source`'s `window`, see
    * {@link catalogueRecords}) into the source's catalogue, and recreates records_typed when the
-   * catalogue gained a field or a type. (records_hourly got the rows with their inserts, {@link withRollup}.)
+   * catalogue gained a field or a type. (records_hourly gets the rows from {@link windowRollupQuery}.)
    */
   async addWindowRecords(db: PoolClient, source: string, window: Window, fields: WindowFields, log: Logger): Promise<void> {
     if (!this.catalogue || fields.size === 0) return;

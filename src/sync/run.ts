@@ -614,7 +614,7 @@ async function loadWindow(
         outside += current.outside;
         untimed += current.untimed;
         mergeFields(fields, current.fields);
-        const query = prepareInsertRecords(t, deps.source, window, runId, current.rows, derived);
+        const query = prepareInsertRecords(t, deps.source, window, runId, current.rows);
         const isolated = prepareInsertQuarantined(t, deps.source, window, runId, current.quarantine);
         quarantined += current.quarantine.length;
         await settle();
@@ -631,6 +631,9 @@ async function loadWindow(
     const shrunk: ShrunkWindow | undefined =
       stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
+    // Grouped once the window's records are all in: one statement per window, not one per page.
+    const rollup = derived.windowRollupQuery(deps.source, window);
+    if (rollup !== undefined) await db.query(rollup.text, rollup.values);
     await derived.addWindowRecords(db, deps.source, window, fields, deps.log);
     const watermark = await recordWindow(db, t, deps.source, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {

@@ -171,11 +171,11 @@ export type PageRows = (
  * Builds the insert of one page's kept records, in one round trip (the page travels as one jsonb
  * value, the kept positions and their event times as two arrays, joined by position), without
  * sending it, so a caller can prepare the next page while the database is still busy with the
- * previous one. With `derived`, the same statement adds the rows to records_hourly.
+ * previous one. (The window's rows reach records_hourly once the window is loaded: Derived.windowRollupQuery.)
  *
  * @returns undefined when there is nothing to insert.
  */
-export function prepareInsertRecords(t: Tables, source: string, window: Window, runId: number, page: PageRows, derived?: Derived): PreparedQuery | undefined {
+export function prepareInsertRecords(t: Tables, source: string, window: Window, runId: number, page: PageRows): PreparedQuery | undefined {
   if (page.keep.length === 0) return undefined;
   const text = 'text' in page ? page.text : keptRecordsText(page.records, page.keep);
   const insert = `insert into ${t.records} (source, payload, event_time, window_start, window_end, run_id)
@@ -183,7 +183,7 @@ export function prepareInsertRecords(t: Tables, source: string, window: Window, 
        from jsonb_array_elements($4::jsonb -> 'data') with ordinality as r(payload, n)
        join unnest($5::int[], $6::timestamptz[]) as e(n, event_time) using (n)`;
   const values = [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes), source];
-  return derived === undefined ? { text: insert, values } : { text: derived.withRollup(insert, 8), values: [...values, ...derived.rollupParams()] };
+  return { text: insert, values };
 }
 
 /** `{"data":[…]}` of `records` with the kept positions serialised and every other one `null`, so positions stay. */

@@ -73,28 +73,26 @@ const row = (path: string, column: string | null, types: string[], extra: Partia
   ...extra,
 });
 
-describe('Derived.withRollup', () => {
-  const insert = 'insert into s.records (payload) select * from x';
+describe('Derived.windowRollupQuery', () => {
   const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).sources[0]!.sync.rollup);
+  const window = { start: Date.parse('2026-11-01T00:00:00Z'), end: Date.parse('2026-11-02T00:00:00Z') };
 
-  it('adds records_hourly and records_hourly_distinct to the insert, numbering their parameters after it', () => {
-    const d = derivedFor({});
-    const sql = d.withRollup(insert, 7);
-    expect(sql).toContain('insert into "s".records_hourly as h');
-    expect(sql).toContain('insert into "s".records_hourly_distinct as d');
-    // $7, $8: the dimension paths; $9: the customer path of ROLLUP_DISTINCT_BY; $10, $11: user_id and its path.
-    expect(sql).toMatch(/payload #>> \$9::text\[\]/);
-    expect(sql).toContain('($10::text, payload #>> $11::text[])');
-    expect(d.rollupParams()).toEqual([['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId']]);
+  it("groups the window's records into records_hourly and records_hourly_distinct in one statement, parameters numbered after the source and window start", () => {
+    const query = derivedFor({}).windowRollupQuery('prod', window)!;
+    expect(query.text).toContain('insert into "s".records_hourly as h');
+    expect(query.text).toContain('insert into "s".records_hourly_distinct as d');
+    expect(query.text).toContain('where source = $1 and window_start = $2');
+    // $3, $4: the dimension paths; $5: the customer path of ROLLUP_DISTINCT_BY; $6, $7: user_id and its path.
+    expect(query.text).toMatch(/payload #>> \$5::text\[\]/);
+    expect(query.text).toContain('($6::text, payload #>> $7::text[])');
+    expect(query.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId']]);
   });
 
-  it('leaves records_hourly_distinct out with ROLLUP_DISTINCT=none, and the insert as it is with ROLLUP_DIMENSIONS=off', () => {
-    const noDistinct = derivedFor({ ROLLUP_DISTINCT: 'none' });
-    expect(noDistinct.withRollup(insert, 7)).not.toContain('records_hourly_distinct');
-    expect(noDistinct.rollupParams()).toEqual([['eventType'], ['customerId']]);
-    const off = derivedFor({ ROLLUP_DIMENSIONS: 'off' });
-    expect(off.withRollup(insert, 7)).toBe(insert);
-    expect(off.rollupParams()).toEqual([]);
+  it('leaves records_hourly_distinct out with ROLLUP_DISTINCT=none, and has no statement with ROLLUP_DIMENSIONS=off', () => {
+    const noDistinct = derivedFor({ ROLLUP_DISTINCT: 'none' }).windowRollupQuery('prod', window)!;
+    expect(noDistinct.text).not.toContain('records_hourly_distinct');
+    expect(noDistinct.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId']]);
+    expect(derivedFor({ ROLLUP_DIMENSIONS: 'off' }).windowRollupQuery('prod', window)).toBeUndefined();
   });
 });
 
