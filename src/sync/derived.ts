@@ -30,7 +30,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { RollupConfig, RollupDimension } from '../config.js';
 import { ADVISORY_LOCK_NAMESPACE, quoteIdent, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import type { Tables } from './store.js';
+import { timestampArray, type Tables } from './store.js';
 import type { Window } from './windows.js';
 
 /** Name under which derived_settings keeps the shape and dimensions records_hourly was built for. */
@@ -160,6 +160,71 @@ export function mergeFields(into: WindowFields, from: WindowFields): void {
       stats.example ??= f.example;
     }
   }
+}
+
+const HOUR_MS = 3_600_000;
+
+/** What {@link textAt} returns for a value whose `#>>` text the parsed record cannot give exactly. */
+const NOT_EXACT = Symbol('not exact');
+
+/**
+ * `payload #>> path` of a parsed record where the parsed value gives it exactly: the string at the
+ * path, or null where the path ends at JSON null, runs past a missing key or into a scalar.
+ * A number (its text as written: `1.10`, an id above 2^53), a boolean, an object or an array at
+ * the path, or an array on the way (whose keys are indexes), give {@link NOT_EXACT}.
+ */
+function textAt(record: unknown, path: readonly string[]): string | null | typeof NOT_EXACT {
+  let value = record;
+  for (const key of path) {
+    if (value === null || typeof value !== 'object') return null;
+    if (Array.isArray(value)) return NOT_EXACT;
+    if (!Object.hasOwn(value, key)) return null;
+    value = (value as Record<string, unknown>)[key];
+  }
+  if (value === null || value === undefined) return null;
+  return typeof value === 'string' ? value : NOT_EXACT;
+}
+
+/**
+ * A key of {@link RollupCounts}: the event hour then the values, each one token separated by
+ * U+0000, which no stored string holds (the quarantine takes those): `''` for null, `s…` for a string.
+ */
+function groupKey(hour: number | null, values: readonly (string | null)[]): string {
+  let key = hour === null ? '' : String(hour);
+  for (const v of values) key += v === null ? '\u0000' : `\u0000s${v}`;
+  return key;
+}
+
+/** The hour (ms) and values of a {@link groupKey}; a null hour becomes `untimedHour`. */
+function parseGroupKey(key: string, untimedHour: number): { hour: number; values: (string | null)[] } {
+  const [hour, ...values] = key.split('\u0000');
+  return { hour: hour === '' ? untimedHour : Number(hour), values: values.map((v) => (v === '' ? null : v.slice(1))) };
+}
+
+/**
+ * A window's rollup groups counted here from the parsed records, so that PostgreSQL only inserts
+ * the counts ({@link Derived.countRollup}). Keys hold the event's hour, or none for a record
+ * without an event time (its window's start gives the hour).
+ */
+export interface RollupCounts {
+  /**
+   * Whether every dimension value counted is a string, JSON null or absent, whose `#>>` text the
+   * parsed value gives exactly; when false the counts are incomplete and the window's rows are
+   * grouped by PostgreSQL from its records.
+   */
+  exact: boolean;
+  /** {@link groupKey} of the hour and ROLLUP_DIMENSIONS values → records. */
+  hourly: Map<string, number>;
+  /** {@link groupKey} of the hour, ROLLUP_DISTINCT_BY values, the field's position in ROLLUP_DISTINCT and its value → records. */
+  distinct: Map<string, number>;
+}
+
+/** Adds `from` into `into` (a window's counts from its pages). */
+export function mergeRollupCounts(into: RollupCounts, from: RollupCounts): void {
+  into.exact &&= from.exact;
+  if (!into.exact) return;
+  for (const [key, n] of from.hourly) into.hourly.set(key, (into.hourly.get(key) ?? 0) + n);
+  for (const [key, n] of from.distinct) into.distinct.set(key, (into.distinct.get(key) ?? 0) + n);
 }
 
 /** The bucket of a stored row (its columns unqualified): the UTC hour of its event time, else of its window start. */
@@ -315,6 +380,89 @@ export class Derived {
     const hourly = this.addGroupsSql(rows, '', 3, false);
     const text = this.hasDistinct ? `with hourly as (${hourly}) ${this.addDistinctSql(rows, 3 + this.dims.length, false)}` : hourly;
     return { text, values: [source, new Date(window.start), ...this.paths, ...this.distinctParams()] };
+  }
+
+  /**
+   * Counts the kept records of a page into rollup groups ({@link RollupCounts}), work done while
+   * the page waits for the writer. Stops counting (`exact` false) at the first value whose text
+   * the parsed record cannot give exactly.
+   *
+   * @param records the page's parsed records (E6 `data`).
+   * @param keep positions of the records stored, ascending.
+   * @param eventTimes per kept record, its event time in milliseconds or null.
+   * @returns undefined when ROLLUP_DIMENSIONS is off.
+   */
+  countRollup(records: readonly unknown[], keep: readonly number[], eventTimes: readonly (number | null)[]): RollupCounts | undefined {
+    if (!this.enabled) return undefined;
+    const counts: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
+    const dims: (string | null)[] = new Array<string | null>(this.dims.length);
+    const by: (string | null)[] = new Array<string | null>(this.by.length + 2);
+    for (let k = 0; k < keep.length; k++) {
+      const record = records[keep[k]!];
+      const ms = eventTimes[k] ?? null;
+      // The stored event_time keeps whole milliseconds (toward zero), and date_trunc floors it.
+      const hour = ms === null ? null : Math.floor(Math.trunc(ms) / HOUR_MS) * HOUR_MS;
+      for (let i = 0; i < this.dims.length; i++) {
+        const v = textAt(record, this.dims[i]!.path);
+        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        dims[i] = v;
+      }
+      const key = groupKey(hour, dims);
+      counts.hourly.set(key, (counts.hourly.get(key) ?? 0) + 1);
+      if (!this.hasDistinct) continue;
+      for (let i = 0; i < this.by.length; i++) {
+        const v = textAt(record, this.by[i]!.path);
+        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        by[i] = v;
+      }
+      for (let j = 0; j < this.distinct.length; j++) {
+        const v = textAt(record, this.distinct[j]!.path);
+        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        if (v === null) continue;
+        by[this.by.length] = String(j);
+        by[this.by.length + 1] = v;
+        const distinctKey = groupKey(hour, by);
+        counts.distinct.set(distinctKey, (counts.distinct.get(distinctKey) ?? 0) + 1);
+      }
+    }
+    return counts;
+  }
+
+  /**
+   * The statement adding a window's rows to records_hourly and records_hourly_distinct, in the
+   * window's transaction after its records are inserted: from `counts` when they are exact (the
+   * groups counted here, as arrays), else grouped by PostgreSQL from the window's records
+   * ({@link windowRollupQuery}).
+   *
+   * @returns undefined when ROLLUP_DIMENSIONS is off.
+   */
+  windowCountsQuery(source: string, window: Window, counts: RollupCounts | undefined): { text: string; values: unknown[] } | undefined {
+    if (!this.enabled) return undefined;
+    if (counts === undefined || !counts.exact) return this.windowRollupQuery(source, window);
+    const untimedHour = Math.floor(window.start / HOUR_MS) * HOUR_MS;
+    const values: unknown[] = [source, new Date(window.start)];
+    const param = (value: unknown, type: string): string => {
+      values.push(value);
+      return `$${values.length}::${type}[]`;
+    };
+    const h = columnsOf(counts.hourly, untimedHour, this.dims.length);
+    const hourlyText = `insert into ${this.t.hourly} (source, bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
+      select $1, u.bucket, $2${this.cols.map((_, i) => `, u.d${i}`).join('')}, u.records
+        from unnest(${[param(timestampArray(h.hours), 'timestamptz'), ...h.values.map((v) => param(v, 'text')), param(h.counts, 'bigint')].join(', ')})
+          as u(bucket${this.cols.map((_, i) => `, d${i}`).join('')}, records)`;
+    if (!this.hasDistinct) return { text: hourlyText, values };
+    const d = columnsOf(counts.distinct, untimedHour, this.by.length + 2);
+    const fieldColumns = d.values[this.by.length]!.map((j) => this.distinct[Number(j)]!.column);
+    const distinctText = `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records)
+      select $1, u.bucket, $2${this.byCols.map((_, i) => `, u.b${i}`).join('')}, u.col, u.value, u.records
+        from unnest(${[
+          param(timestampArray(d.hours), 'timestamptz'),
+          ...d.values.slice(0, this.by.length).map((v) => param(v, 'text')),
+          param(fieldColumns, 'text'),
+          param(d.values[this.by.length + 1], 'text'),
+          param(d.counts, 'bigint'),
+        ].join(', ')}) as u(bucket${this.byCols.map((_, i) => `, b${i}`).join('')}, col, value, records)`;
+    return { text: `with hourly as (${hourlyText}) ${distinctText}`, values };
   }
 
   /** The ROLLUP_DISTINCT_BY paths, then each distinct field's column name and path, in order (none without distinct fields). */
@@ -537,6 +685,34 @@ export class Derived {
       distinct: this.distinct.map((d) => `${d.column}=${d.path.join('.')}`),
     };
   }
+}
+
+/**
+ * The groups of a {@link RollupCounts} map as parallel arrays (hours, each value position, counts),
+ * groups whose hour differs only by a null hour (a record without an event time) merged.
+ */
+function columnsOf(
+  groups: ReadonlyMap<string, number>,
+  untimedHour: number,
+  width: number,
+): { hours: number[]; values: (string | null)[][]; counts: number[] } {
+  const merged = new Map<string, { hour: number; values: (string | null)[]; n: number }>();
+  for (const [key, n] of groups) {
+    const group = parseGroupKey(key, untimedHour);
+    const resolved = groupKey(group.hour, group.values);
+    const seen = merged.get(resolved);
+    if (seen === undefined) merged.set(resolved, { ...group, n });
+    else seen.n += n;
+  }
+  const hours: number[] = [];
+  const values: (string | null)[][] = Array.from({ length: width }, () => []);
+  const counts: number[] = [];
+  for (const g of merged.values()) {
+    hours.push(g.hour);
+    for (let i = 0; i < width; i++) values[i]!.push(g.values[i]!);
+    counts.push(g.n);
+  }
+  return { hours, values, counts };
 }
 
 /** Whether derived_settings holds `value` under `name` (compared as values: jsonb does not keep an object's key order). */

@@ -20,7 +20,7 @@ import { AbortedError, DatabaseError, InvalidArgumentError, coerceError, describ
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
-import { catalogueRecords, Derived, mergeFields, type FieldStats, type WindowFields } from './derived.js';
+import { catalogueRecords, Derived, mergeFields, mergeRollupCounts, type FieldStats, type RollupCounts, type WindowFields } from './derived.js';
 import { WindowReader } from './reader.js';
 import { storablePage } from './storable.js';
 import { RecordEstimate } from './split.js';
@@ -289,7 +289,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
     concurrency: config.concurrency,
     minSplitMs: config.minSplitMs,
     instantAttempts: config.windowAttempts,
-    prepare: (page, part) => preparePage(page, part, timeField, config.rollup.catalogue),
+    prepare: (page, part) => preparePage(page, part, timeField, derived, config.rollup.catalogue),
     timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, source, windows[0]!.start, windows[windows.length - 1]!.end)),
@@ -533,6 +533,8 @@ interface PreparedPage {
   untimed: number;
   /** Top-level fields of the kept records, for record_fields. */
   fields: WindowFields;
+  /** The kept records' rollup groups (undefined with ROLLUP_DIMENSIONS=off). */
+  rollup: RollupCounts | undefined;
 }
 
 /**
@@ -543,7 +545,7 @@ interface PreparedPage {
  * it for this part), and counted: RECORD_TIME_FIELD may not be the field E6 filters on, or may
  * lack a zone.
  */
-function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined, catalogue: boolean): PreparedPage {
+function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined, derived: Derived, catalogue: boolean): PreparedPage {
   const keep: number[] = [];
   const eventTimes: (number | null)[] = [];
   const quarantine: QuarantineRow[] = [];
@@ -571,7 +573,8 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
   const rows: PageRows = storable.text === undefined ? { records: page.data, keep, eventTimes } : { text: storable.text, keep, eventTimes };
   // FIELD_CATALOGUE=off: no field statistics to gather (Derived.addWindowRecords would ignore them).
   const fields: WindowFields = catalogue ? catalogueRecords(page.data, keep, eventTimes) : new Map<string, FieldStats>();
-  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed, fields };
+  const rollup = derived.countRollup(page.data, keep, eventTimes);
+  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed, fields, rollup };
 }
 
 /**
@@ -602,6 +605,7 @@ async function loadWindow(
     let outside = 0;
     let untimed = 0;
     const fields: WindowFields = new Map();
+    const rollup: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
     const copying = copy ? new RecordsCopy(db, t, deps.source, window, runId) : undefined;
     const isolated: QuarantineRow[] = [];
     // One leaf's insert runs in the database while the next leaves are fetched and prepared here.
@@ -625,6 +629,7 @@ async function loadWindow(
         outside += current.outside;
         untimed += current.untimed;
         mergeFields(fields, current.fields);
+        if (current.rollup !== undefined) mergeRollupCounts(rollup, current.rollup);
         quarantined += current.quarantine.length;
         if (copying !== undefined) {
           await copying.write(current.rows);
@@ -658,9 +663,9 @@ async function loadWindow(
     const shrunk: ShrunkWindow | undefined =
       stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
-    // Grouped once the window's records are all in: one statement per window, not one per page.
-    const rollup = derived.windowRollupQuery(deps.source, window);
-    if (rollup !== undefined) await db.query(rollup.text, rollup.values);
+    // Once the window's records are all in: one statement per window, not one per page.
+    const grouped = derived.windowCountsQuery(deps.source, window, rollup);
+    if (grouped !== undefined) await db.query(grouped.text, grouped.values);
     await derived.addWindowRecords(db, deps.source, window, fields, deps.log);
     const watermark = await recordWindow(db, t, deps.source, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {

@@ -262,8 +262,8 @@ class IsoWriter {
   }
 }
 
-/** The timestamptz[] literal of the event times ({@link IsoWriter}), nulls as NULL. */
-function timestampArray(values: readonly (number | null)[]): string {
+/** The timestamptz[] literal of instants in milliseconds ({@link IsoWriter}), nulls as NULL. */
+export function timestampArray(values: readonly (number | null)[]): string {
   const iso = new IsoWriter();
   let text = '{';
   for (let i = 0; i < values.length; i++) {

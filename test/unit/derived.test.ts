@@ -96,6 +96,50 @@ describe('Derived.windowRollupQuery', () => {
   });
 });
 
+describe('Derived.countRollup and windowCountsQuery', () => {
+  const derived = new Derived(new Tables('s'), loadConfig({}).sources[0]!.sync.rollup);
+  const window = { start: Date.parse('2026-11-01T10:00:00Z'), end: Date.parse('2026-11-01T11:00:00Z') };
+  const at1030 = Date.parse('2026-11-01T10:30:00Z');
+
+  it('counts string, null and absent values by hour, a record without an event time in the hour of its window start', () => {
+    const records = [
+      { eventType: 'view', customerId: 'c1', userId: 'u1' },
+      { eventType: 'view', customerId: 'c1', userId: 'u1' },
+      { eventType: null, userId: null },
+      { eventType: 'skipped' },
+    ];
+    const counts = derived.countRollup(records, [0, 1, 2], [at1030, null, at1030])!;
+    expect(counts.exact).toBe(true);
+    const query = derived.windowCountsQuery('prod', window, counts)!;
+    expect(query.text).toContain('insert into "s".records_hourly (source, bucket, window_start');
+    expect(query.text).toContain('insert into "s".records_hourly_distinct (source, bucket, window_start');
+    // Hourly: the timed and the untimed view by c1 are one group of 2 (same hour); the null/absent one is its own.
+    expect(query.values.slice(0, 7)).toEqual([
+      'prod',
+      new Date(window.start),
+      '{2026-11-01T10:00:00.000Z,2026-11-01T10:00:00.000Z}',
+      ['view', null],
+      ['c1', null],
+      [2, 1],
+      '{2026-11-01T10:00:00.000Z}',
+    ]);
+    // Distinct: only the non-null user id, with its customer and field column.
+    expect(query.values.slice(7)).toEqual([['c1'], ['user_id'], ['u1'], [2]]);
+  });
+
+  it('gives up counting at a value whose text only PostgreSQL knows, and the window is grouped from its records', () => {
+    for (const odd of [1.1, true, { a: 1 }, ['x']]) {
+      const counts = derived.countRollup([{ eventType: 'view' }, { eventType: odd }], [0, 1], [at1030, at1030])!;
+      expect(counts.exact).toBe(false);
+      expect(derived.windowCountsQuery('prod', window, counts)).toEqual(derived.windowRollupQuery('prod', window));
+    }
+    // A path through an array (its keys are indexes) too, but not a path into a scalar or a missing key.
+    const nested = new Derived(new Tables('s'), loadConfig({ ROLLUP_DIMENSIONS: 'plan=meta.plan', ROLLUP_DISTINCT: 'none' }).sources[0]!.sync.rollup);
+    expect(nested.countRollup([{ meta: [{ plan: 'pro' }] }], [0], [null])!.exact).toBe(false);
+    expect(nested.countRollup([{ meta: 'pro' }, {}], [0, 1], [null, null])!.exact).toBe(true);
+  });
+});
+
 describe('typedViewSql', () => {
   it('types each scalar field, quotes names and keys, and leaves out object-only fields', () => {
     const sql = typedViewSql(new Tables('s'), [row("it's", 'it_s', ['number']), row('o', 'o', ['object']), row('when', 'when', ['date-time'])]);
