@@ -30,7 +30,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { RollupConfig, RollupDimension } from '../config.js';
 import { ADVISORY_LOCK_NAMESPACE, quoteIdent, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { timestampArray, type Tables } from './store.js';
+import type { Tables } from './store.js';
 import type { Window } from './windows.js';
 
 /** Name under which derived_settings keeps the shape and dimensions records_hourly was built for. */
@@ -195,16 +195,17 @@ function groupKey(hour: number | null, values: readonly (string | null)[]): stri
   return key;
 }
 
-/** The hour (ms) and values of a {@link groupKey}; a null hour becomes `untimedHour`. */
-function parseGroupKey(key: string, untimedHour: number): { hour: number; values: (string | null)[] } {
-  const [hour, ...values] = key.split('\u0000');
-  return { hour: hour === '' ? untimedHour : Number(hour), values: values.map((v) => (v === '' ? null : v.slice(1))) };
+/** One rollup group and its records. */
+export interface RollupGroup {
+  /** The UTC hour of the records' event time, in milliseconds; null for records without one (their window's start gives the hour). */
+  hour: number | null;
+  values: (string | null)[];
+  records: number;
 }
 
 /**
  * A window's rollup groups counted here from the parsed records, so that PostgreSQL only inserts
- * the counts ({@link Derived.countRollup}). Keys hold the event's hour, or none for a record
- * without an event time (its window's start gives the hour).
+ * the counts ({@link Derived.countRollup}), keyed by {@link groupKey}.
  */
 export interface RollupCounts {
   /**
@@ -213,18 +214,61 @@ export interface RollupCounts {
    * grouped by PostgreSQL from its records.
    */
   exact: boolean;
-  /** {@link groupKey} of the hour and ROLLUP_DIMENSIONS values → records. */
-  hourly: Map<string, number>;
-  /** {@link groupKey} of the hour, ROLLUP_DISTINCT_BY values, the field's position in ROLLUP_DISTINCT and its value → records. */
-  distinct: Map<string, number>;
+  /** Groups of the hour and the ROLLUP_DIMENSIONS values. */
+  hourly: Map<string, RollupGroup>;
+  /** Groups of the hour, the ROLLUP_DISTINCT_BY values, the field's position in ROLLUP_DISTINCT and its value. */
+  distinct: Map<string, RollupGroup>;
 }
 
 /** Adds `from` into `into` (a window's counts from its pages). */
 export function mergeRollupCounts(into: RollupCounts, from: RollupCounts): void {
   into.exact &&= from.exact;
   if (!into.exact) return;
-  for (const [key, n] of from.hourly) into.hourly.set(key, (into.hourly.get(key) ?? 0) + n);
-  for (const [key, n] of from.distinct) into.distinct.set(key, (into.distinct.get(key) ?? 0) + n);
+  for (const groups of ['hourly', 'distinct'] as const) {
+    const target = into[groups];
+    for (const [key, g] of from[groups]) {
+      const seen = target.get(key);
+      if (seen === undefined) target.set(key, { ...g });
+      else seen.records += g.records;
+    }
+  }
+}
+
+/** Adds one record to the group of `hour` and `values` (copied when the group is new). */
+function countGroup(groups: Map<string, RollupGroup>, hour: number | null, values: readonly (string | null)[]): void {
+  const key = groupKey(hour, values);
+  const seen = groups.get(key);
+  if (seen === undefined) groups.set(key, { hour, values: [...values], records: 1 });
+  else seen.records++;
+}
+
+/**
+ * The groups as JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "n": records}`, a
+ * group without an hour given `untimedHour` and merged with the timed group it then equals.
+ */
+function groupRows(groups: ReadonlyMap<string, RollupGroup>, untimedHour: number): string {
+  const untimed = new Map<string, RollupGroup>();
+  for (const g of groups.values()) {
+    if (g.hour !== null) continue;
+    const key = groupKey(untimedHour, g.values);
+    const seen = untimed.get(key);
+    if (seen === undefined) untimed.set(key, { hour: untimedHour, values: g.values, records: g.records });
+    else seen.records += g.records;
+  }
+  const rows: Record<string, unknown>[] = [];
+  const row = (hour: number, values: readonly (string | null)[], records: number): void => {
+    const r: Record<string, unknown> = { b: hour, n: records };
+    for (let i = 0; i < values.length; i++) r[`v${i}`] = values[i];
+    rows.push(r);
+  };
+  for (const [key, g] of groups) {
+    if (g.hour === null) continue;
+    const extra = untimed.get(key);
+    if (extra !== undefined) untimed.delete(key);
+    row(g.hour, g.values, g.records + (extra?.records ?? 0));
+  }
+  for (const g of untimed.values()) row(untimedHour, g.values, g.records);
+  return JSON.stringify(rows);
 }
 
 /** The bucket of a stored row (its columns unqualified): the UTC hour of its event time, else of its window start. */
@@ -407,8 +451,7 @@ export class Derived {
         if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
         dims[i] = v;
       }
-      const key = groupKey(hour, dims);
-      counts.hourly.set(key, (counts.hourly.get(key) ?? 0) + 1);
+      countGroup(counts.hourly, hour, dims);
       if (!this.hasDistinct) continue;
       for (let i = 0; i < this.by.length; i++) {
         const v = textAt(record, this.by[i]!.path);
@@ -421,8 +464,7 @@ export class Derived {
         if (v === null) continue;
         by[this.by.length] = String(j);
         by[this.by.length + 1] = v;
-        const distinctKey = groupKey(hour, by);
-        counts.distinct.set(distinctKey, (counts.distinct.get(distinctKey) ?? 0) + 1);
+        countGroup(counts.distinct, hour, by);
       }
     }
     return counts;
@@ -440,28 +482,22 @@ export class Derived {
     if (!this.enabled) return undefined;
     if (counts === undefined || !counts.exact) return this.windowRollupQuery(source, window);
     const untimedHour = Math.floor(window.start / HOUR_MS) * HOUR_MS;
-    const values: unknown[] = [source, new Date(window.start)];
-    const param = (value: unknown, type: string): string => {
-      values.push(value);
-      return `$${values.length}::${type}[]`;
-    };
-    const h = columnsOf(counts.hourly, untimedHour, this.dims.length);
+    const columns = (n: number): string => Array.from({ length: n }, (_, i) => `, v${i} text`).join('');
+    const pick = (n: number): string => Array.from({ length: n }, (_, i) => `, u.v${i}`).join('');
     const hourlyText = `insert into ${this.t.hourly} (source, bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
-      select $1, u.bucket, $2${this.cols.map((_, i) => `, u.d${i}`).join('')}, u.records
-        from unnest(${[param(timestampArray(h.hours), 'timestamptz'), ...h.values.map((v) => param(v, 'text')), param(h.counts, 'bigint')].join(', ')})
-          as u(bucket${this.cols.map((_, i) => `, d${i}`).join('')}, records)`;
+      select $1, to_timestamp(u.b / 1000), $2${pick(this.dims.length)}, u.n
+        from json_to_recordset($3::json) as u(b bigint${columns(this.dims.length)}, n bigint)`;
+    const values: unknown[] = [source, new Date(window.start), groupRows(counts.hourly, untimedHour)];
     if (!this.hasDistinct) return { text: hourlyText, values };
-    const d = columnsOf(counts.distinct, untimedHour, this.by.length + 2);
-    const fieldColumns = d.values[this.by.length]!.map((j) => this.distinct[Number(j)]!.column);
+    // v<by> is the field's position in ROLLUP_DISTINCT, v<by + 1> its value.
+    const n = this.by.length;
     const distinctText = `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records)
-      select $1, u.bucket, $2${this.byCols.map((_, i) => `, u.b${i}`).join('')}, u.col, u.value, u.records
-        from unnest(${[
-          param(timestampArray(d.hours), 'timestamptz'),
-          ...d.values.slice(0, this.by.length).map((v) => param(v, 'text')),
-          param(fieldColumns, 'text'),
-          param(d.values[this.by.length + 1], 'text'),
-          param(d.counts, 'bigint'),
-        ].join(', ')}) as u(bucket${this.byCols.map((_, i) => `, b${i}`).join('')}, col, value, records)`;
+      select $1, to_timestamp(u.b / 1000), $2${pick(n)}, ($5::text[])[u.v${n}::int + 1], u.v${n + 1}, u.n
+        from json_to_recordset($4::json) as u(b bigint${columns(n + 2)}, n bigint)`;
+    values.push(
+      groupRows(counts.distinct, untimedHour),
+      this.distinct.map((d) => d.column),
+    );
     return { text: `with hourly as (${hourlyText}) ${distinctText}`, values };
   }
 
@@ -685,34 +721,6 @@ export class Derived {
       distinct: this.distinct.map((d) => `${d.column}=${d.path.join('.')}`),
     };
   }
-}
-
-/**
- * The groups of a {@link RollupCounts} map as parallel arrays (hours, each value position, counts),
- * groups whose hour differs only by a null hour (a record without an event time) merged.
- */
-function columnsOf(
-  groups: ReadonlyMap<string, number>,
-  untimedHour: number,
-  width: number,
-): { hours: number[]; values: (string | null)[][]; counts: number[] } {
-  const merged = new Map<string, { hour: number; values: (string | null)[]; n: number }>();
-  for (const [key, n] of groups) {
-    const group = parseGroupKey(key, untimedHour);
-    const resolved = groupKey(group.hour, group.values);
-    const seen = merged.get(resolved);
-    if (seen === undefined) merged.set(resolved, { ...group, n });
-    else seen.n += n;
-  }
-  const hours: number[] = [];
-  const values: (string | null)[][] = Array.from({ length: width }, () => []);
-  const counts: number[] = [];
-  for (const g of merged.values()) {
-    hours.push(g.hour);
-    for (let i = 0; i < width; i++) values[i]!.push(g.values[i]!);
-    counts.push(g.n);
-  }
-  return { hours, values, counts };
 }
 
 /** Whether derived_settings holds `value` under `name` (compared as values: jsonb does not keep an object's key order). */

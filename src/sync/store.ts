@@ -263,7 +263,7 @@ class IsoWriter {
 }
 
 /** The timestamptz[] literal of instants in milliseconds ({@link IsoWriter}), nulls as NULL. */
-export function timestampArray(values: readonly (number | null)[]): string {
+function timestampArray(values: readonly (number | null)[]): string {
   const iso = new IsoWriter();
   let text = '{';
   for (let i = 0; i < values.length; i++) {

@@ -114,17 +114,15 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     expect(query.text).toContain('insert into "s".records_hourly (source, bucket, window_start');
     expect(query.text).toContain('insert into "s".records_hourly_distinct (source, bucket, window_start');
     // Hourly: the timed and the untimed view by c1 are one group of 2 (same hour); the null/absent one is its own.
-    expect(query.values.slice(0, 7)).toEqual([
-      'prod',
-      new Date(window.start),
-      '{2026-11-01T10:00:00.000Z,2026-11-01T10:00:00.000Z}',
-      ['view', null],
-      ['c1', null],
-      [2, 1],
-      '{2026-11-01T10:00:00.000Z}',
+    const hour = Date.parse('2026-11-01T10:00:00Z');
+    expect(query.values.slice(0, 2)).toEqual(['prod', new Date(window.start)]);
+    expect(JSON.parse(query.values[2] as string)).toEqual([
+      { b: hour, v0: 'view', v1: 'c1', n: 2 },
+      { b: hour, v0: null, v1: null, n: 1 },
     ]);
-    // Distinct: only the non-null user id, with its customer and field column.
-    expect(query.values.slice(7)).toEqual([['c1'], ['user_id'], ['u1'], [2]]);
+    // Distinct: only the non-null user id, with its customer and the field's position in ROLLUP_DISTINCT.
+    expect(JSON.parse(query.values[3] as string)).toEqual([{ b: hour, v0: 'c1', v1: '0', v2: 'u1', n: 2 }]);
+    expect(query.values[4]).toEqual(['user_id']);
   });
 
   it('gives up counting at a value whose text only PostgreSQL knows, and the window is grouped from its records', () => {
