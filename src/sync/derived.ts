@@ -7,8 +7,8 @@
  *   window's start when it has none. Keyed by the window too, so that clearing a window removes
  *   exactly its rows (by `window_start` range) whether or not its records still exist: RETENTION
  *   drops records and keeps the rollup, and an expired window reloaded by `sync --from` must
- *   replace its hours, not add them a second time. Inserted rows are added (insert … select …
- *   group by … on conflict do update). A missing or JSON-null dimension value is its own group
+ *   replace its hours, not add them a second time. A window's rows are grouped once all its
+ *   records are inserted (one insert … select … group by … per window, {@link Derived.windowRollupQuery}). A missing or JSON-null dimension value is its own group
  *   (null), matched through a unique index on `coalesce(col, '')` and `col is null`, which
  *   PostgreSQL 13 supports (no `nulls not distinct`). Readers sum `records` over `window_start`.
  * - `records_hourly_distinct`: per source, hour bucket, window start and ROLLUP_DISTINCT_BY values,
@@ -172,6 +172,115 @@ export function mergeFields(into: WindowFields, from: WindowFields): void {
   }
 }
 
+const HOUR_MS = 3_600_000;
+
+/** What {@link textAt} returns for a value whose `#>>` text the parsed record cannot give exactly. */
+const NOT_EXACT = Symbol('not exact');
+
+/**
+ * `payload #>> path` of a parsed record where the parsed value gives it exactly: the string at the
+ * path, or null where the path ends at JSON null, runs past a missing key or into a scalar.
+ * A number (its text as written: `1.10`, an id above 2^53), a boolean, an object or an array at
+ * the path, or an array on the way (whose keys are indexes), give {@link NOT_EXACT}.
+ */
+function textAt(record: unknown, path: readonly string[]): string | null | typeof NOT_EXACT {
+  let value = record;
+  for (const key of path) {
+    if (value === null || typeof value !== 'object') return null;
+    if (Array.isArray(value)) return NOT_EXACT;
+    if (!Object.hasOwn(value, key)) return null;
+    value = (value as Record<string, unknown>)[key];
+  }
+  if (value === null || value === undefined) return null;
+  return typeof value === 'string' ? value : NOT_EXACT;
+}
+
+/**
+ * A key of {@link RollupCounts}: the event hour then the values, each one token separated by
+ * U+0000, which no stored string holds (the quarantine takes those): `''` for null, `s…` for a string.
+ */
+function groupKey(hour: number | null, values: readonly (string | null)[]): string {
+  let key = hour === null ? '' : String(hour);
+  for (const v of values) key += v === null ? '\u0000' : `\u0000s${v}`;
+  return key;
+}
+
+/** One rollup group and its records. */
+export interface RollupGroup {
+  /** The UTC hour of the records' event time, in milliseconds; null for records without one (their window's start gives the hour). */
+  hour: number | null;
+  values: (string | null)[];
+  records: number;
+}
+
+/**
+ * A window's rollup groups counted here from the parsed records, so that PostgreSQL only inserts
+ * the counts ({@link Derived.countRollup}), keyed by {@link groupKey}.
+ */
+export interface RollupCounts {
+  /**
+   * Whether every dimension value counted is a string, JSON null or absent, whose `#>>` text the
+   * parsed value gives exactly; when false the counts are incomplete and the window's rows are
+   * grouped by PostgreSQL from its records.
+   */
+  exact: boolean;
+  /** Groups of the hour and the ROLLUP_DIMENSIONS values. */
+  hourly: Map<string, RollupGroup>;
+  /** Groups of the hour, the ROLLUP_DISTINCT_BY values, the field's position in ROLLUP_DISTINCT and its value. */
+  distinct: Map<string, RollupGroup>;
+}
+
+/** Adds `from` into `into` (a window's counts from its pages). */
+export function mergeRollupCounts(into: RollupCounts, from: RollupCounts): void {
+  into.exact &&= from.exact;
+  if (!into.exact) return;
+  for (const groups of ['hourly', 'distinct'] as const) {
+    const target = into[groups];
+    for (const [key, g] of from[groups]) {
+      const seen = target.get(key);
+      if (seen === undefined) target.set(key, { ...g });
+      else seen.records += g.records;
+    }
+  }
+}
+
+/** Adds one record to the group of `hour` and `values` (copied when the group is new). */
+function countGroup(groups: Map<string, RollupGroup>, hour: number | null, values: readonly (string | null)[]): void {
+  const key = groupKey(hour, values);
+  const seen = groups.get(key);
+  if (seen === undefined) groups.set(key, { hour, values: [...values], records: 1 });
+  else seen.records++;
+}
+
+/**
+ * The groups as JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "n": records}`, a
+ * group without an hour given `untimedHour` and merged with the timed group it then equals.
+ */
+function groupRows(groups: ReadonlyMap<string, RollupGroup>, untimedHour: number): string {
+  const untimed = new Map<string, RollupGroup>();
+  for (const g of groups.values()) {
+    if (g.hour !== null) continue;
+    const key = groupKey(untimedHour, g.values);
+    const seen = untimed.get(key);
+    if (seen === undefined) untimed.set(key, { hour: untimedHour, values: g.values, records: g.records });
+    else seen.records += g.records;
+  }
+  const rows: Record<string, unknown>[] = [];
+  const row = (hour: number, values: readonly (string | null)[], records: number): void => {
+    const r: Record<string, unknown> = { b: hour, n: records };
+    for (let i = 0; i < values.length; i++) r[`v${i}`] = values[i];
+    rows.push(r);
+  };
+  for (const [key, g] of groups) {
+    if (g.hour === null) continue;
+    const extra = untimed.get(key);
+    if (extra !== undefined) untimed.delete(key);
+    row(g.hour, g.values, g.records + (extra?.records ?? 0));
+  }
+  for (const g of untimed.values()) row(untimedHour, g.values, g.records);
+  return JSON.stringify(rows);
+}
+
 /** The bucket of a stored row (its columns unqualified): the UTC hour of its event time, else of its window start. */
 const BUCKET_SQL = `date_trunc('hour', coalesce(event_time, window_start), 'UTC')`;
 
@@ -308,7 +417,7 @@ export class Derived {
    * ROLLUP_DISTINCT_BY paths, then per distinct field its column name and path
    * ({@link distinctParams}).
    */
-  private addDistinctSql(source: string, firstParam: number): string {
+  private addDistinctSql(source: string, firstParam: number, add = true): string {
     const by = this.by.map((_, i) => `, payload #>> $${firstParam + i}::text[]`).join('');
     const base = firstParam + this.by.length;
     const fields = this.distinct.map((_, j) => `($${base + 2 * j}::text, payload #>> $${base + 2 * j + 1}::text[])`).join(', ');
@@ -319,18 +428,18 @@ export class Derived {
         from ${source} cross join lateral (values ${fields}) as f(col, value)
        where f.value is not null
        group by 1, 2, 3${groups}, ${n + 4}, ${n + 5}
-      on conflict (${this.distinctKeyExpressions().join(', ')}) do update set records = d.records + excluded.records`;
+      ${add ? `on conflict (${this.distinctKeyExpressions().join(', ')}) do update set records = d.records + excluded.records` : ''}`;
   }
 
   /** `insert into records_hourly … select …, count(*) from <rows> group by source, bucket, window_start, dimensions … on conflict add`. */
-  private addGroupsSql(rows: string, where: string, firstParam: number): string {
+  private addGroupsSql(rows: string, where: string, firstParam: number, add = true): string {
     const groups = this.cols.map((_, i) => `, ${i + 4}`).join('');
     const values = this.dimensionValues(firstParam)
       .map((v) => `, ${v}`)
       .join('');
     return `insert into ${this.t.hourly} as h (source, bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
       select source, ${BUCKET_SQL}, window_start${values}, count(*) from ${rows} ${where} group by 1, 2, 3${groups}
-      on conflict (${this.keyExpressions().join(', ')}) do update set records = h.records + excluded.records`;
+      ${add ? `on conflict (${this.keyExpressions().join(', ')}) do update set records = h.records + excluded.records` : ''}`;
   }
 
   /**
@@ -366,21 +475,97 @@ export class Derived {
   }
 
   /**
-   * Wraps an `insert into records … select …` (its parameters numbered below `firstParam`) so the
-   * same statement adds the inserted rows to records_hourly and records_hourly_distinct; the
-   * statement's parameters are then followed by {@link rollupParams}. With ROLLUP_DIMENSIONS=off
-   * the insert is returned as it is.
+   * The statement adding `source`'s records of `window` (those whose `window_start` is the
+   * window's start: what one window's load inserts) to records_hourly and records_hourly_distinct,
+   * grouped once per window rather than once per page: run after the window's records are all
+   * inserted, in the same transaction, after {@link deleteWindowRecords} cleared the window's rows,
+   * so the rollups again equal `count(*)` over records grouped the same way when it commits.
+   *
+   * @returns the statement and its parameters, or undefined when ROLLUP_DIMENSIONS is off.
    */
-  withRollup(insertSql: string, firstParam: number): string {
-    if (!this.enabled) return insertSql;
-    const distinct = this.hasDistinct ? `, distinct_rows as (${this.addDistinctSql('ins', firstParam + this.dims.length)}) ` : ' ';
-    return `with ins as (${insertSql} returning source, payload, event_time, window_start)${distinct}${this.addGroupsSql('ins', '', firstParam)}`;
+  windowRollupQuery(source: string, window: Window): { text: string; values: unknown[] } | undefined {
+    if (!this.enabled) return undefined;
+    const rows = `(select * from ${this.t.records} where source = $1 and window_start = $2) as r`;
+    // Plain inserts: the window's rows were deleted first and are keyed by its start, so none can
+    // conflict (one would fail the window rather than double its counts); `on conflict` checks cost.
+    const hourly = this.addGroupsSql(rows, '', 3, false);
+    const text = this.hasDistinct ? `with hourly as (${hourly}) ${this.addDistinctSql(rows, 3 + this.dims.length, false)}` : hourly;
+    return { text, values: [source, new Date(window.start), ...this.paths, ...this.distinctParams()] };
   }
 
-  /** The parameters {@link withRollup} adds: the dimension paths, then {@link distinctParams}. */
-  rollupParams(): (string | string[])[] {
-    if (!this.enabled) return [];
-    return [...this.paths, ...this.distinctParams()];
+  /**
+   * Counts the kept records of a page into rollup groups ({@link RollupCounts}), work done while
+   * the page waits for the writer. Stops counting (`exact` false) at the first value whose text
+   * the parsed record cannot give exactly.
+   *
+   * @param records the page's parsed records (E6 `data`).
+   * @param keep positions of the records stored, ascending.
+   * @param eventTimes per kept record, its event time in milliseconds or null.
+   * @returns undefined when ROLLUP_DIMENSIONS is off.
+   */
+  countRollup(records: readonly unknown[], keep: readonly number[], eventTimes: readonly (number | null)[]): RollupCounts | undefined {
+    if (!this.enabled) return undefined;
+    const counts: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
+    const dims: (string | null)[] = new Array<string | null>(this.dims.length);
+    const by: (string | null)[] = new Array<string | null>(this.by.length + 2);
+    for (let k = 0; k < keep.length; k++) {
+      const record = records[keep[k]!];
+      const ms = eventTimes[k] ?? null;
+      // The stored event_time keeps whole milliseconds (toward zero), and date_trunc floors it.
+      const hour = ms === null ? null : Math.floor(Math.trunc(ms) / HOUR_MS) * HOUR_MS;
+      for (let i = 0; i < this.dims.length; i++) {
+        const v = textAt(record, this.dims[i]!.path);
+        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        dims[i] = v;
+      }
+      countGroup(counts.hourly, hour, dims);
+      if (!this.hasDistinct) continue;
+      for (let i = 0; i < this.by.length; i++) {
+        const v = textAt(record, this.by[i]!.path);
+        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        by[i] = v;
+      }
+      for (let j = 0; j < this.distinct.length; j++) {
+        const v = textAt(record, this.distinct[j]!.path);
+        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        if (v === null) continue;
+        by[this.by.length] = String(j);
+        by[this.by.length + 1] = v;
+        countGroup(counts.distinct, hour, by);
+      }
+    }
+    return counts;
+  }
+
+  /**
+   * The statement adding a window's rows to records_hourly and records_hourly_distinct, in the
+   * window's transaction after its records are inserted: from `counts` when they are exact (the
+   * groups counted here, as arrays), else grouped by PostgreSQL from the window's records
+   * ({@link windowRollupQuery}).
+   *
+   * @returns undefined when ROLLUP_DIMENSIONS is off.
+   */
+  windowCountsQuery(source: string, window: Window, counts: RollupCounts | undefined): { text: string; values: unknown[] } | undefined {
+    if (!this.enabled) return undefined;
+    if (counts === undefined || !counts.exact) return this.windowRollupQuery(source, window);
+    const untimedHour = Math.floor(window.start / HOUR_MS) * HOUR_MS;
+    const columns = (n: number): string => Array.from({ length: n }, (_, i) => `, v${i} text`).join('');
+    const pick = (n: number): string => Array.from({ length: n }, (_, i) => `, u.v${i}`).join('');
+    const hourlyText = `insert into ${this.t.hourly} (source, bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
+      select $1, to_timestamp(u.b / 1000), $2${pick(this.dims.length)}, u.n
+        from json_to_recordset($3::json) as u(b bigint${columns(this.dims.length)}, n bigint)`;
+    const values: unknown[] = [source, new Date(window.start), groupRows(counts.hourly, untimedHour)];
+    if (!this.hasDistinct) return { text: hourlyText, values };
+    // v<by> is the field's position in ROLLUP_DISTINCT, v<by + 1> its value.
+    const n = this.by.length;
+    const distinctText = `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records)
+      select $1, to_timestamp(u.b / 1000), $2${pick(n)}, ($5::text[])[u.v${n}::int + 1], u.v${n + 1}, u.n
+        from json_to_recordset($4::json) as u(b bigint${columns(n + 2)}, n bigint)`;
+    values.push(
+      groupRows(counts.distinct, untimedHour),
+      this.distinct.map((d) => d.column),
+    );
+    return { text: `with hourly as (${hourlyText}) ${distinctText}`, values };
   }
 
   /** The ROLLUP_DISTINCT_BY paths, then each distinct field's column name and path, in order (none without distinct fields). */
@@ -389,12 +574,11 @@ export class Derived {
   }
 
   /**
-   * At the commit of `source`'s `window`: adds the window's records_hourly_distinct rows to
-   * records_daily_distinct (once per window rather than with each page's insert: a day's row then
-   * takes one update per window, not one per page), merges `fields` (the top-level fields of the
-   * records just inserted, see {@link catalogueRecords}) into the source's catalogue, and recreates
-   * records_typed when the catalogue gained a field or a type. (records_hourly and
-   * records_hourly_distinct got the rows with their inserts, {@link withRollup}.)
+   * At the commit of `source`'s `window`, after {@link windowCountsQuery}'s rows are in: adds the
+   * window's records_hourly_distinct rows to records_daily_distinct (once per window: a day's row
+   * takes one update per window), merges `fields` (the top-level fields of the records just
+   * inserted, see {@link catalogueRecords}) into the source's catalogue, and recreates records_typed
+   * when the catalogue gained a field or a type.
    */
   async addWindowRecords(db: PoolClient, source: string, window: Window, fields: WindowFields, log: Logger): Promise<void> {
     if (this.hasDistinct)

@@ -16,11 +16,11 @@
  * (partitions.ts); RETENTION drops the old ones after the run ({@link applyRetention}).
  */
 import { DEFAULT_SOURCE, type SyncConfig } from '../config.js';
-import { AbortedError, InvalidArgumentError, coerceError, describeError } from '../errors.js';
+import { AbortedError, DatabaseError, InvalidArgumentError, coerceError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { AnalyticsClient, AnalyticsPage } from '../upstream/analytics.js';
-import { catalogueRecords, Derived, mergeFields, type FieldStats, type WindowFields } from './derived.js';
+import { catalogueRecords, Derived, mergeFields, mergeRollupCounts, type FieldStats, type RollupCounts, type WindowFields } from './derived.js';
 import { WindowReader } from './reader.js';
 import { storablePage } from './storable.js';
 import { RecordEstimate } from './split.js';
@@ -31,13 +31,16 @@ import {
   expiredWindows,
   ledgerCounts,
   finishRun,
+  insertQuarantined,
   prepareInsertQuarantined,
   prepareInsertRecords,
   type PageRows,
   type QuarantineRow,
   readWatermark,
   recordWindow,
+  RecordsCopy,
   startRun,
+  supportsCopyFromStdin,
   Tables,
   type RunStatus,
 } from './store.js';
@@ -261,6 +264,8 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
     planned.length === 0
       ? []
       : closeOverCommitted(planned, await committedWindows(db, t, source, { start: planned[0]!.start, end: planned[planned.length - 1]!.end }));
+  // COPY where the server takes it (PostgreSQL); the embedded database inserts page by page.
+  const copy = await supportsCopyFromStdin(db);
   const runId = await startRun(db, t, source, range);
   log.info(
     { runId, from: iso(range.start), to: iso(range.end), windows: windows.length, watermark: watermarkBefore === undefined ? null : iso(watermarkBefore) },
@@ -284,7 +289,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
     concurrency: config.concurrency,
     minSplitMs: config.minSplitMs,
     instantAttempts: config.windowAttempts,
-    prepare: (page, part) => preparePage(page, part, timeField, config.rollup.catalogue),
+    prepare: (page, part) => preparePage(page, part, timeField, derived, config.rollup.catalogue),
     timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, source, windows[0]!.start, windows[windows.length - 1]!.end)),
@@ -317,7 +322,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
     for (let i = 0; i < windows.length; i++) {
       if (options.signal?.aborted) throw new AbortedError('sync interrupted by a signal');
       const window = windows[i]!;
-      const summary = await loadWindowOrKeep(db, t, deps, runId, window, i, reader);
+      const summary = await loadWindowOrKeep(db, t, deps, runId, window, i, reader, copy);
       committed++;
       pages += summary.pages;
       records += summary.records;
@@ -479,10 +484,11 @@ async function loadWindowOrKeep(
   window: Window,
   index: number,
   reader: WindowReader<PreparedPage>,
+  copy: boolean,
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
   try {
-    return await loadWindow(db, t, deps, runId, window, index, reader);
+    return await loadWindow(db, t, deps, runId, window, index, reader, copy);
   } catch (err) {
     if (!(err instanceof KeepStoredWindow)) throw err;
     // Rolled back: the rows and the ledger entry stored before are as they were.
@@ -527,6 +533,8 @@ interface PreparedPage {
   untimed: number;
   /** Top-level fields of the kept records, for record_fields. */
   fields: WindowFields;
+  /** The kept records' rollup groups (undefined with ROLLUP_DIMENSIONS=off). */
+  rollup: RollupCounts | undefined;
 }
 
 /**
@@ -537,7 +545,7 @@ interface PreparedPage {
  * it for this part), and counted: RECORD_TIME_FIELD may not be the field E6 filters on, or may
  * lack a zone.
  */
-function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined, catalogue: boolean): PreparedPage {
+function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | undefined, derived: Derived, catalogue: boolean): PreparedPage {
   const keep: number[] = [];
   const eventTimes: (number | null)[] = [];
   const quarantine: QuarantineRow[] = [];
@@ -565,12 +573,15 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
   const rows: PageRows = storable.text === undefined ? { records: page.data, keep, eventTimes } : { text: storable.text, keep, eventTimes };
   // FIELD_CATALOGUE=off: no field statistics to gather (Derived.addWindowRecords would ignore them).
   const fields: WindowFields = catalogue ? catalogueRecords(page.data, keep, eventTimes) : new Map<string, FieldStats>();
-  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed, fields };
+  const rollup = derived.countRollup(page.data, keep, eventTimes);
+  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed, fields, rollup };
 }
 
 /**
  * Loads one window in one transaction from its leaves (reader.ts); any throw rolls it back whole,
- * {@link KeepStoredWindow} included (a shrunk window that is kept).
+ * {@link KeepStoredWindow} included (a shrunk window that is kept). With `copy`, the window's
+ * records stream into one COPY as their pages come ({@link RecordsCopy}) and its quarantined
+ * records are inserted after it; else each page is one insert, pipelined with the next page.
  */
 async function loadWindow(
   db: PoolClient,
@@ -580,6 +591,7 @@ async function loadWindow(
   window: Window,
   index: number,
   reader: WindowReader<PreparedPage>,
+  copy: boolean,
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
   return withTransaction(db, async () => {
@@ -593,6 +605,9 @@ async function loadWindow(
     let outside = 0;
     let untimed = 0;
     const fields: WindowFields = new Map();
+    const rollup: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
+    const copying = copy ? new RecordsCopy(db, t, deps.source, window, runId) : undefined;
+    const isolated: QuarantineRow[] = [];
     // One leaf's insert runs in the database while the next leaves are fetched and prepared here.
     // At most one insert is outstanding: it is awaited before the next one is sent, so a failure
     // surfaces before anything after it, and memory grows by one page.
@@ -614,23 +629,43 @@ async function loadWindow(
         outside += current.outside;
         untimed += current.untimed;
         mergeFields(fields, current.fields);
-        const query = prepareInsertRecords(t, deps.source, window, runId, current.rows, derived);
-        const isolated = prepareInsertQuarantined(t, deps.source, window, runId, current.quarantine);
+        if (current.rollup !== undefined) mergeRollupCounts(rollup, current.rollup);
         quarantined += current.quarantine.length;
+        if (copying !== undefined) {
+          await copying.write(current.rows);
+          isolated.push(...current.quarantine);
+          stored += current.rows.keep.length;
+          deps.observer?.pageLoaded?.({ records: current.rows.keep.length });
+          continue;
+        }
+        const query = prepareInsertRecords(t, deps.source, window, runId, current.rows);
+        const isolating = prepareInsertQuarantined(t, deps.source, window, runId, current.quarantine);
         await settle();
-        const done = Promise.all([query, isolated].filter((q) => q !== undefined).map((q) => db.query(q.text, q.values))).then(() => undefined);
+        const done = Promise.all([query, isolating].filter((q) => q !== undefined).map((q) => db.query(q.text, q.values))).then(() => undefined);
         done.catch(() => undefined); // awaited by settle(); never an unhandled rejection meanwhile
         inserting = { done, records: current.rows.keep.length };
       }
+    } catch (err) {
+      // The COPY's failure (earlier in order) wins over a read failure; either way it is cancelled,
+      // so the connection can roll the window back.
+      throw (await copying?.abort(coerceError(err))) ?? err;
     } finally {
       // An outstanding insert's failure (earlier in order) wins over a read failure.
       await settle();
+    }
+    if (copying !== undefined) {
+      const copied = await copying.end();
+      if (copied !== stored) throw new DatabaseError(`COPY into records stored ${copied} rows of the ${stored} sent for the window`);
+      await insertQuarantined(db, t, deps.source, window, runId, isolated);
     }
     const stats = reader.stats(index);
     // Quarantined records count as stored for the shrink check: E6 still returns them.
     const shrunk: ShrunkWindow | undefined =
       stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
+    // Once the window's records are all in: one statement per window, not one per page.
+    const grouped = derived.windowCountsQuery(deps.source, window, rollup);
+    if (grouped !== undefined) await db.query(grouped.text, grouped.values);
     await derived.addWindowRecords(db, deps.source, window, fields, deps.log);
     const watermark = await recordWindow(db, t, deps.source, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {

@@ -5,7 +5,12 @@
  * Every function reads and writes one source's rows (`source`, the source's name): its ledger,
  * watermark, runs, records and quarantine are its own, in tables every source shares.
  */
+import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
+import { from as copyFrom, type CopyStreamQuery } from 'pg-copy-streams';
 import { quoteIdent, type PoolClient } from '../db/pool.js';
+import { InvalidArgumentError } from '../errors.js';
+import { dataElementSpans } from '../upstream/page-text.js';
 import type { AnalyticsRecord } from '../upstream/analytics.js';
 import type { Derived } from './derived.js';
 import type { Window } from './windows.js';
@@ -171,11 +176,11 @@ export type PageRows = (
  * Builds the insert of one page's kept records, in one round trip (the page travels as one jsonb
  * value, the kept positions and their event times as two arrays, joined by position), without
  * sending it, so a caller can prepare the next page while the database is still busy with the
- * previous one. With `derived`, the same statement adds the rows to records_hourly.
+ * previous one. (The window's rows reach records_hourly once the window is loaded: Derived.windowRollupQuery.)
  *
  * @returns undefined when there is nothing to insert.
  */
-export function prepareInsertRecords(t: Tables, source: string, window: Window, runId: number, page: PageRows, derived?: Derived): PreparedQuery | undefined {
+export function prepareInsertRecords(t: Tables, source: string, window: Window, runId: number, page: PageRows): PreparedQuery | undefined {
   if (page.keep.length === 0) return undefined;
   const text = 'text' in page ? page.text : keptRecordsText(page.records, page.keep);
   const insert = `insert into ${t.records} (source, payload, event_time, window_start, window_end, run_id)
@@ -183,7 +188,7 @@ export function prepareInsertRecords(t: Tables, source: string, window: Window, 
        from jsonb_array_elements($4::jsonb -> 'data') with ordinality as r(payload, n)
        join unnest($5::int[], $6::timestamptz[]) as e(n, event_time) using (n)`;
   const values = [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes), source];
-  return derived === undefined ? { text: insert, values } : { text: derived.withRollup(insert, 8), values: [...values, ...derived.rollupParams()] };
+  return { text: insert, values };
 }
 
 /** `{"data":[…]}` of `records` with the kept positions serialised and every other one `null`, so positions stay. */
@@ -228,40 +233,169 @@ const PAD2 = Array.from({ length: 60 }, (_, n) => String(n).padStart(2, '0'));
 const PAD3 = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
 
 /**
- * The timestamptz[] literal of the event times, each written exactly as `new Date(ms).toISOString()`
- * writes it (UTC, milliseconds, `Z`), nulls as NULL. Such text needs no quoting in an array literal.
+ * Writes instants (milliseconds since the epoch) exactly as `new Date(ms).toISOString()` writes
+ * them (UTC, milliseconds, `Z`): text PostgreSQL reads as the same timestamptz, which needs no
+ * quoting in an array literal nor escaping in a COPY row.
  *
  * Records of a page mostly share their day, so the date part is formatted once per day and the
  * time of day from tables; times before 1970, from the year 10000 on, or with a fraction of a
  * millisecond take `toISOString` itself.
  */
+class IsoWriter {
+  private day = Number.NaN;
+  private datePart = '';
+
+  format(ms: number): string {
+    if (!(Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS)) return new Date(ms).toISOString();
+    let rest = ms % MS_PER_DAY;
+    const dayStart = ms - rest;
+    if (dayStart !== this.day) {
+      this.day = dayStart;
+      this.datePart = new Date(dayStart).toISOString().slice(0, 11); // YYYY-MM-DDT
+    }
+    const hours = Math.floor(rest / 3_600_000);
+    rest -= hours * 3_600_000;
+    const minutes = Math.floor(rest / 60_000);
+    rest -= minutes * 60_000;
+    const seconds = Math.floor(rest / 1000);
+    return `${this.datePart}${PAD2[hours]}:${PAD2[minutes]}:${PAD2[seconds]}.${PAD3[rest - seconds * 1000]}Z`;
+  }
+}
+
+/** The timestamptz[] literal of instants in milliseconds ({@link IsoWriter}), nulls as NULL. */
 function timestampArray(values: readonly (number | null)[]): string {
+  const iso = new IsoWriter();
   let text = '{';
-  let day = Number.NaN;
-  let datePart = '';
   for (let i = 0; i < values.length; i++) {
     if (i > 0) text += ',';
     const ms = values[i];
-    if (ms === null || ms === undefined) {
-      text += 'NULL';
-    } else if (Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS) {
-      let rest = ms % MS_PER_DAY;
-      const dayStart = ms - rest;
-      if (dayStart !== day) {
-        day = dayStart;
-        datePart = new Date(dayStart).toISOString().slice(0, 11); // YYYY-MM-DDT
-      }
-      const hours = Math.floor(rest / 3_600_000);
-      rest -= hours * 3_600_000;
-      const minutes = Math.floor(rest / 60_000);
-      rest -= minutes * 60_000;
-      const seconds = Math.floor(rest / 1000);
-      text += `${datePart}${PAD2[hours]}:${PAD2[minutes]}:${PAD2[seconds]}.${PAD3[rest - seconds * 1000]}Z`;
-    } else {
-      text += new Date(ms).toISOString();
-    }
+    text += ms === null || ms === undefined ? 'NULL' : iso.format(ms);
   }
   return `${text}}`;
+}
+
+/**
+ * Whether the database takes `COPY … FROM STDIN`: a PostgreSQL server does; the embedded PGlite
+ * behind its socket does not (the statement ends the connection), so it is asked first, and a
+ * run there inserts with {@link prepareInsertRecords}.
+ */
+export async function supportsCopyFromStdin(db: Pick<PoolClient, 'query'>): Promise<boolean> {
+  const { rows } = await db.query<{ embedded: boolean }>(`select version() like '%PGlite%' as embedded`);
+  return rows[0]?.embedded === false;
+}
+
+/** Characters COPY's text format escapes inside a column (the backslash, and the row and column delimiters). */
+const COPY_SPECIAL = /[\\\n\r\t]/g;
+const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/** A value as a column of COPY's text format. */
+function copyText(value: string): string {
+  return value.replace(COPY_SPECIAL, (c) => COPY_ESCAPES[c]!);
+}
+
+/**
+ * One window's records streamed into `records` with `COPY … FROM STDIN` (text format) in the
+ * caller's transaction: each page's rows are written as the page comes, and PostgreSQL parses and
+ * inserts them meanwhile (COPY batches its heap inserts, which an insert … select does row by row).
+ * Each payload is the record's exact JSON text from the E6 body (its span, {@link dataElementSpans}),
+ * which jsonb parses exactly as it parses the record inside the whole body: stored rows are those
+ * {@link prepareInsertRecords} stores. The connection serves nothing else until {@link end} or
+ * {@link abort}. A PostgreSQL server only ({@link supportsCopyFromStdin}).
+ */
+export class RecordsCopy {
+  private stream: CopyStreamQuery | undefined;
+  private failure: Error | undefined;
+  private readonly prefix: string;
+  private readonly suffix: string;
+  private readonly iso = new IsoWriter();
+
+  constructor(
+    private readonly db: PoolClient,
+    private readonly t: Tables,
+    source: string,
+    window: Window,
+    runId: number,
+  ) {
+    this.prefix = `${copyText(source)}\t`;
+    this.suffix = `\t${new Date(window.start).toISOString()}\t${new Date(window.end).toISOString()}\t${runId}\n`;
+  }
+
+  /**
+   * Writes the page's kept records; resolves when the connection takes more (at most about a page
+   * waits in memory).
+   *
+   * @throws {InvalidArgumentError} when the page's text holds no `data` array covering its kept
+   *   positions; the COPY's error (a missing partition, a payload jsonb refuses).
+   */
+  async write(page: PageRows): Promise<void> {
+    if (this.failure !== undefined) throw this.failure;
+    if (page.keep.length === 0) return;
+    const rows = this.rows(page);
+    this.stream ??= this.open();
+    if (!this.stream.write(rows)) await once(this.stream, 'drain');
+  }
+
+  /**
+   * Ends the COPY and waits for PostgreSQL to have stored every row.
+   *
+   * @returns the rows it stored.
+   * @throws the COPY's error.
+   */
+  async end(): Promise<number> {
+    if (this.failure !== undefined) throw this.failure;
+    if (this.stream === undefined) return 0;
+    this.stream.end();
+    await finished(this.stream);
+    return this.stream.rowCount;
+  }
+
+  /**
+   * Cancels an unfinished COPY (CopyFail: PostgreSQL discards its rows, and the transaction can
+   * roll back), and waits until the connection is free. Never throws.
+   *
+   * @returns the COPY's own error when it failed before (it is the earlier failure), else undefined.
+   */
+  async abort(reason: Error): Promise<Error | undefined> {
+    const failed = this.failure;
+    const stream = this.stream;
+    if (stream !== undefined && !stream.destroyed && !stream.writableFinished) {
+      stream.destroy(reason);
+      await finished(stream).catch(() => undefined);
+    }
+    return failed;
+  }
+
+  private open(): CopyStreamQuery {
+    const stream = this.db.query(copyFrom(`copy ${this.t.records} (source, payload, event_time, window_start, window_end, run_id) from stdin`));
+    // Kept for write/end; listening also keeps a failure from being an unhandled 'error' event.
+    stream.on('error', (err: Error) => {
+      this.failure ??= err;
+    });
+    return stream;
+  }
+
+  /** The COPY rows of the page's kept records, one line each. */
+  private rows(page: PageRows): string {
+    let text = '';
+    const { keep, eventTimes } = page;
+    if ('text' in page) {
+      const spans = dataElementSpans(page.text);
+      if (spans === undefined || keep[keep.length - 1]! >= spans.length) {
+        throw new InvalidArgumentError('a page to store has no data array holding its records in its text');
+      }
+      for (let k = 0; k < keep.length; k++) {
+        const span = spans[keep[k]!]!;
+        text += this.row(page.text.slice(span.start, span.end), eventTimes[k] ?? null);
+      }
+    } else {
+      for (let k = 0; k < keep.length; k++) text += this.row(JSON.stringify(page.records[keep[k]!]), eventTimes[k] ?? null);
+    }
+    return text;
+  }
+
+  private row(payload: string, eventTime: number | null): string {
+    return `${this.prefix}${copyText(payload)}\t${eventTime === null ? '\\N' : this.iso.format(eventTime)}${this.suffix}`;
+  }
 }
 
 /** One quarantined record as stored (see {@link prepareInsertQuarantined}). */

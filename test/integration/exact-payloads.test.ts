@@ -30,6 +30,13 @@ const RECORDS = [
   '{"id":3,"timestamp":"2026-10-01T03:00:00Z","exp":2.50E+3,"precise":0.1000000000000000055511151231257827}',
 ];
 const BODY = `{"pageNumber":1,"pageSize":1000,"totalRecords":3,"totalPages":1,"data":[${RECORDS.join(',')}]}`;
+// Whitespace between tokens (tabs, CR, LF) and backslashes, the characters COPY's text format escapes.
+const SPACED_RECORDS = [
+  '{\n\t"id": 1,\r\n "timestamp": "2026-10-01T04:00:00Z", "path": "C:\\\\temp\\\\new", "quote": "say \\"hi\\"\\tand\\nbye", "slashN": "\\\\N", "amount": 1.10 }',
+  '{"id":2,"timestamp":"2026-10-01T05:00:00Z","nested":{"a":[1, 2,\n3]},"tab":"\\t","empty":""}',
+];
+const SPACED_BODY = `{"pageNumber":1,"pageSize":1000,"totalRecords":2,"totalPages":1,"data": [\n\t${SPACED_RECORDS.join(',\r\n\t')}\n]}`;
+let body = BODY;
 
 beforeAll(async () => {
   pool = createPool(db.url, silentLogger, { max: 2 });
@@ -38,7 +45,7 @@ beforeAll(async () => {
       req.resume();
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"access_token":"t-exact","expires_in":3600,"token_type":"Bearer"}');
     } else if (req.url?.startsWith('/analytics?')) {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(BODY);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(body);
     } else {
       res.writeHead(404).end();
     }
@@ -91,5 +98,31 @@ describe('stored payloads', () => {
       [`[${RECORDS.join(',')}]`],
     );
     expect(Number(same.rows[0]!.n)).toBe(3);
+  });
+  it('keep their exact text through COPY: whitespace between tokens, backslashes, tabs and newlines in strings', async () => {
+    const schema = 'spaced';
+    body = SPACED_BODY;
+    await migrate(pool, schema, silentLogger);
+    const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
+    const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger, random: () => 0 });
+    try {
+      const result = await runSync({ pool, client, config: syncConfig({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
+      expect(result).toMatchObject({ status: 'succeeded', records: 2 });
+    } finally {
+      body = BODY;
+      await client.close();
+    }
+    const { rows } = await pool.query<{ path: string; quote: string; slashN: string; tab: string; empty: string }>(
+      `select payload->>'path' as path, payload->>'quote' as quote, payload->>'slashN' as "slashN", payload->>'tab' as tab, payload->>'empty' as empty
+         from spaced.records order by event_time`,
+    );
+    expect(rows[0]).toMatchObject({ path: 'C:\\temp\\new', quote: 'say "hi"\tand\nbye', slashN: '\\N' });
+    expect(rows[1]).toMatchObject({ tab: '\t', empty: '' });
+    // The same text as PostgreSQL's own reading of the body (jsonb's text keeps `1.10`, which jsonb equality would not tell from `1.1`).
+    const same = await pool.query<{ n: string }>(
+      `select count(*) as n from spaced.records r join jsonb_array_elements($1::jsonb -> 'data') e(payload) on r.payload::text = e.payload::text`,
+      [SPACED_BODY],
+    );
+    expect(Number(same.rows[0]!.n)).toBe(2);
   });
 });

@@ -210,6 +210,24 @@ describe('records_hourly', () => {
     );
   });
 
+  it('equals count(*) over records when dimension values are numbers, booleans, objects or arrays, whose text only PostgreSQL gives', async () => {
+    // 1e21 is `1e+21` to JSON.stringify and `1000000000000000000000` to jsonb; an object's jsonb text has spaces.
+    const odd = [1e21, 1.5, true, { a: 1, b: [1, 2] }, ['x'], 'web', null];
+    const s = await sim(
+      extraRecords(await sim(), 21, START, END, 7, (i) => ({
+        medium: odd[i % odd.length],
+        meta: i % 5 === 0 ? [{ plan: 'pro' }] : { plan: i % 2 ? 'pro' : 7 },
+      })),
+    );
+    const schema = await freshSchema();
+    await sync(s, schema, { ...DIMS_ENV, SYNC_WINDOW: '3h' }, { from: START, to: END });
+    const { rollup, truth } = await rollupAndTruth(schema, DIMS);
+    expect(rollup).toEqual(truth);
+    expect(rollup.join()).toContain('1000000000000000000000');
+    const distinct = await distinctAndTruth(schema, DISTINCT_BY, DISTINCT);
+    expect(distinct.rollup).toEqual(distinct.truth);
+  });
+
   it('is rebuilt exactly when ROLLUP_DIMENSIONS changes, by migrate or rollup rebuild; ROLLUP_RETENTION deletes old buckets', async () => {
     const s = await sim(extraRecords(await sim(), 20, START, END, 5, (i) => ({ medium: i % 2 ? 'app' : undefined })));
     const schema = await freshSchema();

@@ -73,28 +73,68 @@ const row = (path: string, column: string | null, types: string[], extra: Partia
   ...extra,
 });
 
-describe('Derived.withRollup', () => {
-  const insert = 'insert into s.records (payload) select * from x';
+describe('Derived.windowRollupQuery', () => {
   const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).sources[0]!.sync.rollup);
+  const window = { start: Date.parse('2026-11-01T00:00:00Z'), end: Date.parse('2026-11-02T00:00:00Z') };
 
-  it('adds records_hourly and records_hourly_distinct to the insert, numbering their parameters after it', () => {
-    const d = derivedFor({});
-    const sql = d.withRollup(insert, 7);
-    expect(sql).toContain('insert into "s".records_hourly as h');
-    expect(sql).toContain('insert into "s".records_hourly_distinct as d');
-    // $7, $8: the dimension paths; $9: the customer path of ROLLUP_DISTINCT_BY; $10, $11: user_id and its path.
-    expect(sql).toMatch(/payload #>> \$9::text\[\]/);
-    expect(sql).toContain('($10::text, payload #>> $11::text[])');
-    expect(d.rollupParams()).toEqual([['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId']]);
+  it("groups the window's records into records_hourly and records_hourly_distinct in one statement, parameters numbered after the source and window start", () => {
+    const query = derivedFor({}).windowRollupQuery('prod', window)!;
+    expect(query.text).toContain('insert into "s".records_hourly as h');
+    expect(query.text).toContain('insert into "s".records_hourly_distinct as d');
+    expect(query.text).toContain('where source = $1 and window_start = $2');
+    // $3, $4: the dimension paths; $5: the customer path of ROLLUP_DISTINCT_BY; $6, $7: user_id and its path.
+    expect(query.text).toMatch(/payload #>> \$5::text\[\]/);
+    expect(query.text).toContain('($6::text, payload #>> $7::text[])');
+    expect(query.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId']]);
   });
 
-  it('leaves records_hourly_distinct out with ROLLUP_DISTINCT=none, and the insert as it is with ROLLUP_DIMENSIONS=off', () => {
-    const noDistinct = derivedFor({ ROLLUP_DISTINCT: 'none' });
-    expect(noDistinct.withRollup(insert, 7)).not.toContain('records_hourly_distinct');
-    expect(noDistinct.rollupParams()).toEqual([['eventType'], ['customerId']]);
-    const off = derivedFor({ ROLLUP_DIMENSIONS: 'off' });
-    expect(off.withRollup(insert, 7)).toBe(insert);
-    expect(off.rollupParams()).toEqual([]);
+  it('leaves records_hourly_distinct out with ROLLUP_DISTINCT=none, and has no statement with ROLLUP_DIMENSIONS=off', () => {
+    const noDistinct = derivedFor({ ROLLUP_DISTINCT: 'none' }).windowRollupQuery('prod', window)!;
+    expect(noDistinct.text).not.toContain('records_hourly_distinct');
+    expect(noDistinct.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId']]);
+    expect(derivedFor({ ROLLUP_DIMENSIONS: 'off' }).windowRollupQuery('prod', window)).toBeUndefined();
+  });
+});
+
+describe('Derived.countRollup and windowCountsQuery', () => {
+  const derived = new Derived(new Tables('s'), loadConfig({}).sources[0]!.sync.rollup);
+  const window = { start: Date.parse('2026-11-01T10:00:00Z'), end: Date.parse('2026-11-01T11:00:00Z') };
+  const at1030 = Date.parse('2026-11-01T10:30:00Z');
+
+  it('counts string, null and absent values by hour, a record without an event time in the hour of its window start', () => {
+    const records = [
+      { eventType: 'view', customerId: 'c1', userId: 'u1' },
+      { eventType: 'view', customerId: 'c1', userId: 'u1' },
+      { eventType: null, userId: null },
+      { eventType: 'skipped' },
+    ];
+    const counts = derived.countRollup(records, [0, 1, 2], [at1030, null, at1030])!;
+    expect(counts.exact).toBe(true);
+    const query = derived.windowCountsQuery('prod', window, counts)!;
+    expect(query.text).toContain('insert into "s".records_hourly (source, bucket, window_start');
+    expect(query.text).toContain('insert into "s".records_hourly_distinct (source, bucket, window_start');
+    // Hourly: the timed and the untimed view by c1 are one group of 2 (same hour); the null/absent one is its own.
+    const hour = Date.parse('2026-11-01T10:00:00Z');
+    expect(query.values.slice(0, 2)).toEqual(['prod', new Date(window.start)]);
+    expect(JSON.parse(query.values[2] as string)).toEqual([
+      { b: hour, v0: 'view', v1: 'c1', n: 2 },
+      { b: hour, v0: null, v1: null, n: 1 },
+    ]);
+    // Distinct: only the non-null user id, with its customer and the field's position in ROLLUP_DISTINCT.
+    expect(JSON.parse(query.values[3] as string)).toEqual([{ b: hour, v0: 'c1', v1: '0', v2: 'u1', n: 2 }]);
+    expect(query.values[4]).toEqual(['user_id']);
+  });
+
+  it('gives up counting at a value whose text only PostgreSQL knows, and the window is grouped from its records', () => {
+    for (const odd of [1.1, true, { a: 1 }, ['x']]) {
+      const counts = derived.countRollup([{ eventType: 'view' }, { eventType: odd }], [0, 1], [at1030, at1030])!;
+      expect(counts.exact).toBe(false);
+      expect(derived.windowCountsQuery('prod', window, counts)).toEqual(derived.windowRollupQuery('prod', window));
+    }
+    // A path through an array (its keys are indexes) too, but not a path into a scalar or a missing key.
+    const nested = new Derived(new Tables('s'), loadConfig({ ROLLUP_DIMENSIONS: 'plan=meta.plan', ROLLUP_DISTINCT: 'none' }).sources[0]!.sync.rollup);
+    expect(nested.countRollup([{ meta: [{ plan: 'pro' }] }], [0], [null])!.exact).toBe(false);
+    expect(nested.countRollup([{ meta: 'pro' }, {}], [0, 1], [null, null])!.exact).toBe(true);
   });
 });
 
