@@ -100,7 +100,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     // scrapes are sequential so that each one reads every source.
     sources: { counts: [1, 4, 16], rounds: 3, warmupScrapes: 20, scrapes: 2000, connections: 10, coldScrapes: 200 },
   },
-  // Under two minutes with the build on a quiet machine: the same benchmarks at a fifth of the ETL
+  // The same benchmarks at a fifth of the ETL
   // size, half the slow one and half the scrapes; three ETL rounds and growth runs, two of the
   // slow and /metrics ones (one sequential slow run); no unasked profile.
   quick: {
@@ -153,7 +153,7 @@ async function main(): Promise<void> {
   if (values.help === true) {
     process.stdout.write(
       `usage: npm run bench -- [--quick] [--profile] [--only ${SUITES.join(',')}] [--out FILE]\n` +
-        '  --quick    smaller sizes and fewer runs (under two minutes on a quiet 2-core machine)\n' +
+        '  --quick    smaller sizes and fewer runs (a few minutes on a quiet 2-core machine)\n' +
         '  --profile  add a CPU profile of one more ETL sync (a full run adds one by itself when a sync target is missed)\n' +
         '  --only     run only these suites (comma-separated)\n' +
         '  --out      where the markdown goes (default BENCHMARKS.md)\n' +
