@@ -87,13 +87,17 @@ export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly M
 export function addTargetLabels(families: readonly MetricFamily[], targetLabels: ReadonlyArray<readonly [string, string]>): readonly MetricFamily[] {
   if (targetLabels.length === 0) return families;
   const targetNames = new Set(targetLabels.map(([name]) => name));
+  // Label pairs are never mutated once made (serializers sort arrays, not pairs), so every sample
+  // shares the target pairs and keeps its own pairs that need no renaming: at 100,000 upstream
+  // samples a copy of every pair would hold tens of MiB more for as long as the read is cached.
   const target = targetLabels.map(([name, value]): [string, string] => [name, value]);
-  const rename = (labels: ReadonlyArray<readonly [string, string]>): Array<[string, string]> => {
-    const out = target.map((pair): [string, string] => [pair[0], pair[1]]);
-    for (const [name, value] of labels) {
+  const rename = (labels: ReadonlyArray<[string, string]>): Array<[string, string]> => {
+    const out = [...target];
+    for (const pair of labels) {
+      const name = pair[0];
       let exported = name;
       while (targetNames.has(exported) || (exported !== name && labels.some(([other]) => other === exported))) exported = `exported_${exported}`;
-      out.push([exported, value]);
+      out.push(exported === name ? pair : [exported, pair[1]]);
     }
     return out;
   };
