@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
 
 /**
- * A fresh folder under the OS temp dir (`<prefix>XXXXXX`), removed with its contents when the
+ * A fresh folder under the OS temp dir (`prefix` and six random characters), removed with its contents when the
  * calling test finishes, passed or not. Call it inside a test.
  */
 export function scratchDir(prefix: string): string {
