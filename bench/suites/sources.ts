@@ -67,17 +67,12 @@ export interface SourcesRound {
   probeBytes: number;
 }
 
-export interface SourcesRow {
-  sources: number;
+/** One source count's rounds, and per figure the value reported for them (the same fields as a round's). */
+export interface SourcesRow extends Pick<
+  SourcesRound,
+  'sources' | 'rssWarmBytes' | 'rssAfterBytes' | 'peakRssBytes' | 'heapUsedBytes' | 'warm' | 'probe' | 'cold' | 'bare'
+> {
   rounds: SourcesRound[];
-  rssWarmBytes: number;
-  rssAfterBytes: number;
-  peakRssBytes: number;
-  heapUsedBytes: number;
-  warm: ScrapeLoad;
-  probe: ScrapeLoad;
-  cold: ScrapeLoad;
-  bare: LoadRun;
 }
 
 export interface SourcesResult {
