@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { runChecks, type StepResult } from '../../src/app/check.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
-import { CLI_PATH, runCli } from '../helpers/cli.js';
+import { CLI_PATH, runCli, runCliInProcess } from '../helpers/cli.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 
 let sim: Simulator;
@@ -34,7 +34,7 @@ const env = () => ({
 
 describe('analytics-exporter check', () => {
   it('passes every step against the simulator, database included', async () => {
-    const r = await runCli(['check'], env());
+    const r = await runCliInProcess(['check'], env());
     expect(r.stdout).toMatch(/^ok +configuration/m);
     expect(r.stdout).toMatch(/^ok +token +Bearer token from http:\/\/127\.0\.0\.1:\d+\/connect\/token \(client_secret_post/m);
     expect(r.stdout).toMatch(/^ok +analytics +E6 /m);
@@ -44,13 +44,13 @@ describe('analytics-exporter check', () => {
   });
 
   it('passes with client_secret_basic', async () => {
-    const r = await runCli(['check', '--token-auth-method', 'client_secret_basic'], env());
+    const r = await runCliInProcess(['check', '--token-auth-method', 'client_secret_basic'], env());
     expect(r.stdout).toMatch(/^ok +token .*client_secret_basic/m);
     expect(r.code).toBe(0);
   });
 
   it('stops at the token step with a wrong secret, exit 1, secret not shown', async () => {
-    const r = await runCli(['check'], { ...env(), CLIENT_SECRET: 'wrong-secret-1234' });
+    const r = await runCliInProcess(['check'], { ...env(), CLIENT_SECRET: 'wrong-secret-1234' });
     expect(r.stdout).toMatch(/^FAIL +token +token request refused: .*HTTP 401.*invalid_client/m);
     expect(r.stdout).toMatch(/^skip +analytics +not tried: no token/m);
     expect(r.stdout).toMatch(/^skip +prometheus/m);
@@ -60,19 +60,19 @@ describe('analytics-exporter check', () => {
   });
 
   it('exits 2 naming the variable for TOKEN_AUTH_METHOD=foo', async () => {
-    const r = await runCli(['check'], { ...env(), TOKEN_AUTH_METHOD: 'foo' });
+    const r = await runCliInProcess(['check'], { ...env(), TOKEN_AUTH_METHOD: 'foo' });
     expect(r.code).toBe(2);
     expect(r.stdout).toMatch(/^FAIL +configuration +TOKEN_AUTH_METHOD must be client_secret_post or client_secret_basic; got "foo"/m);
   });
 
   it('exits 2 for a bad flag value, naming the variable it sets', async () => {
-    const r = await runCli(['check', '--upstream-timeout', 'soon'], env());
+    const r = await runCliInProcess(['check', '--upstream-timeout', 'soon'], env());
     expect(r.code).toBe(2);
     expect(r.stdout).toContain('UPSTREAM_TIMEOUT must be a positive duration');
   });
 
   it('exits 1 when the database is unreachable, after the upstream steps pass', async () => {
-    const r = await runCli(['check'], { ...env(), DATABASE_URL: 'postgres://nobody:pw-never-shown@127.0.0.1:1/none' });
+    const r = await runCliInProcess(['check'], { ...env(), DATABASE_URL: 'postgres://nobody:pw-never-shown@127.0.0.1:1/none' });
     expect(r.stdout).toMatch(/^ok +prometheus/m);
     expect(r.stdout).toMatch(/^FAIL +database +.*ECONNREFUSED/m);
     expect(r.stdout + r.stderr).not.toContain('pw-never-shown');
@@ -82,7 +82,7 @@ describe('analytics-exporter check', () => {
   it('checks against the built-in simulator when nothing is configured', async () => {
     const dataDir = await initialisedDataDir('ae-check-');
     onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
-    const r = await runCli(['check'], { LOG_LEVEL: 'warn', DATA_DIR: dataDir });
+    const r = await runCliInProcess(['check'], { LOG_LEVEL: 'warn', DATA_DIR: dataDir });
     expect(r.stdout).toMatch(/^ok +configuration +STATISTICS_URL unset: checking against the built-in demo simulator/m);
     expect(r.stdout).toMatch(/^ok +prometheus/m);
     expect(r.stderr).toContain('DEMO DATA');
@@ -161,7 +161,7 @@ describe('check with CONFIG_FILE', () => {
   });
 
   it('fails only the block of a source with a wrong secret, exit 1, and shows no secret', async () => {
-    const r = await runCli(['check'], {
+    const r = await runCliInProcess(['check'], {
       CONFIG_FILE: sourcesFile(),
       SANDBOX_SECRET: 'wrong-sandbox-secret-5e6f',
       LOG_LEVEL: 'warn',
@@ -185,7 +185,7 @@ describe('check with CONFIG_FILE', () => {
   it('exits 2 naming the file, line and key of a broken CONFIG_FILE', async () => {
     const file = join(dir, 'broken.yaml');
     writeFileSync(file, 'sources:\n  - name: production\n    statistics_url: https://x.test/\n    client_secret_fil: /run/secrets/x\n');
-    const r = await runCli(['check'], { CONFIG_FILE: file, LOG_LEVEL: 'warn' });
+    const r = await runCliInProcess(['check'], { CONFIG_FILE: file, LOG_LEVEL: 'warn' });
     expect(r.stdout).toBe(`FAIL  configuration  CONFIG_FILE ${file} line 4: sources[0].client_secret_fil: unknown key\n`);
     expect(r.code).toBe(2);
   });
@@ -195,7 +195,7 @@ describe('check with CONFIG_FILE', () => {
       [`  - name: ${name}`, `    statistics_url: ${sim.url}`, `    auth_url: ${sim.url}`, '    client_id: cli-client', `    ${secret}`].join('\n');
     const duplicate = join(dir, 'duplicate.yaml');
     writeFileSync(duplicate, `sources:\n${one('production', `client_secret: ${SECRET}`)}\n${one('production', `client_secret: ${SECRET}`)}\n`);
-    const dup = await runCli(['check'], { CONFIG_FILE: duplicate, LOG_LEVEL: 'warn' });
+    const dup = await runCliInProcess(['check'], { CONFIG_FILE: duplicate, LOG_LEVEL: 'warn' });
     expect(dup.stdout).toBe(
       `FAIL  configuration  CONFIG_FILE ${duplicate} line 7: sources[1].name: "production" is also the name of sources[0]; names must be unique\n`,
     );
@@ -203,7 +203,7 @@ describe('check with CONFIG_FILE', () => {
     expect(dup.code).toBe(2);
     const missing = join(dir, 'missing-secret.yaml');
     writeFileSync(missing, `sources:\n${one('production', 'client_secret_file: secrets/production')}\n`);
-    const r = await runCli(['sync'], { CONFIG_FILE: missing, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', LOG_LEVEL: 'warn' });
+    const r = await runCliInProcess(['sync'], { CONFIG_FILE: missing, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', LOG_LEVEL: 'warn' });
     expect(r.stderr).toBe(
       `analytics-exporter: invalid configuration: CONFIG_FILE ${missing} line 6: sources[0].client_secret_file must name a readable file (ENOENT); got ${JSON.stringify(join(dir, 'secrets/production'))}\n`,
     );
@@ -223,20 +223,22 @@ describe('usage', () => {
   });
 
   it('exits 2 for an unknown command or option', async () => {
+    // A real process: the status main() resolves with is the process's exit status.
     expect((await runCli(['nope'])).code).toBe(2);
-    const r = await runCli(['check', '--bogus']);
+    const r = await runCliInProcess(['check', '--bogus']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("unknown option '--bogus'");
   });
 
   it('prints help for every command with exit 0', async () => {
+    // Once as a real process: --help on its stdout with exit 0.
     const top = await runCli(['--help']);
     expect(top.code).toBe(0);
     expect(top.stdout).toContain('STATISTICS_URL');
     expect(top.stdout).toContain('Exit status: 0 success, 1 failure, 2 bad usage or configuration.');
     const help: Record<string, string> = {};
     for (const command of ['check', 'simulate', 'serve', 'sync', 'fields']) {
-      const r = await runCli([command, '--help']);
+      const r = await runCliInProcess([command, '--help']);
       expect(r.code, command).toBe(0);
       expect(r.stdout, command).toContain(`Usage: analytics-exporter ${command}`);
       help[command] = r.stdout.replace(/\s+/g, ' ');
@@ -251,7 +253,10 @@ describe('usage', () => {
 
   it('fields refuses a --source that is not configured with exit 2, as sync does, before opening the database', async () => {
     // An unreachable DATABASE_URL: the answer comes before any connection is tried.
-    const r = await runCli(['fields', '--source', 'default', '--source', 'staging'], { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', LOG_LEVEL: 'warn' });
+    const r = await runCliInProcess(['fields', '--source', 'default', '--source', 'staging'], {
+      DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+      LOG_LEVEL: 'warn',
+    });
     expect(r.stderr).toBe('analytics-exporter fields: --source staging is not a configured source; configured: default\n');
     expect(r.stdout).toBe('');
     expect(r.code).toBe(2);

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliInProcess } from '../helpers/cli.js';
 import { scratchDir } from '../helpers/scratch.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { expectExactDataset, watermarkOf } from '../helpers/sync.js';
@@ -12,7 +12,8 @@ import { SYNC_END, SYNC_START, useSyncCli } from '../helpers/sync-cli.js';
 
 const h = useSyncCli();
 
-describe('analytics-exporter sync: usage, failures, the embedded database (child processes)', () => {
+describe('analytics-exporter sync: usage, failures, the embedded database', () => {
+  // A child process: exit status 1 of a real process.
   it('exits 1 when the upstream fails, with the watermark unchanged for the failed window', async () => {
     const s = await h.sim({ records: 5000 });
     const schema = h.schema();
@@ -26,28 +27,28 @@ describe('analytics-exporter sync: usage, failures, the embedded database (child
   });
 
   it('exits 2 on bad usage, naming what was wrong', async () => {
-    const bad = await runCli(['sync', '--from', 'yesterday']);
+    const bad = await runCliInProcess(['sync', '--from', 'yesterday']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("option '--from <iso>' argument 'yesterday' is invalid");
     // An impossible date is refused, not rolled over to March 2.
-    const impossible = await runCli(['sync', '--from', '2026-02-30T00:00:00Z']);
+    const impossible = await runCliInProcess(['sync', '--from', '2026-02-30T00:00:00Z']);
     expect(impossible.code).toBe(2);
     expect(impossible.stderr).toContain("option '--from <iso>' argument '2026-02-30T00:00:00Z' is invalid");
-    const impossibleEnv = await runCli(['sync'], { SYNC_START_DATE: '2026-02-30T00:00:00Z' });
+    const impossibleEnv = await runCliInProcess(['sync'], { SYNC_START_DATE: '2026-02-30T00:00:00Z' });
     expect(impossibleEnv.code).toBe(2);
     expect(impossibleEnv.stderr).toContain('SYNC_START_DATE must be an ISO 8601 date-time with a zone');
-    const reversed = await runCli(['sync', '--from', '2026-10-05T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], {
+    const reversed = await runCliInProcess(['sync', '--from', '2026-10-05T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], {
       DATA_DIR: scratchDir('ae-usage-'),
     });
     expect(reversed.code).toBe(2);
     expect(reversed.stderr).toContain('--from 2026-10-05T00:00:00.000Z must be before the end of the range 2026-10-02T00:00:00.000Z');
-    const future = await runCli(['sync', '--to', new Date(Date.now() + 3_600_000).toISOString()], { DATA_DIR: scratchDir('ae-usage-') });
+    const future = await runCliInProcess(['sync', '--to', new Date(Date.now() + 3_600_000).toISOString()], { DATA_DIR: scratchDir('ae-usage-') });
     expect(future.code).toBe(2);
     expect(future.stderr).toContain('is later than now minus SYNC_SETTLE');
-    const unknownSource = await runCli(['sync', '--source', 'default', '--source', 'staging']);
+    const unknownSource = await runCliInProcess(['sync', '--source', 'default', '--source', 'staging']);
     expect(unknownSource.code).toBe(2);
     expect(unknownSource.stderr).toBe('analytics-exporter sync: --source staging is not a configured source; configured: default\n');
-    const badEnv = await runCli(['sync'], { SYNC_PAGE_SIZE: '5000' });
+    const badEnv = await runCliInProcess(['sync'], { SYNC_PAGE_SIZE: '5000' });
     expect(badEnv.code).toBe(2);
     expect(badEnv.stderr).toContain('SYNC_PAGE_SIZE must be a whole number from 1 to 1000; got "5000"');
   });
@@ -57,7 +58,7 @@ describe('analytics-exporter sync: usage, failures, the embedded database (child
     const dataDir = await initialisedDataDir('ae-sync-pglite-');
     h.defer(async () => rmSync(dataDir, { recursive: true, force: true }));
     const { DATABASE_URL: _unset, ...rest } = h.env(s, 'analytics', { DATA_DIR: dataDir, SYNC_WINDOW: '1d' });
-    const r = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], rest, 120_000);
+    const r = await runCliInProcess(['sync', '--from', SYNC_START, '--to', SYNC_END], rest);
     expect(r.stderr).toContain('using the embedded PGlite database');
     expect(r.code).toBe(0);
 
