@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { format } from 'node:util';
 import { vi } from 'vitest';
 
 /** The built CLI (`npm test` builds first, through the pretest script). */
@@ -50,9 +51,9 @@ let inProcessQueue: Promise<unknown> = Promise.resolve();
  * lock held by another process).
  *
  * For the run's duration `process.env` holds exactly that environment, stdout and stderr are
- * captured and report no terminal, `process.exitCode` starts unset, and `process.exit` throws (a
- * command that would end the process fails the test instead of the worker); all of it is restored
- * afterwards, and runs never overlap.
+ * captured (the console too, as a process would print it) and report no terminal,
+ * `process.exitCode` starts unset, and `process.exit` throws (a command that would end the process
+ * fails the test instead of the worker); all of it is restored afterwards, and runs never overlap.
  *
  * @throws whatever `main()` throws (an unexpected error, which the real CLI reports with exit 1).
  */
@@ -73,7 +74,13 @@ async function runInProcessNow(args: string[], env: Record<string, string>): Pro
     for (const key of Object.keys(process.env)) delete process.env[key];
     Object.assign(process.env, next);
   };
+  const toConsole =
+    (i: number) =>
+    (...data: unknown[]) =>
+      void (captured[i] += `${format(...data)}\n`);
   const spies = [
+    ...(['log', 'info', 'debug'] as const).map((method) => vi.spyOn(console, method).mockImplementation(toConsole(0))),
+    ...(['warn', 'error', 'trace'] as const).map((method) => vi.spyOn(console, method).mockImplementation(toConsole(1))),
     vi.spyOn(process, 'exit').mockImplementation((code) => {
       throw new Error(`process.exit(${code ?? ''}) called by an in-process CLI run of ${args.join(' ')}`);
     }),
