@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { CLI_PATH, runCli } from '../helpers/cli.js';
+import { CLI_PATH, runCliInProcess } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
@@ -88,8 +88,8 @@ async function expectNextSyncExact(s: Simulator, schema: string): Promise<void> 
             (select count(*)::int from ${schema}.sync_windows w where w.record_count <> (select count(*) from ${schema}.records r where r.window_start = w.window_start)) as mismatched`,
   );
   expect(partial.rows[0]).toEqual({ stray: 0, mismatched: 0 });
-  // Full pages: only the windows matter for exactness, and the test stays quick.
-  const next = await runCli(['sync', '--from', START, '--to', END], { ...env(s, schema), SYNC_PAGE_SIZE: '1000' }, 60_000);
+  // Full pages, in this process: only the windows matter for exactness, and the test stays quick.
+  const next = await runCliInProcess(['sync', '--from', START, '--to', END], { ...env(s, schema), SYNC_PAGE_SIZE: '1000' });
   expect(next.code).toBe(0);
   expect(await expectExactDataset(bed.pool, schema, s, new Date(START), new Date(END))).toBe(10_000);
 }

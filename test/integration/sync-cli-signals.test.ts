@@ -1,7 +1,10 @@
-/** Signals to `sync` (child processes, real PostgreSQL): the open window rolls back, the next run completes the data. */
+/**
+ * Signals to `sync` (child processes, real PostgreSQL): the open window rolls back, the next run
+ * (in this process: only its data matters) completes the data.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { runCliInProcess } from '../helpers/cli.js';
 import { expectExactDataset } from '../helpers/sync.js';
 import { SYNC_END, SYNC_START, useSyncCli } from '../helpers/sync-cli.js';
 import { untilTrue } from '../helpers/wait.js';
@@ -27,7 +30,7 @@ describe('analytics-exporter sync and signals (child processes, real PostgreSQL)
         `select count(*)::int as stray from ${schema}.records r where not exists (select 1 from ${schema}.sync_windows w where w.window_start = r.window_start)`,
       );
       expect(partial.rows[0]!.stray).toBe(0);
-      const next = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv, 120_000);
+      const next = await runCliInProcess(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv);
       expect(next.code).toBe(0);
       await expectExactDataset(h.pool, schema, s, new Date(SYNC_START), new Date(SYNC_END));
     },
@@ -62,7 +65,7 @@ describe('analytics-exporter sync and signals (child processes, real PostgreSQL)
         await locker.query('rollback');
         locker.release();
       }
-      const next = await runCli(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv, 120_000);
+      const next = await runCliInProcess(['sync', '--from', SYNC_START, '--to', SYNC_END], childEnv);
       expect(next.code).toBe(0);
       await expectExactDataset(h.pool, schema, s, new Date(SYNC_START), new Date(SYNC_END));
     },
