@@ -12,7 +12,7 @@ import { request } from 'undici';
 import { afterAll, afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { LOCK_FILE, lockDataDir, readHolder } from '../../src/db/datadir-lock.js';
 import { DataDirLockedError, DatabaseOpenError } from '../../src/errors.js';
-import { CLI_PATH, runCli } from '../helpers/cli.js';
+import { CLI_PATH, runCli, runCliInProcess } from '../helpers/cli.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { until } from '../helpers/wait.js';
 
@@ -58,9 +58,10 @@ describe('DATA_DIR is held by one process', () => {
     // Ready once the embedded database is open and migrated.
     await until('serve ready', async () => ((await get(`${holder.url}/readyz`)).status === 200 ? true : undefined), 60_000);
 
-    const second = (args: string[]) => runCli(args, { DATA_DIR: dataDir, SYNC_SCHEDULE: 'off', METRICS_LISTEN: '127.0.0.1:0' }, 30_000);
+    const secondEnv = { DATA_DIR: dataDir, SYNC_SCHEDULE: 'off', METRICS_LISTEN: '127.0.0.1:0' };
+    // sync and check are refused in this process (the lock is the other process's either way); serve as a real one.
     const started = performance.now();
-    const sync = await second(['sync', '--from', '2026-10-01T00:00:00Z', '--to', '2026-10-02T00:00:00Z']);
+    const sync = await runCliInProcess(['sync', '--from', '2026-10-01T00:00:00Z', '--to', '2026-10-02T00:00:00Z'], secondEnv);
     expect(performance.now() - started).toBeLessThan(10_000);
     expect(sync.code).toBe(1);
     const refusal = new RegExp(
@@ -68,11 +69,11 @@ describe('DATA_DIR is held by one process', () => {
     );
     expect(sync.stderr).toMatch(refusal);
 
-    const check = await second(['check']);
+    const check = await runCliInProcess(['check'], secondEnv);
     expect(check.code).toBe(1);
     expect(check.stdout).toMatch(/^FAIL {2}database {7}the embedded database in .* is in use by process \d+/m);
 
-    const otherServe = await second(['serve']);
+    const otherServe = await runCli(['serve'], secondEnv, 30_000);
     expect(otherServe.code).toBe(1);
     expect(otherServe.stderr).toMatch(refusal);
     // The holder is untouched by all that.

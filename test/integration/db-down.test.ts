@@ -12,7 +12,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseExposition } from '../../src/exposition/index.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { CLI_PATH, runCli } from '../helpers/cli.js';
+import { CLI_PATH, runCliInProcess } from '../helpers/cli.js';
 import { createTestDatabase, startThrowawayCluster, type TestDatabase, type ThrowawayCluster } from '../helpers/postgres.js';
 import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
@@ -66,7 +66,7 @@ function sample(text: string, name: string): number | undefined {
 describe('the database down at start', () => {
   it('sync exits 1 with one line naming the database, no stack trace and no password', async () => {
     const started = performance.now();
-    const r = await runCli(['sync'], env('down_sync'));
+    const r = await runCliInProcess(['sync'], env('down_sync'));
     expect(r.code).toBe(1);
     expect(performance.now() - started).toBeLessThan(15_000);
     const port = new URL(database.url).port;

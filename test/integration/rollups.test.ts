@@ -11,7 +11,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync, type SyncResult } from '../../src/sync/run.js';
 import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
 import { renderSql } from '../../grafana/src/interpolate.js';
-import { runCli } from '../helpers/cli.js';
+import { runCliInProcess } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { simClient, syncConfig } from '../helpers/sync.js';
 
@@ -475,7 +475,7 @@ describe('record_fields and records_typed', () => {
     expect((await field('eventType')).records).toBe((await truth('eventType')).n);
 
     // The command prints the catalogue (JSON here; the table form is unit-tested).
-    const printed = await runCli(['fields', '--json'], { DATABASE_URL: db.url, DATABASE_SCHEMA: schema, LOG_LEVEL: 'error' });
+    const printed = await runCliInProcess(['fields', '--json'], { DATABASE_URL: db.url, DATABASE_SCHEMA: schema, LOG_LEVEL: 'error' });
     expect(printed.stderr).toBe('');
     expect(printed.code).toBe(0);
     const listed = JSON.parse(printed.stdout) as { path: string; column: string; viewType: string; records: number }[];
