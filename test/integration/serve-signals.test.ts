@@ -19,6 +19,8 @@ const START = '2026-10-02T00:00:00Z';
 const END = '2026-11-01T00:00:00Z';
 /** What the tests allow a graceful stop; serve bounds the sync's drain at 5 s, then closing at 2 s. */
 const STOP_BOUND_MS = 10_000;
+/** Records of the cases stuck on their token: nothing loads before the signal, only the next run's exactness needs data. */
+const TOKEN_WAIT_RECORDS = 2_000;
 
 const bed = useAppPool(db, 3);
 const closers = bed.closers;
@@ -81,8 +83,8 @@ async function refused(url: string): Promise<true | undefined> {
   }
 }
 
-/** Only whole windows are stored, then the next `sync` completes the exact dataset. */
-async function expectNextSyncExact(s: Simulator, schema: string): Promise<void> {
+/** Only whole windows are stored, then the next `sync` completes the exact dataset of `records`. */
+async function expectNextSyncExact(s: Simulator, schema: string, records = 10_000): Promise<void> {
   const partial = await bed.pool.query<{ stray: number; mismatched: number }>(
     `select (select count(*)::int from ${schema}.records r where not exists (select 1 from ${schema}.sync_windows w where w.window_start = r.window_start)) as stray,
             (select count(*)::int from ${schema}.sync_windows w where w.record_count <> (select count(*) from ${schema}.records r where r.window_start = w.window_start)) as mismatched`,
@@ -91,7 +93,7 @@ async function expectNextSyncExact(s: Simulator, schema: string): Promise<void> 
   // Full pages, in this process: only the windows matter for exactness, and the test stays quick.
   const next = await runCliInProcess(['sync', '--from', START, '--to', END], { ...env(s, schema), SYNC_PAGE_SIZE: '1000' });
   expect(next.code).toBe(0);
-  expect(await expectExactDataset(bed.pool, schema, s, new Date(START), new Date(END))).toBe(10_000);
+  expect(await expectExactDataset(bed.pool, schema, s, new Date(START), new Date(END))).toBe(records);
 }
 
 describe('serve on SIGTERM and SIGINT during a sync', () => {
@@ -158,7 +160,8 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
 
   it('SIGTERM while the sync waits on a token request (which takes no abort signal) still exits 0 within the bound', async () => {
     // Every request, the token request first, waits 30 s: the startup sync is stuck on its token.
-    const s = await sim({ faults: { latencyMs: 30_000 } });
+    // No window loads before the signal, so the data can be small.
+    const s = await sim({ records: TOKEN_WAIT_RECORDS, faults: { latencyMs: 30_000 } });
     const schema = `signals_${++schemaCounter}`;
     const server = await serve(env(s, schema));
     await until('the token request in flight', async () => (s.stats.tokenRequests >= 1 ? true : undefined));
@@ -174,13 +177,13 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
     expect(stderr).toContain('"msg":"sync run interrupted; committed windows are kept');
     expect(stderr).toContain('"drained":false,"msg":"stopped"');
     s.faults.latencyMs = 0;
-    await expectNextSyncExact(s, schema);
+    await expectNextSyncExact(s, schema, TOKEN_WAIT_RECORDS);
   }, 60_000);
 });
 
 describe('sync on SIGTERM while waiting on a token request', () => {
   it('exits 0 within the same bound as serve, and the next run is exact', async () => {
-    const s = await sim({ faults: { latencyMs: 30_000 } });
+    const s = await sim({ records: TOKEN_WAIT_RECORDS, faults: { latencyMs: 30_000 } });
     const schema = `signals_${++schemaCounter}`;
     const child = spawn(process.execPath, [CLI_PATH, 'sync', '--from', START, '--to', END], {
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env(s, schema) },
@@ -200,6 +203,6 @@ describe('sync on SIGTERM while waiting on a token request', () => {
     expect(performance.now() - signalled).toBeLessThan(STOP_BOUND_MS);
     expect(stderr).toContain('"msg":"the run did not stop in time');
     s.faults.latencyMs = 0;
-    await expectNextSyncExact(s, schema);
+    await expectNextSyncExact(s, schema, TOKEN_WAIT_RECORDS);
   }, 60_000);
 });
