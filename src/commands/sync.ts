@@ -128,9 +128,24 @@ export function registerSyncCommand(program: Command): void {
         if (result.status === 'succeeded') return EXIT_OK;
         // Interrupted: stopped cleanly, the open window rolled back, the committed ones are whole.
         if (result.status === 'interrupted') return signals.received() !== undefined ? EXIT_OK : EXIT_FAILURE;
+        // Failed, and recorded as failed: the connection died under the run (a restart while it
+        // waited on E6) but the server was back to take the run's end. Name the database as when
+        // it stays down.
+        if (result.error !== undefined && isDatabaseUnavailable(result.error)) {
+          const database = describeConfiguredDatabase(config.database);
+          about.error({ database }, `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`);
+        }
         return EXIT_FAILURE;
       };
       let code = EXIT_FAILURE;
+      // Should an operation of the run never settle with nothing left to wake it (no socket, no
+      // timer), Node would exit with status 0 as if the run had succeeded; a cron job must see a
+      // failure instead.
+      const unfinished = (): void => {
+        log.error('sync stopped before finishing: an operation never settled and nothing was left to wait on (windows committed before are kept)');
+        process.exitCode = EXIT_FAILURE;
+      };
+      process.once('beforeExit', unfinished);
       try {
         const outcomes = await syncSources(config, log, {
           sources: sources.map((s) => s.name),
@@ -157,6 +172,7 @@ export function registerSyncCommand(program: Command): void {
         progress?.stop();
         code = errorExitCode(err, log);
       } finally {
+        process.off('beforeExit', unfinished);
         signals.dispose();
       }
       process.exitCode = code;

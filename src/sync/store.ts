@@ -358,7 +358,9 @@ export class RecordsCopy {
   async abort(reason: Error): Promise<Error | undefined> {
     const failed = this.failure;
     const stream = this.stream;
-    if (stream !== undefined && !stream.destroyed && !stream.writableFinished) {
+    // A COPY that already failed has no connection left to send CopyFail on (pg-copy-streams drops
+    // it with the error), and would never report the cancel done: waiting for it would hang.
+    if (stream !== undefined && failed === undefined && !stream.destroyed && !stream.writableFinished) {
       stream.destroy(reason);
       await finished(stream).catch(() => undefined);
     }
