@@ -5,7 +5,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { familySampleNames } from './family.js';
 import { isValidMetricName } from './lexical.js';
-import type { MetricFamily } from './types.js';
+import type { MetricFamily, MetricType } from './types.js';
 
 /**
  * Renames families and their samples to `prefix + name` (labels, values and help unchanged), so
@@ -37,13 +37,25 @@ export function prefixFamilies(families: readonly MetricFamily[], prefix: string
  * summary `x`).
  */
 function reservedNames(family: MetricFamily): string[] {
-  const names = familySampleNames(family.name, family.type);
-  for (const sample of family.samples) names.push(sample.name);
-  if (family.type === 'counter' && family.name.endsWith('_total') && family.name.length > '_total'.length) {
-    const base = family.name.slice(0, -'_total'.length);
+  return reservedNamesOf(
+    family.name,
+    family.type,
+    family.samples.map((sample) => sample.name),
+  );
+}
+
+/**
+ * The names a family reserves (see {@link mergeFamilies}), from its name, its type and the names
+ * of its samples (repeats allowed), for a caller that keeps those instead of the samples.
+ */
+export function reservedNamesOf(name: string, type: MetricType, sampleNames: Iterable<string>): string[] {
+  const names = familySampleNames(name, type);
+  for (const sampleName of sampleNames) names.push(sampleName);
+  if (type === 'counter' && name.endsWith('_total') && name.length > '_total'.length) {
+    const base = name.slice(0, -'_total'.length);
     names.push(base, `${base}_created`);
   }
-  if (family.type === 'histogram' || family.type === 'summary') names.push(`${family.name}_created`);
+  if (type === 'histogram' || type === 'summary') names.push(`${name}_created`);
   return names;
 }
 
@@ -62,8 +74,7 @@ function reservedNames(family: MetricFamily): string[] {
  *   families, in upstream order. Never throws.
  */
 export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly MetricFamily[]): { families: MetricFamily[]; dropped: string[] } {
-  const ours = new Set<string>();
-  for (const family of own) for (const name of reservedNames(family)) ours.add(name);
+  const ours = reservedNameSet(own);
   const families = [...own];
   const dropped: string[] = [];
   for (const family of upstream) {
@@ -71,6 +82,16 @@ export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly M
     else families.push(family);
   }
   return { families, dropped };
+}
+
+/**
+ * Every name `families` reserve (see {@link mergeFamilies}): an upstream family is dropped when
+ * {@link reservedNamesOf} it has one of them. Never throws.
+ */
+export function reservedNameSet(families: readonly MetricFamily[]): Set<string> {
+  const names = new Set<string>();
+  for (const family of families) for (const name of reservedNames(family)) names.add(name);
+  return names;
 }
 
 /**

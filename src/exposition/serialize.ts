@@ -61,11 +61,22 @@ function escapeTextHelp(help: string): string {
  * built by `+=` is a rope of one object per piece until it is flattened: for 100,000 samples
  * that is several times the size of the text itself, at the moment the serializer returns.
  */
-class Lines {
+export class Lines {
   readonly #lines: string[] = [];
   readonly #chunks: string[] = [];
+  readonly #count: boolean;
+  /** UTF-8 bytes pushed so far, when counting (see the constructor). */
+  bytes = 0;
+  /** {@link bytes} where the last family's first sample line starts (after its metadata lines). */
+  bodyAt = 0;
+
+  /** @param count whether to keep {@link bytes}, for a caller that records where each family lies. */
+  constructor(count = false) {
+    this.#count = count;
+  }
 
   push(line: string): void {
+    if (this.#count) this.bytes += Buffer.byteLength(line);
     this.#lines.push(line);
     if (this.#lines.length >= 4096) {
       this.#chunks.push(this.#lines.join(''));
@@ -145,19 +156,23 @@ export function serializeTextBuffer(families: readonly MetricFamily[], options: 
 }
 
 function writeText(out: Lines, families: readonly MetricFamily[], options: SerializeOptions): void {
-  for (const family of options.normalized === true ? families : normalizeFamilies(families).families) {
-    if (family.help !== undefined) out.push(`# HELP ${family.name} ${escapeTextHelp(family.help)}\n`);
-    out.push(`# TYPE ${family.name} ${family.type}\n`);
-    for (const s of family.samples) {
-      out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`);
-    }
+  for (const family of options.normalized === true ? families : normalizeFamilies(families).families) writeTextFamily(out, family);
+}
+
+/** One family of {@link serializeText}: its metadata lines, then (from `out.bodyAt`) its samples. */
+export function writeTextFamily(out: Lines, family: MetricFamily): void {
+  if (family.help !== undefined) out.push(`# HELP ${family.name} ${escapeTextHelp(family.help)}\n`);
+  out.push(`# TYPE ${family.name} ${family.type}\n`);
+  out.bodyAt = out.bytes;
+  for (const s of family.samples) {
+    out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // OpenMetrics 1.0.0
 
-type OpenMetricsType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'unknown';
+export type OpenMetricsType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'unknown';
 
 /**
  * A float as OpenMetrics wants `le` and `quantile` label values ("Canonical Numbers"): Go's
@@ -215,9 +230,14 @@ function withLabel(sample: Sample, name: string, value: string): Sample {
   return { ...sample, labels: sample.labels.map(([n, v]): [string, string] => (n === name ? [n, value] : [n, v])) };
 }
 
+/** The metadata lines OpenMetrics writes before a family's samples: `# TYPE`, then `# HELP` when there is help. */
+export function openMetricsHeader(name: string, type: OpenMetricsType, help: string | undefined): string {
+  return `# TYPE ${name} ${type}\n${help === undefined ? '' : `# HELP ${name} ${escapeQuoted(help)}\n`}`;
+}
+
 function block(out: Lines, name: string, type: OpenMetricsType, help: string | undefined, samples: readonly Sample[]): void {
-  out.push(`# TYPE ${name} ${type}\n`);
-  if (help !== undefined) out.push(`# HELP ${name} ${escapeQuoted(help)}\n`);
+  out.push(openMetricsHeader(name, type, help));
+  out.bodyAt = out.bytes;
   for (const s of samples) {
     out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${formatSeconds(s.timestampMs)}`}\n`);
   }
@@ -370,47 +390,76 @@ export function serializeOpenMetricsBuffer(families: readonly MetricFamily[], op
 
 function writeOpenMetrics(out: Lines, families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean }): void {
   const clean = options.normalized === true ? families : normalizeFamilies(families).families;
-  const types = new Map(clean.map((family) => [family.name, family.type]));
+  const claim = openMetricsClaims(new Map(clean.map((family) => [family.name, family.type])));
+  for (const family of clean) writeOpenMetricsFamily(out, family, claim);
+  if (options.eof ?? true) out.push('# EOF\n');
+}
+
+/**
+ * Takes the OpenMetrics-only names of a typed family (`foo` and `foo_created` of counter
+ * `foo_total`, `x_created` of histogram or summary `x`) when no family of `types` (every family
+ * of the exposition, by name) owns them and no earlier typed family took them.
+ *
+ * @returns a function answering whether it took the names (and then they are taken). Never throws.
+ */
+export function openMetricsClaims(types: ReadonlyMap<string, MetricType>): (names: string[]) => boolean {
   const typeOf = (name: string): MetricType | undefined => types.get(name);
-  /** OpenMetrics-only names that typed families took. */
   const claimed = new Set<string>();
-  /** Takes the OpenMetrics-only names of a typed family, if no family owns them and no typed family took them. */
-  const claim = (names: string[]): boolean => {
+  return (names) => {
     if (names.some((name) => claimed.has(name) || owningFamily(name, typeOf) !== undefined)) return false;
     for (const name of names) claimed.add(name);
     return true;
   };
+}
 
-  for (const family of clean) {
-    if (startsWithUnderscore(family.name)) continue;
-    const samples = family.samples.some((s) => s.labels.some(([n]) => startsWithUnderscore(n)))
-      ? family.samples.filter((s) => !s.labels.some(([n]) => startsWithUnderscore(n)))
-      : family.samples;
-    const { name, help } = family;
-    switch (family.type) {
-      case 'gauge':
-        block(out, name, 'gauge', help, samples);
-        break;
-      case 'untyped':
-        block(out, name, 'unknown', help, samples);
-        break;
-      case 'counter': {
-        const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
-        const typed = base !== undefined && samples.every((s) => s.value >= 0) && claim([base, `${base}_created`]);
-        if (typed) block(out, base, 'counter', help, samples);
-        else block(out, name, 'unknown', help, samples);
-        break;
+/**
+ * How {@link writeOpenMetricsFamily} wrote a family: `skipped` (a name starting with `_`),
+ * `typed` (one block of its own type: gauge, counter, histogram, summary), `unknown` (one
+ * `unknown` block for an untyped family or a counter that could not be typed; `unknownBlocks`
+ * for a histogram or summary that could not: one block per sample name).
+ */
+export interface OpenMetricsForm {
+  form: 'skipped' | 'typed' | 'unknown' | 'unknownBlocks';
+  /** A counter's samples (those written) are all ≥ 0; a histogram's or summary's points are all valid OpenMetrics. */
+  valid: boolean;
+}
+
+/**
+ * One family of {@link serializeOpenMetrics}, with `claim` shared by every family of the exposition
+ * (see {@link openMetricsClaims}). A single block's samples start at `out.bodyAt`.
+ */
+export function writeOpenMetricsFamily(out: Lines, family: MetricFamily, claim: (names: string[]) => boolean): OpenMetricsForm {
+  if (startsWithUnderscore(family.name)) return { form: 'skipped', valid: true };
+  const samples = family.samples.some((s) => s.labels.some(([n]) => startsWithUnderscore(n)))
+    ? family.samples.filter((s) => !s.labels.some(([n]) => startsWithUnderscore(n)))
+    : family.samples;
+  const { name, help } = family;
+  switch (family.type) {
+    case 'gauge':
+      block(out, name, 'gauge', help, samples);
+      return { form: 'typed', valid: true };
+    case 'untyped':
+      block(out, name, 'unknown', help, samples);
+      return { form: 'unknown', valid: true };
+    case 'counter': {
+      const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
+      const valid = samples.every((s) => s.value >= 0);
+      const typed = base !== undefined && valid && claim([base, `${base}_created`]);
+      if (typed) block(out, base, 'counter', help, samples);
+      else block(out, name, 'unknown', help, samples);
+      return { form: typed ? 'typed' : 'unknown', valid };
+    }
+    case 'histogram':
+    case 'summary': {
+      const ordered = family.type === 'histogram' ? histogramSamples(family, samples) : summarySamples(family, samples);
+      if (ordered !== undefined && claim([`${name}_created`])) {
+        block(out, name, family.type, help, ordered);
+        return { form: 'typed', valid: true };
       }
-      case 'histogram':
-      case 'summary': {
-        const ordered = family.type === 'histogram' ? histogramSamples(family, samples) : summarySamples(family, samples);
-        if (ordered !== undefined && claim([`${name}_created`])) block(out, name, family.type, help, ordered);
-        else unknownBlocks(out, family, samples);
-        break;
-      }
+      unknownBlocks(out, family, samples);
+      return { form: 'unknownBlocks', valid: ordered !== undefined };
     }
   }
-  if (options.eof ?? true) out.push('# EOF\n');
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,15 +14,17 @@
 import { AbortedError, InvalidArgumentError, UpstreamError, failureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import {
+  PartWriter,
   addTargetLabels,
-  mergeFamilies,
-  mergeSources,
+  isValidLabelName,
+  mergeParts,
   parseExposition,
   prefixFamilies,
-  serializeOpenMetricsBuffer,
-  serializeTextBuffer,
-  isValidLabelName,
+  reservedNameSet,
+  reservedNamesOf,
+  type IndexedPart,
   type MetricFamily,
+  type MetricType,
 } from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { ExporterMetrics } from './registry.js';
@@ -65,26 +67,15 @@ export const EMPTY_UPSTREAM_PART: UpstreamPart = Object.freeze({ text: Buffer.al
 
 /** One source's read, kept for METRICS_CACHE_TTL. */
 interface Snapshot {
-  /** The source's families: prefixed, labelled, without the ones that collide with ours. */
-  families: readonly MetricFamily[];
+  /**
+   * The source's families (prefixed, labelled, without the ones that collide with ours)
+   * serialised in both formats, with where each family lies, for merging with other sources:
+   * bytes rather than sample objects, which would take several times the memory.
+   */
+  part: IndexedPart;
   samples: number;
   /** Milliseconds since the epoch when the read finished. */
   fetchedAt: number;
-  /** The families serialised, made on first use (by /probe, or /metrics with one source). */
-  part: UpstreamPart | undefined;
-}
-
-function serialize(families: readonly MetricFamily[], samples: number, normalized: boolean): UpstreamPart {
-  return {
-    text: serializeTextBuffer(families, { normalized }),
-    openMetrics: serializeOpenMetricsBuffer(families, { eof: false, normalized }),
-    samples,
-  };
-}
-
-function partOf(snapshot: Snapshot): UpstreamPart {
-  // The parser's families, renamed, labelled, given a clean help and filtered, are still normalized.
-  return (snapshot.part ??= serialize(snapshot.families, snapshot.samples, true));
 }
 
 /** One source to read: its name, its labels and its own client (token cache, request budget). */
@@ -182,6 +173,46 @@ class SourceReader {
     return `Platform analytics metric (E7), a count over the last ${formatDuration(this.#o.windowMs)} (METRICS_WINDOW), as read from the upstream.`;
   }
 
+  /**
+   * The source's part: each family prefixed, given a help when it has none, dropped when it
+   * collides with one of ours (counted and logged), labelled, then written and let go one family
+   * at a time, so the labelled copies of 100,000 samples never exist at once. Empties `families`.
+   */
+  #serialize(families: MetricFamily[], own: readonly MetricFamily[]): IndexedPart {
+    const { metrics, prefix } = this.#o;
+    const source = this.#source.name;
+    const ours = reservedNameSet(own);
+    const help = this.#upstreamHelp();
+    const types = new Map<string, MetricType>();
+    const kept: number[] = [];
+    const dropped: string[] = [];
+    families.forEach((family, i) => {
+      const name = prefix ? prefix + family.name : family.name;
+      const sampleNames = new Set(family.samples.map((sample) => (prefix ? prefix + sample.name : sample.name)));
+      if (reservedNamesOf(name, family.type, sampleNames).some((reserved) => ours.has(reserved))) {
+        dropped.push(name);
+      } else {
+        kept.push(i);
+        types.set(name, family.type);
+      }
+    });
+    if (dropped.length > 0) {
+      metrics.upstreamDroppedFamilies.inc({ source }, dropped.length);
+      this.#log.warn({ families: dropped }, "dropped upstream metric families whose names collide with the exporter's own");
+    }
+    const writer = new PartWriter(types);
+    for (const i of kept) {
+      const parsed = families[i]!;
+      const renamed = prefix ? prefixFamilies([parsed], prefix)[0]! : parsed;
+      writer.add(addTargetLabels([renamed.help === undefined ? { ...renamed, help } : renamed], this.#labels)[0]!);
+      // The parser's samples of this family are no longer needed: let them go before the next one's copies are made.
+      (families as Array<MetricFamily | undefined>)[i] = undefined;
+    }
+    families.length = 0;
+    // The parser's families, renamed, labelled, given a clean help and filtered, are still normalized.
+    return writer.finish();
+  }
+
   async #read(budgetMs: number): Promise<Snapshot> {
     const { metrics } = this.#o;
     const { client, name: source } = this.#source;
@@ -207,18 +238,8 @@ class SourceReader {
       if (parsed.invalid.length > 0) {
         log.warn({ invalidLines: parsed.invalid.length, first: parsed.invalid[0] }, 'dropped invalid lines of the upstream Prometheus text');
       }
-      const renamed = (this.#o.prefix ? prefixFamilies(parsed.families, this.#o.prefix) : parsed.families).map((family) =>
-        family.help === undefined ? { ...family, help: this.#upstreamHelp() } : family,
-      );
-      const { dropped } = mergeFamilies(await this.#o.ownFamilies(), renamed);
-      const droppedNames = new Set(dropped);
-      const kept = renamed.filter((family) => !droppedNames.has(family.name));
-      if (dropped.length > 0) {
-        metrics.upstreamDroppedFamilies.inc({ source }, dropped.length);
-        log.warn({ families: dropped }, "dropped upstream metric families whose names collide with the exporter's own");
-      }
-      const families = addTargetLabels(kept, this.#labels);
-      const snapshot: Snapshot = { families, samples: families.reduce((n, f) => n + f.samples.length, 0), fetchedAt: this.#now(), part: undefined };
+      const part = this.#serialize(parsed.families, await this.#o.ownFamilies());
+      const snapshot: Snapshot = { part, samples: part.samples, fetchedAt: this.#now() };
       this.#cache = snapshot;
       metrics.upstreamUp.set({ source }, 1);
       metrics.upstreamLastSuccess.set({ source }, snapshot.fetchedAt / 1000);
@@ -285,15 +306,15 @@ export class UpstreamMetrics {
    */
   async collectSource(name: string, budgetMs: number): Promise<UpstreamPart> {
     const read = await this.#readers.get(name)?.collect(budgetMs);
-    return read === undefined ? EMPTY_UPSTREAM_PART : partOf(read);
+    return read === undefined ? EMPTY_UPSTREAM_PART : read.part;
   }
 
   #merge(reads: ReadonlyArray<Snapshot | undefined>): UpstreamPart {
     const names = this.names;
     const parts = reads.flatMap((read, i) => (read === undefined ? [] : [{ source: names[i]!, read }]));
     if (parts.length === 0) return EMPTY_UPSTREAM_PART;
-    if (parts.length === 1) return partOf(parts[0]!.read);
-    const { families, dropped } = mergeSources(parts.map(({ source, read }) => ({ source, families: read.families })));
+    if (parts.length === 1) return parts[0]!.read.part;
+    const { text, openMetrics, samples, dropped } = mergeParts(parts.map(({ source, read }) => ({ source, part: read.part })));
     for (const { source } of dropped) this.#o.metrics.upstreamDroppedFamilies.inc({ source });
     if (dropped.length > 0) {
       this.#o.log.warn(
@@ -301,8 +322,6 @@ export class UpstreamMetrics {
         "dropped upstream metric families that conflict with an earlier source's family of the same name (another type or structure)",
       );
     }
-    const samples = families.reduce((n, f) => n + f.samples.length, 0);
-    // Each source's families are normalized and carry a distinct `source`, so their union is too.
-    return serialize(families, samples, true);
+    return { text, openMetrics, samples };
   }
 }
