@@ -21,6 +21,6 @@ export {
   serializeTextBuffer,
 } from './serialize.js';
 export type { SourceFamilies } from './merge.js';
-export { addTargetLabels, mergeFamilies, mergeSources, prefixFamilies, reservedNameSet, reservedNamesOf } from './merge.js';
+export { addTargetLabels, mergeFamilies, mergeSources, prefixFamilies, relabelInPlace, reservedNameSet, reservedNamesOf } from './merge.js';
 export type { Extent, IndexedFamily, IndexedPart, SourcePart } from './part.js';
 export { PartWriter, mergeParts } from './part.js';

@@ -107,12 +107,42 @@ export function reservedNameSet(families: readonly MetricFamily[]): Set<string> 
  */
 export function addTargetLabels(families: readonly MetricFamily[], targetLabels: ReadonlyArray<readonly [string, string]>): readonly MetricFamily[] {
   if (targetLabels.length === 0) return families;
+  const rename = targetLabeller(targetLabels);
+  return families.map((family) => ({ ...family, samples: family.samples.map((sample) => ({ ...sample, labels: rename(sample.labels) })) }));
+}
+
+/**
+ * {@link addTargetLabels} and {@link prefixFamilies} of one family that its caller owns (a
+ * parser's result), done in place: no second sample object per sample, which at 100,000 samples
+ * is several MB more for the collector. Same rules and validity as those two.
+ *
+ * @param prefix as in prefixFamilies, or undefined for none.
+ * @returns `family`, renamed and labelled.
+ * @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) when `prefix` is not a valid metric-name start.
+ */
+export function relabelInPlace(family: MetricFamily, prefix: string | undefined, targetLabels: ReadonlyArray<readonly [string, string]>): MetricFamily {
+  if (prefix !== undefined) {
+    if (typeof prefix !== 'string' || !isValidMetricName(prefix)) {
+      throw new InvalidArgumentError(`metric name prefix ${JSON.stringify(prefix)} does not match [a-zA-Z_:][a-zA-Z0-9_:]*`);
+    }
+    family.name = prefix + family.name;
+  }
+  const rename = targetLabels.length === 0 ? undefined : targetLabeller(targetLabels);
+  for (const sample of family.samples) {
+    if (prefix !== undefined) sample.name = prefix + sample.name;
+    if (rename !== undefined) sample.labels = rename(sample.labels);
+  }
+  return family;
+}
+
+/** A sample's labels with the target's first and its own clashing ones renamed `exported_<name>` (see addTargetLabels). */
+function targetLabeller(targetLabels: ReadonlyArray<readonly [string, string]>): (labels: ReadonlyArray<[string, string]>) => Array<[string, string]> {
   const targetNames = new Set(targetLabels.map(([name]) => name));
   // Label pairs are never mutated once made (serializers sort arrays, not pairs), so every sample
   // shares the target pairs and keeps its own pairs that need no renaming: at 100,000 upstream
   // samples a copy of every pair would hold tens of MiB more for as long as the read is cached.
   const target = targetLabels.map(([name, value]): [string, string] => [name, value]);
-  const rename = (labels: ReadonlyArray<[string, string]>): Array<[string, string]> => {
+  return (labels) => {
     const out = [...target];
     for (const pair of labels) {
       const name = pair[0];
@@ -122,7 +152,6 @@ export function addTargetLabels(families: readonly MetricFamily[], targetLabels:
     }
     return out;
   };
-  return families.map((family) => ({ ...family, samples: family.samples.map((sample) => ({ ...sample, labels: rename(sample.labels) })) }));
 }
 
 /** One source's families, for {@link mergeSources}. */

@@ -6,7 +6,16 @@
  */
 import { reservedNamesOf } from './merge.js';
 import { parseExposition } from './parse.js';
-import { Lines, openMetricsClaims, openMetricsHeader, writeOpenMetricsFamily, writeTextFamily, type OpenMetricsForm } from './serialize.js';
+import {
+  Lines,
+  openMetricsClaims,
+  openMetricsCounter,
+  openMetricsHeader,
+  openMetricsHeaderOfPlain,
+  writeOpenMetricsFamily,
+  writeTextFamily,
+  type OpenMetricsForm,
+} from './serialize.js';
 import type { MetricFamily, MetricType } from './types.js';
 
 /** Where a family starts, where its first sample line starts (after the metadata lines), and where it ends: byte offsets. */
@@ -22,8 +31,12 @@ export interface IndexedFamily {
   samples: number;
   /** In the part's text. */
   text: Extent;
-  /** In the part's OpenMetrics; `body` is meaningful for a single block only (form `typed` or `unknown`). */
-  openMetrics: Extent;
+  /**
+   * Its OpenMetrics: `header` followed by its text sample lines, which are the same bytes (see
+   * openMetricsHeaderOfPlain: E7's families), or an extent in the part's own OpenMetrics bytes,
+   * where `body` is meaningful for a single block only (form `typed` or `unknown`).
+   */
+  openMetrics: { header: string } | { extent: Extent };
   /** How the OpenMetrics serializer wrote it in this part. */
   om: OpenMetricsForm;
 }
@@ -31,11 +44,45 @@ export interface IndexedFamily {
 /** A list of families serialised in both formats, as {@link serializeTextBuffer} and {@link serializeOpenMetricsBuffer} (without `# EOF`) write it, with each family's place. */
 export interface IndexedPart {
   /** Prometheus text 0.0.4. */
-  text: Buffer;
-  /** OpenMetrics 1.0.0 without `# EOF`. */
-  openMetrics: Buffer;
-  samples: number;
-  families: readonly IndexedFamily[];
+  readonly text: Buffer;
+  /**
+   * OpenMetrics 1.0.0 without `# EOF`, made on first use (most scrapers ask for text): until
+   * then only the families whose OpenMetrics samples differ from their text ones are kept.
+   */
+  readonly openMetrics: Buffer;
+  readonly samples: number;
+  readonly families: readonly IndexedFamily[];
+  /** The OpenMetrics of the families whose {@link IndexedFamily.openMetrics} is an extent. */
+  readonly ownOpenMetrics: Buffer;
+}
+
+/** A family's OpenMetrics in `part`: whole, or (`bodyOnly`) without its metadata lines, for a single block. */
+function openMetricsBytes(part: IndexedPart, family: IndexedFamily, bodyOnly: boolean): Buffer[] {
+  const om = family.openMetrics;
+  if ('header' in om) {
+    const body = part.text.subarray(family.text[1], family.text[2]);
+    return bodyOnly ? [body] : [Buffer.from(om.header), body];
+  }
+  return [part.ownOpenMetrics.subarray(bodyOnly ? om.extent[1] : om.extent[0], om.extent[2])];
+}
+
+class Part implements IndexedPart {
+  readonly text: Buffer;
+  readonly samples: number;
+  readonly families: readonly IndexedFamily[];
+  readonly ownOpenMetrics: Buffer;
+  #openMetrics: Buffer | undefined;
+
+  constructor(text: Buffer, ownOpenMetrics: Buffer, samples: number, families: readonly IndexedFamily[]) {
+    this.text = text;
+    this.ownOpenMetrics = ownOpenMetrics;
+    this.samples = samples;
+    this.families = families;
+  }
+
+  get openMetrics(): Buffer {
+    return (this.#openMetrics ??= Buffer.concat(this.families.flatMap((family) => openMetricsBytes(this, family, false))));
+  }
 }
 
 /**
@@ -63,12 +110,21 @@ export class PartWriter {
   /** Writes the next family (normalized, in the list's order). Never throws. */
   add(family: MetricFamily): void {
     const text = this.#text;
-    const om = this.#openMetrics;
     const textStart = text.bytes;
     writeTextFamily(text, family);
-    const omStart = om.bytes;
-    om.bodyAt = omStart;
-    const form = writeOpenMetricsFamily(om, family, this.#claim);
+    let openMetrics: IndexedFamily['openMetrics'];
+    let form: OpenMetricsForm;
+    const plain = openMetricsHeaderOfPlain(family, this.#claim);
+    if (plain !== undefined) {
+      openMetrics = { header: plain.header };
+      form = plain.form;
+    } else {
+      const om = this.#openMetrics;
+      const start = om.bytes;
+      om.bodyAt = start;
+      form = writeOpenMetricsFamily(om, family, this.#claim);
+      openMetrics = { extent: [start, om.bodyAt, om.bytes] };
+    }
     this.#families.push({
       name: family.name,
       type: family.type,
@@ -76,7 +132,7 @@ export class PartWriter {
       sampleNames: [...new Set(family.samples.map((sample) => sample.name))],
       samples: family.samples.length,
       text: [textStart, text.bodyAt, text.bytes],
-      openMetrics: [omStart, om.bodyAt, om.bytes],
+      openMetrics,
       om: form,
     });
     this.#samples += family.samples.length;
@@ -84,7 +140,7 @@ export class PartWriter {
 
   /** The part; the writer is spent. */
   finish(): IndexedPart {
-    return { text: this.#text.toBuffer(), openMetrics: this.#openMetrics.toBuffer(), samples: this.#samples, families: this.#families };
+    return new Part(this.#text.toBuffer(), this.#openMetrics.toBuffer(), this.#samples, this.#families);
   }
 }
 
@@ -113,9 +169,7 @@ interface Member {
  *   families by source, in input order. Never throws.
  */
 export function mergeParts(parts: readonly SourcePart[]): {
-  text: Buffer;
-  openMetrics: Buffer;
-  samples: number;
+  part: { readonly text: Buffer; readonly openMetrics: Buffer; readonly samples: number };
   dropped: Array<{ source: string; family: string }>;
 } {
   const byName = new Map<string, Member[]>();
@@ -141,9 +195,7 @@ export function mergeParts(parts: readonly SourcePart[]): {
   }
 
   const text: Buffer[] = [];
-  const openMetrics: Buffer[] = [];
   let samples = 0;
-  const claim = openMetricsClaims(new Map([...byName].map(([name, members]) => [name, members[0]!.family.type])));
   for (const members of byName.values()) {
     const first = members[0]!.family;
     text.push(members[0]!.part.text.subarray(first.text[0], first.text[1]));
@@ -151,31 +203,45 @@ export function mergeParts(parts: readonly SourcePart[]): {
       text.push(part.text.subarray(family.text[1], family.text[2]));
       samples += family.samples;
     }
-    const om = openMetricsOf(members, claim);
-    if (om !== undefined) openMetrics.push(...om);
   }
-  return { text: Buffer.concat(text), openMetrics: Buffer.concat(openMetrics), samples, dropped };
+  let openMetrics: Buffer | undefined;
+  const merged = {
+    text: Buffer.concat(text),
+    samples,
+    // Made on first use, as a part's own.
+    get openMetrics(): Buffer {
+      if (openMetrics === undefined) {
+        const claim = openMetricsClaims(new Map([...byName].map(([name, members]) => [name, members[0]!.family.type])));
+        openMetrics = Buffer.concat([...byName.values()].flatMap((members) => mergedOpenMetrics(members, claim)));
+      }
+      return openMetrics;
+    },
+  };
+  return { part: merged, dropped };
 }
 
 /** Every member's OpenMetrics samples, one after the other. */
 function bodies(members: readonly Member[]): Buffer[] {
-  return members.map(({ part, family }) => part.openMetrics.subarray(family.openMetrics[1], family.openMetrics[2]));
+  return members.flatMap(({ part, family }) => openMetricsBytes(part, family, true));
 }
 
 /** A merged family's OpenMetrics, decided as writeOpenMetricsFamily decides it for the merged family (same claims, same order). */
-function openMetricsOf(members: readonly Member[], claim: (names: string[]) => boolean): Buffer[] | undefined {
+function mergedOpenMetrics(members: readonly Member[], claim: (names: string[]) => boolean): Buffer[] {
   const { name, type, help, om } = members[0]!.family;
   // Skipping depends on the name only, so it is the same in every part.
-  if (om.form === 'skipped') return undefined;
+  if (om.form === 'skipped') return [];
   switch (type) {
     case 'gauge':
     case 'untyped':
       return [Buffer.from(openMetricsHeader(name, type === 'gauge' ? 'gauge' : 'unknown', help)), ...bodies(members)];
     case 'counter': {
       // A counter's sample lines are the same whether it is typed or not; only its metadata differs.
-      const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
-      const typed = base !== undefined && members.every(({ family }) => family.om.valid) && claim([base, `${base}_created`]);
-      return [Buffer.from(typed ? openMetricsHeader(base, 'counter', help) : openMetricsHeader(name, 'unknown', help)), ...bodies(members)];
+      const counter = openMetricsCounter(
+        name,
+        members.every(({ family }) => family.om.valid),
+        claim,
+      );
+      return [Buffer.from(openMetricsHeader(counter.name, counter.type, help)), ...bodies(members)];
     }
     case 'histogram':
     case 'summary': {
@@ -186,7 +252,7 @@ function openMetricsOf(members: readonly Member[], claim: (names: string[]) => b
       }
       const only = members.length === 1 ? members[0]! : undefined;
       if (only !== undefined && only.family.om.form === 'unknownBlocks' && !only.family.om.valid) {
-        return [only.part.openMetrics.subarray(only.family.openMetrics[0], only.family.openMetrics[2])];
+        return openMetricsBytes(only.part, only.family, false);
       }
       // Rare (a conflict of names between sources, or points invalid in OpenMetrics): read the
       // family back from its text and let the serializer decide; a failed claim took nothing.

@@ -64,27 +64,37 @@ function escapeTextHelp(help: string): string {
 export class Lines {
   readonly #lines: string[] = [];
   readonly #chunks: string[] = [];
-  readonly #count: boolean;
-  /** UTF-8 bytes pushed so far, when counting (see the constructor). */
+  /** In part mode, the chunks as UTF-8. */
+  readonly #encoded: Buffer[] = [];
+  readonly #part: boolean;
+  /** UTF-8 bytes pushed so far, in part mode (see the constructor). */
   bytes = 0;
   /** {@link bytes} where the last family's first sample line starts (after its metadata lines). */
   bodyAt = 0;
 
-  /** @param count whether to keep {@link bytes}, for a caller that records where each family lies. */
-  constructor(count = false) {
-    this.#count = count;
+  /**
+   * @param part part mode, for a large output that {@link toBuffer} ends and whose caller
+   *   records where each family lies: keeps {@link bytes}, and encodes each chunk as soon as it
+   *   is joined, so the output is never held as strings on the collected heap.
+   */
+  constructor(part = false) {
+    this.#part = part;
   }
 
   push(line: string): void {
-    if (this.#count) this.bytes += Buffer.byteLength(line);
+    if (this.#part) this.bytes += Buffer.byteLength(line);
     this.#lines.push(line);
-    if (this.#lines.length >= 4096) {
-      this.#chunks.push(this.#lines.join(''));
-      this.#lines.length = 0;
-    }
+    if (this.#lines.length >= 4096) this.#flush();
+  }
+
+  #flush(): void {
+    if (this.#part) this.#encoded.push(Buffer.from(this.#lines.join('')));
+    else this.#chunks.push(this.#lines.join(''));
+    this.#lines.length = 0;
   }
 
   toString(): string {
+    if (this.#part) return this.toBuffer().toString();
     this.#chunks.push(this.#lines.join(''));
     this.#lines.length = 0;
     const text = this.#chunks.length === 1 ? this.#chunks[0]! : this.#chunks.join('');
@@ -94,6 +104,12 @@ export class Lines {
 
   /** The output as UTF-8, written chunk by chunk into one buffer (no joined string on the way). */
   toBuffer(): Buffer {
+    if (this.#part) {
+      this.#flush();
+      const buffer = Buffer.concat(this.#encoded, this.bytes);
+      this.#encoded.length = 0;
+      return buffer;
+    }
     this.#chunks.push(this.#lines.join(''));
     this.#lines.length = 0;
     let size = 0;
@@ -425,6 +441,36 @@ export interface OpenMetricsForm {
 }
 
 /**
+ * For a family whose OpenMetrics sample lines are its text format sample lines byte for byte (a
+ * gauge, counter or untyped family, named without a leading `_`, no sample with a timestamp or
+ * a label name starting with `_`; E7 sends such families): the metadata lines
+ * {@link writeOpenMetricsFamily} would write before them, and how, taking the names it would
+ * claim. Undefined for any other family, and nothing is claimed.
+ */
+export function openMetricsHeaderOfPlain(family: MetricFamily, claim: (names: string[]) => boolean): { header: string; form: OpenMetricsForm } | undefined {
+  const { name, type, help, samples } = family;
+  if (type === 'histogram' || type === 'summary' || startsWithUnderscore(name)) return undefined;
+  for (const s of samples) {
+    if (s.timestampMs !== undefined || s.labels.some(([n]) => startsWithUnderscore(n))) return undefined;
+  }
+  if (type === 'gauge') return { header: openMetricsHeader(name, 'gauge', help), form: { form: 'typed', valid: true } };
+  if (type === 'untyped') return { header: openMetricsHeader(name, 'unknown', help), form: { form: 'unknown', valid: true } };
+  const valid = samples.every((s) => s.value >= 0);
+  const counter = openMetricsCounter(name, valid, claim);
+  return { header: openMetricsHeader(counter.name, counter.type, help), form: { form: counter.type === 'counter' ? 'typed' : 'unknown', valid } };
+}
+
+/**
+ * How OpenMetrics writes counter family `name`: as counter `foo` for `foo_total` when the name
+ * ends in `_total`, `valid` (every value written ≥ 0) and `claim` takes `foo` and `foo_created`;
+ * otherwise as `unknown` under its own name (`claim` is then not asked when it need not be).
+ */
+export function openMetricsCounter(name: string, valid: boolean, claim: (names: string[]) => boolean): { name: string; type: 'counter' | 'unknown' } {
+  const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
+  return base !== undefined && valid && claim([base, `${base}_created`]) ? { name: base, type: 'counter' } : { name, type: 'unknown' };
+}
+
+/**
  * One family of {@link serializeOpenMetrics}, with `claim` shared by every family of the exposition
  * (see {@link openMetricsClaims}). A single block's samples start at `out.bodyAt`.
  */
@@ -442,12 +488,10 @@ export function writeOpenMetricsFamily(out: Lines, family: MetricFamily, claim: 
       block(out, name, 'unknown', help, samples);
       return { form: 'unknown', valid: true };
     case 'counter': {
-      const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
       const valid = samples.every((s) => s.value >= 0);
-      const typed = base !== undefined && valid && claim([base, `${base}_created`]);
-      if (typed) block(out, base, 'counter', help, samples);
-      else block(out, name, 'unknown', help, samples);
-      return { form: typed ? 'typed' : 'unknown', valid };
+      const counter = openMetricsCounter(name, valid, claim);
+      block(out, counter.name, counter.type, help, samples);
+      return { form: counter.type === 'counter' ? 'typed' : 'unknown', valid };
     }
     case 'histogram':
     case 'summary': {

@@ -15,11 +15,10 @@ import { AbortedError, InvalidArgumentError, UpstreamError, failureReason } from
 import type { Logger } from '../log.js';
 import {
   PartWriter,
-  addTargetLabels,
   isValidLabelName,
   mergeParts,
   parseExposition,
-  prefixFamilies,
+  relabelInPlace,
   reservedNameSet,
   reservedNamesOf,
   type IndexedPart,
@@ -176,7 +175,8 @@ class SourceReader {
   /**
    * The source's part: each family prefixed, given a help when it has none, dropped when it
    * collides with one of ours (counted and logged), labelled, then written and let go one family
-   * at a time, so the labelled copies of 100,000 samples never exist at once. Empties `families`.
+   * at a time, so that the parser's samples are the only ones made (renamed and labelled in place)
+   * and are let go as soon as written. Empties `families`, and changes them on the way.
    */
   #serialize(families: MetricFamily[], own: readonly MetricFamily[]): IndexedPart {
     const { metrics, prefix } = this.#o;
@@ -202,9 +202,9 @@ class SourceReader {
     }
     const writer = new PartWriter(types);
     for (const i of kept) {
-      const parsed = families[i]!;
-      const renamed = prefix ? prefixFamilies([parsed], prefix)[0]! : parsed;
-      writer.add(addTargetLabels([renamed.help === undefined ? { ...renamed, help } : renamed], this.#labels)[0]!);
+      const family = relabelInPlace(families[i]!, prefix || undefined, this.#labels);
+      family.help ??= help;
+      writer.add(family);
       // The parser's samples of this family are no longer needed: let them go before the next one's copies are made.
       (families as Array<MetricFamily | undefined>)[i] = undefined;
     }
@@ -314,7 +314,7 @@ export class UpstreamMetrics {
     const parts = reads.flatMap((read, i) => (read === undefined ? [] : [{ source: names[i]!, read }]));
     if (parts.length === 0) return EMPTY_UPSTREAM_PART;
     if (parts.length === 1) return parts[0]!.read.part;
-    const { text, openMetrics, samples, dropped } = mergeParts(parts.map(({ source, read }) => ({ source, part: read.part })));
+    const { part, dropped } = mergeParts(parts.map(({ source, read }) => ({ source, part: read.part })));
     for (const { source } of dropped) this.#o.metrics.upstreamDroppedFamilies.inc({ source });
     if (dropped.length > 0) {
       this.#o.log.warn(
@@ -322,6 +322,6 @@ export class UpstreamMetrics {
         "dropped upstream metric families that conflict with an earlier source's family of the same name (another type or structure)",
       );
     }
-    return { text, openMetrics, samples };
+    return part;
   }
 }
