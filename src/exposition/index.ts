@@ -22,5 +22,5 @@ export {
 } from './serialize.js';
 export type { SourceFamilies } from './merge.js';
 export { addTargetLabels, mergeFamilies, mergeSources, prefixFamilies, relabelInPlace, reservedNameSet, reservedNamesOf } from './merge.js';
-export type { Extent, IndexedFamily, IndexedPart, SourcePart } from './part.js';
-export { PartWriter, mergeParts } from './part.js';
+export type { Extent, IndexedFamily, IndexedPart, SourcePart, TargetLabels } from './part.js';
+export { PartWriter, mergeParts, targetLabels } from './part.js';

@@ -4,10 +4,11 @@
  * their bytes, without keeping the sources' parsed samples (E7: 100,000 samples take about 60 MB
  * as objects, against 10 MB of text per format).
  */
-import { reservedNamesOf } from './merge.js';
+import { relabelInPlace, reservedNamesOf } from './merge.js';
 import { parseExposition } from './parse.js';
 import {
   Lines,
+  formatTargetLabels,
   openMetricsClaims,
   openMetricsCounter,
   openMetricsHeader,
@@ -107,11 +108,22 @@ export class PartWriter {
     this.#claim = openMetricsClaims(types);
   }
 
-  /** Writes the next family (normalized, in the list's order). Never throws. */
-  add(family: MetricFamily): void {
+  /**
+   * Writes the next family (normalized, in the list's order), with `target`'s labels added to
+   * every sample as {@link addTargetLabels} adds them. Where that needs more than writing the
+   * same pairs first (a sample has a label of one of those names, or the family's OpenMetrics
+   * lines are not its text lines), the family's samples are relabelled in place, so the family
+   * must be the caller's to change. Never throws.
+   */
+  add(family: MetricFamily, target?: TargetLabels): void {
+    let targetText: string | undefined;
+    if (target !== undefined) {
+      if (labelsAsText(family, target)) targetText = target.text;
+      else relabelInPlace(family, undefined, target.pairs);
+    }
     const text = this.#text;
     const textStart = text.bytes;
-    writeTextFamily(text, family);
+    writeTextFamily(text, family, targetText);
     let openMetrics: IndexedFamily['openMetrics'];
     let form: OpenMetricsForm;
     const plain = openMetricsHeaderOfPlain(family, this.#claim);
@@ -142,6 +154,35 @@ export class PartWriter {
   finish(): IndexedPart {
     return new Part(this.#text.toBuffer(), this.#openMetrics.toBuffer(), this.#samples, this.#families);
   }
+}
+
+/** Labels to add to every sample of a part (a source's), made once for {@link PartWriter.add}. */
+export interface TargetLabels {
+  readonly pairs: ReadonlyArray<readonly [string, string]>;
+  readonly names: ReadonlySet<string>;
+  /** The pairs as the text format writes them, without braces. */
+  readonly text: string;
+}
+
+/** {@link TargetLabels} of label pairs with valid, distinct names (not `le` or `quantile`). Never throws. */
+export function targetLabels(pairs: ReadonlyArray<readonly [string, string]>): TargetLabels {
+  return { pairs, names: new Set(pairs.map(([name]) => name)), text: formatTargetLabels(pairs) };
+}
+
+/**
+ * Whether `target` can be added to `family` by writing its pairs first: no sample renames a label
+ * to `exported_<name>`, and the family's OpenMetrics sample lines are its text lines (see
+ * openMetricsHeaderOfPlain; a target label name starting with `_` would change which samples
+ * OpenMetrics serves).
+ */
+function labelsAsText(family: MetricFamily, target: TargetLabels): boolean {
+  if (family.type === 'histogram' || family.type === 'summary' || family.name.startsWith('_')) return false;
+  for (const name of target.names) if (name.startsWith('_')) return false;
+  for (const sample of family.samples) {
+    if (sample.timestampMs !== undefined) return false;
+    for (const [name] of sample.labels) if (target.names.has(name) || name.startsWith('_')) return false;
+  }
+  return true;
 }
 
 /** One source's part, for {@link mergeParts}. */

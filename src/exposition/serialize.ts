@@ -122,9 +122,10 @@ export class Lines {
   }
 }
 
-function formatLabels(labels: ReadonlyArray<readonly [string, string]>): string {
-  if (labels.length === 0) return '';
-  let out = '{';
+/** `{a="x",b="y"}`, or nothing for no labels; `first` (already formatted pairs) goes before the labels' own. */
+function formatLabels(labels: ReadonlyArray<readonly [string, string]>, first = ''): string {
+  if (labels.length === 0) return first === '' ? '' : `{${first}}`;
+  let out = first === '' ? '{' : `{${first},`;
   for (let i = 0; i < labels.length; i++) {
     const pair = labels[i]!;
     out += `${i === 0 ? '' : ','}${pair[0]}="${escapeQuoted(pair[1])}"`;
@@ -175,14 +176,24 @@ function writeText(out: Lines, families: readonly MetricFamily[], options: Seria
   for (const family of options.normalized === true ? families : normalizeFamilies(families).families) writeTextFamily(out, family);
 }
 
-/** One family of {@link serializeText}: its metadata lines, then (from `out.bodyAt`) its samples. */
-export function writeTextFamily(out: Lines, family: MetricFamily): void {
+/**
+ * One family of {@link serializeText}: its metadata lines, then (from `out.bodyAt`) its samples.
+ * With `targetLabels` (`a="x",b="y"`, escaped as label values are), every sample is written as if
+ * those pairs came first in its labels: for a caller that has checked that no sample has a label
+ * of one of those names (see addTargetLabels), and would otherwise make a new label list per sample.
+ */
+export function writeTextFamily(out: Lines, family: MetricFamily, targetLabels?: string): void {
   if (family.help !== undefined) out.push(`# HELP ${family.name} ${escapeTextHelp(family.help)}\n`);
   out.push(`# TYPE ${family.name} ${family.type}\n`);
   out.bodyAt = out.bytes;
   for (const s of family.samples) {
-    out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`);
+    out.push(`${s.name}${formatLabels(s.labels, targetLabels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`);
   }
+}
+
+/** Label pairs as {@link writeTextFamily}'s `targetLabels` wants them: `a="x",b="y"`. */
+export function formatTargetLabels(pairs: ReadonlyArray<readonly [string, string]>): string {
+  return formatLabels(pairs).slice(1, -1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,9 @@ import {
   relabelInPlace,
   reservedNameSet,
   reservedNamesOf,
+  targetLabels,
   type IndexedPart,
+  type TargetLabels,
   type MetricFamily,
   type MetricType,
 } from '../exposition/index.js';
@@ -102,7 +104,7 @@ export interface UpstreamMetricsOptions {
 class SourceReader {
   readonly #o: UpstreamMetricsOptions;
   readonly #source: UpstreamSource;
-  readonly #labels: Array<[string, string]>;
+  readonly #target: TargetLabels;
   readonly #now: () => number;
   readonly #log: Logger;
   #cache: Snapshot | undefined;
@@ -118,7 +120,7 @@ class SourceReader {
         throw new InvalidArgumentError(`source ${source.name}: label name ${JSON.stringify(name)} cannot be added to upstream samples`);
       }
     }
-    this.#labels = [['source', source.name], ...Object.entries(source.labels)];
+    this.#target = targetLabels([['source', source.name], ...Object.entries(source.labels)]);
     this.#now = options.now ?? Date.now;
     this.#log = options.log.child({ source: source.name });
     // The series exist before the first scrape, so alerts and increase() see the source from the start.
@@ -202,9 +204,9 @@ class SourceReader {
     }
     const writer = new PartWriter(types);
     for (const i of kept) {
-      const family = relabelInPlace(families[i]!, prefix || undefined, this.#labels);
+      const family = relabelInPlace(families[i]!, prefix || undefined, []);
       family.help ??= help;
-      writer.add(family);
+      writer.add(family, this.#target);
       // The parser's samples of this family are no longer needed: let them go before the next one's copies are made.
       (families as Array<MetricFamily | undefined>)[i] = undefined;
     }

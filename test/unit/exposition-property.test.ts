@@ -31,6 +31,7 @@ import {
   addTargetLabels,
   mergeParts,
   mergeSources,
+  targetLabels,
   canonicalFloat,
   formatValue,
   mergeFamilies,
@@ -543,11 +544,16 @@ function utf8(text: string): string {
   return Buffer.from(text).toString();
 }
 
-function writePart(families: readonly MetricFamily[]): IndexedPart {
+/** A PartWriter's part of `families` (left as they are: the writer gets copies), with `target` labels when given. */
+function writePart(families: readonly MetricFamily[], target?: Array<[string, string]>): IndexedPart {
   const writer = new PartWriter(new Map(families.map((f) => [f.name, f.type])));
-  for (const family of families) writer.add(family);
+  const labels = target === undefined ? undefined : targetLabels(target);
+  for (const family of structuredClone(families)) writer.add(family, labels);
   return writer.finish();
 }
+
+/** Labels a source adds besides `source`: none, one that samples may have too, one OpenMetrics leaves out. */
+const extraTargetLabels = fc.constantFrom<Array<[string, string]>>([], [['a', 't"1']], [['_x', 't2']]);
 
 // -----------------------------------------------------------------------------------------------
 
@@ -583,10 +589,12 @@ describe('round trips', () => {
     );
   });
 
-  it('parts: a PartWriter writes the list as the serializers do, family by family', () => {
+  it('parts: a PartWriter writes the list as the serializers do, family by family, target labels added as addTargetLabels adds them', () => {
     fc.assert(
-      fc.property(fc.oneof(normalizedFamilies, openMetricsFamilies), (families) => {
-        const part = writePart(families);
+      fc.property(fc.oneof(normalizedFamilies, openMetricsFamilies), fc.option(extraTargetLabels, { nil: undefined }), (raw, extra) => {
+        const target: Array<[string, string]> | undefined = extra === undefined ? undefined : [['source', 's'], ...extra];
+        const families = target === undefined ? raw : addTargetLabels(raw, target);
+        const part = writePart(raw, target);
         expect(part.text.toString()).toBe(utf8(serializeText(families, { normalized: true })));
         expect(part.openMetrics.toString()).toBe(utf8(serializeOpenMetrics(families, { eof: false, normalized: true })));
         expect(part.samples).toBe(families.reduce((n, f) => n + f.samples.length, 0));
@@ -600,10 +608,13 @@ describe('round trips', () => {
     // summaries included; the clashing lists give conflicts of type and of reserved names.
     const lists = fc.tuple(openMetricsFamilies, fc.array(fc.oneof(fc.constant(null), clashingFamilies, normalizedFamilies), { minLength: 2, maxLength: 3 }));
     fc.assert(
-      fc.property(lists, ([shared, drawn]) => {
-        const sources = drawn.map((families, i) => ({ source: `s${i}`, families: addTargetLabels(families ?? shared, [['source', `s${i}`]]) }));
+      fc.property(lists, extraTargetLabels, ([shared, drawn], extra) => {
+        const sources = drawn.map((families, i) => {
+          const target: Array<[string, string]> = [['source', `s${i}`], ...extra];
+          return { source: `s${i}`, raw: families ?? shared, target, families: addTargetLabels(families ?? shared, target) };
+        });
         const expected = mergeSources(sources);
-        const { part, dropped } = mergeParts(sources.map(({ source, families }) => ({ source, part: writePart(families) })));
+        const { part, dropped } = mergeParts(sources.map(({ source, raw, target }) => ({ source, part: writePart(raw, target) })));
         expect(dropped).toEqual(expected.dropped);
         expect(part.text.toString()).toBe(utf8(serializeText(expected.families, { normalized: true })));
         expect(part.openMetrics.toString()).toBe(utf8(serializeOpenMetrics(expected.families, { eof: false, normalized: true })));
