@@ -9,7 +9,8 @@
  * Sources are read concurrently, so a slow one never delays another. Each source's samples carry
  * `source="<name>"` and the source's labels; the sources' families are merged into one family per
  * name, and the merged bytes are kept until a source's read changes, so a cached scrape only
- * sends bytes.
+ * sends bytes. A source's read is kept as its serialised part and where each family lies in it,
+ * never as sample objects: merging works on those bytes (see mergeParts).
  */
 import { AbortedError, InvalidArgumentError, UpstreamError, failureReason } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -284,7 +285,7 @@ export class UpstreamMetrics {
   /**
    * The upstream part of a `/metrics` scrape: every source read concurrently (each from its cache
    * or a new read bounded by `budgetMs`), merged into one family per name in source order (see
-   * mergeSources: a later source's family whose type conflicts with an earlier one's is dropped
+   * mergeParts: a later source's family whose type conflicts with an earlier one's is dropped
    * and counted in `upstream_dropped_families_total{source}`). Never throws: a source that fails
    * or times out contributes no sample and has `upstream_up{source} 0`.
    *
