@@ -21,4 +21,6 @@ export {
   serializeTextBuffer,
 } from './serialize.js';
 export type { SourceFamilies } from './merge.js';
-export { addTargetLabels, mergeFamilies, mergeSources, prefixFamilies } from './merge.js';
+export { addTargetLabels, mergeFamilies, mergeSources, prefixFamilies, relabelInPlace, reservedNameSet, reservedNamesOf } from './merge.js';
+export type { Extent, IndexedFamily, IndexedPart, SourcePart, TargetLabels } from './part.js';
+export { PartWriter, mergeParts, targetLabels } from './part.js';

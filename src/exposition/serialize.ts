@@ -61,19 +61,40 @@ function escapeTextHelp(help: string): string {
  * built by `+=` is a rope of one object per piece until it is flattened: for 100,000 samples
  * that is several times the size of the text itself, at the moment the serializer returns.
  */
-class Lines {
+export class Lines {
   readonly #lines: string[] = [];
   readonly #chunks: string[] = [];
+  /** In part mode, the chunks as UTF-8. */
+  readonly #encoded: Buffer[] = [];
+  readonly #part: boolean;
+  /** UTF-8 bytes pushed so far, in part mode (see the constructor). */
+  bytes = 0;
+  /** {@link bytes} where the last family's first sample line starts (after its metadata lines). */
+  bodyAt = 0;
+
+  /**
+   * @param part part mode, for a large output that {@link toBuffer} ends and whose caller
+   *   records where each family lies: keeps {@link bytes}, and encodes each chunk as soon as it
+   *   is joined, so the output is never held as strings on the collected heap.
+   */
+  constructor(part = false) {
+    this.#part = part;
+  }
 
   push(line: string): void {
+    if (this.#part) this.bytes += Buffer.byteLength(line);
     this.#lines.push(line);
-    if (this.#lines.length >= 4096) {
-      this.#chunks.push(this.#lines.join(''));
-      this.#lines.length = 0;
-    }
+    if (this.#lines.length >= 4096) this.#flush();
+  }
+
+  #flush(): void {
+    if (this.#part) this.#encoded.push(Buffer.from(this.#lines.join('')));
+    else this.#chunks.push(this.#lines.join(''));
+    this.#lines.length = 0;
   }
 
   toString(): string {
+    if (this.#part) return this.toBuffer().toString();
     this.#chunks.push(this.#lines.join(''));
     this.#lines.length = 0;
     const text = this.#chunks.length === 1 ? this.#chunks[0]! : this.#chunks.join('');
@@ -83,6 +104,12 @@ class Lines {
 
   /** The output as UTF-8, written chunk by chunk into one buffer (no joined string on the way). */
   toBuffer(): Buffer {
+    if (this.#part) {
+      this.#flush();
+      const buffer = Buffer.concat(this.#encoded, this.bytes);
+      this.#encoded.length = 0;
+      return buffer;
+    }
     this.#chunks.push(this.#lines.join(''));
     this.#lines.length = 0;
     let size = 0;
@@ -95,9 +122,10 @@ class Lines {
   }
 }
 
-function formatLabels(labels: ReadonlyArray<readonly [string, string]>): string {
-  if (labels.length === 0) return '';
-  let out = '{';
+/** `{a="x",b="y"}`, or nothing for no labels; `first` (already formatted pairs) goes before the labels' own. */
+function formatLabels(labels: ReadonlyArray<readonly [string, string]>, first = ''): string {
+  if (labels.length === 0) return first === '' ? '' : `{${first}}`;
+  let out = first === '' ? '{' : `{${first},`;
   for (let i = 0; i < labels.length; i++) {
     const pair = labels[i]!;
     out += `${i === 0 ? '' : ','}${pair[0]}="${escapeQuoted(pair[1])}"`;
@@ -145,19 +173,33 @@ export function serializeTextBuffer(families: readonly MetricFamily[], options: 
 }
 
 function writeText(out: Lines, families: readonly MetricFamily[], options: SerializeOptions): void {
-  for (const family of options.normalized === true ? families : normalizeFamilies(families).families) {
-    if (family.help !== undefined) out.push(`# HELP ${family.name} ${escapeTextHelp(family.help)}\n`);
-    out.push(`# TYPE ${family.name} ${family.type}\n`);
-    for (const s of family.samples) {
-      out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`);
-    }
+  for (const family of options.normalized === true ? families : normalizeFamilies(families).families) writeTextFamily(out, family);
+}
+
+/**
+ * One family of {@link serializeText}: its metadata lines, then (from `out.bodyAt`) its samples.
+ * With `targetLabels` (`a="x",b="y"`, escaped as label values are), every sample is written as if
+ * those pairs came first in its labels: for a caller that has checked that no sample has a label
+ * of one of those names (see addTargetLabels), and would otherwise make a new label list per sample.
+ */
+export function writeTextFamily(out: Lines, family: MetricFamily, targetLabels?: string): void {
+  if (family.help !== undefined) out.push(`# HELP ${family.name} ${escapeTextHelp(family.help)}\n`);
+  out.push(`# TYPE ${family.name} ${family.type}\n`);
+  out.bodyAt = out.bytes;
+  for (const s of family.samples) {
+    out.push(`${s.name}${formatLabels(s.labels, targetLabels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${s.timestampMs}`}\n`);
   }
+}
+
+/** Label pairs as {@link writeTextFamily}'s `targetLabels` wants them: `a="x",b="y"`. */
+export function formatTargetLabels(pairs: ReadonlyArray<readonly [string, string]>): string {
+  return formatLabels(pairs).slice(1, -1);
 }
 
 // ---------------------------------------------------------------------------------------------
 // OpenMetrics 1.0.0
 
-type OpenMetricsType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'unknown';
+export type OpenMetricsType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'unknown';
 
 /**
  * A float as OpenMetrics wants `le` and `quantile` label values ("Canonical Numbers"): Go's
@@ -215,9 +257,14 @@ function withLabel(sample: Sample, name: string, value: string): Sample {
   return { ...sample, labels: sample.labels.map(([n, v]): [string, string] => (n === name ? [n, value] : [n, v])) };
 }
 
+/** The metadata lines OpenMetrics writes before a family's samples: `# TYPE`, then `# HELP` when there is help. */
+export function openMetricsHeader(name: string, type: OpenMetricsType, help: string | undefined): string {
+  return `# TYPE ${name} ${type}\n${help === undefined ? '' : `# HELP ${name} ${escapeQuoted(help)}\n`}`;
+}
+
 function block(out: Lines, name: string, type: OpenMetricsType, help: string | undefined, samples: readonly Sample[]): void {
-  out.push(`# TYPE ${name} ${type}\n`);
-  if (help !== undefined) out.push(`# HELP ${name} ${escapeQuoted(help)}\n`);
+  out.push(openMetricsHeader(name, type, help));
+  out.bodyAt = out.bytes;
   for (const s of samples) {
     out.push(`${s.name}${formatLabels(s.labels)} ${formatValue(s.value)}${s.timestampMs === undefined ? '' : ` ${formatSeconds(s.timestampMs)}`}\n`);
   }
@@ -370,47 +417,104 @@ export function serializeOpenMetricsBuffer(families: readonly MetricFamily[], op
 
 function writeOpenMetrics(out: Lines, families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean }): void {
   const clean = options.normalized === true ? families : normalizeFamilies(families).families;
-  const types = new Map(clean.map((family) => [family.name, family.type]));
+  const claim = openMetricsClaims(new Map(clean.map((family) => [family.name, family.type])));
+  for (const family of clean) writeOpenMetricsFamily(out, family, claim);
+  if (options.eof ?? true) out.push('# EOF\n');
+}
+
+/**
+ * Takes the OpenMetrics-only names of a typed family (`foo` and `foo_created` of counter
+ * `foo_total`, `x_created` of histogram or summary `x`) when no family of `types` (every family
+ * of the exposition, by name) owns them and no earlier typed family took them.
+ *
+ * @returns a function answering whether it took the names (and then they are taken). Never throws.
+ */
+export function openMetricsClaims(types: ReadonlyMap<string, MetricType>): (names: string[]) => boolean {
   const typeOf = (name: string): MetricType | undefined => types.get(name);
-  /** OpenMetrics-only names that typed families took. */
   const claimed = new Set<string>();
-  /** Takes the OpenMetrics-only names of a typed family, if no family owns them and no typed family took them. */
-  const claim = (names: string[]): boolean => {
+  return (names) => {
     if (names.some((name) => claimed.has(name) || owningFamily(name, typeOf) !== undefined)) return false;
     for (const name of names) claimed.add(name);
     return true;
   };
+}
 
-  for (const family of clean) {
-    if (startsWithUnderscore(family.name)) continue;
-    const samples = family.samples.some((s) => s.labels.some(([n]) => startsWithUnderscore(n)))
-      ? family.samples.filter((s) => !s.labels.some(([n]) => startsWithUnderscore(n)))
-      : family.samples;
-    const { name, help } = family;
-    switch (family.type) {
-      case 'gauge':
-        block(out, name, 'gauge', help, samples);
-        break;
-      case 'untyped':
-        block(out, name, 'unknown', help, samples);
-        break;
-      case 'counter': {
-        const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
-        const typed = base !== undefined && samples.every((s) => s.value >= 0) && claim([base, `${base}_created`]);
-        if (typed) block(out, base, 'counter', help, samples);
-        else block(out, name, 'unknown', help, samples);
-        break;
+/**
+ * How {@link writeOpenMetricsFamily} wrote a family: `skipped` (a name starting with `_`),
+ * `typed` (one block of its own type: gauge, counter, histogram, summary), `unknown` (one
+ * `unknown` block for an untyped family or a counter that could not be typed; `unknownBlocks`
+ * for a histogram or summary that could not: one block per sample name).
+ */
+export interface OpenMetricsForm {
+  form: 'skipped' | 'typed' | 'unknown' | 'unknownBlocks';
+  /** A counter's samples (those written) are all ≥ 0; a histogram's or summary's points are all valid OpenMetrics. */
+  valid: boolean;
+}
+
+/**
+ * For a family whose OpenMetrics sample lines are its text format sample lines byte for byte (a
+ * gauge, counter or untyped family, named without a leading `_`, no sample with a timestamp or
+ * a label name starting with `_`; E7 sends such families): the metadata lines
+ * {@link writeOpenMetricsFamily} would write before them, and how, taking the names it would
+ * claim. Undefined for any other family, and nothing is claimed.
+ */
+export function openMetricsHeaderOfPlain(family: MetricFamily, claim: (names: string[]) => boolean): { header: string; form: OpenMetricsForm } | undefined {
+  const { name, type, help, samples } = family;
+  if (type === 'histogram' || type === 'summary' || startsWithUnderscore(name)) return undefined;
+  for (const s of samples) {
+    if (s.timestampMs !== undefined || s.labels.some(([n]) => startsWithUnderscore(n))) return undefined;
+  }
+  if (type === 'gauge') return { header: openMetricsHeader(name, 'gauge', help), form: { form: 'typed', valid: true } };
+  if (type === 'untyped') return { header: openMetricsHeader(name, 'unknown', help), form: { form: 'unknown', valid: true } };
+  const valid = samples.every((s) => s.value >= 0);
+  const counter = openMetricsCounter(name, valid, claim);
+  return { header: openMetricsHeader(counter.name, counter.type, help), form: { form: counter.type === 'counter' ? 'typed' : 'unknown', valid } };
+}
+
+/**
+ * How OpenMetrics writes counter family `name`: as counter `foo` for `foo_total` when the name
+ * ends in `_total`, `valid` (every value written ≥ 0) and `claim` takes `foo` and `foo_created`;
+ * otherwise as `unknown` under its own name (`claim` is then not asked when it need not be).
+ */
+export function openMetricsCounter(name: string, valid: boolean, claim: (names: string[]) => boolean): { name: string; type: 'counter' | 'unknown' } {
+  const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
+  return base !== undefined && valid && claim([base, `${base}_created`]) ? { name: base, type: 'counter' } : { name, type: 'unknown' };
+}
+
+/**
+ * One family of {@link serializeOpenMetrics}, with `claim` shared by every family of the exposition
+ * (see {@link openMetricsClaims}). A single block's samples start at `out.bodyAt`.
+ */
+export function writeOpenMetricsFamily(out: Lines, family: MetricFamily, claim: (names: string[]) => boolean): OpenMetricsForm {
+  if (startsWithUnderscore(family.name)) return { form: 'skipped', valid: true };
+  const samples = family.samples.some((s) => s.labels.some(([n]) => startsWithUnderscore(n)))
+    ? family.samples.filter((s) => !s.labels.some(([n]) => startsWithUnderscore(n)))
+    : family.samples;
+  const { name, help } = family;
+  switch (family.type) {
+    case 'gauge':
+      block(out, name, 'gauge', help, samples);
+      return { form: 'typed', valid: true };
+    case 'untyped':
+      block(out, name, 'unknown', help, samples);
+      return { form: 'unknown', valid: true };
+    case 'counter': {
+      const valid = samples.every((s) => s.value >= 0);
+      const counter = openMetricsCounter(name, valid, claim);
+      block(out, counter.name, counter.type, help, samples);
+      return { form: counter.type === 'counter' ? 'typed' : 'unknown', valid };
+    }
+    case 'histogram':
+    case 'summary': {
+      const ordered = family.type === 'histogram' ? histogramSamples(family, samples) : summarySamples(family, samples);
+      if (ordered !== undefined && claim([`${name}_created`])) {
+        block(out, name, family.type, help, ordered);
+        return { form: 'typed', valid: true };
       }
-      case 'histogram':
-      case 'summary': {
-        const ordered = family.type === 'histogram' ? histogramSamples(family, samples) : summarySamples(family, samples);
-        if (ordered !== undefined && claim([`${name}_created`])) block(out, name, family.type, help, ordered);
-        else unknownBlocks(out, family, samples);
-        break;
-      }
+      unknownBlocks(out, family, samples);
+      return { form: 'unknownBlocks', valid: ordered !== undefined };
     }
   }
-  if (options.eof ?? true) out.push('# EOF\n');
 }
 
 // ---------------------------------------------------------------------------------------------

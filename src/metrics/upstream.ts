@@ -9,20 +9,24 @@
  * Sources are read concurrently, so a slow one never delays another. Each source's samples carry
  * `source="<name>"` and the source's labels; the sources' families are merged into one family per
  * name, and the merged bytes are kept until a source's read changes, so a cached scrape only
- * sends bytes.
+ * sends bytes. A source's read is kept as its serialised part and where each family lies in it,
+ * never as sample objects: merging works on those bytes (see mergeParts).
  */
 import { AbortedError, InvalidArgumentError, UpstreamError, failureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import {
-  addTargetLabels,
-  mergeFamilies,
-  mergeSources,
-  parseExposition,
-  prefixFamilies,
-  serializeOpenMetricsBuffer,
-  serializeTextBuffer,
+  PartWriter,
   isValidLabelName,
+  mergeParts,
+  parseExposition,
+  relabelInPlace,
+  reservedNameSet,
+  reservedNamesOf,
+  targetLabels,
+  type IndexedPart,
+  type TargetLabels,
   type MetricFamily,
+  type MetricType,
 } from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { ExporterMetrics } from './registry.js';
@@ -65,26 +69,15 @@ export const EMPTY_UPSTREAM_PART: UpstreamPart = Object.freeze({ text: Buffer.al
 
 /** One source's read, kept for METRICS_CACHE_TTL. */
 interface Snapshot {
-  /** The source's families: prefixed, labelled, without the ones that collide with ours. */
-  families: readonly MetricFamily[];
+  /**
+   * The source's families (prefixed, labelled, without the ones that collide with ours)
+   * serialised in both formats, with where each family lies, for merging with other sources:
+   * bytes rather than sample objects, which would take several times the memory.
+   */
+  part: IndexedPart;
   samples: number;
   /** Milliseconds since the epoch when the read finished. */
   fetchedAt: number;
-  /** The families serialised, made on first use (by /probe, or /metrics with one source). */
-  part: UpstreamPart | undefined;
-}
-
-function serialize(families: readonly MetricFamily[], samples: number, normalized: boolean): UpstreamPart {
-  return {
-    text: serializeTextBuffer(families, { normalized }),
-    openMetrics: serializeOpenMetricsBuffer(families, { eof: false, normalized }),
-    samples,
-  };
-}
-
-function partOf(snapshot: Snapshot): UpstreamPart {
-  // The parser's families, renamed, labelled, given a clean help and filtered, are still normalized.
-  return (snapshot.part ??= serialize(snapshot.families, snapshot.samples, true));
 }
 
 /** One source to read: its name, its labels and its own client (token cache, request budget). */
@@ -112,7 +105,7 @@ export interface UpstreamMetricsOptions {
 class SourceReader {
   readonly #o: UpstreamMetricsOptions;
   readonly #source: UpstreamSource;
-  readonly #labels: Array<[string, string]>;
+  readonly #target: TargetLabels;
   readonly #now: () => number;
   readonly #log: Logger;
   #cache: Snapshot | undefined;
@@ -128,7 +121,7 @@ class SourceReader {
         throw new InvalidArgumentError(`source ${source.name}: label name ${JSON.stringify(name)} cannot be added to upstream samples`);
       }
     }
-    this.#labels = [['source', source.name], ...Object.entries(source.labels)];
+    this.#target = targetLabels([['source', source.name], ...Object.entries(source.labels)]);
     this.#now = options.now ?? Date.now;
     this.#log = options.log.child({ source: source.name });
     // The series exist before the first scrape, so alerts and increase() see the source from the start.
@@ -182,6 +175,47 @@ class SourceReader {
     return `Platform analytics metric (E7), a count over the last ${formatDuration(this.#o.windowMs)} (METRICS_WINDOW), as read from the upstream.`;
   }
 
+  /**
+   * The source's part: each family prefixed, given a help when it has none, dropped when it
+   * collides with one of ours (counted and logged), labelled, then written and let go one family
+   * at a time, so that the parser's samples are the only ones made (renamed and labelled in place)
+   * and are let go as soon as written. Empties `families`, and changes them on the way.
+   */
+  #serialize(families: MetricFamily[], own: readonly MetricFamily[]): IndexedPart {
+    const { metrics, prefix } = this.#o;
+    const source = this.#source.name;
+    const ours = reservedNameSet(own);
+    const help = this.#upstreamHelp();
+    const types = new Map<string, MetricType>();
+    const kept: number[] = [];
+    const dropped: string[] = [];
+    families.forEach((family, i) => {
+      const name = prefix ? prefix + family.name : family.name;
+      const sampleNames = new Set(family.samples.map((sample) => (prefix ? prefix + sample.name : sample.name)));
+      if (reservedNamesOf(name, family.type, sampleNames).some((reserved) => ours.has(reserved))) {
+        dropped.push(name);
+      } else {
+        kept.push(i);
+        types.set(name, family.type);
+      }
+    });
+    if (dropped.length > 0) {
+      metrics.upstreamDroppedFamilies.inc({ source }, dropped.length);
+      this.#log.warn({ families: dropped }, "dropped upstream metric families whose names collide with the exporter's own");
+    }
+    const writer = new PartWriter(types);
+    for (const i of kept) {
+      const family = relabelInPlace(families[i]!, prefix || undefined, []);
+      family.help ??= help;
+      writer.add(family, this.#target);
+      // The parser's samples of this family are no longer needed: let them go before the next one's copies are made.
+      (families as Array<MetricFamily | undefined>)[i] = undefined;
+    }
+    families.length = 0;
+    // The parser's families, renamed, labelled, given a clean help and filtered, are still normalized.
+    return writer.finish();
+  }
+
   async #read(budgetMs: number): Promise<Snapshot> {
     const { metrics } = this.#o;
     const { client, name: source } = this.#source;
@@ -207,18 +241,8 @@ class SourceReader {
       if (parsed.invalid.length > 0) {
         log.warn({ invalidLines: parsed.invalid.length, first: parsed.invalid[0] }, 'dropped invalid lines of the upstream Prometheus text');
       }
-      const renamed = (this.#o.prefix ? prefixFamilies(parsed.families, this.#o.prefix) : parsed.families).map((family) =>
-        family.help === undefined ? { ...family, help: this.#upstreamHelp() } : family,
-      );
-      const { dropped } = mergeFamilies(await this.#o.ownFamilies(), renamed);
-      const droppedNames = new Set(dropped);
-      const kept = renamed.filter((family) => !droppedNames.has(family.name));
-      if (dropped.length > 0) {
-        metrics.upstreamDroppedFamilies.inc({ source }, dropped.length);
-        log.warn({ families: dropped }, "dropped upstream metric families whose names collide with the exporter's own");
-      }
-      const families = addTargetLabels(kept, this.#labels);
-      const snapshot: Snapshot = { families, samples: families.reduce((n, f) => n + f.samples.length, 0), fetchedAt: this.#now(), part: undefined };
+      const part = this.#serialize(parsed.families, await this.#o.ownFamilies());
+      const snapshot: Snapshot = { part, samples: part.samples, fetchedAt: this.#now() };
       this.#cache = snapshot;
       metrics.upstreamUp.set({ source }, 1);
       metrics.upstreamLastSuccess.set({ source }, snapshot.fetchedAt / 1000);
@@ -261,7 +285,7 @@ export class UpstreamMetrics {
   /**
    * The upstream part of a `/metrics` scrape: every source read concurrently (each from its cache
    * or a new read bounded by `budgetMs`), merged into one family per name in source order (see
-   * mergeSources: a later source's family whose type conflicts with an earlier one's is dropped
+   * mergeParts: a later source's family whose type conflicts with an earlier one's is dropped
    * and counted in `upstream_dropped_families_total{source}`). Never throws: a source that fails
    * or times out contributes no sample and has `upstream_up{source} 0`.
    *
@@ -285,15 +309,15 @@ export class UpstreamMetrics {
    */
   async collectSource(name: string, budgetMs: number): Promise<UpstreamPart> {
     const read = await this.#readers.get(name)?.collect(budgetMs);
-    return read === undefined ? EMPTY_UPSTREAM_PART : partOf(read);
+    return read === undefined ? EMPTY_UPSTREAM_PART : read.part;
   }
 
   #merge(reads: ReadonlyArray<Snapshot | undefined>): UpstreamPart {
     const names = this.names;
     const parts = reads.flatMap((read, i) => (read === undefined ? [] : [{ source: names[i]!, read }]));
     if (parts.length === 0) return EMPTY_UPSTREAM_PART;
-    if (parts.length === 1) return partOf(parts[0]!.read);
-    const { families, dropped } = mergeSources(parts.map(({ source, read }) => ({ source, families: read.families })));
+    if (parts.length === 1) return parts[0]!.read.part;
+    const { part, dropped } = mergeParts(parts.map(({ source, read }) => ({ source, part: read.part })));
     for (const { source } of dropped) this.#o.metrics.upstreamDroppedFamilies.inc({ source });
     if (dropped.length > 0) {
       this.#o.log.warn(
@@ -301,8 +325,6 @@ export class UpstreamMetrics {
         "dropped upstream metric families that conflict with an earlier source's family of the same name (another type or structure)",
       );
     }
-    const samples = families.reduce((n, f) => n + f.samples.length, 0);
-    // Each source's families are normalized and carry a distinct `source`, so their union is too.
-    return serialize(families, samples, true);
+    return part;
   }
 }

@@ -27,6 +27,11 @@ import { describe, expect, it } from 'vitest';
 import {
   INVALID_REASONS,
   METRIC_TYPES,
+  PartWriter,
+  addTargetLabels,
+  mergeParts,
+  mergeSources,
+  targetLabels,
   canonicalFloat,
   formatValue,
   mergeFamilies,
@@ -39,6 +44,7 @@ import {
   serializeOpenMetricsBuffer,
   serializeText,
   serializeTextBuffer,
+  type IndexedPart,
   type MetricFamily,
   type MetricType,
   type Sample,
@@ -329,15 +335,26 @@ const sampleSpec = fc.record({
   value: fc.double(),
   timestamp,
 });
-const familySpec = fc.record({
+const familyFields = {
   name: metricName,
   type: fc.constantFrom(...METRIC_TYPES),
   help,
   samples: fc.array(sampleSpec, { maxLength: 6 }),
-});
+};
+const familySpec = fc.record(familyFields);
+type FamilySpec = typeof familySpec extends fc.Arbitrary<infer T> ? T : never;
 
 /** Any normalized family list: the shapes the parser can produce, including ones OpenMetrics cannot type. */
-const normalizedFamilies = fc.array(familySpec, { maxLength: 6 }).map((specs) => {
+const normalizedFamilies = fc.array(familySpec, { maxLength: 6 }).map(toNormalized);
+
+/** Normalized family lists over a few names, so that lists drawn apart share names and clash. */
+const clashingFamilies = fc
+  .array(fc.record({ ...familyFields, name: fc.constantFrom('x', 'x_total', 'x_bucket', 'x_sum', 'x_count', 'x_created', 'y_total', '_z') }), {
+    maxLength: 5,
+  })
+  .map(toNormalized);
+
+function toNormalized(specs: FamilySpec[]): MetricFamily[] {
   const taken = new Set<string>();
   const families: MetricFamily[] = [];
   for (const spec of specs) {
@@ -367,7 +384,7 @@ const normalizedFamilies = fc.array(familySpec, { maxLength: 6 }).map((specs) =>
     families.push(makeFamily(spec.name, spec.type, spec.help, samples));
   }
   return families;
-});
+}
 
 const CANONICAL_LE = ['-5.0', '0.0', '0.005', '0.01', '0.1', '0.25', '0.5', '1.0', '2.5', '10.0', '100000.0', '1e+06', '1e-05', '1.5e+10'];
 const CANONICAL_QUANTILES = ['0.0', '0.5', '0.9', '0.95', '0.99', '0.999', '1.0'];
@@ -522,6 +539,22 @@ function servedThroughOpenMetrics(families: MetricFamily[]): Sample[] {
 
 const RUNS = { numRuns: 500 };
 
+/** The text as it goes over the wire and back (a lone surrogate becomes U+FFFD), to compare with bytes read back. */
+function utf8(text: string): string {
+  return Buffer.from(text).toString();
+}
+
+/** A PartWriter's part of `families` (left as they are: the writer gets copies), with `target` labels when given. */
+function writePart(families: readonly MetricFamily[], target?: Array<[string, string]>): IndexedPart {
+  const writer = new PartWriter(new Map(families.map((f) => [f.name, f.type])));
+  const labels = target === undefined ? undefined : targetLabels(target);
+  for (const family of structuredClone(families)) writer.add(family, labels);
+  return writer.finish();
+}
+
+/** Labels a source adds besides `source`: none, one that samples may have too, one OpenMetrics leaves out. */
+const extraTargetLabels = fc.constantFrom<Array<[string, string]>>([], [['a', 't"1']], [['_x', 't2']]);
+
 // -----------------------------------------------------------------------------------------------
 
 describe('round trips', () => {
@@ -551,6 +584,41 @@ describe('round trips', () => {
         expect(kept.length + dropped.length).toBe(upstream.length);
         expect(serializeText(own) + serializeText(kept)).toBe(serializeText(families));
         expect(serializeOpenMetrics(own, { eof: false }) + serializeOpenMetrics(kept, { eof: false }) + '# EOF\n').toBe(serializeOpenMetrics(families));
+      }),
+      RUNS,
+    );
+  });
+
+  it('parts: a PartWriter writes the list as the serializers do, family by family, target labels added as addTargetLabels adds them', () => {
+    fc.assert(
+      fc.property(fc.oneof(normalizedFamilies, openMetricsFamilies), fc.option(extraTargetLabels, { nil: undefined }), (raw, extra) => {
+        const target: Array<[string, string]> | undefined = extra === undefined ? undefined : [['source', 's'], ...extra];
+        const families = target === undefined ? raw : addTargetLabels(raw, target);
+        const part = writePart(raw, target);
+        expect(part.text.toString()).toBe(utf8(serializeText(families, { normalized: true })));
+        expect(part.openMetrics.toString()).toBe(utf8(serializeOpenMetrics(families, { eof: false, normalized: true })));
+        expect(part.samples).toBe(families.reduce((n, f) => n + f.samples.length, 0));
+      }),
+      RUNS,
+    );
+  });
+
+  it("parts: several sources' parts merged from their bytes are mergeSources' families serialised", () => {
+    // A shared list (null) gives every source the same names and types, typed histograms and
+    // summaries included; the clashing lists give conflicts of type and of reserved names.
+    const lists = fc.tuple(openMetricsFamilies, fc.array(fc.oneof(fc.constant(null), clashingFamilies, normalizedFamilies), { minLength: 2, maxLength: 3 }));
+    fc.assert(
+      fc.property(lists, extraTargetLabels, ([shared, drawn], extra) => {
+        const sources = drawn.map((families, i) => {
+          const target: Array<[string, string]> = [['source', `s${i}`], ...extra];
+          return { source: `s${i}`, raw: families ?? shared, target, families: addTargetLabels(families ?? shared, target) };
+        });
+        const expected = mergeSources(sources);
+        const { part, dropped } = mergeParts(sources.map(({ source, raw, target }) => ({ source, part: writePart(raw, target) })));
+        expect(dropped).toEqual(expected.dropped);
+        expect(part.text.toString()).toBe(utf8(serializeText(expected.families, { normalized: true })));
+        expect(part.openMetrics.toString()).toBe(utf8(serializeOpenMetrics(expected.families, { eof: false, normalized: true })));
+        expect(part.samples).toBe(expected.families.reduce((n, f) => n + f.samples.length, 0));
       }),
       RUNS,
     );

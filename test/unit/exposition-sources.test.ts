@@ -1,6 +1,16 @@
 /** Several sources in one exposition: target labels added the honor_labels=false way, one family per name, conflicts dropped. */
 import { describe, expect, it } from 'vitest';
-import { addTargetLabels, mergeSources, parseExposition, serializeText, type MetricFamily } from '../../src/exposition/index.js';
+import {
+  PartWriter,
+  addTargetLabels,
+  mergeParts,
+  mergeSources,
+  parseExposition,
+  serializeOpenMetrics,
+  serializeText,
+  type IndexedPart,
+  type MetricFamily,
+} from '../../src/exposition/index.js';
 
 function families(text: string): MetricFamily[] {
   const parsed = parseExposition(text);
@@ -96,4 +106,34 @@ describe('mergeSources', () => {
       ['only_b', 'untyped', 1],
     ]);
   });
+});
+
+describe('mergeParts', () => {
+  function part(families: readonly MetricFamily[]): IndexedPart {
+    const writer = new PartWriter(new Map(families.map((f) => [f.name, f.type])));
+    for (const family of families) writer.add(family);
+    return writer.finish();
+  }
+
+  const inputs: Record<string, string> = {
+    a:
+      '# HELP x from a\n# TYPE x gauge\nx{k="1"} 1\n# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 3\nh_count 2\n' +
+      '# TYPE s summary\ns{quantile="0.5"} 1\ns_sum 2\ns_count 3\n# TYPE c_total counter\nc_total 4\nuntyped_a 5 1500\n',
+    // Type conflicts (x, c_total), a name histogram h reserves (h_bucket), a histogram that is
+    // not valid OpenMetrics (no +Inf bucket) and a negative counter.
+    b: '# TYPE x counter\nx 1\nh_bucket 2\n# TYPE c_total counter\nc_total -1\n# TYPE g histogram\ng_bucket{le="1"} 1\n',
+    c: '# TYPE h histogram\nh_bucket{le="+Inf"} 7\nh_sum 1\nh_count 7\n# TYPE g histogram\ng_bucket{le="+Inf"} 1\n# TYPE s summary\ns{quantile="2"} 1\n',
+  };
+
+  for (const names of [['a'], ['a', 'b'], ['a', 'c'], ['b', 'c'], ['a', 'b', 'c'], ['c', 'b', 'a']]) {
+    it(`equals mergeSources' families serialised, in both formats: sources ${names.join(', ')}`, () => {
+      const sources = names.map((source) => ({ source, families: addTargetLabels(families(inputs[source]!), [['source', source]]) }));
+      const expected = mergeSources(sources);
+      const { part: merged, dropped } = mergeParts(sources.map(({ source, families: list }) => ({ source, part: part(list) })));
+      expect(dropped).toEqual(expected.dropped);
+      expect(merged.text.toString()).toBe(serializeText(expected.families));
+      expect(merged.openMetrics.toString()).toBe(serializeOpenMetrics(expected.families, { eof: false }));
+      expect(merged.samples).toBe(expected.families.reduce((n, f) => n + f.samples.length, 0));
+    });
+  }
 });
