@@ -76,8 +76,8 @@ function faultName(fault: QueuedFault): string {
 }
 
 /**
- * Drives the soak's faults against `sim` and the database `dbName` (through `admin`, a
- * connection of the harness, never counted as serve's).
+ * Drives the soak's faults against `sim` (one source's upstream) and the database `dbName`
+ * (through `admin`, a connection of the harness, never counted as serve's).
  */
 export class FaultDriver {
   readonly tally: FaultTally = { queued: {}, arrivalsArmed: 0, arrivalsPerArming: 7, lateRecords: 0, lateBatches: 0, dbKillRounds: 0, dbConnectionsKilled: 0 };
@@ -86,14 +86,20 @@ export class FaultDriver {
   readonly #dbName: string;
   readonly #schedule: FaultSchedule;
   readonly #schema: string;
+  readonly #source: string;
   #timer: NodeJS.Timeout | undefined;
   #ticking = false;
   #next = { queue: 0, arrivals: 0, late: 0, dbKill: 0 };
   #rotation = 0;
   #errors: string[] = [];
 
-  constructor(options: { sim: Simulator; admin: pg.Client; dbName: string; schema: string; schedule: FaultSchedule }) {
+  /**
+   * @param options.source the source (CONFIG_FILE name) `sim` stands for: late records go behind its watermark.
+   * @param options.schedule.dbKillEveryMs 0 for every driver but one when several drive one serve (the kills hit all its connections).
+   */
+  constructor(options: { sim: Simulator; admin: pg.Client; dbName: string; schema: string; source: string; schedule: FaultSchedule }) {
     this.#sim = options.sim;
+    this.#source = options.source;
     this.#admin = options.admin;
     this.#dbName = options.dbName;
     this.#schema = options.schema;
@@ -163,7 +169,7 @@ export class FaultDriver {
   /** Late records: timestamps just behind the watermark, so only the next run's lookback finds them. */
   async #insertLate(): Promise<void> {
     const { rows } = await this.#admin
-      .query<{ watermark: Date | null }>(`select watermark from ${this.#admin.escapeIdentifier(this.#schema)}.sync_state`)
+      .query<{ watermark: Date | null }>(`select watermark from ${this.#admin.escapeIdentifier(this.#schema)}.sync_state where source = $1`, [this.#source])
       .catch(() => ({ rows: [] }));
     const watermark = rows[0]?.watermark;
     if (!watermark) return;
