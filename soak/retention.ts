@@ -1,8 +1,9 @@
 /**
  * RETENTION during a soak: which day partition it drops, when, and the checks that it did.
  *
- * With PARTITION_INTERVAL=day and SYNC_START_DATE one window before yesterday's UTC midnight, the
- * oldest partition of `records` is the day before yesterday, holding that one window. RETENTION is
+ * With PARTITION_INTERVAL=day and SYNC_START_DATE {@link WINDOWS_IN_DROPPED} windows before
+ * yesterday's UTC midnight, the oldest partition of `records` is the day before yesterday, holding
+ * those windows. RETENTION is
  * chosen so that this partition becomes wholly older than now − RETENTION halfway through the
  * soak (its end, yesterday's midnight, equals the cutoff then): serve's next sync run after that
  * drops it and marks its windows expired in the ledger. The other partitions stay.
@@ -13,10 +14,12 @@ import { formatDuration } from '../src/time.js';
 import type { Window } from '../src/sync/windows.js';
 
 const MS_PER_DAY = 86_400_000;
+/** Windows the first run loads into the partition retention drops: a few, so that expiry is checked on more than one. */
+export const WINDOWS_IN_DROPPED = 6;
 
 /** What the soak sets up for retention, all derived from its start. */
 export interface RetentionPlan {
-  /** SYNC_START_DATE: one window before `dropped.end`. */
+  /** SYNC_START_DATE: {@link WINDOWS_IN_DROPPED} windows before `dropped.end`. */
   syncStart: Date;
   /** The partition that must be dropped, and its table name (unqualified). */
   dropped: Window;
@@ -36,7 +39,7 @@ export interface RetentionPlan {
  */
 export function planRetention(startedAt: Date, minutes: number, windowMs: number): RetentionPlan {
   const yesterday = Math.floor(startedAt.getTime() / MS_PER_DAY) * MS_PER_DAY - MS_PER_DAY;
-  const syncStart = new Date(yesterday - windowMs);
+  const syncStart = new Date(yesterday - WINDOWS_IN_DROPPED * windowMs);
   const dropped = partitionRange(syncStart.getTime(), 'day');
   const dropDue = startedAt.getTime() + (minutes * 60_000) / 2;
   const retentionMs = Math.round((dropDue - dropped.end) / 1000) * 1000;

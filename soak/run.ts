@@ -6,8 +6,8 @@
  * so the harness can steer its faults and knows its exact dataset; soak/sources.ts), one of them
  * serving records on a 10-second grid in `ties` order. Both inject faults (soak/faults.ts); the
  * database is a throwaway PostgreSQL (test/helpers/postgres.ts). The data is dense from an hour
- * before the start to past the end, so new windows keep becoming due, and sparse back to one
- * window before yesterday's UTC midnight: with day partitions, RETENTION is set so that this
+ * before the start to past the end, so new windows keep becoming due, and sparse back to half an
+ * hour before yesterday's UTC midnight: with day partitions, RETENTION is set so that this
  * oldest partition expires halfway through the soak, and serve's next run drops it
  * (soak/retention.ts). Every 5 seconds it scrapes /metrics and /readyz and samples serve's
  * resident set, open descriptors, active handles, database connections and whether that

@@ -49,7 +49,7 @@ const SPECS: readonly SourceSpec[] = [
 /** Sparse records per hour before the dense part. */
 const SPARSE_PER_HOUR = 40;
 /** Extra sparse records in [start, firstDayEnd): the partition retention drops must hold a few whatever the hour. */
-const FIRST_DAY_RECORDS = 25;
+const FIRST_DAY_RECORDS = 60;
 
 export const SOAK_SCOPE = 'api.external';
 
