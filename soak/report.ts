@@ -210,7 +210,7 @@ export function renderMarkdown(result: SoakResult): string {
       if (f === undefined || r === undefined) return [];
       return [
         `- \`${name}\`, one-shot, one at a time: ${queued(f)}.`,
-        `- \`${name}\`, records arriving while a window is paged: armed ${f.arrivalsArmed} times, ${f.arrivalsPerArming} records each; late records behind its watermark (within SYNC_LOOKBACK): ${f.lateRecords} in ${f.lateBatches} batches.`,
+        `- \`${name}\`, records arriving while a window is paged: armed ${f.arrivalsArmed} times, ${f.arrivalsPerArming} records each; late records behind its watermark (within SYNC_LOOKBACK): ${f.lateRecords} in ${f.lateBatches} batches (${f.lateSkipped} batches left out while its watermark lagged the clock).`,
         `- \`${name}\`, simulator requests: ${r.token} token, ${r.analytics} E6, ${r.prometheus} E7; responses by status: ${Object.entries(
           result.responses[name] ?? {},
         )

@@ -29,6 +29,7 @@ import pg from 'pg';
 import { CLI_PATH, ROOT, requireBuild, runSyncChild } from '../bench/lib/children.js';
 import { machineTicks, postgresCpuSeconds, processCpuSeconds, stealShare } from '../bench/lib/cpu.js';
 import { describeMachine } from '../bench/lib/machine.js';
+import { parseDuration } from '../src/time.js';
 import { createTestDatabase, startThrowawayCluster } from '../test/helpers/postgres.js';
 import { verifyDerived, type DerivedCheck } from './derived.js';
 import { drainQueuedFaults, FaultDriver } from './faults.js';
@@ -272,6 +273,8 @@ async function main(): Promise<void> {
           lateEveryMs: 40_000,
           dbKillEveryMs: i === 0 ? Math.min(4 * 60_000, Math.max(40_000, (minutes * 60_000) / 4)) : 0,
           lateSpanMs: 4 * 60_000,
+          settleMs: parseDuration(settings.SYNC_SETTLE!)!,
+          lookbackMs: parseDuration(settings.SYNC_LOOKBACK!)!,
         },
       }),
   );
