@@ -54,6 +54,9 @@ export interface FaultSchedule {
   dbKillEveryMs: number;
   /** Late records are placed in [watermark − lateSpanMs, watermark). Must be below SYNC_LOOKBACK. */
   lateSpanMs: number;
+  /** serve's SYNC_SETTLE and SYNC_LOOKBACK: late records are inserted only while the next run's lookback is sure to re-read them (see the driver's #insertLate). */
+  settleMs: number;
+  lookbackMs: number;
 }
 
 /** What the driver injected, for the report. */
@@ -66,6 +69,8 @@ export interface FaultTally {
   /** Late records inserted behind the watermark, in batches. */
   lateRecords: number;
   lateBatches: number;
+  /** Times late records were due but the watermark lagged the clock too far (a backfill), so none were inserted. */
+  lateSkipped: number;
   /** pg_terminate_backend rounds, and connections terminated by them. */
   dbKillRounds: number;
   dbConnectionsKilled: number;
@@ -76,24 +81,39 @@ function faultName(fault: QueuedFault): string {
 }
 
 /**
- * Drives the soak's faults against `sim` and the database `dbName` (through `admin`, a
- * connection of the harness, never counted as serve's).
+ * Drives the soak's faults against `sim` (one source's upstream) and the database `dbName`
+ * (through `admin`, a connection of the harness, never counted as serve's).
  */
 export class FaultDriver {
-  readonly tally: FaultTally = { queued: {}, arrivalsArmed: 0, arrivalsPerArming: 7, lateRecords: 0, lateBatches: 0, dbKillRounds: 0, dbConnectionsKilled: 0 };
+  readonly tally: FaultTally = {
+    queued: {},
+    arrivalsArmed: 0,
+    arrivalsPerArming: 7,
+    lateRecords: 0,
+    lateBatches: 0,
+    lateSkipped: 0,
+    dbKillRounds: 0,
+    dbConnectionsKilled: 0,
+  };
   readonly #sim: Simulator;
   readonly #admin: pg.Client;
   readonly #dbName: string;
   readonly #schedule: FaultSchedule;
   readonly #schema: string;
+  readonly #source: string;
   #timer: NodeJS.Timeout | undefined;
   #ticking = false;
   #next = { queue: 0, arrivals: 0, late: 0, dbKill: 0 };
   #rotation = 0;
   #errors: string[] = [];
 
-  constructor(options: { sim: Simulator; admin: pg.Client; dbName: string; schema: string; schedule: FaultSchedule }) {
+  /**
+   * @param options.source the source (CONFIG_FILE name) `sim` stands for: late records go behind its watermark.
+   * @param options.schedule.dbKillEveryMs 0 for every driver but one when several drive one serve (the kills hit all its connections).
+   */
+  constructor(options: { sim: Simulator; admin: pg.Client; dbName: string; schema: string; source: string; schedule: FaultSchedule }) {
     this.#sim = options.sim;
+    this.#source = options.source;
     this.#admin = options.admin;
     this.#dbName = options.dbName;
     this.#schema = options.schema;
@@ -160,13 +180,26 @@ export class FaultDriver {
     }
   }
 
-  /** Late records: timestamps just behind the watermark, so only the next run's lookback finds them. */
+  /**
+   * Late records: timestamps just behind the watermark, so only the next run's lookback finds them.
+   *
+   * Only while the source is caught up: a run in flight may still move the watermark up to (now −
+   * SYNC_SETTLE), and the next run re-reads from there minus SYNC_LOOKBACK, so records at or after
+   * watermark − lateSpanMs are sure to be re-read only when now − SYNC_SETTLE − watermark ≤
+   * SYNC_LOOKBACK − lateSpanMs. During a backfill the watermark jumps by hours in one run: a record
+   * placed behind it then is older than any lookback, which is no fault of the sync's.
+   */
   async #insertLate(): Promise<void> {
     const { rows } = await this.#admin
-      .query<{ watermark: Date | null }>(`select watermark from ${this.#admin.escapeIdentifier(this.#schema)}.sync_state`)
+      .query<{ watermark: Date | null }>(`select watermark from ${this.#admin.escapeIdentifier(this.#schema)}.sync_state where source = $1`, [this.#source])
       .catch(() => ({ rows: [] }));
     const watermark = rows[0]?.watermark;
     if (!watermark) return;
+    const s = this.#schedule;
+    if (Date.now() - s.settleMs - watermark.getTime() > s.lookbackMs - s.lateSpanMs) {
+      this.tally.lateSkipped++;
+      return;
+    }
     const count = 5 + (this.tally.lateBatches % 11);
     const to = new Date(watermark.getTime() - 1_000);
     const from = new Date(watermark.getTime() - this.#schedule.lateSpanMs);

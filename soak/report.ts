@@ -1,6 +1,7 @@
 /** The soak's result as a console table and as soak/RESULT.md. */
 import type { Machine } from '../bench/lib/machine.js';
 import type { FaultTally } from './faults.js';
+import type { DerivedCheck } from './derived.js';
 import type { FlatVerdict } from './flat.js';
 import type { Sample } from './sampler.js';
 import type { WindowCheck } from './verify.js';
@@ -26,21 +27,32 @@ export interface SoakResult {
   steal: number | undefined;
   /** serve's environment, secrets and the database URL left out. */
   settings: Record<string, string>;
+  /** The CONFIG_FILE sources, one line each (order, data), and how retention was set up, one line. */
+  sources: { name: string; description: string }[];
+  retention: string;
   sampleEverySeconds: number;
   samples: Sample[];
   flat: FlatVerdict[];
   checks: Check[];
-  /** From serve's /metrics at the end, and sync_runs rows by status (serve's runs only). */
-  syncs: { runs: number; failures: number; skipped: number; byStatus: Record<string, number> };
-  faults: FaultTally;
-  /** The simulator's responses by status, and requests by endpoint. */
-  responses: Record<string, number>;
-  requests: { token: number; analytics: number; prometheus: number };
+  /** From serve's /metrics at the end (totals, and runs and failures by source), and sync_runs rows by source and status (serve's runs only). */
+  syncs: {
+    runs: number;
+    failures: number;
+    skipped: number;
+    bySource: Record<string, { runs: number; failures: number }>;
+    byStatus: Record<string, Record<string, number>>;
+  };
+  /** By source: what its fault driver injected, its simulator's responses by status, and its requests by endpoint. */
+  faults: Record<string, FaultTally>;
+  responses: Record<string, Record<string, number>>;
+  requests: Record<string, { token: number; analytics: number; prometheus: number }>;
   serveCpuSeconds: number | undefined;
   postgresCpuSeconds: number | undefined;
   shutdown: { code: number | null; signal: string | null; seconds: number };
   finalSync: { pass: boolean; wallSeconds: number; detail: string };
-  windowCheck: WindowCheck | undefined;
+  /** By source; undefined where the check could not run. */
+  windowChecks: Record<string, WindowCheck | undefined>;
+  derivedChecks: Record<string, DerivedCheck | undefined>;
   /** serve's warn/error/fatal log lines, counted by message. */
   logCounts: Record<string, number>;
   driverErrors: readonly string[];
@@ -83,8 +95,8 @@ export function renderTable(result: SoakResult): string {
     '',
     pad(result.checks.map((c) => [c.pass ? 'PASS' : 'FAIL', c.name, c.detail])),
     '',
-    `syncs: ${result.syncs.runs} runs, ${result.syncs.runs - result.syncs.failures} succeeded, ${result.syncs.failures} failed, ${result.syncs.skipped} ticks skipped; sync_runs by status ${JSON.stringify(result.syncs.byStatus)}`,
-    `upstream responses by status: ${JSON.stringify(result.responses)}`,
+    `syncs: ${result.syncs.runs} runs, ${result.syncs.runs - result.syncs.failures} succeeded, ${result.syncs.failures} failed, ${result.syncs.skipped} ticks skipped; sync_runs by source and status ${JSON.stringify(result.syncs.byStatus)}`,
+    `upstream responses by source and status: ${JSON.stringify(result.responses)}`,
   ];
   return lines.join('\n');
 }
@@ -121,15 +133,21 @@ function timeline(samples: Sample[]): string[][] {
 export function renderMarkdown(result: SoakResult): string {
   const pass = result.checks.every((c) => c.pass);
   const m = result.machine;
-  const queued =
-    Object.entries(result.faults.queued)
+  const queued = (tally: FaultTally) =>
+    Object.entries(tally.queued)
       .map(([kind, n]) => `${kind} ×${n}`)
       .join(', ') || 'none';
+  const sourceNames = result.sources.map((x) => x.name);
   const logs = Object.entries(result.logCounts).sort((a, b) => b[1] - a[1]);
   const out = [
     `# Soak: ${result.minutes} minutes, ${pass ? 'PASSED' : 'FAILED'}`,
     '',
-    `Written by \`npm run soak -- --minutes ${result.minutes}\` (soak/run.ts) on ${result.finishedAt.toISOString()}. It ran \`serve\` against the in-process simulator injecting faults and a throwaway PostgreSQL, scraped /metrics and /readyz every ${result.sampleEverySeconds} s as Prometheus would, sampled the process, stopped it with SIGTERM, ran one \`sync\` without faults and compared every committed window with the simulator's records.`,
+    `Written by \`npm run soak -- --minutes ${result.minutes}\` (soak/run.ts) on ${result.finishedAt.toISOString()}. It ran \`serve\` with a CONFIG_FILE of ${result.sources.length} sources, each an in-process simulator injecting faults, and a throwaway PostgreSQL, scraped /metrics and /readyz every ${result.sampleEverySeconds} s as Prometheus would, sampled the process, stopped it with SIGTERM, ran one \`sync\` without faults, compared every committed window of each source with its simulator's records, and every rollup and the field catalogue with the records.`,
+    '',
+    '## Sources and retention',
+    '',
+    ...result.sources.map((x) => `- \`${x.name}\`: ${x.description}`),
+    `- ${result.retention}`,
     '',
     '## Machine',
     '',
@@ -161,29 +179,46 @@ export function renderMarkdown(result: SoakResult): string {
     '## Syncs',
     '',
     `- ${result.syncs.runs} runs in serve (sync_runs_total), **${result.syncs.runs - result.syncs.failures} succeeded, ${result.syncs.failures} failed**, ${result.syncs.skipped} ticks skipped while a run was going.`,
-    `- sync_runs rows by status: ${
-      Object.entries(result.syncs.byStatus)
+    ...sourceNames.map((name) => {
+      const runs = result.syncs.bySource[name];
+      const status = Object.entries(result.syncs.byStatus[name] ?? {})
         .map(([k, v]) => `${k} ${v}`)
-        .join(', ') || 'none'
-    }.`,
+        .join(', ');
+      return `- \`${name}\`: ${runs ? `${runs.runs - runs.failures} succeeded, ${runs.failures} failed` : 'no figures'}; sync_runs rows by status: ${status || 'none'}.`;
+    }),
     `- Final \`sync\` without faults: ${result.finalSync.detail}.`,
-    result.windowCheck
-      ? `- Windows: ${result.windowCheck.windows} committed, ${result.windowCheck.storedRecords} rows stored, ${result.windowCheck.expectedRecords} expected, watermark ${result.windowCheck.watermark?.toISOString() ?? 'none'}${result.windowCheck.problems.length ? `; problems: ${result.windowCheck.problems.join('; ')}` : '; every window exact'}.`
-      : '- Windows: not checked.',
+    ...sourceNames.map((name) => {
+      const w = result.windowChecks[name];
+      return w
+        ? `- Windows of \`${name}\`: ${w.windows} committed (${w.expiredWindows} expired, holding ${w.expiredRecords} of the simulator's records), ${w.storedRecords} rows stored, ${w.expectedRecords} expected, watermark ${w.watermark?.toISOString() ?? 'none'}${w.problems.length ? `; problems: ${w.problems.join('; ')}` : '; every window exact'}.`
+        : `- Windows of \`${name}\`: not checked.`;
+    }),
+    ...sourceNames.map((name) => {
+      const d = result.derivedChecks[name];
+      return d
+        ? `- Derived tables of \`${name}\`: records_hourly ${d.rows.hourly} rows (${d.expiredRows.hourly} of expired windows), records_hourly_distinct ${d.rows.hourlyDistinct} (${d.expiredRows.hourlyDistinct} of expired windows), records_daily_distinct ${d.rows.dailyDistinct}, record_fields ${d.rows.fields} fields, records_typed ${d.typedRows} rows${d.problems.length ? `; problems: ${d.problems.join('; ')}` : '; all equal'}.`
+        : `- Derived tables of \`${name}\`: not checked.`;
+    }),
     `- serve CPU ${result.serveCpuSeconds?.toFixed(1) ?? 'n/a'} s, PostgreSQL CPU ${result.postgresCpuSeconds?.toFixed(1) ?? 'n/a'} s over the soak.`,
     '',
     '## Faults injected',
     '',
-    `- Standing: 429 on every 17th E6/E7 request (Retry-After 1 s), 503 on a seeded 4 % of them, truncated JSON on every 29th E6 response, tokens revoked 90 s after issue (expires_in says 3600), 2 ms latency on every request.`,
-    `- One-shot, one at a time: ${queued}.`,
-    `- Records arriving while a window is paged: armed ${result.faults.arrivalsArmed} times, ${result.faults.arrivalsPerArming} records each.`,
-    `- Late records behind the watermark (within SYNC_LOOKBACK): ${result.faults.lateRecords} in ${result.faults.lateBatches} batches.`,
-    `- Database: ${result.faults.dbKillRounds} rounds of pg_terminate_backend on serve's connections, ${result.faults.dbConnectionsKilled} connections terminated.`,
-    `- Simulator requests: ${result.requests.token} token, ${result.requests.analytics} E6, ${result.requests.prometheus} E7; responses by status: ${Object.entries(
-      result.responses,
-    )
-      .map(([k, v]) => `${k} ×${v}`)
-      .join(', ')}.`,
+    `- Standing, on each source's simulator: 429 on every 17th E6/E7 request (Retry-After 1 s), 503 on a seeded 4 % of them, truncated JSON on every 29th E6 response, tokens revoked 90 s after issue (expires_in says 3600), 2 ms latency on every request.`,
+    ...sourceNames.flatMap((name) => {
+      const f = result.faults[name];
+      const r = result.requests[name];
+      if (f === undefined || r === undefined) return [];
+      return [
+        `- \`${name}\`, one-shot, one at a time: ${queued(f)}.`,
+        `- \`${name}\`, records arriving while a window is paged: armed ${f.arrivalsArmed} times, ${f.arrivalsPerArming} records each; late records behind its watermark (within SYNC_LOOKBACK): ${f.lateRecords} in ${f.lateBatches} batches (${f.lateSkipped} batches left out while its watermark lagged the clock).`,
+        `- \`${name}\`, simulator requests: ${r.token} token, ${r.analytics} E6, ${r.prometheus} E7; responses by status: ${Object.entries(
+          result.responses[name] ?? {},
+        )
+          .map(([k, v]) => `${k} ×${v}`)
+          .join(', ')}.`,
+      ];
+    }),
+    `- Database: ${Object.values(result.faults).reduce((n, f) => n + f.dbKillRounds, 0)} rounds of pg_terminate_backend on serve's connections, ${Object.values(result.faults).reduce((n, f) => n + f.dbConnectionsKilled, 0)} connections terminated.`,
     result.driverErrors.length ? `- Errors of the fault driver itself: ${result.driverErrors.join('; ')}` : '',
     '',
     '## serve settings',

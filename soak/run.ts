@@ -2,57 +2,68 @@
  * `npm run soak [-- --minutes N] [-- --out FILE]`
  *
  * The soak: runs `serve` (dist/cli.js, a child process) with a sync every 15 seconds and a
- * 2-second metrics cache against the simulator (in-process, so the harness can steer its faults
- * and knows its exact dataset) injecting faults (soak/faults.ts), with a throwaway PostgreSQL
- * (test/helpers/postgres.ts). The dataset runs from an hour before the start to past the end,
- * so new windows keep becoming due. Every 5 seconds it scrapes /metrics and /readyz and samples
- * serve's resident set, open descriptors, active handles and database connections
- * (soak/sampler.ts). At the end it stops serve with SIGTERM (it must exit 0), turns the faults
- * off, runs one `sync` and checks every committed window against the dataset (soak/verify.ts).
- * Flatness is judged numerically (soak/flat.ts). Prints a table, writes soak/RESULT.md, and
- * exits 0 when every check passed, 1 when one failed, 2 on bad usage.
+ * 2-second metrics cache, with a CONFIG_FILE of two sources, each its own simulator (in-process,
+ * so the harness can steer its faults and knows its exact dataset; soak/sources.ts), one of them
+ * serving records on a 10-second grid in `ties` order. Both inject faults (soak/faults.ts); the
+ * database is a throwaway PostgreSQL (test/helpers/postgres.ts). The data is dense from an hour
+ * before the start to past the end, so new windows keep becoming due, and sparse back to half an
+ * hour before yesterday's UTC midnight: with day partitions, RETENTION is set so that this
+ * oldest partition expires halfway through the soak, and serve's next run drops it
+ * (soak/retention.ts). Every 5 seconds it scrapes /metrics and /readyz and samples serve's
+ * resident set, open descriptors, active handles, database connections and whether that
+ * partition is still there (soak/sampler.ts). At the end it stops serve with SIGTERM (it must
+ * exit 0), turns the faults off, runs one `sync` and checks, per source, every committed window
+ * against its dataset (soak/verify.ts; expired windows hold nothing) and the rollups and field
+ * catalogue against the records (soak/derived.ts). Flatness is judged numerically
+ * (soak/flat.ts). Prints a table, writes soak/RESULT.md, and exits 0 when every check passed,
+ * 1 when one failed, 2 on bad usage.
  *
  * Needs Linux (/proc) and the PostgreSQL server binaries, as the tests do.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { CLI_PATH, ROOT, requireBuild, runSyncChild, upstreamEnv } from '../bench/lib/children.js';
+import { CLI_PATH, ROOT, requireBuild, runSyncChild } from '../bench/lib/children.js';
 import { machineTicks, postgresCpuSeconds, processCpuSeconds, stealShare } from '../bench/lib/cpu.js';
 import { describeMachine } from '../bench/lib/machine.js';
-import { startSimulator } from '../src/simulator/index.js';
+import { parseDuration } from '../src/time.js';
 import { createTestDatabase, startThrowawayCluster } from '../test/helpers/postgres.js';
+import { verifyDerived, type DerivedCheck } from './derived.js';
 import { drainQueuedFaults, FaultDriver } from './faults.js';
 import { judgeFlat, type FlatVerdict } from './flat.js';
 import { renderMarkdown, renderTable, type Check, type SoakResult } from './report.js';
+import { partitionExists, planRetention, readExpiredLedger } from './retention.js';
 import { takeSample, type Sample } from './sampler.js';
+import { startSources } from './sources.js';
 import { verifyWindows, type WindowCheck } from './verify.js';
 
 const DEFAULT_MINUTES = 30;
 const MAX_MINUTES = 24 * 60;
 const SAMPLE_EVERY_MS = 5_000;
 const SCHEMA = 'analytics';
-const WINDOW_MS = 60_000;
-/** Data before the soak that serve's first run backfills. */
-const BACKFILL_MS = 60 * 60_000;
-/** Simulated records per second of data (the backfill included). */
-const RECORDS_PER_SECOND = 20;
+/**
+ * SYNC_WINDOW: 5 minutes, so that the first run's backfill of more than a day of sparse data is a
+ * few hundred windows, while each run's re-read (SYNC_LOOKBACK rounded out to windows) stays
+ * about ten minutes of dense data.
+ */
+const WINDOW = '5m';
+const WINDOW_MS = 5 * 60_000;
+/** Dense data before the soak, which serve's first run loads with the sparse part before it. */
+const DENSE_BEFORE_MS = 60 * 60_000;
 /** serve must exit within this after SIGTERM (its own grace is 15 s). */
 const SHUTDOWN_LIMIT_MS = 20_000;
 /** At the end, the watermark may lag the clock by at most this. */
 const MAX_END_LAG_MS = 3 * 60_000;
-const SCOPE = 'api.external';
 
-/** serve's settings (apart from the upstream and the database). */
-function serveSettings(syncStart: Date): Record<string, string> {
+/** serve's settings (apart from CONFIG_FILE and the database). */
+function serveSettings(syncStart: Date, retention: string): Record<string, string> {
   return {
     SYNC_SCHEDULE: '*/15 * * * * *',
     SYNC_START_DATE: syncStart.toISOString(),
-    SYNC_WINDOW: '1m',
+    SYNC_WINDOW: WINDOW,
     SYNC_SETTLE: '10s',
     SYNC_LOOKBACK: '5m',
     SYNC_PAGE_SIZE: '500',
@@ -60,6 +71,8 @@ function serveSettings(syncStart: Date): Record<string, string> {
     METRICS_LISTEN: '127.0.0.1:0',
     UPSTREAM_TIMEOUT: '5s',
     UPSTREAM_RETRY_MAX_DELAY: '5s',
+    PARTITION_INTERVAL: 'day',
+    RETENTION: retention,
     LOG_LEVEL: 'info',
   };
 }
@@ -194,6 +207,21 @@ function flatVerdicts(samples: Sample[]): FlatVerdict[] {
   ];
 }
 
+/** `succeeded` lines of a `sync` child's log, by source: the run of each source that succeeded. */
+function succeededBySource(stderr: string): Map<string, { windows: unknown; records: unknown }> {
+  const out = new Map<string, { windows: unknown; records: unknown }>();
+  for (const line of stderr.split('\n')) {
+    if (!line.includes('"sync run succeeded"')) continue;
+    try {
+      const entry = JSON.parse(line) as { source?: string; windows?: unknown; records?: unknown };
+      out.set(entry.source ?? '?', { windows: entry.windows, records: entry.records });
+    } catch {
+      // Not a JSON line: the check below finds the source missing.
+    }
+  }
+  return out;
+}
+
 async function main(): Promise<void> {
   const { minutes, out } = parseCli();
   requireBuild();
@@ -210,43 +238,47 @@ async function main(): Promise<void> {
   await admin.connect();
   const machine = await describeMachine(cluster.url);
 
-  const syncStart = new Date(Math.floor((startedAt.getTime() - BACKFILL_MS) / WINDOW_MS) * WINDOW_MS);
-  const dataEnd = new Date(Math.ceil((startedAt.getTime() + (minutes + 30) * 60_000) / WINDOW_MS) * WINDOW_MS);
-  const credentials = { clientId: 'soak-client', clientSecret: randomBytes(18).toString('base64url'), scope: SCOPE };
-  const sim = await startSimulator({
-    records: Math.round(((dataEnd.getTime() - syncStart.getTime()) / 1000) * RECORDS_PER_SECOND),
-    start: syncStart,
-    end: dataEnd,
-    ...credentials,
-  });
-  const settings = serveSettings(syncStart);
-  const env = upstreamEnv(sim.url, db.url, {
-    ...settings,
-    CLIENT_ID: credentials.clientId,
-    CLIENT_SECRET: credentials.clientSecret,
-    DATABASE_SCHEMA: SCHEMA,
-    TOKEN_SCOPE: SCOPE,
-  });
-  log(
-    `PostgreSQL ${machine.postgres.split(' ')[1] ?? ''}, simulator ${sim.url} with ${sim.dataset.size} records from ${syncStart.toISOString()} to ${dataEnd.toISOString()}`,
-  );
+  // Planned from now, just before serve starts: the drop falls halfway through serve's run.
+  const plan = planRetention(new Date(), minutes, WINDOW_MS);
+  const syncStart = plan.syncStart;
+  const denseStart = new Date(Math.floor((Date.now() - DENSE_BEFORE_MS) / WINDOW_MS) * WINDOW_MS);
+  const dataEnd = new Date(Math.ceil((Date.now() + (minutes + 30) * 60_000) / WINDOW_MS) * WINDOW_MS);
+  const { sources, configFile } = await startSources(scratch, { start: syncStart, firstDayEnd: new Date(plan.dropped.end), denseStart, end: dataEnd });
+  const names = sources.map((x) => x.name);
+  const settings = serveSettings(syncStart, plan.retention);
+  const env = { ...settings, CONFIG_FILE: configFile, DATABASE_URL: db.url, DATABASE_SCHEMA: SCHEMA };
+  const describe = sources.map((x) => ({
+    name: x.name,
+    description:
+      `${x.order} order, timestamps on a ${x.timePrecisionMs / 1000}-second grid, ${x.recordsPerSecond} records a second from ${denseStart.toISOString()} to ${dataEnd.toISOString()}, ` +
+      `${x.sparseRecords} sparse records from ${syncStart.toISOString()} before that; ${x.sim.dataset.size} records at the start.`,
+  }));
+  for (const d of describe) log(`source ${d.name}: ${d.description}`);
+  const retentionLine = `RETENTION=${plan.retention} with PARTITION_INTERVAL=day: partition ${plan.partition} ([${new Date(plan.dropped.start).toISOString()}, ${new Date(plan.dropped.end).toISOString()})) wholly older than now − RETENTION from ${plan.dropDueAt.toISOString()}`;
+  log(`PostgreSQL ${machine.postgres.split(' ')[1] ?? ''}; ${retentionLine}`);
 
-  const driver = new FaultDriver({
-    sim,
-    admin,
-    dbName: db.name,
-    schema: SCHEMA,
-    // Database kills every 4 minutes, more often in a short soak so that it sees a few.
-    schedule: {
-      tickMs: 1_000,
-      queueEveryMs: 10_000,
-      arrivalsEveryMs: 45_000,
-      lateEveryMs: 40_000,
-      dbKillEveryMs: Math.min(4 * 60_000, Math.max(40_000, (minutes * 60_000) / 4)),
-      lateSpanMs: 4 * 60_000,
-    },
-  });
-  driver.start();
+  const drivers = sources.map(
+    (x, i) =>
+      new FaultDriver({
+        sim: x.sim,
+        admin,
+        dbName: db.name,
+        schema: SCHEMA,
+        source: x.name,
+        // Database kills (one driver: they hit all of serve's connections) every 4 minutes, more often in a short soak so that it sees a few.
+        schedule: {
+          tickMs: 1_000,
+          queueEveryMs: 10_000,
+          arrivalsEveryMs: 45_000,
+          lateEveryMs: 40_000,
+          dbKillEveryMs: i === 0 ? Math.min(4 * 60_000, Math.max(40_000, (minutes * 60_000) / 4)) : 0,
+          lateSpanMs: 4 * 60_000,
+          settleMs: parseDuration(settings.SYNC_SETTLE!)!,
+          lookbackMs: parseDuration(settings.SYNC_LOOKBACK!)!,
+        },
+      }),
+  );
+  for (const driver of drivers) driver.start();
   const logCounts: Record<string, number> = {};
   const serve = await startServe(env, logFile, logCounts);
   const serveStarted = performance.now();
@@ -257,27 +289,38 @@ async function main(): Promise<void> {
   const loadStart = loadavg()[0]!;
   const pgCpuBefore = postgresCpuSeconds(cluster.dataDir);
   const samples: Sample[] = [];
+  const target = {
+    pid: serve.pid,
+    baseUrl: serve.url,
+    admin,
+    dbName: db.name,
+    sources: names,
+    partitionPresent: () => partitionExists(admin, SCHEMA, plan.partition),
+  };
   const endAt = serveStarted + minutes * 60_000;
   let nextReport = serveStarted + 60_000;
   for (let next = serveStarted + SAMPLE_EVERY_MS; next <= endAt; next += SAMPLE_EVERY_MS) {
     await sleep(Math.max(0, next - performance.now()));
     if (serve.child.exitCode !== null || serve.child.signalCode !== null) break;
-    const sample = await takeSample((performance.now() - serveStarted) / 1000, serve.pid, serve.url, admin, db.name);
+    const sample = await takeSample((performance.now() - serveStarted) / 1000, target);
     samples.push(sample);
     if (performance.now() >= nextReport) {
       nextReport += 60_000;
+      const perSource = names
+        .map((n) => `${n} ${sample.sources[n]!.syncRuns - sample.sources[n]!.syncFailures} ok / ${sample.sources[n]!.syncFailures} failed`)
+        .join(', ');
       log(
         `RSS ${(sample.rssBytes / 2 ** 20).toFixed(1)} MiB, heap ${(sample.heapUsedBytes / 2 ** 20).toFixed(1)} MiB, fds ${sample.fds}, handles ${sample.handles}, ` +
-          `DB conns ${sample.dbConnections}, syncs ${sample.syncRuns - sample.syncFailures} ok / ${sample.syncFailures} failed, scrape ${sample.scrapeStatus} in ${sample.scrapeMs.toFixed(0)} ms`,
+          `DB conns ${sample.dbConnections}, syncs ${perSource}, partition ${plan.partition} ${sample.partitionPresent ? 'present' : 'dropped'}, scrape ${sample.scrapeStatus} in ${sample.scrapeMs.toFixed(0)} ms`,
       );
     }
   }
   const serveCpuSeconds = processCpuSeconds(serve.pid);
   const steal = stealShare(ticksBefore, machineTicks());
   const loadEnd = loadavg()[0]!;
-  await driver.stop();
+  for (const driver of drivers) await driver.stop();
 
-  // SIGTERM: serve drains the HTTP server and the sync in flight, and must exit 0.
+  // SIGTERM: serve drains the HTTP server and the syncs in flight, and must exit 0.
   const checks: Check[] = [];
   const termAt = performance.now();
   const died = serve.child.exitCode !== null || serve.child.signalCode !== null;
@@ -299,63 +342,138 @@ async function main(): Promise<void> {
   });
   log(`serve stopped: exit ${exit.signal ?? exit.code} after ${shutdownSeconds.toFixed(1)} s`);
 
-  const { rows: statusRows } = await admin.query<{ status: string; n: string }>(
-    `select status, count(*) as n from ${admin.escapeIdentifier(SCHEMA)}.sync_runs group by status order by status`,
+  const s = admin.escapeIdentifier(SCHEMA);
+  const { rows: statusRows } = await admin.query<{ source: string; status: string; n: string }>(
+    `select source, status, count(*) as n from ${s}.sync_runs group by source, status order by source, status`,
   );
-  const byStatus = Object.fromEntries(statusRows.map((r) => [r.status, Number(r.n)]));
+  const byStatus: Record<string, Record<string, number>> = {};
+  for (const r of statusRows) (byStatus[r.source] ??= {})[r.status] = Number(r.n);
+  // When each source's backfill was done: its first successful run's end.
+  const { rows: firstRows } = await admin.query<{ source: string; at: Date | null }>(
+    `select source, min(finished_at) filter (where status = 'succeeded') as at from ${s}.sync_runs group by source order by source`,
+  );
+  const backfill = names
+    .map((n) => {
+      const at = firstRows.find((r) => r.source === n)?.at;
+      return `${n} ${at ? `${((at.getTime() - serveStartedWall) / 1000).toFixed(0)} s` : 'never'}`;
+    })
+    .join(', ');
+  log(`first successful run (the backfill) ended after: ${backfill}`);
   const last = samples.at(-1);
 
   // The final sync runs without faults, as cron would after an outage.
-  const drained = await drainQueuedFaults(sim, credentials);
+  let drained = 0;
+  for (const x of sources) drained += await drainQueuedFaults(x.sim, x.credentials);
   let finalSync: SoakResult['finalSync'];
   try {
     const run = await runSyncChild([], { ...env, SYNC_SCHEDULE: 'off', METRICS_LISTEN: '127.0.0.1:0' });
+    const succeeded = succeededBySource(run.stderr);
+    const missing = names.filter((n) => !succeeded.has(n));
     finalSync = {
-      pass: true,
+      pass: missing.length === 0,
       wallSeconds: run.wallSeconds,
-      detail: `succeeded in ${run.wallSeconds.toFixed(1)} s (${JSON.stringify(run.summary?.windows ?? '?')} windows, ${JSON.stringify(run.summary?.records ?? '?')} records)${drained ? `, after ${drained} requests used up queued faults` : ''}`,
+      detail:
+        `${missing.length === 0 ? 'succeeded' : `no succeeded run of ${missing.join(', ')}`} in ${run.wallSeconds.toFixed(1)} s (` +
+        names
+          .map((n) => `${n}: ${JSON.stringify(succeeded.get(n)?.windows ?? '?')} windows, ${JSON.stringify(succeeded.get(n)?.records ?? '?')} records`)
+          .join('; ') +
+        `)${drained ? `, after ${drained} requests used up queued faults` : ''}`,
     };
   } catch (err) {
     finalSync = { pass: false, wallSeconds: 0, detail: `failed: ${(err as Error).message.slice(0, 600)}` };
   }
-  checks.push({ name: 'final sync without faults exits 0', pass: finalSync.pass, detail: finalSync.detail });
+  checks.push({ name: 'final sync without faults: every source succeeded', pass: finalSync.pass, detail: finalSync.detail });
   log(`final sync ${finalSync.detail}`);
 
-  let windowCheck: WindowCheck | undefined;
+  const windowChecks: Record<string, WindowCheck | undefined> = {};
+  const derivedChecks: Record<string, DerivedCheck | undefined> = {};
+  for (const x of sources) {
+    try {
+      const w = await verifyWindows(admin, SCHEMA, x.name, x.sim, syncStart);
+      windowChecks[x.name] = w;
+      checks.push({
+        name: `every window of ${x.name} exact`,
+        pass: w.pass,
+        detail: w.pass
+          ? `${w.windows} windows (${w.expiredWindows} expired), ${w.storedRecords} records = the simulator's, ${syncStart.toISOString()} to ${w.watermark?.toISOString()}`
+          : w.problems.join('; '),
+      });
+    } catch (err) {
+      checks.push({ name: `every window of ${x.name} exact`, pass: false, detail: `could not check: ${(err as Error).message}` });
+    }
+    try {
+      const d = await verifyDerived(admin, SCHEMA, x.name, x.sim);
+      derivedChecks[x.name] = d;
+      checks.push({
+        name: `rollups and catalogue of ${x.name} equal to its records`,
+        pass: d.pass,
+        detail: d.pass
+          ? `records_hourly ${d.rows.hourly} rows (${d.expiredRows.hourly} of expired windows, equal to the dataset), records_hourly_distinct ${d.rows.hourlyDistinct}, records_daily_distinct ${d.rows.dailyDistinct}, record_fields ${d.rows.fields} fields, records_typed ${d.typedRows} rows`
+          : d.problems.join('; '),
+      });
+    } catch (err) {
+      checks.push({ name: `rollups and catalogue of ${x.name} equal to its records`, pass: false, detail: `could not check: ${(err as Error).message}` });
+    }
+  }
+
+  // Retention: the partition existed, serve dropped it during the soak (not the final sync), no
+  // sooner than due, and every source's windows in it are expired.
+  const firstGone = samples.findIndex((x) => x.partitionPresent === 0);
+  const seenBefore = firstGone > 0 && samples.slice(0, firstGone).some((x) => x.partitionPresent === 1);
+  const dueT = (plan.dropDueAt.getTime() - serveStartedWall) / 1000;
+  const goneT = firstGone >= 0 ? samples[firstGone]!.t : Number.NaN;
+  const presentAtEnd = await partitionExists(admin, SCHEMA, plan.partition);
+  checks.push({
+    name: `retention dropped ${plan.partition} during the soak`,
+    pass: seenBefore && goneT >= dueT && !presentAtEnd && (last?.partitionsDropped ?? 0) >= 1,
+    detail:
+      `${seenBefore ? 'present' : 'never seen present'} before; first seen gone ${firstGone >= 0 ? `at ${(goneT / 60).toFixed(1)} min` : 'never during the soak'} ` +
+      `(due at ${(dueT / 60).toFixed(1)} min of ${minutes}); ${presentAtEnd ? 'still present' : 'gone'} at the end; retention_partitions_dropped_total ${last?.partitionsDropped ?? 'n/a'} at the last sample`,
+  });
   try {
-    windowCheck = await verifyWindows(admin, SCHEMA, sim, syncStart);
+    const ledger = await readExpiredLedger(admin, SCHEMA, plan.dropped);
+    const bad = names.filter((n) => {
+      const l = ledger.bySource[n];
+      return l === undefined || l.inRange === 0 || l.expired !== l.inRange || l.expiredOutside !== 0 || l.recordsLeft !== 0;
+    });
     checks.push({
-      name: 'every window exact',
-      pass: windowCheck.pass,
-      detail: windowCheck.pass
-        ? `${windowCheck.windows} windows, ${windowCheck.storedRecords} records = the simulator's, ${syncStart.toISOString()} to ${windowCheck.watermark?.toISOString()}`
-        : windowCheck.problems.join('; '),
+      name: "the dropped partition's windows are expired in the ledger",
+      pass: bad.length === 0,
+      detail: names
+        .map((n) => {
+          const l = ledger.bySource[n];
+          return l ? `${n}: ${l.expired}/${l.inRange} windows expired, ${l.expiredOutside} expired outside it, ${l.recordsLeft} rows left` : `${n}: no windows`;
+        })
+        .join('; '),
     });
   } catch (err) {
-    checks.push({ name: 'every window exact', pass: false, detail: `could not check: ${(err as Error).message}` });
+    checks.push({ name: "the dropped partition's windows are expired in the ledger", pass: false, detail: `could not check: ${(err as Error).message}` });
   }
 
   const flat = flatVerdicts(samples);
   for (const v of flat) checks.push({ name: `${v.rule.name} flat`, pass: v.pass, detail: v.reason });
 
-  const failedScrapes = samples.filter((s) => s.scrapeStatus !== 200);
-  const slowest = Math.max(0, ...samples.map((s) => s.scrapeMs));
+  const failedScrapes = samples.filter((x) => x.scrapeStatus !== 200);
+  const slowest = Math.max(0, ...samples.map((x) => x.scrapeMs));
+  const upDown = names.map((n) => `${n} ${samples.filter((x) => x.sources[n]?.upstreamUp === 0).length}`).join(', ');
   checks.push({
     name: '/metrics answered 200 to every scrape',
     pass: samples.length > 0 && failedScrapes.length === 0,
-    detail: `${samples.length - failedScrapes.length}/${samples.length} scrapes 200, slowest ${slowest.toFixed(0)} ms; upstream_up 0 in ${samples.filter((s) => s.upstreamUp === 0).length}; /readyz not 200 in ${samples.filter((s) => s.readyStatus !== 200).length}`,
+    detail: `${samples.length - failedScrapes.length}/${samples.length} scrapes 200, slowest ${slowest.toFixed(0)} ms; upstream_up 0 in ${upDown}; /readyz not 200 in ${samples.filter((x) => x.readyStatus !== 200).length}`,
   });
 
   const at75 = samples[Math.floor(samples.length * 0.75)];
-  const okAt = (s: Sample | undefined) => (s === undefined ? Number.NaN : s.syncRuns - s.syncFailures);
-  const lateSuccesses = okAt(last) - okAt(at75);
-  // The watermark against the wall clock at the last sample.
-  const lagMs = last === undefined ? Number.NaN : serveStartedWall + last.t * 1000 - last.watermarkSeconds * 1000;
-  checks.push({
-    name: 'syncs kept succeeding to the end',
-    pass: lateSuccesses > 0 && lagMs <= MAX_END_LAG_MS,
-    detail: `${Number.isFinite(lateSuccesses) ? lateSuccesses : 'no'} successful runs in the last quarter; watermark ${(lagMs / 1000).toFixed(0)} s behind the clock at the last sample (limit ${MAX_END_LAG_MS / 1000} s)`,
-  });
+  for (const n of names) {
+    const okAt = (x: Sample | undefined) => (x?.sources[n] === undefined ? Number.NaN : x.sources[n].syncRuns - x.sources[n].syncFailures);
+    const lateSuccesses = okAt(last) - okAt(at75);
+    // The watermark against the wall clock at the last sample.
+    const lagMs = last?.sources[n] === undefined ? Number.NaN : serveStartedWall + last.t * 1000 - last.sources[n].watermarkSeconds * 1000;
+    checks.push({
+      name: `syncs of ${n} kept succeeding to the end`,
+      pass: lateSuccesses > 0 && lagMs <= MAX_END_LAG_MS,
+      detail: `${Number.isFinite(lateSuccesses) ? lateSuccesses : 'no'} successful runs in the last quarter; watermark ${(lagMs / 1000).toFixed(0)} s behind the clock at the last sample (limit ${MAX_END_LAG_MS / 1000} s)`,
+    });
+  }
 
   const result: SoakResult = {
     minutes,
@@ -367,21 +485,32 @@ async function main(): Promise<void> {
     loadEnd,
     steal,
     settings,
+    sources: describe,
+    retention: `${retentionLine}. First successful run of each source (the backfill) ended after: ${backfill}.`,
     sampleEverySeconds: SAMPLE_EVERY_MS / 1000,
     samples,
     flat,
     checks,
-    syncs: { runs: last?.syncRuns ?? 0, failures: last?.syncFailures ?? 0, skipped: last?.syncSkipped ?? 0, byStatus },
-    faults: driver.tally,
-    responses: { ...sim.stats.responses },
-    requests: { token: sim.stats.tokenRequests, analytics: sim.stats.analyticsRequests, prometheus: sim.stats.prometheusRequests },
+    syncs: {
+      runs: last?.syncRuns ?? 0,
+      failures: last?.syncFailures ?? 0,
+      skipped: last?.syncSkipped ?? 0,
+      bySource: Object.fromEntries(names.map((n) => [n, { runs: last?.sources[n]?.syncRuns ?? 0, failures: last?.sources[n]?.syncFailures ?? 0 }])),
+      byStatus,
+    },
+    faults: Object.fromEntries(sources.map((x, i) => [x.name, drivers[i]!.tally])),
+    responses: Object.fromEntries(sources.map((x) => [x.name, { ...x.sim.stats.responses }])),
+    requests: Object.fromEntries(
+      sources.map((x) => [x.name, { token: x.sim.stats.tokenRequests, analytics: x.sim.stats.analyticsRequests, prometheus: x.sim.stats.prometheusRequests }]),
+    ),
     serveCpuSeconds,
     postgresCpuSeconds: pgCpuSeconds,
     shutdown: { code: exit.code, signal: exit.signal, seconds: shutdownSeconds },
     finalSync,
-    windowCheck,
+    windowChecks,
+    derivedChecks,
     logCounts,
-    driverErrors: driver.errors,
+    driverErrors: drivers.flatMap((d) => d.errors),
   };
   process.stdout.write(`${renderTable(result)}\n`);
   writeFileSync(out, renderMarkdown(result));
@@ -389,12 +518,15 @@ async function main(): Promise<void> {
   log(`${pass ? 'PASSED' : 'FAILED'}; wrote ${out}`);
 
   // Every sample, for looking closer than the report's medians (the folder is kept, like serve's log).
-  const columns = Object.keys(samples[0] ?? {}) as (keyof Sample)[];
-  writeFileSync(join(scratch, 'samples.csv'), [columns.join(','), ...samples.map((x) => columns.map((c) => String(x[c])).join(','))].join('\n') + '\n');
-  log(`serve's log and samples.csv kept in ${scratch}`);
+  const columns = (Object.keys(samples[0] ?? {}) as (keyof Sample)[]).filter((c) => c !== 'sources');
+  const sourceColumns = ['syncRuns', 'syncFailures', 'watermarkSeconds', 'upstreamUp'] as const;
+  const header = [...columns, ...names.flatMap((n) => sourceColumns.map((c) => `${n}.${c}`))];
+  const row = (x: Sample) => [...columns.map((c) => String(x[c])), ...names.flatMap((n) => sourceColumns.map((c) => String(x.sources[n]?.[c])))];
+  writeFileSync(join(scratch, 'samples.csv'), [header.join(','), ...samples.map((x) => row(x).join(','))].join('\n') + '\n');
+  log(`serve's log, CONFIG_FILE and samples.csv kept in ${scratch}`);
 
   await admin.end();
-  await sim.close();
+  for (const x of sources) await x.sim.close();
   await db.drop();
   await cluster.stop();
   process.exitCode = pass ? 0 : 1;

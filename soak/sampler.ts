@@ -6,6 +6,15 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type pg from 'pg';
 
+/** Per-source figures of one sample, read from the series labelled `source` (NaN when absent or the scrape failed). */
+export interface SourceSample {
+  syncRuns: number;
+  syncFailures: number;
+  /** sync_watermark_timestamp_seconds, in seconds since the epoch. */
+  watermarkSeconds: number;
+  upstreamUp: number;
+}
+
 /** Figures of one sample; times in seconds since the soak's serve started. */
 export interface Sample {
   t: number;
@@ -19,18 +28,21 @@ export interface Sample {
   heapUsedBytes: number;
   /** Connections of serve (application_name analytics-exporter) to the soak's database. */
   dbConnections: number;
-  /** sync_runs_total, sync_failures_total and sync_skipped_total from /metrics (NaN when the scrape failed). */
+  /** sync_runs_total, sync_failures_total and sync_skipped_total from /metrics, summed over sources (NaN when the scrape failed). */
   syncRuns: number;
   syncFailures: number;
   syncSkipped: number;
-  /** sync_watermark_timestamp_seconds from /metrics, in seconds since the epoch (NaN when absent). */
-  watermarkSeconds: number;
-  /** HTTP status of /metrics (0 when the request failed), its duration in milliseconds, and analytics_exporter_upstream_up. */
+  /** The HTTP status of /metrics (0 when the request failed), and its duration in milliseconds. */
   scrapeStatus: number;
   scrapeMs: number;
-  upstreamUp: number;
   /** HTTP status of /readyz (0 when the request failed). */
   readyStatus: number;
+  /** retention_partitions_dropped_total (NaN when the scrape failed). */
+  partitionsDropped: number;
+  /** Whether the partition retention is to drop still exists (1) or not (0), asked of PostgreSQL. */
+  partitionPresent: number;
+  /** By source name. */
+  sources: Record<string, SourceSample>;
 }
 
 /** Scrape timeout we send in X-Prometheus-Scrape-Timeout-Seconds, as Prometheus does, in seconds. */
@@ -77,6 +89,24 @@ export function valuesByName(text: string): Map<string, number> {
   return sums;
 }
 
+/**
+ * Per metric name in a Prometheus text, per value of its `source` label: the sum of its samples
+ * (over their other labels). Samples without `source` are left out.
+ */
+export function valuesBySource(text: string): Map<string, Map<string, number>> {
+  const out = new Map<string, Map<string, number>>();
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}\s+(\S+)/.exec(line);
+    if (!match) continue;
+    const source = /(?:^|,)source="([^"]*)"/.exec(match[2]!);
+    if (!source) continue;
+    let bySource = out.get(match[1]!);
+    if (bySource === undefined) out.set(match[1]!, (bySource = new Map<string, number>()));
+    bySource.set(source[1]!, (bySource.get(source[1]!) ?? 0) + Number(match[3]));
+  }
+  return out;
+}
+
 /** Connections serve holds to database `dbName`, counted by PostgreSQL; the harness's own connection excluded. */
 export async function serveConnections(admin: pg.Client, dbName: string): Promise<number> {
   const { rows } = await admin.query<{ n: string }>(
@@ -97,17 +127,40 @@ async function get(url: string, headers: Record<string, string> = {}): Promise<{
   }
 }
 
+/** What a sample reads besides serve itself: its database, its sources, and whether the partition retention drops is still there. */
+export interface SampleTarget {
+  pid: number;
+  baseUrl: string;
+  admin: pg.Client;
+  dbName: string;
+  sources: readonly string[];
+  /** Asks PostgreSQL whether the partition still exists. */
+  partitionPresent: () => Promise<boolean>;
+}
+
 /**
- * Takes one sample of the `serve` with process id `pid` listening at `baseUrl`.
+ * Takes one sample of the `serve` of `target`.
  *
  * @param t seconds since serve started, stored in the sample.
  * @throws pg errors when the harness's own database connection fails.
  */
-export async function takeSample(t: number, pid: number, baseUrl: string, admin: pg.Client, dbName: string): Promise<Sample> {
+export async function takeSample(t: number, target: SampleTarget): Promise<Sample> {
+  const { pid, baseUrl, admin, dbName } = target;
   const scrape = await get(`${baseUrl}/metrics`, { 'x-prometheus-scrape-timeout-seconds': String(SCRAPE_TIMEOUT_SECONDS) });
   const ready = await get(`${baseUrl}/readyz`);
   const values = scrape.status === 200 ? valuesByName(scrape.text) : new Map<string, number>();
   const metric = (name: string) => values.get(name) ?? Number.NaN;
+  const perSource = scrape.status === 200 ? valuesBySource(scrape.text) : new Map<string, Map<string, number>>();
+  const ofSource = (name: string, source: string) => perSource.get(name)?.get(source) ?? Number.NaN;
+  const sources: Record<string, SourceSample> = {};
+  for (const source of target.sources) {
+    sources[source] = {
+      syncRuns: ofSource('analytics_exporter_sync_runs_total', source),
+      syncFailures: ofSource('analytics_exporter_sync_failures_total', source),
+      watermarkSeconds: ofSource('analytics_exporter_sync_watermark_timestamp_seconds', source),
+      upstreamUp: ofSource('analytics_exporter_upstream_up', source),
+    };
+  }
   return {
     t,
     rssBytes: rssBytes(pid),
@@ -118,10 +171,11 @@ export async function takeSample(t: number, pid: number, baseUrl: string, admin:
     syncRuns: metric('analytics_exporter_sync_runs_total'),
     syncFailures: metric('analytics_exporter_sync_failures_total'),
     syncSkipped: metric('analytics_exporter_sync_skipped_total'),
-    watermarkSeconds: metric('analytics_exporter_sync_watermark_timestamp_seconds'),
     scrapeStatus: scrape.status,
     scrapeMs: scrape.ms,
-    upstreamUp: metric('analytics_exporter_upstream_up'),
     readyStatus: ready.status,
+    partitionsDropped: metric('analytics_exporter_retention_partitions_dropped_total'),
+    partitionPresent: (await target.partitionPresent()) ? 1 : 0,
+    sources,
   };
 }

@@ -1,8 +1,10 @@
 /**
- * The end-of-soak data check: every committed window holds exactly the simulator's records of
- * its range, the windows tile [start, watermark) without gap or overlap, and no row lies
- * outside a committed window. Records have no id, so windows are compared as multisets of
- * canonical JSON (identical records counted as often as they occur).
+ * The end-of-soak data check, per source: every committed window holds exactly the source's
+ * simulator's records of its range, the windows tile [start, watermark) without gap or overlap,
+ * and no row lies outside a committed window. An expired window (RETENTION dropped its
+ * partition) must hold no row; its records are left out of the comparison. Records have no id, so
+ * windows are compared as multisets of canonical JSON (identical records counted as often as
+ * they occur).
  */
 import type pg from 'pg';
 import type { Simulator } from '../src/simulator/index.js';
@@ -12,7 +14,10 @@ import { canonicalJson } from '../test/helpers/canonical.js';
 export interface WindowCheck {
   pass: boolean;
   windows: number;
-  /** Rows in the records table, and records the simulator has for [start, watermark). */
+  /** Windows marked expired, and the simulator's records in them (not stored, on purpose). */
+  expiredWindows: number;
+  expiredRecords: number;
+  /** Rows in the records table, and records the simulator has for the kept windows. */
   storedRecords: number;
   expectedRecords: number;
   /** The watermark the windows must end at. */
@@ -29,23 +34,26 @@ function sameMultiset(a: string[], b: string[]): boolean {
 }
 
 /**
- * Compares the tables of `schema` (through `client`) with `sim`'s dataset.
+ * Compares the rows of `source` in the tables of `schema` (through `client`) with `sim`'s dataset.
  *
  * @param start where the first sync started (SYNC_START_DATE): the first window must begin there.
  * @returns the verdict with counts and the first problems; never throws for a mismatch, only for database errors.
  */
-export async function verifyWindows(client: pg.Client, schema: string, sim: Simulator, start: Date): Promise<WindowCheck> {
+export async function verifyWindows(client: pg.Client, schema: string, source: string, sim: Simulator, start: Date): Promise<WindowCheck> {
   const s = client.escapeIdentifier(schema);
   const problems: string[] = [];
   const note = (problem: string) => void (problems.length < 10 && problems.push(problem));
 
-  const { rows: state } = await client.query<{ watermark: Date | null }>(`select watermark from ${s}.sync_state`);
+  const { rows: state } = await client.query<{ watermark: Date | null }>(`select watermark from ${s}.sync_state where source = $1`, [source]);
   const watermark = state[0]?.watermark ?? undefined;
-  const { rows: windows } = await client.query<{ start: Date; end: Date; recordCount: string }>(
-    `select window_start as start, window_end as "end", record_count as "recordCount" from ${s}.sync_windows order by window_start`,
+  const { rows: windows } = await client.query<{ start: Date; end: Date; recordCount: string; expired: boolean }>(
+    `select window_start as start, window_end as "end", record_count as "recordCount", expired_at is not null as expired
+       from ${s}.sync_windows where source = $1 order by window_start`,
+    [source],
   );
   const { rows: records } = await client.query<{ windowStartMs: string; payload: unknown }>(
-    `select (extract(epoch from window_start) * 1000)::bigint as "windowStartMs", payload from ${s}.records`,
+    `select (extract(epoch from window_start) * 1000)::bigint as "windowStartMs", payload from ${s}.records where source = $1`,
+    [source],
   );
 
   const stored = new Map<number, string[]>();
@@ -60,12 +68,22 @@ export async function verifyWindows(client: pg.Client, schema: string, sim: Simu
   if (windows.length === 0) note('no committed windows');
   let cursor = start.getTime();
   let expectedRecords = 0;
+  let expiredWindows = 0;
+  let expiredRecords = 0;
   for (const window of windows) {
     const from = window.start.getTime();
     const to = window.end.getTime();
     const name = `[${window.start.toISOString()}, ${window.end.toISOString()})`;
     if (from !== cursor) note(`${name} does not start where the previous window ends (${new Date(cursor).toISOString()})`);
     cursor = to;
+    if (window.expired) {
+      expiredWindows++;
+      expiredRecords += sim.dataset.count(window.start, window.end, false);
+      const left = stored.get(from)?.length ?? 0;
+      stored.delete(from);
+      if (left > 0) note(`${name} is expired, yet ${left} of its rows are stored`);
+      continue;
+    }
     const expected = [...sim.dataset.iterate(window.start, window.end, false)].map(canonicalJson);
     expectedRecords += expected.length;
     const got = stored.get(from) ?? [];
@@ -81,5 +99,14 @@ export async function verifyWindows(client: pg.Client, schema: string, sim: Simu
     note(`the windows end at ${new Date(cursor).toISOString()}, the watermark is ${watermark.toISOString()}`);
   for (const [key, list] of stored) note(`${list.length} rows belong to no committed window (window_start ${new Date(key).toISOString()})`);
 
-  return { pass: problems.length === 0, windows: windows.length, storedRecords: records.length, expectedRecords, watermark, problems };
+  return {
+    pass: problems.length === 0,
+    windows: windows.length,
+    expiredWindows,
+    expiredRecords,
+    storedRecords: records.length,
+    expectedRecords,
+    watermark,
+    problems,
+  };
 }

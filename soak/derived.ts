@@ -1,0 +1,179 @@
+/**
+ * The end-of-soak check of the tables derived from `records` (src/sync/derived.ts), per source,
+ * with the soak's settings (ROLLUP_DIMENSIONS event_type=eventType,customer_id=customerId;
+ * ROLLUP_DISTINCT user_id=userId by customer_id=customerId; the field catalogue on).
+ *
+ * The truth is, per committed window, the records `records` holds for it, or, for a window
+ * RETENTION expired, the simulator's records of its range: retention drops records and keeps
+ * the rollups and the catalogue's counts. From it:
+ * - records_hourly: records per (hour of the event time, window start, event_type, customer_id);
+ * - records_hourly_distinct: records per (hour, window start, customer_id, user_id value);
+ * - records_daily_distinct: records per (UTC day, customer_id, user_id value);
+ * - record_fields: every top-level field, with the records holding it;
+ * - records_typed: selects, one row per stored record.
+ * Tables are compared row by row (a missing, extra or different row is a problem).
+ */
+import type pg from 'pg';
+import type { Simulator } from '../src/simulator/index.js';
+
+const MS_PER_HOUR = 3_600_000;
+const MS_PER_DAY = 86_400_000;
+
+/** Outcome of {@link verifyDerived} for one source. */
+export interface DerivedCheck {
+  pass: boolean;
+  /** Rows compared per table (the expected side), and of them those from expired windows. */
+  rows: { hourly: number; hourlyDistinct: number; dailyDistinct: number; fields: number };
+  expiredRows: { hourly: number; hourlyDistinct: number };
+  /** Rows of records_typed for the source. */
+  typedRows: number;
+  /** Up to 10 problems. */
+  problems: string[];
+}
+
+type Counts = Map<string, number>;
+
+function add(map: Counts, key: string, n = 1): void {
+  map.set(key, (map.get(key) ?? 0) + n);
+}
+
+interface TruthRecord {
+  windowStartMs: number;
+  /** Event time in ms; the window start when the record has none. */
+  eventMs: number;
+  payload: Record<string, unknown>;
+}
+
+/** Differences of two count maps, as readable problems (at most `room`). */
+function compare(table: string, expected: Counts, actual: Counts, note: (p: string) => void): void {
+  let missing = 0;
+  let extra = 0;
+  let different = 0;
+  let first: string | undefined;
+  for (const [key, n] of expected) {
+    const got = actual.get(key);
+    if (got === undefined) missing++;
+    else if (got !== n) different++;
+    else continue;
+    first ??= `${key}: expected ${n}, table ${got ?? 'no row'}`;
+  }
+  for (const [key, n] of actual) {
+    if (expected.has(key)) continue;
+    extra++;
+    first ??= `${key}: no such records, table ${n}`;
+  }
+  if (missing + extra + different > 0)
+    note(`${table}: ${missing} rows missing, ${extra} extra, ${different} with another count of ${expected.size} expected (first: ${first})`);
+}
+
+const text = (v: unknown): string => (v === undefined || v === null ? '<null>' : typeof v === 'string' ? v : JSON.stringify(v));
+
+/**
+ * Checks the derived tables of `source` in `schema` (through `client`) against its stored records
+ * and, for expired windows, `sim`'s dataset. Run it after the window check: it trusts `records`.
+ *
+ * @returns the verdict with counts and the first problems; throws only for database errors.
+ */
+export async function verifyDerived(client: pg.Client, schema: string, source: string, sim: Simulator): Promise<DerivedCheck> {
+  const s = client.escapeIdentifier(schema);
+  const problems: string[] = [];
+  const note = (problem: string) => void (problems.length < 10 && problems.push(problem));
+  const ms = (column: string) => `(extract(epoch from ${column}) * 1000)::bigint`;
+
+  const truth: TruthRecord[] = [];
+  const { rows: stored } = await client.query<{ windowStartMs: string; eventMs: string | null; payload: Record<string, unknown> }>(
+    `select ${ms('window_start')} as "windowStartMs", ${ms('event_time')} as "eventMs", payload from ${s}.records where source = $1`,
+    [source],
+  );
+  for (const r of stored) truth.push({ windowStartMs: Number(r.windowStartMs), eventMs: Number(r.eventMs ?? r.windowStartMs), payload: r.payload });
+  const { rows: expired } = await client.query<{ start: Date; end: Date }>(
+    `select window_start as start, window_end as "end" from ${s}.sync_windows where source = $1 and expired_at is not null`,
+    [source],
+  );
+  const expiredStarts = new Set<number>();
+  for (const w of expired) {
+    expiredStarts.add(w.start.getTime());
+    for (const record of sim.dataset.iterate(w.start, w.end, false)) {
+      const eventMs = Date.parse(record.timestamp);
+      truth.push({ windowStartMs: w.start.getTime(), eventMs, payload: record as unknown as Record<string, unknown> });
+    }
+  }
+
+  const hourly: Counts = new Map();
+  const hourlyDistinct: Counts = new Map();
+  const dailyDistinct: Counts = new Map();
+  const fields: Counts = new Map();
+  let expiredHourly = 0;
+  let expiredDistinct = 0;
+  for (const r of truth) {
+    const bucket = Math.floor(r.eventMs / MS_PER_HOUR) * MS_PER_HOUR;
+    const day = Math.floor(r.eventMs / MS_PER_DAY) * MS_PER_DAY;
+    const p = r.payload;
+    add(hourly, `${bucket}|${r.windowStartMs}|${text(p.eventType)}|${text(p.customerId)}`);
+    if (p.userId !== undefined && p.userId !== null) {
+      add(hourlyDistinct, `${bucket}|${r.windowStartMs}|${text(p.customerId)}|user_id|${text(p.userId)}`);
+      add(dailyDistinct, `${day}|${text(p.customerId)}|user_id|${text(p.userId)}`);
+    }
+    for (const key of Object.keys(p)) add(fields, key);
+  }
+  for (const key of hourly.keys()) if (expiredStarts.has(Number(key.split('|')[1]))) expiredHourly++;
+  for (const key of hourlyDistinct.keys()) if (expiredStarts.has(Number(key.split('|')[1]))) expiredDistinct++;
+
+  const read = async (sql: string, keyOf: (row: Record<string, unknown>) => string, skipZero = false): Promise<Counts> => {
+    const { rows } = await client.query<Record<string, unknown>>(sql, [source]);
+    const out: Counts = new Map();
+    for (const row of rows) {
+      const n = Number(row.records);
+      if (skipZero && n === 0) continue;
+      add(out, keyOf(row), n);
+    }
+    return out;
+  };
+  compare(
+    'records_hourly',
+    hourly,
+    await read(
+      `select ${ms('bucket')} as bucket, ${ms('window_start')} as ws, event_type, customer_id, records from ${s}.records_hourly where source = $1`,
+      (r) => `${String(r.bucket)}|${String(r.ws)}|${text(r.event_type)}|${text(r.customer_id)}`,
+    ),
+    note,
+  );
+  compare(
+    'records_hourly_distinct',
+    hourlyDistinct,
+    await read(
+      `select ${ms('bucket')} as bucket, ${ms('window_start')} as ws, customer_id, value_column, value, records from ${s}.records_hourly_distinct where source = $1`,
+      (r) => `${String(r.bucket)}|${String(r.ws)}|${text(r.customer_id)}|${text(r.value_column)}|${text(r.value)}`,
+    ),
+    note,
+  );
+  // A day's row left at 0 records is deleted after the statement that emptied it: not a row of data.
+  compare(
+    'records_daily_distinct',
+    dailyDistinct,
+    await read(
+      `select ${ms('day')} as day, customer_id, value_column, value, records from ${s}.records_daily_distinct where source = $1`,
+      (r) => `${String(r.day)}|${text(r.customer_id)}|${text(r.value_column)}|${text(r.value)}`,
+      true,
+    ),
+    note,
+  );
+  compare('record_fields', fields, await read(`select path, records from ${s}.record_fields where source = $1`, (r) => text(r.path)), note);
+
+  let typedRows = Number.NaN;
+  try {
+    const { rows } = await client.query<{ n: string }>(`select count(*) as n from ${s}.records_typed where source = $1`, [source]);
+    typedRows = Number(rows[0]!.n);
+    if (typedRows !== stored.length) note(`records_typed: ${typedRows} rows, records holds ${stored.length}`);
+  } catch (err) {
+    note(`records_typed does not select: ${(err as Error).message}`);
+  }
+
+  return {
+    pass: problems.length === 0,
+    rows: { hourly: hourly.size, hourlyDistinct: hourlyDistinct.size, dailyDistinct: dailyDistinct.size, fields: fields.size },
+    expiredRows: { hourly: expiredHourly, hourlyDistinct: expiredDistinct },
+    typedRows,
+    problems,
+  };
+}
