@@ -482,7 +482,10 @@ const SETTING_TABLE = {
       if (typeof by === 'string' || by.some((d) => DISTINCT_RESERVED_COLUMNS.has(d.column))) {
         ctx.addIssue({
           code: 'custom',
-          message: typeof by === 'string' ? by.replace('records_hourly', 'records_hourly_distinct') : 'must not use the column names value_column, distinct_values or day',
+          message:
+            typeof by === 'string'
+              ? by.replace('records_hourly', 'records_hourly_distinct')
+              : 'must not use the column names value_column, distinct_values or day',
         });
         return z.NEVER;
       }
