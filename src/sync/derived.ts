@@ -512,12 +512,12 @@ export class Derived {
   /**
    * Wraps `hourly` (the insert into records_hourly) and `distinct` (an insert into
    * records_hourly_distinct returning its rows' buckets) into one statement that first deletes the
-   * source's records_hourly_distinct rows of the windows inside [$2, $3) and returns the UTC days
+   * source's records_hourly_distinct rows of the windows inside [$2, $`endParam`) and returns the UTC days
    * (`day`) of the rows it deleted or inserted, ascending: the days {@link recomputeDays} must
    * recompute. The delete and the insert share a snapshot, so the insert's rows are never deleted.
    */
-  private replaceDistinctSql(hourly: string, distinct: string): string {
-    return `with cleared as (delete from ${this.t.hourlyDistinct} where source = $1 and window_start >= $2 and window_start < $3 returning bucket),
+  private replaceDistinctSql(hourly: string, distinct: string, endParam: number): string {
+    return `with cleared as (delete from ${this.t.hourlyDistinct} where source = $1 and window_start >= $2 and window_start < $${endParam} returning bucket),
       hourly as (${hourly}),
       added as (${distinct})
       select distinct date_trunc('day', bucket, 'UTC') as day from (select bucket from cleared union all select bucket from added) as b order by 1`;
@@ -533,17 +533,20 @@ export class Derived {
    * commits. With distinct fields it returns the days whose records_daily_distinct rows must be
    * recomputed (`day`; see {@link addWindowRollup}).
    *
-   * @returns the statement and its parameters (the source, the window's start and end, then the
-   *   dimension paths and {@link distinctParams}), or undefined when ROLLUP_DIMENSIONS is off.
+   * @returns the statement and its parameters (the source, the window's start, the dimension paths,
+   *   then with distinct fields {@link distinctParams} and the window's end), or undefined when
+   *   ROLLUP_DIMENSIONS is off.
    */
   windowRollupQuery(source: string, window: Window): { text: string; values: unknown[] } | undefined {
     if (!this.enabled) return undefined;
     const rows = `(select * from ${this.t.records} where source = $1 and window_start = $2) as r`;
     // Plain inserts: the window's rows were deleted first and are keyed by its start, so none can
     // conflict (one would fail the window rather than double its counts); `on conflict` checks cost.
-    const hourly = this.addGroupsSql(rows, '', 4, false);
-    const text = this.hasDistinct ? this.replaceDistinctSql(hourly, this.addDistinctSql(rows, 4 + this.dims.length)) : hourly;
-    return { text, values: [source, new Date(window.start), new Date(window.end), ...this.paths, ...this.distinctParams()] };
+    const hourly = this.addGroupsSql(rows, '', 3, false);
+    if (!this.hasDistinct) return { text: hourly, values: [source, new Date(window.start), ...this.paths] };
+    const params = [...this.paths, ...this.distinctParams()];
+    const text = this.replaceDistinctSql(hourly, this.addDistinctSql(rows, 3 + this.dims.length), 3 + params.length);
+    return { text, values: [source, new Date(window.start), ...params, new Date(window.end)] };
   }
 
   /**
@@ -611,20 +614,21 @@ export class Derived {
     const pick = (n: number): string => Array.from({ length: n }, (_, i) => `, u.v${i}`).join('');
     const hourlyText = `insert into ${this.t.hourly} (source, bucket, window_start${this.cols.map((c) => `, ${c}`).join('')}, records)
       select $1, to_timestamp(u.b / 1000), $2${pick(this.dims.length)}, u.n
-        from json_to_recordset($4::json) as u(b bigint${columns(this.dims.length)}, n bigint)`;
-    const values: unknown[] = [source, new Date(window.start), new Date(window.end), groupRows(counts.hourly, untimedHour)];
+        from json_to_recordset($3::json) as u(b bigint${columns(this.dims.length)}, n bigint)`;
+    const values: unknown[] = [source, new Date(window.start), groupRows(counts.hourly, untimedHour)];
     if (!this.hasDistinct) return { text: hourlyText, values };
     // v<by> is the field's position in ROLLUP_DISTINCT, `a` its values.
     const n = this.by.length;
     const distinctText = `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, distinct_values)
-      select $1, to_timestamp(u.b / 1000), $2${pick(n)}, ($6::text[])[u.v${n}::int + 1], u.a
-        from json_to_recordset($5::json) as u(b bigint${columns(n + 1)}, a text[])
+      select $1, to_timestamp(u.b / 1000), $2${pick(n)}, ($5::text[])[u.v${n}::int + 1], u.a
+        from json_to_recordset($4::json) as u(b bigint${columns(n + 1)}, a text[])
       returning bucket`;
     values.push(
       distinctRows(counts.distinct, untimedHour),
       this.distinct.map((d) => d.column),
+      new Date(window.end),
     );
-    return { text: this.replaceDistinctSql(hourlyText, distinctText), values };
+    return { text: this.replaceDistinctSql(hourlyText, distinctText, 6), values };
   }
 
   /** The ROLLUP_DISTINCT_BY paths, then each distinct field's column name and path, in order (none without distinct fields). */

@@ -84,29 +84,39 @@ const row = (path: string, column: string | null, types: string[], extra: Partia
   ...extra,
 });
 
+/** PostgreSQL refuses a statement with a parameter it cannot type, as an unused one: each of $1…$n must appear. */
+function expectEveryParameterUsed(query: { text: string; values: unknown[] }): void {
+  const used = new Set([...query.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+  expect([...used].sort((a, b) => a - b)).toEqual(query.values.map((_, i) => i + 1));
+}
+
 describe('Derived.windowRollupQuery', () => {
   const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).sources[0]!.sync.rollup);
   const window = { start: Date.parse('2026-11-01T00:00:00Z'), end: Date.parse('2026-11-02T00:00:00Z') };
 
-  it("groups the window's records into records_hourly and records_hourly_distinct in one statement, parameters numbered after the source and window bounds", () => {
+  it("groups the window's records into records_hourly and records_hourly_distinct in one statement, parameters numbered after the source and window start", () => {
     const query = derivedFor({}).windowRollupQuery('prod', window)!;
     expect(query.text).toContain('insert into "s".records_hourly as h');
     // The window's distinct rows are replaced in the same statement, which returns the days to recompute.
-    expect(query.text).toContain('delete from "s".records_hourly_distinct where source = $1 and window_start >= $2 and window_start < $3');
+    expect(query.text).toContain('delete from "s".records_hourly_distinct where source = $1 and window_start >= $2 and window_start < $8');
     expect(query.text).toContain('insert into "s".records_hourly_distinct (source, bucket, window_start, "customer_id", value_column, distinct_values)');
     expect(query.text).toContain('array_agg(distinct f.value collate "C" order by f.value collate "C")');
     expect(query.text).toMatch(/select distinct date_trunc\('day', bucket, 'UTC'\) as day .* order by 1$/s);
     expect(query.text).toContain('where source = $1 and window_start = $2');
-    // $4, $5: the dimension paths; $6: the customer path of ROLLUP_DISTINCT_BY; $7, $8: user_id and its path.
-    expect(query.text).toMatch(/payload #>> \$6::text\[\]/);
-    expect(query.text).toContain('($7::text, payload #>> $8::text[])');
-    expect(query.values).toEqual(['prod', new Date(window.start), new Date(window.end), ['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId']]);
+    // $3, $4: the dimension paths; $5: the customer path of ROLLUP_DISTINCT_BY; $6, $7: user_id and its path; $8: the window's end.
+    expect(query.text).toMatch(/payload #>> \$5::text\[\]/);
+    expect(query.text).toContain('($6::text, payload #>> $7::text[])');
+    expect(query.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId'], new Date(window.end)]);
+    expectEveryParameterUsed(query);
   });
 
   it('leaves records_hourly_distinct out with ROLLUP_DISTINCT=none, and has no statement with ROLLUP_DIMENSIONS=off', () => {
     const noDistinct = derivedFor({ ROLLUP_DISTINCT: 'none' }).windowRollupQuery('prod', window)!;
     expect(noDistinct.text).not.toContain('records_hourly_distinct');
-    expect(noDistinct.values).toEqual(['prod', new Date(window.start), new Date(window.end), ['eventType'], ['customerId']]);
+    expect(noDistinct.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId']]);
+    expectEveryParameterUsed(noDistinct);
+    const counted = derivedFor({ ROLLUP_DISTINCT: 'none' });
+    expectEveryParameterUsed(counted.windowCountsQuery('prod', window, counted.countRollup([{ eventType: 'view' }], [0], [null]))!);
     expect(derivedFor({ ROLLUP_DIMENSIONS: 'off' }).windowRollupQuery('prod', window)).toBeUndefined();
   });
 });
@@ -130,14 +140,16 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     expect(query.text).toContain('insert into "s".records_hourly_distinct (source, bucket, window_start');
     // Hourly: the timed and the untimed view by c1 are one group of 2 (same hour); the null/absent one is its own.
     const hour = Date.parse('2026-11-01T10:00:00Z');
-    expect(query.values.slice(0, 3)).toEqual(['prod', new Date(window.start), new Date(window.end)]);
-    expect(JSON.parse(query.values[3] as string)).toEqual([
+    expect(query.values.slice(0, 2)).toEqual(['prod', new Date(window.start)]);
+    expect(query.values[5]).toEqual(new Date(window.end));
+    expectEveryParameterUsed(query);
+    expect(JSON.parse(query.values[2] as string)).toEqual([
       { b: hour, v0: 'view', v1: 'c1', n: 2 },
       { b: hour, v0: null, v1: null, n: 1 },
     ]);
     // Distinct: only the non-null user id, once, with its customer and the field's position in ROLLUP_DISTINCT.
-    expect(JSON.parse(query.values[4] as string)).toEqual([{ b: hour, v0: 'c1', v1: '0', a: ['u1'] }]);
-    expect(query.values[5]).toEqual(['user_id']);
+    expect(JSON.parse(query.values[3] as string)).toEqual([{ b: hour, v0: 'c1', v1: '0', a: ['u1'] }]);
+    expect(query.values[4]).toEqual(['user_id']);
   });
 
   it("keeps a group's distinct values once each, sorted by code point, the untimed records' merged into their hour's", () => {
@@ -147,7 +159,7 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     const first = derived.countRollup(records.slice(0, 5), [0, 1, 2, 3, 4], [at1030, at1030, at1130, at1030, at1030])!;
     const second = derived.countRollup(records.slice(5), [0, 1], [null, null])!;
     mergeRollupCounts(first, second);
-    const rows = JSON.parse(derived.windowCountsQuery('prod', window, first)!.values[4] as string) as { b: number; a: string[] }[];
+    const rows = JSON.parse(derived.windowCountsQuery('prod', window, first)!.values[3] as string) as { b: number; a: string[] }[];
     expect(rows).toEqual([
       { b: Date.parse('2026-11-01T10:00:00Z'), v0: 'c1', v1: '0', a: ['u1', 'u2', 'u3', '\uFFFD', '\u{1F600}'] },
       { b: Date.parse('2026-11-01T11:00:00Z'), v0: 'c1', v1: '0', a: ['u2'] },
