@@ -786,12 +786,15 @@ export class Derived {
       changed = true;
     }
     if (!(await this.isDistinctCurrent(db))) {
-      await this.rebuildDistinct(db);
+      const convert = this.hasDistinct && (await this.isDistinctPerValue(db));
+      await this.rebuildDistinct(db, convert);
       log.info(
         this.distinctSetting(),
-        this.hasDistinct
-          ? 'rebuilt records_hourly_distinct and records_daily_distinct from records for ROLLUP_DISTINCT'
-          : 'dropped records_hourly_distinct and records_daily_distinct: no ROLLUP_DISTINCT',
+        !this.hasDistinct
+          ? 'dropped records_hourly_distinct and records_daily_distinct: no ROLLUP_DISTINCT'
+          : convert
+            ? 'converted records_hourly_distinct and records_daily_distinct to a row per group with its values as an array'
+            : 'rebuilt records_hourly_distinct and records_daily_distinct from records for ROLLUP_DISTINCT',
       );
       changed = true;
     }
@@ -831,9 +834,12 @@ export class Derived {
 
   /**
    * Drops records_hourly_distinct and records_daily_distinct and, unless there is no distinct
-   * field, recreates them, the first filled from `records`, the second from the first.
+   * field, recreates them, the first filled from `records` (or with `convert`, from its own rows
+   * of a value each, grouped: see {@link isDistinctPerValue}), the second from the first.
    */
-  private async rebuildDistinct(db: PoolClient): Promise<void> {
+  private async rebuildDistinct(db: PoolClient, convert = false): Promise<void> {
+    const perValue = `${quoteIdent(this.t.schema)}.records_hourly_distinct_per_value`;
+    if (convert) await db.query(`alter table ${this.t.hourlyDistinct} rename to records_hourly_distinct_per_value`);
     await db.query(`drop table if exists ${this.t.hourlyDistinct}`);
     await db.query(`drop table if exists ${this.daily}`);
     await db.query(`delete from ${this.t.derivedSettings} where name = $1`, [DISTINCT_SETTING]);
@@ -846,7 +852,17 @@ export class Derived {
     // ROLLUP_RETENTION select by bucket.
     await db.query(`create index on ${this.t.hourlyDistinct} (source, window_start)`);
     await db.query(`create index on ${this.t.hourlyDistinct} (source, bucket)`);
-    await db.query(this.addDistinctSql(this.t.records, 1, false), this.distinctParams());
+    if (convert) {
+      const cols = this.byCols.map((c) => `, ${c}`).join('');
+      await db.query(
+        `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${cols}, value_column, distinct_values)
+         select source, bucket, window_start${cols}, value_column, ${Derived.valuesAgg('value')}
+           from ${perValue} group by source, bucket, window_start${cols}, value_column`,
+      );
+      await db.query(`drop table ${perValue}`);
+    } else {
+      await db.query(this.addDistinctSql(this.t.records, 1, false), this.distinctParams());
+    }
     await db.query(
       `create table ${this.daily} (source text not null, day timestamptz not null${byColumns}, value_column text not null, distinct_values text[] not null)`,
     );
@@ -858,6 +874,15 @@ export class Derived {
          on conflict (name) do update set value = excluded.value, updated_at = now()`,
       [DISTINCT_SETTING, JSON.stringify(this.distinctSetting())],
     );
+  }
+
+  /**
+   * Whether records_hourly_distinct holds a row per value (shape 3: `value` and `records` columns)
+   * built for these fields and grouping: it is then converted, not rebuilt from `records`, so the
+   * hours whose records RETENTION dropped are kept.
+   */
+  private async isDistinctPerValue(db: Pick<PoolClient, 'query'>): Promise<boolean> {
+    return (await settingIs(db, this.t, DISTINCT_SETTING, { ...this.distinctSetting(), shape: 3 })) && (await relationExists(db, this.t.hourlyDistinct));
   }
 
   /** Drops records_hourly and, unless ROLLUP_DIMENSIONS is off, recreates and fills it from `records`. */

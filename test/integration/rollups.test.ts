@@ -384,6 +384,45 @@ describe('records_daily_distinct', () => {
   });
 });
 
+describe('records_hourly_distinct of a value per row', () => {
+  it('is converted to a row per group in place, keeping the hours whose records are gone, and records_daily_distinct recomputed', async () => {
+    const s = await sim();
+    const schema = await freshSchema();
+    await sync(s, schema, {}, { from: START, to: END });
+    // The per-value layout, filled from records, plus an hour whose records RETENTION dropped.
+    const retained = new Date(START.getTime() - 24 * HOUR_MS);
+    await bed.pool.query(`drop table "${schema}".records_hourly_distinct; drop table "${schema}".records_daily_distinct`);
+    await bed.pool.query(
+      `create table "${schema}".records_hourly_distinct as
+         select source, date_trunc('hour', coalesce(event_time, window_start), 'UTC') as bucket, window_start,
+                payload ->> 'customerId' as customer_id, 'user_id'::text as value_column, payload ->> 'userId' as value, count(*) as records
+           from "${schema}".records where payload ->> 'userId' is not null group by 1, 2, 3, 4, 5, 6`,
+    );
+    await bed.pool.query(
+      `insert into "${schema}".records_hourly_distinct values ('default', $1, $1, 'c-old', 'user_id', 'u-old', 2), ('default', $1, $1, 'c-old', 'user_id', 'u-older', 1)`,
+      [retained],
+    );
+    await bed.pool.query(
+      `create table "${schema}".records_daily_distinct (source text, day timestamptz, customer_id text, value_column text, value text, records bigint)`,
+    );
+    await bed.pool.query(`update "${schema}".derived_settings set value = jsonb_set(value, '{shape}', '3') where name = 'rollup_distinct'`);
+    const config = loadConfig({ DATABASE_SCHEMA: schema });
+    expect(await migrateDatabase(bed.pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
+    const kept = await bed.pool.query<{ values: string[] }>(
+      `select distinct_values as values from "${schema}".records_hourly_distinct where bucket = $1 and customer_id = 'c-old'`,
+      [retained],
+    );
+    expect(kept.rows).toEqual([{ values: ['u-old', 'u-older'] }]);
+    const days = await daysAndHours(schema, [{ column: 'customer_id' }]);
+    expect(days.days).toEqual(days.hours);
+    expect(days.days.some((row) => row.includes('u-older'))).toBe(true);
+    await bed.pool.query(`delete from "${schema}".records_hourly_distinct where bucket = $1`, [retained]);
+    const users = await distinctAndTruth(schema, [{ column: 'customer_id', path: ['customerId'] }], [{ column: 'user_id', path: ['userId'] }]);
+    expect(users.rollup).toEqual(users.truth);
+    expect(await migrateDatabase(bed.pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
+  });
+});
+
 describe('the Users panel', () => {
   it('counts exactly the distinct users of the hours starting in the range, whole days from records_daily_distinct, edge hours from records_hourly_distinct', async () => {
     const s = await sim();
