@@ -23,13 +23,14 @@
  * - `records_daily_distinct`: per source, UTC day (`day`, its midnight), ROLLUP_DISTINCT_BY values
  *   and field, the union of the day's records_hourly_distinct arrays: a distinct count over whole
  *   days reads a row per day instead of one per hour. A union cannot be taken apart again, so
- *   whatever changes hourly rows (a window's commit, ROLLUP_RETENTION) then RECOMPUTES each day it
- *   touched from records_hourly_distinct in the same transaction ({@link Derived.recomputeDays}):
- *   each of its rows always equals the union of the hourly rows of its day, whichever windows
- *   they came from. Windows of one source commit concurrently (SYNC_CONCURRENCY): a recompute
- *   first takes a transaction-level advisory lock per (schema, source, day), in one order, so a
- *   second window of the same day waits for the first's commit, and its recompute statement (READ
- *   COMMITTED: a snapshot per statement) then sees the first window's hourly rows.
+ *   whatever deletes hourly rows (a window's commit replacing its rows, ROLLUP_RETENTION) then
+ *   RECOMPUTES each day it touched from records_hourly_distinct in the same transaction, and a
+ *   window that only added rows to a day merges their values into it ({@link Derived.updateDays},
+ *   {@link Derived.recomputeDays}): each of its rows always equals the union of the hourly rows of
+ *   its day, whichever windows they came from. Windows of one source commit concurrently
+ *   (SYNC_CONCURRENCY): an update first takes a transaction-level advisory lock per (schema,
+ *   source, day), in one order, so a second window of the same day waits for the first's commit,
+ *   and its statements (READ COMMITTED: a snapshot per statement) then see the first window's rows.
  * - `record_fields`: the catalogue of top-level payload fields per source (types seen, records
  *   holding it, first and last seen, a short example), and `records_typed`, one view over every
  *   source's records with one typed column per scalar field (its type from the types every source
@@ -512,15 +513,17 @@ export class Derived {
   /**
    * Wraps `hourly` (the insert into records_hourly) and `distinct` (an insert into
    * records_hourly_distinct returning its rows' buckets) into one statement that first deletes the
-   * source's records_hourly_distinct rows of the windows inside [$2, $`endParam`) and returns the UTC days
-   * (`day`) of the rows it deleted or inserted, ascending: the days {@link recomputeDays} must
-   * recompute. The delete and the insert share a snapshot, so the insert's rows are never deleted.
+   * source's records_hourly_distinct rows of the windows inside [$2, $`endParam`) and returns the UTC
+   * days (`day`) of the rows it deleted or inserted, ascending, each with whether rows of it were
+   * deleted (`cleared`): the days {@link updateDays} must update. The delete and the insert share a
+   * snapshot, so the insert's rows are never deleted.
    */
   private replaceDistinctSql(hourly: string, distinct: string, endParam: number): string {
     return `with cleared as (delete from ${this.t.hourlyDistinct} where source = $1 and window_start >= $2 and window_start < $${endParam} returning bucket),
       hourly as (${hourly}),
       added as (${distinct})
-      select distinct date_trunc('day', bucket, 'UTC') as day from (select bucket from cleared union all select bucket from added) as b order by 1`;
+      select date_trunc('day', bucket, 'UTC') as day, bool_or(cleared) as cleared
+        from (select bucket, true as cleared from cleared union all select bucket, false from added) as b group by 1 order by 1`;
   }
 
   /**
@@ -639,45 +642,95 @@ export class Derived {
   /**
    * At the commit of `source`'s `window`, once its records are all inserted: runs
    * {@link windowCountsQuery} (records_hourly's rows added, records_hourly_distinct's replaced) and
-   * recomputes records_daily_distinct for the days whose hourly rows that changed
-   * ({@link recomputeDays}). In the window's transaction.
+   * updates records_daily_distinct for the days whose hourly rows that changed ({@link updateDays}).
+   * In the window's transaction.
    *
    * @param counts the window's groups counted from its pages ({@link countRollup}, merged).
    */
   async addWindowRollup(db: PoolClient, source: string, window: Window, counts: RollupCounts | undefined): Promise<void> {
     const query = this.windowCountsQuery(source, window, counts);
     if (query === undefined) return;
-    const { rows } = await db.query<{ day: Date }>(query.text, query.values);
-    if (this.hasDistinct)
-      await this.recomputeDays(
-        db,
-        rows.map((r) => ({ source, day: r.day.getTime() })),
-      );
+    const { rows } = await db.query<{ day: Date; cleared: boolean }>(query.text, query.values);
+    if (this.hasDistinct) await this.updateDays(db, source, window, rows);
   }
 
   /**
-   * Sets records_daily_distinct's rows of each (source, UTC day) in `days` to the union of that
-   * day's records_hourly_distinct rows (deleting them when it has none), in the caller's
-   * transaction. First takes a transaction-level advisory lock per (schema, source, day), in the
-   * ascending order of their keys, so that two transactions recomputing a day take turns without
-   * ever deadlocking; in READ COMMITTED the recompute statement, which starts once the locks are
-   * held, sees every hourly row committed before, the other transaction's included.
+   * Brings records_daily_distinct's rows of `source`'s `days` up to date with the hourly rows
+   * {@link windowCountsQuery} just replaced for `window`, in the caller's transaction, under the
+   * days' locks ({@link lockDays}). A day the window deleted hourly rows of is recomputed from all
+   * its hourly rows (a value may have gone); a day it only added rows to gets their values merged
+   * into its rows, the same union for the cost of the window's rows instead of the whole day's
+   * (loading a day in 1-hour windows would otherwise re-read the day's hours 24 times).
    *
-   * @param days `day` a UTC midnight in milliseconds.
+   * @param days as {@link windowCountsQuery}'s statement returns them.
    */
-  async recomputeDays(db: PoolClient, days: readonly { source: string; day: number }[]): Promise<void> {
+  async updateDays(db: PoolClient, source: string, window: Window, days: readonly { day: Date; cleared: boolean }[]): Promise<void> {
     if (days.length === 0) return;
-    const sources = days.map((d) => d.source);
-    const dates = days.map((d) => new Date(d.day));
+    await this.lockDays(
+      db,
+      days.map((d) => ({ source, day: d.day.getTime() })),
+    );
+    const recomputed = days.filter((d) => d.cleared).map((d) => d.day);
+    if (recomputed.length > 0)
+      await this.fillDays(
+        db,
+        recomputed.map(() => source),
+        recomputed,
+      );
+    const merged = days.filter((d) => !d.cleared).map((d) => d.day);
+    if (merged.length === 0) return;
+    const cols = this.byCols.map((c) => `, h.${c}`).join('');
+    await db.query(
+      `insert into ${this.daily} as x (source, day${this.byCols.map((c) => `, ${c}`).join('')}, value_column, distinct_values)
+       select h.source, d.day${cols}, h.value_column, ${Derived.valuesAgg('v.value')}
+         from unnest($4::timestamptz[]) as d(day)
+         join ${this.t.hourlyDistinct} as h
+           on h.source = $1 and h.window_start >= $2 and h.window_start < $3 and h.bucket >= d.day and h.bucket < d.day + interval '24 hours'
+         cross join lateral unnest(h.distinct_values) as v(value)
+        group by h.source, d.day${cols}, h.value_column
+       on conflict (${this.dailyKeyExpressions().join(', ')}) do update
+         set distinct_values = (select ${Derived.valuesAgg('u')} from unnest(x.distinct_values || excluded.distinct_values) as u)`,
+      [source, new Date(window.start), new Date(window.end), merged],
+    );
+  }
+
+  /**
+   * Takes a transaction-level advisory lock per (schema, source, day) of `days`, in the ascending
+   * order of their keys, so that two transactions updating a day take turns without ever
+   * deadlocking; in READ COMMITTED a statement that starts once the locks are held sees every
+   * hourly and daily row committed before, the other transaction's included.
+   */
+  private async lockDays(db: PoolClient, days: readonly { source: string; day: number }[]): Promise<void> {
     // Output expressions not named by ORDER BY are evaluated after the sort (SELECT's reference
     // page): the locks are taken in the order of their keys.
     await db.query(`select pg_advisory_xact_lock($1, k) from (select distinct hashtext(n) as k from unnest($2::text[]) as n) as keys order by k`, [
       ADVISORY_LOCK_NAMESPACE,
       days.map((d) => `distinct_day:${this.t.schema}:${d.source}:${new Date(d.day).toISOString().slice(0, 10)}`),
     ]);
+  }
+
+  /** Sets records_daily_distinct's rows of each (`sources[i]`, `days[i]`) to the union of its hourly rows (the caller holds the days' locks). */
+  private async fillDays(db: PoolClient, sources: readonly string[], days: readonly Date[]): Promise<void> {
     const pairs = 'unnest($1::text[], $2::timestamptz[]) as d(source, day)';
-    await db.query(`delete from ${this.daily} as x using ${pairs} where x.source = d.source and x.day = d.day`, [sources, dates]);
-    await db.query(this.fillDaysSql(pairs), [sources, dates]);
+    await db.query(`delete from ${this.daily} as x using ${pairs} where x.source = d.source and x.day = d.day`, [sources, days]);
+    await db.query(this.fillDaysSql(pairs), [sources, days]);
+  }
+
+  /**
+   * Sets records_daily_distinct's rows of each (source, UTC day) in `days` to the union of that
+   * day's records_hourly_distinct rows (deleting them when it has none), in the caller's
+   * transaction, under the days' locks ({@link lockDays}).
+   *
+   * @param days `day` a UTC midnight in milliseconds.
+   */
+  async recomputeDays(db: PoolClient, days: readonly { source: string; day: number }[]): Promise<void> {
+    if (days.length === 0) return;
+    await this.lockDays(db, days);
+    await this.fillDays(
+      db,
+      days.map((d) => d.source),
+      days.map((d) => new Date(d.day)),
+    );
   }
 
   /**

@@ -329,7 +329,7 @@ describe('records_hourly', () => {
 });
 
 describe('records_daily_distinct', () => {
-  it("is the union of its day's hours when two windows of that day commit concurrently, the second recomputing while the first holds the day", async () => {
+  it("is the union of its day's hours when two windows of that day commit concurrently, the second updating the day while the first holds it", async () => {
     const schema = await freshSchema();
     const config = loadConfig({ DATABASE_SCHEMA: schema });
     await migrateDatabase(bed.pool, config, silentLogger);
@@ -337,50 +337,71 @@ describe('records_daily_distinct', () => {
     const hourAt = (h: number) => START.getTime() + h * HOUR_MS;
     // Hours 8 and 9 after START (02:00 and 03:00 UTC) are of the same UTC day.
     const windows = [
-      { window: { start: hourAt(8), end: hourAt(9) }, users: ['u1', 'u2'] },
-      { window: { start: hourAt(9), end: hourAt(10) }, users: ['u2', 'u3'] },
+      { start: hourAt(8), end: hourAt(9) },
+      { start: hourAt(9), end: hourAt(10) },
     ];
+    const day = new Date('2026-10-31T00:00:00Z');
     const [a, b] = await Promise.all([bed.pool.connect(), bed.pool.connect()]);
     closers.push(async () => {
       a.release();
       b.release();
     });
     const pidOfB = (await b.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
-    const days: Date[][] = [];
-    // Both windows replace their hourly rows, each in its own open transaction.
-    for (const [client, { window, users }] of [a, b].map((c, i) => [c, windows[i]!] as const)) {
-      await client.query('begin');
-      const records = users.map((userId) => ({ eventType: 'view', customerId: 'c1', userId }));
-      const counts = derived.countRollup(records, [0, 1], [window.start + 60_000, window.start + 120_000]);
-      const query = derived.windowCountsQuery(DEFAULT_SOURCE, window, counts)!;
-      days.push((await client.query<{ day: Date }>(query.text, query.values)).rows.map((r) => r.day));
-    }
-    const day = new Date('2026-10-31T00:00:00Z');
-    expect(days).toEqual([[day], [day]]);
-    const recompute = (client: PoolClient, i: number) =>
-      derived.recomputeDays(
-        client,
-        days[i]!.map((d) => ({ source: DEFAULT_SOURCE, day: d.getTime() })),
+    // First both windows load (the day only gains values: merged), then both load again with other
+    // users (the day loses values: recomputed).
+    const rounds = [
+      {
+        users: [
+          ['u1', 'u2'],
+          ['u2', 'u3'],
+        ],
+        cleared: false,
+        union: ['u1', 'u2', 'u3'],
+      },
+      {
+        users: [
+          ['u4', 'u2'],
+          ['u5', 'u4'],
+        ],
+        cleared: true,
+        union: ['u2', 'u4', 'u5'],
+      },
+    ];
+    for (const round of rounds) {
+      const days: { day: Date; cleared: boolean }[][] = [];
+      // Both windows replace their hourly rows, each in its own open transaction.
+      for (const [i, client] of [a, b].entries()) {
+        const window = windows[i]!;
+        await client.query('begin');
+        // What clearing the window at its start does (records_hourly's rows; the distinct ones go with the insert).
+        await derived.deleteWindowRecords(client, DEFAULT_SOURCE, window);
+        const records = round.users[i]!.map((userId) => ({ eventType: 'view', customerId: 'c1', userId }));
+        const counts = derived.countRollup(records, [0, 1], [window.start + 60_000, window.start + 120_000]);
+        const query = derived.windowCountsQuery(DEFAULT_SOURCE, window, counts)!;
+        days.push((await client.query<{ day: Date; cleared: boolean }>(query.text, query.values)).rows);
+      }
+      expect(days).toEqual([[{ day, cleared: round.cleared }], [{ day, cleared: round.cleared }]]);
+      const update = (client: PoolClient, i: number) => derived.updateDays(client, DEFAULT_SOURCE, windows[i]!, days[i]!);
+      await update(a, 0);
+      // B's update must wait for A's commit: without the day's lock it would not see A's hours.
+      const second = update(b, 1);
+      second.catch(() => undefined);
+      for (let polls = 0; ; polls++) {
+        const waiting = await bed.pool.query<{ wait: string | null }>('select wait_event_type as wait from pg_stat_activity where pid = $1', [pidOfB]);
+        if (waiting.rows[0]?.wait === 'Lock') break;
+        if (polls > 10_000) throw new Error('the second update never waited for the first window');
+      }
+      await a.query('commit');
+      await second;
+      await b.query('commit');
+      const rows = await bed.pool.query<{ day: Date; values: string[] }>(
+        `select day, distinct_values as values from "${schema}".records_daily_distinct where source = $1`,
+        [DEFAULT_SOURCE],
       );
-    await recompute(a, 0);
-    // B's recompute must wait for A's commit: without the day's lock it would not see A's hours.
-    const second = recompute(b, 1);
-    second.catch(() => undefined);
-    for (let polls = 0; ; polls++) {
-      const waiting = await bed.pool.query<{ wait: string | null }>('select wait_event_type as wait from pg_stat_activity where pid = $1', [pidOfB]);
-      if (waiting.rows[0]?.wait === 'Lock') break;
-      if (polls > 10_000) throw new Error('the second recompute never waited for the first window');
+      expect(rows.rows).toEqual([{ day, values: round.union }]);
+      const { days: daily, hours } = await daysAndHours(schema, [{ column: 'customer_id' }]);
+      expect(daily).toEqual(hours);
     }
-    await a.query('commit');
-    await second;
-    await b.query('commit');
-    const rows = await bed.pool.query<{ day: Date; values: string[] }>(
-      `select day, distinct_values as values from "${schema}".records_daily_distinct where source = $1`,
-      [DEFAULT_SOURCE],
-    );
-    expect(rows.rows).toEqual([{ day, values: ['u1', 'u2', 'u3'] }]);
-    const { days: daily, hours } = await daysAndHours(schema, [{ column: 'customer_id' }]);
-    expect(daily).toEqual(hours);
   });
 });
 

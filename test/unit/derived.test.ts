@@ -101,7 +101,7 @@ describe('Derived.windowRollupQuery', () => {
     expect(query.text).toContain('delete from "s".records_hourly_distinct where source = $1 and window_start >= $2 and window_start < $8');
     expect(query.text).toContain('insert into "s".records_hourly_distinct (source, bucket, window_start, "customer_id", value_column, distinct_values)');
     expect(query.text).toContain('array_agg(distinct f.value collate "C" order by f.value collate "C")');
-    expect(query.text).toMatch(/select distinct date_trunc\('day', bucket, 'UTC'\) as day .* order by 1$/s);
+    expect(query.text).toMatch(/select date_trunc\('day', bucket, 'UTC'\) as day, bool_or\(cleared\) as cleared\s.* order by 1$/s);
     expect(query.text).toContain('where source = $1 and window_start = $2');
     // $3, $4: the dimension paths; $5: the customer path of ROLLUP_DISTINCT_BY; $6, $7: user_id and its path; $8: the window's end.
     expect(query.text).toMatch(/payload #>> \$5::text\[\]/);
