@@ -454,9 +454,8 @@ export class Derived {
   /**
    * `insert into records_hourly_distinct … select …, array_agg(distinct value) from <source>, (each
    * distinct field's column and value) group by …`, returning each row's bucket unless `returning`
-   * is false. Its parameters
-   * from `firstParam`: the ROLLUP_DISTINCT_BY paths, then per distinct field its column name and
-   * path ({@link distinctParams}).
+   * is false. Its parameters from `firstParam`: the ROLLUP_DISTINCT_BY paths, then per distinct
+   * field its column name and path ({@link distinctParams}).
    */
   private addDistinctSql(source: string, firstParam: number, returning = true): string {
     const by = this.by.map((_, i) => `, payload #>> $${firstParam + i}::text[]`).join('');

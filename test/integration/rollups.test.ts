@@ -9,7 +9,7 @@ import { migrate } from '../../src/db/migrate.js';
 import type { PoolClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { Derived } from '../../src/sync/derived.js';
+import { compareCodePoints, Derived } from '../../src/sync/derived.js';
 import { runSync, type SyncResult } from '../../src/sync/run.js';
 import { Tables } from '../../src/sync/store.js';
 import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
@@ -350,13 +350,14 @@ describe('records_daily_distinct', () => {
     // First both windows load (the day only gains values: merged), then both load again with other
     // users (the day loses values: recomputed).
     const rounds = [
+      // Texts JSON and array literals escape, and one beyond U+FFFF: sorted by code point ('"' < '1').
       {
         users: [
-          ['u1', 'u2'],
-          ['u2', 'u3'],
+          ['u1', 'u"2,{\\}'],
+          ['u"2,{\\}', '\u{1F600}u3'],
         ],
         cleared: false,
-        union: ['u1', 'u2', 'u3'],
+        union: ['u"2,{\\}', 'u1', '\u{1F600}u3'],
       },
       {
         users: [
@@ -399,6 +400,11 @@ describe('records_daily_distinct', () => {
         [DEFAULT_SOURCE],
       );
       expect(rows.rows).toEqual([{ day, values: round.union }]);
+      const hourly = await bed.pool.query<{ values: string[] }>(
+        `select distinct_values as values from "${schema}".records_hourly_distinct where source = $1 order by bucket`,
+        [DEFAULT_SOURCE],
+      );
+      expect(hourly.rows.map((r) => r.values)).toEqual(round.users.map((users) => [...new Set(users)].sort(compareCodePoints)));
       const { days: daily, hours } = await daysAndHours(schema, [{ column: 'customer_id' }]);
       expect(daily).toEqual(hours);
     }
