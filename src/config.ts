@@ -155,8 +155,8 @@ export interface RollupConfig {
 
 /** Column names `records_hourly` uses itself, so no dimension may take them. */
 const ROLLUP_RESERVED_COLUMNS = new Set(['bucket', 'window_start', 'records']);
-/** Column names `records_hourly_distinct` uses besides those, so no ROLLUP_DISTINCT_BY column may take them. */
-const DISTINCT_RESERVED_COLUMNS = new Set(['value_column', 'value']);
+/** Column names `records_hourly_distinct` and `records_daily_distinct` use besides those, so no ROLLUP_DISTINCT_BY column may take them. */
+const DISTINCT_RESERVED_COLUMNS = new Set(['value_column', 'distinct_values', 'day']);
 
 /** How `serve` exposes /metrics (reference E7 for the upstream part). */
 export interface ServeConfig {
@@ -482,7 +482,10 @@ const SETTING_TABLE = {
       if (typeof by === 'string' || by.some((d) => DISTINCT_RESERVED_COLUMNS.has(d.column))) {
         ctx.addIssue({
           code: 'custom',
-          message: typeof by === 'string' ? by.replace('records_hourly', 'records_hourly_distinct') : 'must not use the column names value_column or value',
+          message:
+            typeof by === 'string'
+              ? by.replace('records_hourly', 'records_hourly_distinct')
+              : 'must not use the column names value_column, distinct_values or day',
         });
         return z.NEVER;
       }

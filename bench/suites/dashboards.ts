@@ -302,9 +302,9 @@ export function renderDashboards(result: DashboardsResult): string[] {
     '',
     "The simulator's records have few distinct rollup groups (its customers × event types × hours), so records_hourly stops growing once every group of the range is filled: " +
       'the aggregate panels read about the same number of rows at both sizes. With more customers or event types its rows, and those panels, grow with the distinct groups, not with the records. ' +
-      "Likewise records_hourly_distinct holds at most one row per hour, customer and user (the simulator's 12 customers × 40 users), and records_daily_distinct one per day, customer and user; " +
+      "Likewise records_hourly_distinct holds one row per hour and customer (the simulator's 12 customers) with the hour's users as an array, and records_daily_distinct one per day and customer with the day's; " +
       'the Users panel reads the daily rows for the whole days of the range and the hourly rows of the days at its edges (none for these ranges, which start and end at UTC midnights), ' +
-      'so it reads about as many rows at both sizes once most users appear on most days: its rows grow with the users active per day, not with their records. ' +
+      'and counts the distinct elements of their arrays, so it reads as many rows at both sizes, and about as many elements once most users appear on most days: they grow with the users active per day, not with their records. ' +
       'The ETL cost of maintaining the derived tables is section 1\'s "ETL without rollups and catalogue" row (target row "9. ETL with rollups and catalogue").',
     '',
     '| Records | partitions | \\copy s | rollup rebuild s | catalogue s | ANALYZE s | records_hourly rows | records_hourly_distinct rows | records_daily_distinct rows | catalogue fields |',

@@ -7,8 +7,9 @@
  * Panels that aggregate read the rollup `records_hourly` (exact counts per UTC hour and
  * ROLLUP_DIMENSIONS column, summed over its `window_start` rows), and the Users panel its distinct
  * companions `records_daily_distinct` for the whole UTC days of the range and
- * `records_hourly_distinct` for the hours of the days at its edges (each distinct value of a
- * ROLLUP_DISTINCT field per UTC day or hour and customer); only record-level panels read
+ * `records_hourly_distinct` for the hours of the days at its edges (the distinct values of a
+ * ROLLUP_DISTINCT field per UTC day or hour and customer, as an array per row: the panel counts the
+ * union of their elements); only record-level panels read
  * `records`, with `window_start` bounded as well as `event_time` so that PostgreSQL reads only the
  * partitions of the range.
  *
@@ -133,7 +134,7 @@ const WHERE = `WHERE $__timeFilter(event_time)\n  AND ${WINDOW_BOUND}\n  AND sou
 const ROLLUP_NOTE =
   'Read from the rollup records_hourly (exact counts per UTC hour, summed over its rows), so it counts whole hours: those starting in the time range. A record without an event time counts at its window start.';
 const DISTINCT_NOTE =
-  'Read from the distinct rollups (each distinct value of the field per customer: records_daily_distinct per UTC day for the whole days of the time range, records_hourly_distinct per UTC hour for the hours of the days at its edges, the two unioned before counting), so the count is exact and, like the other rollup panels, counts whole hours: those starting in the time range. A record without an event time counts at its window start; one without the field is not counted. Its customer column is ROLLUP_DISTINCT_BY, which must be built from the same field as "Customer column".';
+  'Read from the distinct rollups (the distinct values of the field per customer, as an array per row: records_daily_distinct per UTC day for the whole days of the time range, records_hourly_distinct per UTC hour for the hours of the days at its edges, their elements unioned before counting), so the count is exact and, like the other rollup panels, counts whole hours: those starting in the time range. A record without an event time counts at its window start; one without the field is not counted. Its customer column is ROLLUP_DISTINCT_BY, which must be built from the same field as "Customer column".';
 const RECORDS_NOTE =
   'Reads the records table itself (a field that is not a ROLLUP_DIMENSIONS column), bounded by window_start as well so that only the partitions of the time range are read. Records are counted by their own event time (records.event_time, from RECORD_TIME_FIELD); records without one are not shown.';
 
@@ -323,9 +324,9 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
       countStat(
         'Users',
         `Distinct users (values of the ROLLUP_DISTINCT field picked in "User column") of the selected customers in the time range. ${DISTINCT_NOTE}`,
-        // UNION deduplicates with a hash (count(DISTINCT) sorts), and the whole days read a row per
-        // day and user instead of 24: a 30-day range reads about 1/24 of the hourly rows.
-        `SELECT count(*) AS "users"\nFROM (\n  SELECT value\n  FROM ${DAILY_DISTINCT_ROLLUP}\n  WHERE day >= ${WHOLE_DAYS_FROM}\n    AND day < ${WHOLE_DAYS_TO}\n    AND source = ${SOURCES}\n    AND ${CUSTOMER_COLUMN} = ${PICKED}\n    AND value_column = \${user_column:sqlstring}\n  UNION\n  SELECT value\n  FROM ${DISTINCT_ROLLUP}\n  ${ROLLUP_WHERE.replaceAll('\n', '\n  ')}\n    AND value_column = \${user_column:sqlstring}\n    AND (bucket < ${WHOLE_DAYS_FROM} OR bucket >= ${WHOLE_DAYS_TO})\n) AS users`,
+        // UNION deduplicates the arrays' elements with a hash (count(DISTINCT) sorts), and the whole
+        // days read a row per day and customer instead of 24.
+        `SELECT count(*) AS "users"\nFROM (\n  SELECT unnest(distinct_values) AS value\n  FROM ${DAILY_DISTINCT_ROLLUP}\n  WHERE day >= ${WHOLE_DAYS_FROM}\n    AND day < ${WHOLE_DAYS_TO}\n    AND source = ${SOURCES}\n    AND ${CUSTOMER_COLUMN} = ${PICKED}\n    AND value_column = \${user_column:sqlstring}\n  UNION\n  SELECT unnest(distinct_values)\n  FROM ${DISTINCT_ROLLUP}\n  ${ROLLUP_WHERE.replaceAll('\n', '\n  ')}\n    AND value_column = \${user_column:sqlstring}\n    AND (bucket < ${WHOLE_DAYS_FROM} OR bucket >= ${WHOLE_DAYS_TO})\n) AS users`,
       ),
     )
     .withPanel(

@@ -11,18 +11,26 @@
  *   records are inserted (one insert … select … group by … per window, {@link Derived.windowRollupQuery}). A missing or JSON-null dimension value is its own group
  *   (null), matched through a unique index on `coalesce(col, '')` and `col is null`, which
  *   PostgreSQL 13 supports (no `nulls not distinct`). Readers sum `records` over `window_start`.
- * - `records_hourly_distinct`: per source, hour bucket, window start and ROLLUP_DISTINCT_BY values,
- *   each distinct value of each ROLLUP_DISTINCT field (`value_column` names the field by its
- *   column, `value` is its text) with the number of records holding it. Kept like records_hourly,
- *   in the same statements, so `count(distinct value)` over a range of hours is exact; a record
- *   without the field (or with JSON null there) adds no row.
- * - `records_daily_distinct`: records_hourly_distinct summed per source, UTC day (`day`, its
- *   midnight), ROLLUP_DISTINCT_BY values and distinct value, without `window_start`: a distinct
- *   count over whole days reads a row per day instead of one per hour. Kept from
- *   records_hourly_distinct in the same transaction: a window's commit adds its hourly rows, and
- *   whatever deletes hourly rows (clearing a window, ROLLUP_RETENTION) subtracts them in the same
- *   statement, a row reaching 0 records being deleted after it. So each of its rows always equals
- *   the sum of the hourly rows of its day, whichever windows they came from.
+ * - `records_hourly_distinct`: per source, hour bucket, window start, ROLLUP_DISTINCT_BY values and
+ *   ROLLUP_DISTINCT field (`value_column` names the field by its column), one row holding the
+ *   field's distinct non-null values (`distinct_values`, their texts sorted by code point, no
+ *   duplicates; no per-value record counts: a distinct count needs none). So the count of distinct
+ *   values of `unnest(distinct_values)` over a range of hours is exact; a record without the field
+ *   (or with JSON null there) adds no value, and a group without any value has no row. A window's
+ *   commit replaces its rows (by `window_start`, like records_hourly) in one statement with
+ *   records_hourly's insert; no unique index: the statement deletes and inserts rows of the same
+ *   key, and a duplicate row could not change a distinct count anyway.
+ * - `records_daily_distinct`: per source, UTC day (`day`, its midnight), ROLLUP_DISTINCT_BY values
+ *   and field, the union of the day's records_hourly_distinct arrays: a distinct count over whole
+ *   days reads a row per day instead of one per hour. A union cannot be taken apart again, so
+ *   whatever deletes hourly rows (a window's commit replacing its rows, ROLLUP_RETENTION) then
+ *   RECOMPUTES each day it touched from records_hourly_distinct in the same transaction, and a
+ *   window that only added rows to a day merges their values into it ({@link Derived.updateDays},
+ *   {@link Derived.recomputeDays}): each of its rows always equals the union of the hourly rows of
+ *   its day, whichever windows they came from. Windows of one source commit concurrently
+ *   (SYNC_CONCURRENCY): an update first takes a transaction-level advisory lock per (schema,
+ *   source, day), in one order, so a second window of the same day waits for the first's commit,
+ *   and its statements (READ COMMITTED: a snapshot per statement) then see the first window's rows.
  * - `record_fields`: the catalogue of top-level payload fields per source (types seen, records
  *   holding it, first and last seen, a short example), and `records_typed`, one view over every
  *   source's records with one typed column per scalar field (its type from the types every source
@@ -52,9 +60,10 @@ const ROLLUP_SHAPE = 3;
 const DISTINCT_SETTING = 'rollup_distinct';
 /**
  * Version of records_hourly_distinct's columns and key, stored with its fields (2: a leading
- * `source` column; 3: with records_daily_distinct beside it).
+ * `source` column; 3: with records_daily_distinct beside it; 4: a row per group with its distinct
+ * values as an array, both tables).
  */
-const DISTINCT_SHAPE = 3;
+const DISTINCT_SHAPE = 4;
 /** Name under which derived_settings keeps the definition records_typed was created with. */
 const VIEW_SETTING = 'typed_view';
 
@@ -213,9 +222,19 @@ export interface RollupGroup {
   records: number;
 }
 
+/** One group of records_hourly_distinct and the distinct values of its field. */
+export interface DistinctGroup {
+  /** As {@link RollupGroup.hour}. */
+  hour: number | null;
+  /** The ROLLUP_DISTINCT_BY values, then the field's position in ROLLUP_DISTINCT (its decimal text). */
+  values: (string | null)[];
+  /** The field's distinct non-null values (their `#>>` text). */
+  seen: Set<string>;
+}
+
 /**
  * A window's rollup groups counted here from the parsed records, so that PostgreSQL only inserts
- * the counts ({@link Derived.countRollup}), keyed by {@link groupKey}.
+ * them ({@link Derived.windowCountsQuery}), keyed by {@link groupKey}.
  */
 export interface RollupCounts {
   /**
@@ -226,21 +245,26 @@ export interface RollupCounts {
   exact: boolean;
   /** Groups of the hour and the ROLLUP_DIMENSIONS values. */
   hourly: Map<string, RollupGroup>;
-  /** Groups of the hour, the ROLLUP_DISTINCT_BY values, the field's position in ROLLUP_DISTINCT and its value. */
-  distinct: Map<string, RollupGroup>;
+  /** Groups of the hour, the ROLLUP_DISTINCT_BY values and the field's position in ROLLUP_DISTINCT. */
+  distinct: Map<string, DistinctGroup>;
 }
 
-/** Adds `from` into `into` (a window's counts from its pages). */
+/**
+ * Adds `from` into `into` (a window's counts from its pages). `from` is consumed: `into` takes
+ * over its distinct groups' sets rather than copying them.
+ */
 export function mergeRollupCounts(into: RollupCounts, from: RollupCounts): void {
   into.exact &&= from.exact;
   if (!into.exact) return;
-  for (const groups of ['hourly', 'distinct'] as const) {
-    const target = into[groups];
-    for (const [key, g] of from[groups]) {
-      const seen = target.get(key);
-      if (seen === undefined) target.set(key, { ...g });
-      else seen.records += g.records;
-    }
+  for (const [key, g] of from.hourly) {
+    const seen = into.hourly.get(key);
+    if (seen === undefined) into.hourly.set(key, { ...g });
+    else seen.records += g.records;
+  }
+  for (const [key, g] of from.distinct) {
+    const target = into.distinct.get(key);
+    if (target === undefined) into.distinct.set(key, g);
+    else for (const v of g.seen) target.seen.add(v);
   }
 }
 
@@ -250,6 +274,23 @@ function countGroup(groups: Map<string, RollupGroup>, hour: number | null, value
   const seen = groups.get(key);
   if (seen === undefined) groups.set(key, { hour, values: [...values], records: 1 });
   else seen.records++;
+}
+
+/**
+ * Orders strings by code point, as PostgreSQL's `collate "C"` orders their UTF-8 bytes (a plain
+ * `<` compares UTF-16 code units, which puts U+10000 and above before U+E000–U+FFFF).
+ */
+export function compareCodePoints(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x === y) continue;
+    // Surrogates (D800–DFFF) encode code points above FFFF: they sort after E000–FFFF.
+    const rank = (c: number): number => (c >= 0xd800 && c <= 0xdfff ? c + 0x2000 : c >= 0xe000 ? c - 0x800 : c);
+    return rank(x) - rank(y);
+  }
+  return a.length - b.length;
 }
 
 /**
@@ -278,6 +319,31 @@ function groupRows(groups: ReadonlyMap<string, RollupGroup>, untimedHour: number
     row(g.hour, g.values, g.records + (extra?.records ?? 0));
   }
   for (const g of untimed.values()) row(untimedHour, g.values, g.records);
+  return JSON.stringify(rows);
+}
+
+/**
+ * The distinct groups as JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "a": [values
+ * sorted by code point]}`, a group without an hour given `untimedHour` and merged with the timed
+ * group it then equals.
+ */
+function distinctRows(groups: ReadonlyMap<string, DistinctGroup>, untimedHour: number): string {
+  const merged = new Map<string, DistinctGroup>();
+  for (const g of groups.values()) {
+    const hour = g.hour ?? untimedHour;
+    const key = groupKey(hour, g.values);
+    const seen = merged.get(key);
+    if (seen === undefined) merged.set(key, { hour, values: g.values, seen: g.seen });
+    // A timed group and the untimed one of its hour: a new set, `groups` stays as it was.
+    else seen.seen = new Set([...seen.seen, ...g.seen]);
+  }
+  const rows: Record<string, unknown>[] = [];
+  for (const g of merged.values()) {
+    const r: Record<string, unknown> = { b: g.hour };
+    for (let i = 0; i < g.values.length; i++) r[`v${i}`] = g.values[i];
+    r.a = [...g.seen].sort(compareCodePoints);
+    rows.push(r);
+  }
   return JSON.stringify(rows);
 }
 
@@ -358,77 +424,51 @@ export class Derived {
     return ['source', 'window_start', 'bucket', ...this.cols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`])];
   }
 
-  /** The key expressions of records_hourly_distinct's unique index, source and window start first like records_hourly's. */
-  private distinctKeyExpressions(): string[] {
-    return ['source', 'window_start', 'bucket', ...this.byCols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`]), 'value_column', 'value'];
-  }
-
-  /** The key expressions of records_daily_distinct's unique index: records_hourly_distinct's, with the day for the window start and the hour. */
+  /** The key expressions of records_daily_distinct's unique index: the source, the day, the ROLLUP_DISTINCT_BY columns (null-matched like records_hourly's) and the field. */
   private dailyKeyExpressions(): string[] {
-    return ['source', 'day', ...this.byCols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`]), 'value_column', 'value'];
+    return ['source', 'day', ...this.byCols.flatMap((c) => [`(coalesce(${c}, ''))`, `((${c} is null))`]), 'value_column'];
+  }
+
+  /** `array_agg` of the distinct texts of `value`, sorted by code point (PostgreSQL's `collate "C"`, as {@link compareCodePoints}). */
+  private static valuesAgg(value: string): string {
+    return `array_agg(distinct ${value} collate "C" order by ${value} collate "C")`;
   }
 
   /**
-   * `insert into records_daily_distinct … select … sum(records) from <rows> … group by … on conflict
-   * add`: adds rows shaped like records_hourly_distinct's (`rows` a table or a CTE, `where` its filter) to their days.
+   * `insert into records_daily_distinct … select …`: the union of the records_hourly_distinct rows
+   * of each day of `days`, a relation (`days` aliased `d`, with the columns `source` and `day`);
+   * all days of every source when undefined (a rebuild).
    */
-  private addDaysSql(rows: string, where: string): string {
-    const cols = this.byCols.map((c) => `, ${c}`).join('');
-    const groups = this.byCols.map((_, i) => `, ${i + 3}`).join('');
-    const n = this.byCols.length;
-    return `insert into ${this.daily} as d (source, day${cols}, value_column, value, records)
-      select source, date_trunc('day', bucket, 'UTC')${cols}, value_column, value, sum(records) from ${rows} ${where}
-       group by 1, 2${groups}, ${n + 3}, ${n + 4}
-      on conflict (${this.dailyKeyExpressions().join(', ')}) do update set records = d.records + excluded.records`;
+  private fillDaysSql(days: string | undefined): string {
+    const cols = this.byCols.map((c) => `, h.${c}`).join('');
+    const from =
+      days === undefined
+        ? `${this.t.hourlyDistinct} as h`
+        : `${days} join ${this.t.hourlyDistinct} as h on h.source = d.source and h.bucket >= d.day and h.bucket < d.day + interval '24 hours'`;
+    return `insert into ${this.daily} (source, day${this.byCols.map((c) => `, ${c}`).join('')}, value_column, distinct_values)
+      select h.source, date_trunc('day', h.bucket, 'UTC')${cols}, h.value_column, ${Derived.valuesAgg('v.value')}
+        from ${from} cross join lateral unnest(h.distinct_values) as v(value)
+       group by h.source, date_trunc('day', h.bucket, 'UTC')${cols}, h.value_column`;
   }
 
   /**
-   * `update records_daily_distinct … set records = records - …`: subtracts the rows of `deleted` (a
-   * CTE deleting from records_hourly_distinct and returning its columns) from their days. Rows left
-   * at 0 are for {@link deleteEmptyDaysSql}: a statement cannot update a row and delete it too.
+   * `insert into records_hourly_distinct … select …, array_agg(distinct value) from <source>, (each
+   * distinct field's column and value) group by …`, returning each row's bucket unless `returning`
+   * is false. Its parameters from `firstParam`: the ROLLUP_DISTINCT_BY paths, then per distinct
+   * field its column name and path ({@link distinctParams}).
    */
-  private subtractDaysSql(deleted: string): string {
-    const cols = this.byCols.map((c) => `, ${c}`).join('');
-    const groups = this.byCols.map((_, i) => `, ${i + 3}`).join('');
-    const n = this.byCols.length;
-    const same = this.byCols.map((c) => ` and coalesce(d.${c}, '') = coalesce(g.${c}, '') and (d.${c} is null) = (g.${c} is null)`).join('');
-    return `update ${this.daily} as d set records = d.records - g.records
-        from (select source, date_trunc('day', bucket, 'UTC') as day${cols}, value_column, value, sum(records) as records
-                from ${deleted} group by 1, 2${groups}, ${n + 3}, ${n + 4}) as g
-       where d.source = g.source and d.day = g.day${same} and d.value_column = g.value_column and d.value = g.value`;
-  }
-
-  /**
-   * Deletes records_daily_distinct's rows left at 0 records (a partial index holds exactly those),
-   * of the source in parameter $1 when `ofSource`: a window's clear never waits on another source's rows.
-   */
-  private deleteEmptyDaysSql(ofSource: boolean): string {
-    return `delete from ${this.daily} where records = 0${ofSource ? ' and source = $1' : ''}`;
-  }
-
-  /** The columns records_hourly_distinct's rows are returned with when deleted, for {@link subtractDaysSql}. */
-  private get distinctReturning(): string {
-    return `returning source, bucket${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records`;
-  }
-
-  /**
-   * `insert into records_hourly_distinct … select …, count(*) from <source>, (each distinct field's
-   * column and value) group by … on conflict add`. Its parameters from `firstParam`: the
-   * ROLLUP_DISTINCT_BY paths, then per distinct field its column name and path
-   * ({@link distinctParams}).
-   */
-  private addDistinctSql(source: string, firstParam: number, add = true): string {
+  private addDistinctSql(source: string, firstParam: number, returning = true): string {
     const by = this.by.map((_, i) => `, payload #>> $${firstParam + i}::text[]`).join('');
     const base = firstParam + this.by.length;
     const fields = this.distinct.map((_, j) => `($${base + 2 * j}::text, payload #>> $${base + 2 * j + 1}::text[])`).join(', ');
     const groups = this.byCols.map((_, i) => `, ${i + 4}`).join('');
     const n = this.byCols.length;
-    return `insert into ${this.t.hourlyDistinct} as d (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records)
-      select source, ${BUCKET_SQL}, window_start${by}, f.col, f.value, count(*)
+    return `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, distinct_values)
+      select source, ${BUCKET_SQL}, window_start${by}, f.col, ${Derived.valuesAgg('f.value')}
         from ${source} cross join lateral (values ${fields}) as f(col, value)
        where f.value is not null
-       group by 1, 2, 3${groups}, ${n + 4}, ${n + 5}
-      ${add ? `on conflict (${this.distinctKeyExpressions().join(', ')}) do update set records = d.records + excluded.records` : ''}`;
+       group by 1, 2, 3${groups}, ${n + 4}
+      ${returning ? 'returning bucket' : ''}`;
   }
 
   /** `insert into records_hourly … select …, count(*) from <rows> group by source, bucket, window_start, dimensions … on conflict add`. */
@@ -445,18 +485,14 @@ export class Derived {
   /**
    * Deletes `source`'s stored records of the windows inside `window`, their records_hourly rows (by
    * `window_start`, so also those of windows whose records RETENTION dropped), and subtracts the
-   * records from the source's record_fields counts, in one statement.
+   * records from the source's record_fields counts, in one statement. (Their records_hourly_distinct
+   * rows are replaced at the window's end: {@link windowCountsQuery}.)
    *
    * @returns the number of records deleted.
    */
   async deleteWindowRecords(db: PoolClient, source: string, window: Window): Promise<number> {
     const parts = [`gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload)`];
     if (this.enabled) parts.push(`cleared as (delete from ${this.t.hourly} where source = $3 and window_start >= $1 and window_start < $2)`);
-    if (this.hasDistinct)
-      parts.push(
-        `cleared_distinct as (delete from ${this.t.hourlyDistinct} where source = $3 and window_start >= $1 and window_start < $2 ${this.distinctReturning})`,
-        `cleared_days as (${this.subtractDaysSql('cleared_distinct')})`,
-      );
     if (this.catalogue)
       parts.push(
         `keys as (
@@ -470,18 +506,38 @@ export class Derived {
        select count(*) as deleted from gone`,
       [new Date(window.start), new Date(window.end), source],
     );
-    if (this.hasDistinct) await db.query(this.deleteEmptyDaysSql(true), [source]);
     return Number(rows[0]!.deleted);
   }
 
   /**
-   * The statement adding `source`'s records of `window` (those whose `window_start` is the
-   * window's start: what one window's load inserts) to records_hourly and records_hourly_distinct,
-   * grouped once per window rather than once per page: run after the window's records are all
-   * inserted, in the same transaction, after {@link deleteWindowRecords} cleared the window's rows,
-   * so the rollups again equal `count(*)` over records grouped the same way when it commits.
+   * Wraps `hourly` (the insert into records_hourly) and `distinct` (an insert into
+   * records_hourly_distinct returning its rows' buckets) into one statement that first deletes the
+   * source's records_hourly_distinct rows of the windows inside [$2, $`endParam`) and returns the UTC
+   * days (`day`) of the rows it deleted or inserted, ascending, each with whether rows of it were
+   * deleted (`cleared`): the days {@link updateDays} must update. The delete and the insert share a
+   * snapshot, so the insert's rows are never deleted.
+   */
+  private replaceDistinctSql(hourly: string, distinct: string, endParam: number): string {
+    return `with cleared as (delete from ${this.t.hourlyDistinct} where source = $1 and window_start >= $2 and window_start < $${endParam} returning bucket),
+      hourly as (${hourly}),
+      added as (${distinct})
+      select date_trunc('day', bucket, 'UTC') as day, bool_or(cleared) as cleared
+        from (select bucket, true as cleared from cleared union all select bucket, false from added) as b group by 1 order by 1`;
+  }
+
+  /**
+   * The statement replacing `source`'s rows of records_hourly_distinct of the windows inside
+   * `window`, and adding the records of `window` (those whose `window_start` is the window's
+   * start: what one window's load inserts) to records_hourly and records_hourly_distinct,
+   * grouped by PostgreSQL once per window rather than once per page: run after the window's
+   * records are all inserted, in the same transaction, after {@link deleteWindowRecords} cleared the
+   * window's records_hourly rows, so the rollups again equal the same grouping over records when it
+   * commits. With distinct fields it returns the days whose records_daily_distinct rows must be
+   * recomputed (`day`; see {@link addWindowRollup}).
    *
-   * @returns the statement and its parameters, or undefined when ROLLUP_DIMENSIONS is off.
+   * @returns the statement and its parameters (the source, the window's start, the dimension paths,
+   *   then with distinct fields {@link distinctParams} and the window's end), or undefined when
+   *   ROLLUP_DIMENSIONS is off.
    */
   windowRollupQuery(source: string, window: Window): { text: string; values: unknown[] } | undefined {
     if (!this.enabled) return undefined;
@@ -489,8 +545,10 @@ export class Derived {
     // Plain inserts: the window's rows were deleted first and are keyed by its start, so none can
     // conflict (one would fail the window rather than double its counts); `on conflict` checks cost.
     const hourly = this.addGroupsSql(rows, '', 3, false);
-    const text = this.hasDistinct ? `with hourly as (${hourly}) ${this.addDistinctSql(rows, 3 + this.dims.length, false)}` : hourly;
-    return { text, values: [source, new Date(window.start), ...this.paths, ...this.distinctParams()] };
+    if (!this.hasDistinct) return { text: hourly, values: [source, new Date(window.start), ...this.paths] };
+    const params = [...this.paths, ...this.distinctParams()];
+    const text = this.replaceDistinctSql(hourly, this.addDistinctSql(rows, 3 + this.dims.length), 3 + params.length);
+    return { text, values: [source, new Date(window.start), ...params, new Date(window.end)] };
   }
 
   /**
@@ -506,8 +564,9 @@ export class Derived {
   countRollup(records: readonly unknown[], keep: readonly number[], eventTimes: readonly (number | null)[]): RollupCounts | undefined {
     if (!this.enabled) return undefined;
     const counts: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
+    const inexact = (): RollupCounts => ({ exact: false, hourly: new Map(), distinct: new Map() });
     const dims: (string | null)[] = new Array<string | null>(this.dims.length);
-    const by: (string | null)[] = new Array<string | null>(this.by.length + 2);
+    const by: (string | null)[] = new Array<string | null>(this.by.length);
     for (let k = 0; k < keep.length; k++) {
       const record = records[keep[k]!];
       const ms = eventTimes[k] ?? null;
@@ -515,33 +574,37 @@ export class Derived {
       const hour = ms === null ? null : Math.floor(Math.trunc(ms) / HOUR_MS) * HOUR_MS;
       for (let i = 0; i < this.dims.length; i++) {
         const v = textAt(record, this.dims[i]!.path);
-        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        if (v === NOT_EXACT) return inexact();
         dims[i] = v;
       }
       countGroup(counts.hourly, hour, dims);
       if (!this.hasDistinct) continue;
       for (let i = 0; i < this.by.length; i++) {
         const v = textAt(record, this.by[i]!.path);
-        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        if (v === NOT_EXACT) return inexact();
         by[i] = v;
       }
+      let prefix: string | undefined;
       for (let j = 0; j < this.distinct.length; j++) {
         const v = textAt(record, this.distinct[j]!.path);
-        if (v === NOT_EXACT) return { exact: false, hourly: new Map(), distinct: new Map() };
+        if (v === NOT_EXACT) return inexact();
         if (v === null) continue;
-        by[this.by.length] = String(j);
-        by[this.by.length + 1] = v;
-        countGroup(counts.distinct, hour, by);
+        // groupKey(hour, [...by, String(j)]), the prefix built once per record.
+        prefix ??= groupKey(hour, by);
+        const key = `${prefix}\u0000s${j}`;
+        const group = counts.distinct.get(key);
+        if (group === undefined) counts.distinct.set(key, { hour, values: [...by, String(j)], seen: new Set([v]) });
+        else group.seen.add(v);
       }
     }
     return counts;
   }
 
   /**
-   * The statement adding a window's rows to records_hourly and records_hourly_distinct, in the
-   * window's transaction after its records are inserted: from `counts` when they are exact (the
-   * groups counted here, as arrays), else grouped by PostgreSQL from the window's records
-   * ({@link windowRollupQuery}).
+   * The statement adding a window's rows to records_hourly and replacing them in
+   * records_hourly_distinct, in the window's transaction after its records are inserted: from
+   * `counts` when they are exact (the groups counted here, as JSON), else grouped by PostgreSQL
+   * from the window's records ({@link windowRollupQuery}, whose parameters and result it shares).
    *
    * @returns undefined when ROLLUP_DIMENSIONS is off.
    */
@@ -556,16 +619,18 @@ export class Derived {
         from json_to_recordset($3::json) as u(b bigint${columns(this.dims.length)}, n bigint)`;
     const values: unknown[] = [source, new Date(window.start), groupRows(counts.hourly, untimedHour)];
     if (!this.hasDistinct) return { text: hourlyText, values };
-    // v<by> is the field's position in ROLLUP_DISTINCT, v<by + 1> its value.
+    // v<by> is the field's position in ROLLUP_DISTINCT, `a` its values.
     const n = this.by.length;
-    const distinctText = `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, value, records)
-      select $1, to_timestamp(u.b / 1000), $2${pick(n)}, ($5::text[])[u.v${n}::int + 1], u.v${n + 1}, u.n
-        from json_to_recordset($4::json) as u(b bigint${columns(n + 2)}, n bigint)`;
+    const distinctText = `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${this.byCols.map((c) => `, ${c}`).join('')}, value_column, distinct_values)
+      select $1, to_timestamp(u.b / 1000), $2${pick(n)}, ($5::text[])[u.v${n}::int + 1], u.a
+        from json_to_recordset($4::json) as u(b bigint${columns(n + 1)}, a text[])
+      returning bucket`;
     values.push(
-      groupRows(counts.distinct, untimedHour),
+      distinctRows(counts.distinct, untimedHour),
       this.distinct.map((d) => d.column),
+      new Date(window.end),
     );
-    return { text: `with hourly as (${hourlyText}) ${distinctText}`, values };
+    return { text: this.replaceDistinctSql(hourlyText, distinctText, 6), values };
   }
 
   /** The ROLLUP_DISTINCT_BY paths, then each distinct field's column name and path, in order (none without distinct fields). */
@@ -574,19 +639,105 @@ export class Derived {
   }
 
   /**
-   * At the commit of `source`'s `window`, after {@link windowCountsQuery}'s rows are in: adds the
-   * window's records_hourly_distinct rows to records_daily_distinct (once per window: a day's row
-   * takes one update per window), merges `fields` (the top-level fields of the records just
-   * inserted, see {@link catalogueRecords}) into the source's catalogue, and recreates records_typed
-   * when the catalogue gained a field or a type.
+   * At the commit of `source`'s `window`, once its records are all inserted: runs
+   * {@link windowCountsQuery} (records_hourly's rows added, records_hourly_distinct's replaced) and
+   * updates records_daily_distinct for the days whose hourly rows that changed ({@link updateDays}).
+   * In the window's transaction.
+   *
+   * @param counts the window's groups counted from its pages ({@link countRollup}, merged).
+   */
+  async addWindowRollup(db: PoolClient, source: string, window: Window, counts: RollupCounts | undefined): Promise<void> {
+    const query = this.windowCountsQuery(source, window, counts);
+    if (query === undefined) return;
+    const { rows } = await db.query<{ day: Date; cleared: boolean }>(query.text, query.values);
+    if (this.hasDistinct) await this.updateDays(db, source, window, rows);
+  }
+
+  /**
+   * Brings records_daily_distinct's rows of `source`'s `days` up to date with the hourly rows
+   * {@link windowCountsQuery} just replaced for `window`, in the caller's transaction, under the
+   * days' locks ({@link lockDays}). A day the window deleted hourly rows of is recomputed from all
+   * its hourly rows (a value may have gone); a day it only added rows to gets their values merged
+   * into its rows, the same union for the cost of the window's rows instead of the whole day's
+   * (loading a day in 1-hour windows would otherwise re-read the day's hours 24 times).
+   *
+   * @param days as {@link windowCountsQuery}'s statement returns them.
+   */
+  async updateDays(db: PoolClient, source: string, window: Window, days: readonly { day: Date; cleared: boolean }[]): Promise<void> {
+    if (days.length === 0) return;
+    await this.lockDays(
+      db,
+      days.map((d) => ({ source, day: d.day.getTime() })),
+    );
+    const recomputed = days.filter((d) => d.cleared).map((d) => d.day);
+    if (recomputed.length > 0)
+      await this.fillDays(
+        db,
+        recomputed.map(() => source),
+        recomputed,
+      );
+    const merged = days.filter((d) => !d.cleared).map((d) => d.day);
+    if (merged.length === 0) return;
+    const cols = this.byCols.map((c) => `, h.${c}`).join('');
+    await db.query(
+      `insert into ${this.daily} as x (source, day${this.byCols.map((c) => `, ${c}`).join('')}, value_column, distinct_values)
+       select h.source, d.day${cols}, h.value_column, ${Derived.valuesAgg('v.value')}
+         from unnest($4::timestamptz[]) as d(day)
+         join ${this.t.hourlyDistinct} as h
+           on h.source = $1 and h.window_start >= $2 and h.window_start < $3 and h.bucket >= d.day and h.bucket < d.day + interval '24 hours'
+         cross join lateral unnest(h.distinct_values) as v(value)
+        group by h.source, d.day${cols}, h.value_column
+       on conflict (${this.dailyKeyExpressions().join(', ')}) do update
+         set distinct_values = (select ${Derived.valuesAgg('u')} from unnest(x.distinct_values || excluded.distinct_values) as u)`,
+      [source, new Date(window.start), new Date(window.end), merged],
+    );
+  }
+
+  /**
+   * Takes a transaction-level advisory lock per (schema, source, day) of `days`, in the ascending
+   * order of their keys, so that two transactions updating a day take turns without ever
+   * deadlocking; in READ COMMITTED a statement that starts once the locks are held sees every
+   * hourly and daily row committed before, the other transaction's included.
+   */
+  private async lockDays(db: PoolClient, days: readonly { source: string; day: number }[]): Promise<void> {
+    // Output expressions not named by ORDER BY are evaluated after the sort (SELECT's reference
+    // page): the locks are taken in the order of their keys.
+    await db.query(`select pg_advisory_xact_lock($1, k) from (select distinct hashtext(n) as k from unnest($2::text[]) as n) as keys order by k`, [
+      ADVISORY_LOCK_NAMESPACE,
+      days.map((d) => `distinct_day:${this.t.schema}:${d.source}:${new Date(d.day).toISOString().slice(0, 10)}`),
+    ]);
+  }
+
+  /** Sets records_daily_distinct's rows of each (`sources[i]`, `days[i]`) to the union of its hourly rows (the caller holds the days' locks). */
+  private async fillDays(db: PoolClient, sources: readonly string[], days: readonly Date[]): Promise<void> {
+    const pairs = 'unnest($1::text[], $2::timestamptz[]) as d(source, day)';
+    await db.query(`delete from ${this.daily} as x using ${pairs} where x.source = d.source and x.day = d.day`, [sources, days]);
+    await db.query(this.fillDaysSql(pairs), [sources, days]);
+  }
+
+  /**
+   * Sets records_daily_distinct's rows of each (source, UTC day) in `days` to the union of that
+   * day's records_hourly_distinct rows (deleting them when it has none), in the caller's
+   * transaction, under the days' locks ({@link lockDays}).
+   *
+   * @param days `day` a UTC midnight in milliseconds.
+   */
+  async recomputeDays(db: PoolClient, days: readonly { source: string; day: number }[]): Promise<void> {
+    if (days.length === 0) return;
+    await this.lockDays(db, days);
+    await this.fillDays(
+      db,
+      days.map((d) => d.source),
+      days.map((d) => new Date(d.day)),
+    );
+  }
+
+  /**
+   * At the commit of `source`'s `window`: merges `fields` (the top-level fields of the records
+   * just inserted, see {@link catalogueRecords}) into the source's catalogue, and recreates
+   * records_typed when the catalogue gained a field or a type.
    */
   async addWindowRecords(db: PoolClient, source: string, window: Window, fields: WindowFields, log: Logger): Promise<void> {
-    if (this.hasDistinct)
-      await db.query(this.addDaysSql(this.t.hourlyDistinct, 'where source = $1 and window_start >= $2 and window_start < $3'), [
-        source,
-        new Date(window.start),
-        new Date(window.end),
-      ]);
     if (!this.catalogue || fields.size === 0) return;
     const entries = [...fields];
     // `before` reads the catalogue as it was before this statement: a field new or with a new type
@@ -687,12 +838,15 @@ export class Derived {
       changed = true;
     }
     if (!(await this.isDistinctCurrent(db))) {
-      await this.rebuildDistinct(db);
+      const convert = this.hasDistinct && (await this.isDistinctPerValue(db));
+      await this.rebuildDistinct(db, convert);
       log.info(
         this.distinctSetting(),
-        this.hasDistinct
-          ? 'rebuilt records_hourly_distinct and records_daily_distinct from records for ROLLUP_DISTINCT'
-          : 'dropped records_hourly_distinct and records_daily_distinct: no ROLLUP_DISTINCT',
+        !this.hasDistinct
+          ? 'dropped records_hourly_distinct and records_daily_distinct: no ROLLUP_DISTINCT'
+          : convert
+            ? 'converted records_hourly_distinct and records_daily_distinct to a row per group with its values as an array'
+            : 'rebuilt records_hourly_distinct and records_daily_distinct from records for ROLLUP_DISTINCT',
       );
       changed = true;
     }
@@ -732,32 +886,55 @@ export class Derived {
 
   /**
    * Drops records_hourly_distinct and records_daily_distinct and, unless there is no distinct
-   * field, recreates them, the first filled from `records`, the second from the first.
+   * field, recreates them, the first filled from `records` (or with `convert`, from its own rows
+   * of a value each, grouped: see {@link isDistinctPerValue}), the second from the first.
    */
-  private async rebuildDistinct(db: PoolClient): Promise<void> {
+  private async rebuildDistinct(db: PoolClient, convert = false): Promise<void> {
+    const perValue = `${quoteIdent(this.t.schema)}.records_hourly_distinct_per_value`;
+    if (convert) await db.query(`alter table ${this.t.hourlyDistinct} rename to records_hourly_distinct_per_value`);
     await db.query(`drop table if exists ${this.t.hourlyDistinct}`);
     await db.query(`drop table if exists ${this.daily}`);
     await db.query(`delete from ${this.t.derivedSettings} where name = $1`, [DISTINCT_SETTING]);
     if (!this.hasDistinct) return;
+    const byColumns = this.byCols.map((c) => `, ${c} text`).join('');
     await db.query(
-      `create table ${this.t.hourlyDistinct} (source text not null, bucket timestamptz not null, window_start timestamptz not null${this.byCols.map((c) => `, ${c} text`).join('')}, value_column text not null, value text not null, records bigint not null check (records > 0))`,
+      `create table ${this.t.hourlyDistinct} (source text not null, bucket timestamptz not null, window_start timestamptz not null${byColumns}, value_column text not null, distinct_values text[] not null check (cardinality(distinct_values) > 0))`,
     );
-    await db.query(`create unique index on ${this.t.hourlyDistinct} (${this.distinctKeyExpressions().join(', ')})`);
-    // The Users panel and ROLLUP_RETENTION select by bucket (and by field).
-    await db.query(`create index on ${this.t.hourlyDistinct} (value_column, bucket)`);
-    await db.query(this.addDistinctSql(this.t.records, 1), this.distinctParams());
+    // A window's commit replaces its rows by window start; the Users panel, a day's recompute and
+    // ROLLUP_RETENTION select by bucket.
+    await db.query(`create index on ${this.t.hourlyDistinct} (source, window_start)`);
+    await db.query(`create index on ${this.t.hourlyDistinct} (source, bucket)`);
+    if (convert) {
+      const cols = this.byCols.map((c) => `, ${c}`).join('');
+      await db.query(
+        `insert into ${this.t.hourlyDistinct} (source, bucket, window_start${cols}, value_column, distinct_values)
+         select source, bucket, window_start${cols}, value_column, ${Derived.valuesAgg('value')}
+           from ${perValue} group by source, bucket, window_start${cols}, value_column`,
+      );
+      await db.query(`drop table ${perValue}`);
+    } else {
+      await db.query(this.addDistinctSql(this.t.records, 1, false), this.distinctParams());
+    }
     await db.query(
-      `create table ${this.daily} (source text not null, day timestamptz not null${this.byCols.map((c) => `, ${c} text`).join('')}, value_column text not null, value text not null, records bigint not null check (records >= 0))`,
+      `create table ${this.daily} (source text not null, day timestamptz not null${byColumns}, value_column text not null, distinct_values text[] not null)`,
     );
-    // The Users panel selects by source and day range; the partial index finds the rows left at 0.
+    // The Users panel selects by source and day range; unique: a day recomputed twice at once would fail rather than count twice.
     await db.query(`create unique index on ${this.daily} (${this.dailyKeyExpressions().join(', ')})`);
-    await db.query(`create index on ${this.daily} (source) where records = 0`);
-    await db.query(this.addDaysSql(this.t.hourlyDistinct, ''));
+    await db.query(this.fillDaysSql(undefined));
     await db.query(
       `insert into ${this.t.derivedSettings} (name, value) values ($1, $2::jsonb)
          on conflict (name) do update set value = excluded.value, updated_at = now()`,
       [DISTINCT_SETTING, JSON.stringify(this.distinctSetting())],
     );
+  }
+
+  /**
+   * Whether records_hourly_distinct holds a row per value (shape 3: `value` and `records` columns)
+   * built for these fields and grouping: it is then converted, not rebuilt from `records`, so the
+   * hours whose records RETENTION dropped are kept.
+   */
+  private async isDistinctPerValue(db: Pick<PoolClient, 'query'>): Promise<boolean> {
+    return (await settingIs(db, this.t, DISTINCT_SETTING, { ...this.distinctSetting(), shape: 3 })) && (await relationExists(db, this.t.hourlyDistinct));
   }
 
   /** Drops records_hourly and, unless ROLLUP_DIMENSIONS is off, recreates and fills it from `records`. */
@@ -782,7 +959,10 @@ export class Derived {
   }
 
   /**
-   * Deletes records_hourly buckets that start before `before` (ROLLUP_RETENTION).
+   * Deletes records_hourly and records_hourly_distinct buckets that start before `before`
+   * (ROLLUP_RETENTION), every source's, and recomputes records_daily_distinct's rows of the days
+   * they were in ({@link recomputeDays}), in the caller's transaction (which holds the days' locks
+   * until it ends).
    *
    * @returns the number of rows deleted.
    */
@@ -790,10 +970,15 @@ export class Derived {
     if (!this.enabled) return 0;
     const { rowCount } = await db.query(`delete from ${this.t.hourly} where bucket < $1`, [new Date(before)]);
     if (this.hasDistinct) {
-      await db.query(`with pruned as (delete from ${this.t.hourlyDistinct} where bucket < $1 ${this.distinctReturning}) ${this.subtractDaysSql('pruned')}`, [
-        new Date(before),
-      ]);
-      await db.query(this.deleteEmptyDaysSql(false));
+      const { rows } = await db.query<{ source: string; day: Date }>(
+        `with pruned as (delete from ${this.t.hourlyDistinct} where bucket < $1 returning source, bucket)
+         select distinct source, date_trunc('day', bucket, 'UTC') as day from pruned`,
+        [new Date(before)],
+      );
+      await this.recomputeDays(
+        db,
+        rows.map((r) => ({ source: r.source, day: r.day.getTime() })),
+      );
     }
     return rowCount ?? 0;
   }

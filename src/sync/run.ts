@@ -372,10 +372,11 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
       }
       observer?.windowCommitted?.(summary);
     }
-    if (config.rollup.retentionMs !== undefined) {
-      const pruned = await derived.pruneRollup(db, now - config.rollup.retentionMs);
-      if (pruned > 0)
-        log.info({ runId, rows: pruned, before: iso(now - config.rollup.retentionMs) }, 'deleted records_hourly buckets older than ROLLUP_RETENTION');
+    const rollupRetentionMs = config.rollup.retentionMs;
+    if (rollupRetentionMs !== undefined) {
+      // In a transaction: records_daily_distinct's days are recomputed under locks held until its commit.
+      const pruned = await withTransaction(db, () => derived.pruneRollup(db, now - rollupRetentionMs));
+      if (pruned > 0) log.info({ runId, rows: pruned, before: iso(now - rollupRetentionMs) }, 'deleted records_hourly buckets older than ROLLUP_RETENTION');
     }
   } catch (thrown) {
     error = coerceError(thrown);
@@ -664,8 +665,7 @@ async function loadWindow(
       stored + quarantined < replaced ? { window, stored: replaced, returned: stored, action: deps.config.shrink === 'keep' ? 'kept' : 'replaced' } : undefined;
     if (shrunk?.action === 'kept') throw new KeepStoredWindow(shrunk);
     // Once the window's records are all in: one statement per window, not one per page.
-    const grouped = derived.windowCountsQuery(deps.source, window, rollup);
-    if (grouped !== undefined) await db.query(grouped.text, grouped.values);
+    await derived.addWindowRollup(db, deps.source, window, rollup);
     await derived.addWindowRecords(db, deps.source, window, fields, deps.log);
     const watermark = await recordWindow(db, t, deps.source, window, { recordCount: stored, totalRecords: fetched, pages: Math.max(1, pages), runId });
     return {

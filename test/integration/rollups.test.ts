@@ -4,11 +4,14 @@ import fc from 'fast-check';
 import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
 import { describe, expect, it } from 'vitest';
 import { migrateDatabase, rebuildRollup } from '../../src/app/derived.js';
-import { loadConfig } from '../../src/config.js';
+import { DEFAULT_SOURCE, loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
+import type { PoolClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { compareCodePoints, Derived } from '../../src/sync/derived.js';
 import { runSync, type SyncResult } from '../../src/sync/run.js';
+import { Tables } from '../../src/sync/store.js';
 import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
 import { renderSql } from '../../grafana/src/interpolate.js';
 import { runCliInProcess } from '../helpers/cli.js';
@@ -85,10 +88,14 @@ async function rollupAndTruth(schema: string, dims: { column: string; path: stri
   return { rollup: rollup.rows.map((r) => r.row).sort(), truth: truth.rows.map((r) => r.row).sort() };
 }
 
+/** `array_agg` of the distinct texts of `value` sorted by code point, as records_hourly_distinct keeps them. */
+const valuesAgg = (value: string) => `array_agg(distinct ${value} collate "C" order by ${value} collate "C")`;
+
 /**
- * records_hourly_distinct summed over window_start, and the same grouping computed from `records`,
- * each sorted: per bucket, grouping path values and distinct field (column, path), each non-null
- * value with its number of records.
+ * records_hourly_distinct's arrays unioned over window_start, and the same grouping computed from
+ * `records`, each sorted: per bucket, grouping path values and distinct field (column, path), the
+ * field's distinct non-null values. Checks on the way that each of its rows holds its values
+ * sorted and without duplicates, and that no two rows share a key.
  */
 async function distinctAndTruth(
   schema: string,
@@ -97,17 +104,26 @@ async function distinctAndTruth(
 ): Promise<{ rollup: string[]; truth: string[] }> {
   const cols = by.map((d) => `, "${d.column}"`).join('');
   const rollup = await bed.pool.query<{ row: string }>(
-    `select json_build_array(bucket${cols}, value_column, value, sum(records))::text as row
-       from "${schema}".records_hourly_distinct group by bucket${cols}, value_column, value`,
+    `select json_build_array(bucket${cols}, value_column, ${valuesAgg('v')})::text as row
+       from "${schema}".records_hourly_distinct cross join unnest(distinct_values) as v group by bucket${cols}, value_column`,
   );
+  const unsorted = await bed.pool.query<{ n: string }>(
+    `select count(*) as n from "${schema}".records_hourly_distinct
+      where distinct_values <> array(select distinct v collate "C" from unnest(distinct_values) as v order by 1)`,
+  );
+  expect(Number(unsorted.rows[0]!.n)).toBe(0);
+  const repeated = await bed.pool.query(
+    `select 1 from "${schema}".records_hourly_distinct group by source, window_start, bucket${cols}, value_column having count(*) > 1`,
+  );
+  expect(repeated.rows).toEqual([]);
   const truths: string[] = [];
   for (const f of fields) {
     const values = by.map((_, i) => `, payload #>> $${i + 2}::text[] as d${i}`).join('');
-    const groups = by.map((_, i) => `, ${i + 2}`).join('');
+    const groups = by.map((_, i) => `, d${i}`).join('');
     const truth = await bed.pool.query<{ row: string }>(
-      `select json_build_array(bucket${by.map((_, i) => `, d${i}`).join('')}, $${by.length + 2}::text, v, n)::text as row from (
-         select date_trunc('hour', coalesce(event_time, window_start), 'UTC') as bucket${values}, payload #>> $1::text[] as v, count(*) as n
-           from "${schema}".records where payload #>> $1::text[] is not null group by 1${groups}, ${by.length + 2}) as t`,
+      `select json_build_array(bucket${groups}, $${by.length + 2}::text, ${valuesAgg('v')})::text as row from (
+         select date_trunc('hour', coalesce(event_time, window_start), 'UTC') as bucket${values}, payload #>> $1::text[] as v
+           from "${schema}".records where payload #>> $1::text[] is not null) as t group by bucket${groups}`,
       [f.path, ...by.map((d) => d.path), f.column],
     );
     truths.push(...truth.rows.map((r) => r.row));
@@ -116,17 +132,18 @@ async function distinctAndTruth(
 }
 
 /**
- * records_daily_distinct, and records_hourly_distinct summed per UTC day the same way, each sorted:
- * per day, grouping columns and value, the records. A row left at 0 records would show here too.
+ * records_daily_distinct, and records_hourly_distinct's arrays unioned per UTC day the same way,
+ * each sorted: per day, grouping columns and field, the distinct values.
  */
 async function daysAndHours(schema: string, by: { column: string }[]): Promise<{ days: string[]; hours: string[] }> {
   const cols = by.map((d) => `, "${d.column}"`).join('');
   const days = await bed.pool.query<{ row: string }>(
-    `select json_build_array(day${cols}, value_column, value, records)::text as row from "${schema}".records_daily_distinct`,
+    `select json_build_array(day${cols}, value_column, distinct_values)::text as row from "${schema}".records_daily_distinct`,
   );
   const hours = await bed.pool.query<{ row: string }>(
-    `select json_build_array(date_trunc('day', bucket, 'UTC')${cols}, value_column, value, sum(records))::text as row
-       from "${schema}".records_hourly_distinct group by date_trunc('day', bucket, 'UTC')${cols}, value_column, value`,
+    `select json_build_array(date_trunc('day', bucket, 'UTC')${cols}, value_column, ${valuesAgg('v')})::text as row
+       from "${schema}".records_hourly_distinct cross join unnest(distinct_values) as v
+      group by date_trunc('day', bucket, 'UTC')${cols}, value_column`,
   );
   return { days: days.rows.map((r) => r.row).sort(), hours: hours.rows.map((r) => r.row).sort() };
 }
@@ -308,6 +325,128 @@ describe('records_hourly', () => {
     const keptDays = await daysAndHours(schema, []);
     expect(keptDays.days).toEqual(keptDays.hours);
     expect(new Set(keptDays.days.map((row) => (JSON.parse(row) as unknown[])[0])).size).toBe(1);
+  });
+});
+
+describe('records_daily_distinct', () => {
+  it("is the union of its day's hours when two windows of that day commit concurrently, the second updating the day while the first holds it", async () => {
+    const schema = await freshSchema();
+    const config = loadConfig({ DATABASE_SCHEMA: schema });
+    await migrateDatabase(bed.pool, config, silentLogger);
+    const derived = new Derived(new Tables(schema), config.sources[0]!.sync.rollup);
+    const hourAt = (h: number) => START.getTime() + h * HOUR_MS;
+    // Hours 8 and 9 after START (02:00 and 03:00 UTC) are of the same UTC day.
+    const windows = [
+      { start: hourAt(8), end: hourAt(9) },
+      { start: hourAt(9), end: hourAt(10) },
+    ];
+    const day = new Date('2026-10-31T00:00:00Z');
+    const [a, b] = await Promise.all([bed.pool.connect(), bed.pool.connect()]);
+    closers.push(async () => {
+      a.release();
+      b.release();
+    });
+    const pidOfB = (await b.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+    // First both windows load (the day only gains values: merged), then both load again with other
+    // users (the day loses values: recomputed).
+    const rounds = [
+      // Texts JSON and array literals escape, and one beyond U+FFFF: sorted by code point ('"' < '1').
+      {
+        users: [
+          ['u1', 'u"2,{\\}'],
+          ['u"2,{\\}', '\u{1F600}u3'],
+        ],
+        cleared: false,
+        union: ['u"2,{\\}', 'u1', '\u{1F600}u3'],
+      },
+      {
+        users: [
+          ['u4', 'u2'],
+          ['u5', 'u4'],
+        ],
+        cleared: true,
+        union: ['u2', 'u4', 'u5'],
+      },
+    ];
+    for (const round of rounds) {
+      const days: { day: Date; cleared: boolean }[][] = [];
+      // Both windows replace their hourly rows, each in its own open transaction.
+      for (const [i, client] of [a, b].entries()) {
+        const window = windows[i]!;
+        await client.query('begin');
+        // What clearing the window at its start does (records_hourly's rows; the distinct ones go with the insert).
+        await derived.deleteWindowRecords(client, DEFAULT_SOURCE, window);
+        const records = round.users[i]!.map((userId) => ({ eventType: 'view', customerId: 'c1', userId }));
+        const counts = derived.countRollup(records, [0, 1], [window.start + 60_000, window.start + 120_000]);
+        const query = derived.windowCountsQuery(DEFAULT_SOURCE, window, counts)!;
+        days.push((await client.query<{ day: Date; cleared: boolean }>(query.text, query.values)).rows);
+      }
+      expect(days).toEqual([[{ day, cleared: round.cleared }], [{ day, cleared: round.cleared }]]);
+      const update = (client: PoolClient, i: number) => derived.updateDays(client, DEFAULT_SOURCE, windows[i]!, days[i]!);
+      await update(a, 0);
+      // B's update must wait for A's commit: without the day's lock it would not see A's hours.
+      const second = update(b, 1);
+      second.catch(() => undefined);
+      for (let polls = 0; ; polls++) {
+        const waiting = await bed.pool.query<{ wait: string | null }>('select wait_event_type as wait from pg_stat_activity where pid = $1', [pidOfB]);
+        if (waiting.rows[0]?.wait === 'Lock') break;
+        if (polls > 10_000) throw new Error('the second update never waited for the first window');
+      }
+      await a.query('commit');
+      await second;
+      await b.query('commit');
+      const rows = await bed.pool.query<{ day: Date; values: string[] }>(
+        `select day, distinct_values as values from "${schema}".records_daily_distinct where source = $1`,
+        [DEFAULT_SOURCE],
+      );
+      expect(rows.rows).toEqual([{ day, values: round.union }]);
+      const hourly = await bed.pool.query<{ values: string[] }>(
+        `select distinct_values as values from "${schema}".records_hourly_distinct where source = $1 order by bucket`,
+        [DEFAULT_SOURCE],
+      );
+      expect(hourly.rows.map((r) => r.values)).toEqual(round.users.map((users) => [...new Set(users)].sort(compareCodePoints)));
+      const { days: daily, hours } = await daysAndHours(schema, [{ column: 'customer_id' }]);
+      expect(daily).toEqual(hours);
+    }
+  });
+});
+
+describe('records_hourly_distinct of a value per row', () => {
+  it('is converted to a row per group in place, keeping the hours whose records are gone, and records_daily_distinct recomputed', async () => {
+    const s = await sim();
+    const schema = await freshSchema();
+    await sync(s, schema, {}, { from: START, to: END });
+    // The per-value layout, filled from records, plus an hour whose records RETENTION dropped.
+    const retained = new Date(START.getTime() - 24 * HOUR_MS);
+    await bed.pool.query(`drop table "${schema}".records_hourly_distinct; drop table "${schema}".records_daily_distinct`);
+    await bed.pool.query(
+      `create table "${schema}".records_hourly_distinct as
+         select source, date_trunc('hour', coalesce(event_time, window_start), 'UTC') as bucket, window_start,
+                payload ->> 'customerId' as customer_id, 'user_id'::text as value_column, payload ->> 'userId' as value, count(*) as records
+           from "${schema}".records where payload ->> 'userId' is not null group by 1, 2, 3, 4, 5, 6`,
+    );
+    await bed.pool.query(
+      `insert into "${schema}".records_hourly_distinct values ('default', $1, $1, 'c-old', 'user_id', 'u-old', 2), ('default', $1, $1, 'c-old', 'user_id', 'u-older', 1)`,
+      [retained],
+    );
+    await bed.pool.query(
+      `create table "${schema}".records_daily_distinct (source text, day timestamptz, customer_id text, value_column text, value text, records bigint)`,
+    );
+    await bed.pool.query(`update "${schema}".derived_settings set value = jsonb_set(value, '{shape}', '3') where name = 'rollup_distinct'`);
+    const config = loadConfig({ DATABASE_SCHEMA: schema });
+    expect(await migrateDatabase(bed.pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: true });
+    const kept = await bed.pool.query<{ values: string[] }>(
+      `select distinct_values as values from "${schema}".records_hourly_distinct where bucket = $1 and customer_id = 'c-old'`,
+      [retained],
+    );
+    expect(kept.rows).toEqual([{ values: ['u-old', 'u-older'] }]);
+    const days = await daysAndHours(schema, [{ column: 'customer_id' }]);
+    expect(days.days).toEqual(days.hours);
+    expect(days.days.some((row) => row.includes('u-older'))).toBe(true);
+    await bed.pool.query(`delete from "${schema}".records_hourly_distinct where bucket = $1`, [retained]);
+    const users = await distinctAndTruth(schema, [{ column: 'customer_id', path: ['customerId'] }], [{ column: 'user_id', path: ['userId'] }]);
+    expect(users.rollup).toEqual(users.truth);
+    expect(await migrateDatabase(bed.pool, config, silentLogger)).toEqual({ applied: [], rollupRebuilt: false });
   });
 });
 

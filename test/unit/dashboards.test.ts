@@ -266,10 +266,10 @@ describe('SQL of Analytics history', () => {
     expect(recordPanels.map(({ panel }) => panel.title)).toEqual(['Recent records']);
     const users = panels.find(({ panel }) => panel.title === 'Users')!;
     // The whole days from the daily rollup, the hours of the edge days from the hourly one, one
-    // UNION (distinct) of the two.
+    // UNION (distinct) of the elements of their arrays.
     expect(users.sql).toEqual([
       expect.stringMatching(
-        /^SELECT count\(\*\) AS "users"\nFROM \(\n {2}SELECT value\n {2}FROM \$\{schema\}\.records_daily_distinct\n[^]*\n {2}UNION\n {2}SELECT value\n {2}FROM \$\{schema\}\.records_hourly_distinct\n[^]*\n\) AS users$/,
+        /^SELECT count\(\*\) AS "users"\nFROM \(\n {2}SELECT unnest\(distinct_values\) AS value\n {2}FROM \$\{schema\}\.records_daily_distinct\n[^]*\n {2}UNION\n {2}SELECT unnest\(distinct_values\)\n {2}FROM \$\{schema\}\.records_hourly_distinct\n[^]*\n\) AS users$/,
       ),
     ]);
     expect(users.sql[0]!.match(/AND value_column = \$\{user_column:sqlstring\}/g)).toHaveLength(2);

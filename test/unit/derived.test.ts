@@ -1,7 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { formatFieldsTable } from '../../src/app/derived.js';
 import { loadConfig } from '../../src/config.js';
-import { catalogueRecords, columnName, Derived, mergeFields, mergeSources, typedViewSql, viewType, type FieldRow } from '../../src/sync/derived.js';
+import {
+  catalogueRecords,
+  columnName,
+  compareCodePoints,
+  Derived,
+  mergeFields,
+  mergeRollupCounts,
+  mergeSources,
+  typedViewSql,
+  viewType,
+  type FieldRow,
+} from '../../src/sync/derived.js';
 import { Tables } from '../../src/sync/store.js';
 
 describe('columnName', () => {
@@ -73,6 +84,12 @@ const row = (path: string, column: string | null, types: string[], extra: Partia
   ...extra,
 });
 
+/** PostgreSQL refuses a statement with a parameter it cannot type, as an unused one: each of $1…$n must appear. */
+function expectEveryParameterUsed(query: { text: string; values: unknown[] }): void {
+  const used = new Set([...query.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+  expect([...used].sort((a, b) => a - b)).toEqual(query.values.map((_, i) => i + 1));
+}
+
 describe('Derived.windowRollupQuery', () => {
   const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).sources[0]!.sync.rollup);
   const window = { start: Date.parse('2026-11-01T00:00:00Z'), end: Date.parse('2026-11-02T00:00:00Z') };
@@ -80,18 +97,26 @@ describe('Derived.windowRollupQuery', () => {
   it("groups the window's records into records_hourly and records_hourly_distinct in one statement, parameters numbered after the source and window start", () => {
     const query = derivedFor({}).windowRollupQuery('prod', window)!;
     expect(query.text).toContain('insert into "s".records_hourly as h');
-    expect(query.text).toContain('insert into "s".records_hourly_distinct as d');
+    // The window's distinct rows are replaced in the same statement, which returns the days to recompute.
+    expect(query.text).toContain('delete from "s".records_hourly_distinct where source = $1 and window_start >= $2 and window_start < $8');
+    expect(query.text).toContain('insert into "s".records_hourly_distinct (source, bucket, window_start, "customer_id", value_column, distinct_values)');
+    expect(query.text).toContain('array_agg(distinct f.value collate "C" order by f.value collate "C")');
+    expect(query.text).toMatch(/select date_trunc\('day', bucket, 'UTC'\) as day, bool_or\(cleared\) as cleared\s.* order by 1$/s);
     expect(query.text).toContain('where source = $1 and window_start = $2');
-    // $3, $4: the dimension paths; $5: the customer path of ROLLUP_DISTINCT_BY; $6, $7: user_id and its path.
+    // $3, $4: the dimension paths; $5: the customer path of ROLLUP_DISTINCT_BY; $6, $7: user_id and its path; $8: the window's end.
     expect(query.text).toMatch(/payload #>> \$5::text\[\]/);
     expect(query.text).toContain('($6::text, payload #>> $7::text[])');
-    expect(query.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId']]);
+    expect(query.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId'], ['customerId'], 'user_id', ['userId'], new Date(window.end)]);
+    expectEveryParameterUsed(query);
   });
 
   it('leaves records_hourly_distinct out with ROLLUP_DISTINCT=none, and has no statement with ROLLUP_DIMENSIONS=off', () => {
     const noDistinct = derivedFor({ ROLLUP_DISTINCT: 'none' }).windowRollupQuery('prod', window)!;
     expect(noDistinct.text).not.toContain('records_hourly_distinct');
     expect(noDistinct.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId']]);
+    expectEveryParameterUsed(noDistinct);
+    const counted = derivedFor({ ROLLUP_DISTINCT: 'none' });
+    expectEveryParameterUsed(counted.windowCountsQuery('prod', window, counted.countRollup([{ eventType: 'view' }], [0], [null]))!);
     expect(derivedFor({ ROLLUP_DIMENSIONS: 'off' }).windowRollupQuery('prod', window)).toBeUndefined();
   });
 });
@@ -116,13 +141,29 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     // Hourly: the timed and the untimed view by c1 are one group of 2 (same hour); the null/absent one is its own.
     const hour = Date.parse('2026-11-01T10:00:00Z');
     expect(query.values.slice(0, 2)).toEqual(['prod', new Date(window.start)]);
+    expect(query.values[5]).toEqual(new Date(window.end));
+    expectEveryParameterUsed(query);
     expect(JSON.parse(query.values[2] as string)).toEqual([
       { b: hour, v0: 'view', v1: 'c1', n: 2 },
       { b: hour, v0: null, v1: null, n: 1 },
     ]);
-    // Distinct: only the non-null user id, with its customer and the field's position in ROLLUP_DISTINCT.
-    expect(JSON.parse(query.values[3] as string)).toEqual([{ b: hour, v0: 'c1', v1: '0', v2: 'u1', n: 2 }]);
+    // Distinct: only the non-null user id, once, with its customer and the field's position in ROLLUP_DISTINCT.
+    expect(JSON.parse(query.values[3] as string)).toEqual([{ b: hour, v0: 'c1', v1: '0', a: ['u1'] }]);
     expect(query.values[4]).toEqual(['user_id']);
+  });
+
+  it("keeps a group's distinct values once each, sorted by code point, the untimed records' merged into their hour's", () => {
+    const at1130 = Date.parse('2026-11-01T11:30:00Z');
+    const records = ['u2', 'u1', 'u2', '\u{1F600}', '\uFFFD', 'u3', 'u1'].map((userId) => ({ eventType: 'view', customerId: 'c1', userId }));
+    // Two pages: the second's untimed u3 and u1 land in the window start's hour (10:00), with the first page's timed ones.
+    const first = derived.countRollup(records.slice(0, 5), [0, 1, 2, 3, 4], [at1030, at1030, at1130, at1030, at1030])!;
+    const second = derived.countRollup(records.slice(5), [0, 1], [null, null])!;
+    mergeRollupCounts(first, second);
+    const rows = JSON.parse(derived.windowCountsQuery('prod', window, first)!.values[3] as string) as { b: number; a: string[] }[];
+    expect(rows).toEqual([
+      { b: Date.parse('2026-11-01T10:00:00Z'), v0: 'c1', v1: '0', a: ['u1', 'u2', 'u3', '\uFFFD', '\u{1F600}'] },
+      { b: Date.parse('2026-11-01T11:00:00Z'), v0: 'c1', v1: '0', a: ['u2'] },
+    ]);
   });
 
   it('gives up counting at a value whose text only PostgreSQL knows, and the window is grouped from its records', () => {
@@ -173,5 +214,15 @@ describe('mergeSources', () => {
       { path: 'id', source: 'sandbox', viewType: 'text', records: 3 },
     ]);
     expect(merged[0]!.firstSeen.toISOString()).toBe('2026-10-01T00:00:00.000Z');
+  });
+});
+
+describe('compareCodePoints', () => {
+  it('orders strings as PostgreSQL\'s collate "C" orders their UTF-8 bytes', () => {
+    const texts = ['b', 'a', '', 'ab', '\uFFFD', '\u{1F600}', '\uE000', '\u00E9', 'a\u{10000}', 'a\uFFFF', '\uD7FF'];
+    const byBytes = [...texts].sort((x, y) => Buffer.compare(Buffer.from(x, 'utf8'), Buffer.from(y, 'utf8')));
+    expect([...texts].sort(compareCodePoints)).toEqual(byBytes);
+    // A plain sort differs: it puts the surrogate pairs first.
+    expect([...texts].sort()).not.toEqual(byBytes);
   });
 });
