@@ -60,6 +60,8 @@ export interface StorablePage {
    * it, and nothing of the envelope. Absent for a page without text (stored from its records).
    */
   text?: string;
+  /** `text` in UTF-8, when it is the body as received and the page has its bytes (AnalyticsPage.bytes). */
+  bytes?: Buffer;
   /** The records of `data` jsonb cannot store as they are, in order of position; absent when there are none (most pages). */
   quarantined?: readonly QuarantinedRecord[];
 }
@@ -91,7 +93,8 @@ export function storablePage(page: AnalyticsPage): StorablePage {
   if (!strings && found === undefined) {
     // PostgreSQL parses the whole body: a field beside `data` must be storable as well. With no
     // string to fear, only depth can be wrong there, and the envelope is a few numbers.
-    if (page.extra === undefined || findUnstorable(page.extra, { strings: false, numbers: false }) === undefined) return { text };
+    if (page.extra === undefined || findUnstorable(page.extra, { strings: false, numbers: false }) === undefined)
+      return page.bytes === undefined ? { text } : { text, bytes: page.bytes };
   }
   // Rare: store `{"data":[…]}` with every record's exact span but the unstorable ones, which also
   // leaves out the envelope and whatever a duplicate key hid from JSON.parse but not from PostgreSQL.

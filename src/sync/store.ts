@@ -157,6 +157,8 @@ export type PageRows = (
   | {
       /** The E6 body as received: a JSON object whose `data` is the page's records. */
       text: string;
+      /** `text` in UTF-8, when the caller has it (the bytes E6 sent): then it is not encoded again. */
+      bytes?: Buffer;
     }
   | {
       /**
@@ -451,9 +453,9 @@ export class CopyRows {
       for (let k = 0; k < keep.length; k++) text += this.row(JSON.stringify(page.records[keep[k]!]), eventTimes[k] ?? null);
       return Buffer.from(text, 'utf8');
     }
-    // The page's text is encoded once, and each record's payload copied from it as bytes: the
-    // same bytes as encoding each record's text, without a string per record.
-    const bytes = Buffer.from(page.text, 'utf8');
+    // The page's text in UTF-8 (as E6 sent it, or encoded once), each record's payload copied from
+    // it as bytes: the same bytes as encoding each record's text, without a string per record.
+    const bytes = page.bytes ?? Buffer.from(page.text, 'utf8');
     const spans = dataElementByteSpans(bytes);
     if (spans === undefined || keep[keep.length - 1]! >= spans.length / 2) {
       throw new InvalidArgumentError('a page to store has no data array holding its records in its text');

@@ -62,6 +62,7 @@ describe('CopyRows', () => {
           const rows = new CopyRows(source, WINDOW, 7);
           const expected = keep.map((i, k) => referenceRow(source, texts[i]!, eventTimes[k]!, 7)).join('');
           expect(rows.of({ text, keep, eventTimes }).equals(Buffer.from(expected, 'utf8'))).toBe(true);
+          expect(rows.of({ text, bytes: Buffer.from(text, 'utf8'), keep, eventTimes }).equals(Buffer.from(expected, 'utf8'))).toBe(true);
           // A page without text: its records serialised.
           expect(rows.of({ records: records.map((r) => r.value), keep, eventTimes }).toString('utf8')).toBe(
             keep.map((i, k) => referenceRow(source, JSON.stringify(records[i]!.value), eventTimes[k]!, 7)).join(''),
