@@ -432,6 +432,8 @@ export class CopyRows {
   private readonly suffixText: string;
   private readonly prefix: Buffer;
   private readonly suffix: Buffer;
+  /** `suffix` then `prefix`: from one row's payload and time to the next one's. */
+  private readonly between: Buffer;
   private readonly iso = new IsoWriter();
 
   constructor(source: string, window: Window, runId: number) {
@@ -439,6 +441,7 @@ export class CopyRows {
     this.suffixText = `\t${new Date(window.start).toISOString()}\t${new Date(window.end).toISOString()}\t${runId}\n`;
     this.prefix = Buffer.from(this.prefixText, 'utf8');
     this.suffix = Buffer.from(this.suffixText, 'utf8');
+    this.between = Buffer.concat([this.suffix, this.prefix]);
   }
 
   /**
@@ -467,11 +470,12 @@ export class CopyRows {
     for (let k = 0; k < keep.length; k++) size += spans[2 * keep[k]! + 1]! - spans[2 * keep[k]!]!;
     const fixed = this.prefix.length + 1 + MAX_ISO_BYTES + this.suffix.length;
     const out = Buffer.allocUnsafe((plain ? size : 2 * size) + keep.length * fixed);
-    let at = 0;
+    // One copy between rows: a row's last columns and the next row's first are always the same bytes.
+    let at = this.prefix.copy(out, 0);
     for (let k = 0; k < keep.length; k++) {
       const start = spans[2 * keep[k]!]!;
       const end = spans[2 * keep[k]! + 1]!;
-      at += this.prefix.copy(out, at);
+      if (k > 0) at += this.between.copy(out, at);
       at = plain ? at + bytes.copy(out, at, start, end) : copyEscaped(bytes, start, end, out, at);
       out[at++] = TAB;
       const ms = eventTimes[k] ?? null;
@@ -481,8 +485,8 @@ export class CopyRows {
       } else {
         at = this.iso.write(out, at, ms);
       }
-      at += this.suffix.copy(out, at);
     }
+    at += this.suffix.copy(out, at);
     return out.subarray(0, at);
   }
 
