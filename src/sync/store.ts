@@ -229,6 +229,8 @@ function jsonbBinary(json: string): Buffer {
 }
 
 const MS_PER_DAY = 86_400_000;
+/** Length of `YYYY-MM-DDT`, the date part of a four-digit year's ISO text. */
+const DATE_BYTES = 11;
 /** 10000-01-01T00:00:00Z: from here on `toISOString` writes six-digit years. */
 const YEAR_10000_MS = 253_402_300_800_000;
 const PAD2 = Array.from({ length: 60 }, (_, n) => String(n).padStart(2, '0'));
@@ -248,7 +250,7 @@ export class IsoWriter {
   private datePart = '';
   /** The day and date part of {@link write}, apart from {@link format}'s. */
   private bytesDay = Number.NaN;
-  private dateBytes = Buffer.alloc(0);
+  private readonly dateBytes: number[] = Array.from({ length: DATE_BYTES }, () => 0);
 
   format(ms: number): string {
     if (!(Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS)) return new Date(ms).toISOString();
@@ -278,9 +280,12 @@ export class IsoWriter {
     const dayStart = ms - rest;
     if (dayStart !== this.bytesDay) {
       this.bytesDay = dayStart;
-      this.dateBytes = Buffer.from(new Date(dayStart).toISOString().slice(0, 11), 'latin1');
+      const date = new Date(dayStart).toISOString();
+      for (let i = 0; i < DATE_BYTES; i++) this.dateBytes[i] = date.charCodeAt(i);
     }
-    at += this.dateBytes.copy(out, at);
+    const dateBytes = this.dateBytes;
+    for (let i = 0; i < DATE_BYTES; i++) out[at + i] = dateBytes[i]!;
+    at += DATE_BYTES;
     const hours = Math.floor(rest / 3_600_000);
     rest -= hours * 3_600_000;
     const minutes = Math.floor(rest / 60_000);
