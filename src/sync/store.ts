@@ -243,7 +243,8 @@ const PAD3 = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
  *
  * Records of a page mostly share their day, so the date part is formatted once per day and the
  * time of day from tables; times before 1970, from the year 10000 on, or with a fraction of a
- * millisecond take `toISOString` itself.
+ * millisecond take `toISOString` itself. {@link format} gives the text as a string, {@link write}
+ * puts it into a buffer as ASCII bytes (the COPY rows).
  */
 export class IsoWriter {
   private day = Number.NaN;
@@ -252,6 +253,7 @@ export class IsoWriter {
   private bytesDay = Number.NaN;
   private readonly dateBytes: number[] = Array.from({ length: DATE_BYTES }, () => 0);
 
+  /** `new Date(ms).toISOString()`, for `ms` any valid time value in milliseconds since the epoch. */
   format(ms: number): string {
     if (!(Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS)) return new Date(ms).toISOString();
     let rest = ms % MS_PER_DAY;
