@@ -39,18 +39,37 @@ describe('parseEventTime (records, lenient)', () => {
   it('reads the common UTC shapes as Date.parse does, whatever the digits', () => {
     const digits = (n: number) => fc.string({ unit: fc.constantFrom('0', '1', '2', '3', '5', '9'), minLength: n, maxLength: n });
     const stamp = fc
-      .tuple(digits(4), digits(2), digits(2), digits(2), digits(2), digits(2), fc.option(digits(3), { nil: undefined }), fc.constantFrom('T', ' ', 't'), fc.constantFrom('Z', 'z', ''))
+      .tuple(
+        digits(4),
+        digits(2),
+        digits(2),
+        digits(2),
+        digits(2),
+        digits(2),
+        fc.option(digits(3), { nil: undefined }),
+        fc.constantFrom('T', ' ', 't'),
+        fc.constantFrom('Z', 'z', ''),
+      )
       .map(([y, mo, d, h, mi, s, f, sep, zone]) => `${y}-${mo}-${d}${sep}${h}:${mi}:${s}${f === undefined ? '' : `.${f}`}${zone}`);
-    const mutated = fc.tuple(stamp, fc.nat(), fc.constantFrom('x', '-', ':', '.', '/', '')).map(([t, at, ch]) => t.slice(0, at % t.length) + ch + t.slice((at % t.length) + 1));
+    const mutated = fc
+      .tuple(stamp, fc.nat(), fc.constantFrom('x', '-', ':', '.', '/', ''))
+      .map(([t, at, ch]) => t.slice(0, at % t.length) + ch + t.slice((at % t.length) + 1));
     const real = fc.integer({ min: -62_135_596_800_000, max: 253_402_300_799_999 }).map((ms) => new Date(ms).toISOString());
     fc.assert(
-      fc.property(fc.oneof(stamp, mutated, real, real.map((t) => t.replace('.000', ''))), (text) => {
-        expect(parseEventTime(text)).toBe(eventTimeByDateParse(text));
-      }),
+      fc.property(
+        fc.oneof(
+          stamp,
+          mutated,
+          real,
+          real.map((t) => t.replace('.000', '')),
+        ),
+        (text) => {
+          expect(parseEventTime(text)).toBe(eventTimeByDateParse(text));
+        },
+      ),
       { numRuns: 5000 },
     );
   });
-
 
   it('reads a zoneless time as UTC and a space for T', () => {
     expect(parseEventTime('2026-11-01 10:00:00')).toBe(Date.UTC(2026, 10, 1, 10));
