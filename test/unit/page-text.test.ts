@@ -228,7 +228,7 @@ describe('dataElementByteSpans', () => {
         const spans = dataElementSpans(text)!;
         expect(byteSpanBytes(text)).toEqual(spans.map((s) => Buffer.from(text.slice(s.start, s.end), 'utf8')));
       }),
-      { numRuns: 1000 },
+      { numRuns: 500 },
     );
   });
 
@@ -253,7 +253,7 @@ describe('dataElementByteSpans', () => {
         const spans = dataElementByteSpans(bytes);
         if (spans !== undefined) for (let k = 0; k < spans.length; k += 2) expect(spans[k]! <= spans[k + 1]! && spans[k + 1]! <= bytes.length).toBe(true);
       }),
-      { numRuns: 2000 },
+      { numRuns: 1000 },
     );
     // Mutations of valid bodies: for valid JSON, the spans of the parse.
     fc.assert(
@@ -279,7 +279,7 @@ describe('dataElementByteSpans', () => {
           (JSON.parse(String(Buffer.from(text, 'utf8'))) as { data: unknown }).data,
         );
       }),
-      { numRuns: 1000 },
+      { numRuns: 500 },
     );
   });
 });
