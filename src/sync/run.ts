@@ -571,7 +571,10 @@ function preparePage(page: AnalyticsPage, window: Window, timeField: string[] | 
     keep.push(i);
     eventTimes.push(ms === undefined ? null : ms);
   }
-  const rows: PageRows = storable.text === undefined ? { records: page.data, keep, eventTimes } : { text: storable.text, keep, eventTimes };
+  const rows: PageRows =
+    storable.text === undefined
+      ? { records: page.data, keep, eventTimes }
+      : { text: storable.text, ...(storable.bytes && { bytes: storable.bytes }), keep, eventTimes };
   // FIELD_CATALOGUE=off: no field statistics to gather (Derived.addWindowRecords would ignore them).
   const fields: WindowFields = catalogue ? catalogueRecords(page.data, keep, eventTimes) : new Map<string, FieldStats>();
   const rollup = derived.countRollup(page.data, keep, eventTimes);

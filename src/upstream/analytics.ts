@@ -39,6 +39,11 @@ export interface AnalyticsPage {
    */
   text?: string;
   /**
+   * `text` as the UTF-8 bytes it was decoded from, when the page was read from E6 and they were
+   * valid UTF-8: the store writes records from them without encoding `text` again.
+   */
+  bytes?: Buffer;
+  /**
    * Fields of the body beside the envelope's, when it has any: the reference names none, but a
    * store that parses the whole text (`text`) parses them too.
    */
@@ -148,12 +153,14 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
  * @param url the request URL; only its origin and path appear in messages.
  * @param options.text the body's JSON text, when there is one: the page carries it (see
  *   {@link AnalyticsPage.text}).
+ * @param options.bytes the UTF-8 bytes `text` was decoded from, when known: carried with it
+ *   ({@link AnalyticsPage.bytes}).
  * @returns the page, records kept whole (the same objects), with `text` when given and `extra`
  *   when the body has fields beside the envelope's.
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, naming what was wrong (reason
  *   `invalid_envelope` or `inconsistent_page`. Never anything else.
  */
-export function parsePage(body: unknown, requestedPage: number, url: URL, options: { text?: string } = {}): AnalyticsPage {
+export function parsePage(body: unknown, requestedPage: number, url: URL, options: { text?: string; bytes?: Buffer } = {}): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
   if (!parsed.success) {
     const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
@@ -180,22 +187,24 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
   }
   const { pageNumber: _n, pageSize: _s, totalRecords: _r, totalPages: _p, data: _d, ...extra } = body as Record<string, unknown>;
   const withExtra = Object.keys(extra).length > 0 ? { ...page, extra } : page;
-  return options.text === undefined ? withExtra : { ...withExtra, text: options.text };
+  if (options.text === undefined) return withExtra;
+  return options.bytes === undefined ? { ...withExtra, text: options.text } : { ...withExtra, text: options.text, bytes: options.bytes };
 }
 
 /**
  * Turns one 2xx E6 response into a validated page, as {@link AnalyticsClient.fetchPage} does:
  * the content type (JSON, or none), the body as JSON, then {@link parsePage}.
  *
- * @param res the response's headers (only `content-type` is read) and its body as text.
+ * @param res the response's headers (only `content-type` is read), its body as text, and the
+ *   bytes it was decoded from when the response kept them.
  * @param requestedPage the pageNumber sent, from 1.
  * @param url the request URL; only its origin and path appear in messages.
- * @returns the page with the body's text (see {@link AnalyticsPage.text}).
+ * @returns the page with the body's text (see {@link AnalyticsPage.text}) and bytes when given.
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, with reason `content_type`, `invalid_json`,
  *   `invalid_envelope` or `inconsistent_page`. Never anything else, whatever the body
  *   (test/unit/page-fuzz.test.ts).
  */
-export function decodePage(res: Pick<RawResponse, 'headers' | 'body'>, requestedPage: number, url: URL): AnalyticsPage {
+export function decodePage(res: Pick<RawResponse, 'headers' | 'body' | 'bytes'>, requestedPage: number, url: URL): AnalyticsPage {
   const type = mediaType(res.headers);
   if (type !== '' && type !== 'application/json' && !type.endsWith('+json')) {
     throw bodyError('analytics', url, `content type ${type}, expected application/json: ${excerpt(res.body)}`, undefined, 'content_type');
@@ -206,7 +215,7 @@ export function decodePage(res: Pick<RawResponse, 'headers' | 'body'>, requested
   } catch (err) {
     throw bodyError('analytics', url, `body is not valid JSON (${excerpt((err as Error).message, 160)}): ${excerpt(res.body)}`, err, 'invalid_json');
   }
-  return parsePage(json, requestedPage, url, { text: res.body });
+  return parsePage(json, requestedPage, url, res.bytes === undefined ? { text: res.body } : { text: res.body, bytes: res.bytes });
 }
 
 export interface AnalyticsClientOptions {
@@ -381,6 +390,8 @@ export class AnalyticsClient {
           headers: { authorization: `Bearer ${token}`, accept },
           ...(signal ? { signal } : {}),
           ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+          // E6 pages are stored from their bytes (AnalyticsPage.bytes); E7 bodies need only text.
+          ...(endpoint === 'analytics' ? { keepBytes: true } : {}),
         });
         if (res.status === 429) budget?.throttled();
         else if (res.status >= 200 && res.status <= 299) budget?.succeeded();

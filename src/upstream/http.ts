@@ -3,6 +3,7 @@
  * timeouts, keep-alive and (optionally) mutual TLS; one function that performs a
  * single request and turns every failure into a typed, classified error.
  */
+import { isUtf8 } from 'node:buffer';
 import { rootCertificates } from 'node:tls';
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
 import { AbortedError, ExporterError, TokenError, UpstreamError, redactSecrets, type Endpoint, type ErrorCode, type FailureReason } from '../errors.js';
@@ -73,6 +74,11 @@ export interface RawResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: string;
+  /**
+   * The body's bytes after a UTF-8 byte order mark, of which `body` is the decoding: only with
+   * `keepBytes`, and only when they are valid UTF-8 (else `body` holds U+FFFD where they are not).
+   */
+  bytes?: Buffer;
   /** Seconds from sending the request to the end of the body. */
   durationSeconds: number;
 }
@@ -87,6 +93,8 @@ export interface SendOptions {
   signal?: AbortSignal;
   /** The timeout the dispatcher applies (UPSTREAM_TIMEOUT), in milliseconds; named in timeout messages. */
   timeoutMs?: number;
+  /** Keep the body's bytes beside its text (RawResponse.bytes), for a caller that writes them on. */
+  keepBytes?: boolean;
 }
 
 function makeError(endpoint: Endpoint, code: ErrorCode, message: string, options: ConstructorParameters<typeof UpstreamError>[3]) {
@@ -119,12 +127,18 @@ export async function send(options: SendOptions): Promise<RawResponse> {
       signal: options.signal,
     });
     headersReceived = true;
-    const body = await res.body.text();
+    const durationSeconds = () => (performance.now() - started) / 1000;
+    if (options.keepBytes !== true) return { status: res.statusCode, headers: res.headers, body: await res.body.text(), durationSeconds: durationSeconds() };
+    // Decoded as undici's text() decodes: a UTF-8 byte order mark skipped, invalid bytes as U+FFFD.
+    const whole = await res.body.bytes();
+    const bom = whole.length > 2 && whole[0] === 0xef && whole[1] === 0xbb && whole[2] === 0xbf ? 3 : 0;
+    const bytes = Buffer.from(whole.buffer, whole.byteOffset + bom, whole.length - bom);
     return {
       status: res.statusCode,
       headers: res.headers,
-      body,
-      durationSeconds: (performance.now() - started) / 1000,
+      body: bytes.toString('utf8'),
+      ...(isUtf8(bytes) ? { bytes } : {}),
+      durationSeconds: durationSeconds(),
     };
   } catch (err) {
     if (options.signal?.aborted) throw new AbortedError(`${where}: request aborted`, { cause: err });

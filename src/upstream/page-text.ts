@@ -137,6 +137,142 @@ export function dataElementSpans(text: string): Span[] | undefined {
   }
 }
 
+const KIND_QUOTE = 1;
+const KIND_OPEN = 2;
+const KIND_CLOSE = 3;
+/** What each byte is to the scan of a container: 0 for most. */
+const BYTE_KIND = new Uint8Array(256);
+BYTE_KIND[QUOTE] = KIND_QUOTE;
+BYTE_KIND[OPEN_BRACE] = KIND_OPEN;
+BYTE_KIND[OPEN_BRACKET] = KIND_OPEN;
+BYTE_KIND[CLOSE_BRACE] = KIND_CLOSE;
+BYTE_KIND[CLOSE_BRACKET] = KIND_CLOSE;
+
+/** The index after the closing quote of the string whose opening quote is at `i` in UTF-8 bytes. */
+function byteStringEnd(bytes: Uint8Array, i: number): number {
+  const n = bytes.length;
+  for (i++; i < n; i++) {
+    const c = bytes[i];
+    if (c === QUOTE) return i + 1;
+    if (c === BACKSLASH) i++; // the escaped byte is never the end
+  }
+  throw new NotJson('unterminated string');
+}
+
+/** {@link valueEnd} over UTF-8 bytes: outside strings JSON is ASCII, and no byte of a multi-byte character is below 0x80. */
+function byteValueEnd(bytes: Uint8Array, i: number): number {
+  const n = bytes.length;
+  const first = bytes[i];
+  if (first === QUOTE) return byteStringEnd(bytes, i);
+  if (first === OPEN_BRACE || first === OPEN_BRACKET) {
+    let depth = 0;
+    while (i < n) {
+      const kind = BYTE_KIND[bytes[i]!]!;
+      if (kind === KIND_QUOTE) {
+        // The string's bytes, inline: most of a record's bytes are inside strings.
+        for (i++; i < n; i++) {
+          const c = bytes[i]!;
+          if (c === QUOTE) break;
+          if (c === BACKSLASH) i++;
+        }
+        if (i >= n) break;
+      } else if (kind === KIND_OPEN) depth++;
+      else if (kind === KIND_CLOSE && --depth === 0) return i + 1;
+      i++;
+    }
+    throw new NotJson('unterminated container');
+  }
+  const start = i;
+  for (; i < n; i++) {
+    const c = bytes[i];
+    if (c === COMMA || c === CLOSE_BRACE || c === CLOSE_BRACKET || c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) break;
+  }
+  if (i === start) throw new NotJson('missing value');
+  return i;
+}
+
+function byteSkipWhitespace(bytes: Uint8Array, i: number): number {
+  for (;;) {
+    const c = bytes[i];
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) return i;
+    i++;
+  }
+}
+
+const DATA_KEY = [QUOTE, 0x64, 0x61, 0x74, 0x61, QUOTE]; // "data"
+
+/** Whether bytes [start, end) are a JSON string literal that reads `data`. */
+function isDataKey(bytes: Uint8Array, start: number, end: number): boolean {
+  if (end - start === DATA_KEY.length && DATA_KEY.every((b, k) => bytes[start + k] === b)) return true;
+  return bytes.subarray(start, end).includes(BACKSLASH) && JSON.parse(new TextDecoder().decode(bytes.subarray(start, end))) === 'data';
+}
+
+/**
+ * The elements of the array whose `[` is at `i`, pushed flat onto `spans` as [start, end) pairs.
+ *
+ * @returns the index after its `]`.
+ */
+function byteArrayElements(bytes: Uint8Array, i: number, spans: number[]): number {
+  i = byteSkipWhitespace(bytes, i + 1);
+  if (bytes[i] === CLOSE_BRACKET) return i + 1;
+  for (;;) {
+    const end = byteValueEnd(bytes, i);
+    spans.push(i, end);
+    i = byteSkipWhitespace(bytes, end);
+    const c = bytes[i];
+    if (c === CLOSE_BRACKET) return i + 1;
+    if (c !== COMMA) throw new NotJson('expected , or ]');
+    i = byteSkipWhitespace(bytes, i + 1);
+  }
+}
+
+/**
+ * {@link dataElementSpans} over the UTF-8 encoding of the text, for writing records as bytes
+ * without encoding each one (src/sync/store.ts, RecordsCopy): the same elements, with the same
+ * rules for duplicate and escaped `data` keys, in byte offsets. The bytes must be valid JSON.
+ * One pass over the bytes (the `data` array is walked once, element by element); allocates one
+ * array for the whole page.
+ *
+ * @returns the spans flat, `[start0, end0, start1, end1, …]` ([start, end) in bytes), or undefined
+ *   when the bytes are not a JSON object with a `data` array.
+ */
+export function dataElementByteSpans(bytes: Uint8Array): number[] | undefined {
+  try {
+    let i = byteSkipWhitespace(bytes, 0);
+    if (bytes[i] !== OPEN_BRACE) return undefined;
+    i = byteSkipWhitespace(bytes, i + 1);
+    // The last `data` member's elements; undefined while there is none, or when it is no array.
+    let spans: number[] | undefined;
+    if (bytes[i] !== CLOSE_BRACE) {
+      for (;;) {
+        if (bytes[i] !== QUOTE) return undefined;
+        const keyEnd = byteStringEnd(bytes, i);
+        const data = isDataKey(bytes, i, keyEnd);
+        i = byteSkipWhitespace(bytes, keyEnd);
+        if (bytes[i] !== COLON) return undefined;
+        i = byteSkipWhitespace(bytes, i + 1);
+        let end: number;
+        if (data && bytes[i] === OPEN_BRACKET) {
+          spans = [];
+          end = byteArrayElements(bytes, i, spans);
+        } else {
+          if (data) spans = undefined;
+          end = byteValueEnd(bytes, i);
+        }
+        i = byteSkipWhitespace(bytes, end);
+        const c = bytes[i];
+        if (c === CLOSE_BRACE) break;
+        if (c !== COMMA) return undefined;
+        i = byteSkipWhitespace(bytes, i + 1);
+      }
+    }
+    return spans;
+  } catch (err) {
+    if (err instanceof NotJson || err instanceof SyntaxError) return undefined;
+    throw err;
+  }
+}
+
 /**
  * `{"data":[…]}` from the records of `text` at `spans`, each kept as its exact span except those
  * whose position is in `left`, written `null`: positions do not move, and nothing else of the

@@ -437,7 +437,7 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
 
 describe('E6 page bodies under fuzzing, through the client (mock dispatcher: retries, tokens, promises)', () => {
   const agent = new MockAgent();
-  let body = '';
+  let body: string | Buffer = '';
   let contentType = 'application/json';
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
@@ -499,5 +499,35 @@ describe('E6 page bodies under fuzzing, through the client (mock dispatcher: ret
     // Give any stray rejection its turn to surface before judging.
     await new Promise((resolve) => setImmediate(resolve));
     expect(unhandled).toEqual([]);
+  });
+
+  it('keeps the bytes a page was decoded from, after a byte order mark, only when they are valid UTF-8', async () => {
+    const retry = { maxAttempts: 1, maxDelayMs: 0, sleep: async () => undefined };
+    const tokens = new TokenClient({
+      tokenUrl: new URL('https://stats.test/connect/token'),
+      clientId: 'fuzz',
+      clientSecret: 'fuzz-secret',
+      authMethod: 'client_secret_post',
+      scope: 'api.external',
+      dispatcher: agent,
+      retry,
+      log: silentLogger,
+    });
+    const client = new AnalyticsClient({ statisticsUrl: new URL('https://stats.test/'), tokens, dispatcher: agent, retry, log: silentLogger });
+    const fetch = () => client.fetchPage({ startDate: new Date('2026-10-01T00:00:00Z'), pageSize: 12 });
+    contentType = 'application/json';
+    const text = '{"pageNumber":1,"pageSize":12,"totalRecords":1,"totalPages":1,"data":[{"name":"Grønn 😀"}]}';
+    for (const prefix of [Buffer.alloc(0), Buffer.from([0xef, 0xbb, 0xbf])]) {
+      body = Buffer.concat([prefix, Buffer.from(text, 'utf8')]);
+      const page = await fetch();
+      expect(page.text).toBe(text);
+      expect(page.bytes?.equals(Buffer.from(text, 'utf8'))).toBe(true);
+    }
+    // A byte that is not UTF-8 inside a string: the text holds U+FFFD, and no bytes disagree with it.
+    body = Buffer.from(text.replace('ø', 'Z'), 'utf8');
+    body[body.indexOf('GrZnn')] = 0xff;
+    const page = await fetch();
+    expect(page.text).toContain('\ufffd');
+    expect(page.bytes).toBeUndefined();
   });
 });

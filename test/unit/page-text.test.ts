@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { unstorableEscapes } from '../../src/sync/storable.js';
-import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, stringifyJson } from '../../src/upstream/page-text.js';
+import { dataElementByteSpans, dataElementSpans, dataTextWithout, escapeLoneSurrogates, stringifyJson } from '../../src/upstream/page-text.js';
 
 /** A small deterministic generator of choices, seeded by fast-check (so a failure replays). */
 function chooser(seed: number): (n: number) => number {
@@ -202,6 +202,84 @@ describe('dataElementSpans', () => {
         expect(spans!.map((s): unknown => JSON.parse(text.slice(s.start, s.end)))).toEqual(parsed.data);
       }),
       { numRuns: 1000 },
+    );
+  });
+});
+
+/** dataElementByteSpans of the text's UTF-8 bytes, each span as the bytes it covers. */
+function byteSpanBytes(text: string): Buffer[] | undefined {
+  const bytes = Buffer.from(text, 'utf8');
+  const spans = dataElementByteSpans(bytes);
+  if (spans === undefined) return undefined;
+  expect(spans.length % 2).toBe(0);
+  const out: Buffer[] = [];
+  for (let k = 0; k < spans.length; k += 2) {
+    expect(spans[k]! <= spans[k + 1]! && spans[k + 1]! <= bytes.length).toBe(true);
+    out.push(bytes.subarray(spans[k], spans[k + 1]));
+  }
+  return out;
+}
+
+describe('dataElementByteSpans', () => {
+  it('finds in the UTF-8 bytes exactly the elements dataElementSpans finds in the text', () => {
+    fc.assert(
+      fc.property(body, (b) => {
+        const text = writeBody(b);
+        const spans = dataElementSpans(text)!;
+        expect(byteSpanBytes(text)).toEqual(spans.map((s) => Buffer.from(text.slice(s.start, s.end), 'utf8')));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('handles empty data, escaped and duplicated keys, a data that is no array, deep nesting', () => {
+    expect(dataElementByteSpans(Buffer.from('{"data":[]}'))).toEqual([]);
+    expect(dataElementByteSpans(Buffer.from(' { "data" : [ ] } '))).toEqual([]);
+    expect(byteSpanBytes('{"data":[1,"ø",{"b":[2]},null, true ,-1.5e+3]}')!.map(String)).toEqual(['1', '"ø"', '{"b":[2]}', 'null', 'true', '-1.5e+3']);
+    const text = '{"data":[0],"d\\u0061ta":["\\\\","\\\\\\"]","]\\"}"]}';
+    expect(byteSpanBytes(text)!.map((s): unknown => JSON.parse(String(s)))).toEqual((JSON.parse(text) as { data: unknown[] }).data);
+    expect(dataElementByteSpans(Buffer.from('{"data":[1],"data":{}}'))).toBeUndefined();
+    expect(dataElementByteSpans(Buffer.from('{"data":{},"data":[1]}'))).toEqual([19, 20]);
+    const deep = `{"data":[${'['.repeat(1_000_000)}${']'.repeat(1_000_000)},{"a":1}]}`;
+    expect(dataElementByteSpans(Buffer.from(deep))).toEqual([9, 9 + 2_000_000, 10 + 2_000_000, 17 + 2_000_000]);
+  });
+
+  it('gives undefined, never a throw, for bytes that are not an object with a data array', () => {
+    for (const text of ['', '[]', '{}', '{"data":{}}', '{"data":1}', '{"data":[1,]}', '{"data":[1', '{"data":["a]}', '{"data":[1]', 'null', '{"x":1,}']) {
+      expect(dataElementByteSpans(Buffer.from(text)), text).toBeUndefined();
+    }
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 60 }), (bytes) => {
+        const spans = dataElementByteSpans(bytes);
+        if (spans !== undefined) for (let k = 0; k < spans.length; k += 2) expect(spans[k]! <= spans[k + 1]! && spans[k + 1]! <= bytes.length).toBe(true);
+      }),
+      { numRuns: 1000 },
+    );
+    // Mutations of valid bodies: for valid JSON, the spans of the parse.
+    fc.assert(
+      fc.property(body, fc.nat(), fc.constantFrom('"', '\\', '[', ']', '{', '}', ',', ''), (b, at, ch) => {
+        const valid = writeBody(b);
+        const i = at % (valid.length + 1);
+        const text = valid.slice(0, i) + ch + valid.slice(i + 1);
+        let parsed: { data?: unknown } | undefined;
+        try {
+          parsed = JSON.parse(text) as { data?: unknown };
+        } catch {
+          dataElementByteSpans(Buffer.from(text)); // no throw is all that is asked of invalid JSON
+          return;
+        }
+        const spans = byteSpanBytes(text);
+        if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || !Array.isArray(parsed.data)) {
+          expect(spans).toBeUndefined();
+          return;
+        }
+        // Compared after the same UTF-8 round trip: a raw lone surrogate is encoded as U+FFFD.
+        same(
+          spans!.map((s): unknown => JSON.parse(String(s))),
+          (JSON.parse(String(Buffer.from(text, 'utf8'))) as { data: unknown }).data,
+        );
+      }),
+      { numRuns: 500 },
     );
   });
 });
