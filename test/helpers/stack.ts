@@ -71,7 +71,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         METRICS_LISTEN: '127.0.0.1:0',
         SYNC_START_DATE: '7d',
         SYNC_SETTLE: '0',
-        SYNC_SCHEDULE: '*/10 * * * * *',
+        SYNC_SCHEDULE: '*/2 * * * * *',
         ...options.env,
       });
     const first = configOf(sim);

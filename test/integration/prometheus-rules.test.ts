@@ -252,7 +252,7 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
     stack = await startStack({ databaseUrl: db.url, records: 20_000, ruleFiles: [RULES_FILE] });
     instance = new URL(stack.serve.url).host;
     // The upstream gauge starts at 0 and turns 1 with the first scrape's read; the failure
-    // ratio is 0/0 until Prometheus has seen a run finish (the next tick, within 10 s).
+    // ratio is 0/0 until Prometheus has seen a run finish (the next tick, within 2 s).
     await stack.prometheus.waitFor(`analytics_exporter_upstream_up{job="${JOB}"} == 1`, (r) => r.length === 1, 20_000);
     await stack.prometheus.waitFor(`increase(analytics_exporter_sync_runs_total{job="${JOB}"}[1h]) > 0`, (r) => r.length === 1, 30_000);
   }, 90_000);
