@@ -136,9 +136,14 @@ export function catalogueRecords(
     const record = records[keep[k]!];
     if (typeof record !== 'object' || record === null || Array.isArray(record)) continue;
     const seen = eventTimes[k] ?? null;
-    for (const [key, value] of Object.entries(record)) {
-      const type = jsonType(value);
+    // for…in rather than Object.entries: no array of pairs per record. A parsed record's keys are
+    // all its own; the check keeps an inherited enumerable key (a polluted prototype) out.
+    for (const key in record) {
+      if (!Object.hasOwn(record, key)) continue;
+      const value = (record as Record<string, unknown>)[key];
       const stats = into.get(key);
+      // A field already seen as both a string and a date-time gains no type from another string.
+      const type = stats !== undefined && typeof value === 'string' && stats.types.has('string') && stats.types.has('date-time') ? 'string' : jsonType(value);
       if (stats === undefined) {
         into.set(key, {
           types: new Set([type]),
@@ -268,12 +273,43 @@ export function mergeRollupCounts(into: RollupCounts, from: RollupCounts): void 
   }
 }
 
-/** Adds one record to the group of `hour` and `values` (copied when the group is new). */
-function countGroup(groups: Map<string, RollupGroup>, hour: number | null, values: readonly (string | null)[]): void {
-  const key = groupKey(hour, values);
-  const seen = groups.get(key);
-  if (seen === undefined) groups.set(key, { hour, values: [...values], records: 1 });
-  else seen.records++;
+/**
+ * Maps nested by the hour, then by each value in order (null a key of its own), down to a leaf: a
+ * page's groups found without building a {@link groupKey} per record (the values are the parsed
+ * record's own strings, so a lookup allocates nothing; the key is built once per new group).
+ */
+type GroupTree = Map<number | string | null, unknown>;
+
+/** The leaf of `hour` and `values` in `tree`, undefined when there is none yet. */
+function findLeaf(tree: GroupTree, hour: number | null, values: readonly (string | null)[]): unknown {
+  let node = tree.get(hour);
+  for (let i = 0; i < values.length && node !== undefined; i++) node = (node as GroupTree).get(values[i]!);
+  return node;
+}
+
+/** Sets the leaf of `hour` and `values` in `tree`, creating the maps on the way. */
+function setLeaf(tree: GroupTree, hour: number | null, values: readonly (string | null)[], leaf: unknown): void {
+  let map = tree;
+  let key: number | string | null = hour;
+  for (let i = 0; i < values.length; i++) {
+    let next = map.get(key) as GroupTree | undefined;
+    if (next === undefined) map.set(key, (next = new Map()));
+    map = next;
+    key = values[i]!;
+  }
+  map.set(key, leaf);
+}
+
+/** Adds one record to the group of `hour` and `values` (copied when the group is new), found through `tree`. */
+function countGroup(groups: Map<string, RollupGroup>, tree: GroupTree, hour: number | null, values: readonly (string | null)[]): void {
+  const seen = findLeaf(tree, hour, values) as RollupGroup | undefined;
+  if (seen !== undefined) {
+    seen.records++;
+    return;
+  }
+  const group = { hour, values: [...values], records: 1 };
+  groups.set(groupKey(hour, values), group);
+  setLeaf(tree, hour, values, group);
 }
 
 /**
@@ -567,6 +603,9 @@ export class Derived {
     const inexact = (): RollupCounts => ({ exact: false, hourly: new Map(), distinct: new Map() });
     const dims: (string | null)[] = new Array<string | null>(this.dims.length);
     const by: (string | null)[] = new Array<string | null>(this.by.length);
+    const hourlyTree: GroupTree = new Map();
+    // Leaves: per ROLLUP_DISTINCT field (by position), its group once the record's values gave one.
+    const distinctTree: GroupTree = new Map();
     for (let k = 0; k < keep.length; k++) {
       const record = records[keep[k]!];
       const ms = eventTimes[k] ?? null;
@@ -577,24 +616,31 @@ export class Derived {
         if (v === NOT_EXACT) return inexact();
         dims[i] = v;
       }
-      countGroup(counts.hourly, hour, dims);
+      countGroup(counts.hourly, hourlyTree, hour, dims);
       if (!this.hasDistinct) continue;
       for (let i = 0; i < this.by.length; i++) {
         const v = textAt(record, this.by[i]!.path);
         if (v === NOT_EXACT) return inexact();
         by[i] = v;
       }
-      let prefix: string | undefined;
+      let fields: (DistinctGroup | undefined)[] | undefined;
       for (let j = 0; j < this.distinct.length; j++) {
         const v = textAt(record, this.distinct[j]!.path);
         if (v === NOT_EXACT) return inexact();
         if (v === null) continue;
-        // groupKey(hour, [...by, String(j)]), the prefix built once per record.
-        prefix ??= groupKey(hour, by);
-        const key = `${prefix}\u0000s${j}`;
-        const group = counts.distinct.get(key);
-        if (group === undefined) counts.distinct.set(key, { hour, values: [...by, String(j)], seen: new Set([v]) });
-        else group.seen.add(v);
+        if (fields === undefined) {
+          fields = findLeaf(distinctTree, hour, by) as (DistinctGroup | undefined)[] | undefined;
+          if (fields === undefined) setLeaf(distinctTree, hour, by, (fields = new Array<DistinctGroup | undefined>(this.distinct.length)));
+        }
+        const group = fields[j];
+        if (group !== undefined) {
+          group.seen.add(v);
+          continue;
+        }
+        const values = [...by, String(j)];
+        const created = { hour, values, seen: new Set([v]) };
+        counts.distinct.set(groupKey(hour, values), created);
+        fields[j] = created;
       }
     }
     return counts;
