@@ -103,12 +103,20 @@ export interface FieldStats {
 /** Field name → its stats over some records. */
 export type WindowFields = Map<string, FieldStats>;
 
-/** The JSON type of a parsed value as record_fields names it. */
-function jsonType(value: unknown): string {
+/**
+ * The JSON type of a parsed value as record_fields names it; `known`, the types its field already
+ * has, spares the date-time pattern when both `string` and `date-time` are among them (either
+ * answer then adds nothing, so `string` is returned).
+ */
+function jsonType(value: unknown, known?: ReadonlySet<string>): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'array';
   // The cheap checks first: most strings are not date-times.
-  if (typeof value === 'string') return value.length >= 16 && value.charCodeAt(4) === 45 && ISO_DATE_TIME.test(value) ? 'date-time' : 'string';
+  if (typeof value === 'string') {
+    if (value.length < 16 || value.charCodeAt(4) !== 45) return 'string';
+    if (known !== undefined && known.has('date-time') && known.has('string')) return 'string';
+    return ISO_DATE_TIME.test(value) ? 'date-time' : 'string';
+  }
   return typeof value === 'object' ? 'object' : typeof value; // number, boolean
 }
 
@@ -136,14 +144,13 @@ export function catalogueRecords(
     const record = records[keep[k]!];
     if (typeof record !== 'object' || record === null || Array.isArray(record)) continue;
     const seen = eventTimes[k] ?? null;
-    // for…in rather than Object.entries: no array of pairs per record. A parsed record's keys are
-    // all its own; the check keeps an inherited enumerable key (a polluted prototype) out.
-    for (const key in record) {
-      if (!Object.hasOwn(record, key)) continue;
+    // Object.keys rather than Object.entries: no array of pairs per record.
+    const keys = Object.keys(record);
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
       const value = (record as Record<string, unknown>)[key];
       const stats = into.get(key);
-      // A field already seen as both a string and a date-time gains no type from another string.
-      const type = stats !== undefined && typeof value === 'string' && stats.types.has('string') && stats.types.has('date-time') ? 'string' : jsonType(value);
+      const type = jsonType(value, stats?.types);
       if (stats === undefined) {
         into.set(key, {
           types: new Set([type]),
@@ -364,14 +371,37 @@ function groupRows(groups: ReadonlyMap<string, RollupGroup>, untimedHour: number
  * group it then equals.
  */
 function distinctRows(groups: ReadonlyMap<string, DistinctGroup>, untimedHour: number): string {
+  return unionRows(groups, (g) => g.hour ?? untimedHour);
+}
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The distinct groups' values per UTC day (the `day` of records_daily_distinct), as JSON rows like
+ * {@link distinctRows}'s with `b` the day's midnight in milliseconds: what a window adds to each
+ * day's records_daily_distinct rows.
+ */
+function dailyRows(groups: ReadonlyMap<string, DistinctGroup>, untimedHour: number): string {
+  return unionRows(groups, (g) => Math.floor((g.hour ?? untimedHour) / DAY_MS) * DAY_MS);
+}
+
+/** The groups merged by `bucketOf` and their values, as {@link distinctRows} describes; `groups` stays as it was. */
+function unionRows(groups: ReadonlyMap<string, DistinctGroup>, bucketOf: (g: DistinctGroup) => number): string {
   const merged = new Map<string, DistinctGroup>();
+  // Merged groups whose set is still one of `groups`' (copied before it takes other values).
+  const borrowed = new Set<DistinctGroup>();
   for (const g of groups.values()) {
-    const hour = g.hour ?? untimedHour;
+    const hour = bucketOf(g);
     const key = groupKey(hour, g.values);
     const seen = merged.get(key);
-    if (seen === undefined) merged.set(key, { hour, values: g.values, seen: g.seen });
-    // A timed group and the untimed one of its hour: a new set, `groups` stays as it was.
-    else seen.seen = new Set([...seen.seen, ...g.seen]);
+    if (seen === undefined) {
+      const group = { hour, values: g.values, seen: g.seen };
+      merged.set(key, group);
+      borrowed.add(group);
+      continue;
+    }
+    if (borrowed.delete(seen)) seen.seen = new Set(seen.seen);
+    for (const v of g.seen) seen.seen.add(v);
   }
   const rows: Record<string, unknown>[] = [];
   for (const g of merged.values()) {
@@ -696,7 +726,9 @@ export class Derived {
     const query = this.windowCountsQuery(source, window, counts);
     if (query === undefined) return;
     const { rows } = await db.query<{ day: Date; cleared: boolean }>(query.text, query.values);
-    if (this.hasDistinct) await this.updateDays(db, source, window, rows);
+    if (!this.hasDistinct) return;
+    const added = counts?.exact === true ? dailyRows(counts.distinct, Math.floor(window.start / HOUR_MS) * HOUR_MS) : undefined;
+    await this.updateDays(db, source, window, rows, added);
   }
 
   /**
@@ -708,8 +740,10 @@ export class Derived {
    * (loading a day in 1-hour windows would otherwise re-read the day's hours 24 times).
    *
    * @param days as {@link windowCountsQuery}'s statement returns them.
+   * @param added the window's values per day ({@link dailyRows} of its exact counts): merged as
+   *   they are, without reading its hourly rows back; undefined to read them.
    */
-  async updateDays(db: PoolClient, source: string, window: Window, days: readonly { day: Date; cleared: boolean }[]): Promise<void> {
+  async updateDays(db: PoolClient, source: string, window: Window, days: readonly { day: Date; cleared: boolean }[], added?: string): Promise<void> {
     if (days.length === 0) return;
     await this.lockDays(
       db,
@@ -724,6 +758,23 @@ export class Derived {
       );
     const merged = days.filter((d) => !d.cleared).map((d) => d.day);
     if (merged.length === 0) return;
+    const conflict = `on conflict (${this.dailyKeyExpressions().join(', ')}) do update
+         set distinct_values = (select ${Derived.valuesAgg('u')} from unnest(x.distinct_values || excluded.distinct_values) as u)`;
+    if (added !== undefined) {
+      // v<by> is the field's position in ROLLUP_DISTINCT, `a` its values sorted (distinctRows).
+      const n = this.by.length;
+      const columns = Array.from({ length: n + 1 }, (_, i) => `, v${i} text`).join('');
+      const pick = Array.from({ length: n }, (_, i) => `, r.v${i}`).join('');
+      await db.query(
+        `insert into ${this.daily} as x (source, day${this.byCols.map((c) => `, ${c}`).join('')}, value_column, distinct_values)
+         select $1, to_timestamp(r.b / 1000)${pick}, ($3::text[])[r.v${n}::int + 1], r.a
+           from json_to_recordset($2::json) as r(b bigint${columns}, a text[])
+          where to_timestamp(r.b / 1000) = any($4::timestamptz[])
+         ${conflict}`,
+        [source, added, this.distinct.map((d) => d.column), merged],
+      );
+      return;
+    }
     const cols = this.byCols.map((c) => `, h.${c}`).join('');
     await db.query(
       `insert into ${this.daily} as x (source, day${this.byCols.map((c) => `, ${c}`).join('')}, value_column, distinct_values)
@@ -733,8 +784,7 @@ export class Derived {
            on h.source = $1 and h.window_start >= $2 and h.window_start < $3 and h.bucket >= d.day and h.bucket < d.day + interval '24 hours'
          cross join lateral unnest(h.distinct_values) as v(value)
         group by h.source, d.day${cols}, h.value_column
-       on conflict (${this.dailyKeyExpressions().join(', ')}) do update
-         set distinct_values = (select ${Derived.valuesAgg('u')} from unnest(x.distinct_values || excluded.distinct_values) as u)`,
+       ${conflict}`,
       [source, new Date(window.start), new Date(window.end), merged],
     );
   }
