@@ -166,6 +166,49 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     ]);
   });
 
+  it("hands records_daily_distinct each day's union of the window's groups, the untimed records' in the window start's day", async () => {
+    const night = { start: Date.parse('2026-11-01T22:00:00Z'), end: Date.parse('2026-11-02T02:00:00Z') };
+    const day1 = new Date('2026-11-01T00:00:00Z');
+    const day2 = new Date('2026-11-02T00:00:00Z');
+    const times = ['2026-11-01T23:30:00Z', '2026-11-01T22:10:00Z', '2026-11-02T01:00:00Z', null, '2026-11-02T01:30:00Z', '2026-11-01T22:20:00Z'];
+    const users = ['u2', 'u1', 'u1', 'u3', 'u2', 'u9'];
+    const records = users.map((userId, i) => ({ eventType: 'view', customerId: i === 5 ? 'c2' : 'c1', userId }));
+    const counts = derived.countRollup(
+      records,
+      records.map((_, i) => i),
+      times.map((t) => (t === null ? null : Date.parse(t))),
+    )!;
+    const hourlyBefore = derived.windowCountsQuery('prod', night, counts)!.values[3];
+    const queries: { text: string; values: unknown[] }[] = [];
+    const db = {
+      query: (text: string, values: unknown[]) => {
+        queries.push({ text, values });
+        // The window's statement reports day 1 as only added to, day 2 as cleared (recomputed instead).
+        return Promise.resolve({
+          rows:
+            queries.length === 1
+              ? [
+                  { day: day1, cleared: false },
+                  { day: day2, cleared: true },
+                ]
+              : [],
+        });
+      },
+    } as unknown as Parameters<Derived['addWindowRollup']>[0];
+    await derived.addWindowRollup(db, 'prod', night, counts);
+    const merge = queries.find((q) => q.text.includes('json_to_recordset($2::json)'))!;
+    expect(merge.text).toContain('insert into "s".records_daily_distinct as x');
+    expect(merge.values[0]).toBe('prod');
+    expect(JSON.parse(merge.values[1] as string)).toEqual([
+      { b: day1.getTime(), v0: 'c1', v1: '0', a: ['u1', 'u2', 'u3'] },
+      { b: day2.getTime(), v0: 'c1', v1: '0', a: ['u1', 'u2'] },
+      { b: day1.getTime(), v0: 'c2', v1: '0', a: ['u9'] },
+    ]);
+    expect(merge.values.slice(2)).toEqual([['user_id'], [day1]]);
+    // The hourly groups' sets are left as they were.
+    expect(derived.windowCountsQuery('prod', night, counts)!.values[3]).toEqual(hourlyBefore);
+  });
+
   it('gives up counting at a value whose text only PostgreSQL knows, and the window is grouped from its records', () => {
     for (const odd of [1.1, true, { a: 1 }, ['x']]) {
       const counts = derived.countRollup([{ eventType: 'view' }, { eventType: odd }], [0, 1], [at1030, at1030])!;
