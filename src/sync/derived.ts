@@ -336,6 +336,19 @@ export function compareCodePoints(a: string, b: string): number {
   return a.length - b.length;
 }
 
+/** Code units from which UTF-16 order and code point order may differ (surrogates, then U+E000–U+FFFF). */
+const NOT_BMP_ORDERED = /[\uD800-\uFFFF]/;
+
+/**
+ * Sorts `values` in place by code point ({@link compareCodePoints}): by the engine's own string
+ * order (UTF-16 code units, the same order when no value holds a code unit from U+D800 up),
+ * else by {@link compareCodePoints}.
+ */
+function sortCodePoints(values: string[]): string[] {
+  for (const v of values) if (NOT_BMP_ORDERED.test(v)) return values.sort(compareCodePoints);
+  return values.sort();
+}
+
 /**
  * The groups as JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "n": records}`, a
  * group without an hour given `untimedHour` and merged with the timed group it then equals.
@@ -407,7 +420,7 @@ function unionRows(groups: ReadonlyMap<string, DistinctGroup>, bucketOf: (g: Dis
   for (const g of merged.values()) {
     const r: Record<string, unknown> = { b: g.hour };
     for (let i = 0; i < g.values.length; i++) r[`v${i}`] = g.values[i];
-    r.a = [...g.seen].sort(compareCodePoints);
+    r.a = sortCodePoints([...g.seen]);
     rows.push(r);
   }
   return JSON.stringify(rows);
