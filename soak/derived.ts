@@ -7,8 +7,9 @@
  * RETENTION expired, the simulator's records of its range: retention drops records and keeps
  * the rollups and the catalogue's counts. From it:
  * - records_hourly: records per (hour of the event time, window start, event_type, customer_id);
- * - records_hourly_distinct: records per (hour, window start, customer_id, user_id value);
- * - records_daily_distinct: records per (UTC day, customer_id, user_id value);
+ * - records_hourly_distinct: the user_id values of each (hour, window start, customer_id), as the
+ *   elements of its rows' `distinct_values` arrays;
+ * - records_daily_distinct: the user_id values of each (UTC day, customer_id), likewise;
  * - record_fields: every top-level field, with the records holding it;
  * - records_typed: selects, one row per stored record.
  * Tables are compared row by row (a missing, extra or different row is a problem).
@@ -111,21 +112,19 @@ export async function verifyDerived(client: pg.Client, schema: string, source: s
     const p = r.payload;
     add(hourly, `${bucket}|${r.windowStartMs}|${text(p.eventType)}|${text(p.customerId)}`);
     if (p.userId !== undefined && p.userId !== null) {
-      add(hourlyDistinct, `${bucket}|${r.windowStartMs}|${text(p.customerId)}|user_id|${text(p.userId)}`);
-      add(dailyDistinct, `${day}|${text(p.customerId)}|user_id|${text(p.userId)}`);
+      hourlyDistinct.set(`${bucket}|${r.windowStartMs}|${text(p.customerId)}|user_id|${text(p.userId)}`, 1);
+      dailyDistinct.set(`${day}|${text(p.customerId)}|user_id|${text(p.userId)}`, 1);
     }
     for (const key of Object.keys(p)) add(fields, key);
   }
   for (const key of hourly.keys()) if (expiredStarts.has(Number(key.split('|')[1]))) expiredHourly++;
   for (const key of hourlyDistinct.keys()) if (expiredStarts.has(Number(key.split('|')[1]))) expiredDistinct++;
 
-  const read = async (sql: string, keyOf: (row: Record<string, unknown>) => string, skipZero = false): Promise<Counts> => {
+  const read = async (sql: string, keyOf: (row: Record<string, unknown>) => string): Promise<Counts> => {
     const { rows } = await client.query<Record<string, unknown>>(sql, [source]);
     const out: Counts = new Map();
     for (const row of rows) {
-      const n = Number(row.records);
-      if (skipZero && n === 0) continue;
-      add(out, keyOf(row), n);
+      add(out, keyOf(row), Number(row.records));
     }
     return out;
   };
@@ -138,23 +137,28 @@ export async function verifyDerived(client: pg.Client, schema: string, source: s
     ),
     note,
   );
+  // Each distinct value is one element of its group's array: read as one key each (present = 1).
+  const readValues = async (sql: string, keyOf: (row: Record<string, unknown>) => string): Promise<Counts> => {
+    const { rows } = await client.query<Record<string, unknown>>(sql, [source]);
+    const out: Counts = new Map();
+    for (const row of rows) out.set(keyOf(row), 1);
+    return out;
+  };
   compare(
     'records_hourly_distinct',
     hourlyDistinct,
-    await read(
-      `select ${ms('bucket')} as bucket, ${ms('window_start')} as ws, customer_id, value_column, value, records from ${s}.records_hourly_distinct where source = $1`,
-      (r) => `${String(r.bucket)}|${String(r.ws)}|${text(r.customer_id)}|${text(r.value_column)}|${text(r.value)}`,
+    await readValues(
+      `select ${ms('bucket')} as bucket, ${ms('window_start')} as ws, customer_id, value_column, v from ${s}.records_hourly_distinct, unnest(distinct_values) as v where source = $1`,
+      (r) => `${String(r.bucket)}|${String(r.ws)}|${text(r.customer_id)}|${text(r.value_column)}|${text(r.v)}`,
     ),
     note,
   );
-  // A day's row left at 0 records is deleted after the statement that emptied it: not a row of data.
   compare(
     'records_daily_distinct',
     dailyDistinct,
-    await read(
-      `select ${ms('day')} as day, customer_id, value_column, value, records from ${s}.records_daily_distinct where source = $1`,
-      (r) => `${String(r.day)}|${text(r.customer_id)}|${text(r.value_column)}|${text(r.value)}`,
-      true,
+    await readValues(
+      `select ${ms('day')} as day, customer_id, value_column, v from ${s}.records_daily_distinct, unnest(distinct_values) as v where source = $1`,
+      (r) => `${String(r.day)}|${text(r.customer_id)}|${text(r.value_column)}|${text(r.v)}`,
     ),
     note,
   );
