@@ -109,7 +109,7 @@ describe('PostgreSQL restarted in the middle of a sync', () => {
         await untilTrue('two windows committed', async () => (await query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows`))[0]!.n >= 2);
         // Slow E6 down so that the rest of the run cannot finish before the restart, however
         // loaded the machine: the restart lands while the run waits on a page or writes one.
-        sim.faults.latencyMs = 1_000;
+        sim.faults.latencyMs = 200;
         try {
           await restart();
         } finally {
