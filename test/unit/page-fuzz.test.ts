@@ -186,6 +186,22 @@ const wrongType = fc.oneof(
 );
 
 /** A page as JSON text with `field` replaced by raw `text`. */
+/** An E6 client through `agent` (undici's MockAgent), retrying at once up to `maxAttempts` times. */
+function fuzzClient(agent: MockAgent, maxAttempts: number): AnalyticsClient {
+  const retry = { maxAttempts, maxDelayMs: 0, sleep: async () => undefined };
+  const tokens = new TokenClient({
+    tokenUrl: new URL('https://stats.test/connect/token'),
+    clientId: 'fuzz',
+    clientSecret: 'fuzz-secret',
+    authMethod: 'client_secret_post',
+    scope: 'api.external',
+    dispatcher: agent,
+    retry,
+    log: silentLogger,
+  });
+  return new AnalyticsClient({ statisticsUrl: new URL('https://stats.test/'), tokens, dispatcher: agent, retry, log: silentLogger });
+}
+
 function withField(page: object, field: string, text: string): string {
   const marker = '"@@REPLACED@@"';
   return JSON.stringify({ ...page, [field]: '@@REPLACED@@' }).replace(marker, () => text);
@@ -461,18 +477,7 @@ describe('E6 page bodies under fuzzing, through the client (mock dispatcher: ret
   });
 
   it('resolves to a storable page or rejects with a typed error, for every body, with no unhandled rejection', async () => {
-    const retry = { maxAttempts: 2, maxDelayMs: 0, sleep: async () => undefined };
-    const tokens = new TokenClient({
-      tokenUrl: new URL('https://stats.test/connect/token'),
-      clientId: 'fuzz',
-      clientSecret: 'fuzz-secret',
-      authMethod: 'client_secret_post',
-      scope: 'api.external',
-      dispatcher: agent,
-      retry,
-      log: silentLogger,
-    });
-    const client = new AnalyticsClient({ statisticsUrl: new URL('https://stats.test/'), tokens, dispatcher: agent, retry, log: silentLogger });
+    const client = fuzzClient(agent, 2);
     const bodies = fc.oneof(
       validPage.map((p) => ({ text: JSON.stringify(p), page: p.pageNumber })),
       fc.string({ unit: 'binary', maxLength: 100 }).map((text) => ({ text, page: 1 })),
@@ -502,18 +507,7 @@ describe('E6 page bodies under fuzzing, through the client (mock dispatcher: ret
   });
 
   it('keeps the bytes a page was decoded from, after a byte order mark, only when they are valid UTF-8', async () => {
-    const retry = { maxAttempts: 1, maxDelayMs: 0, sleep: async () => undefined };
-    const tokens = new TokenClient({
-      tokenUrl: new URL('https://stats.test/connect/token'),
-      clientId: 'fuzz',
-      clientSecret: 'fuzz-secret',
-      authMethod: 'client_secret_post',
-      scope: 'api.external',
-      dispatcher: agent,
-      retry,
-      log: silentLogger,
-    });
-    const client = new AnalyticsClient({ statisticsUrl: new URL('https://stats.test/'), tokens, dispatcher: agent, retry, log: silentLogger });
+    const client = fuzzClient(agent, 1);
     const fetch = () => client.fetchPage({ startDate: new Date('2026-10-01T00:00:00Z'), pageSize: 12 });
     contentType = 'application/json';
     const text = '{"pageNumber":1,"pageSize":12,"totalRecords":1,"totalPages":1,"data":[{"name":"Grønn 😀"}]}';

@@ -109,6 +109,13 @@ const same = (a: unknown, b: unknown) => expect(JSON.stringify(a)).toBe(JSON.str
  * An independent reading of PostgreSQL's jsonb rule on escapes: drop escaped backslashes, then
  * look for `\u0000`, a high surrogate escape not followed by a low one, a low one not preceded by a high one.
  */
+/** A valid body with the character at `at` (modulo its length + 1) replaced by `ch` (removed for ''). */
+function mutated(b: Parameters<typeof writeBody>[0], at: number, ch: string): string {
+  const valid = writeBody(b);
+  const i = at % (valid.length + 1);
+  return valid.slice(0, i) + ch + valid.slice(i + 1);
+}
+
 function oracleUnstorable(text: string): boolean {
   const t = text.replace(/\\\\/g, '');
   return (
@@ -184,9 +191,7 @@ describe('dataElementSpans', () => {
     // Mutations of valid bodies: a span list only for a text whose parse agrees with it.
     fc.assert(
       fc.property(body, fc.nat(), fc.constantFrom('"', '\\', '[', ']', '{', '}', ',', ''), (b, at, ch) => {
-        const valid = writeBody(b);
-        const i = at % (valid.length + 1);
-        const text = valid.slice(0, i) + ch + valid.slice(i + 1);
+        const text = mutated(b, at, ch);
         let parsed: { data?: unknown } | undefined;
         try {
           parsed = JSON.parse(text) as { data?: unknown };
@@ -258,9 +263,7 @@ describe('dataElementByteSpans', () => {
     // Mutations of valid bodies: for valid JSON, the spans of the parse.
     fc.assert(
       fc.property(body, fc.nat(), fc.constantFrom('"', '\\', '[', ']', '{', '}', ',', ''), (b, at, ch) => {
-        const valid = writeBody(b);
-        const i = at % (valid.length + 1);
-        const text = valid.slice(0, i) + ch + valid.slice(i + 1);
+        const text = mutated(b, at, ch);
         let parsed: { data?: unknown } | undefined;
         try {
           parsed = JSON.parse(text) as { data?: unknown };
