@@ -166,16 +166,10 @@ async function measuredLoad(url: string, pid: number, sims: readonly Simulator[]
 }
 
 function medianLoad(loads: readonly ScrapeLoad[]): ScrapeLoad {
-  const m = (pick: (l: ScrapeLoad) => number) => median(loads.map(pick));
   return {
-    p50Ms: m((l) => l.p50Ms),
-    p99Ms: m((l) => l.p99Ms),
-    meanMs: m((l) => l.meanMs),
-    scrapesPerSecond: m((l) => l.scrapesPerSecond),
-    seconds: m((l) => l.seconds),
-    failures: loads.reduce((n, l) => n + l.failures, 0),
-    cpuSecondsPerScrape: m((l) => l.cpuSecondsPerScrape),
-    upstreamRequests: m((l) => l.upstreamRequests),
+    ...medianBare(loads),
+    cpuSecondsPerScrape: median(loads.map((l) => l.cpuSecondsPerScrape)),
+    upstreamRequests: median(loads.map((l) => l.upstreamRequests)),
   };
 }
 
