@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
@@ -163,6 +163,34 @@ describe('loadConfig', () => {
     expect(err.variable).toBe('TLS_CA_FILE');
     expect(err.message).toContain('ENOENT');
     expect(configError({ ...base, TLS_CLIENT_CERT_FILE: '/x' }).variable).toBe('TLS_CLIENT_KEY_FILE');
+  });
+});
+
+describe('the configuration as a leaf', () => {
+  it('keeps the files settings name as paths, which a command reads once right after loading it', () => {
+    const { CLIENT_SECRET: _omit, ...rest } = base;
+    const env = {
+      ...rest,
+      CLIENT_SECRET_FILE: '/nonexistent/secret',
+      TLS_CA_FILE: '/nonexistent/ca.pem',
+      DATABASE_URL: 'postgres://u@h/a',
+      PGSSLROOTCERT: '/nonexistent/root.pem',
+    };
+    const config = loadConfig(env);
+    expect(config.sources[0]!.upstream).toMatchObject({
+      clientSecretFile: { file: '/nonexistent/secret', variable: 'CLIENT_SECRET_FILE', key: 'CLIENT_SECRET_FILE' },
+      tls: { ca: { file: '/nonexistent/ca.pem', variable: 'TLS_CA_FILE' } },
+    });
+    expect(config.database.tls).toMatchObject({ roots: { file: '/nonexistent/root.pem', variable: 'PGSSLROOTCERT' } });
+    expect(configError(env).message).toBe('CLIENT_SECRET_FILE must name a readable file (ENOENT); got "/nonexistent/secret"');
+  });
+
+  it('imports nothing from the modules that use it', () => {
+    const folder = fileURLToPath(new URL('../../src/config/', import.meta.url));
+    const files = [fileURLToPath(new URL('../../src/config.ts', import.meta.url)), ...readdirSync(folder).map((name) => join(folder, name))];
+    const imports = files.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/^(?:import|export)\b[^;]*?\sfrom\s+'([^']+)'/gm)].map((m) => m[1]!));
+    expect(imports).toContain('../errors.js');
+    expect(imports.filter((target) => /(^|\/)(db|upstream|sync|app|commands|metrics|exposition|simulator)\//.test(target))).toEqual([]);
   });
 });
 
