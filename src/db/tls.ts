@@ -1,7 +1,8 @@
 /**
  * PostgreSQL TLS the way libpq does it: `sslmode`, `sslrootcert`, `sslcert` and `sslkey` from
  * the DATABASE_URL's query or from libpq's own PGSSLMODE, PGSSLROOTCERT, PGSSLCERT and PGSSLKEY
- * (the URL wins), turned into the `ssl` option of each pg connection attempt.
+ * (the URL wins; the configuration resolves which, src/config/database.ts), their files read here,
+ * turned into the `ssl` option of each pg connection attempt.
  *
  * pg's own reading of these parameters differs from libpq (`require` verifies the certificate
  * and host name, a warning is printed on stderr), so they are taken out of the URL before pg
