@@ -116,7 +116,7 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
   await migrateSchema(url, SCHEMA);
   const tables = new Tables(SCHEMA);
   // The rollup's dimensions as a default configuration has them (ROLLUP_DIMENSIONS).
-  const rollup = loadConfig({}).sources[0]!.sync.rollup;
+  const rollup = loadConfig({}).tables.rollup;
   const derived = new Derived(tables, rollup);
   const windowStarts = [...fields.keys()].sort((a, b) => a - b);
   const pool = createPool(url, silentLogger, { max: 1 });

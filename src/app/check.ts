@@ -7,6 +7,7 @@
 import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
 import { createPool, describeDatabase } from '../db/pool.js';
+import { readDatabaseTls } from '../db/tls.js';
 import type { Config, SourceConfig } from '../config.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -99,7 +100,7 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
     const url = config.database.url;
     await step('database', report, async () => {
       // The pool every command uses, so that check tries the same TLS attempts (sslmode).
-      const pool = createPool({ url, tls: config.database.tls }, log, { max: 1 });
+      const pool = createPool({ url, tls: readDatabaseTls(config.database.tls) }, log, { max: 1 });
       try {
         const { rows } = await pool.query<{ version: string; ssl: boolean | null }>(
           'select current_setting($1) as version, (select ssl from pg_stat_ssl where pid = pg_backend_pid()) as ssl',

@@ -25,7 +25,7 @@ async function underSyncLock<T>(
 ): Promise<T> {
   const schema = config.database.schema;
   const tables = new Tables(schema);
-  const derived = new Derived(tables, config.sources[0]!.sync.rollup);
+  const derived = new Derived(tables, config.tables.rollup);
   return withClient(pool, async (client) => {
     const locked = await withAdvisoryLock(client, schemaLockName(schema), { wait: true, ...(signal ? { signal } : {}) }, () =>
       withTransaction(client, () => fn(derived, tables, client)),
@@ -54,7 +54,7 @@ export async function migrateDatabase(
   const schema = config.database.schema;
   const applied = await migrate(pool, schema, log);
   // Checked first without the lock, so a start does not wait for another process's sync when nothing changed.
-  const current = await new Derived(new Tables(schema), config.sources[0]!.sync.rollup).isRollupCurrent(pool);
+  const current = await new Derived(new Tables(schema), config.tables.rollup).isRollupCurrent(pool);
   const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log), options.signal));
   return { applied, rollupRebuilt };
 }

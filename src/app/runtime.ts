@@ -5,7 +5,7 @@
 import type { Config, SourceConfig } from '../config.js';
 import type { DataDirLock } from '../db/datadir-lock.js';
 import { createPool, type Pool } from '../db/pool.js';
-import { PLAIN_TLS } from '../db/tls.js';
+import { PLAIN_TLS, readDatabaseTls } from '../db/tls.js';
 import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
 import { AnalyticsClient, type ClientObserver } from '../upstream/analytics.js';
@@ -30,7 +30,7 @@ export interface Database {
  */
 export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock): Promise<Database> {
   if (config.database.url !== undefined) {
-    const pool = createPool({ url: config.database.url, tls: config.database.tls }, log, { max: maxConnections });
+    const pool = createPool({ url: config.database.url, tls: readDatabaseTls(config.database.tls) }, log, { max: maxConnections });
     return { pool, embedded: false, close: () => pool.end() };
   }
   // Loaded here, so that a process with DATABASE_URL never loads PGlite.

@@ -208,7 +208,10 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
           const started = performance.now();
           try {
             const { pool } = await ensureMigrated();
-            const result = await runSync({ pool, client, source: source.name, config: source.sync, schema, log: sourceLog, observer }, { signal });
+            const result = await runSync(
+              { pool, client, source: source.name, config: source.sync, tables: config.tables, schema, log: sourceLog, observer },
+              { signal },
+            );
             if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
             else health.reachable();
             return result;

@@ -78,6 +78,7 @@ export async function syncSources(
               client: upstream.client,
               source: source.name,
               config: source.sync,
+              tables: config.tables,
               schema: config.database.schema,
               log: sourceLog,
               ...(observer ? { observer } : {}),
@@ -111,7 +112,7 @@ async function retentionAfter(
   outcomes: readonly SourceOutcome[],
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  const retentionMs = config.sources[0]!.sync.retentionMs;
+  const retentionMs = config.tables.retentionMs;
   const ran = outcomes.flatMap((o) => (o.result !== undefined && o.result.status !== 'locked' ? [o.result] : []));
   if (retentionMs === undefined || ran.length === 0 || ran.some((r) => r.status === 'interrupted') || signal?.aborted) return;
   try {

@@ -5,11 +5,12 @@
  */
 import type { Command } from 'commander';
 import type { StepResult } from '../app/check.js';
-import { loadConfig, type Config, type SourceConfig } from '../config.js';
+import type { Config, SourceConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { configOverrides } from './options.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { loadCommandConfig } from './runtime.js';
 
 /** Formats a step as `ok    token          detail`. */
 export function formatStep(result: StepResult): string {
@@ -41,7 +42,7 @@ export function registerCheckCommand(program: Command): void {
       let config: Config;
       const overrides = configOverrides(command);
       try {
-        config = loadConfig(process.env, overrides);
+        config = loadCommandConfig(process.env, overrides);
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         out(formatStep({ step: 'configuration', status: 'FAIL', detail: err.message.replaceAll('\n', '; ') }));

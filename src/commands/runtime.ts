@@ -1,22 +1,43 @@
 /**
- * The configuration as a command loads it (exit status 2 on a broken rule). What a command then
- * opens lives in the application layer, src/app/runtime.ts.
+ * The configuration as a command loads it (exit status 2 on a broken rule or a file a setting names
+ * that cannot be read). What a command then opens lives in the application layer, src/app/runtime.ts.
  */
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
+import { readDatabaseTls } from '../db/tls.js';
 import { ConfigError, DataDirLockedError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { readClientFiles } from '../upstream/files.js';
 import { configOverrides } from './options.js';
 
 /**
- * Loads the configuration for a command; on a broken rule prints it to stderr, sets exit
- * status 2 and returns undefined.
+ * The configuration a command runs with: {@link loadConfig}'s, then every file a setting names
+ * read once by the module that uses it (each source's secret and TLS files, src/upstream/files.ts;
+ * the database's TLS files, src/db/tls.ts), so that a missing, empty or unreadable one stops the
+ * start before anything runs, named as a broken rule of its setting. Those modules read the files
+ * again when they use them.
+ *
+ * @param env usually `process.env`.
+ * @param overrides values from CLI flags, keyed by environment variable name.
+ * @throws {ConfigError} for the first broken rule, then for the first file that cannot be used,
+ *   in the order of the sources and, within one, of the settings; the database's last.
+ */
+export function loadCommandConfig(env: NodeJS.ProcessEnv, overrides: Record<string, string | undefined>): Config {
+  const config = loadConfig(env, overrides);
+  for (const source of config.sources) if (source.upstream !== undefined) readClientFiles(source.upstream);
+  if (config.database.url !== undefined) readDatabaseTls(config.database.tls);
+  return config;
+}
+
+/**
+ * Loads the configuration for a command ({@link loadCommandConfig}); on a broken rule prints it to
+ * stderr, sets exit status 2 and returns undefined.
  */
 export function loadConfigForCommand(command: Command): Config | undefined {
   try {
-    return loadConfig(process.env, configOverrides(command));
+    return loadCommandConfig(process.env, configOverrides(command));
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`analytics-exporter: invalid configuration: ${err.message}\n`);

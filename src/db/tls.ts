@@ -1,7 +1,8 @@
 /**
  * PostgreSQL TLS the way libpq does it: `sslmode`, `sslrootcert`, `sslcert` and `sslkey` from
  * the DATABASE_URL's query or from libpq's own PGSSLMODE, PGSSLROOTCERT, PGSSLCERT and PGSSLKEY
- * (the URL wins), turned into the `ssl` option of each pg connection attempt.
+ * (the URL wins; the configuration resolves which, src/config/database.ts), their files read here,
+ * turned into the `ssl` option of each pg connection attempt.
  *
  * pg's own reading of these parameters differs from libpq (`require` verifies the certificate
  * and host name, a warning is printed on stderr), so they are taken out of the URL before pg
@@ -18,25 +19,10 @@
  */
 import { readFileSync } from 'node:fs';
 import tls from 'node:tls';
+import { databaseTlsSettings, type DatabaseTlsSettings, type SettingFile, type SslEnvironment, type SslMode } from '../config.js';
 import { ConfigError } from '../errors.js';
 
-export const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
-export type SslMode = (typeof SSL_MODES)[number];
-
-/** libpq's default sslmode. */
-export const DEFAULT_SSL_MODE: SslMode = 'prefer';
-
-/** The URL query parameters read here; every other `ssl*` parameter is refused by name. */
-const SSL_PARAMETERS = ['sslmode', 'sslrootcert', 'sslcert', 'sslkey'] as const;
-type SslParameter = (typeof SSL_PARAMETERS)[number];
-
-/** The environment variable standing in for each URL parameter, as in libpq. */
-export const SSL_VARIABLES: Record<SslParameter, string> = {
-  sslmode: 'PGSSLMODE',
-  sslrootcert: 'PGSSLROOTCERT',
-  sslcert: 'PGSSLCERT',
-  sslkey: 'PGSSLKEY',
-};
+export type { SslEnvironment, SslMode } from '../config.js';
 
 /** A file read for TLS: its path (for messages) and its PEM text. */
 export interface PemFile {
@@ -53,112 +39,55 @@ export interface DatabaseTls {
   client?: { cert: PemFile; key: PemFile };
 }
 
+/** Plain connections, as for the embedded database on a loopback port. */
+export const PLAIN_TLS: DatabaseTls = { mode: 'disable', roots: 'system' };
+
 /** What to connect to: a URL pg may read as it is (no `ssl*` parameter) and its TLS settings. */
 export interface DatabaseTarget {
   url: string;
   tls: DatabaseTls;
 }
 
-/** Plain connections, as for the embedded database on a loopback port. */
-export const PLAIN_TLS: DatabaseTls = { mode: 'disable', roots: 'system' };
-
-/** libpq's variables, as {@link resolveDatabaseTarget} reads them; unset or empty means absent. */
-export type SslEnvironment = Partial<Record<'PGSSLMODE' | 'PGSSLROOTCERT' | 'PGSSLCERT' | 'PGSSLKEY', string | undefined>>;
-
-/** Where a value came from, for messages: `DATABASE_URL parameter sslmode` or `PGSSLMODE`. */
-interface Sourced {
-  value: string;
-  /** The variable named by a config error. */
-  variable: string;
-  /** How messages name it. */
-  label: string;
+/**
+ * Reads the files of DATABASE_URL's TLS settings (`sslrootcert`, `sslcert`, `sslkey` or their
+ * PGSSL* variables), each once: the roots first, then the certificate and its key.
+ *
+ * @param readFile reads a file's text; tests pass a fake.
+ * @throws {ConfigError} naming DATABASE_URL or the PGSSL* variable the file came from, for a file
+ *   that cannot be read or holds no PEM block.
+ */
+export function readDatabaseTls(settings: DatabaseTlsSettings, readFile: (path: string) => string = readPem): DatabaseTls {
+  const read = (setting: SettingFile): PemFile => {
+    let pem: string;
+    try {
+      pem = readFile(setting.file);
+    } catch (err) {
+      const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      throw new ConfigError(setting.variable, `${setting.key} must name a readable PEM file; cannot read ${setting.file} (${reason})`, { cause: err });
+    }
+    if (!pem.includes('-----BEGIN ')) {
+      throw new ConfigError(setting.variable, `${setting.key} must name a PEM file; ${setting.file} holds no "-----BEGIN" block`);
+    }
+    return { file: setting.file, pem };
+  };
+  const result: DatabaseTls = { mode: settings.mode, roots: settings.roots === 'system' ? 'system' : read(settings.roots) };
+  if (settings.client !== undefined) result.client = { cert: read(settings.client.cert), key: read(settings.client.key) };
+  return result;
 }
 
 /**
- * Resolves the TLS settings of a libpq-style URL: its `sslmode`, `sslrootcert`, `sslcert` and
- * `sslkey` query parameters, each defaulting to libpq's variable (PGSSLMODE …), then to libpq's
- * default (`prefer`, system roots, no client certificate). Files are read here.
- *
- * As libpq: `sslrootcert=system` means the system's CA store and requires `verify-full` (it is
- * the default mode then); `require` with an `sslrootcert` file verifies the chain like `verify-ca`.
- * Unlike libpq, no file under `~/.postgresql` is read: roots and client certificates are named
- * explicitly, and `sslcert` and `sslkey` are set together.
+ * A libpq-style URL's TLS settings ({@link databaseTlsSettings}: its `ssl*` parameters, else
+ * libpq's PGSSL* variables, else libpq's defaults) with their files read ({@link readDatabaseTls}).
  *
  * @param url the URL as configured; it must parse with `new URL()`.
  * @param env libpq's variables (usually `process.env`); the URL's parameters win over them.
  * @returns the URL without its `ssl*` parameters (for pg) and the resolved {@link DatabaseTls}.
- * @throws {ConfigError} naming DATABASE_URL or the PGSSL* variable: an unknown `sslmode`, an
- *   `ssl*` parameter this module does not implement, `sslcert` without `sslkey` (or the reverse),
- *   `sslrootcert=system` with a mode weaker than `verify-full`, a file that cannot be read or
- *   holds no PEM block. Messages never show the URL (it may hold a password).
+ * @throws {ConfigError} as {@link databaseTlsSettings} and {@link readDatabaseTls}. Messages never
+ *   show the URL (it may hold a password).
  */
 export function resolveDatabaseTarget(url: string, env: SslEnvironment = {}, readFile: (path: string) => string = readPem): DatabaseTarget {
-  const parsed = new URL(url);
-  const fromUrl = new Map<SslParameter, string>();
-  const unsupported: string[] = [];
-  for (const [key, value] of parsed.searchParams) {
-    if ((SSL_PARAMETERS as readonly string[]).includes(key)) fromUrl.set(key as SslParameter, value);
-    else if (/^ssl/i.test(key)) unsupported.push(key);
-  }
-  if (unsupported.length > 0) {
-    throw new ConfigError(
-      'DATABASE_URL',
-      `DATABASE_URL parameter ${unsupported.join(', ')} is not supported (supported: ${SSL_PARAMETERS.join(', ')}; pg's ssl=true is written sslmode=verify-full)`,
-    );
-  }
-
-  const pick = (parameter: SslParameter): Sourced | undefined => {
-    const inUrl = fromUrl.get(parameter);
-    if (inUrl !== undefined && inUrl !== '') return { value: inUrl, variable: 'DATABASE_URL', label: `DATABASE_URL parameter ${parameter}` };
-    const variable = SSL_VARIABLES[parameter];
-    const inEnv = env[variable as keyof SslEnvironment];
-    if (inEnv !== undefined && inEnv !== '') return { value: inEnv, variable, label: variable };
-    return undefined;
-  };
-
-  const modeSetting = pick('sslmode');
-  if (modeSetting !== undefined && !(SSL_MODES as readonly string[]).includes(modeSetting.value)) {
-    throw new ConfigError(modeSetting.variable, `${modeSetting.label} must be one of ${SSL_MODES.join(', ')}; got ${JSON.stringify(modeSetting.value)}`);
-  }
-  const rootSetting = pick('sslrootcert');
-  const systemRoots = rootSetting?.value === 'system';
-  const mode = (modeSetting?.value as SslMode | undefined) ?? (systemRoots ? 'verify-full' : DEFAULT_SSL_MODE);
-  if (systemRoots && mode !== 'verify-full') {
-    // As libpq: any CA of the system's store can sign a certificate for any name, so only
-    // checking the host name makes trusting the store safe.
-    throw new ConfigError(
-      modeSetting!.variable,
-      `${modeSetting!.label} must be verify-full with ${rootSetting.label}=system (any public CA could vouch for another server); got ${JSON.stringify(mode)}`,
-    );
-  }
-
-  const read = (setting: Sourced): PemFile => {
-    let pem: string;
-    try {
-      pem = readFile(setting.value);
-    } catch (err) {
-      const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-      throw new ConfigError(setting.variable, `${setting.label} must name a readable PEM file; cannot read ${setting.value} (${reason})`, { cause: err });
-    }
-    if (!pem.includes('-----BEGIN ')) {
-      throw new ConfigError(setting.variable, `${setting.label} must name a PEM file; ${setting.value} holds no "-----BEGIN" block`);
-    }
-    return { file: setting.value, pem };
-  };
-
-  const certSetting = pick('sslcert');
-  const keySetting = pick('sslkey');
-  if ((certSetting === undefined) !== (keySetting === undefined)) {
-    const given = (certSetting ?? keySetting)!;
-    const missing = certSetting === undefined ? 'sslcert (or PGSSLCERT)' : 'sslkey (or PGSSLKEY)';
-    throw new ConfigError(given.variable, `${given.label} needs ${missing} too: a client certificate and its key are set together`);
-  }
-
-  const result: DatabaseTls = { mode, roots: rootSetting === undefined || systemRoots ? 'system' : read(rootSetting) };
-  if (certSetting !== undefined && keySetting !== undefined) result.client = { cert: read(certSetting), key: read(keySetting) };
-
-  if (fromUrl.size > 0) for (const parameter of SSL_PARAMETERS) parsed.searchParams.delete(parameter);
-  return { url: fromUrl.size > 0 ? parsed.toString() : url, tls: result };
+  const settings = databaseTlsSettings(url, env);
+  return { url: settings.url, tls: readDatabaseTls(settings.tls, readFile) };
 }
 
 function readPem(path: string): string {
@@ -251,7 +180,7 @@ export function isTlsFailure(err: unknown): boolean {
 }
 
 /** How messages describe the TLS settings: `sslmode=verify-full, roots from /etc/ca.pem`. */
-export function describeTls(settings: DatabaseTls): string {
+export function describeTls(settings: DatabaseTls | DatabaseTlsSettings): string {
   const verifying = settings.mode === 'verify-ca' || settings.mode === 'verify-full' || settings.roots !== 'system';
   if (!verifying || settings.mode === 'disable') return `sslmode=${settings.mode}`;
   return `sslmode=${settings.mode}, roots ${settings.roots === 'system' ? "from the system's CA store" : `from ${settings.roots.file}`}`;

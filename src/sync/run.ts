@@ -15,7 +15,7 @@
  * watermark. The partitions of `records` the windows need are created before loading
  * (partitions.ts); RETENTION drops the old ones after the run ({@link applyRetention}).
  */
-import { DEFAULT_SOURCE, type SyncConfig } from '../config.js';
+import { DEFAULT_SOURCE, type SyncConfig, type TablesConfig } from '../config.js';
 import { AbortedError, DatabaseError, InvalidArgumentError, coerceError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
@@ -143,6 +143,8 @@ export interface SyncDeps {
   /** The source's name: the `source` of every row the run reads and writes; default {@link DEFAULT_SOURCE}. */
   source?: string;
   config: SyncConfig;
+  /** The layout of the tables every source shares (partitions, retention, derived tables). */
+  tables: TablesConfig;
   schema: string;
   /** The source's logger (a child carrying `source`). */
   log: Logger;
@@ -203,7 +205,7 @@ export async function runSync(given: SyncDeps, options: SyncOptions = {}): Promi
       // Here rather than when serve and sync migrate: taken the way the run takes its locks (a --wait
       // a signal can end, a serve tick that skips when busy), and exclusive, so no source's window is
       // being loaded while records_hourly is rebuilt.
-      const derived = new Derived(tables, deps.config.rollup);
+      const derived = new Derived(tables, deps.tables.rollup);
       if (!(await derived.isRollupCurrent(db))) {
         const rebuilt = await withAdvisoryLock(db, schemaLockName(deps.schema), lockOptions, () =>
           withTransaction(db, () => derived.ensureRollup(db, deps.log)),
@@ -213,9 +215,9 @@ export async function runSync(given: SyncDeps, options: SyncOptions = {}): Promi
       const loaded = await withAdvisoryLock(db, schemaLockName(deps.schema), { ...lockOptions, shared: true }, () => runLocked(db, tables, deps, options));
       if (!loaded.acquired) return locked;
       const result = loaded.value;
-      if (options.retention !== false && result.status !== 'locked' && result.status !== 'interrupted' && deps.config.retentionMs !== undefined) {
+      if (options.retention !== false && result.status !== 'locked' && result.status !== 'interrupted' && deps.tables.retentionMs !== undefined) {
         const now = (options.now ?? Date.now)();
-        const applied = await applyRetention(db, deps, [result.runId], now - deps.config.retentionMs, { wait: false });
+        const applied = await applyRetention(db, deps, [result.runId], now - deps.tables.retentionMs, { wait: false });
         if (!applied) deps.log.debug({ runId: result.runId }, "retention left to a later run: another source's sync is running");
       }
       return result;
@@ -228,7 +230,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
   const { config, log, observer, source } = deps;
   const started = performance.now();
   const now = (options.now ?? Date.now)();
-  const derived = new Derived(t, config.rollup);
+  const derived = new Derived(t, deps.tables.rollup);
   await withTransaction(db, () => derived.ensureTypedViewCurrent(db, log));
 
   const abandoned = await abandonStaleRuns(db, t, source);
@@ -289,7 +291,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
     concurrency: config.concurrency,
     minSplitMs: config.minSplitMs,
     instantAttempts: config.windowAttempts,
-    prepare: (page, part) => preparePage(page, part, timeField, derived, config.rollup.catalogue),
+    prepare: (page, part) => preparePage(page, part, timeField, derived, deps.tables.rollup.catalogue),
     timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(windows.length === 0 ? [] : await ledgerCounts(db, t, source, windows[0]!.start, windows[windows.length - 1]!.end)),
@@ -314,7 +316,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
       db,
       t,
       windows.map((w) => w.start),
-      config.partitionInterval,
+      deps.tables.partitionInterval,
     );
     if (createdPartitions.length > 0) {
       log.info({ runId, partitions: createdPartitions.map((p) => ({ name: p.name, from: iso(p.start), to: iso(p.end) })) }, 'created partitions of records');
@@ -372,7 +374,7 @@ async function runLocked(db: PoolClient, t: Tables, deps: SourceDeps, options: S
       }
       observer?.windowCommitted?.(summary);
     }
-    const rollupRetentionMs = config.rollup.retentionMs;
+    const rollupRetentionMs = deps.tables.rollup.retentionMs;
     if (rollupRetentionMs !== undefined) {
       // In a transaction: records_daily_distinct's days are recomputed under locks held until its commit.
       const pruned = await withTransaction(db, () => derived.pruneRollup(db, now - rollupRetentionMs));
@@ -599,7 +601,7 @@ async function loadWindow(
 ): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
   return withTransaction(db, async () => {
-    const derived = new Derived(t, deps.config.rollup);
+    const derived = new Derived(t, deps.tables.rollup);
     const replaced = await clearWindow(db, t, deps.source, window, derived);
     let stored = 0;
     let fetched = 0;

@@ -11,6 +11,7 @@ import type { UpstreamConfig } from '../config.js';
 import { AbortedError, InvalidArgumentError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { RequestBudget } from './budget.js';
+import { readClientFiles } from './files.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
 import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 import { MIN_CLIENT_SECRET_LENGTH, TokenClient } from './token.js';
@@ -250,22 +251,26 @@ export class AnalyticsClient {
   }
 
   /**
-   * Builds a client, its token client and its dispatcher from the configuration.
+   * Builds a client, its token client and its dispatcher from the configuration, reading the
+   * client's files (src/upstream/files.ts: the secret file, the TLS files) now.
    * Call {@link close} when done, to release keep-alive sockets. Logs a warning (naming the
    * variable, never the value) when the client secret is shorter than {@link MIN_CLIENT_SECRET_LENGTH}.
+   *
+   * @throws {ConfigError} for a file that cannot be read or an empty secret file, as at start.
    */
   static fromConfig(
     config: UpstreamConfig,
     deps: { log: Logger; observer?: ClientObserver; now?: () => number; random?: () => number; sleep?: RetryPolicy['sleep'] },
   ): AnalyticsClient {
-    if (config.clientSecret.length < MIN_CLIENT_SECRET_LENGTH) {
+    const files = readClientFiles(config);
+    if (files.clientSecret.length < MIN_CLIENT_SECRET_LENGTH) {
       const variable = config.clientSecretVariable ?? 'CLIENT_SECRET';
       deps.log.warn(
         { variable, minimumLength: MIN_CLIENT_SECRET_LENGTH },
         `${variable} holds a client secret shorter than ${MIN_CLIENT_SECRET_LENGTH} characters: it is easy to guess, and messages mask it only where it stands as a whole word`,
       );
     }
-    const dispatcher = createAgent({ timeoutMs: config.timeoutMs, tls: config.tls });
+    const dispatcher = createAgent({ timeoutMs: config.timeoutMs, tls: files.tls });
     const retry: RetryPolicy = {
       maxAttempts: config.maxAttempts,
       maxDelayMs: config.retryMaxDelayMs,
@@ -288,8 +293,8 @@ export class AnalyticsClient {
     const tokens = new TokenClient({
       tokenUrl: config.tokenUrl,
       clientId: config.clientId,
-      clientSecret: config.clientSecret,
-      ...(config.clientSecretFile !== undefined ? { clientSecretFile: config.clientSecretFile } : {}),
+      clientSecret: files.clientSecret,
+      ...(config.clientSecretFile !== undefined ? { clientSecretFile: config.clientSecretFile.file } : {}),
       authMethod: config.tokenAuthMethod,
       scope: config.scope,
       dispatcher,

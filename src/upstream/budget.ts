@@ -13,6 +13,7 @@
  *
  * Time is injected (`now`, `sleep`), so tests drive the bucket and the AIMD on a fake clock.
  */
+import type { RateLimit } from '../config.js';
 import { AbortedError } from '../errors.js';
 import { abortableSleep } from './retry.js';
 
@@ -28,14 +29,6 @@ export const MIN_RATE_SHARE = 0.05;
  * counting each would cut the rate to a sixteenth for one event.
  */
 export const DECREASE_HOLD_MS = 1_000;
-
-/** UPSTREAM_RATE_LIMIT and UPSTREAM_RATE_BURST. */
-export interface RateLimit {
-  /** Requests per second, E6 and E7 together; > 0. */
-  ratePerSecond: number;
-  /** Requests that may be sent at once after a quiet spell; a whole number ≥ 1. */
-  burst: number;
-}
 
 /** Hooks for the exporter's own metrics. */
 export interface BudgetObserver {

@@ -7,7 +7,7 @@ import { isUtf8 } from 'node:buffer';
 import { rootCertificates } from 'node:tls';
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
 import { AbortedError, ExporterError, TokenError, UpstreamError, redactSecrets, type Endpoint, type ErrorCode, type FailureReason } from '../errors.js';
-import type { TlsFiles } from '../config.js';
+import type { TlsFiles } from './files.js';
 import { parseRetryAfter } from './retry.js';
 
 /** Upper bound on a response body; a page of 1000 records is far below it. */

@@ -15,9 +15,10 @@
 import { readFile } from 'node:fs/promises';
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
-import { secretFromFileText, type TokenAuthMethod } from '../config.js';
+import type { TokenAuthMethod } from '../config.js';
 import { TokenError, failureReason, type FailureReason } from '../errors.js';
 import type { Logger } from '../log.js';
+import { secretFromFileText } from './files.js';
 import { bodyError, excerpt, send, statusError } from './http.js';
 import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 

@@ -1,14 +1,15 @@
 import { expect } from 'vitest';
-import { loadConfig, type SyncConfig } from '../../src/config.js';
+import { loadConfig, type SyncConfig, type TablesConfig } from '../../src/config.js';
 import type { Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import type { Simulator } from '../../src/simulator/index.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { canonicalJson } from './canonical.js';
 
-/** Sync settings for tests: the configuration's defaults with `env` applied. */
-export function syncConfig(env: Record<string, string> = {}): SyncConfig {
-  return loadConfig(env).sources[0]!.sync;
+/** A run's settings for tests (SyncDeps' `config` and `tables`): the configuration's defaults with `env` applied. */
+export function syncSettings(env: Record<string, string> = {}): { config: SyncConfig; tables: TablesConfig } {
+  const config = loadConfig(env);
+  return { config: config.sources[0]!.sync, tables: config.tables };
 }
 
 /** The upstream settings that point the exporter at `sim` (its E6/E7 and E0 on one port) with the simulator's client credentials. */

@@ -5,7 +5,7 @@ import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync } from '../../src/sync/run.js';
 import { useTestDatabase } from '../helpers/db.js';
-import { expectExactDataset, simClient, syncConfig } from '../helpers/sync.js';
+import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 let pool: Pool;
@@ -35,7 +35,7 @@ describe('database faults', () => {
       {
         pool,
         client,
-        config: syncConfig({ SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '200', SYNC_CONCURRENCY: '1' }),
+        ...syncSettings({ SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '200', SYNC_CONCURRENCY: '1' }),
         schema: 'faults',
         log: silentLogger,
         observer: {
@@ -69,7 +69,7 @@ describe('database faults', () => {
     );
     expect(partial.rows[0]!.stray).toBe(0);
 
-    const next = await runSync({ pool, client, config: syncConfig({ SYNC_WINDOW: '1d' }), schema: 'faults', log: silentLogger }, { from: START, to: END });
+    const next = await runSync({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema: 'faults', log: silentLogger }, { from: START, to: END });
     expect(next.status).toBe('succeeded');
     await expectExactDataset(pool, 'faults', sim, START, END);
     await client.close();

@@ -16,6 +16,7 @@ import { MIGRATIONS_DIR } from '../../src/db/migrate.js';
 import { runSimulate } from '../../src/simulator/cli.js';
 import { createLogger } from '../../src/log.js';
 import { DEFAULT_SCOPE } from '../../src/simulator/index.js';
+import { readClientFiles } from '../../src/upstream/files.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
@@ -714,7 +715,7 @@ describe('compose.yaml', () => {
       const simulator = argvOf(services[simulatorOf(entry)]!);
       expect(source.upstream, `source ${source.name} has an upstream`).toBeDefined();
       expect(source.upstream!.clientId).toBe(flagValue(simulator, '--client-id'));
-      expect(source.upstream!.clientSecret).toBe(flagValue(simulator, '--client-secret'));
+      expect(readClientFiles(source.upstream!).clientSecret).toBe(flagValue(simulator, '--client-secret'));
       expect(source.labels).toEqual(entry.labels);
     }
   });

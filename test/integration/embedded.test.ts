@@ -8,7 +8,7 @@ import { startSimulator } from '../../src/simulator/index.js';
 import { runSync } from '../../src/sync/run.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { MIGRATIONS } from '../helpers/migrations.js';
-import { expectExactDataset, simClient, syncConfig } from '../helpers/sync.js';
+import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
 
 describe('embedded PGlite database', () => {
   // Two starts of PGlite (WebAssembly) and a sync: well within the default timeout on a quiet machine, not on a loaded one.
@@ -36,12 +36,12 @@ describe('embedded PGlite database', () => {
     const client = simClient(sim);
     try {
       const deps = { pool, client, schema: 'analytics', log: silentLogger };
-      const first = await runSync({ ...deps, config: syncConfig({ SYNC_WINDOW: '1d' }) }, { from: start, to: end });
+      const first = await runSync({ ...deps, ...syncSettings({ SYNC_WINDOW: '1d' }) }, { from: start, to: end });
       expect(first).toMatchObject({ status: 'succeeded', records: 300 });
       expect(await partitionNames()).toEqual(['records_20260901_20261001', 'records_20261001_20261101']);
       await expectExactDataset(pool, 'analytics', sim, start, end);
       const later = () => Date.parse('2026-10-20T00:00:00Z');
-      const retained = await runSync({ ...deps, config: syncConfig({ SYNC_WINDOW: '1d', RETENTION: '15d' }) }, { to: end, now: later });
+      const retained = await runSync({ ...deps, ...syncSettings({ SYNC_WINDOW: '1d', RETENTION: '15d' }) }, { to: end, now: later });
       expect(retained).toMatchObject({ status: 'succeeded' });
       expect(await partitionNames()).toEqual(['records_20261001_20261101']);
       await expectExactDataset(pool, 'analytics', sim, new Date('2026-10-01T00:00:00Z'), end);

@@ -13,7 +13,7 @@ import { silentLogger } from '../../src/log.js';
 import { runSync } from '../../src/sync/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';
-import { syncConfig } from '../helpers/sync.js';
+import { syncSettings } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 let pool: Pool;
@@ -66,7 +66,7 @@ describe('stored payloads', () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger, random: () => 0 });
     try {
-      const result = await runSync({ pool, client, config: syncConfig({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
+      const result = await runSync({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
       expect(result).toMatchObject({ status: 'succeeded', records: 3 });
     } finally {
       await client.close();
@@ -106,7 +106,7 @@ describe('stored payloads', () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger, random: () => 0 });
     try {
-      const result = await runSync({ pool, client, config: syncConfig({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
+      const result = await runSync({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
       expect(result).toMatchObject({ status: 'succeeded', records: 2 });
     } finally {
       body = BODY;

@@ -8,7 +8,7 @@ import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run.j
 import { parseIsoDateTime } from '../../src/time.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
-import { expectExactDataset, simClient, syncConfig } from '../helpers/sync.js';
+import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -32,7 +32,7 @@ async function sync(
   const client = simClient(s);
   closers.push(() => client.close());
   const observer = { partitionsDropped: (e: { partitions: readonly DroppedPartition[] }) => dropped.push([...e.partitions]) };
-  const result = await runSync({ pool: bed.pool, client, config: syncConfig(env), schema, log: silentLogger, observer }, options);
+  const result = await runSync({ pool: bed.pool, client, ...syncSettings(env), schema, log: silentLogger, observer }, options);
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   expect(result.error).toBeUndefined();
   return result;

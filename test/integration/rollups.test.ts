@@ -16,7 +16,7 @@ import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
 import { renderSql } from '../../grafana/src/interpolate.js';
 import { runCliInProcess } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
-import { simClient, syncConfig } from '../helpers/sync.js';
+import { simClient, syncSettings } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -62,7 +62,7 @@ async function sync(
 ): Promise<Extract<SyncResult, { runId: number }>> {
   const client = simClient(s);
   closers.push(() => client.close());
-  const result = await runSync({ pool: bed.pool, client, config: syncConfig({ SYNC_WINDOW: '1h', ...env }), schema, log: silentLogger }, options);
+  const result = await runSync({ pool: bed.pool, client, ...syncSettings({ SYNC_WINDOW: '1h', ...env }), schema, log: silentLogger }, options);
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }
@@ -333,7 +333,7 @@ describe('records_daily_distinct', () => {
     const schema = await freshSchema();
     const config = loadConfig({ DATABASE_SCHEMA: schema });
     await migrateDatabase(bed.pool, config, silentLogger);
-    const derived = new Derived(new Tables(schema), config.sources[0]!.sync.rollup);
+    const derived = new Derived(new Tables(schema), config.tables.rollup);
     const hourAt = (h: number) => START.getTime() + h * HOUR_MS;
     // Hours 8 and 9 after START (02:00 and 03:00 UTC) are of the same UTC day.
     const windows = [

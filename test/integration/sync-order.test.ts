@@ -9,7 +9,7 @@ import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync, type SyncObserver, type SyncResult } from '../../src/sync/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
-import { expectExactDataset, simClient, syncConfig, watermarkOf } from '../helpers/sync.js';
+import { expectExactDataset, simClient, syncSettings, watermarkOf } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -36,7 +36,7 @@ async function sync(
 ): Promise<Extract<SyncResult, { runId: number }>> {
   const client = simClient(s);
   closers.push(() => client.close());
-  const result = await runSync({ pool: bed.pool, client, config: syncConfig(env), schema, log: silentLogger, observer }, { from: DAY_START, to });
+  const result = await runSync({ pool: bed.pool, client, ...syncSettings(env), schema, log: silentLogger, observer }, { from: DAY_START, to });
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }

@@ -5,7 +5,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runSync, type ShrunkWindow, type SyncResult } from '../../src/sync/run.js';
 import type { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
-import { expectExactDataset, simClient, syncConfig, watermarkOf } from '../helpers/sync.js';
+import { expectExactDataset, simClient, syncSettings, watermarkOf } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db, 8);
@@ -41,7 +41,7 @@ async function sync(
   env: Record<string, string> = {},
   options: Parameters<typeof runSync>[1] = {},
 ): Promise<Extract<SyncResult, { runId: number }>> {
-  const result = await runSync({ pool: bed.pool, client: client(s), config: syncConfig(env), schema, log: silentLogger }, { from: START, to: END, ...options });
+  const result = await runSync({ pool: bed.pool, client: client(s), ...syncSettings(env), schema, log: silentLogger }, { from: START, to: END, ...options });
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }
@@ -102,7 +102,7 @@ describe('sync (in process, real PostgreSQL)', () => {
       {
         pool: bed.pool,
         client: client(s),
-        config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '1' }),
+        ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '1' }),
         schema,
         log: silentLogger,
         observer: { windowCommitted: (w) => requests.push(w.requests) },
@@ -168,7 +168,7 @@ describe('sync (in process, real PostgreSQL)', () => {
         {
           pool: bed.pool,
           client: client(after),
-          config: syncConfig({ SYNC_WINDOW: '6h', ...env }),
+          ...syncSettings({ SYNC_WINDOW: '6h', ...env }),
           schema,
           log: silentLogger,
           observer: { windowShrunk: (w) => shrunk.push(w) },
@@ -213,7 +213,7 @@ describe('sync (in process, real PostgreSQL)', () => {
       {
         pool: bed.pool,
         client: client(s, { UPSTREAM_MAX_ATTEMPTS: '2' }),
-        config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '1000', SYNC_CONCURRENCY: '1' }),
+        ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '1000', SYNC_CONCURRENCY: '1' }),
         schema,
         log: silentLogger,
         observer: {
@@ -242,7 +242,7 @@ describe('sync (in process, real PostgreSQL)', () => {
   it('lets one of two concurrent syncs run; the other returns locked at once', async () => {
     const s = await sim({ records: 10_000, start: START, end: END, faults: { latencyMs: 30 } });
     const schema = await freshSchema();
-    const deps = () => ({ pool: bed.pool, client: client(s), config: syncConfig({ SYNC_WINDOW: '6h' }), schema, log: silentLogger });
+    const deps = () => ({ pool: bed.pool, client: client(s), ...syncSettings({ SYNC_WINDOW: '6h' }), schema, log: silentLogger });
     const [a, b] = await Promise.all([runSync(deps(), { from: START, to: END }), runSync(deps(), { from: START, to: END })]);
     expect([a.status, b.status].sort()).toEqual(['locked', 'succeeded']);
     await expectExactDataset(bed.pool, schema, s, START, END);
@@ -262,7 +262,7 @@ describe('sync (in process, real PostgreSQL)', () => {
       {
         pool: bed.pool,
         client: client(s),
-        config: syncConfig({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '2' }),
+        ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '2' }),
         schema,
         log: silentLogger,
         observer: { pageLoaded: () => void (++pages === 15 && controller.abort()) },
@@ -291,7 +291,7 @@ describe('sync (in process, real PostgreSQL)', () => {
       {
         pool: bed.pool,
         client: client(s),
-        config: syncConfig({ RECORD_TIME_FIELD: 'createdAt', SYNC_WINDOW: '6h' }),
+        ...syncSettings({ RECORD_TIME_FIELD: 'createdAt', SYNC_WINDOW: '6h' }),
         schema,
         log: silentLogger,
         observer: { windowCommitted: (w) => void (outside += w.outside) },

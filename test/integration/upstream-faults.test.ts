@@ -23,7 +23,7 @@ import { runSync, type SyncResult } from '../../src/sync/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { abortableSleep } from '../../src/upstream/retry.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
-import { canonicalJson, expectExactDataset, expectedMultiset, syncConfig, watermarkOf } from '../helpers/sync.js';
+import { canonicalJson, expectExactDataset, expectedMultiset, syncSettings, watermarkOf } from '../helpers/sync.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -148,6 +148,7 @@ async function run(h: Harness, env: Record<string, string> = {}): Promise<Extrac
       pool: bed.pool,
       client,
       config: config.sources[0]!.sync,
+      tables: config.tables,
       schema: h.schema,
       log,
       observer: {
@@ -498,7 +499,7 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     );
     closers.push(() => client.close());
     const reload = await runSync(
-      { pool: bed.pool, client, config: syncConfig(SYNC_ENV), schema: h.schema, log: silentLogger },
+      { pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema: h.schema, log: silentLogger },
       { from: new Date('2026-10-30T12:00:00Z'), to: new Date('2026-10-31T00:00:00Z'), now: () => END.getTime() + 3_600_000 },
     );
     expect(reload.status).toBe('succeeded');

@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
+import { loadCommandConfig } from '../../src/commands/runtime.js';
 import { ConfigError } from '../../src/errors.js';
+import { readClientFiles } from '../../src/upstream/files.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ae-config-file-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -49,9 +51,10 @@ function entry(name: string, extra: string[] = []): string {
   ].join('\n');
 }
 
+/** The error a command stops with: a broken rule, or a file a setting names that cannot be used. */
 function configError(env: Record<string, string>): ConfigError {
   try {
-    loadConfig(env);
+    loadCommandConfig(env, {});
   } catch (err) {
     expect(err).toBeInstanceOf(ConfigError);
     return err as ConfigError;
@@ -67,11 +70,11 @@ describe('CONFIG_FILE', () => {
     expect(production.labels).toEqual({ environment: 'production' });
     expect(production.upstream).toMatchObject({
       clientId: 'analytics-exporter',
-      clientSecret: EXAMPLE_SECRET,
-      clientSecretFile: EXAMPLE_SECRET_PATH,
+      clientSecretFile: { file: EXAMPLE_SECRET_PATH },
       clientSecretVariable: 'sources[0].client_secret_file',
       tokenAuthMethod: 'client_secret_post',
     });
+    expect(readClientFiles(production.upstream!).clientSecret).toBe(EXAMPLE_SECRET);
     expect(production.upstream!.statisticsUrl.href).toBe('https://statistics.example.com/');
     expect(production.upstream!.tokenUrl.href).toBe('https://identity.example.com/connect/token');
     expect(production.sync).toMatchObject({ startDate: { agoMs: 90 * 86_400_000 }, windowMs: 3_600_000, schedule: '*/15 * * * *' });
@@ -98,7 +101,8 @@ describe('CONFIG_FILE', () => {
     const [a, b] = loadConfig({ CONFIG_FILE: file }).sources;
     expect(a!.upstream!.rateLimit).toEqual({ ratePerSecond: 2, burst: 4 });
     expect(b!.upstream!.rateLimit).toBeUndefined();
-    expect(b!.upstream).toMatchObject({ clientSecret: 'secret-of-b-source', clientSecretFile: join(dir, 'b.secret') });
+    expect(b!.upstream).toMatchObject({ clientSecretFile: { file: join(dir, 'b.secret') } });
+    expect(readClientFiles(b!.upstream!).clientSecret).toBe('secret-of-b-source');
   });
 
   it('names the key path and line of an unknown key', () => {
@@ -267,14 +271,14 @@ describe('CONFIG_FILE', () => {
       statisticsUrl: 'https://stats.example.test/api',
       tokenUrl: 'https://auth.example.test/connect/token',
       clientId: 'env-client',
-      clientSecret: 'env-secret-value',
-      clientSecretFile: secretFile,
+      clientSecretFile: { file: secretFile },
       tokenAuthMethod: 'client_secret_basic',
       scope: 'api.external api.extra',
       timeoutMs: 5_000,
       maxAttempts: 7,
       rateLimit: { ratePerSecond: 2, burst: 3 },
     });
+    expect(readClientFiles(only.upstream!).clientSecret).toBe('env-secret-value');
     expect(only.sync).toMatchObject({ startDate: { agoMs: 7 * 86_400_000 }, windowMs: 6 * 3_600_000, pageSize: 250, schedule: '0 * * * *' });
 
     const fromFile = loadConfig({
@@ -297,13 +301,21 @@ describe('CONFIG_FILE', () => {
         ].join('\n'),
       ),
     });
-    // Only where the secret came from is named differently (for warnings about it).
+    // Only where the secret came from is named differently (for warnings and errors about it): the file and the secret it holds are the same.
     const comparable = (config: typeof fromEnv): unknown =>
       JSON.parse(
         JSON.stringify({
           ...config,
           configFile: undefined,
-          sources: config.sources.map((s) => ({ ...s, upstream: { ...s.upstream, clientSecretVariable: undefined } })),
+          sources: config.sources.map((s) => ({
+            ...s,
+            upstream: {
+              ...s.upstream,
+              clientSecretVariable: undefined,
+              clientSecretFile: s.upstream!.clientSecretFile!.file,
+              clientSecret: readClientFiles(s.upstream!).clientSecret,
+            },
+          })),
         }),
       );
     expect(comparable(fromFile)).toEqual(comparable(fromEnv));

@@ -1,11 +1,14 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { SETTINGS, loadConfig } from '../../src/config.js';
+import { loadCommandConfig } from '../../src/commands/runtime.js';
 import { parseDuration } from '../../src/time.js';
 import { ConfigError } from '../../src/errors.js';
+import { readClientFiles } from '../../src/upstream/files.js';
+import { readDatabaseTls } from '../../src/db/tls.js';
 import { scratchDir } from '../helpers/scratch.js';
 
 const base = {
@@ -15,9 +18,10 @@ const base = {
   CLIENT_SECRET: 's3cr3t-value',
 };
 
+/** The error a command stops with: a broken rule, or a file a setting names that cannot be used. */
 function configError(env: Record<string, string>, overrides: Record<string, string> = {}): ConfigError {
   try {
-    loadConfig(env, overrides);
+    loadCommandConfig(env, overrides);
   } catch (err) {
     expect(err).toBeInstanceOf(ConfigError);
     return err as ConfigError;
@@ -149,7 +153,7 @@ describe('loadConfig', () => {
     const file = join(dir, 'secret');
     writeFileSync(file, 'from-file\n');
     const { CLIENT_SECRET: _omit, ...rest } = base;
-    expect(loadConfig({ ...rest, CLIENT_SECRET_FILE: file }).sources[0]!.upstream!.clientSecret).toBe('from-file');
+    expect(readClientFiles(loadConfig({ ...rest, CLIENT_SECRET_FILE: file }).sources[0]!.upstream!).clientSecret).toBe('from-file');
     writeFileSync(file, '\n');
     expect(configError({ ...rest, CLIENT_SECRET_FILE: file }).variable).toBe('CLIENT_SECRET_FILE');
   });
@@ -159,6 +163,34 @@ describe('loadConfig', () => {
     expect(err.variable).toBe('TLS_CA_FILE');
     expect(err.message).toContain('ENOENT');
     expect(configError({ ...base, TLS_CLIENT_CERT_FILE: '/x' }).variable).toBe('TLS_CLIENT_KEY_FILE');
+  });
+});
+
+describe('the configuration as a leaf', () => {
+  it('keeps the files settings name as paths, which a command reads once right after loading it', () => {
+    const { CLIENT_SECRET: _omit, ...rest } = base;
+    const env = {
+      ...rest,
+      CLIENT_SECRET_FILE: '/nonexistent/secret',
+      TLS_CA_FILE: '/nonexistent/ca.pem',
+      DATABASE_URL: 'postgres://u@h/a',
+      PGSSLROOTCERT: '/nonexistent/root.pem',
+    };
+    const config = loadConfig(env);
+    expect(config.sources[0]!.upstream).toMatchObject({
+      clientSecretFile: { file: '/nonexistent/secret', variable: 'CLIENT_SECRET_FILE', key: 'CLIENT_SECRET_FILE' },
+      tls: { ca: { file: '/nonexistent/ca.pem', variable: 'TLS_CA_FILE' } },
+    });
+    expect(config.database.tls).toMatchObject({ roots: { file: '/nonexistent/root.pem', variable: 'PGSSLROOTCERT' } });
+    expect(configError(env).message).toBe('CLIENT_SECRET_FILE must name a readable file (ENOENT); got "/nonexistent/secret"');
+  });
+
+  it('imports nothing from the modules that use it', () => {
+    const folder = fileURLToPath(new URL('../../src/config/', import.meta.url));
+    const files = [fileURLToPath(new URL('../../src/config.ts', import.meta.url)), ...readdirSync(folder).map((name) => join(folder, name))];
+    const imports = files.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/^(?:import|export)\b[^;]*?\sfrom\s+'([^']+)'/gm)].map((m) => m[1]!));
+    expect(imports).toContain('../errors.js');
+    expect(imports.filter((target) => /(^|\/)(db|upstream|sync|app|commands|metrics|exposition|simulator)\//.test(target))).toEqual([]);
   });
 });
 
@@ -176,7 +208,8 @@ describe('parseDuration', () => {
 
 describe('sync settings', () => {
   it('has the documented defaults', () => {
-    expect(loadConfig({}).sources[0]!.sync).toEqual({
+    const config = loadConfig({});
+    expect(config.sources[0]!.sync).toEqual({
       startDate: { agoMs: 30 * 86_400_000 },
       windowMs: 3_600_000,
       settleMs: 300_000,
@@ -189,6 +222,8 @@ describe('sync settings', () => {
       shrink: 'keep',
       schedule: '*/15 * * * *',
       recordTimeField: ['timestamp'],
+    });
+    expect(config.tables).toEqual({
       partitionInterval: 'month',
       retentionMs: undefined,
       rollup: {
@@ -206,7 +241,7 @@ describe('sync settings', () => {
   });
 
   it('reads ROLLUP_DIMENSIONS (dotted fields, none) and ROLLUP_RETENTION', () => {
-    const { rollup } = loadConfig({ ROLLUP_DIMENSIONS: ' form = form.id ,kind=type', ROLLUP_RETENTION: '400d' }).sources[0]!.sync;
+    const { rollup } = loadConfig({ ROLLUP_DIMENSIONS: ' form = form.id ,kind=type', ROLLUP_RETENTION: '400d' }).tables;
     expect(rollup).toEqual({
       enabled: true,
       dimensions: [
@@ -218,11 +253,11 @@ describe('sync settings', () => {
       catalogue: true,
       retentionMs: 400 * 86_400_000,
     });
-    expect(loadConfig({ ROLLUP_DIMENSIONS: 'none', ROLLUP_DISTINCT_BY: 'none' }).sources[0]!.sync.rollup.dimensions).toEqual([]);
+    expect(loadConfig({ ROLLUP_DIMENSIONS: 'none', ROLLUP_DISTINCT_BY: 'none' }).tables.rollup.dimensions).toEqual([]);
   });
 
   it('reads ROLLUP_DISTINCT, ROLLUP_DISTINCT_BY, ROLLUP_DIMENSIONS=off and FIELD_CATALOGUE', () => {
-    const rollupOf = (env: Record<string, string>) => loadConfig(env).sources[0]!.sync.rollup;
+    const rollupOf = (env: Record<string, string>) => loadConfig(env).tables.rollup;
     expect(rollupOf({ ROLLUP_DISTINCT: 'user=actor.id, form=formId', ROLLUP_DISTINCT_BY: ' customer = account.id ' })).toMatchObject({
       distinct: [
         { column: 'user', path: ['actor', 'id'] },
@@ -331,11 +366,22 @@ describe('DATABASE_URL and libpq TLS settings', () => {
       writeFileSync(join(dir, name), text);
       return join(dir, name);
     };
-    const ca = file('ca.pem', '-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n');
-    const cert = file('c.pem', '-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----\n');
-    const key = file('c.key', '-----BEGIN PRIVATE KEY-----\nC\n-----END PRIVATE KEY-----\n');
+    const pems = {
+      ca: '-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n',
+      cert: '-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----\n',
+      key: '-----BEGIN PRIVATE KEY-----\nC\n-----END PRIVATE KEY-----\n',
+    };
+    const ca = file('ca.pem', pems.ca);
+    const cert = file('c.pem', pems.cert);
+    const key = file('c.key', pems.key);
     const { tls } = loadConfig({ DATABASE_URL: 'postgres://u@h/a?sslmode=verify-full', PGSSLROOTCERT: ca, PGSSLCERT: cert, PGSSLKEY: key }).database;
     expect(tls).toMatchObject({ mode: 'verify-full', roots: { file: ca }, client: { cert: { file: cert }, key: { file: key } } });
+    // The configuration names them; the database module reads them (src/db/tls.ts).
+    expect(readDatabaseTls(tls)).toEqual({
+      mode: 'verify-full',
+      roots: { file: ca, pem: pems.ca },
+      client: { cert: { file: cert, pem: pems.cert }, key: { file: key, pem: pems.key } },
+    });
   });
 
   it.each([

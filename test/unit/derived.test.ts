@@ -91,7 +91,7 @@ function expectEveryParameterUsed(query: { text: string; values: unknown[] }): v
 }
 
 describe('Derived.windowRollupQuery', () => {
-  const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).sources[0]!.sync.rollup);
+  const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).tables.rollup);
   const window = { start: Date.parse('2026-11-01T00:00:00Z'), end: Date.parse('2026-11-02T00:00:00Z') };
 
   it("groups the window's records into records_hourly and records_hourly_distinct in one statement, parameters numbered after the source and window start", () => {
@@ -122,7 +122,7 @@ describe('Derived.windowRollupQuery', () => {
 });
 
 describe('Derived.countRollup and windowCountsQuery', () => {
-  const derived = new Derived(new Tables('s'), loadConfig({}).sources[0]!.sync.rollup);
+  const derived = new Derived(new Tables('s'), loadConfig({}).tables.rollup);
   const window = { start: Date.parse('2026-11-01T10:00:00Z'), end: Date.parse('2026-11-01T11:00:00Z') };
   const at1030 = Date.parse('2026-11-01T10:30:00Z');
 
@@ -216,7 +216,7 @@ describe('Derived.countRollup and windowCountsQuery', () => {
       expect(derived.windowCountsQuery('prod', window, counts)).toEqual(derived.windowRollupQuery('prod', window));
     }
     // A path through an array (its keys are indexes) too, but not a path into a scalar or a missing key.
-    const nested = new Derived(new Tables('s'), loadConfig({ ROLLUP_DIMENSIONS: 'plan=meta.plan', ROLLUP_DISTINCT: 'none' }).sources[0]!.sync.rollup);
+    const nested = new Derived(new Tables('s'), loadConfig({ ROLLUP_DIMENSIONS: 'plan=meta.plan', ROLLUP_DISTINCT: 'none' }).tables.rollup);
     expect(nested.countRollup([{ meta: [{ plan: 'pro' }] }], [0], [null])!.exact).toBe(false);
     expect(nested.countRollup([{ meta: 'pro' }, {}], [0, 1], [null, null])!.exact).toBe(true);
   });

@@ -59,8 +59,8 @@ describe('subtractWindows', () => {
 
 describe('PARTITION_INTERVAL and RETENTION', () => {
   it('default to monthly partitions and no retention, and refuse anything else than documented', () => {
-    expect(loadConfig({}).sources[0]!.sync).toMatchObject({ partitionInterval: 'month', retentionMs: undefined });
-    expect(loadConfig({ PARTITION_INTERVAL: 'week', RETENTION: '90d' }).sources[0]!.sync).toMatchObject({
+    expect(loadConfig({}).tables).toMatchObject({ partitionInterval: 'month', retentionMs: undefined });
+    expect(loadConfig({ PARTITION_INTERVAL: 'week', RETENTION: '90d' }).tables).toMatchObject({
       partitionInterval: 'week',
       retentionMs: 90 * 86_400_000,
     });

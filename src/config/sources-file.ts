@@ -1,7 +1,7 @@
 /**
  * CONFIG_FILE: a YAML list of sources (environments and API clients), each read into the settings
- * of the environment variables it stands for, so that src/config.ts validates a source from the
- * file with the same schemas and rules as the environment's own source.
+ * of the environment variables it stands for, so that loadConfig (src/config/load.ts) validates a
+ * source from the file with the same schemas and rules as the environment's own source.
  *
  * ```yaml
  * sources:
@@ -19,10 +19,12 @@
  * path (`sources[1].client_secret_fil`). Relative file paths in the file are relative to its folder,
  * as in exporter-toolkit's web configuration.
  */
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import type { Node as YamlNode, Pair, YAMLMap } from 'yaml';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../errors.js';
+import { readFailure, settingError, type SettingFile } from './setting-file.js';
 
 /** A source name: the `source` column and label value (design: lower-case letters, digits, `_`, `-`). */
 export const SOURCE_NAME_PATTERN = /^[a-z0-9_-]{1,64}$/;
@@ -130,6 +132,24 @@ export interface FileSource {
 /** `CONFIG_FILE /etc/x.yaml line 7: ` — the start of every message about the file. */
 export function fileLocation(file: string, line: number): string {
   return `CONFIG_FILE ${file} line ${line}: `;
+}
+
+/**
+ * Reads CONFIG_FILE and its sources ({@link parseSourcesFile}).
+ *
+ * @param setting CONFIG_FILE's path and how messages name it.
+ * @param env where `${NAME}` is looked up.
+ * @throws {ConfigError} (variable CONFIG_FILE) for a file that cannot be read, naming the path; as
+ *   {@link parseSourcesFile} for its content.
+ */
+export function readSourcesFile(setting: SettingFile, env: NodeJS.ProcessEnv): FileSource[] {
+  let text: string;
+  try {
+    text = readFileSync(setting.file, 'utf8');
+  } catch (err) {
+    throw settingError(setting, `must name a readable file (${readFailure(err)})`);
+  }
+  return parseSourcesFile(setting.file, text, env);
 }
 
 /**

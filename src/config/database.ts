@@ -1,0 +1,124 @@
+/**
+ * DATABASE_URL's TLS settings the way libpq reads them: `sslmode`, `sslrootcert`, `sslcert` and
+ * `sslkey` from the URL's query or from libpq's own PGSSLMODE, PGSSLROOTCERT, PGSSLCERT and
+ * PGSSLKEY (the URL wins). The files stay paths here; src/db/tls.ts reads them and turns the
+ * settings into the `ssl` option of each pg connection attempt.
+ */
+import { ConfigError } from '../errors.js';
+import type { SettingFile } from './setting-file.js';
+
+export const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
+export type SslMode = (typeof SSL_MODES)[number];
+
+/** libpq's default sslmode. */
+export const DEFAULT_SSL_MODE: SslMode = 'prefer';
+
+/** The URL query parameters read here; every other `ssl*` parameter is refused by name. */
+const SSL_PARAMETERS = ['sslmode', 'sslrootcert', 'sslcert', 'sslkey'] as const;
+type SslParameter = (typeof SSL_PARAMETERS)[number];
+
+/** The environment variable standing in for each URL parameter, as in libpq. */
+export const SSL_VARIABLES: Record<SslParameter, string> = {
+  sslmode: 'PGSSLMODE',
+  sslrootcert: 'PGSSLROOTCERT',
+  sslcert: 'PGSSLCERT',
+  sslkey: 'PGSSLKEY',
+};
+
+/** TLS settings of a database connection, files not read (src/db/tls.ts `readDatabaseTls` reads them). */
+export interface DatabaseTlsSettings {
+  mode: SslMode;
+  /** Roots trusted when verifying: the `sslrootcert` file, or the system's CA store. */
+  roots: SettingFile | 'system';
+  /** Client certificate and key for mutual TLS (`sslcert` and `sslkey`). */
+  client?: { cert: SettingFile; key: SettingFile };
+}
+
+/** libpq's variables, as {@link databaseTlsSettings} reads them; unset or empty means absent. */
+export type SslEnvironment = Partial<Record<'PGSSLMODE' | 'PGSSLROOTCERT' | 'PGSSLCERT' | 'PGSSLKEY', string | undefined>>;
+
+/**
+ * Resolves the TLS settings of a libpq-style URL: its `sslmode`, `sslrootcert`, `sslcert` and
+ * `sslkey` query parameters, each defaulting to libpq's variable (PGSSLMODE …), then to libpq's
+ * default (`prefer`, system roots, no client certificate). No file is read.
+ *
+ * As libpq: `sslrootcert=system` means the system's CA store and requires `verify-full` (it is
+ * the default mode then); `require` with an `sslrootcert` file verifies the chain like `verify-ca`.
+ * Unlike libpq, no file under `~/.postgresql` is read: roots and client certificates are named
+ * explicitly, and `sslcert` and `sslkey` are set together.
+ *
+ * @param url the URL as configured; it must parse with `new URL()`.
+ * @param env libpq's variables (usually `process.env`); the URL's parameters win over them.
+ * @returns the URL without its `ssl*` parameters (for pg) and the {@link DatabaseTlsSettings}.
+ * @throws {ConfigError} naming DATABASE_URL or the PGSSL* variable: an unknown `sslmode`, an
+ *   `ssl*` parameter this module does not implement, `sslcert` without `sslkey` (or the reverse),
+ *   `sslrootcert=system` with a mode weaker than `verify-full`. Messages never show the URL (it
+ *   may hold a password).
+ */
+export function databaseTlsSettings(url: string, env: SslEnvironment = {}): { url: string; tls: DatabaseTlsSettings } {
+  const parsed = new URL(url);
+  const fromUrl = new Map<SslParameter, string>();
+  const unsupported: string[] = [];
+  for (const [key, value] of parsed.searchParams) {
+    if ((SSL_PARAMETERS as readonly string[]).includes(key)) fromUrl.set(key as SslParameter, value);
+    else if (/^ssl/i.test(key)) unsupported.push(key);
+  }
+  if (unsupported.length > 0) {
+    throw new ConfigError(
+      'DATABASE_URL',
+      `DATABASE_URL parameter ${unsupported.join(', ')} is not supported (supported: ${SSL_PARAMETERS.join(', ')}; pg's ssl=true is written sslmode=verify-full)`,
+    );
+  }
+
+  const pick = (parameter: SslParameter): Sourced | undefined => {
+    const inUrl = fromUrl.get(parameter);
+    if (inUrl !== undefined && inUrl !== '') return { value: inUrl, variable: 'DATABASE_URL', label: `DATABASE_URL parameter ${parameter}` };
+    const variable = SSL_VARIABLES[parameter];
+    const inEnv = env[variable as keyof SslEnvironment];
+    if (inEnv !== undefined && inEnv !== '') return { value: inEnv, variable, label: variable };
+    return undefined;
+  };
+
+  const modeSetting = pick('sslmode');
+  if (modeSetting !== undefined && !(SSL_MODES as readonly string[]).includes(modeSetting.value)) {
+    throw new ConfigError(modeSetting.variable, `${modeSetting.label} must be one of ${SSL_MODES.join(', ')}; got ${JSON.stringify(modeSetting.value)}`);
+  }
+  const rootSetting = pick('sslrootcert');
+  const systemRoots = rootSetting?.value === 'system';
+  const mode = (modeSetting?.value as SslMode | undefined) ?? (systemRoots ? 'verify-full' : DEFAULT_SSL_MODE);
+  if (systemRoots && mode !== 'verify-full') {
+    // As libpq: any CA of the system's store can sign a certificate for any name, so only
+    // checking the host name makes trusting the store safe.
+    throw new ConfigError(
+      modeSetting!.variable,
+      `${modeSetting!.label} must be verify-full with ${rootSetting.label}=system (any public CA could vouch for another server); got ${JSON.stringify(mode)}`,
+    );
+  }
+
+  const certSetting = pick('sslcert');
+  const keySetting = pick('sslkey');
+  if ((certSetting === undefined) !== (keySetting === undefined)) {
+    const given = (certSetting ?? keySetting)!;
+    const missing = certSetting === undefined ? 'sslcert (or PGSSLCERT)' : 'sslkey (or PGSSLKEY)';
+    throw new ConfigError(given.variable, `${given.label} needs ${missing} too: a client certificate and its key are set together`);
+  }
+
+  const tls: DatabaseTlsSettings = { mode, roots: rootSetting === undefined || systemRoots ? 'system' : fileOf(rootSetting) };
+  if (certSetting !== undefined && keySetting !== undefined) tls.client = { cert: fileOf(certSetting), key: fileOf(keySetting) };
+
+  if (fromUrl.size > 0) for (const parameter of SSL_PARAMETERS) parsed.searchParams.delete(parameter);
+  return { url: fromUrl.size > 0 ? parsed.toString() : url, tls };
+}
+
+/** Where a value came from, for messages: `DATABASE_URL parameter sslmode` or `PGSSLMODE`. */
+interface Sourced {
+  value: string;
+  /** The variable a config error names. */
+  variable: string;
+  /** How messages name it. */
+  label: string;
+}
+
+function fileOf(setting: Sourced): SettingFile {
+  return { file: setting.value, variable: setting.variable, at: '', key: setting.label, shown: JSON.stringify(setting.value) };
+}

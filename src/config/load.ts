@@ -1,0 +1,271 @@
+/**
+ * loadConfig: the settings table's schemas over environment variables, with CLI flags overriding
+ * them and CONFIG_FILE's sources over both, validated once at start into the plain types of
+ * src/config/types.ts. Defaults live in the settings table and nowhere else.
+ *
+ * A broken rule throws {@link ConfigError} naming the variable, the rule and the value given
+ * (secrets masked); the CLI turns it into exit status 2. Files the settings name are not read
+ * here but by the modules that use them (src/config/types.ts says which); only CONFIG_FILE is
+ * read, since it holds the settings themselves.
+ */
+import { ConfigError, WebConfigError } from '../errors.js';
+import { loadWebConfig, type WebConfig } from '../webconfig.js';
+import { databaseTlsSettings, type DatabaseTlsSettings, type SslMode } from './database.js';
+import { settingError, type SettingFile, type SettingName } from './setting-file.js';
+import { displayValue, parseSettings, SETTINGS, type ParsedSettings, type RawEnv } from './settings.js';
+import { FILE_ONLY_VARIABLES, fileKeyOf, fileLocation, readSourcesFile, type FileSource } from './sources-file.js';
+import {
+  DEFAULT_SOURCE,
+  type Config,
+  type RollupConfig,
+  type RollupDimension,
+  type SourceConfig,
+  type SyncConfig,
+  type TlsFileSettings,
+  type UpstreamConfig,
+} from './types.js';
+
+/**
+ * How the rules of one source name its settings and report a broken one: by environment variable
+ * for the environment's source, by CONFIG_FILE, line and key path for a source of the file.
+ */
+interface SourceSettings {
+  /** The settings' text (the environment's, with the file's values over them), as the schemas read it. */
+  raw: RawEnv;
+  /** What a message calls the setting: `SYNC_WINDOW` or `sources[0].sync.window`. */
+  key: (variable: string) => string;
+  /** How a message about `variable` names it and shows its value (secrets masked). */
+  named: (variable: string) => SettingName;
+}
+
+/** Throws the ConfigError for a broken rule of `variable`, showing its value (secrets masked). */
+function fail(settings: SourceSettings, variable: string, rule: string): never {
+  throw settingError(settings.named(variable), rule);
+}
+
+/** The file a path setting of the source names, with how messages name the setting. */
+function settingFile(settings: SourceSettings, variable: string): SettingFile {
+  return { file: settings.raw[variable]!, ...settings.named(variable) };
+}
+
+function environmentSettings(raw: RawEnv): SourceSettings {
+  return { raw, key: (variable) => variable, named: (variable) => ({ variable, at: '', key: variable, shown: displayValue(variable, raw[variable]) }) };
+}
+
+function fileSettings(file: string, source: FileSource, environment: RawEnv): SourceSettings {
+  const raw: RawEnv = { ...environment };
+  for (const [variable, value] of source.values) raw[variable] = value.text;
+  // A key the file leaves out is named as the environment variable whose value applies, unless
+  // the environment cannot hold it (the upstream's identity): then as the file key to add.
+  const key = (variable: string) => {
+    const fileKey = (FILE_ONLY_VARIABLES as readonly string[]).includes(variable) ? fileKeyOf(variable) : undefined;
+    return source.values.get(variable)?.keyPath ?? (fileKey !== undefined ? `${source.keyPath}.${fileKey}` : variable);
+  };
+  return {
+    raw,
+    key,
+    named: (variable) => {
+      const value = source.values.get(variable);
+      return {
+        variable: 'CONFIG_FILE',
+        at: fileLocation(file, value?.line ?? source.line),
+        key: key(variable),
+        shown: displayValue(variable, value ? value.shown : environment[variable]),
+      };
+    },
+  };
+}
+
+/**
+ * Builds the configuration from environment variables and CLI overrides, and from CONFIG_FILE's
+ * sources when it is set (src/config/sources-file.ts): each source's values are read by the same
+ * schemas and rules as the variables they stand for, and a setting a source leaves out takes the
+ * environment's value (SYNC_WINDOW=1d in the environment is every source's default window).
+ *
+ * @param env usually `process.env`; empty strings count as unset (compose files often set `VAR=`).
+ *   Also where CONFIG_FILE's `${NAME}` are looked up.
+ * @param overrides values from CLI flags, keyed by environment variable name; they win over `env`.
+ * @returns the validated {@link Config}: one source named {@link DEFAULT_SOURCE} without CONFIG_FILE,
+ *   the file's sources in its order with it. Files named by `*_FILE` and PGSSL* settings are not
+ *   read: commands read each once right after (src/commands/runtime.ts), so a missing one still
+ *   stops the start with the same message.
+ * @throws {ConfigError} for the first broken rule, naming the variable, the rule and the value given
+ *   (secrets masked); for a source of CONFIG_FILE, the variable is CONFIG_FILE and the message names
+ *   the file, the line and the key path. Every broken rule of one reading is listed in the message.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, string | undefined> = {}): Config {
+  const raw: RawEnv = {};
+  for (const setting of SETTINGS) {
+    const value = overrides[setting.env] ?? env[setting.env];
+    raw[setting.env] = value === '' ? undefined : value;
+  }
+  // Defaults are text, read by the same schema as a value given: a default can break no rule unseen.
+  const withDefaults: RawEnv = { ...raw };
+  for (const setting of SETTINGS) if (withDefaults[setting.env] === undefined && setting.default !== undefined) withDefaults[setting.env] = setting.default;
+
+  const v = parseSettings(withDefaults, (variable, rule) => ({ variable, text: `${variable} ${rule}; got ${displayValue(variable, raw[variable])}` }));
+
+  let sources: SourceConfig[];
+  const environment = environmentSettings(raw);
+  if (v.CONFIG_FILE === undefined) {
+    sources = [buildSource(DEFAULT_SOURCE, {}, v, environment, false)];
+  } else {
+    // The file names each source's upstream: the same settings in the environment would be ignored or ambiguous.
+    for (const variable of FILE_ONLY_VARIABLES) {
+      if (raw[variable] !== undefined) fail(environment, variable, 'must not be set together with CONFIG_FILE: each source of the file has its own');
+    }
+    const file = v.CONFIG_FILE;
+    sources = readSourcesFile(settingFile(environment, 'CONFIG_FILE'), env).map((source) => {
+      const settings = fileSettings(file, source, withDefaults);
+      const sv = parseSettings(settings.raw, (variable, rule) => {
+        const value = source.values.get(variable);
+        if (value === undefined) return { variable, text: `${variable} ${rule}; got ${displayValue(variable, raw[variable])}` };
+        return { variable: 'CONFIG_FILE', text: `${fileLocation(file, value.line)}${value.keyPath} ${rule}; got ${displayValue(variable, value.shown)}` };
+      });
+      return buildSource(source.name, source.labels, sv, settings, true);
+    });
+  }
+
+  return {
+    sources,
+    syncSourceConcurrency: v.SYNC_SOURCE_CONCURRENCY,
+    database: { ...databaseTarget(v.DATABASE_URL, v), schema: v.DATABASE_SCHEMA, dataDir: v.DATA_DIR },
+    tables: { partitionInterval: v.PARTITION_INTERVAL, retentionMs: v.RETENTION, rollup: rollupConfig(v) },
+    serve: {
+      host: v.METRICS_LISTEN.host,
+      port: v.METRICS_LISTEN.port,
+      metricsWindowMs: v.METRICS_WINDOW,
+      cacheTtlMs: v.METRICS_CACHE_TTL,
+      scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
+      upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
+      web: v.WEB_CONFIG_FILE === undefined ? undefined : readWebConfig(v.WEB_CONFIG_FILE),
+    },
+    logLevel: v.LOG_LEVEL,
+    logFormat: v.LOG_FORMAT,
+  };
+}
+
+/**
+ * One source from its parsed settings: the cross-setting rules, the upstream and the sync.
+ * `fromFile`: a source of CONFIG_FILE, which must name its upstream (no demo simulator).
+ */
+function buildSource(name: string, labels: Record<string, string>, v: ParsedSettings, settings: SourceSettings, fromFile: boolean): SourceConfig {
+  const { key } = settings;
+  const check = (variable: string, rule: string) => fail(settings, variable, rule);
+  if (v.CLIENT_SECRET !== undefined && v.CLIENT_SECRET_FILE !== undefined) {
+    check('CLIENT_SECRET_FILE', `must not be set together with ${key('CLIENT_SECRET')} (choose one)`);
+  }
+  if ((v.TLS_CLIENT_CERT_FILE === undefined) !== (v.TLS_CLIENT_KEY_FILE === undefined)) {
+    const missing = v.TLS_CLIENT_CERT_FILE === undefined ? 'TLS_CLIENT_CERT_FILE' : 'TLS_CLIENT_KEY_FILE';
+    check(missing, `must be set together with its pair (${key('TLS_CLIENT_CERT_FILE')} and ${key('TLS_CLIENT_KEY_FILE')})`);
+  }
+
+  if (v.UPSTREAM_RATE_BURST !== undefined && v.UPSTREAM_RATE_LIMIT === undefined) {
+    check('UPSTREAM_RATE_BURST', `needs ${key('UPSTREAM_RATE_LIMIT')} (the burst of a request budget that is off)`);
+  }
+  if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) check('SYNC_MIN_SPLIT', `must not be longer than ${key('SYNC_WINDOW')} (${settings.raw.SYNC_WINDOW ?? '1h'})`);
+  if (v.RECORD_TIME_FIELD === 'none' && v.UPSTREAM_TO_DATE !== 'exclusive') {
+    // Windows are split into parts at instants; an inclusive toDate returns a record exactly at
+    // a cut with both parts, and without its event time nothing can tell which one keeps it.
+    check(
+      'RECORD_TIME_FIELD',
+      `is 'none', which needs ${key('UPSTREAM_TO_DATE')}=exclusive: windows are split by time into parts, and with an inclusive toDate a record exactly at a cut would be stored twice (set ${key('RECORD_TIME_FIELD')} to the record's event-time field, or ${key('UPSTREAM_TO_DATE')}=exclusive if E6 leaves out records at toDate)`,
+    );
+  }
+
+  if (fromFile && v.STATISTICS_URL === undefined) check('STATISTICS_URL', 'is required');
+  let upstream: UpstreamConfig | undefined;
+  if (v.STATISTICS_URL !== undefined) {
+    if (v.AUTH_URL === undefined) check('AUTH_URL', `is required when ${key('STATISTICS_URL')} is set`);
+    if (v.CLIENT_ID === undefined) check('CLIENT_ID', `is required when ${key('STATISTICS_URL')} is set`);
+    // A secret file is read by the client (src/upstream/files.ts), once at start and at every token request.
+    if (v.CLIENT_SECRET === undefined && v.CLIENT_SECRET_FILE === undefined) {
+      check('CLIENT_SECRET', `is required when ${key('STATISTICS_URL')} is set (or set ${key('CLIENT_SECRET_FILE')})`);
+    }
+    const tls: TlsFileSettings = {};
+    if (v.TLS_CLIENT_CERT_FILE !== undefined) tls.cert = settingFile(settings, 'TLS_CLIENT_CERT_FILE');
+    if (v.TLS_CLIENT_KEY_FILE !== undefined) tls.key = settingFile(settings, 'TLS_CLIENT_KEY_FILE');
+    if (v.TLS_CA_FILE !== undefined) tls.ca = settingFile(settings, 'TLS_CA_FILE');
+
+    upstream = {
+      statisticsUrl: new URL(v.STATISTICS_URL),
+      tokenUrl: new URL('connect/token', withTrailingSlash(v.AUTH_URL!)),
+      clientId: v.CLIENT_ID!,
+      ...(v.CLIENT_SECRET !== undefined ? { clientSecret: v.CLIENT_SECRET } : {}),
+      ...(v.CLIENT_SECRET_FILE !== undefined ? { clientSecretFile: settingFile(settings, 'CLIENT_SECRET_FILE') } : {}),
+      clientSecretVariable: key(v.CLIENT_SECRET_FILE !== undefined ? 'CLIENT_SECRET_FILE' : 'CLIENT_SECRET'),
+      tokenAuthMethod: v.TOKEN_AUTH_METHOD,
+      scope: v.TOKEN_SCOPE,
+      tls,
+      timeoutMs: v.UPSTREAM_TIMEOUT,
+      maxAttempts: v.UPSTREAM_MAX_ATTEMPTS,
+      retryMaxDelayMs: v.UPSTREAM_RETRY_MAX_DELAY,
+      ...(v.UPSTREAM_RATE_LIMIT !== undefined
+        ? { rateLimit: { ratePerSecond: v.UPSTREAM_RATE_LIMIT, burst: v.UPSTREAM_RATE_BURST ?? Math.ceil(v.UPSTREAM_RATE_LIMIT) } }
+        : {}),
+    };
+  }
+
+  const sync: SyncConfig = {
+    startDate: v.SYNC_START_DATE,
+    windowMs: v.SYNC_WINDOW,
+    settleMs: v.SYNC_SETTLE,
+    lookbackMs: v.SYNC_LOOKBACK,
+    pageSize: v.SYNC_PAGE_SIZE,
+    concurrency: v.SYNC_CONCURRENCY,
+    windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
+    minSplitMs: v.SYNC_MIN_SPLIT,
+    toDate: v.UPSTREAM_TO_DATE,
+    shrink: v.SYNC_SHRINK,
+    schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
+    recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
+  };
+  return { name, labels, upstream, sync };
+}
+
+/**
+ * DATABASE_URL without its `ssl*` parameters, and its TLS from them or from the PGSSL* settings
+ * (the URL wins, as in libpq). Without DATABASE_URL the PGSSL* settings are validated but unused.
+ */
+function databaseTarget(
+  url: string | undefined,
+  v: { PGSSLMODE?: SslMode | undefined; PGSSLROOTCERT?: string | undefined; PGSSLCERT?: string | undefined; PGSSLKEY?: string | undefined },
+): { url: string | undefined; tls: DatabaseTlsSettings } {
+  if (url === undefined) return { url: undefined, tls: { mode: 'disable', roots: 'system' } };
+  return databaseTlsSettings(url, { PGSSLMODE: v.PGSSLMODE, PGSSLROOTCERT: v.PGSSLROOTCERT, PGSSLCERT: v.PGSSLCERT, PGSSLKEY: v.PGSSLKEY });
+}
+
+function readWebConfig(file: string): WebConfig {
+  try {
+    return loadWebConfig(file);
+  } catch (err) {
+    if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
+    throw err;
+  }
+}
+
+/** The rollup settings as one RollupConfig (ROLLUP_DIMENSIONS=off turns the distinct rollup off too). */
+function rollupConfig(v: {
+  ROLLUP_DIMENSIONS: RollupDimension[] | undefined;
+  ROLLUP_RETENTION: number | undefined;
+  ROLLUP_DISTINCT: RollupDimension[];
+  ROLLUP_DISTINCT_BY: RollupDimension[];
+  FIELD_CATALOGUE: 'on' | 'off';
+}): RollupConfig {
+  const enabled = v.ROLLUP_DIMENSIONS !== undefined;
+  return {
+    enabled,
+    dimensions: v.ROLLUP_DIMENSIONS ?? [],
+    distinct: enabled ? v.ROLLUP_DISTINCT : [],
+    distinctBy: v.ROLLUP_DISTINCT_BY,
+    catalogue: v.FIELD_CATALOGUE === 'on',
+    retentionMs: v.ROLLUP_RETENTION,
+  };
+}
+
+/** `https://h/base` → `https://h/base/`, so relative paths resolve below it instead of replacing `base`. */
+export function withTrailingSlash(url: string | URL): URL {
+  const u = new URL(url);
+  if (!u.pathname.endsWith('/')) u.pathname += '/';
+  return u;
+}
