@@ -10,7 +10,7 @@ import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { configOverrides } from './options.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
-import { loadCommandConfig } from './runtime.js';
+import { loadCommandConfig } from './common.js';
 
 /** Formats a step as `ok    token          detail`. */
 export function formatStep(result: StepResult): string {

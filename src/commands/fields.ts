@@ -1,7 +1,7 @@
 /** `analytics-exporter fields`: prints the field catalogue (record_fields) of DATABASE_SCHEMA. */
 import type { Command } from 'commander';
 import { selectSources } from '../app/sources.js';
-import { runDatabaseCommand } from './runtime.js';
+import { runDatabaseCommand } from './common.js';
 
 /** Adds `fields` to the program. */
 export function registerFieldsCommand(program: Command): void {

@@ -3,7 +3,7 @@
  * records_hourly_distinct when their ROLLUP_* settings changed, and exits (sync and serve also do both at start).
  */
 import type { Command } from 'commander';
-import { runDatabaseCommand } from './runtime.js';
+import { runDatabaseCommand } from './common.js';
 
 /** Adds `migrate` to the program. */
 export function registerMigrateCommand(program: Command): void {

@@ -1,6 +1,6 @@
 /** `analytics-exporter rollup rebuild`: rebuilds records_hourly and records_hourly_distinct from records for the ROLLUP_* settings. */
 import type { Command } from 'commander';
-import { runDatabaseCommand } from './runtime.js';
+import { runDatabaseCommand } from './common.js';
 
 /** Adds `rollup` and its subcommand `rebuild` to the program. */
 export function registerRollupCommand(program: Command): void {

@@ -7,7 +7,7 @@ import type { RunningServer } from '../app/serve.js';
 import { DataDirLockedError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { EXIT_FAILURE, EXIT_OK } from './exit.js';
-import { loadConfigForCommand } from './runtime.js';
+import { loadConfigForCommand } from './common.js';
 import { handleShutdownSignals } from './shutdown.js';
 
 /** After the first signal, exit anyway after this long (the timer does not keep the process alive). */

@@ -10,7 +10,7 @@ import { AbortedError, DataDirLockedError, InvalidArgumentError } from '../error
 import { createLogger, type Logger } from '../log.js';
 import { DRAIN_TIMEOUT_MS } from '../app/drain.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
-import { loadConfigForCommand } from './runtime.js';
+import { loadConfigForCommand } from './common.js';
 import { parseIsoDate } from '../time.js';
 import { handleShutdownSignals, type Shutdown } from './shutdown.js';
 import { BarAwareStream, formatRunSummary, progressBar } from './progress.js';

@@ -87,7 +87,7 @@ function fileSettings(file: string, source: FileSource, environment: RawEnv): So
  * @param overrides values from CLI flags, keyed by environment variable name; they win over `env`.
  * @returns the validated {@link Config}: one source named {@link DEFAULT_SOURCE} without CONFIG_FILE,
  *   the file's sources in its order with it. Files named by `*_FILE` and PGSSL* settings are not
- *   read: commands read each once right after (src/commands/runtime.ts), so a missing one still
+ *   read: commands read each once right after (src/commands/common.ts), so a missing one still
  *   stops the start with the same message.
  * @throws {ConfigError} for the first broken rule, naming the variable, the rule and the value given
  *   (secrets masked); for a source of CONFIG_FILE, the variable is CONFIG_FILE and the message names

@@ -8,18 +8,12 @@ export { isValidLabelName, isValidMetricName } from './lexical.js';
 export { parseGoFloat } from './number.js';
 export { parseExposition } from './parse.js';
 export { normalizeFamilies } from './normalize.js';
-export type { SerializeOptions } from './serialize.js';
-export {
-  OPENMETRICS_CONTENT_TYPE,
-  TEXT_CONTENT_TYPE,
-  canonicalFloat,
-  formatValue,
-  negotiateFormat,
-  serializeOpenMetrics,
-  serializeOpenMetricsBuffer,
-  serializeText,
-  serializeTextBuffer,
-} from './serialize.js';
+export type { SerializeOptions } from './format.js';
+export { formatValue } from './format.js';
+export { TEXT_CONTENT_TYPE, serializeText, serializeTextBuffer } from './text.js';
+export { OPENMETRICS_CONTENT_TYPE, serializeOpenMetrics, serializeOpenMetricsBuffer } from './openmetrics.js';
+export { canonicalFloat } from './openmetrics-points.js';
+export { negotiateFormat } from './negotiate.js';
 export type { SourceFamilies } from './merge.js';
 export { addTargetLabels, mergeFamilies, mergeSources, prefixFamilies, relabelInPlace, reservedNameSet, reservedNamesOf } from './merge.js';
 export type { Extent, IndexedFamily, IndexedPart, SourcePart, TargetLabels } from './part.js';

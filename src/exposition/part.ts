@@ -6,17 +6,16 @@
  */
 import { relabelInPlace, reservedNamesOf } from './merge.js';
 import { parseExposition } from './parse.js';
+import { Lines } from './lines.js';
 import {
-  Lines,
-  formatTargetLabels,
   openMetricsClaims,
   openMetricsCounter,
   openMetricsHeader,
   openMetricsHeaderOfPlain,
   writeOpenMetricsFamily,
-  writeTextFamily,
   type OpenMetricsForm,
-} from './serialize.js';
+} from './openmetrics.js';
+import { formatTargetLabels, writeTextFamily } from './text.js';
 import type { MetricFamily, MetricType } from './types.js';
 
 /** Where a family starts, where its first sample line starts (after the metadata lines), and where it ends: byte offsets. */

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { loadCommandConfig } from '../../src/commands/runtime.js';
+import { loadCommandConfig } from '../../src/commands/common.js';
 import { ConfigError } from '../../src/errors.js';
 import { readClientFiles } from '../../src/upstream/files.js';
 

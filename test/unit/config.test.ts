@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { SETTINGS, loadConfig } from '../../src/config.js';
-import { loadCommandConfig } from '../../src/commands/runtime.js';
+import { loadCommandConfig } from '../../src/commands/common.js';
 import { parseDuration } from '../../src/time.js';
 import { ConfigError } from '../../src/errors.js';
 import { readClientFiles } from '../../src/upstream/files.js';

@@ -1,6 +1,7 @@
 /**
- * The configuration as a command loads it (exit status 2 on a broken rule or a file a setting names
- * that cannot be read). What a command then opens lives in the application layer, src/app/runtime.ts.
+ * What every command shares: the configuration as a command loads it (exit status 2 on a broken
+ * rule or a file a setting names that cannot be read) and the body of the one-shot database
+ * commands. What a command then opens lives in the application layer, src/app/runtime.ts.
  */
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
