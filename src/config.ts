@@ -9,10 +9,9 @@ import { readFileSync } from 'node:fs';
 import cron from 'node-cron';
 import { z } from 'zod';
 import { FILE_ONLY_VARIABLES, fileKeyOf, fileLocation, parseSourcesFile, type FileSource } from './configfile.js';
-import { ConfigError, WebConfigError, maskSecret } from './errors.js';
+import { ConfigError, maskSecret } from './errors.js';
 import { parseDuration, parseDurationOrZero, parseIsoDateTime } from './time.js';
 import type { RateLimit } from './upstream/budget.js';
-import { loadWebConfig, type WebConfig } from './webconfig.js';
 import { DEFAULT_SSL_MODE, PLAIN_TLS, resolveDatabaseTarget, SSL_MODES, type DatabaseTls, type SslMode } from './db/tls.js';
 
 /** How the client authenticates at the token endpoint (RFC 6749 §2.3.1; reference Authentication 3–4). */
@@ -170,8 +169,8 @@ export interface ServeConfig {
   scrapeTimeoutMs: number;
   /** Prefix added to upstream metric names; undefined for none. */
   upstreamPrefix: string | undefined;
-  /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE); undefined for plain HTTP without auth. */
-  web: WebConfig | undefined;
+  /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE): the file's path, read by serve (src/serve/webconfig.ts); undefined for plain HTTP without auth. */
+  webConfigFile: string | undefined;
 }
 
 /**
@@ -713,7 +712,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       cacheTtlMs: v.METRICS_CACHE_TTL,
       scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
       upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
-      web: v.WEB_CONFIG_FILE === undefined ? undefined : readWebConfig(v.WEB_CONFIG_FILE),
+      webConfigFile: v.WEB_CONFIG_FILE,
     },
     logLevel: v.LOG_LEVEL,
     logFormat: v.LOG_FORMAT,
@@ -815,15 +814,6 @@ function databaseTarget(
 ): { url: string | undefined; tls: DatabaseTls } {
   if (url === undefined) return { url: undefined, tls: PLAIN_TLS };
   return resolveDatabaseTarget(url, { PGSSLMODE: v.PGSSLMODE, PGSSLROOTCERT: v.PGSSLROOTCERT, PGSSLCERT: v.PGSSLCERT, PGSSLKEY: v.PGSSLKEY });
-}
-
-function readWebConfig(file: string): WebConfig {
-  try {
-    return loadWebConfig(file);
-  } catch (err) {
-    if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
-    throw err;
-  }
 }
 
 /** The rollup settings as one RollupConfig (ROLLUP_DIMENSIONS=off turns the distinct rollup off too). */
