@@ -1,7 +1,6 @@
 /**
  * The configuration, a leaf of plain types: everything else imports it from here. It imports
- * nothing from db/ or upstream/ (only errors, time and, until serve's folder owns it, the web
- * configuration), and reads no file a setting names except CONFIG_FILE, which holds settings itself.
+ * nothing from db/, upstream/ or serve/ (only errors and time), and reads no file a setting names except CONFIG_FILE, which holds settings itself.
  *
  * - src/config/types.ts: the types loadConfig returns, the glossary of every setting's meaning;
  * - src/config/settings.ts: the one table of settings (variable, flag, schema, default, help, secrecy);

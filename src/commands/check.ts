@@ -8,6 +8,7 @@ import type { StepResult } from '../app/check.js';
 import type { Config, SourceConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
+import { readWebConfigSetting } from '../serve/webconfig.js';
 import { configOverrides } from './options.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadCommandConfig } from './common.js';
@@ -43,6 +44,8 @@ export function registerCheckCommand(program: Command): void {
       const overrides = configOverrides(command);
       try {
         config = loadCommandConfig(process.env, overrides);
+        // The configuration holds only WEB_CONFIG_FILE's path; serve reads the file, and the same reader checks it here.
+        readWebConfigSetting(config.serve.webConfigFile);
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         out(formatStep({ step: 'configuration', status: 'FAIL', detail: err.message.replaceAll('\n', '; ') }));

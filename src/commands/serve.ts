@@ -1,12 +1,12 @@
 /**
- * `analytics-exporter serve`: starts the serve application (src/app/serve.ts) and maps signals
+ * `analytics-exporter serve`: starts the serve application (src/serve/lifecycle.ts) and maps signals
  * and failures to exit statuses.
  */
 import type { Command } from 'commander';
-import type { RunningServer } from '../app/serve.js';
-import { DataDirLockedError } from '../errors.js';
+import type { RunningServer } from '../serve/lifecycle.js';
+import { ConfigError, DataDirLockedError } from '../errors.js';
 import { createLogger } from '../log.js';
-import { EXIT_FAILURE, EXIT_OK } from './exit.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadConfigForCommand } from './common.js';
 import { handleShutdownSignals } from './shutdown.js';
 
@@ -28,12 +28,18 @@ export function registerServeCommand(program: Command): void {
       const config = loadConfigForCommand(command);
       if (config === undefined) return;
       // Loaded only to run: --help and bad configuration answer without the application layer.
-      const { startServe } = await import('../app/serve.js');
+      const { startServe } = await import('../serve/lifecycle.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
       let running: RunningServer;
       try {
         running = await startServe(config, log);
       } catch (err) {
+        // WEB_CONFIG_FILE is read by serve itself, first: still a bad configuration, answered as loadConfigForCommand answers one.
+        if (err instanceof ConfigError) {
+          process.stderr.write(`analytics-exporter: invalid configuration: ${err.message}\n`);
+          process.exitCode = EXIT_USAGE;
+          return;
+        }
         if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
         else log.error({ err }, 'serve could not start');
         process.exitCode = EXIT_FAILURE;

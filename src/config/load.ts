@@ -8,8 +8,7 @@
  * here but by the modules that use them (src/config/types.ts says which); only CONFIG_FILE is
  * read, since it holds the settings themselves.
  */
-import { ConfigError, WebConfigError } from '../errors.js';
-import { loadWebConfig, type WebConfig } from '../webconfig.js';
+import { ConfigError } from '../errors.js';
 import { databaseTlsSettings, type DatabaseTlsSettings, type SslMode } from './database.js';
 import { settingError, type SettingFile, type SettingName } from './setting-file.js';
 import { displayValue, parseSettings, SETTINGS, type ParsedSettings, type RawEnv } from './settings.js';
@@ -138,7 +137,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       cacheTtlMs: v.METRICS_CACHE_TTL,
       scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
       upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
-      web: v.WEB_CONFIG_FILE === undefined ? undefined : readWebConfig(v.WEB_CONFIG_FILE),
+      webConfigFile: v.WEB_CONFIG_FILE,
     },
     logLevel: v.LOG_LEVEL,
     logFormat: v.LOG_FORMAT,
@@ -233,15 +232,6 @@ function databaseTarget(
 ): { url: string | undefined; tls: DatabaseTlsSettings } {
   if (url === undefined) return { url: undefined, tls: { mode: 'disable', roots: 'system' } };
   return databaseTlsSettings(url, { PGSSLMODE: v.PGSSLMODE, PGSSLROOTCERT: v.PGSSLROOTCERT, PGSSLCERT: v.PGSSLCERT, PGSSLKEY: v.PGSSLKEY });
-}
-
-function readWebConfig(file: string): WebConfig {
-  try {
-    return loadWebConfig(file);
-  } catch (err) {
-    if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
-    throw err;
-  }
 }
 
 /** The rollup settings as one RollupConfig (ROLLUP_DIMENSIONS=off turns the distinct rollup off too). */

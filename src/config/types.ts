@@ -5,9 +5,8 @@
  *
  * Files a setting names are paths here ({@link SettingFile}); the module that uses a file reads it
  * (the client's secret and TLS files: src/upstream/files.ts; the database's TLS files:
- * src/db/tls.ts; WEB_CONFIG_FILE: src/webconfig.ts).
+ * src/db/tls.ts; WEB_CONFIG_FILE: src/serve/webconfig.ts).
  */
-import type { WebConfig } from '../webconfig.js';
 import type { DatabaseTlsSettings } from './database.js';
 import type { SettingFile } from './setting-file.js';
 
@@ -173,8 +172,8 @@ export interface ServeConfig {
   scrapeTimeoutMs: number;
   /** Prefix added to upstream metric names; undefined for none. */
   upstreamPrefix: string | undefined;
-  /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE); undefined for plain HTTP without auth. */
-  web: WebConfig | undefined;
+  /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE): the file's path, read by serve (src/serve/webconfig.ts); undefined for plain HTTP without auth. */
+  webConfigFile: string | undefined;
 }
 
 /**

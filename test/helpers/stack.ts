@@ -1,4 +1,4 @@
-import { startServe, type RunningServer } from '../../src/app/serve.js';
+import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';

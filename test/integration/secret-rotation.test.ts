@@ -2,7 +2,7 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServe, type RunningServer } from '../../src/app/serve.js';
+import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig } from '../../src/config.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { silentLogger } from '../../src/log.js';

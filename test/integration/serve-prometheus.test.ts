@@ -1,6 +1,6 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServe, type RunningServer } from '../../src/app/serve.js';
+import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';

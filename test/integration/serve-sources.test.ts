@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { startServe, type RunningServer } from '../../src/app/serve.js';
+import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig, type SourceConfig } from '../../src/config.js';
 import { parseExposition, type Sample } from '../../src/exposition/index.js';
 import { silentLogger } from '../../src/log.js';

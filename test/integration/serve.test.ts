@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startServe, type RunningServer } from '../../src/app/serve.js';
+import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig } from '../../src/config.js';
 import { parseExposition } from '../../src/exposition/index.js';
 import { silentLogger } from '../../src/log.js';

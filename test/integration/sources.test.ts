@@ -5,7 +5,7 @@
  */
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { startServe } from '../../src/app/serve.js';
+import { startServe } from '../../src/serve/lifecycle.js';
 import { syncSources, type SourceOutcome } from '../../src/app/sync.js';
 import { loadConfig, type Config, type SourceConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';

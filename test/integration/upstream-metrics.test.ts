@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { UpstreamMetrics } from '../../src/metrics/upstream.js';
+import { UpstreamMetrics } from '../../src/serve/scrape.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 
 describe('UpstreamMetrics with an upstream that reuses our names', () => {

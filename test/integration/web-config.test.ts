@@ -7,12 +7,14 @@ import { connect, type TLSSocket } from 'node:tls';
 import bcrypt from 'bcryptjs';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startServe, type RunningServer } from '../../src/app/serve.js';
+import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
+import { readWebConfigSetting } from '../../src/serve/webconfig.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { createLogger, silentLogger, type Logger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { createTestPki, type TestPki } from '../helpers/certs.js';
+import { runCliInProcess } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { startPrometheus } from '../helpers/prometheus.js';
 import { simulatorEnv } from '../helpers/sync.js';
@@ -177,7 +179,8 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     const file = webConfig('bad.yml', yaml);
     let error: unknown;
     try {
-      loadConfig({ WEB_CONFIG_FILE: file });
+      // The configuration holds the path; serve and check read the file through this.
+      readWebConfigSetting(loadConfig({ WEB_CONFIG_FILE: file }).serve.webConfigFile);
     } catch (err) {
       error = err;
     }
@@ -185,6 +188,18 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     expect((error as ConfigError).variable).toBe('WEB_CONFIG_FILE');
     expect((error as Error).message).toMatch(pattern);
     expect((error as Error).message).not.toContain('hunter2');
+  });
+
+  it('a bad file stops serve and check at start with exit status 2, naming WEB_CONFIG_FILE', async () => {
+    const file = webConfig('unreadable.yml', 'tls_server_config:\n  cert_file: missing.crt\n  key_file: web.key\n');
+    const expected = `WEB_CONFIG_FILE ${file}: tls_server_config.cert_file "missing.crt" cannot be read (ENOENT)`;
+    const env = { ...simulatorEnv(sim), DATABASE_URL: db.url, METRICS_LISTEN: '127.0.0.1:0', SYNC_SCHEDULE: 'off', WEB_CONFIG_FILE: file };
+    const served = await runCliInProcess(['serve'], env);
+    expect(served.code).toBe(2);
+    expect(served.stderr).toBe(`analytics-exporter: invalid configuration: ${expected}\n`);
+    const checked = await runCliInProcess(['check'], env);
+    expect(checked.code).toBe(2);
+    expect(checked.stdout).toBe(`FAIL  configuration  ${expected}\n`);
   });
 
   it('serves HTTPS to a client trusting the CA, and not plain HTTP', async () => {

@@ -1,6 +1,6 @@
 import { Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DatabaseHealth } from '../../src/db/health.js';
+import { DatabaseHealth } from '../../src/serve/health.js';
 import { describeDatabase, isDatabaseUnavailable } from '../../src/db/pool.js';
 import { TokenError, UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { UpstreamMetrics } from '../../src/metrics/upstream.js';
+import { UpstreamMetrics } from '../../src/serve/scrape.js';
 import type { AnalyticsClient } from '../../src/upstream/analytics.js';
 
 /** An E7 client that answers from a list, one entry per read: text, or an error to throw. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DatabaseError, InconsistentWindowError, TokenError, UpstreamError, failureReason } from '../../src/errors.js';
-import { scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/metrics/upstream.js';
+import { scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/serve/scrape.js';
 import { formatDuration } from '../../src/time.js';
 
 describe('scrape budget', () => {

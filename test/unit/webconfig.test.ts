@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WebConfigSource, loadWebConfig, matchesAllowedSans, type WebConfigReload } from '../../src/webconfig.js';
+import { WebConfigSource, loadWebConfig, matchesAllowedSans, type WebConfigReload } from '../../src/serve/webconfig.js';
 
 // Valid bcrypt hashes' shape; nothing here compares passwords.
 const HASH_A = `$2b$04$${'a'.repeat(53)}`;

@@ -19,7 +19,7 @@ import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { DEFAULT_CIPHERS, createSecureContext, type SecureContextOptions } from 'node:tls';
 import { z } from 'zod';
-import { WebConfigError } from './errors.js';
+import { ConfigError, WebConfigError } from '../errors.js';
 
 /** exporter-toolkit's client authentication modes (Go's tls.ClientAuthType names). */
 export const CLIENT_AUTH_TYPES = [
@@ -333,6 +333,25 @@ export function loadWebConfig(file: string): WebConfig {
   const result = attempt(file);
   if (result.error !== undefined) throw result.error;
   return result.config;
+}
+
+/**
+ * Reads the file WEB_CONFIG_FILE names, as `serve` uses it and `check` validates it: the
+ * configuration holds only the path, and this module, which owns the format, reads it.
+ *
+ * @param file the setting's value; undefined (unset) means plain HTTP without auth.
+ * @returns the web configuration, or undefined when the setting is unset.
+ * @throws {ConfigError} for variable WEB_CONFIG_FILE, its message `WEB_CONFIG_FILE <what is
+ *   wrong>` (a command exits 2 on it), with the {@link WebConfigError} as its cause.
+ */
+export function readWebConfigSetting(file: string | undefined): WebConfig | undefined {
+  if (file === undefined) return undefined;
+  try {
+    return loadWebConfig(file);
+  } catch (err) {
+    if (err instanceof WebConfigError) throw new ConfigError('WEB_CONFIG_FILE', `WEB_CONFIG_FILE ${err.message}`, { cause: err });
+    throw err;
+  }
 }
 
 /** What a {@link WebConfigSource} reports after a change: the new configuration, or why the last good one stays. */

@@ -29,7 +29,7 @@ import {
   type MetricType,
 } from '../exposition/index.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
-import type { ExporterMetrics } from './registry.js';
+import type { ExporterMetrics } from '../metrics/registry.js';
 import { formatDuration } from '../time.js';
 
 /** Part of the scrape timeout kept for rendering and sending the response: 20%, at most 1 s. */

@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { TLSSocket } from 'node:tls';
-import type { Logger } from './log.js';
+import type { Logger } from '../log.js';
 import {
   OPENMETRICS_CONTENT_TYPE,
   TEXT_CONTENT_TYPE,
@@ -14,10 +14,10 @@ import {
   serializeOpenMetricsBuffer,
   serializeTextBuffer,
   type MetricFamily,
-} from './exposition/index.js';
-import type { ExporterMetrics } from './metrics/registry.js';
-import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './metrics/upstream.js';
-import { VERSION } from './version.js';
+} from '../exposition/index.js';
+import type { ExporterMetrics } from '../metrics/registry.js';
+import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './scrape.js';
+import { VERSION } from '../version.js';
 import { BasicAuth, matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */

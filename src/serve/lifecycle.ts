@@ -1,0 +1,329 @@
+/**
+ * The serve application as an object with a lifecycle: the HTTP server (/metrics, /probe,
+ * /healthz, /readyz, /) and each source's sync schedule in one process, the database opened in
+ * the background and its health tracked. With nothing configured it runs on the demo simulator and
+ * the embedded database, so `npm start` shows data within seconds. The command
+ * (src/commands/serve.ts) only starts it and maps signals and failures to exit statuses.
+ *
+ * States, in order: `starting` (acquiring: the data-dir lock, the upstream clients, the database's
+ * opening, the listening socket), `migrating` (serving; the database opening and migrating),
+ * `ready` (migrated once), `stopping`, `stopped`. Each resource goes on a {@link TeardownStack} the
+ * moment it is acquired, so {@link Serve.stop} at any moment, a start that fails halfway included,
+ * releases exactly what is held, in reverse.
+ */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { DataDirLockedError } from '../errors.js';
+import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
+import { isDatabaseUnavailable } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import { ExporterMetrics } from '../metrics/registry.js';
+import type { SyncScheduler } from '../sync/schedule.js';
+import type { Config } from '../config.js';
+import { settledWithin } from '../settle.js';
+import { DRAIN_TIMEOUT_MS, openDatabase, openUpstreams, type Database } from '../app/runtime.js';
+import { ServeDatabase } from './database.js';
+import { createMetricsServer } from './http.js';
+import { UpstreamMetrics } from './scrape.js';
+import { buildSchedulers } from './schedules.js';
+import { nextState, type ServeState } from './state.js';
+import { TeardownStack } from './teardown.js';
+import { readWebConfigSetting, WebConfigSource, type WebConfig } from './webconfig.js';
+
+export type { ServeState } from './state.js';
+
+/** How long requests in flight (a scrape waiting on the upstream) get to finish before their connections are cut. */
+export const HTTP_DRAIN_TIMEOUT_MS = 3_000;
+/** Bound on closing the upstream clients and the database at shutdown, each. */
+export const CLOSE_TIMEOUT_MS = 2_000;
+
+/** A running `serve`. */
+export interface RunningServer {
+  url: string;
+  /** Where the lifecycle stands: `migrating` until the database is first migrated, then `ready`; `stopping`, `stopped`. */
+  readonly state: ServeState;
+  /** The first source's sync schedule. */
+  scheduler: SyncScheduler;
+  /** Every source's sync schedule, by source name: each runs on its own, none waits for another. */
+  schedulers: ReadonlyMap<string, SyncScheduler>;
+  metrics: ExporterMetrics;
+  /**
+   * Stops accepting connections, aborts the sync (its open window rolls back) and closes
+   * everything, within about {@link DRAIN_TIMEOUT_MS} (the sync) or {@link CLOSE_TIMEOUT_MS}
+   * (the database, then the upstream clients, once the sync has stopped). Idempotent.
+   *
+   * @returns `drained: false` when something (the sync, the upstream clients, the database) was
+   *   still busy at its bound; it is left to finish in the background, and a process should exit
+   *   rather than wait for it.
+   */
+  stop(): Promise<{ drained: boolean }>;
+}
+
+/** `serve`'s lifecycle; see the module comment. Most callers want {@link startServe}. */
+export class Serve implements RunningServer {
+  readonly metrics: ExporterMetrics;
+  readonly schedulers = new Map<string, SyncScheduler>();
+  readonly #config: Config;
+  readonly #log: Logger;
+  readonly #teardown: TeardownStack;
+  #state: ServeState = 'starting';
+  #url: string | undefined;
+  #stopping: Promise<{ drained: boolean }> | undefined;
+
+  constructor(config: Config, log: Logger) {
+    this.#config = config;
+    this.#log = log;
+    this.metrics = new ExporterMetrics({ cacheTtlMs: config.serve.cacheTtlMs });
+    this.#teardown = new TeardownStack({
+      onError: (resource, err) => log.warn({ resource, err }, `closing ${resource} failed`),
+    });
+  }
+
+  get state(): ServeState {
+    return this.#state;
+  }
+
+  /** The base URL served, `http(s)://host:port`. @throws before the server listens. */
+  get url(): string {
+    if (this.#url === undefined) throw new Error('serve is not listening yet');
+    return this.#url;
+  }
+
+  get scheduler(): SyncScheduler {
+    return this.schedulers.get(this.#config.sources[0]!.name)!;
+  }
+
+  /** Resources held, oldest first (for tests). */
+  get held(): string[] {
+    return this.#teardown.held;
+  }
+
+  /**
+   * Acquires everything and starts serving; the database opens and migrates in the background.
+   * Call once.
+   *
+   * @throws {ConfigError} (`WEB_CONFIG_FILE`) when the web configuration cannot be used, before
+   *   anything is acquired; {@link DataDirLockedError} when another process holds DATA_DIR; the
+   *   listen error when the port cannot be bound; an Error when {@link stop} came first. What was
+   *   acquired is released before it throws. Upstream and database faults after the start are
+   *   reported through /metrics and /readyz, never thrown.
+   */
+  async start(): Promise<void> {
+    try {
+      await this.#start();
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+  }
+
+  async #start(): Promise<void> {
+    const config = this.#config;
+    const log = this.#log;
+    const metrics = this.metrics;
+    const teardown = this.#teardown;
+    this.#stopIfAsked();
+    const web = readWebConfigSetting(config.serve.webConfigFile);
+    // The embedded database's folder first: a second process on it stops here, before it serves anything.
+    const lock = this.#lockDataDir();
+    const upstreams = await openUpstreams(config, log, (source) => metrics.clientObserver(source));
+    teardown.add('upstream clients', () => upstreams.close(), { timeoutMs: CLOSE_TIMEOUT_MS });
+    this.#stopIfAsked();
+    const upstream = new UpstreamMetrics({
+      sources: upstreams.sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client })),
+      metrics,
+      windowMs: config.serve.metricsWindowMs,
+      cacheTtlMs: config.serve.cacheTtlMs,
+      prefix: config.serve.upstreamPrefix,
+      // Names and types decide a collision: no collection per source read.
+      ownFamilies: () => Promise.resolve(metrics.familyShapes()),
+      log,
+    });
+    // A connection per source whose run may be going, and room for /readyz and the health probe.
+    const opening: Promise<Database> = lock instanceof Error ? Promise.reject(lock) : openDatabase(config, log, Math.max(4, config.sources.length + 2), lock);
+    teardown.add(
+      'database',
+      () =>
+        opening.then(
+          (db) => db.close(),
+          () => undefined,
+        ),
+      { timeoutMs: CLOSE_TIMEOUT_MS },
+    );
+    const database = new ServeDatabase({
+      config,
+      log,
+      metrics,
+      opening,
+      onMigrated: () => this.#enter('ready'),
+      onRecovered: () => {
+        for (const source of config.sources) if (source.sync.schedule !== undefined) void this.schedulers.get(source.name)?.trigger('database-recovered');
+      },
+    });
+    teardown.add('database health', () => database.health.stop());
+    for (const [name, scheduler] of buildSchedulers({ config, log, metrics, upstreams, database })) this.schedulers.set(name, scheduler);
+
+    const server = createMetricsServer({
+      metrics,
+      upstream,
+      readiness: () => database.readiness(),
+      defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
+      ...(web ? { web: this.#watchWebConfig(web) } : {}),
+      log,
+    });
+    await listen(server, config.serve.port, config.serve.host);
+    // The front door and the work behind it stop together: no new connections while the running
+    // sync drains, and the two drains overlap, each within its own bound.
+    teardown.add('http server and sync schedules', async () => {
+      const [synced] = await Promise.all([
+        Promise.all([...this.schedulers.values()].map((s) => s.stop(DRAIN_TIMEOUT_MS))),
+        closeServer(server, HTTP_DRAIN_TIMEOUT_MS),
+      ]);
+      if (synced.every(Boolean)) return true;
+      // The stuck run holds a pooled client and an upstream request: closing would wait for them too.
+      log.warn(
+        { drainTimeoutMs: DRAIN_TIMEOUT_MS },
+        'the sync did not stop in time (it waits on a request that cannot be cancelled); stopping without it: the database rolls back its open window, committed windows are kept',
+      );
+      return false;
+    });
+    this.#stopIfAsked();
+    this.#url = serverUrl(server, web);
+    this.#logServing(upstreams.demo, web);
+    this.#enter('migrating');
+    this.#startSyncs(database);
+  }
+
+  /** Locks DATA_DIR for the embedded database; an error other than "held by another process" is served as a database that cannot be opened. */
+  #lockDataDir(): DataDirLock | Error | undefined {
+    if (this.#config.database.url !== undefined) return undefined;
+    let lock: DataDirLock;
+    try {
+      lock = lockDataDir(this.#config.database.dataDir);
+    } catch (err) {
+      if (err instanceof DataDirLockedError) throw err;
+      // EROFS, EACCES: database_up 0, /readyz says why.
+      return err instanceof Error ? err : new Error(String(err));
+    }
+    // Released by the embedded database when it closes; here too for a start that stops before it opens.
+    this.#teardown.add('data-dir lock', () => lock.release());
+    return lock;
+  }
+
+  /** The first sync of each scheduled source starts now, so a newcomer sees records within seconds; then on the schedule. */
+  #startSyncs(database: ServeDatabase): void {
+    const scheduled = this.#config.sources.filter((s) => s.sync.schedule !== undefined);
+    for (const source of scheduled) {
+      const scheduler = this.schedulers.get(source.name)!;
+      scheduler.start();
+      void scheduler.trigger('startup');
+    }
+    if (scheduled.length > 0) return;
+    database.migrated().catch((err: unknown) => {
+      // A stop while migrating closes the pool under the migration: no fault of the database.
+      // Each migration is one transaction, so the next start applies what this one did not.
+      if (this.#state === 'stopping' || this.#state === 'stopped') {
+        this.#log.info({ database: database.target }, 'database migration stopped by the shutdown; the next start completes it');
+        return;
+      }
+      this.#log.error({ database: database.target, err }, 'database migration failed');
+      if (isDatabaseUnavailable(err)) database.health.unreachable(err);
+    });
+  }
+
+  /** The web configuration, read again when it changes, each change logged and counted. */
+  #watchWebConfig(web: WebConfig): WebConfigSource {
+    const log = this.#log;
+    const file = web.origin.file;
+    for (const warning of web.warnings) log.warn({ file }, warning);
+    const recordReload = this.metrics.trackWebConfigReloads();
+    return new WebConfigSource(web, (reload) => {
+      recordReload(reload.ok);
+      if (reload.ok) {
+        log.info({ file }, 'WEB_CONFIG_FILE changed: the new configuration is in use for new connections and requests');
+        for (const warning of reload.config.warnings) log.warn({ file }, warning);
+      } else {
+        log.warn(
+          { file, err: reload.error },
+          `WEB_CONFIG_FILE changed but cannot be used, so the last good configuration stays in use: ${reload.error.message}`,
+        );
+      }
+    });
+  }
+
+  #logServing(demo: boolean, web: WebConfig | undefined): void {
+    const config = this.#config;
+    const url = this.url;
+    this.#log.info(
+      {
+        metrics: `${url}/metrics`,
+        sources: config.sources.map((source) => source.name),
+        schedule:
+          config.sources.length === 1
+            ? (config.sources[0]!.sync.schedule ?? 'off')
+            : Object.fromEntries(config.sources.map((s) => [s.name, s.sync.schedule ?? 'off'])),
+        demo,
+        embeddedDatabase: config.database.url === undefined,
+        tls: web?.tls?.clientAuth ?? 'off',
+        basicAuth: Object.keys(web?.users ?? {}).length > 0,
+      },
+      `serving ${url}/metrics`,
+    );
+  }
+
+  /** A stop that came while starting: what was acquired so far is being released; starting goes no further. */
+  #stopIfAsked(): void {
+    if (this.#teardown.releasing) throw new Error('serve was stopped while starting');
+  }
+
+  /** The one place the state changes; a transition the table does not allow (a migration ending after the stop) is ignored. */
+  #enter(next: ServeState): void {
+    const state = nextState(this.#state, next);
+    if (state !== this.#state) this.#log.debug({ from: this.#state, to: state }, 'serve state');
+    this.#state = state;
+  }
+
+  stop(): Promise<{ drained: boolean }> {
+    return (this.#stopping ??= (async () => {
+      this.#enter('stopping');
+      const result = await this.#teardown.release();
+      this.#enter('stopped');
+      return result;
+    })());
+  }
+}
+
+/**
+ * Starts everything `serve` runs. Exported for tests, which start it in-process.
+ *
+ * @throws as {@link Serve.start}.
+ */
+export async function startServe(config: Config, log: Logger): Promise<RunningServer> {
+  const serve = new Serve(config, log);
+  await serve.start();
+  return serve;
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** No new connections; idle keep-alive ones close now, busy ones get `drainMs` to finish their request, then are cut. */
+async function closeServer(server: Server, drainMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  if (!(await settledWithin(closed, drainMs))) server.closeAllConnections();
+}
+
+function serverUrl(server: Server, web: WebConfig | undefined): string {
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const scheme = web?.tls ? 'https' : 'http';
+  return `${scheme}://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
+}

@@ -1,0 +1,66 @@
+/**
+ * One sync schedule per source, each with its own run state: a slow or failing source's run never
+ * delays another's (they share only the database pool, sized for the sources that run at once).
+ */
+import type { Config } from '../config.js';
+import { isDatabaseUnavailable } from '../db/pool.js';
+import type { Logger } from '../log.js';
+import type { ExporterMetrics } from '../metrics/registry.js';
+import { runSync } from '../sync/run.js';
+import { SyncScheduler } from '../sync/schedule.js';
+import type { Upstreams } from '../app/runtime.js';
+import type { ServeDatabase } from './database.js';
+
+export interface SchedulesContext {
+  config: Config;
+  log: Logger;
+  metrics: ExporterMetrics;
+  upstreams: Upstreams;
+  database: ServeDatabase;
+}
+
+/**
+ * Builds (does not start) each source's scheduler. A run waits for the database's migration, and
+ * tells the database's health what it learnt: unreachable (a sync is then owed on recovery) or
+ * reachable.
+ *
+ * @returns the schedulers by source name, in configuration order; a source without a schedule
+ *   gets one that never fires on its own (`0 0 1 1 *`, never started).
+ */
+export function buildSchedulers(context: SchedulesContext): Map<string, SyncScheduler> {
+  const { config, log, metrics, upstreams, database } = context;
+  const { health } = database;
+  const schema = config.database.schema;
+  const schedulers = new Map<string, SyncScheduler>();
+  for (const source of config.sources) {
+    const sourceLog = log.child({ source: source.name });
+    const observer = metrics.syncObserver(source.name);
+    const client = upstreams.sources.find((u) => u.source.name === source.name)!.client;
+    schedulers.set(
+      source.name,
+      new SyncScheduler({
+        schedule: source.sync.schedule ?? '0 0 1 1 *',
+        log: sourceLog,
+        onSkipped: () => metrics.syncSkipped.inc({ source: source.name }),
+        run: async (signal) => {
+          const started = performance.now();
+          try {
+            const { pool } = await database.migrated();
+            const result = await runSync(
+              { pool, client, source: source.name, config: source.sync, tables: config.tables, schema, log: sourceLog, observer },
+              { signal },
+            );
+            if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
+            else health.reachable();
+            return result;
+          } catch (err) {
+            metrics.recordUnrecordedFailure(source.name, (performance.now() - started) / 1000);
+            if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
+            throw err;
+          }
+        },
+      }),
+    );
+  }
+  return schedulers;
+}
