@@ -8,7 +8,6 @@
  * here but by the modules that use them (src/config/types.ts says which); only CONFIG_FILE is
  * read, since it holds the settings themselves.
  */
-import { ConfigError } from '../errors.js';
 import { databaseTlsSettings, type DatabaseTlsSettings, type SslMode } from './database.js';
 import { settingError, type SettingFile, type SettingName } from './setting-file.js';
 import { displayValue, parseSettings, SETTINGS, type ParsedSettings, type RawEnv } from './settings.js';
