@@ -18,7 +18,8 @@ import { WebConfigSource } from '../webconfig.js';
 import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
 import { readWatermark, Tables } from '../sync/store.js';
-import { describeConfiguredDatabase, isDatabaseUnavailable, withClient } from '../db/pool.js';
+import { describeConfiguredDatabase, withClient } from '../db/pool.js';
+import { isDatabaseUnavailable } from '../failures.js';
 import { DatabaseHealth } from '../db/health.js';
 import type { Config } from '../config.js';
 import { settledWithin, withTimeout } from '../settle.js';
@@ -213,7 +214,7 @@ export async function startServe(config: Config, log: Logger): Promise<RunningSe
             else health.reachable();
             return result;
           } catch (err) {
-            metrics.recordUnrecordedFailure(source.name, (performance.now() - started) / 1000);
+            metrics.recordUnrecordedFailure(source.name, (performance.now() - started) / 1000, err);
             if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
             throw err;
           }

@@ -4,9 +4,8 @@
  */
 import type { Command } from 'commander';
 import type { RunningServer } from '../app/serve.js';
-import { DataDirLockedError } from '../errors.js';
 import { createLogger } from '../log.js';
-import { EXIT_FAILURE, EXIT_OK } from './exit.js';
+import { EXIT_FAILURE, EXIT_OK, reportFailure } from './exit.js';
 import { loadConfigForCommand } from './common.js';
 import { handleShutdownSignals } from './shutdown.js';
 
@@ -34,9 +33,7 @@ export function registerServeCommand(program: Command): void {
       try {
         running = await startServe(config, log);
       } catch (err) {
-        if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
-        else log.error({ err }, 'serve could not start');
-        process.exitCode = EXIT_FAILURE;
+        process.exitCode = reportFailure(log, err, 'serve could not start');
         return;
       }
       await new Promise<void>((resolve) => {
