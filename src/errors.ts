@@ -36,7 +36,11 @@ export type ErrorCode =
  * - `token`: no token could be had (E0), for a request or run that needed one;
  * - `secret_file`: a token request (E0) not sent because CLIENT_SECRET_FILE could not be read or was empty;
  * - `inconsistent_window`: the two reads of an instant holding more than a page kept disagreeing (SYNC_WINDOW_ATTEMPTS);
- * - `database`, `aborted`, `other`.
+ * - `database`: a query that failed, or the database unreachable or its connection lost, whether
+ *   our {@link DatabaseError} or pg's and Node's own error (`ECONNREFUSED`, "Connection terminated");
+ * - `aborted`, `other`.
+ *
+ * Which error gets which reason is the table FAILURES of src/failures.ts.
  */
 export type FailureReason =
   | 'network'
@@ -63,7 +67,7 @@ export interface ExporterErrorOptions {
   retryable?: boolean;
   /** The server's Retry-After, in milliseconds from now, when it sent one. */
   retryAfterMs?: number;
-  /** Finer than `code`, for metrics and logs; {@link failureReason} derives one when absent. */
+  /** Finer than `code`, for metrics and logs; failureReason (src/failures.ts) derives one when absent. */
   reason?: FailureReason;
 }
 
@@ -72,7 +76,7 @@ export class ExporterError extends Error {
   readonly status: number | undefined;
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
-  /** The fault behind the error, when the thrower knew it better than `code` says (see {@link failureReason}). */
+  /** The fault behind the error, when the thrower knew it better than `code` says (see failureReason in src/failures.ts). */
   readonly reason: FailureReason | undefined;
 
   constructor(code: ErrorCode, message: string, options: ExporterErrorOptions = {}) {
@@ -187,41 +191,6 @@ export class DataDirLockedError extends ExporterError {
 export class AbortedError extends ExporterError {
   constructor(message = 'operation aborted', options: ExporterErrorOptions = {}) {
     super('ERR_ABORTED', message, options);
-  }
-}
-
-/** SQLSTATE codes are five characters of digits and capital letters (PostgreSQL errors carry them as `code`). */
-const SQLSTATE = /^[0-9A-Z]{5}$/;
-
-/**
- * The {@link FailureReason} of anything thrown: the error's own `reason` when it set one, otherwise
- * derived from its class and `code`. A failed token request (E0) counts as `token` for whatever
- * needed the token; the token request's own attempts are classified by its client.
- */
-export function failureReason(err: unknown): FailureReason {
-  const e = err as { reason?: unknown; code?: unknown; status?: unknown; name?: unknown } | null | undefined;
-  if (e === null || e === undefined || typeof e !== 'object') return 'other';
-  if (err instanceof ExporterError && err.reason !== undefined) return err.reason;
-  switch (e.code) {
-    case 'ERR_TOKEN_REQUEST':
-    case 'ERR_TOKEN_RESPONSE':
-      return 'token';
-    case 'ERR_UPSTREAM_TIMEOUT':
-      return 'timeout';
-    case 'ERR_UPSTREAM_NETWORK':
-      return 'network';
-    case 'ERR_UPSTREAM_HTTP':
-      return typeof e.status === 'number' ? `http_${e.status}` : 'other';
-    case 'ERR_UPSTREAM_BODY':
-      return 'invalid_body';
-    case 'ERR_ABORTED':
-      return 'aborted';
-    case 'ERR_DATABASE':
-      return 'database';
-    case 'ERR_INCONSISTENT_WINDOW':
-      return 'inconsistent_window';
-    default:
-      return typeof e.code === 'string' && SQLSTATE.test(e.code) ? 'database' : 'other';
   }
 }
 

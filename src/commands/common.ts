@@ -7,9 +7,9 @@ import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { readDatabaseTls } from '../db/tls.js';
-import { ConfigError, DataDirLockedError, InvalidArgumentError } from '../errors.js';
+import { ConfigError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
 import { readClientFiles } from '../upstream/files.js';
 import { configOverrides } from './options.js';
 
@@ -50,8 +50,9 @@ export function loadConfigForCommand(command: Command): Config | undefined {
 /**
  * The body of a command that does one thing on the database and exits (migrate, rollup rebuild,
  * fields): loads the configuration (exit 2 on a broken rule), opens the configured database with
- * one connection, runs `work`, closes it, and sets exit status 0, or 1 with the failure logged as
- * `<what> failed` (a DATA_DIR held by another process named with its holder). The application
+ * one connection, runs `work`, closes it, and sets exit status 0, or the failure's (1; 2 for bad
+ * usage, src/failures.ts) with it logged as `<what> failed` (a DATA_DIR held by another process
+ * named with its holder). The application
  * layer is loaded only here, so --help and bad configuration answer without pg.
  *
  * @param checkUsage checks the command's arguments against the configuration before anything is
@@ -84,8 +85,6 @@ export async function runDatabaseCommand(
       await db.close();
     }
   } catch (err) {
-    if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
-    else log.error({ err }, `${what} failed`);
-    process.exitCode = EXIT_FAILURE;
+    process.exitCode = reportFailure(log, err, `${what} failed`);
   }
 }

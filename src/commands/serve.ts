@@ -4,9 +4,9 @@
  */
 import type { Command } from 'commander';
 import type { RunningServer } from '../serve/lifecycle.js';
-import { ConfigError, DataDirLockedError } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
 import { loadConfigForCommand } from './common.js';
 import { handleShutdownSignals } from './shutdown.js';
 
@@ -40,9 +40,7 @@ export function registerServeCommand(program: Command): void {
           process.exitCode = EXIT_USAGE;
           return;
         }
-        if (err instanceof DataDirLockedError) log.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
-        else log.error({ err }, 'serve could not start');
-        process.exitCode = EXIT_FAILURE;
+        process.exitCode = reportFailure(log, err, 'serve could not start');
         return;
       }
       await new Promise<void>((resolve) => {

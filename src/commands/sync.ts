@@ -6,10 +6,11 @@
  * usage (an unknown --source); 130/143 when a second signal forces the exit.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
-import { AbortedError, DataDirLockedError, InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
+import { classifyFailure, isDatabaseUnavailable } from '../failures.js';
 import { createLogger, type Logger } from '../log.js';
 import { DRAIN_TIMEOUT_MS } from '../app/drain.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
 import { loadConfigForCommand } from './common.js';
 import { parseIsoDate } from '../time.js';
 import { handleShutdownSignals, type Shutdown } from './shutdown.js';
@@ -90,33 +91,36 @@ export function registerSyncCommand(program: Command): void {
       }
       // The application layer (undici, pg, prom-client) is loaded only for a run: --help and bad
       // usage answer without it.
-      const [{ syncSources }, { describeConfiguredDatabase, isDatabaseUnavailable }] = await Promise.all([import('../app/sync.js'), import('../db/pool.js')]);
+      const [{ syncSources }, { describeConfiguredDatabase }] = await Promise.all([import('../app/sync.js'), import('../db/pool.js')]);
       // On a terminal, log lines go above the progress bar (src/commands/progress.ts).
       const terminal = new BarAwareStream(process.stderr);
       const log = createLogger(config.logLevel, { format: config.logFormat, destination: terminal });
       const controller = new AbortController();
       const signals = handleSignals(controller, log);
       const progress = process.stderr.isTTY ? await progressBar(terminal) : undefined;
-      /** Reports what stopped a run (or the whole command) and gives its exit status. */
+      /** Reports what stopped a run (or the whole command) and gives its exit status (src/failures.ts). */
       const errorExitCode = (err: unknown, about: Logger): number => {
-        if (err instanceof InvalidArgumentError) {
-          process.stderr.write(`analytics-exporter sync: ${err.message}\n`);
-          return EXIT_USAGE;
+        const failure = classifyFailure(err);
+        switch (failure.kind) {
+          case 'invalid_argument':
+            process.stderr.write(`analytics-exporter sync: ${(err as Error).message}\n`);
+            return failure.exitStatus;
+          case 'aborted':
+            // An abort no signal of ours asked for failed the run like any other error.
+            if (signals.received() === undefined) break;
+            // The signal came while --wait waited for the lock: nothing was started, nothing to roll back.
+            about[failure.level]({ schema: config.database.schema }, 'stopped while waiting for another sync to release the lock; nothing was loaded');
+            return EXIT_OK;
+          case 'database_unavailable': {
+            const database = describeConfiguredDatabase(config.database);
+            about[failure.level](
+              { database, err },
+              `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`,
+            );
+            return failure.exitStatus;
+          }
         }
-        if (err instanceof AbortedError && signals.received() !== undefined) {
-          // The signal came while --wait waited for the lock: nothing was started, nothing to roll back.
-          about.warn({ schema: config.database.schema }, 'stopped while waiting for another sync to release the lock; nothing was loaded');
-          return EXIT_OK;
-        }
-        if (err instanceof DataDirLockedError) {
-          about.error({ dataDir: err.dataDir, holder: err.holder ?? null }, err.message);
-        } else if (isDatabaseUnavailable(err)) {
-          const database = describeConfiguredDatabase(config.database);
-          about.error({ database, err }, `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`);
-        } else {
-          about.error({ err }, 'sync failed');
-        }
-        return EXIT_FAILURE;
+        return reportFailure(about, err, 'sync failed');
       };
       /** One source's exit status; its lines carry `source`. */
       const outcomeExitCode = ({ result, error, log: about }: SourceOutcome): number => {

@@ -4,7 +4,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import { AbortedError, DatabaseError, TokenError, UpstreamError } from '../errors.js';
+import { AbortedError, DatabaseError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { connectionAttempts, describeTls, fallsBack, isTlsFailure, resolveDatabaseTarget, type DatabaseTarget } from './tls.js';
 
@@ -142,34 +142,6 @@ export function describeDatabase(url: string): string {
  */
 export function describeConfiguredDatabase(database: { url?: string | undefined; dataDir: string }): string {
   return database.url !== undefined ? describeDatabase(database.url) : `the embedded database in ${database.dataDir}`;
-}
-
-/** Socket errors meaning the server cannot be reached or the connection to it broke. */
-const UNREACHABLE_NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
-/** SQLSTATEs of a server shutting down, restarting or starting up: admin_shutdown, crash_shutdown, cannot_connect_now. */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03']);
-/** pg's own messages for a connection that broke or never opened (they carry no code). */
-const CONNECTION_LOST_MESSAGE = /Connection terminated|connection timeout|timeout exceeded when trying to connect|not queryable|Client was closed/i;
-
-/**
- * Whether `err` (or an error in its `cause` chain) says the database is unreachable or the
- * connection to it was lost: refused or timed-out connects, a server shutting down or restarting
- * (SQLSTATE 57P01–57P03), a connection exception (class 08), a connection pg saw break. Query
- * errors (syntax, constraint, lock timeout) are not, and neither is an upstream failure (E0, E6,
- * E7): an {@link UpstreamError} or {@link TokenError} ends the walk, because its socket cause
- * (ECONNREFUSED from a platform host that is down) says nothing about the database.
- */
-export function isDatabaseUnavailable(err: unknown): boolean {
-  let current: unknown = err;
-  for (let depth = 0; current !== undefined && current !== null && depth < 5; depth++) {
-    if (current instanceof UpstreamError || current instanceof TokenError) return false;
-    const e = current as { code?: unknown; message?: unknown; cause?: unknown };
-    const code = typeof e.code === 'string' ? e.code : '';
-    if (UNREACHABLE_NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
-    if (typeof e.message === 'string' && CONNECTION_LOST_MESSAGE.test(e.message)) return true;
-    current = e.cause;
-  }
-  return false;
 }
 
 /**

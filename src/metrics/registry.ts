@@ -10,7 +10,7 @@ import type { MetricFamily, MetricType, Sample } from '../exposition/index.js';
 import type { ClientObserver } from '../upstream/analytics.js';
 import type { SyncObserver, SyncResult } from '../sync/run.js';
 import { REVISION, VERSION } from '../version.js';
-import { failureReason } from '../errors.js';
+import { failureReason } from '../failures.js';
 import { DEFAULT_SOURCE } from '../config.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
@@ -375,14 +375,16 @@ export class ExporterMetrics {
 
   /**
    * Counts a run that could not even be recorded (the database unreachable before or while the
-   * run started), so `sync_failures_total` and the sync alerts see database outages too.
+   * run started), so `sync_failures_total` and the sync alerts see database outages too; `err`,
+   * what stopped it, is counted under its reason ({@link failureReason}) as a recorded run's is,
+   * so an outage has one label whenever it hits.
    */
-  recordUnrecordedFailure(source: string, durationSeconds: number): void {
+  recordUnrecordedFailure(source: string, durationSeconds: number, err: unknown): void {
     const s = { source };
     this.syncRunning.set(s, 0);
     this.syncRuns.inc(s);
     this.syncFailures.inc(s);
-    this.syncErrors.inc({ source, reason: 'database' });
+    this.syncErrors.inc({ source, reason: failureReason(err) });
     this.syncDuration.set(s, durationSeconds);
   }
 

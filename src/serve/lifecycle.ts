@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { DataDirLockedError } from '../errors.js';
 import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
-import { isDatabaseUnavailable } from '../db/pool.js';
+import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
 import { ExporterMetrics } from '../metrics/registry.js';
 import type { SyncScheduler } from '../sync/schedule.js';

@@ -3,7 +3,7 @@
  * delays another's (they share only the database pool, sized for the sources that run at once).
  */
 import type { Config } from '../config.js';
-import { isDatabaseUnavailable } from '../db/pool.js';
+import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { runSync } from '../sync/run.js';
@@ -54,7 +54,7 @@ export function buildSchedulers(context: SchedulesContext): Map<string, SyncSche
             else health.reachable();
             return result;
           } catch (err) {
-            metrics.recordUnrecordedFailure(source.name, (performance.now() - started) / 1000);
+            metrics.recordUnrecordedFailure(source.name, (performance.now() - started) / 1000, err);
             if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
             throw err;
           }

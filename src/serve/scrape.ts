@@ -12,7 +12,8 @@
  * sends bytes. A source's read is kept as its serialised part and where each family lies in it,
  * never as sample objects: merging works on those bytes (see mergeParts).
  */
-import { AbortedError, InvalidArgumentError, UpstreamError, failureReason } from '../errors.js';
+import { AbortedError, InvalidArgumentError, UpstreamError } from '../errors.js';
+import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import {
   PartWriter,

@@ -8,7 +8,8 @@
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
-import { AbortedError, InvalidArgumentError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
+import { AbortedError, InvalidArgumentError, type Endpoint, type FailureReason } from '../errors.js';
+import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import { RequestBudget } from './budget.js';
 import { readClientFiles } from './files.js';

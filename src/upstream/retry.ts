@@ -3,7 +3,8 @@
  * Retry-After. Shared by the token client (E0) and the analytics client (E6, E7).
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { AbortedError, ExporterError, coerceError, failureReason, type Endpoint, type FailureReason } from '../errors.js';
+import { AbortedError, ExporterError, coerceError, type Endpoint, type FailureReason } from '../errors.js';
+import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 
 /** First backoff step; attempt n waits a random time in [0, min(cap, BASE · 2^(n-1))]. */

@@ -1,7 +1,8 @@
 import { Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DatabaseHealth } from '../../src/serve/health.js';
-import { describeDatabase, isDatabaseUnavailable } from '../../src/db/pool.js';
+import { describeDatabase } from '../../src/db/pool.js';
+import { isDatabaseUnavailable } from '../../src/failures.js';
 import { TokenError, UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { SyncScheduler } from '../../src/sync/schedule.js';

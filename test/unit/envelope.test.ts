@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AbortedError, InconsistentWindowError, InvalidArgumentError, TokenError, UpstreamError, failureReason } from '../../src/errors.js';
+import { AbortedError, InconsistentWindowError, InvalidArgumentError, TokenError, UpstreamError } from '../../src/errors.js';
+import { failureReason } from '../../src/failures.js';
 import { formatApiDate, parsePage, validatePageQuery } from '../../src/upstream/analytics.js';
 import { excerpt } from '../../src/upstream/http.js';
 import { formUrlEncode } from '../../src/upstream/token.js';

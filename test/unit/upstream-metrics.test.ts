@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DatabaseError, InconsistentWindowError, TokenError, UpstreamError, failureReason } from '../../src/errors.js';
+import { DatabaseError, InconsistentWindowError, TokenError, UpstreamError } from '../../src/errors.js';
+import { failureReason } from '../../src/failures.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/serve/scrape.js';
 import { formatDuration } from '../../src/time.js';
 
