@@ -65,8 +65,8 @@ export function countPage(
     const ms = eventTimes[k] ?? null;
     // The stored event_time keeps whole milliseconds (toward zero), and date_trunc floors it.
     const hour = ms === null ? null : Math.floor(Math.trunc(ms) / HOUR_MS) * HOUR_MS;
-    if (!countHourly(record, hour)) return false;
-    if (countDistinct !== undefined && !countDistinct(record, hour)) return false;
+    if (!countHourly.add(record, hour)) return false;
+    if (countDistinct !== undefined && !countDistinct.add(record, hour)) return false;
   }
   return true;
 }

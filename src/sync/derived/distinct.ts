@@ -76,6 +76,50 @@ function dailyRows(groups: ReadonlyMap<string, DistinctGroup>, untimedHour: numb
   return unionRows(groups, (g) => Math.floor((g.hour ?? untimedHour) / DAY_MS) * DAY_MS);
 }
 
+/** Counts a page's records into records_hourly_distinct's groups (a class, not a closure: its call site on the hot path stays monomorphic and inlined). */
+class DistinctCounter implements RecordCounter {
+  private readonly values: (string | null)[];
+  /** Leaves: per ROLLUP_DISTINCT field (by position), its group once the record's values gave one. */
+  private readonly tree: GroupTree = new Map();
+
+  constructor(
+    private readonly by: readonly RollupDimension[],
+    private readonly fields: readonly RollupDimension[],
+    private readonly into: Map<string, DistinctGroup>,
+  ) {
+    this.values = new Array<string | null>(by.length);
+  }
+
+  add(record: unknown, hour: number | null): boolean {
+    const by = this.values;
+    for (let i = 0; i < this.by.length; i++) {
+      const v = textAt(record, this.by[i]!.path);
+      if (v === NOT_EXACT) return false;
+      by[i] = v;
+    }
+    let fields: (DistinctGroup | undefined)[] | undefined;
+    for (let j = 0; j < this.fields.length; j++) {
+      const v = textAt(record, this.fields[j]!.path);
+      if (v === NOT_EXACT) return false;
+      if (v === null) continue;
+      if (fields === undefined) {
+        fields = findLeaf(this.tree, hour, by) as (DistinctGroup | undefined)[] | undefined;
+        if (fields === undefined) setLeaf(this.tree, hour, by, (fields = new Array<DistinctGroup | undefined>(this.fields.length)));
+      }
+      const group = fields[j];
+      if (group !== undefined) {
+        group.seen.add(v);
+        continue;
+      }
+      const values = [...by, String(j)];
+      const created = { hour, values, seen: new Set([v]) };
+      this.into.set(groupKey(hour, values), created);
+      fields[j] = created;
+    }
+    return true;
+  }
+}
+
 /** records_hourly_distinct and records_daily_distinct of one schema for one ROLLUP_DISTINCT and ROLLUP_DISTINCT_BY. */
 export class DistinctRollup implements RollupTable {
   readonly name = 'records_hourly_distinct and records_daily_distinct';
@@ -101,40 +145,9 @@ export class DistinctRollup implements RollupTable {
     );
   }
 
-  /** A counter of a page's records into `into`, keyed by {@link groupKey} (one per page: it keeps the page's lookup tree). */
+  /** A counter of a page's records into `into`, keyed by {@link groupKey}. */
   counter(into: Map<string, DistinctGroup>): RecordCounter {
-    const byDims = this.by;
-    const fieldDims = this.distinct;
-    const by: (string | null)[] = new Array<string | null>(byDims.length);
-    // Leaves: per ROLLUP_DISTINCT field (by position), its group once the record's values gave one.
-    const tree: GroupTree = new Map();
-    return (record, hour) => {
-      for (let i = 0; i < byDims.length; i++) {
-        const v = textAt(record, byDims[i]!.path);
-        if (v === NOT_EXACT) return false;
-        by[i] = v;
-      }
-      let fields: (DistinctGroup | undefined)[] | undefined;
-      for (let j = 0; j < fieldDims.length; j++) {
-        const v = textAt(record, fieldDims[j]!.path);
-        if (v === NOT_EXACT) return false;
-        if (v === null) continue;
-        if (fields === undefined) {
-          fields = findLeaf(tree, hour, by) as (DistinctGroup | undefined)[] | undefined;
-          if (fields === undefined) setLeaf(tree, hour, by, (fields = new Array<DistinctGroup | undefined>(fieldDims.length)));
-        }
-        const group = fields[j];
-        if (group !== undefined) {
-          group.seen.add(v);
-          continue;
-        }
-        const values = [...by, String(j)];
-        const created = { hour, values, seen: new Set([v]) };
-        into.set(groupKey(hour, values), created);
-        fields[j] = created;
-      }
-      return true;
-    };
+    return new DistinctCounter(this.by, this.distinct, into);
   }
 
   /**

@@ -68,6 +68,31 @@ function groupRows(groups: ReadonlyMap<string, RollupGroup>, untimedHour: number
   return JSON.stringify(rows);
 }
 
+/** Counts a page's records into records_hourly's groups (a class, not a closure: its call site on the hot path stays monomorphic and inlined). */
+class HourlyCounter implements RecordCounter {
+  private readonly values: (string | null)[];
+  /** The page's groups by hour then values ({@link GroupTree}). */
+  private readonly tree: GroupTree = new Map();
+
+  constructor(
+    private readonly dims: readonly RollupDimension[],
+    private readonly into: Map<string, RollupGroup>,
+  ) {
+    this.values = new Array<string | null>(dims.length);
+  }
+
+  add(record: unknown, hour: number | null): boolean {
+    const dims = this.dims;
+    for (let i = 0; i < dims.length; i++) {
+      const v = textAt(record, dims[i]!.path);
+      if (v === NOT_EXACT) return false;
+      this.values[i] = v;
+    }
+    countGroup(this.into, this.tree, hour, this.values);
+    return true;
+  }
+}
+
 /** records_hourly of one schema for one ROLLUP_DIMENSIONS. */
 export class HourlyRollup implements RollupTable {
   readonly name = 'records_hourly';
@@ -90,20 +115,9 @@ export class HourlyRollup implements RollupTable {
     return this.dims.map((d) => d.path);
   }
 
-  /** A counter of a page's records into `into`, keyed by {@link groupKey} (one per page: it keeps the page's lookup tree). */
+  /** A counter of a page's records into `into`, keyed by {@link groupKey}. */
   counter(into: Map<string, RollupGroup>): RecordCounter {
-    const dims = this.dims;
-    const values: (string | null)[] = new Array<string | null>(dims.length);
-    const tree: GroupTree = new Map();
-    return (record, hour) => {
-      for (let i = 0; i < dims.length; i++) {
-        const v = textAt(record, dims[i]!.path);
-        if (v === NOT_EXACT) return false;
-        values[i] = v;
-      }
-      countGroup(into, tree, hour, values);
-      return true;
-    };
+    return new HourlyCounter(this.dims, into);
   }
 
   /**

@@ -30,13 +30,16 @@ export interface Query {
   values: unknown[];
 }
 
-/**
- * Adds one kept record of a page to the page's groups, off the writer; `hour` is the UTC hour of
- * its event time in milliseconds (null without one). Returns false, leaving the groups incomplete,
- * when the record holds a value whose `#>>` text only PostgreSQL gives exactly: the window's rows
- * are then grouped from its stored records instead.
- */
-export type RecordCounter = (record: unknown, hour: number | null) => boolean;
+/** A page's counting for one counted rollup, made per page (it keeps the page's lookup state). */
+export interface RecordCounter {
+  /**
+   * Adds one kept record of the page to the page's groups, off the writer; `hour` is the UTC hour
+   * of its event time in milliseconds (null without one). Returns false, leaving the groups
+   * incomplete, when the record holds a value whose `#>>` text only PostgreSQL gives exactly: the
+   * window's rows are then grouped from its stored records instead.
+   */
+  add(record: unknown, hour: number | null): boolean;
+}
 
 /**
  * One derived table (or tables that change together) of a schema. Every statement runs in the
