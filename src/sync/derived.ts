@@ -71,7 +71,7 @@ export class Derived {
    */
   async deleteWindowRecords(db: PoolClient, source: string, window: Window): Promise<number> {
     const parts = [`gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload)`];
-    for (const table of this.tables) if (table.clearWindowSql !== undefined) parts.push(...table.clearWindowSql());
+    for (const table of this.tables) parts.push(...table.clearWindowSql());
     const { rows } = await db.query<{ deleted: string }>(
       `with ${parts.join(',\n')}
        select count(*) as deleted from gone`,

@@ -138,7 +138,6 @@ export function mergeFields(into: WindowFields, from: WindowFields): void {
 
 /** record_fields of one schema, maintained unless FIELD_CATALOGUE is off. */
 export class FieldCatalogue implements DerivedTable {
-  readonly name = 'record_fields';
   /** Whether record_fields is maintained (FIELD_CATALOGUE). */
   readonly enabled: boolean;
 

@@ -122,7 +122,6 @@ class DistinctCounter implements RecordCounter {
 
 /** records_hourly_distinct and records_daily_distinct of one schema for one ROLLUP_DISTINCT and ROLLUP_DISTINCT_BY. */
 export class DistinctRollup implements RollupTable {
-  readonly name = 'records_hourly_distinct and records_daily_distinct';
   /** Whether they are kept (rollups on and ROLLUP_DISTINCT not `none`). */
   readonly enabled: boolean;
   readonly daily: DailyDistinct;
@@ -148,6 +147,11 @@ export class DistinctRollup implements RollupTable {
   /** A counter of a page's records into `into`, keyed by {@link groupKey}. */
   counter(into: Map<string, DistinctGroup>): RecordCounter {
     return new DistinctCounter(this.by, this.distinct, into);
+  }
+
+  /** Nothing: a window's rows are replaced when it commits ({@link windowReplace}), by the same statement that inserts them. */
+  clearWindowSql(): string[] {
+    return [];
   }
 
   /**

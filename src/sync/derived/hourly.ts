@@ -95,7 +95,6 @@ class HourlyCounter implements RecordCounter {
 
 /** records_hourly of one schema for one ROLLUP_DIMENSIONS. */
 export class HourlyRollup implements RollupTable {
-  readonly name = 'records_hourly';
   /** Whether records_hourly is kept (ROLLUP_DIMENSIONS other than `off`). */
   readonly enabled: boolean;
   private readonly dims: readonly RollupDimension[];

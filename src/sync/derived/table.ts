@@ -1,7 +1,8 @@
 /**
  * What every derived table of src/sync/derived/ shares: the tables it may name, what runs its
- * statements, and the stages of a window's load it takes part in. A new derived table is one
- * module implementing {@link DerivedTable}, listed in the facade (src/sync/derived.ts).
+ * statements, and the stages of the sync it takes part in. A new derived table is one module
+ * implementing {@link DerivedTable} ({@link RollupTable} when it is rebuilt from `records`), listed
+ * in the facade (src/sync/derived.ts), which also calls its per-page and commit methods.
  */
 import type { PoolClient } from '../../db/pool.js';
 import type { Logger } from '../../log.js';
@@ -48,14 +49,12 @@ export interface RecordCounter {
  * methods, which the facade (src/sync/derived.ts) calls at those stages.
  */
 export interface DerivedTable {
-  /** Its name(s), for logs. */
-  readonly name: string;
   /**
    * When a source's windows are cleared before a reload: the common table expressions the
    * clearing statement adds after `gone` (the deleted records, with `payload`); its parameters are
-   * $1 the windows' start, $2 their end (timestamptz), $3 the source. Left out: nothing to clear.
+   * $1 the windows' start, $2 their end (timestamptz), $3 the source. None: nothing to clear then.
    */
-  clearWindowSql?(): string[];
+  clearWindowSql(): string[];
 }
 
 /**

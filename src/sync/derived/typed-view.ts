@@ -62,9 +62,12 @@ export function typedViewSql(t: SchemaTables, fields: readonly FieldRow[]): stri
 
 /** records_typed of one schema. */
 export class TypedView implements DerivedTable {
-  readonly name = 'records_typed';
-
   constructor(private readonly t: SchemaTables) {}
+
+  /** Nothing: a view holds no rows of its own. */
+  clearWindowSql(): string[] {
+    return [];
+  }
 
   /**
    * Names the catalogue's new fields' columns and recreates records_typed when its definition
