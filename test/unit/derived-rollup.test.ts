@@ -1,88 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { formatFieldsTable } from '../../src/app/derived.js';
 import { loadConfig } from '../../src/config.js';
-import {
-  catalogueRecords,
-  columnName,
-  compareCodePoints,
-  Derived,
-  mergeFields,
-  mergeRollupCounts,
-  mergeSources,
-  typedViewSql,
-  viewType,
-  type FieldRow,
-} from '../../src/sync/derived.js';
+import { Derived, mergeRollupCounts } from '../../src/sync/derived.js';
+import { compareCodePoints } from '../../src/sync/derived/code-points.js';
 import { Tables } from '../../src/sync/store.js';
-
-describe('columnName', () => {
-  it('keeps a plain lower-case identifier and sanitises the rest', () => {
-    const none = new Set<string>();
-    expect(columnName('score', none)).toBe('score');
-    expect(columnName('eventType', none)).toBe('event_type');
-    expect(columnName('Seen At', none)).toBe('seen_at');
-    expect(columnName('2fa', none)).toBe('_2fa');
-    expect(columnName('ünï', none)).toBe('n');
-    expect(columnName('---', none)).toBe('field');
-    expect(columnName('x'.repeat(100), none)).toHaveLength(59);
-  });
-
-  it('adds a suffix while the name is taken', () => {
-    expect(columnName('id', new Set(['id']))).toBe('id_2');
-    expect(columnName('event-type', new Set(['event_type', 'event_type_2']))).toBe('event_type_3');
-  });
-});
-
-describe('viewType', () => {
-  it.each([
-    [['number'], 'numeric'],
-    [['boolean'], 'boolean'],
-    [['date-time'], 'timestamptz'],
-    [['null', 'number'], 'numeric'],
-    [['number', 'string'], 'text'],
-    [['date-time', 'string'], 'text'],
-    [['null'], 'text'],
-    [['object'], null],
-    [['array', 'null'], null],
-    [['number', 'object'], 'text'],
-  ] as const)('%j → %s', (types, expected) => expect(viewType(types)).toBe(expected));
-});
-
-describe('catalogueRecords', () => {
-  it('counts the kept records per field with their types, times and a short example, none for secret-like names', () => {
-    const records = [
-      { a: 1, when: '2026-11-01T10:00:00Z', password: 'p', long: 'y'.repeat(60) },
-      { a: 'x', nested: { b: 1 }, when: '2026-11-01T10:00:00+01:00' },
-      { a: 2 }, // not kept
-      { a: null, list: [], when: 'tomorrow' },
-    ];
-    const fields = catalogueRecords(records, [0, 1, 3], [2000, null, 1000]);
-    expect(fields.get('a')).toEqual({ types: new Set(['number', 'string', 'null']), records: 3, first: 1000, last: 2000, untimed: true, example: '1' });
-    expect(fields.get('when')!.types).toEqual(new Set(['date-time', 'string']));
-    expect(fields.get('password')!.example).toBeNull();
-    expect(fields.get('long')!.example).toBe(`"${'y'.repeat(38)}…`);
-    expect(fields.get('nested')).toMatchObject({ types: new Set(['object']), records: 1, first: Infinity, last: -Infinity, untimed: true });
-    expect(fields.get('list')!.types).toEqual(new Set(['array']));
-
-    const more = catalogueRecords([{ a: true, extra: 0 }], [0], [500]);
-    mergeFields(fields, more);
-    expect(fields.get('a')).toMatchObject({ types: new Set(['number', 'string', 'null', 'boolean']), records: 4, first: 500, last: 2000 });
-    expect(fields.get('extra')).toMatchObject({ records: 1, example: '0' });
-  });
-});
-
-const row = (path: string, column: string | null, types: string[], extra: Partial<FieldRow> = {}): FieldRow => ({
-  source: 'default',
-  path,
-  column,
-  types,
-  viewType: viewType(types),
-  records: 3,
-  firstSeen: new Date('2026-11-01T00:00:00Z'),
-  lastSeen: new Date('2026-11-02T00:00:00Z'),
-  example: null,
-  ...extra,
-});
 
 /** PostgreSQL refuses a statement with a parameter it cannot type, as an unused one: each of $1…$n must appear. */
 function expectEveryParameterUsed(query: { text: string; values: unknown[] }): void {
@@ -222,44 +142,6 @@ describe('Derived.countRollup and windowCountsQuery', () => {
   });
 });
 
-describe('typedViewSql', () => {
-  it('types each scalar field, quotes names and keys, and leaves out object-only fields', () => {
-    const sql = typedViewSql(new Tables('s'), [row("it's", 'it_s', ['number']), row('o', 'o', ['object']), row('when', 'when', ['date-time'])]);
-    expect(sql).toContain(`case when jsonb_typeof(payload -> 'it''s') = 'number' then (payload ->> 'it''s')::numeric end as "it_s"`);
-    expect(sql).toContain(`"s".records_try_timestamptz(payload ->> 'when') end as "when"`);
-    expect(sql).not.toContain(`as "o"`);
-    expect(sql.startsWith('create view "s".records_typed as select id, source, event_time, window_start, window_end, run_id, loaded_at, ')).toBe(true);
-  });
-});
-
-describe('formatFieldsTable', () => {
-  it('aligns one line per field, with - for no column or example', () => {
-    const text = formatFieldsTable([row('eventType', 'event_type', ['string'], { example: '"submit"' }), row('meta', 'meta', ['object'])]);
-    expect(text.split('\n')).toEqual([
-      'SOURCE   FIELD      COLUMN      TYPE  JSON TYPES  RECORDS  FIRST SEEN                LAST SEEN                 EXAMPLE',
-      'default  eventType  event_type  text  string      3        2026-11-01T00:00:00.000Z  2026-11-02T00:00:00.000Z  "submit"',
-      'default  meta       -           -     object      3        2026-11-01T00:00:00.000Z  2026-11-02T00:00:00.000Z  -',
-      '',
-    ]);
-    expect(formatFieldsTable([])).toMatch(/no fields catalogued yet/);
-  });
-});
-
-describe('mergeSources', () => {
-  it("gives records_typed one column per field name, typed from every source's types", () => {
-    const merged = mergeSources([
-      row('amount', 'amount', ['number'], { source: 'production', records: 2 }),
-      row('amount', null, ['string'], { source: 'sandbox', records: 5, firstSeen: new Date('2026-10-01T00:00:00Z') }),
-      row('id', 'id', ['string'], { source: 'sandbox' }),
-    ]);
-    expect(merged).toMatchObject([
-      { path: 'amount', source: 'production,sandbox', column: 'amount', types: ['number', 'string'], viewType: 'text', records: 7 },
-      { path: 'id', source: 'sandbox', viewType: 'text', records: 3 },
-    ]);
-    expect(merged[0]!.firstSeen.toISOString()).toBe('2026-10-01T00:00:00.000Z');
-  });
-});
-
 describe('compareCodePoints', () => {
   it('orders strings as PostgreSQL\'s collate "C" orders their UTF-8 bytes', () => {
     const texts = ['b', 'a', '', 'ab', '\uFFFD', '\u{1F600}', '\uE000', '\u00E9', 'a\u{10000}', 'a\uFFFF', '\uD7FF'];
@@ -267,5 +149,43 @@ describe('compareCodePoints', () => {
     expect([...texts].sort(compareCodePoints)).toEqual(byBytes);
     // A plain sort differs: it puts the surrogate pairs first.
     expect([...texts].sort()).not.toEqual(byBytes);
+  });
+});
+
+describe('Derived over its modules', () => {
+  const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).sources[0]!.sync.rollup);
+  const window = { start: Date.parse('2026-11-01T00:00:00Z'), end: Date.parse('2026-11-02T00:00:00Z') };
+  /** A client that records each statement and answers every one with `rows` and a row count of 7. */
+  const recording = (rows: unknown[]) => {
+    const texts: string[] = [];
+    const db = {
+      query: (text: string) => {
+        texts.push(text);
+        return Promise.resolve({ rows, rowCount: 7 });
+      },
+    } as unknown as Parameters<Derived['deleteWindowRecords']>[0];
+    return { db, texts };
+  };
+  /** The names of a statement's common table expressions, in order. */
+  const ctesOf = (text: string) => [...text.matchAll(/(\w+) as \(\s*(?:delete|select|update)/g)].map((m) => m[1]);
+
+  it("clears a window's records and each kept table's rows in one statement, in the tables' order", async () => {
+    const { db, texts } = recording([{ deleted: '3' }]);
+    expect(await derivedFor({}).deleteWindowRecords(db, 'prod', window)).toBe(3);
+    expect(texts).toHaveLength(1);
+    expect(ctesOf(texts[0]!)).toEqual(['gone', 'cleared', 'keys', 'uncounted']);
+    const { db: bare, texts: bareTexts } = recording([{ deleted: '0' }]);
+    await derivedFor({ ROLLUP_DIMENSIONS: 'off', FIELD_CATALOGUE: 'off' }).deleteWindowRecords(bare, 'prod', window);
+    expect(ctesOf(bareTexts[0]!)).toEqual(['gone']);
+  });
+
+  it("reports records_hourly's deleted buckets from ROLLUP_RETENTION, and none when ROLLUP_DIMENSIONS is off", async () => {
+    const { db, texts } = recording([]);
+    expect(await derivedFor({}).pruneRollup(db, window.start)).toBe(7);
+    expect(texts[0]).toBe('delete from "s".records_hourly where bucket < $1');
+    expect(texts[1]).toContain('with pruned as (delete from "s".records_hourly_distinct where bucket < $1');
+    const { db: off, texts: offTexts } = recording([]);
+    expect(await derivedFor({ ROLLUP_DIMENSIONS: 'off' }).pruneRollup(off, window.start)).toBe(0);
+    expect(offTexts).toEqual([]);
   });
 });

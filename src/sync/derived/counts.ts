@@ -1,0 +1,72 @@
+/**
+ * A window's rollup groups, counted from the parsed records of its pages while each waits for the
+ * writer, so that PostgreSQL only inserts them at the commit: records_hourly's groups and
+ * records_hourly_distinct's, in one pass over each page's records.
+ */
+import type { DistinctGroup, RollupGroup } from './groups.js';
+import { HOUR_MS } from './sql.js';
+import type { RecordCounter } from './table.js';
+
+/** A window's (or a page's) rollup groups, keyed by their group key (hour and values). */
+export interface RollupCounts {
+  /**
+   * Whether every dimension value counted is a string, JSON null or absent, whose `#>>` text the
+   * parsed value gives exactly; when false the counts are incomplete and the window's rows are
+   * grouped by PostgreSQL from its records.
+   */
+  exact: boolean;
+  /** Groups of the hour and the ROLLUP_DIMENSIONS values. */
+  hourly: Map<string, RollupGroup>;
+  /** Groups of the hour, the ROLLUP_DISTINCT_BY values and the field's position in ROLLUP_DISTINCT. */
+  distinct: Map<string, DistinctGroup>;
+}
+
+/** Counts nothing: {@link RollupCounts.exact} false, for a page with a value only PostgreSQL gives exactly. */
+export function inexactCounts(): RollupCounts {
+  return { exact: false, hourly: new Map(), distinct: new Map() };
+}
+
+/**
+ * Adds `from` into `into` (a window's counts from its pages). `from` is consumed: `into` takes
+ * over its distinct groups' sets rather than copying them.
+ */
+export function mergeRollupCounts(into: RollupCounts, from: RollupCounts): void {
+  into.exact &&= from.exact;
+  if (!into.exact) return;
+  for (const [key, g] of from.hourly) {
+    const seen = into.hourly.get(key);
+    if (seen === undefined) into.hourly.set(key, { ...g });
+    else seen.records += g.records;
+  }
+  for (const [key, g] of from.distinct) {
+    const target = into.distinct.get(key);
+    if (target === undefined) into.distinct.set(key, g);
+    else for (const v of g.seen) target.seen.add(v);
+  }
+}
+
+/**
+ * Feeds each kept record of a page, with its event hour, to the counters (two named ones rather
+ * than a list: a call site per counter stays monomorphic on the hot path).
+ *
+ * @param keep positions of the records stored, ascending.
+ * @param eventTimes per kept record, its event time in milliseconds or null.
+ * @returns false at the first record a counter could not count exactly (the counts are then incomplete).
+ */
+export function countPage(
+  records: readonly unknown[],
+  keep: readonly number[],
+  eventTimes: readonly (number | null)[],
+  countHourly: RecordCounter,
+  countDistinct: RecordCounter | undefined,
+): boolean {
+  for (let k = 0; k < keep.length; k++) {
+    const record = records[keep[k]!];
+    const ms = eventTimes[k] ?? null;
+    // The stored event_time keeps whole milliseconds (toward zero), and date_trunc floors it.
+    const hour = ms === null ? null : Math.floor(Math.trunc(ms) / HOUR_MS) * HOUR_MS;
+    if (!countHourly.add(record, hour)) return false;
+    if (countDistinct !== undefined && !countDistinct.add(record, hour)) return false;
+  }
+  return true;
+}

@@ -1,0 +1,76 @@
+/**
+ * What every derived table of src/sync/derived/ shares: the tables it may name, what runs its
+ * statements, and the stages of the sync it takes part in. A new derived table is one module
+ * implementing {@link DerivedTable} ({@link RollupTable} when it is rebuilt from `records`), listed
+ * in the facade (src/sync/derived.ts), which also calls its per-page and commit methods.
+ */
+import type { PoolClient } from '../../db/pool.js';
+import type { Logger } from '../../log.js';
+
+/** What runs a derived table's statements: a client, inside the caller's transaction. */
+export type Queryable = Pick<PoolClient, 'query'>;
+
+/**
+ * The qualified, quoted names of one schema's tables that derived tables read and write
+ * (src/sync/store.ts's `Tables` is one: a structural type, so this folder never imports the store).
+ */
+export interface SchemaTables {
+  readonly schema: string;
+  readonly records: string;
+  readonly hourly: string;
+  readonly hourlyDistinct: string;
+  readonly fields: string;
+  readonly derivedSettings: string;
+  readonly typedView: string;
+  readonly tryTimestamptz: string;
+}
+
+/** A statement text and its parameters, ready for `db.query(text, values)`. */
+export interface Query {
+  text: string;
+  values: unknown[];
+}
+
+/** A page's counting for one counted rollup, made per page (it keeps the page's lookup state). */
+export interface RecordCounter {
+  /**
+   * Adds one kept record of the page to the page's groups, off the writer; `hour` is the UTC hour
+   * of its event time in milliseconds (null without one). Returns false, leaving the groups
+   * incomplete, when the record holds a value whose `#>>` text only PostgreSQL gives exactly: the
+   * window's rows are then grouped from its stored records instead.
+   */
+  add(record: unknown, hour: number | null): boolean;
+}
+
+/**
+ * One derived table (or tables that change together) of a schema. Every statement runs in the
+ * caller's transaction. Its per-page work (a {@link RecordCounter}, the catalogue's field
+ * statistics) and its part of a window's commit carry its own shapes: they are the module's own
+ * methods, which the facade (src/sync/derived.ts) calls at those stages.
+ */
+export interface DerivedTable {
+  /**
+   * When a source's windows are cleared before a reload: the common table expressions the
+   * clearing statement adds after `gone` (the deleted records, with `payload`); its parameters are
+   * $1 the windows' start, $2 their end (timestamptz), $3 the source. None: nothing to clear then.
+   */
+  clearWindowSql(): string[];
+}
+
+/**
+ * A derived table built from `records` for settings that may change (the rollups): it knows
+ * whether it is current, rebuilds itself, and ROLLUP_RETENTION prunes it.
+ */
+export interface RollupTable extends DerivedTable {
+  /** Whether it is as these settings want it: built for them with this release's shape, or absent when they keep none. */
+  isCurrent(db: Queryable): Promise<boolean>;
+  /** Rebuilds it when it is not current, saying so in the log. The caller holds the schema's sync lock. @returns whether it rebuilt. */
+  ensureCurrent(db: PoolClient, log: Logger): Promise<boolean>;
+  /** Drops and recreates it filled from `records` (or only drops it when the settings keep none). */
+  rebuild(db: PoolClient): Promise<void>;
+  /**
+   * ROLLUP_RETENTION: deletes every source's rows of hour buckets starting before `before`
+   * (milliseconds). @returns the rows deleted that the run reports (records_hourly's buckets; 0 for the others).
+   */
+  prune(db: PoolClient, before: number): Promise<number>;
+}
