@@ -153,7 +153,7 @@ describe('compareCodePoints', () => {
 });
 
 describe('Derived over its modules', () => {
-  const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).sources[0]!.sync.rollup);
+  const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).tables.rollup);
   const window = { start: Date.parse('2026-11-01T00:00:00Z'), end: Date.parse('2026-11-02T00:00:00Z') };
   /** A client that records each statement and answers every one with `rows` and a row count of 7. */
   const recording = (rows: unknown[]) => {
