@@ -5,10 +5,12 @@
  * flags, handles signals and progress, and maps the outcomes to an exit status.
  */
 import type { Config } from '../config.js';
-import { withClient } from '../db/pool.js';
+import { withClient, type Pool } from '../db/pool.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { applyRetention, runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run.js';
+import { applyRetention, runSync, type SyncObserver, type SyncOptions, type SyncResult, type TablesSettings } from '../sync/run.js';
+import { pgRetentionSession } from '../sync/store-pg.js';
+import { Tables } from '../sync/store.js';
 import { migrateDatabase } from './derived.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
 import { selectSources } from './sources.js';
@@ -66,6 +68,7 @@ export async function syncSources(
     // which the first runs of several sources at once would otherwise contend for.
     await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
     const { observer: observerOf, sources: _names, ...runOptions } = options;
+    const tables = tablesSettings(config);
     const outcomes = await mapBounded(sources, concurrency, async (source): Promise<SourceOutcome> => {
       const sourceLog = log.child({ source: source.name });
       const observer = observerOf?.(source.name);
@@ -78,6 +81,7 @@ export async function syncSources(
               client: upstream.client,
               source: source.name,
               config: source.sync,
+              tables,
               schema: config.database.schema,
               log: sourceLog,
               ...(observer ? { observer } : {}),
@@ -92,11 +96,18 @@ export async function syncSources(
         return { source: source.name, log: sourceLog, error: coerceError(err) };
       }
     });
-    await retentionAfter(db.pool, config, log, outcomes, options.signal);
+    await retentionAfter({ pool: db.pool, config, log, signal: options.signal }, tables.retentionMs, outcomes);
     return outcomes;
   } finally {
     await db.close();
   }
+}
+
+/** The schema's settings every source's run shares. */
+function tablesSettings(config: Config): TablesSettings {
+  // config.tables once the config split lands
+  const { partitionInterval, retentionMs, rollup } = config.sources[0]!.sync;
+  return { partitionInterval, retentionMs, rollup };
 }
 
 /**
@@ -105,22 +116,20 @@ export async function syncSources(
  * a failure is logged and the next invocation tries again.
  */
 async function retentionAfter(
-  pool: Parameters<typeof withClient>[0],
-  config: Config,
-  log: Logger,
+  on: { pool: Pool; config: Config; log: Logger; signal: AbortSignal | undefined },
+  retentionMs: number | undefined,
   outcomes: readonly SourceOutcome[],
-  signal: AbortSignal | undefined,
 ): Promise<void> {
-  const retentionMs = config.sources[0]!.sync.retentionMs;
+  const { pool, config, log, signal } = on;
   const ran = outcomes.flatMap((o) => (o.result !== undefined && o.result.status !== 'locked' ? [o.result] : []));
   if (retentionMs === undefined || ran.length === 0 || ran.some((r) => r.status === 'interrupted') || signal?.aborted) return;
+  const schema = config.database.schema;
   try {
     await withClient(pool, (client) =>
       applyRetention(
-        client,
-        { schema: config.database.schema, log },
-        ran.map((r) => r.runId),
-        Date.now() - retentionMs,
+        { schema, log },
+        pgRetentionSession(client, new Tables(schema)),
+        { runIds: ran.map((r) => r.runId), cutoff: Date.now() - retentionMs },
         { wait: true, ...(signal ? { signal } : {}) },
       ),
     );

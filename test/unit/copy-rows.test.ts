@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CopyRows, IsoWriter } from '../../src/sync/store.js';
+import { CopyRows, IsoWriter } from '../../src/sync/copy-rows.js';
 
 const WINDOW = { start: Date.UTC(2026, 9, 1), end: Date.UTC(2026, 9, 2) };
 
