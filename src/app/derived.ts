@@ -12,6 +12,12 @@ import { Derived, readFields, type FieldRow } from '../sync/derived.js';
 import { schemaLockName } from '../sync/context.js';
 import { Tables } from '../sync/store.js';
 
+/** The derived tables of the configured schema, for its ROLLUP_* and FIELD_CATALOGUE settings. */
+function derivedOf(config: Config, tables: Tables): Derived {
+  // config.tables once the config split lands
+  return new Derived(tables, config.sources[0]!.sync.rollup);
+}
+
 /**
  * Runs `fn` on a client holding the schema's sync lock exclusively (waiting for the running syncs
  * of every source, which hold it shared: src/sync/run.ts), in one transaction. records_hourly is
@@ -25,7 +31,7 @@ async function underSyncLock<T>(
 ): Promise<T> {
   const schema = config.database.schema;
   const tables = new Tables(schema);
-  const derived = new Derived(tables, config.sources[0]!.sync.rollup);
+  const derived = derivedOf(config, tables);
   return withClient(pool, async (client) => {
     const locked = await withAdvisoryLock(client, schemaLockName(schema), { wait: true, ...(signal ? { signal } : {}) }, () =>
       withTransaction(client, () => fn(derived, tables, client)),
@@ -54,7 +60,7 @@ export async function migrateDatabase(
   const schema = config.database.schema;
   const applied = await migrate(pool, schema, log);
   // Checked first without the lock, so a start does not wait for another process's sync when nothing changed.
-  const current = await new Derived(new Tables(schema), config.sources[0]!.sync.rollup).isRollupCurrent(pool);
+  const current = await derivedOf(config, new Tables(schema)).isRollupCurrent(pool);
   const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log), options.signal));
   return { applied, rollupRebuilt };
 }

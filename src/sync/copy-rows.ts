@@ -120,8 +120,10 @@ export function copyText(value: string): string {
   return value.replace(COPY_SPECIAL, (c) => COPY_ESCAPES[c]!);
 }
 
+const NO_BYTES = Buffer.alloc(0);
+
 /**
- * The rows {@link RecordsCopy} writes for one window: each kept record of a page as a line of
+ * The rows RecordsCopy (records-copy.ts) writes for one window: each kept record of a page as a line of
  * COPY's text format (`source`, payload, event_time, window_start, window_end, run_id, tab-separated),
  * as the UTF-8 bytes sent. The payload is the record's exact JSON text from the page's text
  * ({@link dataElementByteSpans}), escaped as COPY's text format requires.
@@ -134,6 +136,8 @@ export class CopyRows {
   /** `suffix` then `prefix`: from one row's payload and time to the next one's. */
   private readonly between: Buffer;
   private readonly iso = new IsoWriter();
+  /** The buffer {@link of} is filling, for {@link copyEscaped}. */
+  private out: Buffer = NO_BYTES;
 
   constructor(source: string, window: Window, runId: number) {
     this.prefixText = `${copyText(source)}\t`;
@@ -169,13 +173,14 @@ export class CopyRows {
     for (let k = 0; k < keep.length; k++) size += spans[2 * keep[k]! + 1]! - spans[2 * keep[k]!]!;
     const fixed = this.prefix.length + 1 + MAX_ISO_BYTES + this.suffix.length;
     const out = Buffer.allocUnsafe((plain ? size : 2 * size) + keep.length * fixed);
+    this.out = out;
     // One copy between rows: a row's last columns and the next row's first are always the same bytes.
     let at = this.prefix.copy(out, 0);
     for (let k = 0; k < keep.length; k++) {
       const start = spans[2 * keep[k]!]!;
       const end = spans[2 * keep[k]! + 1]!;
       if (k > 0) at += this.between.copy(out, at);
-      at = plain ? at + bytes.copy(out, at, start, end) : copyEscaped(bytes, { start, end }, out, at);
+      at = plain ? at + bytes.copy(out, at, start, end) : this.copyEscaped(bytes, start, end, at);
       out[at++] = TAB;
       const ms = eventTimes[k] ?? null;
       if (ms === null) {
@@ -186,7 +191,37 @@ export class CopyRows {
       }
     }
     at += this.suffix.copy(out, at);
+    this.out = NO_BYTES; // the page's rows are the stream's now, not held here until the next page
     return out.subarray(0, at);
+  }
+
+  /**
+   * Copies bytes [start, end) of `from` into {@link out} at `at` as a column of COPY's text format
+   * ({@link copyText} over bytes: the multi-byte characters of UTF-8 hold no byte below 0x80).
+   *
+   * @returns the index after the last byte written; `out` must have room for twice the span.
+   */
+  private copyEscaped(from: Buffer, start: number, end: number, at: number): number {
+    const out = this.out;
+    for (let i = start; i < end; i++) {
+      const c = from[i]!;
+      if (c === BACKSLASH) {
+        out[at++] = BACKSLASH;
+        out[at++] = BACKSLASH;
+      } else if (c === LF) {
+        out[at++] = BACKSLASH;
+        out[at++] = LETTER_LOWER_N;
+      } else if (c === CR) {
+        out[at++] = BACKSLASH;
+        out[at++] = LETTER_R;
+      } else if (c === TAB) {
+        out[at++] = BACKSLASH;
+        out[at++] = LETTER_T;
+      } else {
+        out[at++] = c;
+      }
+    }
+    return at;
   }
 
   private row(payload: string, eventTime: number | null): string {
@@ -204,31 +239,3 @@ const LETTER_R = 0x72;
 const LETTER_LOWER_N = 0x6e;
 /** Bytes COPY's text format escapes inside a column ({@link COPY_SPECIAL}). */
 const COPY_SPECIAL_BYTES = [BACKSLASH, LF, CR, TAB];
-
-/**
- * Copies bytes [span.start, span.end) of `from` into `out` at `at` as a column of COPY's text format
- * ({@link copyText} over bytes: the multi-byte characters of UTF-8 hold no byte below 0x80).
- *
- * @returns the index after the last byte written; `out` must have room for twice the span.
- */
-function copyEscaped(from: Buffer, span: { start: number; end: number }, out: Buffer, at: number): number {
-  for (let i = span.start; i < span.end; i++) {
-    const c = from[i]!;
-    if (c === BACKSLASH) {
-      out[at++] = BACKSLASH;
-      out[at++] = BACKSLASH;
-    } else if (c === LF) {
-      out[at++] = BACKSLASH;
-      out[at++] = LETTER_LOWER_N;
-    } else if (c === CR) {
-      out[at++] = BACKSLASH;
-      out[at++] = LETTER_R;
-    } else if (c === TAB) {
-      out[at++] = BACKSLASH;
-      out[at++] = LETTER_T;
-    } else {
-      out[at++] = c;
-    }
-  }
-  return at;
-}
