@@ -14,6 +14,7 @@ import type { WindowReader } from './reader.js';
 import { PgSyncStore } from './store-pg.js';
 import { Tables } from './store.js';
 import type { SyncObserver } from './summary.js';
+import type { Window } from './windows.js';
 
 /** Settings of the schema, the same for every source: how `records` is partitioned and kept, and its derived tables. */
 export interface TablesSettings {
@@ -92,7 +93,7 @@ export interface LoadContext extends RunContext {
 
 /** One window of a run: the window and its position in the run's plan (the reader's index). */
 export interface WindowJob {
-  window: { start: number; end: number };
+  window: Window;
   index: number;
 }
 

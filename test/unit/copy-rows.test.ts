@@ -1,5 +1,5 @@
 /**
- * The bytes RecordsCopy sends (src/sync/store.ts, CopyRows and IsoWriter): each kept record's exact
+ * The bytes RecordsCopy sends (src/sync/copy-rows.ts, CopyRows and IsoWriter): each kept record's exact
  * text from the page, escaped for COPY's text format, with its event time written as
  * `toISOString` writes it; checked against a plain string-built reference.
  */
