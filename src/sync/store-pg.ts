@@ -10,7 +10,7 @@ import { DatabaseError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Derived, RollupCounts, WindowFields } from './derived.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
-import { dropExpiredPartitions, ensurePartitions } from './partitions.js';
+import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
 import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowWriter } from './ports.js';
 import { RecordsCopy } from './records-copy.js';
 import {
@@ -113,11 +113,11 @@ export class PgSession implements StoreSession {
     return finishRun(this.db, this.o.tables, runId, ending);
   }
 
-  ensurePartitions(starts: readonly number[]) {
+  ensurePartitions(starts: readonly number[]): Promise<Partition[]> {
     return ensurePartitions(this.db, this.o.tables, starts, this.o.partitionInterval);
   }
 
-  dropExpiredPartitions(cutoff: number, runIds: readonly number[]) {
+  dropExpiredPartitions(cutoff: number, runIds: readonly number[]): Promise<DroppedPartition[]> {
     return dropExpiredPartitions(this.db, this.o.tables, cutoff, runIds);
   }
 

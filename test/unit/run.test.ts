@@ -102,6 +102,22 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     expect(store.records.length).toBe(data.length);
   });
 
+  it('leaves windows RETENTION expired to an explicit --from', async () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, run } = harness(data);
+    await run({ from: FROM, to: TO });
+    // What RETENTION leaves of the first window: its ledger row, expired, and no records.
+    store.ledger.find((w) => w.start === T0)!.expired = true;
+    store.records = store.records.filter((r) => r.window.start !== T0);
+    const resumed = loaded(await run({ to: TO }, { SYNC_LOOKBACK: '3h' }));
+    expect(resumed.range.start).toBe(T0);
+    expect(resumed.windowsPlanned).toBe(2);
+    expect(store.recordsOf({ start: T0, end: T0 + HOUR })).toEqual([]);
+    const reloaded = loaded(await run({ from: FROM, to: TO }));
+    expect(reloaded.windowsPlanned).toBe(3);
+    expect(storedIds(store)).toEqual(ids(data));
+  });
+
   it('refuses a range ending later than now minus SYNC_SETTLE before anything is loaded', async () => {
     const { store, run } = harness([]);
     await expect(run({ from: FROM, to: new Date(NOW) })).rejects.toThrow(/later than now minus SYNC_SETTLE/);
