@@ -9,7 +9,7 @@ import { migrate } from '../db/migrate.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { Derived, readFields, type FieldRow } from '../sync/derived.js';
-import { schemaLockName } from '../sync/run.js';
+import { schemaLockName } from '../sync/context.js';
 import { Tables } from '../sync/store.js';
 
 /**

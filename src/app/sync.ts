@@ -5,10 +5,12 @@
  * flags, handles signals and progress, and maps the outcomes to an exit status.
  */
 import type { Config } from '../config.js';
-import { withClient } from '../db/pool.js';
+import { withClient, type Pool } from '../db/pool.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { applyRetention, runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run.js';
+import { pgRetentionSession } from '../sync/store-pg.js';
+import { Tables } from '../sync/store.js';
 import { migrateDatabase } from './derived.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
 import { selectSources } from './sources.js';
@@ -93,7 +95,7 @@ export async function syncSources(
         return { source: source.name, log: sourceLog, error: coerceError(err) };
       }
     });
-    await retentionAfter(db.pool, config, log, outcomes, options.signal);
+    await retentionAfter({ pool: db.pool, config, log, signal: options.signal }, outcomes);
     return outcomes;
   } finally {
     await db.close();
@@ -106,22 +108,20 @@ export async function syncSources(
  * a failure is logged and the next invocation tries again.
  */
 async function retentionAfter(
-  pool: Parameters<typeof withClient>[0],
-  config: Config,
-  log: Logger,
+  on: { pool: Pool; config: Config; log: Logger; signal: AbortSignal | undefined },
   outcomes: readonly SourceOutcome[],
-  signal: AbortSignal | undefined,
 ): Promise<void> {
+  const { pool, config, log, signal } = on;
   const retentionMs = config.tables.retentionMs;
   const ran = outcomes.flatMap((o) => (o.result !== undefined && o.result.status !== 'locked' ? [o.result] : []));
   if (retentionMs === undefined || ran.length === 0 || ran.some((r) => r.status === 'interrupted') || signal?.aborted) return;
+  const schema = config.database.schema;
   try {
     await withClient(pool, (client) =>
       applyRetention(
-        client,
-        { schema: config.database.schema, log },
-        ran.map((r) => r.runId),
-        Date.now() - retentionMs,
+        { schema, log },
+        pgRetentionSession(client, new Tables(schema)),
+        { runIds: ran.map((r) => r.runId), cutoff: Date.now() - retentionMs },
         { wait: true, ...(signal ? { signal } : {}) },
       ),
     );

@@ -17,8 +17,9 @@
  * - later windows hold at most `concurrency` pages (open or fetched) between them.
  */
 import { AbortedError, InconsistentWindowError } from '../errors.js';
-import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
+import type { AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
 import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
+import type { E6Pages } from './ports.js';
 import { ProfileCells, splitOverflow, type RecordEstimate } from './split.js';
 import { iso, type Window } from './windows.js';
 
@@ -95,7 +96,7 @@ interface WindowState<T> {
 
 /** Reads the windows of one run, ahead of the writer (see the module comment). */
 export class WindowReader<T> {
-  readonly #client: AnalyticsClient;
+  readonly #client: E6Pages;
   readonly #o: WindowReaderOptions<T>;
   readonly #states: WindowState<T>[];
   readonly #stop = new AbortController();
@@ -110,7 +111,7 @@ export class WindowReader<T> {
    * @param windows the run's windows, disjoint, in time order; nothing is requested before
    *   {@link leaves} is first called.
    */
-  constructor(client: AnalyticsClient, windows: readonly Window[], options: WindowReaderOptions<T>) {
+  constructor(client: E6Pages, windows: readonly Window[], options: WindowReaderOptions<T>) {
     this.#client = client;
     this.#o = options;
     this.#states = windows.map((window) => ({
@@ -142,7 +143,7 @@ export class WindowReader<T> {
    * The leaves of window `index`, in the order they arrive (leaves are disjoint, so any order
    * gives the same records). The writer reads windows in order.
    *
-   * @throws what {@link AnalyticsClient.fetchPage} throws for a request of the window;
+   * @throws what {@link E6Pages.fetchPage} throws for a request of the window;
    *   {@link InconsistentWindowError} when an instant's reads kept disagreeing.
    */
   async *leaves(index: number): AsyncGenerator<Leaf<T>, void, undefined> {
@@ -242,7 +243,7 @@ export class WindowReader<T> {
     const total = page.totalRecords;
     // A whole window's count is its rate: later windows need not wait for all of it to be read.
     if (part.start === state.window.start && part.end === state.window.end) this.#o.estimate.observe(part, total);
-    const parts = splitOverflow(part, total, pageSize, minSplitMs, times);
+    const parts = splitOverflow(part, { totalRecords: total, sampleTimes: times }, { pageSize, minSplitMs });
     if (parts.length === 1) {
       await this.#readInstant(state, part);
       return;

@@ -6,7 +6,7 @@
 import cron, { type ScheduledTask } from 'node-cron';
 import { settledWithin } from '../settle.js';
 import type { Logger } from '../log.js';
-import type { SyncResult } from './run.js';
+import type { SyncResult } from './summary.js';
 
 export interface SchedulerOptions {
   /** Cron expression (minute hour day month weekday, optional seconds first), in UTC. */

@@ -103,10 +103,18 @@ function partsBetween(range: Window, cuts: Iterable<number>): Window[] {
  * {@link HOT_CELL_SHARE} of the sample cut out on its own. The sample is whatever page 1 happened
  * to return; it only steers the cuts.
  *
- * @param sampleTimes event times (ms) of the records the overflow response carried; may be empty.
+ * @param overflow.totalRecords what E6 said the part holds; `sampleTimes`: event times (ms) of the
+ *   records the overflow response carried, may be empty.
+ * @param paging E6 pageSize and SYNC_MIN_SPLIT in milliseconds.
  * @returns parts as {@link splitRange}; `[part]` when the part is an instant.
  */
-export function splitOverflow(part: Window, totalRecords: number, pageSize: number, minSplitMs: number, sampleTimes: readonly number[]): Window[] {
+export function splitOverflow(
+  part: Window,
+  overflow: { totalRecords: number; sampleTimes: readonly number[] },
+  paging: { pageSize: number; minSplitMs: number },
+): Window[] {
+  const { totalRecords, sampleTimes } = overflow;
+  const { pageSize, minSplitMs } = paging;
   if (!isSplittable(part, minSplitMs)) return [part];
   const hot: number[] = [];
   let lump = 0;

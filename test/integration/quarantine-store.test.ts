@@ -71,7 +71,7 @@ describe('records_quarantine', () => {
       reason: `reason ${i} "quoted" \\`,
       eventTime: i === 0 ? null : DAY.start + i,
     }));
-    await withClient(pool, (c) => insertQuarantined(c, t, SOURCE, DAY, 7, rows));
+    await withClient(pool, (c) => insertQuarantined(c, { t, source: SOURCE, window: DAY, runId: 7 }, rows));
     const stored = await quarantined();
     expect(stored.map((r) => r.payload_text)).toEqual(texts);
     expect(stored.map((r, i) => Buffer.from(r.payload_text, 'utf8').equals(Buffer.from(texts[i]!, 'utf8')))).toEqual(texts.map(() => true));
@@ -106,10 +106,7 @@ describe('records_quarantine', () => {
             await clearWindow(c, t, SOURCE, NEXT_DAY);
             await insertQuarantined(
               c,
-              t,
-              SOURCE,
-              NEXT_DAY,
-              1,
+              { t, source: SOURCE, window: NEXT_DAY, runId: 1 },
               texts.map((text) => ({ text, path: '$', reason: 'r', eventTime: null })),
             );
           });
@@ -122,7 +119,7 @@ describe('records_quarantine', () => {
   });
 
   it('prepares nothing for no rows', () => {
-    expect(prepareInsertQuarantined(t, SOURCE, DAY, 1, [])).toBeUndefined();
+    expect(prepareInsertQuarantined({ t, source: SOURCE, window: DAY, runId: 1 }, [])).toBeUndefined();
   });
 });
 
@@ -142,9 +139,9 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
     await withClient(pool, async (c) => {
       await c.query('begin');
       await clearWindow(c, t, SOURCE, DAY);
-      const insert = prepareInsertRecords(t, SOURCE, DAY, 9, { ...pageText, keep, eventTimes: keep.map(() => null) });
+      const insert = prepareInsertRecords({ t, source: SOURCE, window: DAY, runId: 9 }, { ...pageText, keep, eventTimes: keep.map(() => null) });
       if (insert) await c.query(insert.text, insert.values);
-      const isolate = prepareInsertQuarantined(t, SOURCE, DAY, 9, rows);
+      const isolate = prepareInsertQuarantined({ t, source: SOURCE, window: DAY, runId: 9 }, rows);
       if (isolate) await c.query(isolate.text, isolate.values);
       await c.query('commit');
     });
@@ -209,8 +206,8 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
   it('clears only the windows inside the range, by window_start, as for records', async () => {
     const row = (n: number): QuarantineRow => ({ text: `{"n":${n}}`, path: '$.s', reason: 'r', eventTime: null });
     await withClient(pool, async (c) => {
-      await insertQuarantined(c, t, SOURCE, DAY, 1, [row(1)]);
-      await insertQuarantined(c, t, SOURCE, NEXT_DAY, 1, [row(2)]);
+      await insertQuarantined(c, { t, source: SOURCE, window: DAY, runId: 1 }, [row(1)]);
+      await insertQuarantined(c, { t, source: SOURCE, window: NEXT_DAY, runId: 1 }, [row(2)]);
       expect(await clearWindow(c, t, SOURCE, { start: DAY.start + 1, end: NEXT_DAY.start })).toBe(0);
       expect((await quarantined()).length).toBe(1);
       expect(await clearWindow(c, t, SOURCE, { start: DAY.start, end: NEXT_DAY.start })).toBe(0);

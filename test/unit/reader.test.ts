@@ -120,9 +120,15 @@ describe('splitRange / splitOverflow', () => {
 
   it('cannot split an instant, and cuts a hot cell out on its own', () => {
     expect(isSplittable({ start: T0, end: T0 + 1000 }, 1000)).toBe(false);
-    expect(splitOverflow({ start: T0, end: T0 + 1000 }, 5000, 1000, 1000, [])).toEqual([{ start: T0, end: T0 + 1000 }]);
+    expect(splitOverflow({ start: T0, end: T0 + 1000 }, { totalRecords: 5000, sampleTimes: [] }, { pageSize: 1000, minSplitMs: 1000 })).toEqual([
+      { start: T0, end: T0 + 1000 },
+    ]);
     const hot = T0 + 1234 * 1000;
-    const parts = splitOverflow({ start: T0, end: T0 + HOUR }, 1500, 1000, 1000, Array(900).fill(hot + 17));
+    const parts = splitOverflow(
+      { start: T0, end: T0 + HOUR },
+      { totalRecords: 1500, sampleTimes: Array(900).fill(hot + 17) },
+      { pageSize: 1000, minSplitMs: 1000 },
+    );
     expect(parts).toContainEqual({ start: hot, end: hot + 1000 });
   });
 

@@ -1,0 +1,57 @@
+/**
+ * The plan of a run: its range (from the watermark, or `--from`/`--to`) and the windows to load in
+ * it (windows.ts), leaving out expired windows and closing over committed ones.
+ */
+import { InvalidArgumentError } from '../errors.js';
+import type { RunContext } from './context.js';
+import type { StoreSession } from './ports.js';
+import { closeOverCommitted, iso, planWindows, runRange, subtractWindows, type Window } from './windows.js';
+
+/** What a run loads. */
+export interface RunPlan {
+  range: Window;
+  /** The windows to load, disjoint, in time order. */
+  windows: Window[];
+  /** The watermark when the run started (ms), or undefined before the source's first window. */
+  watermarkBefore: number | undefined;
+}
+
+/**
+ * Plans the run at `now` (ms).
+ *
+ * @throws {InvalidArgumentError} when `--from` is not before the range's end, or the end is later
+ *   than now minus SYNC_SETTLE (windows in the future would be committed empty).
+ */
+export async function planRun(ctx: RunContext, session: StoreSession, now: number): Promise<RunPlan> {
+  const { settings: config, options } = ctx;
+  const watermarkBefore = await session.readWatermark();
+  const range = runRange({
+    from: options.from?.getTime(),
+    to: options.to?.getTime(),
+    watermark: watermarkBefore,
+    startDate: config.startDate,
+    lookbackMs: config.lookbackMs,
+    settleMs: config.settleMs,
+    now,
+  });
+  if (options.from !== undefined && range.start >= range.end) {
+    throw new InvalidArgumentError(`--from ${iso(range.start)} must be before the end of the range ${iso(range.end)} (--to, or now minus SYNC_SETTLE)`);
+  }
+  // Loading windows that have not happened yet would move the watermark past data still to come.
+  const latest = now - config.settleMs;
+  if (range.end > latest) {
+    throw new InvalidArgumentError(
+      `--to ${iso(range.end)} is later than now minus SYNC_SETTLE (${iso(latest)}); windows in the future would be committed empty`,
+    );
+  }
+  const aligned = planWindows(range.start, range.end, config.windowMs);
+  // RETENTION dropped the records of expired windows on purpose: only an explicit --from reloads them.
+  const planned = aligned.length === 0 || options.from !== undefined ? aligned : subtractWindows(aligned, await session.expiredWindows(span(aligned)));
+  const windows = planned.length === 0 ? [] : closeOverCommitted(planned, await session.committedWindows(span(planned)));
+  return { range, windows, watermarkBefore };
+}
+
+/** From the first window's start to the last one's end; `windows` is not empty. */
+export function span(windows: readonly Window[]): Window {
+  return { start: windows[0]!.start, end: windows[windows.length - 1]!.end };
+}

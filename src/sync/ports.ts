@@ -1,0 +1,155 @@
+/**
+ * What a sync run needs from the outside, as interfaces: the storage of one source's rows
+ * ({@link SyncStore}, PostgreSQL in store-pg.ts) and E6 pages ({@link E6Pages}, the analytics
+ * client). The run (run.ts and the steps it coordinates) depends on these only, so a unit test
+ * drives a whole run against an in-memory store and a fake E6.
+ */
+import type { AnalyticsPage, PageQuery } from '../upstream/analytics.js';
+import type { RollupCounts, WindowFields } from './derived.js';
+import type { PageRows, QuarantineRow } from './page-rows.js';
+import type { Partition, DroppedPartition } from './partitions.js';
+import type { RunStatus } from './store.js';
+import type { Window } from './windows.js';
+
+/**
+ * E6 pages (API reference, E6): one request per call, its retries and rate limit inside. The
+ * analytics client is one (src/upstream/analytics.ts).
+ */
+export interface E6Pages {
+  /**
+   * @throws what the analytics client throws after its retries (UpstreamError, TokenError), or
+   *   AbortedError on `options.signal`.
+   */
+  fetchPage(query: PageQuery, options?: { signal?: AbortSignal }): Promise<AnalyticsPage>;
+}
+
+/** How to take an advisory lock (src/db/pool.ts withAdvisoryLock). */
+export interface LockOptions {
+  /** Wait until it is free; false: give up at once when it is held. */
+  wait: boolean;
+  /** Ends a wait with AbortedError. */
+  signal?: AbortSignal;
+  /** Shared mode: any number of shared holders, none while an exclusive one holds it. */
+  shared?: boolean;
+}
+
+/** A lock's outcome: `fn`'s value when it was taken. */
+export type Locked<T> = { acquired: true; value: T } | { acquired: false };
+
+/** The end of a run as recorded. `error` is a message without secrets. */
+export interface RunEnding {
+  status: RunStatus;
+  windows: number;
+  pages: number;
+  records: number;
+  error?: string;
+}
+
+/** What a window's load counted, recorded in the ledger with it. */
+export interface WindowCounts {
+  /** Records stored. */
+  recordCount: number;
+  /** Records E6 returned for the window's parts. */
+  totalRecords: number;
+  /** Leaf pages (at least 1). */
+  pages: number;
+}
+
+/**
+ * The storage of one source's runs in one schema: sessions (connections) and, through them, the
+ * ledger, the watermark, the records and the tables derived from them. Every method is about the
+ * store's own source (it is built for one).
+ */
+export interface SyncStore {
+  /**
+   * Runs `fn` on a session of its own (one connection: its locks are the session's, released when
+   * it ends).
+   *
+   * @throws what opening the session throws (the database unreachable), or what `fn` throws.
+   */
+  session<T>(fn: (session: StoreSession) => Promise<T>): Promise<T>;
+}
+
+/** One connection of a {@link SyncStore}. A method throws the database's error when the connection is lost. */
+export interface StoreSession {
+  /** Takes the advisory lock `name` for `fn`, released after it (see {@link LockOptions}). */
+  lock<T>(name: string, options: LockOptions, fn: () => Promise<T>): Promise<Locked<T>>;
+
+  /** Whether records_hourly and its distinct tables are built for the run's ROLLUP_* settings. */
+  isRollupCurrent(): Promise<boolean>;
+  /** Rebuilds the rollup tables when built for other settings, in one transaction; the caller holds the schema's lock exclusively. */
+  ensureRollup(): Promise<void>;
+  /** Recreates records_typed when the catalogue changed since it was made, in one transaction. */
+  ensureTypedViewCurrent(): Promise<void>;
+  /** Deletes rollup rows of hours before `before` (ms; ROLLUP_RETENTION), in one transaction. @returns rows deleted. */
+  pruneRollup(before: number): Promise<number>;
+
+  /** Marks the source's runs left `running` as abandoned (the caller holds the source's lock). @returns how many. */
+  abandonStaleRuns(): Promise<number>;
+  /** The watermark (ms), or undefined before the first committed window. */
+  readWatermark(): Promise<number | undefined>;
+  /** Committed windows overlapping `range`, in time order. */
+  committedWindows(range: Window): Promise<Window[]>;
+  /** Windows whose records RETENTION dropped, overlapping `range`, in time order. */
+  expiredWindows(range: Window): Promise<Window[]>;
+  /** Committed windows overlapping `range` with E6's count for each, and the last one before it. */
+  ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]>;
+  /** Records the start of a run. @returns its id. */
+  startRun(range: Window): Promise<number>;
+  /** Records the end of a run. */
+  finishRun(runId: number, ending: RunEnding): Promise<void>;
+
+  /** Creates the partitions of `records` holding these window starts (ms). @returns those created. */
+  ensurePartitions(starts: readonly number[]): Promise<Partition[]>;
+  /**
+   * Drops the partitions wholly older than `cutoff` (ms) but those holding windows of `runIds`,
+   * marking their windows expired; the caller holds the schema's lock exclusively.
+   */
+  dropExpiredPartitions(cutoff: number, runIds: readonly number[]): Promise<DroppedPartition[]>;
+
+  /**
+   * Runs `fn` in one transaction writing one window: committed when `fn` resolves, rolled back
+   * whole when it throws (and the throw passed on).
+   */
+  inWindow<T>(of: { window: Window; runId: number }, fn: (writer: WindowWriter) => Promise<T>): Promise<T>;
+}
+
+/** The writes of one window inside its transaction ({@link StoreSession.inWindow}), in this order. */
+export interface WindowWriter {
+  /**
+   * Deletes what was stored for the window (records, quarantined records, ledger rows, their
+   * derived rows) before it is loaded again.
+   *
+   * @returns the records deleted (quarantined ones not counted).
+   */
+  clear(): Promise<number>;
+  /**
+   * Stores a page's kept records and its quarantined ones. May resolve before the store has them
+   * (the next page is prepared meanwhile); their failure then surfaces from a later call.
+   *
+   * @param onStored called with the page's kept records once they are stored, before `end` resolves.
+   */
+  write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void>;
+  /**
+   * After a failed read or write: stops what is outstanding, so the transaction can roll back.
+   * Never throws.
+   *
+   * @returns an earlier failure of the store's (it wins over `reason`), else undefined.
+   */
+  abort(reason: Error): Promise<Error | undefined>;
+  /**
+   * Waits until every page written is stored.
+   *
+   * @returns the records stored.
+   */
+  end(): Promise<number>;
+  /** Adds the window's rollup groups and catalogued fields to the derived tables (once its records are in). */
+  addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void>;
+  /**
+   * Records the window in the ledger and advances the watermark to its end when it starts at or
+   * before it (or there is none yet): the watermark never jumps a gap.
+   *
+   * @returns the watermark after it (ms).
+   */
+  record(counts: WindowCounts): Promise<number | undefined>;
+}

@@ -1,0 +1,51 @@
+/**
+ * Reading a run's windows from E6: the window reader (reader.ts) set up with the run's settings,
+ * its pages prepared for the writer (prepare.ts), and the first parts of each window sized from
+ * what the ledger says earlier windows held.
+ */
+import type { RunContext } from './context.js';
+import { span } from './plan.js';
+import type { StoreSession } from './ports.js';
+import { preparePage, type PageRules, type PreparedPage } from './prepare.js';
+import { WindowReader } from './reader.js';
+import { RecordEstimate } from './split.js';
+import { iso, recordTime, type Window } from './windows.js';
+
+/**
+ * The reader of the run's windows; nothing is requested before the first window is loaded.
+ * Close it when the run ends.
+ */
+export async function openReader(
+  ctx: RunContext,
+  session: StoreSession,
+  run: { runId: number; windows: readonly Window[] },
+): Promise<WindowReader<PreparedPage>> {
+  const { settings: config, log, observer, options } = ctx;
+  const { runId, windows } = run;
+  const timeField = config.recordTimeField;
+  const rules: PageRules = { timeField, derived: ctx.derived, catalogue: ctx.tables.rollup.catalogue };
+  return new WindowReader(ctx.e6, windows, {
+    pageSize: config.pageSize,
+    concurrency: config.concurrency,
+    minSplitMs: config.minSplitMs,
+    instantAttempts: config.windowAttempts,
+    prepare: (page, part) => preparePage(rules, page, part),
+    timesOf: (prepared) => prepared.rows.eventTimes,
+    eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
+    estimate: new RecordEstimate(windows.length === 0 ? [] : await session.ledgerCounts(span(windows))),
+    onUnstableInstant: (event) => {
+      log.warn(
+        {
+          runId,
+          instant: [iso(event.instant.start), iso(event.instant.end)],
+          records: event.records,
+          attempt: event.attempt,
+          maxAttempts: config.windowAttempts,
+        },
+        'two reads of an instant holding more than a page returned different records (E6 order not stable); reading it again',
+      );
+      observer?.unstableInstant?.(event);
+    },
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+}

@@ -1,0 +1,152 @@
+/**
+ * What a run tells: its start, a line per window (and warnings for shrunk windows, quarantined
+ * records and records outside their window), its outcome recorded in the ledger, logged and handed
+ * to the observer.
+ */
+import { AbortedError, coerceError, describeError } from '../errors.js';
+import type { LoadContext, RunContext } from './context.js';
+import type { RunPlan } from './plan.js';
+import type { RunEnding } from './ports.js';
+import type { RunStatus } from './store.js';
+import type { SyncResult, WindowSummary } from './summary.js';
+import { iso } from './windows.js';
+
+/** Logs the run's start and tells the observer. */
+export function reportRunStarted(ctx: RunContext, runId: number, plan: RunPlan): void {
+  const { range, windows, watermarkBefore } = plan;
+  ctx.log.info(
+    { runId, from: iso(range.start), to: iso(range.end), windows: windows.length, watermark: watermarkBefore === undefined ? null : iso(watermarkBefore) },
+    'sync run started',
+  );
+  ctx.observer?.runStarted?.({ runId, windows });
+}
+
+/** Logs a committed (or kept) window, warns about what in it needs a look, and tells the observer. */
+export function reportWindow(ctx: LoadContext, summary: WindowSummary & { watermark: number | undefined }): void {
+  const { log, observer, runId } = ctx;
+  const window = [iso(summary.window.start), iso(summary.window.end)];
+  log[ctx.windowLevel](
+    {
+      runId,
+      window,
+      records: summary.records,
+      totalRecords: summary.totalRecords,
+      pages: summary.pages,
+      replaced: summary.replaced,
+      ...(summary.quarantined ? { quarantined: summary.quarantined } : {}),
+      ...(summary.atEnd ? { atEnd: summary.atEnd } : {}),
+      ...(summary.outside ? { outside: summary.outside } : {}),
+      ...(summary.untimed ? { untimed: summary.untimed } : {}),
+      requests: summary.requests,
+      ...(summary.splits ? { splits: summary.splits } : {}),
+      ...(summary.instants ? { instants: summary.instants } : {}),
+      durationMs: Math.round(summary.durationSeconds * 1000),
+    },
+    summary.shrunk?.action === 'kept' ? 'window kept as stored' : 'window committed',
+  );
+  if (summary.shrunk) {
+    const { stored: before, returned, action } = summary.shrunk;
+    log.warn(
+      { runId, window, stored: before, returned },
+      action === 'kept'
+        ? 'E6 now returns fewer records for this window than are stored (retention or deletion upstream); the stored rows are kept (SYNC_SHRINK=keep)'
+        : 'E6 now returns fewer records for this window than were stored; they were replaced (SYNC_SHRINK=replace)',
+    );
+    observer?.windowShrunk?.(summary.shrunk);
+  }
+  if (summary.quarantined > 0) {
+    log.warn(
+      { runId, window, quarantined: summary.quarantined },
+      'E6 returned records PostgreSQL jsonb cannot store; they are kept whole in records_quarantine (payload_text, json_path, reason) and the rest of the window is committed',
+    );
+    observer?.recordsQuarantined?.({ window: summary.window, records: summary.quarantined });
+  }
+  if (summary.outside > 0) {
+    log.warn(
+      { runId, window, outside: summary.outside },
+      'E6 returned records whose RECORD_TIME_FIELD lies outside the window; they are kept, but check that the field is the event time E6 filters on',
+    );
+  }
+  observer?.windowCommitted?.(summary);
+}
+
+/** What a run did so far: the sums of its committed windows, and what ended it. */
+export class RunTally {
+  windows = 0;
+  pages = 0;
+  records = 0;
+  quarantined = 0;
+  status: RunStatus = 'succeeded';
+  error: Error | undefined;
+
+  constructor(public watermark: number | undefined) {}
+
+  add(summary: WindowSummary & { watermark: number | undefined }): void {
+    this.windows++;
+    this.pages += summary.pages;
+    this.records += summary.records;
+    this.quarantined += summary.quarantined;
+    this.watermark = summary.watermark;
+  }
+
+  /** The run stopped on `thrown`: interrupted by the signal, else failed. */
+  fail(thrown: unknown, signal: AbortSignal | undefined): void {
+    this.error = coerceError(thrown);
+    this.status = this.error instanceof AbortedError || signal?.aborted ? 'interrupted' : 'failed';
+  }
+}
+
+/**
+ * Records the run's end in the ledger, logs it and tells the observer.
+ *
+ * @param run.started `performance.now()` when the run began.
+ * @throws the database's error when the end cannot be recorded, on the run's session nor (after a
+ *   failed run) on a fresh one.
+ */
+export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunTally; started: number }): Promise<SyncResult> {
+  const { tally } = run;
+  const { status, error, windows: committed, pages, records, quarantined, watermark } = tally;
+  const durationSeconds = (performance.now() - run.started) / 1000;
+  const ending: RunEnding = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
+  try {
+    await ctx.session.finishRun(ctx.runId, ending);
+  } catch (recording) {
+    // The run's own connection is gone (killed, a failover): record its end on a fresh one, so the
+    // row does not stay `running` for the next run to call abandoned. If that fails too, the
+    // database is unreachable and this throws as before.
+    if (error === undefined) throw recording;
+    await ctx.store.session((fresh) => fresh.finishRun(ctx.runId, ending));
+  }
+  const windowsPlanned = plan.windows.length;
+  const result: SyncResult = {
+    status,
+    runId: ctx.runId,
+    range: plan.range,
+    windowsPlanned,
+    windows: committed,
+    pages,
+    records,
+    quarantined,
+    watermark,
+    durationSeconds,
+    ...(error ? { error } : {}),
+  };
+  const summaryLine = {
+    runId: ctx.runId,
+    status,
+    windows: committed,
+    windowsPlanned,
+    pages,
+    records,
+    quarantined,
+    durationMs: Math.round(durationSeconds * 1000),
+    recordsPerSecond: durationSeconds > 0 ? Math.round(records / durationSeconds) : 0,
+    watermark: watermark === undefined ? null : iso(watermark),
+    ...(error ? { err: error } : {}),
+  };
+  if (status === 'succeeded') ctx.log[ctx.windowLevel](summaryLine, 'sync run succeeded');
+  else if (status === 'interrupted') ctx.log.warn(summaryLine, 'sync run interrupted; committed windows are kept, the next run completes the data');
+  else ctx.log.error(summaryLine, 'sync run failed; committed windows are kept, the next run completes the data');
+  ctx.observer?.runFinished?.(result);
+  return result;
+}

@@ -1,0 +1,70 @@
+/**
+ * A fake E6 (API reference, E6) for the run's unit tests: records in memory, answered by range
+ * (`startDate` ≤ time ≤ `toDate`, the inclusive reading) in time then id order, offset paging, each
+ * page with its body's text as the analytics client gives it. Faults a test switches on: the next
+ * requests fail as a 503 would. Requests go through the client's own retry loop (withRetries) with
+ * its backoff waited on the global timers, so vitest's fake timers drive it.
+ */
+import { UpstreamError } from '../../src/errors.js';
+import type { E6Pages } from '../../src/sync/ports.js';
+import type { AnalyticsPage, AnalyticsRecord, PageQuery } from '../../src/upstream/analytics.js';
+import { withRetries, type RetryPolicy } from '../../src/upstream/retry.js';
+
+export interface FakeRecord extends AnalyticsRecord {
+  id: number;
+  timestamp: string;
+}
+
+/** A record at `ms` (its `timestamp`, RECORD_TIME_FIELD's default) with `fields` besides. */
+export function record(id: number, ms: number, fields: Record<string, unknown> = {}): FakeRecord {
+  return { id, timestamp: new Date(ms).toISOString(), ...fields };
+}
+
+/** Waits on the global timers (faked by vi.useFakeTimers), as retry.ts's sleep waits on node's. */
+function timerSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(timer), reject(new Error('aborted'))), { once: true });
+  });
+}
+
+export class FakeE6 implements E6Pages {
+  records: FakeRecord[];
+  /** Requests answered or failed (retries counted). */
+  requests = 0;
+  /** Waits between attempts, in milliseconds, as the retry loop chose them. */
+  readonly delays: number[] = [];
+  /** The next this many requests fail with HTTP 503 (retryable). */
+  failNext = 0;
+  readonly #retry: RetryPolicy;
+
+  constructor(records: readonly FakeRecord[], retry: Partial<RetryPolicy> = {}) {
+    this.records = [...records];
+    this.#retry = { maxAttempts: 3, maxDelayMs: 30_000, baseDelayMs: 1000, random: () => 1, sleep: timerSleep, ...retry };
+  }
+
+  async fetchPage(query: PageQuery, options: { signal?: AbortSignal } = {}): Promise<AnalyticsPage> {
+    return withRetries(() => this.#answer(query), this.#retry, {
+      ...(options.signal ? { signal: options.signal } : {}),
+      onRetry: (event) => this.delays.push(event.delayMs),
+    });
+  }
+
+  async #answer(query: PageQuery): Promise<AnalyticsPage> {
+    this.requests++;
+    if (this.failNext > 0) {
+      this.failNext--;
+      throw new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'fake E6: HTTP 503', { status: 503, retryable: true });
+    }
+    const from = query.startDate.getTime();
+    const to = query.toDate?.getTime() ?? Number.POSITIVE_INFINITY;
+    const pageSize = query.pageSize ?? 500;
+    const pageNumber = query.pageNumber ?? 1;
+    const time = (r: FakeRecord) => Date.parse(r.timestamp);
+    const inRange = this.records.filter((r) => time(r) >= from && time(r) <= to).sort((a, b) => time(a) - time(b) || a.id - b.id);
+    const data = inRange.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
+    const envelope = { pageNumber, pageSize, totalRecords: inRange.length, totalPages: Math.ceil(inRange.length / pageSize), data };
+    const text = JSON.stringify(envelope);
+    return { ...envelope, data: (JSON.parse(text) as { data: AnalyticsRecord[] }).data, text, bytes: Buffer.from(text, 'utf8') };
+  }
+}

@@ -1,0 +1,309 @@
+/**
+ * An in-memory SyncStore (src/sync/ports.ts) for the run's unit tests: the ledger, the watermark,
+ * the runs, the records and the quarantine of one source, with session advisory locks, window
+ * transactions that commit or roll back whole, and faults a test switches on (a record the store
+ * refuses, the session lost). What PostgreSQL itself does (SQL, COPY, partitions, the derived
+ * tables' rows) is the integration tests' to prove; here the derived tables' counts are only kept
+ * as handed over.
+ */
+import type { RollupCounts, WindowFields } from '../../src/sync/derived.js';
+import type { PageRows, QuarantineRow } from '../../src/sync/page-rows.js';
+import type { DroppedPartition, Partition } from '../../src/sync/partitions.js';
+import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowWriter } from '../../src/sync/ports.js';
+import type { Window } from '../../src/sync/windows.js';
+
+export interface StoredRecord {
+  /** The payload as parsed from the text the store was given. */
+  payload: unknown;
+  eventTime: number | null;
+  window: Window;
+  runId: number;
+}
+
+export interface LedgerRow extends Window, WindowCounts {
+  runId: number;
+  expired: boolean;
+}
+
+export interface RunRow {
+  id: number;
+  range: Window;
+  status: 'running' | 'abandoned' | RunEnding['status'];
+  ending?: RunEnding;
+}
+
+/** What a session lost its connection as: pg's message when the server ends a connection. */
+export class ConnectionLost extends Error {
+  constructor() {
+    super('Connection terminated unexpectedly');
+  }
+}
+
+interface LockState {
+  exclusive: number | undefined;
+  shared: Set<number>;
+}
+
+const overlaps = (w: Window, range: Window): boolean => w.start < range.end && w.end > range.start;
+const inside = (w: Window, range: Window): boolean => w.start >= range.start && w.start < range.end;
+
+/** One source's data, shared by every session of the store. */
+export class MemoryStore implements SyncStore {
+  records: StoredRecord[] = [];
+  quarantine: (QuarantineRow & { window: Window; runId: number })[] = [];
+  ledger: LedgerRow[] = [];
+  runs: RunRow[] = [];
+  watermark: number | undefined;
+  /** What each committed window handed the derived tables. */
+  derived: { window: Window; rollup: RollupCounts; fields: WindowFields }[] = [];
+  /** Partitions "created": the window starts each run asked for. */
+  partitionStarts: number[] = [];
+  /** Windows committed, in order. */
+  commits: Window[] = [];
+
+  /** Faults: a payload the store refuses (as jsonb refuses one: the window fails). */
+  refuse: ((payload: unknown) => boolean) | undefined;
+  /**
+   * Loses the connection of the session loading a window when this returns true for it (called at
+   * the start of each window's transaction): the window fails, every later call of the session
+   * throws {@link ConnectionLost}, and its locks are gone, as when PostgreSQL ends a connection.
+   */
+  loseSessionAt: ((window: Window) => boolean) | undefined;
+
+  readonly locks = new Map<string, LockState>();
+  #sessions = 0;
+
+  async session<T>(fn: (session: StoreSession) => Promise<T>): Promise<T> {
+    const session = new MemorySession(this, ++this.#sessions);
+    try {
+      return await fn(session);
+    } finally {
+      session.end();
+    }
+  }
+
+  /** The lock `name`, created free. */
+  lockState(name: string): LockState {
+    let state = this.locks.get(name);
+    if (state === undefined) this.locks.set(name, (state = { exclusive: undefined, shared: new Set() }));
+    return state;
+  }
+
+  /** Records of windows inside `window`. */
+  recordsOf(window: Window): StoredRecord[] {
+    return this.records.filter((r) => inside(r.window, window));
+  }
+}
+
+class MemorySession implements StoreSession {
+  #alive = true;
+  readonly #held = new Set<string>();
+
+  constructor(
+    private readonly store: MemoryStore,
+    readonly id: number,
+  ) {}
+
+  /** Ends the session: its locks go with it. */
+  end(): void {
+    for (const name of this.#held) {
+      const state = this.store.lockState(name);
+      if (state.exclusive === this.id) state.exclusive = undefined;
+      state.shared.delete(this.id);
+    }
+    this.#held.clear();
+  }
+
+  #lose(): never {
+    this.#alive = false;
+    this.end();
+    throw new ConnectionLost();
+  }
+
+  #check(): void {
+    if (!this.#alive) throw new ConnectionLost();
+  }
+
+  #tryLock(name: string, shared: boolean): boolean {
+    const state = this.store.lockState(name);
+    const others = [...state.shared].some((id) => id !== this.id);
+    if (state.exclusive !== undefined && state.exclusive !== this.id) return false;
+    if (!shared && others) return false;
+    if (shared) state.shared.add(this.id);
+    else state.exclusive = this.id;
+    this.#held.add(name);
+    return true;
+  }
+
+  async lock<T>(name: string, options: LockOptions, fn: () => Promise<T>): Promise<Locked<T>> {
+    this.#check();
+    const shared = options.shared === true;
+    while (!this.#tryLock(name, shared)) {
+      if (!options.wait) return { acquired: false };
+      if (options.signal?.aborted) throw new Error(`stopped while waiting for the lock ${name}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      this.#check();
+    }
+    try {
+      return { acquired: true, value: await fn() };
+    } finally {
+      // An unlock on a lost connection does nothing (the server released it): never throws.
+      if (this.#alive) {
+        const state = this.store.lockState(name);
+        if (shared) state.shared.delete(this.id);
+        else state.exclusive = undefined;
+        this.#held.delete(name);
+      }
+    }
+  }
+
+  async isRollupCurrent(): Promise<boolean> {
+    this.#check();
+    return true;
+  }
+
+  async ensureRollup(): Promise<void> {
+    this.#check();
+  }
+
+  async ensureTypedViewCurrent(): Promise<void> {
+    this.#check();
+  }
+
+  async pruneRollup(): Promise<number> {
+    this.#check();
+    return 0;
+  }
+
+  async abandonStaleRuns(): Promise<number> {
+    this.#check();
+    const stale = this.store.runs.filter((r) => r.status === 'running');
+    for (const run of stale) run.status = 'abandoned';
+    return stale.length;
+  }
+
+  async readWatermark(): Promise<number | undefined> {
+    this.#check();
+    return this.store.watermark;
+  }
+
+  async committedWindows(range: Window): Promise<Window[]> {
+    this.#check();
+    return this.#ledger((w) => overlaps(w, range));
+  }
+
+  async expiredWindows(range: Window): Promise<Window[]> {
+    this.#check();
+    return this.#ledger((w) => w.expired && overlaps(w, range));
+  }
+
+  async ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]> {
+    this.#check();
+    const within = this.store.ledger.filter((w) => overlaps(w, range));
+    const before = this.store.ledger.filter((w) => w.end <= range.start).sort((a, b) => b.end - a.end)[0];
+    return [...within, ...(before ? [before] : [])].map((w) => ({ start: w.start, end: w.end, totalRecords: w.totalRecords }));
+  }
+
+  #ledger(where: (w: LedgerRow) => boolean): Window[] {
+    return this.store.ledger
+      .filter(where)
+      .sort((a, b) => a.start - b.start)
+      .map((w) => ({ start: w.start, end: w.end }));
+  }
+
+  async startRun(range: Window): Promise<number> {
+    this.#check();
+    const id = this.store.runs.length + 1;
+    this.store.runs.push({ id, range, status: 'running' });
+    return id;
+  }
+
+  async finishRun(runId: number, ending: RunEnding): Promise<void> {
+    this.#check();
+    const run = this.store.runs.find((r) => r.id === runId)!;
+    run.status = ending.status;
+    run.ending = ending;
+  }
+
+  async ensurePartitions(starts: readonly number[]): Promise<Partition[]> {
+    this.#check();
+    this.store.partitionStarts.push(...starts);
+    return [];
+  }
+
+  async dropExpiredPartitions(): Promise<DroppedPartition[]> {
+    this.#check();
+    return [];
+  }
+
+  async inWindow<T>(of: { window: Window; runId: number }, fn: (writer: WindowWriter) => Promise<T>): Promise<T> {
+    this.#check();
+    if (this.store.loseSessionAt?.(of.window)) this.#lose();
+    const writer = new MemoryWindowWriter(this.store, of);
+    const value = await fn(writer);
+    this.#check();
+    writer.commit();
+    return value;
+  }
+}
+
+/** One window's transaction: staged, applied at commit, dropped on a throw. */
+class MemoryWindowWriter implements WindowWriter {
+  readonly #records: StoredRecord[] = [];
+  readonly #quarantine: (QuarantineRow & { window: Window; runId: number })[] = [];
+  #ledger: LedgerRow | undefined;
+  #derived: { rollup: RollupCounts; fields: WindowFields } | undefined;
+  #watermark: number | undefined;
+
+  constructor(
+    private readonly store: MemoryStore,
+    private readonly of: { window: Window; runId: number },
+  ) {}
+
+  async clear(): Promise<number> {
+    return this.store.recordsOf(this.of.window).length;
+  }
+
+  async write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void> {
+    const data = 'text' in rows ? (JSON.parse(rows.text) as { data: unknown[] }).data : rows.records;
+    rows.keep.forEach((position, k) => {
+      const payload = data[position];
+      if (this.store.refuse?.(payload)) throw new Error('invalid input syntax for type json');
+      this.#records.push({ payload, eventTime: rows.eventTimes[k] ?? null, ...this.of });
+    });
+    this.#quarantine.push(...quarantine.map((q) => ({ ...q, ...this.of })));
+    onStored(rows.keep.length);
+  }
+
+  async abort(): Promise<Error | undefined> {
+    return undefined;
+  }
+
+  async end(): Promise<number> {
+    return this.#records.length;
+  }
+
+  async addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void> {
+    this.#derived = { rollup, fields };
+  }
+
+  async record(counts: WindowCounts): Promise<number | undefined> {
+    const { window, runId } = this.of;
+    this.#ledger = { ...window, ...counts, runId, expired: false };
+    const now = this.store.watermark;
+    this.#watermark = now === undefined || window.start <= now ? Math.max(now ?? window.end, window.end) : now;
+    return this.#watermark;
+  }
+
+  commit(): void {
+    const { store, of } = this;
+    const gone = (w: Window) => inside(w, of.window);
+    store.records = [...store.records.filter((r) => !gone(r.window)), ...this.#records];
+    store.quarantine = [...store.quarantine.filter((q) => !gone(q.window)), ...this.#quarantine];
+    store.ledger = store.ledger.filter((w) => !gone(w));
+    if (this.#ledger) store.ledger.push(this.#ledger);
+    if (this.#derived) store.derived.push({ window: of.window, ...this.#derived });
+    store.watermark = this.#watermark ?? store.watermark;
+    store.commits.push(of.window);
+  }
+}

@@ -1,0 +1,261 @@
+/**
+ * Whole sync runs (src/sync/run.ts and its steps) against an in-memory store and a fake E6, no
+ * server: the windows planned and the watermark, retries of a transient E6 failure on fake timers,
+ * a window E6 now returns shrunk (SYNC_SHRINK keep and replace), records quarantined or refused,
+ * the session (and with it the lock) lost mid-run. The SQL is the integration tests' to prove.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { loadConfig, type SyncConfig, type TablesConfig } from '../../src/config.js';
+import { UpstreamError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import { runSync, sourceLockName, type SyncObserver, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
+import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
+import { ConnectionLost, MemoryStore } from '../helpers/memory-store.js';
+
+const HOUR = 3_600_000;
+const T0 = Date.parse('2026-11-01T00:00:00Z');
+/** Three hourly windows from T0. */
+const FROM = new Date(T0);
+const TO = new Date(T0 + 3 * HOUR);
+const NOW = T0 + 10 * HOUR;
+const SCHEMA = 'unit';
+
+/** The source's sync settings and the schema's table settings, from settings text as the environment gives it. */
+function settings(env: Record<string, string> = {}): { config: SyncConfig; tables: TablesConfig } {
+  const config = loadConfig({ SYNC_PAGE_SIZE: '10', SYNC_CONCURRENCY: '2', SYNC_MIN_SPLIT: '1s', ...env });
+  return { config: config.sources[0]!.sync, tables: config.tables };
+}
+
+/** `n` records every `step` ms from `start`, ids from `firstId`. */
+function records(start: number, n: number, step: number, firstId = 1): FakeRecord[] {
+  return Array.from({ length: n }, (_, i) => record(firstId + i, start + i * step, { eventType: i % 2 ? 'a' : 'b' }));
+}
+
+/** The stored payloads' ids, sorted. */
+const storedIds = (store: MemoryStore): number[] => store.records.map((r) => (r.payload as FakeRecord).id).sort((a, b) => a - b);
+const ids = (rs: readonly FakeRecord[]): number[] => rs.map((r) => r.id).sort((a, b) => a - b);
+
+interface Harness {
+  store: MemoryStore;
+  e6: FakeE6;
+  events: { shrunk: unknown[]; quarantined: unknown[]; committed: unknown[]; pages: number };
+  run: (options?: SyncOptions, env?: Record<string, string>) => Promise<SyncResult>;
+}
+
+function harness(data: readonly FakeRecord[]): Harness {
+  const store = new MemoryStore();
+  const e6 = new FakeE6(data);
+  const events = { shrunk: [] as unknown[], quarantined: [] as unknown[], committed: [] as unknown[], pages: 0 };
+  const observer: SyncObserver = {
+    windowShrunk: (e) => events.shrunk.push(e),
+    recordsQuarantined: (e) => events.quarantined.push(e),
+    windowCommitted: (e) => events.committed.push(e),
+    pageLoaded: (e) => (events.pages += e.records),
+  };
+  const run = (options: SyncOptions = {}, env: Record<string, string> = {}) =>
+    runSync({ store, client: e6, ...settings(env), schema: SCHEMA, log: silentLogger, observer }, { now: () => NOW, ...options });
+  return { store, e6, events, run };
+}
+
+/** The result of a run that loaded, narrowed. */
+function loaded(result: SyncResult): Exclude<SyncResult, { status: 'locked' }> {
+  if (result.status === 'locked') throw new Error('the run found its lock held');
+  return result;
+}
+
+/** Moves the fake clock on a second at a time until `promise` settles (the run waits only on the backoff). */
+async function onFakeTimers<T>(promise: Promise<T>): Promise<T> {
+  let settled = false;
+  void promise.finally(() => (settled = true)).catch(() => undefined);
+  while (!settled) await vi.advanceTimersByTimeAsync(1000);
+  return promise;
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('a sync run against an in-memory store and a fake E6', () => {
+  it('plans whole windows, stores every record once, records each window and moves the watermark to the end', async () => {
+    // 25 records 10 min apart from T0: 6 per window, those at a window's end belong to the next one.
+    const data = records(T0, 25, 10 * 60_000);
+    const { store, e6, events, run } = harness(data);
+    const result = loaded(await run({ from: FROM, to: TO }));
+    expect(result).toMatchObject({ status: 'succeeded', windowsPlanned: 3, windows: 3, records: 18, quarantined: 0, watermark: TO.getTime() });
+    expect(storedIds(store)).toEqual(ids(data.filter((r) => Date.parse(r.timestamp) < TO.getTime())));
+    expect(store.ledger.map((w) => [w.start, w.end, w.recordCount])).toEqual([0, 1, 2].map((i) => [T0 + i * HOUR, T0 + (i + 1) * HOUR, 6]));
+    expect(store.watermark).toBe(TO.getTime());
+    expect(store.runs).toEqual([expect.objectContaining({ id: 1, status: 'succeeded', ending: { status: 'succeeded', windows: 3, pages: 3, records: 18 } })]);
+    // Each window's records at its end were read with it, and left to the next window.
+    const eachWindow: unknown = expect.objectContaining({ records: 6, totalRecords: 7, atEnd: 1 });
+    expect(events.committed).toEqual([eachWindow, eachWindow, eachWindow]);
+    expect(events.pages).toBe(18);
+    expect(store.derived.map((d) => d.fields.get('eventType')?.records)).toEqual([6, 6, 6]);
+    expect(e6.requests).toBe(3);
+
+    // The next run resumes at the watermark minus SYNC_LOOKBACK (1h) and ends SYNC_SETTLE (5m) before now.
+    const next = loaded(await run());
+    expect(next.range).toEqual({ start: TO.getTime() - HOUR, end: NOW - 5 * 60_000 });
+    // [2h, 3h) … [8h, 9h), then [9h, 9h55m): the last window ends at the range's end.
+    expect(next.windowsPlanned).toBe(8);
+    expect(next.watermark).toBe(NOW - 5 * 60_000);
+    expect(storedIds(store)).toEqual(ids(data));
+    // The window re-read for the lookback replaced its rows: each record is stored once.
+    expect(store.records.length).toBe(data.length);
+  });
+
+  it('leaves windows RETENTION expired to an explicit --from', async () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, run } = harness(data);
+    await run({ from: FROM, to: TO });
+    // What RETENTION leaves of the first window: its ledger row, expired, and no records.
+    store.ledger.find((w) => w.start === T0)!.expired = true;
+    store.records = store.records.filter((r) => r.window.start !== T0);
+    const resumed = loaded(await run({ to: TO }, { SYNC_LOOKBACK: '3h' }));
+    expect(resumed.range.start).toBe(T0);
+    expect(resumed.windowsPlanned).toBe(2);
+    expect(store.recordsOf({ start: T0, end: T0 + HOUR })).toEqual([]);
+    const reloaded = loaded(await run({ from: FROM, to: TO }));
+    expect(reloaded.windowsPlanned).toBe(3);
+    expect(storedIds(store)).toEqual(ids(data));
+  });
+
+  it('refuses a range ending later than now minus SYNC_SETTLE before anything is loaded', async () => {
+    const { store, run } = harness([]);
+    await expect(run({ from: FROM, to: new Date(NOW) })).rejects.toThrow(/later than now minus SYNC_SETTLE/);
+    expect(store.runs).toEqual([]);
+  });
+
+  it('returns locked while another session holds the source lock', async () => {
+    const { store, run } = harness(records(T0, 5, 60_000));
+    await store.session(async (other) => {
+      await other.lock(sourceLockName(SCHEMA, 'default'), { wait: false }, async () => {
+        expect(await run({ from: FROM, to: TO })).toEqual({ status: 'locked' });
+      });
+    });
+    expect(store.runs).toEqual([]);
+    expect(loaded(await run({ from: FROM, to: TO })).status).toBe('succeeded');
+  });
+
+  it('waits out a transient E6 failure with the backoff and stores the window exactly', async () => {
+    vi.useFakeTimers();
+    // One page holds the window: a single request, tried three times.
+    const data = records(T0, 8, 5 * 60_000);
+    const { store, e6, run } = harness(data);
+    e6.failNext = 2;
+    const running = run({ from: FROM, to: new Date(T0 + HOUR) });
+    let settled = false;
+    void running.finally(() => (settled = true)).catch(() => undefined);
+    await vi.advanceTimersByTimeAsync(2_999);
+    // Two waits of the backoff (1 s, then 2 s): not over yet.
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    const result = loaded(await running);
+    expect(result.status).toBe('succeeded');
+    expect(e6.delays).toEqual([1000, 2000]);
+    expect(e6.requests).toBe(3);
+    expect(storedIds(store)).toEqual(ids(data));
+  });
+
+  it('fails the run when E6 keeps failing, keeping the windows committed before; the next run completes the data', async () => {
+    vi.useFakeTimers();
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, e6, run } = harness(data);
+    // A request of the second window fails every attempt (3): the first window is committed by then.
+    const answer = e6.fetchPage.bind(e6);
+    let failing = true;
+    e6.fetchPage = async (query, options) => {
+      if (failing && query.startDate.getTime() >= T0 + HOUR) e6.failNext = 3;
+      return answer(query, options);
+    };
+    const result = loaded(await onFakeTimers(run({ from: FROM, to: TO }, { SYNC_CONCURRENCY: '1' })));
+    expect(result.status).toBe('failed');
+    expect(result.error).toBeInstanceOf(UpstreamError);
+    expect(result.windows).toBe(1);
+    expect(store.ledger.map((w) => w.start)).toEqual([T0]);
+    expect(store.watermark).toBe(T0 + HOUR);
+    expect(store.runs[0]).toMatchObject({ status: 'failed', ending: { error: expect.stringMatching(/503/) } });
+    // E6 is well again (a request of the third window read ahead may have left a failure armed).
+    failing = false;
+    e6.failNext = 0;
+    const next = loaded(await run({ from: FROM, to: TO }));
+    expect(next.status).toBe('succeeded');
+    expect(storedIds(store)).toEqual(ids(data.filter((r) => Date.parse(r.timestamp) < TO.getTime())));
+  });
+
+  describe('a window E6 now returns with fewer records than are stored', () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const inSecondHour = (r: FakeRecord) => Date.parse(r.timestamp) >= T0 + HOUR && Date.parse(r.timestamp) < T0 + 2 * HOUR;
+
+    it('is kept as stored under SYNC_SHRINK=keep: nothing of the new read is committed', async () => {
+      const { store, e6, events, run } = harness(data);
+      await run({ from: FROM, to: TO });
+      const before = storedIds(store);
+      const ledgerBefore = store.ledger.map((w) => ({ ...w }));
+      e6.records = data.filter((r) => !(inSecondHour(r) && r.id % 3 === 0));
+      const result = loaded(await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'keep' }));
+      expect(result.status).toBe('succeeded');
+      expect(storedIds(store)).toEqual(before);
+      expect(events.shrunk).toEqual([{ window: { start: T0 + HOUR, end: T0 + 2 * HOUR }, stored: 12, returned: 8, action: 'kept' }]);
+      // Its ledger row is the first run's.
+      expect(store.ledger.find((w) => w.start === T0 + HOUR)).toEqual(ledgerBefore.find((w) => w.start === T0 + HOUR));
+      // The kept window counts nothing stored by this run.
+      expect(result.records).toBe(18);
+    });
+
+    it('is replaced by what E6 returns under SYNC_SHRINK=replace', async () => {
+      const { store, e6, events, run } = harness(data);
+      await run({ from: FROM, to: TO });
+      e6.records = data.filter((r) => !(inSecondHour(r) && r.id % 3 === 0));
+      const result = loaded(await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'replace' }));
+      expect(result.status).toBe('succeeded');
+      expect(storedIds(store)).toEqual(ids(e6.records.filter((r) => Date.parse(r.timestamp) < TO.getTime())));
+      expect(events.shrunk).toEqual([{ window: { start: T0 + HOUR, end: T0 + 2 * HOUR }, stored: 12, returned: 8, action: 'replaced' }]);
+      expect(store.ledger.find((w) => w.start === T0 + HOUR)?.recordCount).toBe(8);
+    });
+  });
+
+  it('keeps a record jsonb cannot store in the quarantine and commits the rest of its window', async () => {
+    const data = records(T0, 6, 5 * 60_000);
+    data[2] = record(3, T0 + 10 * 60_000, { note: 'a\u0000b' });
+    const { store, events, run } = harness(data);
+    const result = loaded(await run({ from: FROM, to: new Date(T0 + HOUR) }));
+    expect(result).toMatchObject({ status: 'succeeded', records: 5, quarantined: 1 });
+    expect(storedIds(store)).toEqual([1, 2, 4, 5, 6]);
+    expect(store.quarantine).toEqual([expect.objectContaining({ path: '$.note', eventTime: T0 + 10 * 60_000, text: expect.stringContaining('\\u0000') })]);
+    expect(events.quarantined).toEqual([{ window: { start: T0, end: T0 + HOUR }, records: 1 }]);
+  });
+
+  it('rolls a window back whole when the store refuses one of its records, and fails the run', async () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, run } = harness(data);
+    store.refuse = (payload) => (payload as FakeRecord).id === 20;
+    const result = loaded(await run({ from: FROM, to: TO }, { SYNC_CONCURRENCY: '1' }));
+    expect(result.status).toBe('failed');
+    expect(result.windows).toBe(1);
+    expect(store.ledger.map((w) => w.start)).toEqual([T0]);
+    expect(storedIds(store)).toEqual(ids(data.slice(0, 12)));
+  });
+
+  it('fails cleanly when the session (and its lock) is lost mid-run: the end is recorded on a fresh session, the next run completes the data', async () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, run } = harness(data);
+    let lost = false;
+    store.loseSessionAt = (window) => !lost && window.start === T0 + HOUR && (lost = true);
+    const result = loaded(await run({ from: FROM, to: TO }));
+    expect(result.status).toBe('failed');
+    expect(result.error).toBeInstanceOf(ConnectionLost);
+    expect(result.windows).toBe(1);
+    // Recorded failed, not left running for the next run to call abandoned.
+    expect(store.runs).toEqual([
+      expect.objectContaining({ status: 'failed', ending: expect.objectContaining({ error: expect.stringMatching(/terminated/) }) }),
+    ]);
+    // The lost session's locks are gone with it: nothing is left held.
+    expect([...store.locks.values()].every((l) => l.exclusive === undefined && l.shared.size === 0)).toBe(true);
+    expect(store.watermark).toBe(T0 + HOUR);
+    const next = loaded(await run({ from: FROM, to: TO }));
+    expect(next.status).toBe('succeeded');
+    expect(storedIds(store)).toEqual(ids(data));
+    expect(store.runs.map((r) => r.status)).toEqual(['failed', 'succeeded']);
+  });
+});
