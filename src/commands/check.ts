@@ -6,6 +6,7 @@
 import type { Command } from 'commander';
 import type { StepResult } from '../app/check.js';
 import { loadConfig, type Config, type SourceConfig } from '../config.js';
+import { requireDemoSimulator } from '../demo.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { configOverrides } from './options.js';
@@ -42,6 +43,7 @@ export function registerCheckCommand(program: Command): void {
       const overrides = configOverrides(command);
       try {
         config = loadConfig(process.env, overrides);
+        requireDemoSimulator(config);
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         out(formatStep({ step: 'configuration', status: 'FAIL', detail: err.message.replaceAll('\n', '; ') }));

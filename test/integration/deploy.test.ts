@@ -13,9 +13,8 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_METRICS_PORT, loadConfig, SETTINGS } from '../../src/config.js';
 import { MIGRATIONS_DIR } from '../../src/db/migrate.js';
-import { runSimulate } from '../../src/simulator/cli.js';
 import { createLogger } from '../../src/log.js';
-import { DEFAULT_SCOPE } from '../../src/simulator/index.js';
+import { DEFAULT_SCOPE, runSimulate } from '@analytics-exporter/simulator';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');

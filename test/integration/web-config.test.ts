@@ -11,7 +11,7 @@ import { startServe, type RunningServer } from '../../src/app/serve.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { createLogger, silentLogger, type Logger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { createTestPki, type TestPki } from '../helpers/certs.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { startPrometheus } from '../helpers/prometheus.js';
