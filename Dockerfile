@@ -3,7 +3,7 @@
 # analytics-exporter: Prometheus exporter and exactly-once PostgreSQL ETL.
 #
 #   docker build --build-arg REVISION=$(git rev-parse --short HEAD) -t analytics-exporter .
-#   docker run --rm -p 9877:9877 analytics-exporter                 # serve (demo data, embedded database)
+#   docker run --rm -p 9877:9877 --env-file exporter.env analytics-exporter   # serve (embedded database without DATABASE_URL)
 #   docker run --rm --env-file exporter.env analytics-exporter sync  # one ETL run, then exit
 #
 # The image holds the exporter alone. The demo simulator (packages/simulator, a development
