@@ -2,8 +2,8 @@
  * Demo mode: with STATISTICS_URL unset, commands run against the demo simulator, the workspace
  * package @analytics-exporter/simulator, started in-process on a loopback port and announced
  * plainly as demo data. The package is a development dependency: a production install (the
- * image, `npm ci --omit=dev`) has no demo, and a command without STATISTICS_URL is then a
- * configuration error.
+ * image's `npm ci --omit=dev --workspaces=false`) has no demo, and a command without
+ * STATISTICS_URL is then a configuration error.
  */
 import { createRequire } from 'node:module';
 import { loadConfig, type Config, type UpstreamConfig } from './config.js';

@@ -1,7 +1,8 @@
 /**
- * The simulator's command line (`analytics-simulator`, and the exporter's `simulate`): runs the simulator of the platform's token endpoint
- * (E0) and analytics API (E6, E7) until SIGINT or SIGTERM, for trying the exporter without a
- * platform account. Flags choose the data and inject faults; docs/simulator.md describes them.
+ * The simulator's command line (its program `analytics-simulator`, and the exporter's `simulate`):
+ * runs the simulator of the platform's token endpoint (E0) and analytics API (E6, E7) until SIGINT
+ * or SIGTERM, for trying the exporter without a platform account. Flags choose the data and inject
+ * faults; docs/simulator.md describes them.
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
