@@ -3,24 +3,35 @@
 # analytics-exporter: Prometheus exporter and exactly-once PostgreSQL ETL.
 #
 #   docker build --build-arg REVISION=$(git rev-parse --short HEAD) -t analytics-exporter .
-#   docker run --rm -p 9877:9877 analytics-exporter                 # serve (demo data, embedded database)
+#   docker run --rm -p 9877:9877 --env-file exporter.env analytics-exporter   # serve (embedded database without DATABASE_URL)
 #   docker run --rm --env-file exporter.env analytics-exporter sync  # one ETL run, then exit
+#
+# The image holds the exporter alone. The demo simulator (packages/simulator, a development
+# dependency) has a target of its own, which compose.yaml's simulator services build:
+#
+#   docker build --target simulator -t analytics-simulator .
+#   docker run --rm -p 8080:8080 analytics-simulator --host 0.0.0.0
 #
 # See docs/deploy.md.
 
 # ---------------------------------------------------------------------------------------------
-# Build: dev dependencies, TypeScript → dist/, dist/revision.txt for build_info.
+# Build: dev dependencies, TypeScript → dist/ (the simulator package first, then the exporter),
+# dist/revision.txt for build_info.
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 
-# Dependencies first, in their own layer, so a source change does not reinstall them.
+# Dependencies first, in their own layer, so a source change does not reinstall them. The
+# workspace's manifest comes along: npm links the simulator package from it.
 # --ignore-scripts: `prepare` (the build) needs the sources, which are not here yet;
 # it is run explicitly below, once they are. No dependency has an install script.
 COPY package.json package-lock.json ./
+COPY packages/simulator/package.json packages/simulator/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts/write-revision.mjs scripts/
+COPY packages/simulator/tsconfig.json packages/simulator/tsconfig.build.json packages/simulator/
+COPY packages/simulator/src/ packages/simulator/src/
 COPY src/ src/
 
 # The source revision (there is no .git in the build context): scripts/write-revision.mjs
@@ -29,7 +40,27 @@ ARG REVISION=""
 RUN REVISION="${REVISION}" npm run build
 
 # ---------------------------------------------------------------------------------------------
-# Runtime: production dependencies, the compiled code and the SQL migrations; no compiler, no sources.
+# Simulator (docker build --target simulator): the demo platform (E0, E6, E7) that compose.yaml's
+# simulator services run; its production dependencies and compiled code only, none of the exporter.
+FROM node:24-bookworm-slim AS simulator
+ENV NODE_ENV=production
+WORKDIR /app
+
+# The workspace's manifest and lock, installed for the simulator's workspace alone.
+COPY package.json package-lock.json ./
+COPY packages/simulator/package.json packages/simulator/
+RUN npm ci --omit=dev --workspace @analytics-exporter/simulator --ignore-scripts --no-audit --no-fund \
+ && npm cache clean --force
+COPY --from=build /app/packages/simulator/dist/ packages/simulator/dist/
+
+USER 1000:1000
+EXPOSE 8080
+# Node is PID 1 and stops on SIGTERM/SIGINT itself. Flags are the command: --host 0.0.0.0 --port 8080 …
+ENTRYPOINT ["node", "/app/packages/simulator/dist/bin.js"]
+
+# ---------------------------------------------------------------------------------------------
+# Runtime (the default target): production dependencies, the compiled code and the SQL
+# migrations; no compiler, no sources, no simulator.
 FROM node:24-bookworm-slim
 
 ARG REVISION=""
@@ -44,8 +75,9 @@ ENV NODE_ENV=production
 WORKDIR /app
 
 # --ignore-scripts: `prepare` would try to compile with tsc, which is a dev dependency.
+# --workspaces=false: the simulator package (a workspace, a development dependency) stays out.
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+RUN npm ci --omit=dev --workspaces=false --ignore-scripts --no-audit --no-fund \
  && npm cache clean --force
 
 # Layout as in the package: dist/db/migrate.js reads ../../migrations, i.e. /app/migrations.
@@ -66,7 +98,7 @@ EXPOSE 9877
 USER 1000:1000
 
 # Liveness of `serve` with Node itself (slim images have no curl or wget). It follows the port of
-# METRICS_LISTEN; containers running sync, migrate or simulate should be started with --no-healthcheck.
+# METRICS_LISTEN; containers running sync or migrate should be started with --no-healthcheck.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "-e", "const port = (process.env.METRICS_LISTEN || '').split(':').pop() || '9877'; fetch('http://127.0.0.1:' + port + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 

@@ -5,7 +5,7 @@ import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'data/', 'coverage/', 'grafana/dashboards/'] },
+  { ignores: ['dist/', 'packages/*/dist/', 'node_modules/', 'data/', 'coverage/', 'grafana/dashboards/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -25,7 +25,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['test/**/*.ts'],
+    files: ['test/**/*.ts', 'packages/*/test/**/*.ts'],
     rules: {
       // vitest's asymmetric matchers (expect.any, expect.stringMatching) are typed `any` by vitest itself.
       '@typescript-eslint/no-unsafe-assignment': 'off',

@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     projects: [
+      // The simulator package's own tests (packages/simulator/vitest.config.ts): project `simulator`.
+      'packages/simulator',
       {
         test: {
           name: 'unit',

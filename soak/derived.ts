@@ -15,7 +15,7 @@
  * Tables are compared row by row (a missing, extra or different row is a problem).
  */
 import type pg from 'pg';
-import type { Simulator } from '../src/simulator/index.js';
+import type { Simulator } from '@analytics-exporter/simulator';
 
 const MS_PER_HOUR = 3_600_000;
 const MS_PER_DAY = 86_400_000;

@@ -10,7 +10,7 @@
  * next run's lookback re-reads them); and terminates serve's database connections.
  */
 import type pg from 'pg';
-import { NO_FAULTS, type FaultSettings, type QueuedFault, type Simulator } from '../src/simulator/index.js';
+import { NO_FAULTS, type FaultSettings, type QueuedFault, type Simulator } from '@analytics-exporter/simulator';
 
 /** The standing faults of a soak (see the module comment); `stallMs` exceeds the soak's UPSTREAM_TIMEOUT. */
 export const SOAK_FAULTS: Partial<FaultSettings> = {

@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startSimulator, type RecordOrder, type Simulator } from '../src/simulator/index.js';
+import { startSimulator, type RecordOrder, type Simulator } from '@analytics-exporter/simulator';
 
 /** One source of the soak: its CONFIG_FILE name, its simulator and the client the simulator accepts. */
 export interface SoakSource {

@@ -7,7 +7,7 @@
  * they occur).
  */
 import type pg from 'pg';
-import type { Simulator } from '../src/simulator/index.js';
+import type { Simulator } from '@analytics-exporter/simulator';
 import { canonicalJson } from '../test/helpers/canonical.js';
 
 /** Outcome of {@link verifyWindows}. */

@@ -14,7 +14,7 @@ import { registerFieldsCommand } from './commands/fields.js';
 import { registerMigrateCommand } from './commands/migrate.js';
 import { registerRollupCommand } from './commands/rollup.js';
 import { registerServeCommand } from './commands/serve.js';
-import { registerSimulateCommand } from './commands/simulate.js';
+import { loadSimulateCommand, registerSimulateCommand } from './commands/simulate.js';
 import { registerSyncCommand } from './commands/sync.js';
 import { limitHeapGrowth } from './heap.js';
 import { VERSION } from './version.js';
@@ -22,8 +22,8 @@ import { VERSION } from './version.js';
 /**
  * Builds the program; exported so tests can drive it without a child process.
  *
- * @param configureSimulate the simulator's command line (src/simulator/cli.ts), when `simulate`
- *   is to run; without it `simulate` is only listed.
+ * @param configureSimulate the simulator package's command line ({@link loadSimulateCommand}), when
+ *   `simulate` is to run; without it `simulate` is only listed.
  */
 export function buildProgram(configureSimulate?: (command: Command) => void): Command {
   const program = new Command('analytics-exporter')
@@ -69,8 +69,7 @@ export function buildProgram(configureSimulate?: (command: Command) => void): Co
  */
 export async function main(argv: string[]): Promise<number> {
   // The simulator is loaded only for a command line that may run it.
-  const simulator = argv.includes('simulate') ? await import('./simulator/cli.js') : undefined;
-  const program = buildProgram(simulator?.configureSimulateCommand);
+  const program = buildProgram(argv.includes('simulate') ? await loadSimulateCommand() : undefined);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : 0;

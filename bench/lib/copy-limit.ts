@@ -13,7 +13,7 @@ import { once } from 'node:events';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, withClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { createDataset } from '../../src/simulator/index.js';
+import { createDataset } from '@analytics-exporter/simulator';
 import { catalogueRecords, type FieldStats, type WindowFields } from '../../src/sync/derived.js';
 import { ensurePartitions } from '../../src/sync/partitions.js';
 import { Tables } from '../../src/sync/store.js';

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { loadConfig } from '../../src/config.js';
-import { startSimulator } from '../../src/simulator/index.js';
+import { startSimulator } from '@analytics-exporter/simulator';
 import { startBareServer, startServeChild, upstreamEnv } from '../lib/children.js';
 import { withFreshDatabase, type BenchContext } from '../lib/context.js';
 import { median } from '../lib/stats.js';

@@ -5,7 +5,7 @@
  * `sync` process and the 429s it drew. The simulator runs in the bench process, so its counts are
  * read directly; its bucket starts full for each run.
  */
-import { startSimulator } from '../../src/simulator/index.js';
+import { startSimulator } from '@analytics-exporter/simulator';
 import { runSyncChild, upstreamEnv, type MeasuredRun } from '../lib/children.js';
 import { DATA_END, countRecords, daysBefore, withFreshDatabase, type BenchContext } from '../lib/context.js';
 import { median } from '../lib/stats.js';

@@ -9,7 +9,7 @@
  */
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator, type RecordOrder } from '../../src/simulator/index.js';
+import { startSimulator, type RecordOrder } from '@analytics-exporter/simulator';
 import { planWindows } from '../../src/sync/windows.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { DATA_END, daysBefore, type BenchContext } from '../lib/context.js';

@@ -17,7 +17,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH, startBareServer, startServeChild, type ServerChild } from '../lib/children.js';
 import { withFreshDatabase, type BenchContext } from '../lib/context.js';
 import { processCpuSeconds } from '../lib/cpu.js';

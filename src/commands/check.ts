@@ -6,6 +6,7 @@
 import type { Command } from 'commander';
 import type { StepResult } from '../app/check.js';
 import type { Config, SourceConfig } from '../config.js';
+import { requireDemoSimulator } from '../demo.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { readWebConfigSetting } from '../serve/webconfig.js';
@@ -46,6 +47,7 @@ export function registerCheckCommand(program: Command): void {
         config = loadCommandConfig(process.env, overrides);
         // The configuration holds only WEB_CONFIG_FILE's path; serve reads the file, and the same reader checks it here.
         readWebConfigSetting(config.serve.webConfigFile);
+        requireDemoSimulator(config);
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         out(formatStep({ step: 'configuration', status: 'FAIL', detail: err.message.replaceAll('\n', '; ') }));

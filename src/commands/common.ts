@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { readDatabaseTls } from '../db/tls.js';
+import { requireDemoSimulator } from '../demo.js';
 import { ConfigError, InvalidArgumentError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
@@ -35,10 +36,15 @@ export function loadCommandConfig(env: NodeJS.ProcessEnv, overrides: Record<stri
 /**
  * Loads the configuration for a command ({@link loadCommandConfig}); on a broken rule prints it to
  * stderr, sets exit status 2 and returns undefined.
+ *
+ * @param upstream the command talks to the upstream: without STATISTICS_URL the demo simulator
+ *   must be installed ({@link requireDemoSimulator}).
  */
-export function loadConfigForCommand(command: Command): Config | undefined {
+export function loadConfigForCommand(command: Command, upstream = false): Config | undefined {
   try {
-    return loadCommandConfig(process.env, configOverrides(command));
+    const config = loadCommandConfig(process.env, configOverrides(command));
+    if (upstream) requireDemoSimulator(config);
+    return config;
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`analytics-exporter: invalid configuration: ${err.message}\n`);

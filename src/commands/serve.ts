@@ -25,7 +25,7 @@ export function registerServeCommand(program: Command): void {
       '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nExit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 bad configuration.',
     )
     .action(async (_options: unknown, command: Command) => {
-      const config = loadConfigForCommand(command);
+      const config = loadConfigForCommand(command, true);
       if (config === undefined) return;
       // Loaded only to run: --help and bad configuration answer without the application layer.
       const { startServe } = await import('../serve/lifecycle.js');

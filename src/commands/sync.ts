@@ -65,7 +65,7 @@ export function registerSyncCommand(program: Command): void {
       '\nExit status: 0 done, another sync holds the lock, or stopped cleanly by SIGINT/SIGTERM (the open window rolled back);\n1 a source failed (after every source finished); 2 bad usage; 130/143 when a second signal forces the exit.',
     )
     .action(async (options: { from?: Date; to?: Date; wait?: boolean; source?: string[] }, command: Command) => {
-      const config = loadConfigForCommand(command);
+      const config = loadConfigForCommand(command, true);
       if (config === undefined) return;
       // Bad usage is refused before anything is opened (runSync checks the same again).
       let sources;

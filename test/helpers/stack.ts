@@ -1,7 +1,7 @@
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { startPrometheus, type PrometheusServer } from './prometheus.js';
 import { simulatorEnv } from './sync.js';
 

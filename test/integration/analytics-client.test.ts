@@ -3,7 +3,7 @@ import { loadConfig } from '../../src/config.js';
 import { TokenError, UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { AnalyticsClient, type AnalyticsRecord, type ClientObserver } from '../../src/upstream/analytics.js';
-import { NO_FAULTS, startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { NO_FAULTS, startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { createTestPki, type TestPki } from '../helpers/certs.js';
 
 const SECRET = 'client-test-secret';

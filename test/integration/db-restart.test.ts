@@ -10,7 +10,7 @@ import pg from 'pg';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseExposition } from '../../src/exposition/index.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH, runCliInProcess } from '../helpers/cli.js';
 import { createTestDatabase, startThrowawayCluster, type TestDatabase, type ThrowawayCluster } from '../helpers/postgres.js';
 import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';

@@ -13,14 +13,14 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_METRICS_PORT, loadConfig, SETTINGS } from '../../src/config.js';
 import { MIGRATIONS_DIR } from '../../src/db/migrate.js';
-import { runSimulate } from '../../src/simulator/cli.js';
 import { createLogger } from '../../src/log.js';
-import { DEFAULT_SCOPE } from '../../src/simulator/index.js';
+import { DEFAULT_SCOPE, runSimulate } from '@analytics-exporter/simulator';
 import { readClientFiles } from '../../src/upstream/files.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
 const pkg = JSON.parse(read('package.json')) as { version: string; license: string; bin: Record<string, string> };
+const simulatorPkg = JSON.parse(read('packages/simulator/package.json')) as { name: string; bin: Record<string, string> };
 
 // ---------------------------------------------------------------------------------------------
 // Dockerfile
@@ -107,6 +107,8 @@ const dockerfile = parseDockerfile(read('Dockerfile'));
 const stages = stagesOf(dockerfile);
 const buildStage = stages[0]!;
 const finalStage = stages.at(-1)!;
+/** The demo simulator's own target (compose.yaml's simulator services build it). */
+const simulatorStage = stages.find((stage) => stage.name === 'simulator');
 const all = (stage: Stage, keyword: string) => stage.instructions.filter((i) => i.keyword === keyword);
 const one = (stage: Stage, keyword: string): Instruction => {
   const found = all(stage, keyword);
@@ -194,6 +196,45 @@ describe('Dockerfile', () => {
     expect(install!.args, 'prepare would run tsc, a dev dependency').toMatch(/--ignore-scripts/);
   });
 
+  it('leaves the simulator package out of the runtime image', () => {
+    // npm links every workspace it finds, production install or not: --workspaces=false, and no
+    // packages/ copied in, keep the development dependency @analytics-exporter/simulator out.
+    const install = all(finalStage, 'RUN').find((r) => /\bnpm ci\b/.test(r.args));
+    expect(install!.args).toMatch(/--workspaces[= ]false/);
+    for (const copy of all(finalStage, 'COPY').map((c) => copyArgs(c.args))) {
+      for (const source of copy.sources) expect(source, 'the runtime copies nothing of packages/').not.toMatch(/(^|\/)packages(\/|$)/);
+    }
+  });
+
+  it('builds the simulator package before the exporter, its manifest installed with the others', () => {
+    const manifest = all(buildStage, 'COPY').find((c) => copyArgs(c.args).sources.includes('packages/simulator/package.json'));
+    const install = all(buildStage, 'RUN').find((r) => /\bnpm ci\b/.test(r.args));
+    expect(manifest, 'COPY packages/simulator/package.json in the build stage').toBeDefined();
+    expect(manifest!.line, 'the workspace manifest before npm ci, which links the package').toBeLessThan(install!.line);
+    expect(read('package.json')).toMatch(/"build": "npm run build --workspace @analytics-exporter\/simulator && /);
+  });
+
+  it('has a simulator target: the package with its production dependencies, none of the exporter', () => {
+    expect(simulatorStage, 'FROM … AS simulator').toBeDefined();
+    const stage = simulatorStage!;
+    expect(stages.indexOf(stage), 'the exporter stays the last (default) target').toBeLessThan(stages.length - 1);
+    const install = all(stage, 'RUN').find((r) => /\bnpm ci\b/.test(r.args));
+    expect(install, 'npm ci in the simulator stage').toBeDefined();
+    expect(install!.args).toMatch(/--omit[= ]dev/);
+    expect(install!.args).toContain(`--workspace ${simulatorPkg.name}`);
+    const workdir = one(stage, 'WORKDIR').args;
+    const copies = all(stage, 'COPY').map((c) => copyArgs(c.args));
+    const dist = copies.find((c) => c.flags.get('from') === buildStage.name);
+    expect(dist?.sources, 'COPY --from=<build stage> the package dist only').toEqual(['/app/packages/simulator/dist/']);
+    for (const copy of copies.filter((c) => !c.flags.has('from'))) {
+      for (const source of copy.sources) expect(['package.json', 'package-lock.json', 'packages/simulator/package.json']).toContain(source);
+    }
+    const entrypoint = execForm(one(stage, 'ENTRYPOINT').args, 'ENTRYPOINT');
+    expect(entrypoint[0]).toBe('node');
+    expect(inImage(entrypoint[1]!, workdir)).toBe(posix.join(inImage(dist!.dest, workdir), posix.relative('dist', simulatorPkg.bin['analytics-simulator']!)));
+    expect(all(stage, 'USER').at(-1)?.args.split(':')[0]).toMatch(/^(node|1000)$/);
+  });
+
   it('ships dist/ and migrations/ where dist/db/migrate.js looks for them', () => {
     const copies = all(finalStage, 'COPY').map((c) => copyArgs(c.args));
     const dist = copies.find((c) => c.flags.get('from') === buildStage.name && c.sources.some((s) => /(^|\/)dist\/?$/.test(s)));
@@ -222,7 +263,19 @@ describe('Dockerfile', () => {
         }
       }
     }
-    for (const path of ['node_modules', 'dist', 'data', '.git', 'coverage', 'debug.log', 'test/unit/deploy.test.ts', '.env']) {
+    for (const path of [
+      'node_modules',
+      'dist',
+      'data',
+      '.git',
+      'coverage',
+      'debug.log',
+      'test/unit/deploy.test.ts',
+      '.env',
+      'packages/simulator/dist',
+      'packages/simulator/node_modules',
+      'packages/simulator/test/server.test.ts',
+    ]) {
       expect(ignored(path), `.dockerignore keeps ${path} out of the build context`).toBe(true);
     }
   });
@@ -294,7 +347,7 @@ describe('Dockerfile', () => {
 
 interface Service {
   image?: string;
-  build?: string | { context: string; dockerfile?: string; args?: Record<string, string> | string[] };
+  build?: string | { context: string; dockerfile?: string; target?: string; args?: Record<string, string> | string[] };
   command?: string | string[];
   environment?: Record<string, string | number | boolean | null> | string[];
   ports?: (string | number | { target: number; published?: string | number })[];
@@ -476,7 +529,7 @@ const yamlFilesIn = (dir: string): string[] =>
     : [];
 
 describe('compose.yaml', () => {
-  it('has the six services, ours built from this Dockerfile as one image', () => {
+  it('has the six services, ours built from this Dockerfile: the exporter its default target, the simulators its simulator target', () => {
     expect(Object.keys(services).sort()).toEqual(['analytics-exporter', 'grafana', 'postgres', 'prometheus', ...SIMULATORS].sort());
     const images = new Set<string>();
     for (const name of OUR_IMAGE_SERVICES) {
@@ -494,11 +547,18 @@ describe('compose.yaml', () => {
           ).toBe(true);
         }
       }
-      expect(services[name]!.image, `${name} names the image it builds, so both services share it`).toBeTruthy();
+      expect(services[name]!.image, `${name} names the image it builds, so services of one target share it`).toBeTruthy();
       images.add(services[name]!.image!);
     }
-    expect(images.size).toBe(1);
-    for (const name of SIMULATORS) expect(services[name]!.build).toEqual(services['analytics-exporter']!.build);
+    // The exporter's image is the last stage (no target): the one without the simulator.
+    const exporterBuild = services['analytics-exporter']!.build;
+    expect(typeof exporterBuild === 'object' ? exporterBuild.target : undefined).toBeUndefined();
+    expect(images.size).toBe(2);
+    for (const name of SIMULATORS) {
+      expect(services[name]!.build).toEqual({ ...(exporterBuild as object), target: simulatorStage!.name });
+      expect(services[name]!.image).toBe(services[SIMULATORS[0]!]!.image);
+      expect(services[name]!.image).not.toBe(services['analytics-exporter']!.image);
+    }
   });
 
   it('pins the images it pulls to a tag other than latest', () => {
@@ -513,11 +573,11 @@ describe('compose.yaml', () => {
     expect(services['grafana']!.image).toMatch(/^grafana\/grafana:/);
   });
 
-  it('runs serve in the exporter and simulate in the simulators', () => {
+  it("runs serve in the exporter and the simulator's program, given its flags, in the simulators", () => {
     expect(argvOf(services['analytics-exporter']!)).toEqual(['serve']);
     for (const name of SIMULATORS) {
       const simulator = argvOf(services[name]!);
-      expect(simulator[0], name).toBe('simulate');
+      expect(simulator[0], `${name}: the simulator target's entrypoint is the program; the command is its flags`).toMatch(/^--/);
       expect(flagValue(simulator, '--host'), `${name} must listen beyond loopback`).toBe('0.0.0.0');
     }
   });
@@ -539,11 +599,11 @@ describe('compose.yaml', () => {
     const secretFile = secretFileOf(services['analytics-exporter']!, source!.client_secret_file ?? '');
     expect(secretFile, `source ${source!.name}: client_secret_file is a secret of the exporter`).toBeDefined();
     let tokenStatus: number | undefined;
-    const argv = argvOf(services[name]!).slice(1);
+    const argv = argvOf(services[name]!);
     const raw: Record<string, unknown> = {};
     for (let i = 0; i < argv.length; i++) {
       const flag = argv[i]!;
-      expect(flag, `simulate arguments are --flag value pairs, got ${flag}`).toMatch(/^--[a-z-]+$/);
+      expect(flag, `simulator arguments are --flag value pairs, got ${flag}`).toMatch(/^--[a-z-]+$/);
       const key = flag.slice(2).replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
       const next = argv[i + 1];
       if (next === undefined || next.startsWith('--')) raw[key] = true;

@@ -4,7 +4,7 @@ import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator } from '../../src/simulator/index.js';
+import { startSimulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { MIGRATIONS } from '../helpers/migrations.js';

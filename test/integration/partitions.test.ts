@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import type { DroppedPartition } from '../../src/sync/partitions.js';
 import { partitionName, partitionRange } from '../../src/sync/partitions.js';
 import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run.js';

@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import type { Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';

@@ -8,7 +8,7 @@ import { DEFAULT_SOURCE, loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import type { PoolClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { compareCodePoints, Derived } from '../../src/sync/derived.js';
 import { runSync, type SyncResult } from '../../src/sync/run.js';
 import { Tables } from '../../src/sync/store.js';

@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH, runCli, runCliInProcess } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { until } from '../helpers/wait.js';

@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH, runCliInProcess } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';

@@ -15,7 +15,7 @@ import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig, type SourceConfig } from '../../src/config.js';
 import { parseExposition, type Sample } from '../../src/exposition/index.js';
 import { silentLogger } from '../../src/log.js';
-import { NO_FAULTS, startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { NO_FAULTS, startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { useTestDatabase } from '../helpers/db.js';
 import { checkMetrics, startPrometheus } from '../helpers/prometheus.js';
 

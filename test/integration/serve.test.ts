@@ -9,7 +9,7 @@ import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig } from '../../src/config.js';
 import { parseExposition } from '../../src/exposition/index.js';
 import { silentLogger } from '../../src/log.js';
-import { NO_FAULTS, startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { NO_FAULTS, startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { simulatorEnv } from '../helpers/sync.js';

@@ -10,7 +10,7 @@ import { syncSources, type SourceOutcome } from '../../src/app/sync.js';
 import { loadConfig, type Config, type SourceConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';

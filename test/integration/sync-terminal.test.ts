@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import type { FaultRequest } from '../../src/simulator/index.js';
+import type { FaultRequest } from '@analytics-exporter/simulator';
 import { CLI_PATH } from '../helpers/cli.js';
 import { SYNC_END, SYNC_START, useSyncCli, type SyncCliHarness } from '../helpers/sync-cli.js';
 import { until } from '../helpers/wait.js';

@@ -18,7 +18,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { TokenError, UpstreamError, type FailureReason } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { startSimulator, type FaultRequest, type Simulator, type SimulatorRequestEvent } from '../../src/simulator/index.js';
+import { startSimulator, type FaultRequest, type Simulator, type SimulatorRequestEvent } from '@analytics-exporter/simulator';
 import { runSync, type SyncResult } from '../../src/sync/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { abortableSleep } from '../../src/upstream/retry.js';

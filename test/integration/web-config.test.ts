@@ -12,7 +12,7 @@ import { readWebConfigSetting } from '../../src/serve/webconfig.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { createLogger, silentLogger, type Logger } from '../../src/log.js';
-import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { createTestPki, type TestPki } from '../helpers/certs.js';
 import { runCliInProcess } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';

@@ -7,6 +7,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const SRC = resolve(import.meta.dirname, '../../src');
+const SIMULATOR = resolve(import.meta.dirname, '../../packages/simulator');
+const SIMULATOR_PACKAGE = '@analytics-exporter/simulator';
 const STATIC_IMPORT = /^\s*(?:import|export)\s+(?!type\b)(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]/gm;
 
 function sources(dir: string): string[] {
@@ -57,8 +59,8 @@ describe('module graph', () => {
     const { files, packages } = closure(join(SRC, 'cli.ts'));
     // The walk reached the commands and what they load at start.
     expect([...files].map(rel)).toEqual(expect.arrayContaining(['commands/sync.ts', 'commands/serve.ts', 'config.ts', 'log.ts']));
-    expect([...files].map(rel).filter((f) => f.startsWith('simulator/') || f === 'db/embedded.ts')).toEqual([]);
-    expect([...packages].filter((p) => p.startsWith('@electric-sql/'))).toEqual([]);
+    expect([...files].map(rel).filter((f) => f.startsWith('..') || f === 'db/embedded.ts')).toEqual([]);
+    expect([...packages].filter((p) => p.startsWith('@electric-sql/') || p.startsWith(SIMULATOR_PACKAGE))).toEqual([]);
   });
 
   it('the CLI loads no HTTP client, database driver, metrics library, YAML parser or pretty-printer at start', () => {
@@ -68,12 +70,28 @@ describe('module graph', () => {
     expect([...packages].filter((p) => ['undici', 'pg', 'prom-client', 'yaml', 'pino-pretty', 'node-pg-migrate', 'cli-progress'].includes(p))).toEqual([]);
   });
 
-  it('the simulator depends on shared leaf modules only, never on the exporter', () => {
+  it('no exporter module imports the simulator at start; demo.ts alone loads it, on demand', () => {
+    // The package is a development dependency: a production install has no simulator, and the
+    // exporter must start without it (STATISTICS_URL set).
+    const loads = /\bimport\(\s*['"]@analytics-exporter\/simulator['"]\s*\)/;
+    expect(
+      sources(SRC)
+        .filter((file) => loads.test(readFileSync(file, 'utf8')))
+        .map(rel),
+    ).toEqual(['demo.ts']);
+    for (const file of sources(SRC)) expect(importsOf(file).packages, rel(file)).not.toContain(SIMULATOR_PACKAGE);
+  });
+
+  it('the simulator package depends on its own modules and its declared dependencies only, never on the exporter', () => {
+    const manifest = JSON.parse(readFileSync(join(SIMULATOR, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     const outside = new Set<string>();
-    for (const file of sources(join(SRC, 'simulator'))) {
-      for (const target of importsOf(file).files) if (!rel(target).startsWith('simulator/')) outside.add(rel(target));
+    const packages = new Set<string>();
+    for (const file of sources(join(SIMULATOR, 'src'))) {
+      const found = importsOf(file);
+      for (const target of found.files) if (!target.startsWith(join(SIMULATOR, 'src'))) outside.add(relative(SIMULATOR, target));
+      for (const name of found.packages) if (!name.startsWith('node:')) packages.add(name);
     }
-    // demo.ts: the demo's dataset bounds, which `simulate` serves by default.
-    expect([...outside].sort()).toEqual(['commands/exit.ts', 'commands/shutdown.ts', 'config.ts', 'demo.ts', 'errors.ts', 'log.ts', 'time.ts']);
+    expect([...outside]).toEqual([]);
+    expect([...packages].sort()).toEqual(Object.keys(manifest.dependencies).filter((name) => name !== 'pino-pretty'));
   });
 });

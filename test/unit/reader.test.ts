@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InconsistentWindowError } from '../../src/errors.js';
-import { mulberry32 } from '../../src/simulator/random.js';
+import { mulberry32 } from '@analytics-exporter/simulator';
 import { WindowReader } from '../../src/sync/reader.js';
 import { ProfileCells, RecordEstimate, splitOverflow, splitRange, isSplittable } from '../../src/sync/split.js';
 import type { Window } from '../../src/sync/windows.js';

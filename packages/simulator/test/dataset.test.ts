@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError } from '../../src/errors.js';
-import { CHECKPOINT_RECORDS, Dataset, EVENT_TYPES, parseIsoDateTime, type AnalyticsRecord, type EventCount } from '../../src/simulator/index.js';
+import { InvalidArgumentError } from '../src/errors.js';
+import { CHECKPOINT_RECORDS, Dataset, EVENT_TYPES, parseIsoDateTime, type AnalyticsRecord, type EventCount } from '../src/index.js';
 
 const HOUR_MS = 3_600_000;
 

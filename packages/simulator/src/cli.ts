@@ -1,36 +1,38 @@
 /**
- * `analytics-exporter simulate`: runs the built-in simulator of the platform's token endpoint
- * (E0) and analytics API (E6, E7) until SIGINT or SIGTERM, for trying the exporter without a
- * platform account. Flags choose the data and inject faults; docs/simulator.md describes them.
+ * The simulator's command line (its program `analytics-simulator`, and the exporter's `simulate`):
+ * runs the simulator of the platform's token endpoint (E0) and analytics API (E6, E7) until SIGINT
+ * or SIGTERM, for trying the exporter without a platform account. Flags choose the data and inject
+ * faults; docs/simulator.md describes them.
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { LOG_FORMATS, LOG_LEVELS } from '../config.js';
-import { parseDurationOrZero, parseIsoDateTime } from '../time.js';
-import { handleShutdownSignals } from '../commands/shutdown.js';
-import { describeError, InvalidArgumentError } from '../errors.js';
-import { createLogger, type Logger } from '../log.js';
-import { DEMO_EPOCH_MS, DEMO_RECORD_INTERVAL_MS, demoDatasetBounds } from '../demo.js';
+import { DEMO_EPOCH_MS, DEMO_RECORD_INTERVAL_MS, demoDatasetBounds } from './demo.js';
 import {
-  DEFAULT_CLIENT_ID,
-  DEFAULT_CLIENT_SECRET,
   DEFAULT_CUSTOMERS,
   DEFAULT_DUPLICATE_EVERY,
   DEFAULT_RECORDS,
-  DEFAULT_SCOPE,
   DEFAULT_SEED,
   DEFAULT_TIME_PRECISION_MS,
-  DEFAULT_TOKEN_LIFETIME_SECONDS,
   DEFAULT_USERS,
   MAX_RECORDS,
+} from './dataset-options.js';
+import { describeError, InvalidArgumentError } from './errors.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { createLogger, LOG_FORMATS, LOG_LEVELS, type Logger } from './log.js';
+import { RECORD_ORDERS } from './order.js';
+import { startSimulator } from './server.js';
+import {
+  DEFAULT_CLIENT_ID,
+  DEFAULT_CLIENT_SECRET,
+  DEFAULT_SCOPE,
+  DEFAULT_TOKEN_LIFETIME_SECONDS,
   NO_FAULTS,
-  RECORD_ORDERS,
-  startSimulator,
   type FaultSettings,
   type SimulatorOptions,
-} from './index.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from '../commands/exit.js';
+} from './settings.js';
+import { handleShutdownSignals } from './shutdown.js';
+import { parseDurationOrZero, parseIsoDateTime } from './time.js';
 
 /** Port `simulate` listens on unless told otherwise. */
 export const DEFAULT_SIMULATE_PORT = 8080;
@@ -320,7 +322,7 @@ export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, 
   }
   const level = LOG_LEVELS.find((l) => l === (raw.logLevel ?? process.env.LOG_LEVEL ?? 'info')) ?? 'info';
   const format = LOG_FORMATS.find((f) => f === (raw.logFormat ?? process.env.LOG_FORMAT ?? 'auto')) ?? 'auto';
-  const log = logger ?? createLogger(level, { format });
+  const log = logger ?? createLogger(level, format);
   const options = simulatorOptions(parsed.flags, log, now);
 
   let simulator;
@@ -370,13 +372,7 @@ export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, 
     // A connection that refuses to close must not keep the process alive forever.
     const shutdown =
       io.handleSignals === true
-        ? handleShutdownSignals({
-            log,
-            stopping: 'stopping the simulator (send the signal again to exit at once)',
-            stop: (signal) => stop(signal),
-            bound: { ms: FORCED_EXIT_AFTER_MS, exitCode: EXIT_FAILURE, level: 'error', message: 'the simulator did not stop in time; exiting' },
-            forced: 'second signal: exiting at once',
-          })
+        ? handleShutdownSignals({ log, stop: (signal) => stop(signal), forcedExitAfterMs: FORCED_EXIT_AFTER_MS, exitCode: EXIT_FAILURE })
         : undefined;
     if (io.signal?.aborted) stop('aborted');
     else io.signal?.addEventListener('abort', onAbort, { once: true });
@@ -385,15 +381,11 @@ export async function runSimulate(raw: Record<string, unknown>, io: SimulateIo, 
 }
 
 /**
- * Adds `simulate` to the program: every flag with help text, validated with zod when the
- * command runs. An invalid value prints `simulate: --flag rule; got value` to stderr and sets
- * `process.exitCode = 2`; a start failure sets 1. Reads `--client-id` also when given before
- * the command name (the program has a global flag of that name).
- */
-/**
- * Gives the `simulate` command (made by src/commands/simulate.ts with its name and description)
- * its flags, help and action. The CLI loads this module only when the command line names
- * `simulate`, so no other command loads the simulator.
+ * Gives a command (the `analytics-simulator` program itself, or the exporter's `simulate`) every
+ * flag with help text and the action, validated with zod when the command runs. An invalid value
+ * prints `simulate: --flag rule; got value` to stderr and sets `process.exitCode = 2`; a start
+ * failure sets 1. Reads `--client-id`, `--log-level` and `--log-format` also from the parent
+ * program's flags of those names.
  */
 export function configureSimulateCommand(command: Command): void {
   for (const [, flag, help] of FLAGS) command.option(flag, help);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEMO_RECORD_INTERVAL_MS, demoDatasetBounds } from '../../src/demo.js';
-import { createDataset } from '../../src/simulator/index.js';
+import { DEMO_RECORD_INTERVAL_MS, demoDatasetBounds } from '../src/demo.js';
+import { createDataset } from '../src/index.js';
 
 describe('demo data', () => {
   it('keeps past records when a later process has more of them', () => {

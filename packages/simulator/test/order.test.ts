@@ -6,8 +6,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError } from '../../src/errors.js';
-import { Dataset, mulberry32, RECORD_ORDERS, type RecordOrder } from '../../src/simulator/index.js';
+import { InvalidArgumentError } from '../src/errors.js';
+import { Dataset, mulberry32, RECORD_ORDERS, type RecordOrder } from '../src/index.js';
 
 const FROM = new Date('2026-10-31T00:00:00Z');
 const TO = new Date('2026-11-01T00:00:00Z');

@@ -1,0 +1,105 @@
+/**
+ * Writing responses: every status is counted in the simulator's stats, nothing is written after
+ * close, and the transport-level faults (a cut, a stall, a truncated or mislabelled body) are
+ * applied here, where the body is written.
+ */
+import type http from 'node:http';
+import type { FaultSettings, QueuedFault, SimulatorStats } from './settings.js';
+
+/** The response helpers of one simulator. */
+export class Responder {
+  readonly #stats: SimulatorStats;
+  readonly #faults: FaultSettings;
+  readonly #closed: () => boolean;
+  /** Timers of `slow-body` answers still stalling; cleared by {@link clearStalls} on close. */
+  readonly #stallTimers = new Set<NodeJS.Timeout>();
+
+  /**
+   * @param faults read at each answer (`stallMs`).
+   * @param closed true once the simulator is closing: nothing more is written.
+   */
+  constructor(stats: SimulatorStats, faults: FaultSettings, closed: () => boolean) {
+    this.#stats = stats;
+    this.#faults = faults;
+    this.#closed = closed;
+  }
+
+  writeHead(res: http.ServerResponse, status: number, headers: http.OutgoingHttpHeaders): void {
+    this.#stats.responses[String(status)] = (this.#stats.responses[String(status)] ?? 0) + 1;
+    res.writeHead(status, headers);
+  }
+
+  send(res: http.ServerResponse, status: number, contentType: string, body: string, headers: http.OutgoingHttpHeaders = {}): void {
+    if (this.#closed() || res.destroyed) return;
+    const bytes = Buffer.from(body, 'utf8');
+    this.writeHead(res, status, { 'content-type': contentType, 'content-length': bytes.length, ...headers });
+    res.end(bytes);
+  }
+
+  sendJson(res: http.ServerResponse, status: number, value: unknown, headers: http.OutgoingHttpHeaders = {}): void {
+    this.send(res, status, 'application/json; charset=utf-8', JSON.stringify(value), headers);
+  }
+
+  /** OAuth 2.0 error response (RFC 6749 §5.2). */
+  oauthError(res: http.ServerResponse, status: number, error: string, description: string, headers: http.OutgoingHttpHeaders = {}): void {
+    this.sendJson(res, status, { error, error_description: description }, { 'cache-control': 'no-store', pragma: 'no-cache', ...headers });
+  }
+
+  /** 401 for a missing, unknown, expired or revoked bearer token (RFC 6750 §3). */
+  invalidToken(res: http.ServerResponse, description: string): void {
+    this.sendJson(
+      res,
+      401,
+      { error: 'invalid_token', error_description: description },
+      {
+        'www-authenticate': `Bearer realm="simulator", error="invalid_token", error_description="${description}"`,
+      },
+    );
+  }
+
+  /** Writes a body according to a transport-level fault, or normally. */
+  deliver(res: http.ServerResponse, contentType: string, body: string, fault: QueuedFault | undefined): void {
+    if (this.#closed() || res.destroyed) return;
+    if (fault === 'malformed-json') {
+      this.send(res, 200, contentType, body.slice(0, Math.max(1, Math.floor(body.length / 2))));
+      return;
+    }
+    if (fault === 'wrong-content-type') {
+      this.send(
+        res,
+        200,
+        'text/html; charset=utf-8',
+        '<!DOCTYPE html>\n<html><head><title>Service unavailable</title></head><body><h1>Down for maintenance</h1></body></html>\n',
+      );
+      return;
+    }
+    const bytes = Buffer.from(body, 'utf8');
+    if (fault === 'reset-mid-body') {
+      this.writeHead(res, 200, { 'content-type': contentType, 'content-length': bytes.length });
+      res.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => res.socket?.destroy());
+      return;
+    }
+    if (fault === 'slow-body') {
+      this.writeHead(res, 200, { 'content-type': contentType, 'content-length': bytes.length });
+      res.flushHeaders();
+      const timer = setTimeout(() => {
+        this.#stallTimers.delete(timer);
+        if (!res.destroyed) res.end(bytes);
+      }, this.#faults.stallMs);
+      this.#stallTimers.add(timer);
+      res.once('close', () => {
+        clearTimeout(timer);
+        this.#stallTimers.delete(timer);
+      });
+      return;
+    }
+    this.writeHead(res, 200, { 'content-type': contentType, 'content-length': bytes.length });
+    res.end(bytes);
+  }
+
+  /** Drops the stalled `slow-body` answers' timers (on close). */
+  clearStalls(): void {
+    for (const timer of this.#stallTimers) clearTimeout(timer);
+    this.#stallTimers.clear();
+  }
+}
