@@ -11,7 +11,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.js', 'scripts/*.mjs', 'bench/lib/*.mjs'] },
+        projectService: { allowDefaultProject: ['*.js', '.dependency-cruiser.js', 'scripts/*.mjs', 'bench/lib/*.mjs'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
