@@ -11,7 +11,7 @@ import type { Logger } from '../log.js';
 import { applyRetention, runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run.js';
 import { pgRetentionSession } from '../sync/store-pg.js';
 import { Tables } from '../sync/store.js';
-import { migrateDatabase } from './derived.js';
+import { migrateDatabase } from './schema.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
 import { selectSources } from './sources.js';
 

@@ -24,7 +24,7 @@ export function registerFieldsCommand(program: Command): void {
         command,
         'fields',
         async (pool, config, log) => {
-          const { formatFieldsTable, listFields } = await import('../app/derived.js');
+          const { formatFieldsTable, listFields } = await import('../app/schema.js');
           const fields = await listFields(pool, config, log, names.length > 0 ? names : undefined);
           process.stdout.write(options.json ? `${JSON.stringify(fields, null, 2)}\n` : formatFieldsTable(fields));
         },

@@ -12,7 +12,7 @@ export function registerRollupCommand(program: Command): void {
     )
     .action(async (_options: unknown, command: Command) => {
       await runDatabaseCommand(command, 'rollup rebuild', async (pool, config, log) => {
-        const { rebuildRollup } = await import('../app/derived.js');
+        const { rebuildRollup } = await import('../app/schema.js');
         const rows = await rebuildRollup(pool, config, log);
         const line = (table: string, n: number | undefined) => (n === undefined ? `dropped ${table}: not configured\n` : `rebuilt ${table}: ${n} rows\n`);
         process.stdout.write(line('records_hourly', rows.hourly) + line('records_hourly_distinct', rows.distinct));

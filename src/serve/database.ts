@@ -11,7 +11,7 @@ import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { withTimeout } from '../settle.js';
 import { readWatermark, Tables } from '../sync/store.js';
-import { migrateDatabase } from '../app/derived.js';
+import { migrateDatabase } from '../app/schema.js';
 import type { Database } from '../app/runtime.js';
 import { DatabaseHealth } from './health.js';
 import type { Readiness } from './http.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
 import { describe, expect, it } from 'vitest';
-import { migrateDatabase, rebuildRollup } from '../../src/app/derived.js';
+import { migrateDatabase, rebuildRollup } from '../../src/app/schema.js';
 import { DEFAULT_SOURCE, loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import type { PoolClient } from '../../src/db/pool.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatFieldsTable } from '../../src/app/derived.js';
+import { formatFieldsTable } from '../../src/app/schema.js';
 import { catalogueRecords, mergeFields } from '../../src/sync/derived/catalogue.js';
 import { mergeSources, viewType, type FieldRow } from '../../src/sync/derived/fields.js';
 import { columnName, typedViewSql } from '../../src/sync/derived/typed-view.js';
