@@ -188,6 +188,14 @@ export class ExporterMetrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
+  readonly upstreamEffectivePageSize = new Gauge({
+    name: `${METRIC_PREFIX}upstream_effective_page_size`,
+    help:
+      'Records per E6 page the source really serves, once a page held fewer than SYNC_PAGE_SIZE asked and its totalRecords (an upstream that clamps the page size); ' +
+      'absent while no page was short. Short pages are never taken as complete: the sync reads at this size.',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
   readonly syncUnstableInstants = new Counter({
     name: `${METRIC_PREFIX}sync_unstable_instants_total`,
     help:
@@ -334,6 +342,7 @@ export class ExporterMetrics {
       windowShrunk: (w) => this.syncWindowsShrunk.inc({ source, action: w.action }),
       recordsQuarantined: (e) => this.syncRecordsQuarantined.inc(s, e.records),
       unstableInstant: () => this.syncUnstableInstants.inc(s),
+      pageSizeClamped: (e) => this.upstreamEffectivePageSize.set(s, e.served),
       partitionsDropped: (e) => this.retentionPartitionsDropped.inc(e.partitions.length),
       runFinished: (result: SyncResult) => this.recordRun(source, result),
     };

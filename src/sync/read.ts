@@ -33,6 +33,13 @@ export async function openReader(
     timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(windows.length === 0 ? [] : await session.ledgerCounts(span(windows))),
+    onPageSizeClamped: (event) => {
+      log.warn(
+        { runId, pageSizeAsked: event.asked, pageSizeServed: event.served, pageSizeEchoed: event.echoed },
+        'E6 served fewer records on a page than the page size asked and its totalRecords held: the page was not taken as complete, and this run reads at the size served',
+      );
+      observer?.pageSizeClamped?.(event);
+    },
     onUnstableInstant: (event) => {
       log.warn(
         {

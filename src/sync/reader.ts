@@ -4,7 +4,10 @@
  * one record twice and miss another, with the right `totalRecords`).
  *
  * Every record is taken from a response that is complete by itself: a *leaf*, one request at
- * pageNumber 1 whose `totalRecords` fits in the page. A part that does not fit is split by time
+ * pageNumber 1 that holds all of its `totalRecords`. The envelope is not trusted for that: a page
+ * that holds fewer records than it should (an upstream that clamps `pageSize`, whatever it
+ * echoes) is never taken as complete; the size it really serves is learned, and parts are cut
+ * and requested at that size from then on. A part that does not fit is split by time
  * (split.ts) and its parts read in turn, recursively. A part that cannot be split, an *instant*
  * holding more than a page, is paged twice and taken only when both reads hold the same multiset
  * of records; otherwise it is read again, and after SYNC_WINDOW_ATTEMPTS pairs the window fails.
@@ -65,6 +68,12 @@ export interface WindowReaderOptions<T> {
   /** Expected counts of windows not read yet: chooses their first parts. */
   estimate: RecordEstimate;
   signal?: AbortSignal;
+  /**
+   * E6 served fewer records on a page than `pageSize` asked and `totalRecords` held: from now on
+   * parts are cut for, and requested at, `served` (called each time the size learned shrinks).
+   * Must not throw.
+   */
+  onPageSizeClamped?: (event: { asked: number; served: number; echoed: number }) => void;
   /** The two reads of an instant disagreed (attempt counts from 1). Must not throw. */
   onUnstableInstant?: (event: { instant: Window; records: number; attempt: number }) => void;
 }
@@ -72,6 +81,8 @@ export interface WindowReaderOptions<T> {
 interface Task {
   part: Window;
   pageNumber: number;
+  /** The page size asked, fixed when the request is queued so a page's offset never moves. */
+  pageSize: number;
   resolve: (page: AnalyticsPage) => void;
   reject: (err: unknown) => void;
 }
@@ -106,6 +117,8 @@ export class WindowReader<T> {
   /** Set while #pump runs: a request queued meanwhile makes it look again instead of re-entering. */
   #pumping = false;
   #pumpAgain = false;
+  /** The page size E6 really serves: SYNC_PAGE_SIZE until a page shows less (see onPageSizeClamped). */
+  #pageSize: number;
 
   /**
    * @param windows the run's windows, disjoint, in time order; nothing is requested before
@@ -114,6 +127,7 @@ export class WindowReader<T> {
   constructor(client: E6Pages, windows: readonly Window[], options: WindowReaderOptions<T>) {
     this.#client = client;
     this.#o = options;
+    this.#pageSize = options.pageSize;
     this.#states = windows.map((window) => ({
       window,
       queue: [],
@@ -193,8 +207,8 @@ export class WindowReader<T> {
   #start(state: WindowState<T>): void {
     if (state.started) return;
     state.started = true;
-    const { pageSize, minSplitMs, estimate } = this.#o;
-    const parts = estimate.plan(state.window, pageSize, minSplitMs);
+    const { minSplitMs, estimate } = this.#o;
+    const parts = estimate.plan(state.window, this.#pageSize, minSplitMs);
     if (this.#o.timesOf) state.cells = new ProfileCells(state.window, minSplitMs);
     Promise.all(parts.map((part) => this.#readPart(state, part))).then(
       () => {
@@ -220,21 +234,22 @@ export class WindowReader<T> {
   }
 
   /** One E6 request, queued until the budgets allow it. */
-  #request(state: WindowState<T>, part: Window, pageNumber: number): Promise<AnalyticsPage> {
+  #request(state: WindowState<T>, part: Window, pageNumber: number, pageSize = this.#pageSize): Promise<AnalyticsPage> {
     if (state.error !== undefined) return Promise.reject(state.error);
     return new Promise<AnalyticsPage>((resolve, reject) => {
-      state.queue.push({ part, pageNumber, resolve, reject });
+      state.queue.push({ part, pageNumber, pageSize, resolve, reject });
       this.#pump();
     });
   }
 
   async #readPart(state: WindowState<T>, part: Window): Promise<void> {
-    const { pageSize, minSplitMs } = this.#o;
-    const page = await this.#request(state, part, 1);
-    if (page.totalRecords <= pageSize) {
+    const { minSplitMs } = this.#o;
+    const page = await this.#firstPage(state, part);
+    if (page.data.length === page.totalRecords) {
       this.#hold(state, { part, page: this.#o.prepare(page, part), records: page.data.length });
       return;
     }
+    const pageSize = this.#pageSize;
     const times: number[] = [];
     for (const record of page.data) {
       const ms = this.#o.eventTime(record);
@@ -250,6 +265,41 @@ export class WindowReader<T> {
     }
     state.stats.splits++;
     await Promise.all(parts.map((p) => this.#readPart(state, p)));
+  }
+
+  /**
+   * Page 1 of a part, checked against its own envelope: it holds `min(pageSize asked,
+   * totalRecords)` records, or fewer when E6 clamps the page size (learned here, see
+   * onPageSizeClamped). A page that holds more than that, or none of a non-zero total, contradicts
+   * itself: it is asked again, and after SYNC_WINDOW_ATTEMPTS the window fails.
+   *
+   * @throws {InconsistentWindowError} when every attempt contradicted itself.
+   */
+  async #firstPage(state: WindowState<T>, part: Window): Promise<AnalyticsPage> {
+    let served = 0;
+    let total = 0;
+    let asked = this.#pageSize;
+    for (let attempt = 1; attempt <= this.#o.instantAttempts; attempt++) {
+      asked = this.#pageSize;
+      const page = await this.#request(state, part, 1, asked);
+      served = page.data.length;
+      total = page.totalRecords;
+      const expected = Math.min(asked, total);
+      if (served > expected || (served === 0 && total > 0) || !Number.isInteger(total) || total < 0) continue;
+      if (served < expected) this.#learnPageSize(asked, served, page.pageSize);
+      return page;
+    }
+    throw new InconsistentWindowError(
+      `E6 answered ${iso(part.start)}..${iso(part.end)} with pages that contradict their own envelope (${served} records on page 1 of ` +
+        `totalRecords ${total}, pageSize ${asked} asked) ${this.#o.instantAttempts} times (SYNC_WINDOW_ATTEMPTS); ` +
+        `nothing of window ${iso(state.window.start)}..${iso(state.window.end)} was committed`,
+    );
+  }
+
+  #learnPageSize(asked: number, served: number, echoed: number): void {
+    if (served >= this.#pageSize) return;
+    this.#pageSize = served;
+    this.#o.onPageSizeClamped?.({ asked, served, echoed });
   }
 
   /**
@@ -282,12 +332,16 @@ export class WindowReader<T> {
    * exactly at its end), and whether every page gave the same totalRecords.
    */
   async #pageThrough(state: WindowState<T>, range: Window): Promise<{ total: number; consistent: boolean; pages: AnalyticsPage[]; keys: Map<string, number> }> {
-    const first = await this.#request(state, range, 1);
+    const first = await this.#firstPage(state, range);
     const total = first.totalRecords;
-    const rest = await Promise.all(Array.from({ length: Math.max(0, first.totalPages - 1) }, (_, i) => this.#request(state, range, i + 2)));
+    // Paged at the size page 1 showed E6 serves (never at totalPages, which an upstream that
+    // clamps the size while echoing the asked one gets wrong), and complete only when every
+    // record of totalRecords came.
+    const size = Math.max(1, first.data.length);
+    const rest = await Promise.all(Array.from({ length: Math.max(0, Math.ceil(total / size) - 1) }, (_, i) => this.#request(state, range, i + 2, size)));
     const pages = [first, ...rest];
     const keys = new Map<string, number>();
-    let consistent = true;
+    let consistent = pages.reduce((sum, page) => sum + page.data.length, 0) === total;
     for (const page of pages) {
       if (page.totalRecords !== total) consistent = false;
       const texts = recordTexts(page);
@@ -352,7 +406,7 @@ export class WindowReader<T> {
         if (later >= concurrency) return false;
         // Plan a later window only once the estimate can place its cuts, or when nothing earlier
         // is left to teach it (the first windows of a run would otherwise be cut blind).
-        if (!state.started && !this.#o.estimate.ready(state.window, this.#o.pageSize) && earlierOpen(states, this.#cursor, i)) return false;
+        if (!state.started && !this.#o.estimate.ready(state.window, this.#pageSize) && earlierOpen(states, this.#cursor, i)) return false;
         this.#start(state);
       }
       const task = state.queue.shift();
@@ -369,7 +423,7 @@ export class WindowReader<T> {
     state.stats.requests++;
     this.#client
       .fetchPage(
-        { startDate: new Date(task.part.start), toDate: new Date(task.part.end), pageNumber: task.pageNumber, pageSize: this.#o.pageSize },
+        { startDate: new Date(task.part.start), toDate: new Date(task.part.end), pageNumber: task.pageNumber, pageSize: task.pageSize },
         { signal: this.#signal },
       )
       .then(task.resolve, task.reject)

@@ -67,6 +67,8 @@ export interface SyncObserver {
   recordsQuarantined?(event: { window: Window; records: number }): void;
   /** An instant (a part of SYNC_MIN_SPLIT that cannot be split) whose two reads disagreed; it is read again or fails the run. */
   unstableInstant?(event: { instant: Window; records: number; attempt: number }): void;
+  /** E6 served fewer records on a page than the page size asked: from now on the run reads at `served`. */
+  pageSizeClamped?(event: { asked: number; served: number; echoed: number }): void;
   /** RETENTION dropped these partitions of `records` at the end of the run. */
   partitionsDropped?(event: { partitions: readonly DroppedPartition[] }): void;
   runFinished?(result: SyncResult): void;

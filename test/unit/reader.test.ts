@@ -27,8 +27,15 @@ function shuffle<T>(items: T[], random: () => number): T[] {
   return items;
 }
 
-/** An in-memory E6: offset paging over `order`, drawn anew for every request. */
-function fakeUpstream(records: readonly FakeRecord[], options: { order: Order; toDate: 'inclusive' | 'exclusive'; seed?: number }) {
+/**
+ * An in-memory E6: offset paging over `order`, drawn anew for every request. With `cap`, a page
+ * holds at most that many records whatever `pageSize` asks (offsets still move by the size
+ * asked), and its envelope echoes the size asked or the size served.
+ */
+function fakeUpstream(
+  records: readonly FakeRecord[],
+  options: { order: Order; toDate: 'inclusive' | 'exclusive'; seed?: number; cap?: number; echo?: 'asked' | 'served' },
+) {
   const random = mulberry32(options.seed ?? 1);
   let requests = 0;
   const client = {
@@ -56,8 +63,10 @@ function fakeUpstream(records: readonly FakeRecord[], options: { order: Order; t
           break;
       }
       const totalRecords = ordered.length;
-      const data = ordered.slice((pageNumber - 1) * pageSize, pageNumber * pageSize).map((r) => ({ ...r }));
-      return { pageNumber, pageSize, totalRecords, totalPages: Math.ceil(totalRecords / pageSize), data };
+      const served = Math.min(pageSize, options.cap ?? pageSize);
+      const data = ordered.slice((pageNumber - 1) * served, pageNumber * served).map((r) => ({ ...r }));
+      const echoed = options.echo === 'asked' ? pageSize : served;
+      return { pageNumber, pageSize: echoed, totalRecords, totalPages: Math.ceil(totalRecords / echoed), data };
     },
   };
   return { client: client as unknown as AnalyticsClient, requests: () => requests };
@@ -67,7 +76,14 @@ function fakeUpstream(records: readonly FakeRecord[], options: { order: Order; t
 async function readAll(
   client: AnalyticsClient,
   windows: Window[],
-  options: { pageSize: number; minSplitMs?: number; concurrency?: number; attempts?: number; estimate?: RecordEstimate },
+  options: {
+    pageSize: number;
+    minSplitMs?: number;
+    concurrency?: number;
+    attempts?: number;
+    estimate?: RecordEstimate;
+    clamped?: { asked: number; served: number; echoed: number }[];
+  },
 ): Promise<{ ids: number[]; requests: number[] }> {
   const reader = new WindowReader(client, windows, {
     pageSize: options.pageSize,
@@ -78,6 +94,7 @@ async function readAll(
     timesOf: (kept) => kept.map((r) => r.t),
     eventTime: (record) => (record as FakeRecord).t,
     estimate: options.estimate ?? new RecordEstimate(),
+    onPageSizeClamped: (event) => options.clamped?.push(event),
   });
   const ids: number[] = [];
   const requests: number[] = [];
@@ -262,7 +279,44 @@ describe('WindowReader against an upstream of any order', () => {
     expect(ids).toEqual(idsIn(edge, T0, T0 + 2 * HOUR));
   });
 
-  it('property: any timestamps, page size, order and toDate give every record exactly once', async () => {
+  it.each([
+    ['echoing the size served', 'served'],
+    ['echoing the size asked', 'asked'],
+  ] as const)('an upstream that clamps the page size (%s): every record once, the size learned once', async (_name, echo) => {
+    // 2,000 records over two hours, asked 1000 a page, served at most 200: a window's 1,000 records
+    // "fit" the asked size, and a client trusting that would keep 200 of them.
+    const records = recordsAt(Array.from({ length: 2000 }, (_, i) => i * 3600));
+    const wins = [0, 1].map((h) => ({ start: T0 + h * HOUR, end: T0 + (h + 1) * HOUR }));
+    for (const cap of [200, 100, 37]) {
+      const clamped: { asked: number; served: number; echoed: number }[] = [];
+      const up = fakeUpstream(records, { order: 'ties', toDate: 'inclusive', cap, echo });
+      const { ids } = await readAll(up.client, wins, { pageSize: 1000, clamped });
+      expect(ids).toEqual(idsIn(records, T0, T0 + 2 * HOUR));
+      expect(clamped).toEqual([{ asked: 1000, served: cap, echoed: echo === 'asked' ? 1000 : cap }]);
+    }
+  });
+
+  it('an instant holding more than the clamped page is paged at the size served, not at the echoed totalPages', async () => {
+    // 90 records at one instant, a cap of 20 echoing the asked 50: totalPages says 2, the data needs 5 pages.
+    const records = recordsAt([...Array.from({ length: 90 }, () => 1000), 5000, 9000]);
+    const up = fakeUpstream(records, { order: 'stable', toDate: 'exclusive', cap: 20, echo: 'asked' });
+    const { ids } = await readAll(up.client, [{ start: T0, end: T0 + HOUR }], { pageSize: 50 });
+    expect(ids).toEqual(idsIn(records, T0, T0 + HOUR));
+  });
+
+  it('a page holding more records than it asked for or than totalRecords fails the window, loud, after SYNC_WINDOW_ATTEMPTS', async () => {
+    const records = recordsAt([1000, 2000, 3000]);
+    const client = {
+      async fetchPage(): Promise<AnalyticsPage> {
+        return { pageNumber: 1, pageSize: 10, totalRecords: 2, totalPages: 1, data: records.map((r) => ({ ...r })) };
+      },
+    } as unknown as AnalyticsClient;
+    await expect(readAll(client, [{ start: T0, end: T0 + HOUR }], { pageSize: 10, attempts: 2 })).rejects.toThrow(
+      /contradict their own envelope \(3 records on page 1 of totalRecords 2, pageSize 10 asked\) 2 times/,
+    );
+  });
+
+  it('property: any timestamps, page size, order, toDate and page-size clamp give every record exactly once', async () => {
     let runs = 0;
     await fc.assert(
       fc.asyncProperty(
@@ -272,15 +326,20 @@ describe('WindowReader against an upstream of any order', () => {
         fc.constantFrom<Order>('ties', 'random', 'reverse-alternate'),
         fc.constantFrom<'inclusive' | 'exclusive'>('inclusive', 'exclusive'),
         fc.integer({ min: 1, max: 5 }),
-        async (offsets, grain, smallestPage, order, toDate, concurrency) => {
+        fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }),
+        fc.constantFrom<'asked' | 'served'>('asked', 'served'),
+        async (offsets, grain, smallestPage, order, toDate, concurrency, capAt, echo) => {
           // Coarse grains make ties: whole minutes, seconds, or ms.
           const step = [60_000, 1000, 10, 1][grain]!;
           const records = recordsAt(offsets.map((o) => Math.floor(o / step) * step));
           // No instant may hold more than a page (that case fails loudly under these orders, tested above).
           const perCell = new Map<number, number>();
           for (const r of records) perCell.set(Math.floor(r.t / 1000), (perCell.get(Math.floor(r.t / 1000)) ?? 0) + 1);
-          const pageSize = Math.max(smallestPage, ...perCell.values());
-          const up = fakeUpstream(records, { order, toDate, seed: offsets.length });
+          const fullestCell = Math.max(1, ...perCell.values());
+          const pageSize = Math.max(smallestPage, fullestCell);
+          // Sometimes an upstream that clamps the page size, to no less than the fullest cell.
+          const cap = capAt === undefined ? undefined : fullestCell + Math.floor(capAt * (pageSize - fullestCell));
+          const up = fakeUpstream(records, { order, toDate, seed: offsets.length, ...(cap === undefined ? {} : { cap, echo }) });
           const wins = [0, 1].map((h) => ({ start: T0 + h * HOUR, end: T0 + (h + 1) * HOUR }));
           const { ids } = await readAll(up.client, wins, { pageSize, concurrency });
           expect(ids).toEqual(idsIn(records, T0, T0 + 2 * HOUR));
