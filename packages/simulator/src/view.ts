@@ -231,9 +231,10 @@ export class RecordView {
       const ms = parseIsoDateTime(parsed.data.timestamp)!;
       const wanted = canonical(parsed.data);
       const r: MsRange = { fromMs: ms, toMs: ms, toInclusive: true };
-      const found = this.#fullPage(r, 0, this.#fullCount(r)).find(
-        (e) => !chosen.some((c) => c.ms === e.ms && c.tie === e.tie) && canonical(JSON.parse(e.json)) === wanted,
-      );
+      // A record as E6 served it (its out-of-range number read back) matches too.
+      const matches = (e: RecordEntry) =>
+        canonical(JSON.parse(e.json)) === wanted || (this.#outOfRange !== undefined && canonical(JSON.parse(this.#outOfRange.mark(e))) === wanted);
+      const found = this.#fullPage(r, 0, this.#fullCount(r)).find((e) => !chosen.some((c) => c.ms === e.ms && c.tie === e.tie) && matches(e));
       if (found === undefined) throw new InvalidArgumentError(`record ${n} is not in the data (or is deleted already)`);
       chosen.push(found);
     });
