@@ -20,6 +20,8 @@ import {
 import { describeError, InvalidArgumentError } from './errors.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { createLogger, LOG_FORMATS, LOG_LEVELS, type Logger } from './log.js';
+import { PAGE_SIZE_ECHOES, MAX_FILTER_TIME_LAG_MS } from './behaviours.js';
+import { GZIP_MODES } from './gzip.js';
 import { RECORD_ORDERS } from './order.js';
 import { startSimulator } from './server.js';
 import {
@@ -87,6 +89,24 @@ const FLAGS = [
   ['revokeTokensAfter', '--revoke-tokens-after <duration>', 'tokens stop working this long after issue although expires_in says more, e.g. 5m (default never)'],
   ['malformedEvery', '--malformed-every <n>', 'every Nth E6 response is truncated JSON; 0 = never (default 0)'],
   ['arrivals', '--arrivals <R:N>', 'when the Rth E6 request arrives, insert N new records inside its date range first (late arrivals)'],
+  ['pageSizeCap', '--page-size-cap <n>', 'E6 serves at most N records a page whatever pageSize asks; 0 = no cap (default 0)'],
+  [
+    'pageSizeCapEcho',
+    '--page-size-cap-echo <echo>',
+    "what the envelope's pageSize says under --page-size-cap: served (default, honest) or asked (a lying envelope)",
+  ],
+  [
+    'filterTimeLag',
+    '--filter-time-lag <duration>',
+    "E6 filters startDate/toDate on a hidden time up to this far either side of each record's timestamp, e.g. 2m (default 0: on the timestamp)",
+  ],
+  ['admin', '--admin', 'serve POST /admin/records and POST /admin/delete (add late records, delete records); default off: 404'],
+  ['gzip', '--gzip <mode>', 'gzip E6/E7 bodies: off (default), on (always, asked or not) or auto (when Accept-Encoding allows gzip)'],
+  [
+    'outOfRangeEvery',
+    '--out-of-range-every <n>',
+    'every Nth record carries a number PostgreSQL numeric cannot hold (1e200000, -1e200000, 1e-20000 in turn); 0 = none (default)',
+  ],
 ] as const;
 
 type FlagKey = (typeof FLAGS)[number][0];
@@ -205,6 +225,14 @@ const flagsSchema = z.object({
       return { afterRequests, count };
     })
     .optional(),
+  pageSizeCap: wholeNumber(0, Number.MAX_SAFE_INTEGER).optional(),
+  pageSizeCapEcho: z.enum(PAGE_SIZE_ECHOES, { error: 'must be served or asked' }).optional(),
+  filterTimeLag: durationMs('2m')
+    .refine((ms) => ms <= MAX_FILTER_TIME_LAG_MS, 'must be at most 1w')
+    .optional(),
+  admin: z.boolean().optional(),
+  gzip: z.enum(GZIP_MODES, { error: 'must be off, on or auto' }).optional(),
+  outOfRangeEvery: wholeNumber(0, Number.MAX_SAFE_INTEGER).optional(),
 });
 
 type Flags = z.output<typeof flagsSchema>;
@@ -256,7 +284,8 @@ function parseFlags(raw: Record<string, unknown>, now: number): { flags: Flags }
       'requireClientCert',
       'needs --tls-cert, --tls-key and --tls-client-ca',
     ) ??
-    need(flags.start === undefined || flags.start.getTime() < end.getTime(), 'start', `must be before the end of the data (${end.toISOString()})`);
+    need(flags.start === undefined || flags.start.getTime() < end.getTime(), 'start', `must be before the end of the data (${end.toISOString()})`) ??
+    need(flags.pageSizeCapEcho === undefined || (flags.pageSizeCap ?? 0) > 0, 'pageSizeCapEcho', 'is used only with --page-size-cap');
   return problem === undefined ? { flags } : { error: problem };
 }
 
@@ -296,6 +325,12 @@ function simulatorOptions(flags: Flags, logger: Logger, now: number): SimulatorO
     toDate: flags.toDate,
     order: flags.order,
     prometheusHelp: flags.prometheusHelp,
+    pageSizeCap: flags.pageSizeCap,
+    pageSizeCapEcho: flags.pageSizeCapEcho,
+    filterTimeLagMs: flags.filterTimeLag,
+    admin: flags.admin,
+    gzip: flags.gzip,
+    outOfRangeEvery: flags.outOfRangeEvery,
     tls:
       flags.tlsCert !== undefined && flags.tlsKey !== undefined
         ? { cert: flags.tlsCert, key: flags.tlsKey, ca: flags.tlsClientCa, requireClientCert: flags.requireClientCert === true }

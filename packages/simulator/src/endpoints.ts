@@ -4,12 +4,14 @@
  * the body faults (late arrivals, every-Nth malformed JSON, the queued page faults) applied.
  */
 import type http from 'node:http';
+import type { PageSizeEcho } from './behaviours.js';
 import type { Dataset } from './dataset.js';
 import type { RecordOrder } from './order.js';
 import { intParam, rangeParams } from './params.js';
 import { EVENT_TYPES } from './records.js';
 import type { Responder } from './respond.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type FaultSettings, type QueuedFault } from './settings.js';
+import type { RecordView } from './view.js';
 
 /** Escapes an E7 label value for the Prometheus text format 0.0.4: backslash, double quote and line feed. */
 export function escapeLabelValue(value: string): string {
@@ -24,6 +26,11 @@ export function metricName(eventType: string): string {
 /** What the E6 and E7 handlers read of their simulator. */
 export interface DataContext {
   dataset: Dataset;
+  /** Serves instead of the dataset while {@link RecordView.active} (deletions, hidden filter time, out-of-range numbers). */
+  view: RecordView;
+  /** 0 = none; see `SimulatorOptions.pageSizeCap`. */
+  pageSizeCap: number;
+  pageSizeCapEcho: PageSizeEcho;
   /** Read at each request: the live settings. */
   faults: FaultSettings;
   /** Whether a record exactly at `toDate` is in the range. */
@@ -53,13 +60,18 @@ export class DataEndpoints {
   /**
    * Answers one E6 request.
    *
+   * @param gzip compress the body.
    * @throws {ParameterError} for an invalid query parameter (answered 400 by the caller).
    */
-  analytics(url: URL, res: http.ServerResponse, queued: QueuedFault | undefined): void {
-    const { dataset, toInclusive, faults } = this.#c;
+  analytics(url: URL, res: http.ServerResponse, queued: QueuedFault | undefined, gzip = false): void {
+    const { dataset, toInclusive, faults, view } = this.#c;
     const params = url.searchParams;
     const pageNumber = intParam(params, 'pageNumber', 1, 1, Number.MAX_SAFE_INTEGER);
-    const pageSize = intParam(params, 'pageSize', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE);
+    const asked = intParam(params, 'pageSize', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE);
+    // A capped upstream serves and cuts pages at its own size, whatever its envelope says.
+    const cap = this.#c.pageSizeCap;
+    const pageSize = cap > 0 && asked > cap ? cap : asked;
+    const echoed = this.#c.pageSizeCapEcho === 'asked' ? asked : pageSize;
     const { from, to } = rangeParams(params, true);
 
     const arrivals = faults.arrivals;
@@ -72,13 +84,16 @@ export class DataEndpoints {
       }
     }
 
-    const totalRecords = dataset.count(from, to, toInclusive);
-    let totalPages = Math.ceil(totalRecords / pageSize);
+    const viewed = view.active;
+    const totalRecords = viewed ? view.count(from, to) : dataset.count(from, to, toInclusive);
+    let totalPages = Math.ceil(totalRecords / echoed);
     let records: string[] = [];
-    if (pageNumber <= totalPages && queued !== 'empty-page') {
-      const offset = (pageNumber - 1) * pageSize;
+    const offset = (pageNumber - 1) * pageSize;
+    if (offset < totalRecords && queued !== 'empty-page') {
       const limit = queued === 'oversized-page' ? pageSize + Math.max(1, Math.ceil(pageSize / 10)) : pageSize;
-      records = dataset.pageJsonOrdered(from, to, toInclusive, offset, limit, this.#c.order(), this.#c.orderRandom);
+      records = viewed
+        ? view.page(from, to, offset, limit)
+        : dataset.pageJsonOrdered(from, to, toInclusive, offset, limit, this.#c.order(), this.#c.orderRandom);
     }
     if (queued === 'oversized-page') {
       // Too few records left in the range: pad with copies (or new records) to exceed pageSize.
@@ -96,21 +111,22 @@ export class DataEndpoints {
       records[0] = JSON.stringify(first);
     }
     const data = queued === 'bad-envelope' ? `{"records":[${records.join(',')}]}` : `[${records.join(',')}]`;
-    const body = `{"pageNumber":${pageNumber},"pageSize":${pageSize},"totalRecords":${totalRecords},"totalPages":${totalPages},"data":${data}}`;
+    const body = `{"pageNumber":${pageNumber},"pageSize":${echoed},"totalRecords":${totalRecords},"totalPages":${totalPages},"data":${data}}`;
     const malformed = this.#c.everyNth('malformed', faults.malformedEvery) ? 'malformed-json' : undefined;
     if (queued === undefined && malformed !== undefined) this.#c.markInjected(res, 'malformed-every');
-    this.#c.respond.deliver(res, 'application/json; charset=utf-8', body, queued ?? malformed);
+    this.#c.respond.deliver(res, 'application/json; charset=utf-8', body, queued ?? malformed, gzip);
   }
 
   /**
    * Answers one E7 request.
    *
+   * @param gzip compress the body.
    * @throws {ParameterError} for an invalid query parameter (answered 400 by the caller).
    */
-  prometheus(url: URL, res: http.ServerResponse, queued: QueuedFault | undefined): void {
-    const { dataset, toInclusive } = this.#c;
+  prometheus(url: URL, res: http.ServerResponse, queued: QueuedFault | undefined, gzip = false): void {
+    const { dataset, toInclusive, view } = this.#c;
     const { from, to } = rangeParams(url.searchParams, false);
-    const counts = dataset.eventCounts(from, to, toInclusive);
+    const counts = view.deletions.size > 0 ? view.eventCounts(from, to) : dataset.eventCounts(from, to, toInclusive);
     const lines: string[] = [];
     for (const eventType of EVENT_TYPES) {
       const name = metricName(eventType);
@@ -124,6 +140,6 @@ export class DataEndpoints {
     }
     let body = `${lines.join('\n')}\n`;
     if (queued === 'bad-envelope') body = 'userlogin_event_count customer=Acme 12 extra\nthis is not a sample line\n';
-    this.#c.respond.deliver(res, 'text/plain; version=0.0.4; charset=utf-8', body, queued === 'bad-envelope' ? undefined : queued);
+    this.#c.respond.deliver(res, 'text/plain; version=0.0.4; charset=utf-8', body, queued === 'bad-envelope' ? undefined : queued, gzip);
   }
 }

@@ -4,6 +4,7 @@
  * applied here, where the body is written.
  */
 import type http from 'node:http';
+import { gzipSync } from 'node:zlib';
 import type { FaultSettings, QueuedFault, SimulatorStats } from './settings.js';
 
 /** The response helpers of one simulator. */
@@ -57,13 +58,14 @@ export class Responder {
     );
   }
 
-  /** Writes a body according to a transport-level fault, or normally. */
-  deliver(res: http.ServerResponse, contentType: string, body: string, fault: QueuedFault | undefined): void {
+  /**
+   * Writes a body according to a transport-level fault, or normally.
+   *
+   * @param gzip compress the body (`Content-Encoding: gzip`): the cut of `malformed-json` is
+   *   compressed whole, `reset-mid-body` and `slow-body` cut or stall the compressed bytes.
+   */
+  deliver(res: http.ServerResponse, contentType: string, body: string, fault: QueuedFault | undefined, gzip = false): void {
     if (this.#closed() || res.destroyed) return;
-    if (fault === 'malformed-json') {
-      this.send(res, 200, contentType, body.slice(0, Math.max(1, Math.floor(body.length / 2))));
-      return;
-    }
     if (fault === 'wrong-content-type') {
       this.send(
         res,
@@ -73,14 +75,18 @@ export class Responder {
       );
       return;
     }
-    const bytes = Buffer.from(body, 'utf8');
+    const text = fault === 'malformed-json' ? body.slice(0, Math.max(1, Math.floor(body.length / 2))) : body;
+    const bytes = gzip ? gzipSync(text) : Buffer.from(text, 'utf8');
+    const headers: http.OutgoingHttpHeaders = gzip
+      ? { 'content-type': contentType, 'content-length': bytes.length, 'content-encoding': 'gzip', vary: 'accept-encoding' }
+      : { 'content-type': contentType, 'content-length': bytes.length };
     if (fault === 'reset-mid-body') {
-      this.writeHead(res, 200, { 'content-type': contentType, 'content-length': bytes.length });
+      this.writeHead(res, 200, headers);
       res.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => res.socket?.destroy());
       return;
     }
     if (fault === 'slow-body') {
-      this.writeHead(res, 200, { 'content-type': contentType, 'content-length': bytes.length });
+      this.writeHead(res, 200, headers);
       res.flushHeaders();
       const timer = setTimeout(() => {
         this.#stallTimers.delete(timer);
@@ -93,7 +99,7 @@ export class Responder {
       });
       return;
     }
-    this.writeHead(res, 200, { 'content-type': contentType, 'content-length': bytes.length });
+    this.writeHead(res, 200, headers);
     res.end(bytes);
   }
 

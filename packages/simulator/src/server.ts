@@ -10,9 +10,13 @@ import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { AdminEndpoints } from './admin.js';
+import { resolveBehaviours } from './behaviours.js';
 import { Dataset } from './dataset.js';
 import { DataEndpoints } from './endpoints.js';
 import { InvalidArgumentError } from './errors.js';
+import { shouldGzip } from './gzip.js';
+import { OutOfRange } from './out-of-range.js';
 import { RECORD_ORDERS, type RecordOrder } from './order.js';
 import { ParameterError } from './params.js';
 import { mulberry32 } from './random.js';
@@ -35,6 +39,7 @@ import {
   type SimulatorStats,
 } from './settings.js';
 import { TokenEndpoint } from './token.js';
+import { RecordView } from './view.js';
 
 interface QueueEntry {
   fault: QueuedFault;
@@ -57,9 +62,10 @@ function checkOrder(value: unknown): RecordOrder {
  * Starts the simulator and resolves once it listens.
  *
  * Serves E0 `POST /connect/token`, E6 `GET /analytics`, E7 `GET /analytics/prometheus`
- * (reference: Authentication, E0, E6, E7, Limits); anything else is 404, a wrong method 405.
+ * (reference: Authentication, E0, E6, E7, Limits), and with `admin` the admin requests under
+ * `/admin/`; anything else is 404, a wrong method 405.
  *
- * @throws {InvalidArgumentError} for invalid dataset, fault or order options.
+ * @throws {InvalidArgumentError} for invalid dataset, fault, order or behaviour options.
  * @throws the listen error (e.g. `EADDRINUSE`, `EACCES`) when the port cannot be bound.
  */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
@@ -74,6 +80,13 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const log = options.logger;
   const faults: FaultSettings = { ...NO_FAULTS, ...options.faults };
   checkFaultNumbers(faults);
+  const behaviours = resolveBehaviours(options);
+  const toInclusive = (options.toDate ?? 'inclusive') === 'inclusive';
+  const view = new RecordView(dataset, {
+    filterTimeLagMs: behaviours.filterTimeLagMs,
+    outOfRange: behaviours.outOfRangeEvery > 0 ? new OutOfRange(dataset, behaviours.outOfRangeEvery, behaviours.outOfRangeValues) : undefined,
+    toInclusive,
+  });
 
   /** The fault each response got, for onRequest. */
   const injected = new WeakMap<http.ServerResponse, string>();
@@ -124,10 +137,14 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     return Math.max(1, Math.ceil((1 - bucket.tokens) / limit.perSecond));
   };
 
+  const admin = behaviours.admin ? new AdminEndpoints(dataset, view, respond) : undefined;
   const data = new DataEndpoints({
     dataset,
+    view,
+    pageSizeCap: behaviours.pageSizeCap,
+    pageSizeCapEcho: behaviours.pageSizeCapEcho,
     faults,
-    toInclusive: (options.toDate ?? 'inclusive') === 'inclusive',
+    toInclusive,
     prometheusHelp: options.prometheusHelp === true,
     order: () => order,
     // Draws each E6 request's order; seeded, so a run repeats, and advanced per request, so two requests differ.
@@ -215,6 +232,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (faults.latencyMs > 0) await sleep(faults.latencyMs);
     if (closed) return;
 
+    if (endpoint === undefined && admin !== undefined && !authPort && path.startsWith('/admin/')) {
+      await admin.handle(req, res, path);
+      return;
+    }
     if (endpoint === undefined) {
       respond.sendJson(res, 404, { error: 'not_found', error_description: `no resource at ${path}` });
       return;
@@ -238,9 +259,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     const queued = takeQueuedFault(endpoint, url);
     if (queued !== undefined) injected.set(res, faultLabel(queued));
     if (answeredByFault(res, queued)) return;
+    const gzip = behaviours.gzip !== 'off' && shouldGzip(behaviours.gzip, req.headers['accept-encoding']);
     try {
-      if (endpoint === 'analytics') data.analytics(url, res, queued);
-      else data.prometheus(url, res, queued);
+      if (endpoint === 'analytics') data.analytics(url, res, queued, gzip);
+      else data.prometheus(url, res, queued, gzip);
     } catch (err) {
       if (!(err instanceof ParameterError)) throw err;
       respond.sendJson(res, 400, { error: 'invalid_request', parameter: err.parameter, error_description: err.message });
@@ -355,6 +377,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     insertRecords(records) {
       dataset.insert(records);
+    },
+    deleteRecords(selection) {
+      return view.delete(selection);
+    },
+    servedJson(from, to) {
+      return view.active ? view.all(from, to) : dataset.pageJson(from, to, toInclusive, 0, dataset.count(from, to, toInclusive));
     },
     revokeAllTokens() {
       token.revokeAll();

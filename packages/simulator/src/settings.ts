@@ -2,7 +2,9 @@
  * What a simulator is given and gives: its options, the fault settings and queued faults that
  * tests and `--latency`-style flags turn on, and the handle {@link startSimulator} returns.
  */
+import type { BehaviourOptions } from './behaviours.js';
 import type { Dataset } from './dataset.js';
+import type { DeleteSelection } from './deletions.js';
 import type { DatasetOptions } from './dataset-options.js';
 import type { AnalyticsRecord } from './records.js';
 import { DEMO_CLIENT_ID, DEMO_CLIENT_SECRET } from './demo.js';
@@ -147,8 +149,8 @@ export interface SimulatorTlsOptions {
   requireClientCert?: boolean;
 }
 
-/** Options of {@link startSimulator}: the dataset's, plus the server's. */
-export interface SimulatorOptions extends DatasetOptions {
+/** Options of {@link startSimulator}: the dataset's, the behaviours' (each off by default), plus the server's. */
+export interface SimulatorOptions extends DatasetOptions, BehaviourOptions {
   /** Serve this dataset instead of building one from the dataset options. */
   dataset?: Dataset;
   /** Interface to listen on. Default 127.0.0.1. */
@@ -230,6 +232,20 @@ export interface Simulator {
   pendingFaults(): number;
   /** Inserts late records into the dataset (see {@link Dataset.insert}). @throws {InvalidArgumentError} for an invalid record. */
   insertRecords(records: readonly AnalyticsRecord[]): void;
+  /**
+   * Deletes records, as `POST /admin/delete` does (without needing `admin`): from now on E6 and E7
+   * leave them out.
+   *
+   * @returns the records deleted.
+   * @throws {InvalidArgumentError} for an invalid selection or a record not in the data; nothing is deleted then.
+   */
+  deleteRecords(selection: DeleteSelection): AnalyticsRecord[];
+  /**
+   * The JSON text of every record a complete E6 paging of `[from, to]` returns now, in order:
+   * deletions, the hidden filter time and out-of-range numbers applied (`dataset.iterate` knows
+   * none of them). `to` absent = no upper bound; `toDate` semantics as configured.
+   */
+  servedJson(from: Date, to?: Date): string[];
   /** Makes every token issued so far invalid (401 on next use). */
   revokeAllTokens(): void;
   /**
