@@ -146,8 +146,10 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
 
 /**
  * Validates an E6 body against the envelope and against itself: the page asked for, no more
- * records than pageSize, totalPages agreeing with totalRecords, a full page before the last,
- * every record a JSON object. What a store can keep of the records is the store's question
+ * records than pageSize or than the page's share of totalRecords, totalPages agreeing with
+ * totalRecords, no empty page before the last, every record a JSON object. A page holding fewer
+ * records than its envelope promises passes (an upstream that clamps the page size while echoing
+ * the size asked): whether a part is complete is the reader's question (src/sync/reader.ts). What a store can keep of the records is the store's question
  * (src/sync/storable.ts).
  *
  * @param body the parsed JSON of the response.
@@ -183,7 +185,11 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
   }
   const expectedLength =
     page.pageNumber < expectedPages ? page.pageSize : page.pageNumber === expectedPages ? page.totalRecords - (expectedPages - 1) * page.pageSize : 0;
-  if (page.data.length !== expectedLength) {
+  // Fewer records than the envelope promises is not refused here: an upstream that clamps the page
+  // size may echo the size asked, and only the reader, which knows what it asked and what each part
+  // holds, can tell a short page from a complete one (it never takes a short one as complete:
+  // src/sync/reader.ts). More records than that, or none of a page that should hold some, is.
+  if (page.data.length > expectedLength || (page.data.length === 0 && expectedLength > 0)) {
     const where = page.data.length === 0 && page.pageNumber < expectedPages ? `an empty page before the last (totalPages ${page.totalPages}): ` : '';
     throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
   }

@@ -44,19 +44,30 @@ describe('parsePage', () => {
     ['too many records', { pageNumber: 1, pageSize: 2, totalRecords: 3, totalPages: 2, data: records(3) }, /more than pageSize/],
     ['totalPages off', { pageNumber: 1, pageSize: 2, totalRecords: 3, totalPages: 3, data: records(2) }, /totalPages 3 does not match/],
     ['an empty page before the last', { pageNumber: 1, pageSize: 2, totalRecords: 3, totalPages: 2, data: [] }, /0 records, expected 2/],
-    ['a short last page', { pageNumber: 1, pageSize: 5, totalRecords: 3, totalPages: 1, data: records(2) }, /2 records, expected 3/],
+    ['more records than totalRecords', { pageNumber: 1, pageSize: 5, totalRecords: 3, totalPages: 1, data: records(4) }, /4 records, expected 3/],
+    ['an empty last page of a non-empty result', { pageNumber: 1, pageSize: 5, totalRecords: 3, totalPages: 1, data: [] }, /0 records, expected 3/],
   ])('rejects %s', (_name, body, pattern) => {
     expect(bodyErrorOf(body).message).toMatch(pattern);
   });
 
-  it('accepts exactly the self-consistent envelopes (property)', () => {
+  it('passes a page holding fewer records than its envelope promises: whether a part is complete is for the reader to judge', () => {
+    // An upstream that clamps the page size to 2 while echoing the 5 asked (src/sync/reader.ts never takes it as complete).
+    const page = parsePage({ pageNumber: 1, pageSize: 5, totalRecords: 3, totalPages: 1, data: records(2) }, 1, url);
+    expect(page.data).toHaveLength(2);
+    expect(page.totalRecords).toBe(3);
+  });
+
+  it('accepts the self-consistent envelopes and short pages, never one record too many or an empty page that should hold some (property)', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 0, max: 200 }), fc.integer({ min: 1, max: 10 }), (pageSize, total, pageNumber) => {
         const totalPages = Math.ceil(total / pageSize);
         const length = pageNumber < totalPages ? pageSize : pageNumber === totalPages ? total - (totalPages - 1) * pageSize : 0;
         const body = { pageNumber, pageSize, totalRecords: total, totalPages, data: records(length) };
         expect(parsePage(body, pageNumber, url).data).toHaveLength(length);
-        if (length > 0) expect(() => parsePage({ ...body, data: records(length - 1) }, pageNumber, url)).toThrow(UpstreamError);
+        // One more than the page's share is refused; fewer (but some) is passed on for the reader to judge.
+        expect(() => parsePage({ ...body, data: records(length + 1) }, pageNumber, url)).toThrow(UpstreamError);
+        if (length > 1) expect(parsePage({ ...body, data: records(length - 1) }, pageNumber, url).data).toHaveLength(length - 1);
+        if (length > 0) expect(() => parsePage({ ...body, data: [] }, pageNumber, url)).toThrow(UpstreamError);
       }),
     );
   });
