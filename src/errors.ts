@@ -32,7 +32,8 @@ export type ErrorCode =
  * - `invalid_json` (truncated or not JSON), `content_type` (not JSON or text), `invalid_envelope`
  *   (valid JSON of the wrong shape), `inconsistent_page` (a page contradicting itself: totalPages vs
  *   totalRecords, an empty or short page before the last, more records than pageSize, another page
- *   number), `response_too_large`, `invalid_body` (any other body fault);
+ *   number), `response_too_large`, `content_encoding` (a body in a Content-Encoding the client cannot
+ *   decode: unknown, or not valid in the coding it names), `invalid_body` (any other body fault);
  * - `token`: no token could be had (E0), for a request or run that needed one;
  * - `secret_file`: a token request (E0) not sent because CLIENT_SECRET_FILE could not be read or was empty;
  * - `inconsistent_window`: the two reads of an instant holding more than a page kept disagreeing (SYNC_WINDOW_ATTEMPTS);
@@ -52,6 +53,7 @@ export type FailureReason =
   | 'inconsistent_page'
   | 'response_too_large'
   | 'invalid_body'
+  | 'content_encoding'
   | 'token'
   | 'secret_file'
   | 'inconsistent_window'

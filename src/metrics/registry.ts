@@ -65,7 +65,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_errors_total`,
     help:
       'Failed reads of the platform E7 Prometheus text, by reason (the same values as upstream_attempt_failures_total: timeout, network, ' +
-      'http_<status>, content_type, invalid_body, response_too_large, token, other).',
+      'http_<status>, content_type, content_encoding, invalid_body, response_too_large, token, other).',
     labelNames: ['source', 'reason'],
     registers: [this.registry],
   });
@@ -100,7 +100,8 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_attempt_failures_total`,
     help:
       'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
-      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, token, secret_file, other).',
+      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, content_encoding, invalid_body, ' +
+      'token, secret_file, other).',
     labelNames: ['source', 'endpoint', 'reason'],
     registers: [this.registry],
   });
@@ -140,7 +141,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}sync_errors_total`,
     help:
       'Sync runs that failed, by the reason of the error that ended them (the failures of sync_failures_total, broken down): ' +
-      'network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, token, inconsistent_window, database, other.',
+      'network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, content_encoding, token, inconsistent_window, database, other.',
     labelNames: ['source', 'reason'] as const,
     registers: [this.registry],
   });
