@@ -32,7 +32,8 @@ export type ErrorCode =
  * - `invalid_json` (truncated or not JSON), `content_type` (not JSON or text), `invalid_envelope`
  *   (valid JSON of the wrong shape), `inconsistent_page` (a page contradicting itself: totalPages vs
  *   totalRecords, an empty or short page before the last, more records than pageSize, another page
- *   number), `response_too_large`, `invalid_body` (any other body fault);
+ *   number), `response_too_large`, `content_encoding` (a body in a Content-Encoding the client cannot
+ *   decode: unknown, or not valid in the coding it names), `invalid_body` (any other body fault);
  * - `token`: no token could be had (E0), for a request or run that needed one;
  * - `secret_file`: a token request (E0) not sent because CLIENT_SECRET_FILE could not be read or was empty;
  * - `inconsistent_window`: the two reads of an instant holding more than a page kept disagreeing (SYNC_WINDOW_ATTEMPTS);
@@ -52,6 +53,7 @@ export type FailureReason =
   | 'inconsistent_page'
   | 'response_too_large'
   | 'invalid_body'
+  | 'content_encoding'
   | 'token'
   | 'secret_file'
   | 'inconsistent_window'
@@ -261,4 +263,35 @@ export function describeError(err: unknown): string {
     current = (e as { cause?: unknown }).cause;
   }
   return parts.join(' ← ');
+}
+
+/** Longest error text {@link storableText} keeps, in UTF-16 code units (at most 12 KiB of UTF-8). */
+export const MAX_STORED_TEXT_LENGTH = 4000;
+
+/** A lone surrogate: a high one not followed by a low one, or a low one not preceded by a high one. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * Error text as a PostgreSQL `text` column always takes it, for what the bookkeeping writes (the
+ * ledger's `sync_runs.error`): such a write must never fail on the text and so mask the error it
+ * records. An error's message can hold anything its cause quoted (JSON.parse quotes the bytes of a
+ * gzip body, NUL included), and PostgreSQL refuses U+0000 and text that is not valid UTF-8.
+ *
+ * Secrets are not this function's business: the messages it is given are built without them
+ * (see {@link redactSecrets} for text that came from elsewhere).
+ *
+ * @param text any string.
+ * @param maxLength the longest result, in UTF-16 code units; default {@link MAX_STORED_TEXT_LENGTH}.
+ * @returns `text` with each U+0000 and each lone surrogate replaced by U+FFFD, and, when longer than
+ *   `maxLength`, cut there (never inside a surrogate pair) with a marker saying how long it was;
+ *   `text` itself when there is nothing to change. Never throws.
+ */
+export function storableText(text: string, maxLength = MAX_STORED_TEXT_LENGTH): string {
+  const clean = text.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATE, '\ufffd');
+  if (clean.length <= maxLength) return clean;
+  const marker = `… [cut, ${clean.length} characters in all]`;
+  let cut = Math.max(0, maxLength - marker.length);
+  if (cut > 0 && /[\ud800-\udbff]/.test(clean[cut - 1]!)) cut--;
+  // The marker is ASCII but for the ellipsis: cutting it to a tiny maxLength splits no pair.
+  return `${clean.slice(0, cut)}${marker}`.slice(0, maxLength);
 }

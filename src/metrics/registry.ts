@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric
 import type { MetricFamily, MetricType, Sample } from '../exposition/index.js';
 import type { ClientObserver } from '../upstream/analytics.js';
 import type { SyncObserver, SyncResult } from '../sync/run.js';
+import type { SkipReason } from '../sync/schedule.js';
 import { REVISION, VERSION } from '../version.js';
 import { failureReason } from '../failures.js';
 import { DEFAULT_SOURCE } from '../config.js';
@@ -35,6 +36,9 @@ function toFamily(metric: MetricObjectWithValues<MetricValueWithName<string>>): 
   const type = String(metric.type);
   return { name: metric.name, type: FAMILY_TYPES.has(type) ? (type as MetricType) : 'untyped', help: metric.help, samples };
 }
+
+/** Why a scheduled sync tick did not run (sync_skipped_total's `reason`; src/sync/schedule.ts). */
+const SKIP_REASONS: readonly SkipReason[] = ['running', 'locked'];
 
 /** Buckets of upstream request durations, in seconds: 5 ms to 30 s. */
 const REQUEST_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -65,7 +69,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_errors_total`,
     help:
       'Failed reads of the platform E7 Prometheus text, by reason (the same values as upstream_attempt_failures_total: timeout, network, ' +
-      'http_<status>, content_type, invalid_body, response_too_large, token, other).',
+      'http_<status>, content_type, content_encoding, invalid_body, response_too_large, token, other).',
     labelNames: ['source', 'reason'],
     registers: [this.registry],
   });
@@ -100,7 +104,8 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_attempt_failures_total`,
     help:
       'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
-      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, invalid_body, token, secret_file, other).',
+      '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, content_encoding, invalid_body, ' +
+      'token, secret_file, other).',
     labelNames: ['source', 'endpoint', 'reason'],
     registers: [this.registry],
   });
@@ -140,14 +145,16 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}sync_errors_total`,
     help:
       'Sync runs that failed, by the reason of the error that ended them (the failures of sync_failures_total, broken down): ' +
-      'network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, token, inconsistent_window, database, other.',
+      'network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, content_encoding, token, inconsistent_window, database, other.',
     labelNames: ['source', 'reason'] as const,
     registers: [this.registry],
   });
   readonly syncSkipped = new Counter({
     name: `${METRIC_PREFIX}sync_skipped_total`,
-    help: 'Scheduled sync ticks skipped because a run was still going.',
-    labelNames: ['source'] as const,
+    help:
+      "Scheduled sync ticks skipped, by reason: running (this process's previous run of the source was still going) or " +
+      "locked (another process held the source's sync lock, or a rollup rebuild or RETENTION the schema's).",
+    labelNames: ['source', 'reason'] as const,
     registers: [this.registry],
   });
   readonly syncLastSuccess = new Gauge({
@@ -320,7 +327,6 @@ export class ExporterMetrics {
       for (const counter of [
         this.syncRuns,
         this.syncFailures,
-        this.syncSkipped,
         this.syncRecords,
         this.syncPages,
         this.syncWindows,
@@ -330,6 +336,7 @@ export class ExporterMetrics {
         counter.inc(s, 0);
       for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark]) gauge.set(s, 0);
       for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ source, action }, 0);
+      for (const reason of SKIP_REASONS) this.syncSkipped.inc({ source, reason }, 0);
     }
     return {
       runStarted: () => this.syncRunning.set(s, 1),

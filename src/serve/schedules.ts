@@ -41,7 +41,8 @@ export function buildSchedulers(context: SchedulesContext): Map<string, SyncSche
       new SyncScheduler({
         schedule: source.sync.schedule ?? '0 0 1 1 *',
         log: sourceLog,
-        onSkipped: () => metrics.syncSkipped.inc({ source: source.name }),
+        source: source.name,
+        onSkipped: (reason) => metrics.syncSkipped.inc({ source: source.name, reason }),
         run: async (signal) => {
           const started = performance.now();
           try {

@@ -1,6 +1,7 @@
 /**
  * The sync schedule inside `serve`: node-cron fires SYNC_SCHEDULE, each tick runs one sync,
- * and a tick that comes while a run is still going is skipped, never queued or overlapped.
+ * and a tick that comes while a run is still going is skipped, never queued or overlapped; a tick
+ * whose run finds the source's lock held elsewhere (another replica's run) is skipped too, and said so.
  * Ticks never throw: a failed run is logged and counted by the run's own observer.
  */
 import cron, { type ScheduledTask } from 'node-cron';
@@ -8,14 +9,22 @@ import { settledWithin } from '../settle.js';
 import type { Logger } from '../log.js';
 import type { SyncResult } from './summary.js';
 
+/**
+ * Why a tick did not sync: `running`, this scheduler's previous run was still going; `locked`, the
+ * run found the source's sync lock (or the schema's) held by another process or task.
+ */
+export type SkipReason = 'running' | 'locked';
+
 export interface SchedulerOptions {
   /** Cron expression (minute hour day month weekday, optional seconds first), in UTC. */
   schedule: string;
   /** One sync run; the signal aborts it at shutdown. */
   run: (signal: AbortSignal) => Promise<SyncResult>;
   log: Logger;
-  /** Told of every tick skipped because a run was still going. */
-  onSkipped?: () => void;
+  /** The source the runs sync, named in the line a locked tick logs. */
+  source?: string;
+  /** Told of every tick skipped, and why. */
+  onSkipped?: (reason: SkipReason) => void;
 }
 
 export class SyncScheduler {
@@ -49,12 +58,24 @@ export class SyncScheduler {
     if (this.#stopped) return Promise.resolve(undefined);
     if (this.#current !== undefined) {
       this.#options.log.warn({ reason }, 'sync still running; this tick is skipped');
-      this.#options.onSkipped?.();
+      this.#options.onSkipped?.('running');
       return Promise.resolve(undefined);
     }
     this.#options.log.debug({ reason }, 'sync triggered');
     const run = this.#options
       .run(this.#stop.signal)
+      .then((result) => {
+        // Another replica running the source on the same schedule is the normal case, so info, not warn.
+        if (result.status === 'locked') {
+          const source = this.#options.source === undefined ? 'this source' : `source ${this.#options.source}`;
+          this.#options.log.info(
+            { reason },
+            `sync tick skipped: another process holds the sync lock of ${source} (or the schema's); the next tick tries again`,
+          );
+          this.#options.onSkipped?.('locked');
+        }
+        return result;
+      })
       .catch((err: unknown) => {
         // runSync reports upstream faults as a failed result; what reaches here is the database being unreachable.
         this.#options.log.error({ err }, 'sync could not run');

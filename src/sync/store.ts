@@ -7,6 +7,7 @@
  * watermark, runs, records and quarantine are its own, in tables every source shares.
  */
 import { quoteIdent, type PoolClient } from '../db/pool.js';
+import { storableText } from '../errors.js';
 import type { AnalyticsRecord } from '../upstream/analytics.js';
 import { timestampArray } from './copy-rows.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
@@ -105,7 +106,10 @@ export async function startRun(db: PoolClient, t: Tables, source: string, range:
   return Number(rows[0]!.id);
 }
 
-/** Records the end of a run. `error` is a message without secrets. */
+/**
+ * Records the end of a run. `error` is a message without secrets, stored as {@link storableText}
+ * makes it (no NUL, valid UTF-8, bounded), so that recording a failure never fails on its text.
+ */
 export async function finishRun(
   db: PoolClient,
   t: Tables,
@@ -118,7 +122,7 @@ export async function finishRun(
     result.windows,
     result.pages,
     result.records,
-    result.error ?? null,
+    result.error === undefined ? null : storableText(result.error),
   ]);
 }
 

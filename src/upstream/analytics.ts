@@ -3,7 +3,8 @@
  * `GET /analytics/prometheus` (Prometheus text), with bearer tokens from E0.
  *
  * Every request is retried on transient faults (see {@link withRetries}); a 401 renews the
- * token and repeats the call once; every body is validated before anyone sees it.
+ * token and repeats the call once; every request asks for gzip (Accept-Encoding) and every body
+ * is decoded (src/upstream/encoding.ts), then validated before anyone sees it.
  */
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
@@ -13,6 +14,7 @@ import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import { RequestBudget } from './budget.js';
 import { readClientFiles } from './files.js';
+import { ACCEPT_ENCODING } from './encoding.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
 import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 import { MIN_CLIENT_SECRET_LENGTH, TokenClient } from './token.js';
@@ -399,7 +401,8 @@ export class AnalyticsClient {
           endpoint,
           method: 'GET',
           url,
-          headers: { authorization: `Bearer ${token}`, accept },
+          // gzip both ways: E6 pages of JSON shrink several times over; send() decodes what comes back.
+          headers: { authorization: `Bearer ${token}`, accept, 'accept-encoding': ACCEPT_ENCODING },
           ...(signal ? { signal } : {}),
           ...(timeoutMs !== undefined ? { timeoutMs } : {}),
           // E6 pages are stored from their bytes (AnalyticsPage.bytes); E7 bodies need only text.

@@ -7,10 +7,11 @@ import { isUtf8 } from 'node:buffer';
 import { rootCertificates } from 'node:tls';
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
 import { AbortedError, ExporterError, TokenError, UpstreamError, redactSecrets, type Endpoint, type ErrorCode, type FailureReason } from '../errors.js';
+import { ContentDecodingError, contentCodings, decodeContent } from './encoding.js';
 import type { TlsFiles } from './files.js';
 import { parseRetryAfter } from './retry.js';
 
-/** Upper bound on a response body; a page of 1000 records is far below it. */
+/** Upper bound on a response body, as received and once decoded from its Content-Encoding; a page of 1000 records is far below it. */
 export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 /** How long an idle keep-alive socket is kept for the next page. */
 export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
@@ -73,9 +74,10 @@ export function createAgent(options: AgentOptions): Agent {
 export interface RawResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
+  /** The body as text, after its Content-Encoding was undone (gzip, deflate, br: src/upstream/encoding.ts). */
   body: string;
   /**
-   * The body's bytes after a UTF-8 byte order mark, of which `body` is the decoding: only with
+   * The body's bytes (decoded from their Content-Encoding) after a UTF-8 byte order mark, of which `body` is the decoding: only with
    * `keepBytes`, and only when they are valid UTF-8 (else `body` holds U+FFFD where they are not).
    */
   bytes?: Buffer;
@@ -108,10 +110,14 @@ export function describeEndpoint(endpoint: Endpoint, url: URL): string {
 }
 
 /**
- * Sends one request and reads the whole body. Does not retry and does not judge the status.
+ * Sends one request and reads the whole body, decoded from its Content-Encoding whether or not
+ * the request asked for one. Does not retry and does not judge the status.
  *
  * @throws {UpstreamError|TokenError} `ERR_UPSTREAM_TIMEOUT` for connect/headers/body timeouts,
  *   `ERR_UPSTREAM_NETWORK` for socket, DNS and TLS failures (`retryable` when a new attempt may help),
+ *   `ERR_UPSTREAM_BODY` with reason `response_too_large` for a body over {@link MAX_RESPONSE_BYTES}
+ *   as received or once decoded, with reason `content_encoding` for a Content-Encoding other than
+ *   gzip, deflate and br (final) or a body not valid in its coding (retryable);
  *   {@link AbortedError} when `signal` aborted.
  */
 export async function send(options: SendOptions): Promise<RawResponse> {
@@ -128,9 +134,15 @@ export async function send(options: SendOptions): Promise<RawResponse> {
     });
     headersReceived = true;
     const durationSeconds = () => (performance.now() - started) / 1000;
-    if (options.keepBytes !== true) return { status: res.statusCode, headers: res.headers, body: await res.body.text(), durationSeconds: durationSeconds() };
+    const encoding = res.headers['content-encoding'];
+    const coded = contentCodings(encoding).length > 0;
+    if (options.keepBytes !== true && !coded)
+      return { status: res.statusCode, headers: res.headers, body: await res.body.text(), durationSeconds: durationSeconds() };
+    // The cap on what is received (the agent's maxResponseSize) holds for what it decodes to as well.
+    const whole = coded ? await decodeContent(await res.body.bytes(), encoding, MAX_RESPONSE_BYTES) : await res.body.bytes();
     // Decoded as undici's text() decodes: a UTF-8 byte order mark skipped, invalid bytes as U+FFFD.
-    const whole = await res.body.bytes();
+    if (options.keepBytes !== true)
+      return { status: res.statusCode, headers: res.headers, body: new TextDecoder().decode(whole), durationSeconds: durationSeconds() };
     const bom = whole.length > 2 && whole[0] === 0xef && whole[1] === 0xbb && whole[2] === 0xbf ? 3 : 0;
     const bytes = Buffer.from(whole.buffer, whole.byteOffset + bom, whole.length - bom);
     return {
@@ -142,6 +154,7 @@ export async function send(options: SendOptions): Promise<RawResponse> {
     };
   } catch (err) {
     if (options.signal?.aborted) throw new AbortedError(`${where}: request aborted`, { cause: err });
+    if (err instanceof ContentDecodingError) throw decodingError(options.endpoint, where, err);
     const code = networkCode(err);
     const phase = code === undefined ? undefined : TIMEOUT_PHASES[code];
     if (phase !== undefined) {
@@ -163,6 +176,28 @@ export async function send(options: SendOptions): Promise<RawResponse> {
       retryable,
     });
   }
+}
+
+/**
+ * A body that could not be decoded by its Content-Encoding: `response_too_large` when it decodes to
+ * more than the cap (final, as a body over the cap is), else `content_encoding`: retryable for bytes
+ * not valid in their coding (a body cut short), final for a coding the client does not know.
+ */
+function decodingError(endpoint: Endpoint, where: string, err: ContentDecodingError): ExporterError {
+  const coding = excerpt(err.coding, 40);
+  if (err.fault === 'too_large') {
+    return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${MAX_RESPONSE_BYTES} bytes once decoded from ${coding}`, {
+      cause: err,
+      reason: 'response_too_large',
+    });
+  }
+  if (err.fault === 'unknown') {
+    return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: response in Content-Encoding ${coding}, which the client does not decode (gzip, deflate, br)`, {
+      cause: err,
+      reason: 'content_encoding',
+    });
+  }
+  return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: ${excerpt(err.message, 200)}`, { cause: err, retryable: true, reason: 'content_encoding' });
 }
 
 function networkCode(err: unknown): string | undefined {
