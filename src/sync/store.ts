@@ -54,11 +54,11 @@ export async function readWatermark(db: Pick<PoolClient, 'query'>, t: Tables, so
   return rows[0]?.watermark?.getTime() ?? undefined;
 }
 
-/** The source's committed windows overlapping [from, to). */
+/** The source's committed windows overlapping [from, to) (not the parked ones: parked.ts). */
 export async function committedWindows(db: PoolClient, t: Tables, source: string, range: Window): Promise<Window[]> {
   const { rows } = await db.query<{ start: Date; end: Date }>(
     `select window_start as "start", window_end as "end" from ${t.windows}
-      where source = $3 and window_start < $2 and window_end > $1 order by window_start`,
+      where source = $3 and status = 'committed' and window_start < $2 and window_end > $1 order by window_start`,
     [new Date(range.start), new Date(range.end), source],
   );
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
@@ -74,13 +74,18 @@ export async function expiredWindows(db: PoolClient, t: Tables, source: string, 
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
 }
 
-/** The source's committed windows in [range.start, range.end) with the record count E6 gave for each, for split.ts's RecordEstimate; also the last one before the range. */
+/**
+ * The source's committed windows in [range.start, range.end) with the record count E6 gave for each,
+ * for split.ts's RecordEstimate; also the last one before the range. Parked windows have no count
+ * E6 gave (and 0 would read as an empty window): they are left out.
+ */
 export async function ledgerCounts(db: PoolClient, t: Tables, source: string, range: Window): Promise<(Window & { totalRecords: number })[]> {
   const { rows } = await db.query<{ start: Date; end: Date; total: string }>(
     `(select window_start as "start", window_end as "end", total_records as "total" from ${t.windows}
-       where source = $3 and window_start < $2 and window_end > $1)
+       where source = $3 and status = 'committed' and window_start < $2 and window_end > $1)
      union all
-     (select window_start, window_end, total_records from ${t.windows} where source = $3 and window_end <= $1 order by window_end desc limit 1)`,
+     (select window_start, window_end, total_records from ${t.windows}
+       where source = $3 and status = 'committed' and window_end <= $1 order by window_end desc limit 1)`,
     [new Date(range.start), new Date(range.end), source],
   );
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), totalRecords: Number(r.total) }));
