@@ -211,6 +211,14 @@ export class ExporterMetrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
+  readonly syncWindowsParked = new Gauge({
+    name: `${METRIC_PREFIX}sync_windows_parked`,
+    help:
+      'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable after SYNC_WINDOW_ATTEMPTS for a reason of their own ' +
+      '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself); the watermark passed them. Read from the ledger at each run end and at serve start.',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
   readonly retentionPartitionsDropped = new Counter({
     name: `${METRIC_PREFIX}retention_partitions_dropped_total`,
     help: 'Partitions of the table records dropped by RETENTION (their whole range older than now minus RETENTION); their windows are marked expired in sync_windows.',
@@ -334,7 +342,7 @@ export class ExporterMetrics {
         this.syncUnstableInstants,
       ])
         counter.inc(s, 0);
-      for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark]) gauge.set(s, 0);
+      for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark, this.syncWindowsParked]) gauge.set(s, 0);
       for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ source, action }, 0);
       for (const reason of SKIP_REASONS) this.syncSkipped.inc({ source, reason }, 0);
     }
@@ -384,6 +392,11 @@ export class ExporterMetrics {
     return record;
   }
 
+  /** Sets the source's parked-windows gauge from the ledger at start, before any run. */
+  setParkedWindows(source: string, count: number): void {
+    this.syncWindowsParked.set({ source }, count);
+  }
+
   /** Sets the source's watermark gauge from the database at start, before any run. */
   setWatermark(source: string, ms: number | undefined): void {
     if (ms !== undefined) this.syncWatermark.set({ source }, ms / 1000);
@@ -408,6 +421,7 @@ export class ExporterMetrics {
     const s = { source };
     this.syncRunning.set(s, 0);
     if (result.status === 'locked') return;
+    if (result.parkedWindows !== undefined) this.syncWindowsParked.set(s, result.parkedWindows);
     this.syncRuns.inc(s);
     this.syncDuration.set(s, result.durationSeconds);
     if (result.status === 'succeeded') this.syncLastSuccess.set(s, Date.now() / 1000);
