@@ -62,7 +62,10 @@ const byteSize = (example: string, min: number, max: number) =>
     const unit = match === null ? undefined : BYTE_UNITS[match[2] || 'B'];
     const bytes = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
     if (!(bytes >= min && bytes <= max)) {
-      ctx.addIssue({ code: 'custom', message: `must be a byte size from ${min} to ${max} bytes, such as ${example} or a number of bytes (units B, KiB, MiB, GiB, kB, MB, GB)` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be a byte size from ${min} to ${max} bytes, such as ${example} or a number of bytes (units B, KiB, MiB, GiB, kB, MB, GB)`,
+      });
       return z.NEVER;
     }
     return bytes;

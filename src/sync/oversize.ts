@@ -14,6 +14,22 @@ export function isResponseTooLarge(err: unknown): boolean {
 }
 
 /**
+ * `reading`'s value, or, when it fails with an answer over the cap, what `instead` makes of that
+ * error (reader.ts reads the part split or at smaller pages instead).
+ *
+ * @throws what `reading` throws otherwise, and what `instead` throws.
+ */
+export async function whenTooLarge<T>(reading: Promise<T>, instead: (err: unknown) => Promise<void>): Promise<T | undefined> {
+  try {
+    return await reading;
+  } catch (err) {
+    if (!isResponseTooLarge(err)) throw err;
+    await instead(err);
+    return undefined;
+  }
+}
+
+/**
  * The page sizes an instant is tried at after an answer over the cap at `pageSize`: halved each
  * time (rounded down), down to 1.
  *

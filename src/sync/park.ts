@@ -47,11 +47,7 @@ export function isWindowFault(err: unknown): boolean {
  * @throws what loading throws that is not the window's fault ({@link isWindowFault}), and what
  *   parking throws (the database's error).
  */
-export async function loadOrPark(
-  ctx: LoadContext,
-  job: WindowJob,
-  tally: RunTally,
-): Promise<(WindowSummary & { watermark: number | undefined }) | undefined> {
+export async function loadOrPark(ctx: LoadContext, job: WindowJob, tally: RunTally): Promise<(WindowSummary & { watermark: number | undefined }) | undefined> {
   const attempts = ctx.settings.windowAttempts;
   const window = [iso(job.window.start), iso(job.window.end)];
   let failure: unknown;

@@ -92,9 +92,8 @@ export async function parkedWindows(db: Pick<PoolClient, 'query'>, t: Tables, so
 
 /** How many of the source's parked windows are not expired: `analytics_exporter_sync_windows_parked`. */
 export async function countParkedWindows(db: Pick<PoolClient, 'query'>, t: Tables, source: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>(
-    `select count(*)::int as n from ${t.windows} where source = $1 and status = 'parked' and expired_at is null`,
-    [source],
-  );
+  const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from ${t.windows} where source = $1 and status = 'parked' and expired_at is null`, [
+    source,
+  ]);
   return rows[0]?.n ?? 0;
 }

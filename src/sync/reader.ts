@@ -24,7 +24,7 @@
 import { AbortedError, InconsistentWindowError } from '../errors.js';
 import type { AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
 import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
-import { isResponseTooLarge, readAtSmallerPages } from './oversize.js';
+import { readAtSmallerPages, whenTooLarge } from './oversize.js';
 import type { E6Pages } from './ports.js';
 import { ProfileCells, splitOverflow, splitRange, type RecordEstimate } from './split.js';
 import { iso, type Window } from './windows.js';
@@ -247,8 +247,8 @@ export class WindowReader<T> {
 
   async #readPart(state: WindowState<T>, part: Window): Promise<void> {
     const { minSplitMs } = this.#o;
-    const page = await this.#firstPage(state, part).catch((err: unknown) => (isResponseTooLarge(err) ? undefined : Promise.reject(err)));
-    if (page === undefined) return this.#readOversized(state, part, undefined);
+    const page = await whenTooLarge(this.#firstPage(state, part), (err) => this.#readOversized(state, part, err));
+    if (page === undefined) return; // over UPSTREAM_MAX_BODY: read split instead
     if (page.data.length === page.totalRecords) {
       this.#hold(state, { part, page: this.#o.prepare(page, part), records: page.data.length });
       return;
@@ -264,7 +264,7 @@ export class WindowReader<T> {
     if (part.start === state.window.start && part.end === state.window.end) this.#o.estimate.observe(part, total);
     const parts = splitOverflow(part, { totalRecords: total, sampleTimes: times }, { pageSize, minSplitMs });
     if (parts.length === 1) {
-      await this.#readInstant(state, part).catch((err: unknown) => (isResponseTooLarge(err) ? this.#readOversized(state, part, err) : Promise.reject(err)));
+      await whenTooLarge(this.#readInstant(state, part), (err) => this.#readOversized(state, part, err));
       return;
     }
     state.stats.splits++;

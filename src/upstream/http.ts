@@ -192,10 +192,15 @@ function decodingError(options: Pick<SendOptions, 'endpoint' | 'maxBodyBytes'>, 
   const { endpoint } = options;
   const coding = excerpt(err.coding, 40);
   if (err.fault === 'too_large') {
-    return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${options.maxBodyBytes} bytes (UPSTREAM_MAX_BODY) once decoded from ${coding}`, {
-      cause: err,
-      reason: 'response_too_large',
-    });
+    return makeError(
+      endpoint,
+      'ERR_UPSTREAM_BODY',
+      `${where}: response larger than ${options.maxBodyBytes} bytes (UPSTREAM_MAX_BODY) once decoded from ${coding}`,
+      {
+        cause: err,
+        reason: 'response_too_large',
+      },
+    );
   }
   if (err.fault === 'unknown') {
     return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: response in Content-Encoding ${coding}, which the client does not decode (gzip, deflate, br)`, {

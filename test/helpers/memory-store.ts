@@ -200,7 +200,15 @@ class MemorySession implements StoreSession {
     return this.store.ledger
       .filter((w) => w.parked && (range === undefined || overlaps(w, range)))
       .sort((a, b) => a.start - b.start)
-      .map((w) => ({ start: w.start, end: w.end, reason: w.parked!.reason, parkedAt: w.parked!.at, recordCount: w.recordCount, runId: w.runId, expired: w.expired }));
+      .map((w) => ({
+        start: w.start,
+        end: w.end,
+        reason: w.parked!.reason,
+        parkedAt: w.parked!.at,
+        recordCount: w.recordCount,
+        runId: w.runId,
+        expired: w.expired,
+      }));
   }
 
   async parkWindow(of: { window: Window; runId: number }, reason: string): Promise<number | undefined> {

@@ -203,7 +203,14 @@ function fuzzClient(agent: MockAgent, maxAttempts: number): AnalyticsClient {
     log: silentLogger,
     maxBodyBytes: MAX_BODY_BYTES,
   });
-  return new AnalyticsClient({ statisticsUrl: new URL('https://stats.test/'), tokens, dispatcher: agent, retry, log: silentLogger, maxBodyBytes: MAX_BODY_BYTES });
+  return new AnalyticsClient({
+    statisticsUrl: new URL('https://stats.test/'),
+    tokens,
+    dispatcher: agent,
+    retry,
+    log: silentLogger,
+    maxBodyBytes: MAX_BODY_BYTES,
+  });
 }
 
 function withField(page: object, field: string, text: string): string {

@@ -139,7 +139,12 @@ describe('a window that cannot be loaded', () => {
     expect(store.watermark).toBe(TO.getTime());
     // Kept in the ledger with its reason, beside the committed windows.
     const row = store.ledger.find((w) => w.start === SECOND.start)!;
-    expect(row).toMatchObject({ end: SECOND.end, recordCount: 0, runId: 1, parked: { reason: expect.stringMatching(/over UPSTREAM_MAX_BODY even at one record a page/) } });
+    expect(row).toMatchObject({
+      end: SECOND.end,
+      recordCount: 0,
+      runId: 1,
+      parked: { reason: expect.stringMatching(/over UPSTREAM_MAX_BODY even at one record a page/) },
+    });
     expect(store.ledger.filter((w) => !w.parked).map((w) => w.start)).toEqual([T0, T0 + 2 * HOUR]);
     expect(parked).toEqual([{ window: SECOND, reason: 'response_too_large', error: expect.stringContaining('2026-11-01T01:30:07.000Z'), attempts: 2 }]);
     expect(await parkedGauge()).toBe(1);
