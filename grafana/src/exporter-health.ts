@@ -344,6 +344,19 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
         18,
       ),
     )
+    .withPanel(
+      single(
+        'Parked windows',
+        'Windows parked in the ledger now, per source (sync_windows_parked): not loadable after SYNC_WINDOW_ATTEMPTS for a reason of their own (a response over UPSTREAM_MAX_BODY, E6 contradicting itself). The watermark passed them; their records are missing until a run over them (sync --from/--to, the audit) loads them. Which and why: sync_windows where status = parked.',
+        'short',
+        `max by (source) (${m('sync_windows_parked')})`,
+        '{{source}}',
+      )
+        .decimals(0)
+        .thresholds(thresholds(1, 1))
+        .height(8)
+        .span(6),
+    )
 
     .withRow(new dashboard.RowBuilder('Process'))
     .withPanel(

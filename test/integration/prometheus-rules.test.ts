@@ -146,6 +146,7 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
       'AnalyticsSyncFailing',
       'AnalyticsRecordsQuarantined',
       'AnalyticsSyncUnstableInstants',
+      'AnalyticsSyncWindowsParked',
     ]);
     for (const rule of alertRules) {
       expect(durationSeconds(rule.for ?? ''), rule.alert).toBeGreaterThanOrEqual(300);
@@ -323,6 +324,7 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
       AnalyticsSyncFailing: { comparison: /\s*> 0\.5$/, healthy: (v) => v === 0 },
       AnalyticsRecordsQuarantined: { comparison: / > 0$/, healthy: (v) => v === 0 },
       AnalyticsSyncUnstableInstants: { comparison: / > 2$/, healthy: (v) => v === 0 },
+      AnalyticsSyncWindowsParked: { comparison: / > 0$/, healthy: (v) => v === 0 },
     };
     // absent() has no value to show: it is either empty (a target exists) or 1.
     expect(Object.keys(thresholds).sort()).toEqual(alertNames.filter((name) => name !== 'AnalyticsExporterAbsent').sort());
