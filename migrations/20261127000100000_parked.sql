@@ -1,7 +1,7 @@
 -- Up Migration
 -- Parked windows. A window that cannot be loaded for a reason of its own (a response over
--- UPSTREAM_MAX_BODY even at one instant and one record a page, E6 contradicting itself about it)
--- after SYNC_WINDOW_ATTEMPTS is kept in the ledger as `parked` with that reason, instead of failing
+-- UPSTREAM_MAX_BODY even at one instant and one record a page, E6 contradicting itself about it
+-- after SYNC_WINDOW_ATTEMPTS) is kept in the ledger as `parked` with that reason, instead of failing
 -- every run at the same window: the watermark passes it and the source goes on. Its records (none,
 -- or what an earlier load stored) stay as they were. A later load of the window (the lookback,
 -- `sync --from/--to` over it, the audit) replaces the row with a committed one.

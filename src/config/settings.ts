@@ -225,7 +225,7 @@ const SETTING_TABLE = {
   SYNC_WINDOW_ATTEMPTS: {
     flag: '--sync-window-attempts',
     default: '3',
-    help: 'pairs of reads of an instant holding more than a page, while they disagree, before the run fails',
+    help: 'pairs of reads of an instant holding more than a page, while they disagree, before its window is parked',
     schema: wholeNumber(1, 10),
   },
   SYNC_MIN_SPLIT: {

@@ -207,15 +207,15 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}sync_unstable_instants_total`,
     help:
       'Reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page of records) whose two reads disagreed; ' +
-      'such an instant is read again, and fails the run after SYNC_WINDOW_ATTEMPTS.',
+      'such an instant is read again, and its window is parked after SYNC_WINDOW_ATTEMPTS.',
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly syncWindowsParked = new Gauge({
     name: `${METRIC_PREFIX}sync_windows_parked`,
     help:
-      'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable after SYNC_WINDOW_ATTEMPTS for a reason of their own ' +
-      '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself); the watermark passed them. Read from the ledger at each run end and at serve start.',
+      'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable for a reason of their own ' +
+      '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS); the watermark passed them. Read from the ledger at each run end and at serve start.',
     labelNames: ['source'] as const,
     registers: [this.registry],
   });

@@ -2,10 +2,9 @@
  * Parked windows in the ledger (`sync_windows.status = 'parked'`), in PostgreSQL.
  *
  * Glossary
- * - parked window: a window that could not be loaded for a reason of its own after
- *   SYNC_WINDOW_ATTEMPTS (park.ts says which reasons). It keeps what was stored for it before (its
- *   records, its counts), carries the reason, and counts for the watermark like a committed window,
- *   so the source goes on past it. Loading it again (the lookback, `sync --from/--to` over it, the
+ * - parked window: a window that could not be loaded for a reason of its own (park.ts says which
+ *   reasons). It keeps what was stored for it before (its records, its counts), carries the
+ *   reason, and counts for the watermark like a committed window, so the source goes on past it. Loading it again (the lookback, `sync --from/--to` over it, the
  *   audit) clears it like any window in range and records it committed.
  */
 import type { PoolClient } from '../db/pool.js';

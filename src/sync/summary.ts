@@ -51,15 +51,13 @@ export interface ShrunkWindow {
   action: 'kept' | 'replaced';
 }
 
-/** A window parked by a run (park.ts): it could not be loaded for a reason of its own after SYNC_WINDOW_ATTEMPTS. */
+/** A window parked by a run (park.ts): it cannot be loaded for a reason of its own. */
 export interface ParkedEvent {
   window: Window;
   /** The failure's reason (`response_too_large`, `inconsistent_window`, …). */
   reason: FailureReason;
   /** The error's text, as stored in the ledger. */
   error: string;
-  /** Loads tried (SYNC_WINDOW_ATTEMPTS). */
-  attempts: number;
 }
 
 /** Hooks for metrics and progress; every one optional, none may throw. */

@@ -15,6 +15,7 @@ import { countParkedWindows } from '../../src/sync/parked.js';
 import { runSync } from '../../src/sync/run.js';
 import { Tables } from '../../src/sync/store.js';
 import { runCliInProcess } from '../helpers/cli.js';
+import { FakeE6, record } from '../helpers/fake-e6.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, simulatorEnv, syncSettings, watermarkOf } from '../helpers/sync.js';
 
@@ -29,7 +30,7 @@ const PARKED = { start: new Date('2026-10-31T10:00:00Z'), end: new Date('2026-10
 const HUGE_AT = '2026-10-31T10:30:07Z';
 const HUGE_BYTES = 70 * 1024 * 1024;
 /** Small pages and coarse cuts: few requests over the cap before the window is given up (each one is the simulator writing 70 MiB). */
-const ENV = { SYNC_WINDOW: '1h', SYNC_PAGE_SIZE: '25', SYNC_MIN_SPLIT: '10m', SYNC_WINDOW_ATTEMPTS: '1', SYNC_SETTLE: '0' };
+const ENV = { SYNC_WINDOW: '1h', SYNC_PAGE_SIZE: '25', SYNC_MIN_SPLIT: '10m', SYNC_SETTLE: '0' };
 
 /** A log destination keeping the JSON lines written to it. */
 function capture(): LogDestination & { lines: () => Record<string, unknown>[] } {
@@ -102,7 +103,7 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     // What serve reads into the gauge at start.
     expect(await countParkedWindows(bed.pool, new Tables(schema), 'default')).toBe(1);
     const line = log.lines().find((l) => l.level === 'warn' && String(l.msg).startsWith('window parked'));
-    expect(line).toMatchObject({ window: [PARKED.start.toISOString(), PARKED.end.toISOString()], reason: 'response_too_large', attempts: 1 });
+    expect(line).toMatchObject({ window: [PARKED.start.toISOString(), PARKED.end.toISOString()], reason: 'response_too_large' });
 
     // `sync` over it with the same cap parks it again: exit status 1 and the warning on stderr.
     const env = { ...simulatorEnv(s), ...ENV, DATABASE_URL: db.url, DATABASE_SCHEMA: schema, LOG_FORMAT: 'json' };
@@ -122,5 +123,56 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     expect(all.small.join('\n') === served(START, END).sort().join('\n')).toBe(true);
     expect(all.huge).toEqual([{ length: HUGE_BYTES, at: HUGE_AT }]);
     expect(await watermarkOf(bed.pool, schema)).toEqual(END);
+  });
+
+  it('parks a window over a shorter committed one: the committed row keeps its records, the rest gets a parked row; both give way to the load', async () => {
+    const HOUR = 3_600_000;
+    const t0 = Date.parse('2026-10-01T00:00:00Z');
+    // 6 records an hour for 3 hours; at 1:45 a record of 5 KB, over a 3 KB cap even alone.
+    const small = Array.from({ length: 18 }, (_, i) => record(i + 1, t0 + i * 10 * 60_000));
+    const huge = record(100, t0 + 105 * 60_000, { pad: 'z'.repeat(5000) });
+    const e6 = new FakeE6([...small, huge], { sleep: async () => undefined });
+    e6.maxBodyBytes = 3000;
+    const schema = 'parked_gap';
+    await migrate(bed.pool, schema, silentLogger);
+    const run = (to: number, env: Record<string, string> = {}) =>
+      runSync(
+        {
+          pool: bed.pool,
+          client: e6,
+          ...syncSettings({ SYNC_WINDOW: '1h', SYNC_PAGE_SIZE: '10', ...env }),
+          schema,
+          log: silentLogger,
+        },
+        { from: new Date(t0), to: new Date(to), now: () => t0 + 10 * HOUR },
+      );
+    const ledger = async () =>
+      (
+        await bed.pool.query<{ start: string; end: string; status: string; records: number; stored: number }>(
+          `select to_char(w.window_start at time zone 'UTC', 'HH24:MI') as start, to_char(w.window_end at time zone 'UTC', 'HH24:MI') as "end", w.status,
+                  w.record_count::int as records,
+                  (select count(*)::int from "${schema}".records r where r.window_start = w.window_start) as stored
+             from "${schema}".sync_windows w order by w.window_start`,
+        )
+      ).rows;
+    // Up to 1:30: the short window [1:00, 1:30) is committed (the record at 1:45 is not in it).
+    expect(await run(t0 + 1.5 * HOUR)).toMatchObject({ status: 'succeeded', windows: 2, parked: 0 });
+    // Up to 3:00: [1:00, 2:00) closes over it and cannot be loaded.
+    expect(await run(t0 + 3 * HOUR)).toMatchObject({ status: 'succeeded', windows: 2, parked: 1, parkedWindows: 2 });
+    expect(await ledger()).toEqual([
+      { start: '00:00', end: '01:00', status: 'committed', records: 6, stored: 6 },
+      { start: '01:00', end: '01:30', status: 'parked', records: 3, stored: 3 },
+      { start: '01:30', end: '02:00', status: 'parked', records: 0, stored: 0 },
+      { start: '02:00', end: '03:00', status: 'committed', records: 6, stored: 6 },
+    ]);
+    expect(await watermarkOf(bed.pool, schema)).toEqual(new Date(t0 + 3 * HOUR));
+    // Raised cap: one run over the hour loads it whole, as one committed window.
+    e6.maxBodyBytes = Number.POSITIVE_INFINITY;
+    expect(await run(t0 + 3 * HOUR)).toMatchObject({ status: 'succeeded', windows: 3, parked: 0, parkedWindows: 0 });
+    expect(await ledger()).toEqual([
+      { start: '00:00', end: '01:00', status: 'committed', records: 6, stored: 6 },
+      { start: '01:00', end: '02:00', status: 'committed', records: 7, stored: 7 },
+      { start: '02:00', end: '03:00', status: 'committed', records: 6, stored: 6 },
+    ]);
   });
 });
