@@ -8,16 +8,19 @@
  */
 import { startSimulator } from '@analytics-exporter/simulator';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger, silentLogger, type LogDestination } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { countParkedWindows } from '../../src/sync/parked.js';
+import { startServe } from '../../src/serve/lifecycle.js';
 import { runSync } from '../../src/sync/run.js';
 import { Tables } from '../../src/sync/store.js';
 import { runCliInProcess } from '../helpers/cli.js';
 import { FakeE6, record } from '../helpers/fake-e6.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, simulatorEnv, syncSettings, watermarkOf } from '../helpers/sync.js';
+import { untilTrue } from '../helpers/wait.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -166,6 +169,21 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
       { start: '02:00', end: '03:00', status: 'committed', records: 6, stored: 6 },
     ]);
     expect(await watermarkOf(bed.pool, schema)).toEqual(new Date(t0 + 3 * HOUR));
+    // serve reads the gauge from the ledger at its start, before any run (no schedule here).
+    const upstream = await startSimulator({ port: 0, records: 10 });
+    closers.push(() => upstream.close());
+    const config = loadConfig({
+      ...simulatorEnv(upstream),
+      DATABASE_URL: db.url,
+      DATABASE_SCHEMA: schema,
+      METRICS_LISTEN: '127.0.0.1:0',
+      SYNC_SCHEDULE: 'off',
+    });
+    const server = await startServe(config, silentLogger);
+    closers.push(() => server.stop());
+    const served = async () =>
+      (await server.metrics.registry.getSingleMetric('analytics_exporter_sync_windows_parked')!.get()).values.find((v) => v.labels.source === 'default')?.value;
+    await untilTrue('the parked windows read at serve start', async () => (await served()) === 2);
     // Raised cap: one run over the hour loads it whole, as one committed window.
     e6.maxBodyBytes = Number.POSITIVE_INFINITY;
     expect(await run(t0 + 3 * HOUR)).toMatchObject({ status: 'succeeded', windows: 3, parked: 0, parkedWindows: 0 });
