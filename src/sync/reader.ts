@@ -11,6 +11,9 @@
  * (split.ts) and its parts read in turn, recursively. A part that cannot be split, an *instant*
  * holding more than a page, is paged twice and taken only when both reads hold the same multiset
  * of records; otherwise it is read again, and after SYNC_WINDOW_ATTEMPTS pairs the window fails.
+ * A record E6 returns with two parts (an inclusive toDate, at the cut between them) is kept by the
+ * earlier one; boundary.ts finds it without reading any field of the record (a leaf waits for the
+ * texts of the part before it, or for E6's answer for the cut).
  *
  * Requests run through one queue with fixed budgets, earliest window first, so memory is bounded
  * by `2 × concurrency` leaf pages (plus the pages of an instant being compared), never by the size
@@ -20,69 +23,22 @@
  * - later windows hold at most `concurrency` pages (open or fetched) between them.
  */
 import { AbortedError, InconsistentWindowError } from '../errors.js';
-import type { AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
-import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
+import type { AnalyticsPage } from '../upstream/analytics.js';
+import { bagOf, Boundaries, countRange, dropIndexes, recordTexts, sameBag, SplitProof, type PartRead, type TextBag, WindowBounds } from './boundary.js';
 import type { E6Pages } from './ports.js';
-import { ProfileCells, splitOverflow, type RecordEstimate } from './split.js';
+import type { Leaf, WindowReaderOptions, WindowReadStats } from './reader-options.js';
+import { ProfileCells, splitOverflow } from './split.js';
 import { iso, type Window } from './windows.js';
 
-/** One leaf: a part of a window and its page, as `prepare` made it. */
-export interface Leaf<T> {
-  part: Window;
-  page: T;
-  /** Records E6 returned for the part (before the caller's boundary rule). */
-  records: number;
-}
-
-/** What reading one window took. */
-export interface WindowReadStats {
-  /** E6 requests made for the window: leaves, overflows and both reads of instants. */
-  requests: number;
-  /** Leaf pages (an instant counts its pages of the read taken). */
-  leaves: number;
-  /** Overflows that were split. */
-  splits: number;
-  /** Instants (more than a page at one SYNC_MIN_SPLIT cell) read twice. */
-  instants: number;
-}
-
-export interface WindowReaderOptions<T> {
-  /** E6 pageSize, 1 to 1000. */
-  pageSize: number;
-  /** Requests open at once (see the module comment for the budgets). */
-  concurrency: number;
-  /** SYNC_MIN_SPLIT in milliseconds: cuts lie on its multiples. */
-  minSplitMs: number;
-  /** Pairs of reads of an instant before the window fails. */
-  instantAttempts: number;
-  /** Turns a leaf page into what is held for the writer. Must not throw. */
-  prepare: (page: AnalyticsPage, part: Window) => T;
-  /**
-   * The event times of the records a prepared page keeps (null for none), so the estimate learns
-   * where in a window records fall without reading them twice. Without it, later windows are cut
-   * evenly.
-   */
-  timesOf?: (prepared: T) => Iterable<number | null>;
-  /** A record's event time (RECORD_TIME_FIELD), to steer cuts; undefined when it has none. */
-  eventTime: (record: AnalyticsRecord) => number | undefined;
-  /** Expected counts of windows not read yet: chooses their first parts. */
-  estimate: RecordEstimate;
-  signal?: AbortSignal;
-  /**
-   * E6 served fewer records on a page than `pageSize` asked and `totalRecords` held: from now on
-   * parts are cut for, and requested at, `served` (called each time the size learned shrinks).
-   * Must not throw.
-   */
-  onPageSizeClamped?: (event: { asked: number; served: number; echoed: number }) => void;
-  /** The two reads of an instant disagreed (attempt counts from 1). Must not throw. */
-  onUnstableInstant?: (event: { instant: Window; records: number; attempt: number }) => void;
-}
+export type { Leaf, LeafPlace, WindowReadStats, WindowReaderOptions } from './reader-options.js';
 
 interface Task {
   part: Window;
   pageNumber: number;
   /** The page size asked, fixed when the request is queued so a page's offset never moves. */
   pageSize: number;
+  /** A count that settles boundary sets (boundary.ts). */
+  count?: boolean;
   resolve: (page: AnalyticsPage) => void;
   reject: (err: unknown) => void;
 }
@@ -94,7 +50,12 @@ interface WindowState<T> {
   open: number;
   held: Leaf<T>[];
   started: boolean;
+  /** Every request of the window answered (its parts may still wait for their boundary sets). */
+  read: boolean;
+  /** Every leaf handed out. */
   done: boolean;
+  /** What it keeps for its boundary sets (boundary.ts). */
+  bounds: WindowBounds;
   /** What failed the window (reads of its parts throw Errors; anything else is wrapped). */
   error: Error | undefined;
   dropped: boolean;
@@ -119,6 +80,8 @@ export class WindowReader<T> {
   #pumpAgain = false;
   /** The page size E6 really serves: SYNC_PAGE_SIZE until a page shows less (see onPageSizeClamped). */
   #pageSize: number;
+  /** What each part drops of the part before it (boundary.ts). */
+  readonly #boundaries: Boundaries;
 
   /**
    * @param windows the run's windows, disjoint, in time order; nothing is requested before
@@ -128,17 +91,20 @@ export class WindowReader<T> {
     this.#client = client;
     this.#o = options;
     this.#pageSize = options.pageSize;
+    this.#boundaries = new Boundaries(options.toDate ?? 'auto', options.committedEnds);
     this.#states = windows.map((window) => ({
       window,
       queue: [],
       open: 0,
       held: [],
       started: false,
+      read: false,
       done: false,
+      bounds: new WindowBounds(),
       error: undefined,
       dropped: false,
       waiter: undefined,
-      stats: { requests: 0, leaves: 0, splits: 0, instants: 0 },
+      stats: { requests: 0, leaves: 0, splits: 0, instants: 0, boundaryRequests: 0 },
       records: 0,
       cells: undefined,
     }));
@@ -210,20 +176,58 @@ export class WindowReader<T> {
     const { minSplitMs, estimate } = this.#o;
     const parts = estimate.plan(state.window, this.#pageSize, minSplitMs);
     if (this.#o.timesOf) state.cells = new ProfileCells(state.window, minSplitMs);
-    Promise.all(parts.map((part) => this.#readPart(state, part))).then(
-      () => {
-        state.done = true;
+    Promise.all(parts.map((part) => this.#readPart(state, part, {})))
+      .then(() => {
+        state.read = true;
         estimate.observe(state.window, state.records, state.cells);
-        this.#wake(state);
         this.#pump();
-      },
-      (err: unknown) => this.#fail(state, err, true),
-    );
+        return this.#settle(state);
+      })
+      .then(
+        () => {
+          state.done = true;
+          this.#wake(state);
+          this.#pump();
+        },
+        (err: unknown) => this.#fail(state, err, true),
+      )
+      .finally(() => state.bounds.endSettle());
+  }
+
+  /** Settles the window's open cuts (boundary.ts), after the window before it. */
+  async #settle(state: WindowState<T>): Promise<void> {
+    const index = this.#states.indexOf(state);
+    const before = this.#states[index - 1];
+    if (before?.window.end === state.window.start) await before.bounds.settled;
+    const next = this.#states[index + 1]?.window.start === state.window.end ? this.#states[index + 1] : undefined;
+    const { bounds } = state;
+    await this.#boundaries.settle({
+      window: state.window,
+      parts: bounds.parts,
+      last: bounds.last,
+      open: bounds.open,
+      next:
+        next &&
+        (() => {
+          bounds.awaitingNext = true;
+          this.#pump();
+          return this.#boundaries.firsts.take(state.window.end).finally(() => (bounds.awaitingNext = false));
+        }),
+      count: (range) =>
+        countRange(() => this.#request(state, range, 1, 1, true), this.#o.instantAttempts, `range ${iso(range.start)}..${iso(range.end)}; nothing of window ${iso(state.window.start)}..${iso(state.window.end)} was committed`),
+      ask: (cut) => this.#askBoundary(state, cut),
+    });
+    this.#boundaries.firsts.discard(state.window.start);
+    bounds.forget();
   }
 
   #fail(state: WindowState<T>, err: unknown, wake: boolean): void {
     if (state.error === undefined) state.error = err instanceof Error ? err : new Error(String(err));
     for (const task of state.queue.splice(0)) task.reject(err);
+    // Parts of this window still to be read never will be: whatever waits for them stops.
+    this.#boundaries.ends.abandon(state.window);
+    this.#boundaries.firsts.abandon(state.window);
+    state.bounds.forget();
     if (wake) this.#wake(state);
   }
 
@@ -234,19 +238,29 @@ export class WindowReader<T> {
   }
 
   /** One E6 request, queued until the budgets allow it. */
-  #request(state: WindowState<T>, part: Window, pageNumber: number, pageSize = this.#pageSize): Promise<AnalyticsPage> {
+  #request(state: WindowState<T>, part: Window, pageNumber: number, pageSize = this.#pageSize, count = false): Promise<AnalyticsPage> {
     if (state.error !== undefined) return Promise.reject(state.error);
     return new Promise<AnalyticsPage>((resolve, reject) => {
-      state.queue.push({ part, pageNumber, pageSize, resolve, reject });
+      state.queue.push({ part, pageNumber, pageSize, count, resolve, reject });
       this.#pump();
     });
   }
 
-  async #readPart(state: WindowState<T>, part: Window): Promise<void> {
+  /**
+   * Reads a part: a leaf, or split by time and its parts read in turn.
+   *
+   * @param proofs `start`: the split that made the cut at the part's start, if any; `sibling`:
+   *   the split this part is one of, told the part's totalRecords.
+   */
+  async #readPart(state: WindowState<T>, part: Window, proofs: { start?: SplitProof; sibling?: SplitProof }): Promise<void> {
     const { minSplitMs } = this.#o;
-    const page = await this.#firstPage(state, part);
+    const page = await this.#firstPage(state, part).catch((err: unknown) => {
+      proofs.sibling?.fail();
+      throw err;
+    });
+    proofs.sibling?.report(page.totalRecords);
     if (page.data.length === page.totalRecords) {
-      this.#hold(state, { part, page: this.#o.prepare(page, part), records: page.data.length });
+      await this.#leaf(state, part, [page], proofs.start);
       return;
     }
     const pageSize = this.#pageSize;
@@ -260,11 +274,57 @@ export class WindowReader<T> {
     if (part.start === state.window.start && part.end === state.window.end) this.#o.estimate.observe(part, total);
     const parts = splitOverflow(part, { totalRecords: total, sampleTimes: times }, { pageSize, minSplitMs });
     if (parts.length === 1) {
-      await this.#readInstant(state, part);
+      // An instant: paged twice, the second read taken when both agree.
+      state.stats.instants++;
+      await this.#leaf(state, part, (await this.#pagedTwice(state, part)).pages, proofs.start);
       return;
     }
     state.stats.splits++;
-    await Promise.all(parts.map((p) => this.#readPart(state, p)));
+    const split = new SplitProof(total, parts.length);
+    await Promise.all(parts.map((p, i) => this.#readPart(state, p, { ...(i === 0 ? (proofs.start ? { start: proofs.start } : {}) : { start: split }), sibling: split })));
+  }
+
+  /**
+   * A part read whole (one page, or an instant's pages): hands itself to the part after it (and to
+   * the window before, when it starts the window), and holds its pages for the writer once it is
+   * known what it drops of the part before it (boundary.ts).
+   */
+  async #leaf(state: WindowState<T>, part: Window, pages: readonly AnalyticsPage[], startProof: SplitProof | undefined): Promise<void> {
+    let texts: string[][] | undefined;
+    const textsOf = (): string[][] => (texts ??= pages.map(recordTexts));
+    let bag: TextBag | undefined;
+    const read: PartRead = { part, total: pages[0]!.totalRecords, texts: () => (bag ??= bagOf(textsOf().flat())) };
+    let counted = false;
+    const hand = (drop: TextBag | undefined): void =>
+      pages.forEach((page, p) => {
+        const dropped = drop === undefined ? EMPTY : dropIndexes(textsOf()[p]!, drop);
+        this.#hold(state, { part, page: this.#o.prepare(page, { part, window: state.window, drop: dropped }), records: page.data.length }, counted);
+      });
+    const boundaries = this.#boundaries;
+    if (boundaries.rule === 'exclusive') return hand(undefined);
+    state.bounds.parts.push({ part, total: read.total });
+    if (part.end === state.window.end) state.bounds.last = read;
+    boundaries.ends.put(part.end, read);
+    const cut = part.start;
+    const atWindowStart = cut === state.window.start;
+    if (atWindowStart) boundaries.firsts.put(cut, read);
+    const earlierInRun = this.#states[this.#states.indexOf(state) - 1]?.window.end === cut;
+    const known = await boundaries.quick({ cut, atWindowStart, earlierInRun, startProof }, read, () => this.#askBoundary(state, cut));
+    if ('drop' in known) hand(known.drop);
+    else {
+      // Held back until its window settles: counted now, so that the window's estimate is ready
+      // when its reads are (the next window is planned from it).
+      for (const page of pages) for (const record of page.data) this.#count1(state, this.#o.eventTime(record));
+      counted = true;
+      state.bounds.open.push({ cut, ...known.open, settle: hand });
+    }
+  }
+
+  /** E6's records for `startDate = toDate = cut`: one request, or paged twice and compared when more than a page. */
+  async #askBoundary(state: WindowState<T>, cut: number): Promise<TextBag> {
+    const range = { start: cut, end: cut };
+    const first = await this.#firstPage(state, range);
+    return first.data.length === first.totalRecords ? bagOf(recordTexts(first)) : (await this.#pagedTwice(state, range)).keys;
   }
 
   /**
@@ -303,24 +363,22 @@ export class WindowReader<T> {
   }
 
   /**
-   * Reads an instant (a part that cannot be split) page by page, twice, and keeps the second read
-   * when both hold the same multiset of records with the same `totalRecords` throughout.
+   * Pages through a range (an instant, or a boundary set of more than a page) twice, until both
+   * reads hold the same multiset of records with the same `totalRecords` throughout.
+   *
+   * @throws {InconsistentWindowError} after SYNC_WINDOW_ATTEMPTS pairs that disagreed.
    */
-  async #readInstant(state: WindowState<T>, instant: Window): Promise<void> {
+  async #pagedTwice(state: WindowState<T>, range: Window): Promise<{ pages: AnalyticsPage[]; keys: TextBag }> {
     const { instantAttempts, onUnstableInstant } = this.#o;
-    state.stats.instants++;
     let records = 0;
     for (let attempt = 1; attempt <= instantAttempts; attempt++) {
-      const [first, second] = await Promise.all([this.#pageThrough(state, instant), this.#pageThrough(state, instant)]);
+      const [first, second] = await Promise.all([this.#pageThrough(state, range), this.#pageThrough(state, range)]);
       records = second.total;
-      if (first.total === second.total && first.consistent && second.consistent && sameMultiset(first.keys, second.keys)) {
-        for (const page of second.pages) this.#hold(state, { part: instant, page: this.#o.prepare(page, instant), records: page.data.length });
-        return;
-      }
-      onUnstableInstant?.({ instant, records, attempt });
+      if (first.total === second.total && first.consistent && second.consistent && sameBag(first.keys, second.keys)) return second;
+      onUnstableInstant?.({ instant: range, records, attempt });
     }
     throw new InconsistentWindowError(
-      `instant ${iso(instant.start)}..${iso(instant.end)} holds ${records} records, more than a page (SYNC_PAGE_SIZE ${this.#o.pageSize}), ` +
+      `instant ${iso(range.start)}..${iso(range.end)} holds ${records} records, more than a page (SYNC_PAGE_SIZE ${this.#o.pageSize}), ` +
         `and ${instantAttempts} pairs of reads of it (SYNC_WINDOW_ATTEMPTS) returned different records: E6's order within it is not stable, ` +
         `so paging it could double or lose records; nothing of window ${iso(state.window.start)}..${iso(state.window.end)} was committed. ` +
         `If the API resolves finer times than SYNC_MIN_SPLIT, lower it`,
@@ -328,10 +386,10 @@ export class WindowReader<T> {
   }
 
   /**
-   * Pages through a range once: its pages, the multiset of the records it keeps (all but those
-   * exactly at its end), and whether every page gave the same totalRecords.
+   * Pages through a range once: its pages, the multiset of their records' texts, and whether
+   * every page gave the same totalRecords.
    */
-  async #pageThrough(state: WindowState<T>, range: Window): Promise<{ total: number; consistent: boolean; pages: AnalyticsPage[]; keys: Map<string, number> }> {
+  async #pageThrough(state: WindowState<T>, range: Window): Promise<{ total: number; consistent: boolean; pages: AnalyticsPage[]; keys: TextBag }> {
     const first = await this.#firstPage(state, range);
     const total = first.totalRecords;
     // Paged at the size page 1 showed E6 serves (never at totalPages, which an upstream that
@@ -340,37 +398,29 @@ export class WindowReader<T> {
     const size = Math.max(1, first.data.length);
     const rest = await Promise.all(Array.from({ length: Math.max(0, Math.ceil(total / size) - 1) }, (_, i) => this.#request(state, range, i + 2, size)));
     const pages = [first, ...rest];
-    const keys = new Map<string, number>();
     let consistent = pages.reduce((sum, page) => sum + page.data.length, 0) === total;
-    for (const page of pages) {
-      if (page.totalRecords !== total) consistent = false;
-      const texts = recordTexts(page);
-      for (let i = 0; i < page.data.length; i++) {
-        // A record exactly at the end belongs to the next part (an inclusive toDate returns it twice).
-        if (this.#o.eventTime(page.data[i]!) === range.end) continue;
-        const key = texts[i]!;
-        keys.set(key, (keys.get(key) ?? 0) + 1);
-      }
-    }
-    return { total, consistent, pages, keys };
+    for (const page of pages) if (page.totalRecords !== total) consistent = false;
+    return { total, consistent, pages, keys: bagOf(pages.flatMap(recordTexts)) };
   }
 
-  #hold(state: WindowState<T>, leaf: Leaf<T>): void {
+  /** @param counted the leaf's records are in the window's estimate already (see {@link #leaf}). */
+  #hold(state: WindowState<T>, leaf: Leaf<T>, counted = false): void {
     state.stats.leaves++;
     const cells = state.cells;
-    if (this.#o.timesOf && cells !== undefined) {
-      // Count what the part keeps: records at its end belong to the next part, and counted here
-      // too they would inflate the estimate of later windows.
-      for (const ms of this.#o.timesOf(leaf.page)) {
-        state.records++;
-        if (ms !== null) cells.add(ms);
-      }
-    } else {
-      state.records += leaf.records;
-    }
+    if (!counted && this.#o.timesOf && cells !== undefined) {
+      // Count what the part keeps: the boundary set it drops is the part before it's, and counted
+      // here too it would inflate the estimate of later windows.
+      for (const ms of this.#o.timesOf(leaf.page)) this.#count1(state, ms ?? undefined);
+    } else if (!counted) state.records += leaf.records;
     if (state.dropped) return;
     state.held.push(leaf);
     this.#wake(state);
+  }
+
+  /** One record of the window, at `ms`, for the estimate. */
+  #count1(state: WindowState<T>, ms: number | undefined): void {
+    state.records++;
+    if (ms !== undefined) state.cells?.add(ms);
   }
 
   /** Launches queued requests, earliest window first, while the budgets allow (see the module comment). */
@@ -403,7 +453,8 @@ export class WindowReader<T> {
       const state = states[i]!;
       if (state.dropped || state.error !== undefined) continue;
       if (i > this.#cursor) {
-        if (later >= concurrency) return false;
+        // The window being written may wait for the next one's first part (boundary.ts): that one reads past the budget meanwhile.
+        if (later >= concurrency && !(i === this.#cursor + 1 && current?.bounds.awaitingNext === true)) return false;
         // Plan a later window only once the estimate can place its cuts, or when nothing earlier
         // is left to teach it (the first windows of a run would otherwise be cut blind).
         if (!state.started && !this.#o.estimate.ready(state.window, this.#pageSize) && earlierOpen(states, this.#cursor, i)) return false;
@@ -421,6 +472,7 @@ export class WindowReader<T> {
     state.open++;
     this.#open++;
     state.stats.requests++;
+    if (task.count === true || task.part.start === task.part.end) state.stats.boundaryRequests++;
     this.#client
       .fetchPage(
         { startDate: new Date(task.part.start), toDate: new Date(task.part.end), pageNumber: task.pageNumber, pageSize: task.pageSize },
@@ -436,27 +488,9 @@ export class WindowReader<T> {
 }
 
 /** Whether a window in [from, to) is still being read. */
-function earlierOpen(states: readonly { done: boolean }[], from: number, to: number): boolean {
-  for (let i = from; i < to; i++) if (!states[i]!.done) return true;
+function earlierOpen(states: readonly { read: boolean }[], from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (!states[i]!.read) return true;
   return false;
 }
 
-/**
- * Each record of a page as text, to compare reads: its exact text in the body where there is one
- * (so records differing only in digits JSON.parse rounds away stay different), else its JSON
- * serialisation.
- */
-function recordTexts(page: AnalyticsPage): string[] {
-  const text = page.text;
-  const spans = text === undefined ? undefined : dataElementSpans(text);
-  return page.data.map((record, i) => {
-    const span = spans?.[i];
-    return span !== undefined && text !== undefined ? text.slice(span.start, span.end) : stringifyJson(record);
-  });
-}
-
-function sameMultiset(a: Map<string, number>, b: Map<string, number>): boolean {
-  if (a.size !== b.size) return false;
-  for (const [key, count] of a) if (b.get(key) !== count) return false;
-  return true;
-}
+const EMPTY: ReadonlySet<number> = new Set();

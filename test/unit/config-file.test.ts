@@ -196,10 +196,8 @@ describe('CONFIG_FILE', () => {
     expect(configError({ CONFIG_FILE: split, SYNC_MIN_SPLIT: '2m' }).message).toBe(
       `CONFIG_FILE ${split} line 2: SYNC_MIN_SPLIT must not be longer than sources[0].sync.window (1m); got "2m"`,
     );
-    const none = write(`sources:\n${entry('a', ['sync: {record_time_field: none}'])}\n`);
-    expect(configError({ CONFIG_FILE: none }).message).toMatch(
-      /^CONFIG_FILE .* line 7: sources\[0\]\.sync\.record_time_field is 'none', which needs UPSTREAM_TO_DATE=exclusive/,
-    );
+    const toDate = write(`sources:\n${entry('a', ['sync: {to_date: open}'])}\n`);
+    expect(configError({ CONFIG_FILE: toDate }).message).toMatch(/^CONFIG_FILE .* line 7: sources\[0\]\.sync\.to_date must be 'auto', 'inclusive' or 'exclusive'/);
     const pair = write(`sources:\n${entry('a', ['tls: {cert_file: c.pem}'])}\n`);
     expect(configError({ CONFIG_FILE: pair }).message).toMatch(
       /line 2: sources\[0\]\.tls\.key_file must be set together with its pair \(sources\[0\]\.tls\.cert_file and sources\[0\]\.tls\.key_file\)/,
