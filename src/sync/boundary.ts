@@ -95,10 +95,10 @@ export function intersection(a: TextBag, b: TextBag): TextBag {
  *
  * @param fetch requests the page.
  * @param attempts SYNC_WINDOW_ATTEMPTS.
- * @param consequence what failing means, for the error text.
+ * @param range the range counted, for the error text.
  * @throws {InconsistentWindowError} after `attempts` pages that contradicted their envelope.
  */
-export async function countRange(fetch: () => Promise<AnalyticsPage>, attempts: number, consequence: string): Promise<number> {
+export async function countRange(fetch: () => Promise<AnalyticsPage>, attempts: number, range: string): Promise<number> {
   let page: AnalyticsPage | undefined;
   for (let attempt = 1; attempt <= attempts; attempt++) {
     page = await fetch();
@@ -106,8 +106,8 @@ export async function countRange(fetch: () => Promise<AnalyticsPage>, attempts: 
     if (Number.isInteger(total) && total >= 0 && page.data.length === Math.min(1, total)) return total;
   }
   throw new InconsistentWindowError(
-    `E6 answered a count (pageSize 1) with pages that contradict their own envelope (${page?.data.length} records of totalRecords ${page?.totalRecords}) ` +
-      `${attempts} times (SYNC_WINDOW_ATTEMPTS); ${consequence}`,
+    `E6 answered a count of ${range} (pageSize 1) with pages that contradict their own envelope (${page?.data.length} records of totalRecords ${page?.totalRecords}) ` +
+      `${attempts} times (SYNC_WINDOW_ATTEMPTS); nothing of its window was committed`,
   );
 }
 
@@ -318,7 +318,11 @@ export class Boundaries {
    * @param mine the part itself.
    * @param ask requests E6's records for `startDate = toDate = at.cut`.
    */
-  async quick(at: PartStart, mine: PartRead, ask: () => Promise<TextBag>): Promise<{ drop: TextBag | undefined } | { open: { guess: TextBag; left: PartRead } }> {
+  async quick(
+    at: PartStart,
+    mine: PartRead,
+    ask: () => Promise<TextBag>,
+  ): Promise<{ drop: TextBag | undefined } | { open: { guess: TextBag; left: PartRead } }> {
     const { cut, atWindowStart, earlierInRun, startProof } = at;
     if (this.rule === 'exclusive') return { drop: undefined };
     if (atWindowStart && !earlierInRun && !this.committedEnds.has(cut)) return { drop: undefined };

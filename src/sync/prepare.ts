@@ -82,5 +82,16 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPl
   // FIELD_CATALOGUE=off: no field statistics to gather (Derived.addWindowRecords would ignore them).
   const fields: WindowFields = catalogue ? catalogueRecords(page.data, keep, eventTimes) : new Map<string, FieldStats>();
   const rollup = derived.countRollup(page.data, keep, eventTimes);
-  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, boundary: drop.size, outside, untimed, fields, rollup };
+  return {
+    totalRecords: page.totalRecords,
+    totalPages: page.totalPages,
+    length: page.data.length,
+    rows,
+    quarantine,
+    boundary: drop.size,
+    outside,
+    untimed,
+    fields,
+    rollup,
+  };
 }

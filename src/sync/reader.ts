@@ -213,8 +213,7 @@ export class WindowReader<T> {
           this.#pump();
           return this.#boundaries.firsts.take(state.window.end).finally(() => (bounds.awaitingNext = false));
         }),
-      count: (range) =>
-        countRange(() => this.#request(state, range, 1, 1, true), this.#o.instantAttempts, `range ${iso(range.start)}..${iso(range.end)}; nothing of window ${iso(state.window.start)}..${iso(state.window.end)} was committed`),
+      count: (range) => countRange(() => this.#request(state, range, 1, 1, true), this.#o.instantAttempts, `${iso(range.start)}..${iso(range.end)}`),
       ask: (cut) => this.#askBoundary(state, cut),
     });
     this.#boundaries.firsts.discard(state.window.start);
@@ -252,7 +251,7 @@ export class WindowReader<T> {
    * @param proofs `start`: the split that made the cut at the part's start, if any; `sibling`:
    *   the split this part is one of, told the part's totalRecords.
    */
-  async #readPart(state: WindowState<T>, part: Window, proofs: { start?: SplitProof; sibling?: SplitProof }): Promise<void> {
+  async #readPart(state: WindowState<T>, part: Window, proofs: { start?: SplitProof | undefined; sibling?: SplitProof }): Promise<void> {
     const { minSplitMs } = this.#o;
     const page = await this.#firstPage(state, part).catch((err: unknown) => {
       proofs.sibling?.fail();
@@ -281,7 +280,9 @@ export class WindowReader<T> {
     }
     state.stats.splits++;
     const split = new SplitProof(total, parts.length);
-    await Promise.all(parts.map((p, i) => this.#readPart(state, p, { ...(i === 0 ? (proofs.start ? { start: proofs.start } : {}) : { start: split }), sibling: split })));
+    // The first part starts where this one does; the others at the split's own cuts.
+    const start = (i: number) => (i === 0 ? proofs.start : split);
+    await Promise.all(parts.map((p, i) => this.#readPart(state, p, { start: start(i), sibling: split })));
   }
 
   /**

@@ -270,7 +270,9 @@ describe('WindowReader against an upstream of any order', () => {
     await expect(read()).rejects.toThrow(InconsistentWindowError);
     // Both instants next to the crowded one hold its records under an inclusive toDate (the earlier
     // one keeps them): whichever fails first fails the window.
-    await expect(read()).rejects.toThrow(/instant 2026-10-01T00:(29:59|30:00)\.000Z\.\.2026-10-01T00:(30:00|30:01)\.000Z holds 250[01] records, more than a page/);
+    await expect(read()).rejects.toThrow(
+      /instant 2026-10-01T00:(29:59|30:00)\.000Z\.\.2026-10-01T00:(30:00|30:01)\.000Z holds 250[01] records, more than a page/,
+    );
     expect(unstable.sort()).toEqual([1, 1, 2, 2]);
     reader.close();
   });
@@ -331,32 +333,29 @@ describe('WindowReader against an upstream of any order', () => {
   it.each([
     ['auto', [1, 1, 2], 1],
     ['inclusive', [1, 2], 0],
-  ] as const)(
-    'two records with the same text on either side of a window boundary, and one at it (UPSTREAM_TO_DATE %s)',
-    async (rule, stored, asks) => {
-      // Identical texts whose hidden filter times lie 5 s before and after 01:00, and a third record
-      // filtered at 01:00 exactly: the two windows share two texts, but only one record.
-      const twin = { id: 1, t: T0 + HOUR };
-      const at = new Map<object, number>();
-      const records: FakeRecord[] = [];
-      for (const [r, ms] of [
-        [{ ...twin }, T0 + HOUR - 5000],
-        [{ ...twin }, T0 + HOUR + 5000],
-        [{ id: 2, t: T0 + HOUR }, T0 + HOUR],
-        [{ id: 3, t: T0 + 100 }, T0 + 100],
-        [{ id: 4, t: T0 + 2 * HOUR - 100 }, T0 + 2 * HOUR - 100],
-      ] as const) {
-        records.push(r);
-        at.set(r, ms);
-      }
-      const up = fakeUpstream(records, { order: 'stable', toDate: 'inclusive', filterTime: (r) => at.get(r)! });
-      const wins = [0, 1].map((h) => ({ start: T0 + h * HOUR, end: T0 + (h + 1) * HOUR }));
-      const { ids, boundaryRequests } = await readAll(up.client, wins, { pageSize: 100, toDate: rule });
-      expect(ids).toEqual([...stored, 3, 4].sort((a, b) => a - b));
-      // auto: one count ([00:00, 02:00], 5 records, not 6 − 2) disagrees with the guess, so 01:00 is asked.
-      expect(boundaryRequests).toBe(rule === 'auto' ? 1 + asks : 0);
-    },
-  );
+  ] as const)('two records with the same text on either side of a window boundary, and one at it (UPSTREAM_TO_DATE %s)', async (rule, stored, asks) => {
+    // Identical texts whose hidden filter times lie 5 s before and after 01:00, and a third record
+    // filtered at 01:00 exactly: the two windows share two texts, but only one record.
+    const twin = { id: 1, t: T0 + HOUR };
+    const at = new Map<object, number>();
+    const records: FakeRecord[] = [];
+    for (const [r, ms] of [
+      [{ ...twin }, T0 + HOUR - 5000],
+      [{ ...twin }, T0 + HOUR + 5000],
+      [{ id: 2, t: T0 + HOUR }, T0 + HOUR],
+      [{ id: 3, t: T0 + 100 }, T0 + 100],
+      [{ id: 4, t: T0 + 2 * HOUR - 100 }, T0 + 2 * HOUR - 100],
+    ] as const) {
+      records.push(r);
+      at.set(r, ms);
+    }
+    const up = fakeUpstream(records, { order: 'stable', toDate: 'inclusive', filterTime: (r) => at.get(r)! });
+    const wins = [0, 1].map((h) => ({ start: T0 + h * HOUR, end: T0 + (h + 1) * HOUR }));
+    const { ids, boundaryRequests } = await readAll(up.client, wins, { pageSize: 100, toDate: rule });
+    expect(ids).toEqual([...stored, 3, 4].sort((a, b) => a - b));
+    // auto: one count ([00:00, 02:00], 5 records, not 6 − 2) disagrees with the guess, so 01:00 is asked.
+    expect(boundaryRequests).toBe(rule === 'auto' ? 1 + asks : 0);
+  });
 
   it('property: any timestamps, filter lag, page size, order, toDate and page-size clamp give every record E6 serves exactly once', async () => {
     let runs = 0;

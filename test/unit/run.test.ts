@@ -271,7 +271,10 @@ describe('a sync run against an in-memory store and a fake E6', () => {
 
 describe('window membership under a filter time the records do not carry (E6 filters on an ingestion time)', () => {
   /** A hidden filter time: the record's own plus a fixed offset per record in [-lagMs, +lagMs], a pure function of its id. */
-  const lagged = (lagMs: number, seed = 1) => (r: FakeRecord) => Date.parse(r.timestamp) + Math.round((((r.id * 2654435761 + seed) % 1000) / 999) * 2 * lagMs) - lagMs;
+  const lagged =
+    (lagMs: number, seed = 1) =>
+    (r: FakeRecord) =>
+      Date.parse(r.timestamp) + Math.round((((r.id * 2654435761 + seed) % 1000) / 999) * 2 * lagMs) - lagMs;
   /** ids E6 returns for [from, to] (inclusive) or [from, to) (exclusive), by the filter time. */
   const served = (data: readonly FakeRecord[], filterTime: (r: FakeRecord) => number, toDate: 'inclusive' | 'exclusive', from: number, to: number) =>
     ids(data.filter((r) => filterTime(r) >= from && (toDate === 'inclusive' ? filterTime(r) <= to : filterTime(r) < to)));
