@@ -26,6 +26,10 @@
  * 4. else E6 is asked for `startDate = toDate = c`, cut by cut.
  * Records that arrive or go between the requests make the sums disagree: the cuts are then asked,
  * never assumed.
+ *
+ * Cost in memory: a part with an open cut is held until its window's count answers (a window's
+ * pages at most), and while the count waits for the next window's first part, that window reads
+ * past the reader's budget.
  */
 import { InconsistentWindowError } from '../errors.js';
 import type { AnalyticsPage } from '../upstream/analytics.js';

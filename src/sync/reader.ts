@@ -20,7 +20,8 @@
  * of a window or a run:
  * - at most `concurrency` requests are open at once, and the window being written holds at most
  *   `concurrency` pages (open or fetched, not yet taken) together with requests open for later windows;
- * - later windows hold at most `concurrency` pages (open or fetched) between them.
+ * - later windows hold at most `concurrency` pages (open or fetched) between them;
+ * beyond those, the leaves waiting for their window's count (boundary.ts), and the next window's.
  */
 import { AbortedError, InconsistentWindowError } from '../errors.js';
 import type { AnalyticsPage } from '../upstream/analytics.js';
