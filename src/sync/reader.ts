@@ -296,10 +296,11 @@ export class WindowReader<T> {
     const textsOf = (): string[][] => (texts ??= pages.map(recordTexts));
     let bag: TextBag | undefined;
     const read: PartRead = { part, total: pages[0]!.totalRecords, texts: () => (bag ??= bagOf(textsOf().flat())) };
-    let counted = false;
+    let counted = false; // (the estimate learns where records fall, those at the window's start too)
     const hand = (drop: TextBag | undefined): void =>
       pages.forEach((page, p) => {
         const dropped = drop === undefined ? EMPTY : dropIndexes(textsOf()[p]!, drop);
+        if (!counted) for (const i of dropped) this.#count1(state, this.#o.eventTime(page.data[i]!));
         this.#hold(state, { part, page: this.#o.prepare(page, { part, window: state.window, drop: dropped }), records: page.data.length }, counted);
       });
     const boundaries = this.#boundaries;
