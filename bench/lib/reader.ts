@@ -29,10 +29,8 @@ export async function readWindows(client: AnalyticsClient, windows: readonly Win
     concurrency: config.concurrency,
     minSplitMs: config.minSplitMs,
     instantAttempts: config.windowAttempts,
-    prepare: (page, part) => {
-      const times = page.data.map((r) => (timeField ? (recordTime(r, timeField) ?? null) : null));
-      return timeField ? times.filter((ms) => ms !== part.end) : times;
-    },
+    prepare: (page, place) => page.data.filter((_r, i) => !place.drop.has(i)).map((r) => (timeField ? (recordTime(r, timeField) ?? null) : null)),
+    toDate: config.toDate,
     timesOf: (times) => times,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(),

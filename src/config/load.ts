@@ -162,14 +162,6 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
     check('UPSTREAM_RATE_BURST', `needs ${key('UPSTREAM_RATE_LIMIT')} (the burst of a request budget that is off)`);
   }
   if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) check('SYNC_MIN_SPLIT', `must not be longer than ${key('SYNC_WINDOW')} (${settings.raw.SYNC_WINDOW ?? '1h'})`);
-  if (v.RECORD_TIME_FIELD === 'none' && v.UPSTREAM_TO_DATE !== 'exclusive') {
-    // Windows are split into parts at instants; an inclusive toDate returns a record exactly at
-    // a cut with both parts, and without its event time nothing can tell which one keeps it.
-    check(
-      'RECORD_TIME_FIELD',
-      `is 'none', which needs ${key('UPSTREAM_TO_DATE')}=exclusive: windows are split by time into parts, and with an inclusive toDate a record exactly at a cut would be stored twice (set ${key('RECORD_TIME_FIELD')} to the record's event-time field, or ${key('UPSTREAM_TO_DATE')}=exclusive if E6 leaves out records at toDate)`,
-    );
-  }
 
   if (fromFile && v.STATISTICS_URL === undefined) check('STATISTICS_URL', 'is required');
   let upstream: UpstreamConfig | undefined;

@@ -136,9 +136,11 @@ const SETTING_TABLE = {
   },
   UPSTREAM_TO_DATE: {
     flag: '--upstream-to-date',
-    default: 'inclusive',
-    help: "whether E6 returns records exactly at toDate: 'inclusive' (safe either way with RECORD_TIME_FIELD) or 'exclusive'",
-    schema: z.enum(['inclusive', 'exclusive'], { error: "must be 'inclusive' or 'exclusive'" }),
+    default: 'auto',
+    help:
+      "records E6 returns with two parts (toDate inclusive, at the cut between them): 'auto' finds them exactly whatever E6 does (asking E6 for startDate = toDate = the cut when nothing cheaper proves there are none), " +
+      "'inclusive' takes the records the two parts share without asking (exact unless two records with the same text lie on either side of a cut), 'exclusive' drops none (E6 leaves out records at toDate)",
+    schema: z.enum(['auto', 'inclusive', 'exclusive'], { error: "must be 'auto', 'inclusive' or 'exclusive'" }),
   },
   UPSTREAM_RATE_LIMIT: {
     flag: '--upstream-rate-limit',

@@ -116,8 +116,8 @@ export interface SyncConfig {
    * (the API's time resolution is not published).
    */
   minSplitMs: number;
-  /** Whether E6 returns records exactly at `toDate` (UPSTREAM_TO_DATE; the reference is silent). */
-  toDate: 'inclusive' | 'exclusive';
+  /** UPSTREAM_TO_DATE: how records E6 returns with two parts next to a cut are found (src/sync/boundary.ts; the reference is silent on toDate). */
+  toDate: 'auto' | 'inclusive' | 'exclusive';
   /**
    * A committed window re-read with fewer records than are stored (E6's retention, a deletion):
    * `keep` leaves the stored rows as they were, `replace` stores what E6 returns now.

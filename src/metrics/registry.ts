@@ -195,6 +195,14 @@ export class ExporterMetrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
+  readonly syncRecordsOutsideWindow = new Counter({
+    name: `${METRIC_PREFIX}sync_records_outside_window_total`,
+    help:
+      'Analytics records stored in a window that E6 returned them for although their RECORD_TIME_FIELD lies outside it ' +
+      '(E6 filters on another time, or the field lacks a zone); re-loaded windows count again.',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
   readonly upstreamEffectivePageSize = new Gauge({
     name: `${METRIC_PREFIX}upstream_effective_page_size`,
     help:
@@ -340,6 +348,7 @@ export class ExporterMetrics {
         this.syncWindows,
         this.syncRecordsQuarantined,
         this.syncUnstableInstants,
+        this.syncRecordsOutsideWindow,
       ])
         counter.inc(s, 0);
       for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark, this.syncWindowsParked]) gauge.set(s, 0);
@@ -352,6 +361,7 @@ export class ExporterMetrics {
         this.syncWindows.inc(s);
         this.syncPages.inc(s, w.pages);
         this.syncRecords.inc(s, w.records);
+        this.syncRecordsOutsideWindow.inc(s, w.outside);
         if (w.watermark !== undefined) this.syncWatermark.set(s, w.watermark / 1000);
       },
       windowShrunk: (w) => this.syncWindowsShrunk.inc({ source, action: w.action }),

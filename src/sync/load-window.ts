@@ -83,7 +83,7 @@ async function writeLeaves(
       const page = leaf.page;
       tally.pages++;
       tally.totalRecords += page.length;
-      tally.atEnd += page.atEnd;
+      tally.boundary += page.boundary;
       tally.outside += page.outside;
       tally.untimed += page.untimed;
       mergeFields(fields, page.fields);

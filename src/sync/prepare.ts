@@ -6,8 +6,9 @@
 import type { AnalyticsPage } from '../upstream/analytics.js';
 import { catalogueRecords, type Derived, type FieldStats, type RollupCounts, type WindowFields } from './derived.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
+import type { LeafPlace } from './reader.js';
 import { storablePage } from './storable.js';
-import { recordTime, type Window } from './windows.js';
+import { recordTime } from './windows.js';
 
 /** How a run prepares its pages: its settings that {@link preparePage} reads. */
 export interface PageRules {
@@ -30,9 +31,11 @@ export interface PreparedPage {
   /** Records on the page (E6's `data` length), kept or not. */
   length: number;
   rows: PageRows;
-  /** Records of the part that jsonb cannot store, kept (boundary rule applied) for `records_quarantine`. */
+  /** Records of the part that jsonb cannot store, kept (boundary set left out) for `records_quarantine`. */
   quarantine: QuarantineRow[];
-  atEnd: number;
+  /** Records left out as the boundary set of the part's start, which the part before it keeps (boundary.ts). */
+  boundary: number;
+  /** Kept records whose RECORD_TIME_FIELD lies outside the window (E6 filters on another time). */
   outside: number;
   untimed: number;
   /** Top-level fields of the kept records, for record_fields. */
@@ -42,29 +45,26 @@ export interface PreparedPage {
 }
 
 /**
- * Reads each record's event time (RECORD_TIME_FIELD) and decides which records a part keeps and
- * where ({@link storablePage}: records jsonb cannot store go to the quarantine): all but those
- * exactly at the part's end, which an inclusive toDate returns here and again, by
- * startDate, with the next part. A record whose time lies outside the part is kept (E6 returned
- * it for this part), and counted: RECORD_TIME_FIELD may not be the field E6 filters on, or may
- * lack a zone.
+ * Keeps a leaf page's records but `place.drop` (the boundary set of the part's start, which the
+ * part before it keeps: the reader found it without reading any field) and decides where each goes
+ * ({@link storablePage}: records jsonb cannot store go to the quarantine). RECORD_TIME_FIELD is
+ * read for partitions, rollups and the catalogue only: a record whose time lies outside its
+ * window [start, end] is kept (E6 returned it for this window) and counted, since E6 may filter on
+ * another time (an ingestion time) or the field may lack a zone.
  */
-export function preparePage(rules: PageRules, page: AnalyticsPage, window: Window): PreparedPage {
+export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPlace): PreparedPage {
+  const { window, drop } = place;
   const { timeField, derived, catalogue } = rules;
   const keep: number[] = [];
   const eventTimes: (number | null)[] = [];
   const quarantine: QuarantineRow[] = [];
   const storable = storablePage(page);
   const unstorable = new Map((storable.quarantined ?? []).map((q) => [q.index, q]));
-  let atEnd = 0;
   let outside = 0;
   let untimed = 0;
   for (let i = 0; i < page.data.length; i++) {
+    if (drop.has(i)) continue;
     const ms = timeField ? recordTime(page.data[i]!, timeField) : undefined;
-    if (ms === window.end) {
-      atEnd++;
-      continue;
-    }
     if (ms !== undefined && (ms < window.start || ms > window.end)) outside++;
     if (timeField && ms === undefined) untimed++;
     const bad = unstorable.get(i);
@@ -82,5 +82,16 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, window: Windo
   // FIELD_CATALOGUE=off: no field statistics to gather (Derived.addWindowRecords would ignore them).
   const fields: WindowFields = catalogue ? catalogueRecords(page.data, keep, eventTimes) : new Map<string, FieldStats>();
   const rollup = derived.countRollup(page.data, keep, eventTimes);
-  return { totalRecords: page.totalRecords, totalPages: page.totalPages, length: page.data.length, rows, quarantine, atEnd, outside, untimed, fields, rollup };
+  return {
+    totalRecords: page.totalRecords,
+    totalPages: page.totalPages,
+    length: page.data.length,
+    rows,
+    quarantine,
+    boundary: drop.size,
+    outside,
+    untimed,
+    fields,
+    rollup,
+  };
 }

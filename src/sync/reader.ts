@@ -13,79 +13,37 @@
  * of records; otherwise it is read again, and after SYNC_WINDOW_ATTEMPTS pairs the window fails.
  * A part whose answer is over UPSTREAM_MAX_BODY is split in time too, and an instant read at
  * smaller pages (oversize.ts).
+ * A record E6 returns with two parts (an inclusive toDate, at the cut between them) is kept by the
+ * earlier one; boundary.ts finds it without reading any field of the record (a leaf waits for the
+ * texts of the part before it, or for E6's answer for the cut).
  *
  * Requests run through one queue with fixed budgets, earliest window first, so memory is bounded
  * by `2 × concurrency` leaf pages (plus the pages of an instant being compared), never by the size
  * of a window or a run:
  * - at most `concurrency` requests are open at once, and the window being written holds at most
  *   `concurrency` pages (open or fetched, not yet taken) together with requests open for later windows;
- * - later windows hold at most `concurrency` pages (open or fetched) between them.
+ * - later windows hold at most `concurrency` pages (open or fetched) between them;
+ * beyond those, the leaves waiting for their window's count (boundary.ts), and the next window's.
  */
 import { AbortedError, InconsistentWindowError } from '../errors.js';
-import type { AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
-import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
+import type { AnalyticsPage } from '../upstream/analytics.js';
+import { bagOf, Boundaries, countRange, dropIndexes, recordTexts, SplitProof, type PartRead, type TextBag, WindowBounds } from './boundary.js';
 import { readAtSmallerPages, whenTooLarge } from './oversize.js';
+import { pagedTwice, type PagedRead, type RangeRequests } from './paged.js';
 import type { E6Pages } from './ports.js';
-import { ProfileCells, splitOverflow, splitRange, type RecordEstimate } from './split.js';
+import type { Leaf, WindowReaderOptions, WindowReadStats } from './reader-options.js';
+import { ProfileCells, splitOverflow, splitRange } from './split.js';
 import { iso, type Window } from './windows.js';
 
-/** One leaf: a part of a window and its page, as `prepare` made it. */
-export interface Leaf<T> {
-  part: Window;
-  page: T;
-  /** Records E6 returned for the part (before the caller's boundary rule). */
-  records: number;
-}
-
-/** What reading one window took. */
-export interface WindowReadStats {
-  /** E6 requests made for the window: leaves, overflows and both reads of instants. */
-  requests: number;
-  /** Leaf pages (an instant counts its pages of the read taken). */
-  leaves: number;
-  /** Overflows that were split. */
-  splits: number;
-  /** Instants (more than a page at one SYNC_MIN_SPLIT cell) read twice. */
-  instants: number;
-}
-
-export interface WindowReaderOptions<T> {
-  /** E6 pageSize, 1 to 1000. */
-  pageSize: number;
-  /** Requests open at once (see the module comment for the budgets). */
-  concurrency: number;
-  /** SYNC_MIN_SPLIT in milliseconds: cuts lie on its multiples. */
-  minSplitMs: number;
-  /** Pairs of reads of an instant before the window fails. */
-  instantAttempts: number;
-  /** Turns a leaf page into what is held for the writer. Must not throw. */
-  prepare: (page: AnalyticsPage, part: Window) => T;
-  /**
-   * The event times of the records a prepared page keeps (null for none), so the estimate learns
-   * where in a window records fall without reading them twice. Without it, later windows are cut
-   * evenly.
-   */
-  timesOf?: (prepared: T) => Iterable<number | null>;
-  /** A record's event time (RECORD_TIME_FIELD), to steer cuts; undefined when it has none. */
-  eventTime: (record: AnalyticsRecord) => number | undefined;
-  /** Expected counts of windows not read yet: chooses their first parts. */
-  estimate: RecordEstimate;
-  signal?: AbortSignal;
-  /**
-   * E6 served fewer records on a page than `pageSize` asked and `totalRecords` held: from now on
-   * parts are cut for, and requested at, `served` (called each time the size learned shrinks).
-   * Must not throw.
-   */
-  onPageSizeClamped?: (event: { asked: number; served: number; echoed: number }) => void;
-  /** The two reads of an instant disagreed (attempt counts from 1). Must not throw. */
-  onUnstableInstant?: (event: { instant: Window; records: number; attempt: number }) => void;
-}
+export type { Leaf, LeafPlace, WindowReadStats, WindowReaderOptions } from './reader-options.js';
 
 interface Task {
   part: Window;
   pageNumber: number;
   /** The page size asked, fixed when the request is queued so a page's offset never moves. */
   pageSize: number;
+  /** A count that settles boundary sets (boundary.ts). */
+  count?: boolean;
   resolve: (page: AnalyticsPage) => void;
   reject: (err: unknown) => void;
 }
@@ -97,7 +55,12 @@ interface WindowState<T> {
   open: number;
   held: Leaf<T>[];
   started: boolean;
+  /** Every request of the window answered (its parts may still wait for their boundary sets). */
+  read: boolean;
+  /** Every leaf handed out. */
   done: boolean;
+  /** What it keeps for its boundary sets (boundary.ts). */
+  bounds: WindowBounds;
   /** What failed the window (reads of its parts throw Errors; anything else is wrapped). */
   error: Error | undefined;
   dropped: boolean;
@@ -122,6 +85,8 @@ export class WindowReader<T> {
   #pumpAgain = false;
   /** The page size E6 really serves: SYNC_PAGE_SIZE until a page shows less (see onPageSizeClamped). */
   #pageSize: number;
+  /** What each part drops of the part before it (boundary.ts). */
+  readonly #boundaries: Boundaries;
 
   /**
    * @param windows the run's windows, disjoint, in time order; nothing is requested before
@@ -131,17 +96,20 @@ export class WindowReader<T> {
     this.#client = client;
     this.#o = options;
     this.#pageSize = options.pageSize;
+    this.#boundaries = new Boundaries(options.toDate ?? 'auto', options.committedEnds);
     this.#states = windows.map((window) => ({
       window,
       queue: [],
       open: 0,
       held: [],
       started: false,
+      read: false,
       done: false,
+      bounds: new WindowBounds(),
       error: undefined,
       dropped: false,
       waiter: undefined,
-      stats: { requests: 0, leaves: 0, splits: 0, instants: 0 },
+      stats: { requests: 0, leaves: 0, splits: 0, instants: 0, boundaryRequests: 0 },
       records: 0,
       cells: undefined,
     }));
@@ -213,20 +181,57 @@ export class WindowReader<T> {
     const { minSplitMs, estimate } = this.#o;
     const parts = estimate.plan(state.window, this.#pageSize, minSplitMs);
     if (this.#o.timesOf) state.cells = new ProfileCells(state.window, minSplitMs);
-    Promise.all(parts.map((part) => this.#readPart(state, part))).then(
-      () => {
-        state.done = true;
+    Promise.all(parts.map((part) => this.#readPart(state, part, {})))
+      .then(() => {
+        state.read = true;
         estimate.observe(state.window, state.records, state.cells);
-        this.#wake(state);
         this.#pump();
-      },
-      (err: unknown) => this.#fail(state, err, true),
-    );
+        return this.#settle(state);
+      })
+      .then(
+        () => {
+          state.done = true;
+          this.#wake(state);
+          this.#pump();
+        },
+        (err: unknown) => this.#fail(state, err, true),
+      )
+      .finally(() => state.bounds.endSettle());
+  }
+
+  /** Settles the window's open cuts (boundary.ts), after the window before it. */
+  async #settle(state: WindowState<T>): Promise<void> {
+    const index = this.#states.indexOf(state);
+    const before = this.#states[index - 1];
+    if (before?.window.end === state.window.start) await before.bounds.settled;
+    const next = this.#states[index + 1]?.window.start === state.window.end ? this.#states[index + 1] : undefined;
+    const { bounds } = state;
+    await this.#boundaries.settle({
+      window: state.window,
+      parts: bounds.parts,
+      last: bounds.last,
+      open: bounds.open,
+      next:
+        next &&
+        (() => {
+          bounds.awaitingNext = true;
+          this.#pump();
+          return this.#boundaries.firsts.take(state.window.end).finally(() => (bounds.awaitingNext = false));
+        }),
+      count: (range) => countRange(() => this.#request(state, range, 1, 1, true), this.#o.instantAttempts, `${iso(range.start)}..${iso(range.end)}`),
+      ask: (cut) => this.#askBoundary(state, cut),
+    });
+    this.#boundaries.firsts.discard(state.window.start);
+    bounds.forget();
   }
 
   #fail(state: WindowState<T>, err: unknown, wake: boolean): void {
     if (state.error === undefined) state.error = err instanceof Error ? err : new Error(String(err));
     for (const task of state.queue.splice(0)) task.reject(err);
+    // Parts of this window still to be read never will be: whatever waits for them stops.
+    this.#boundaries.ends.abandon(state.window);
+    this.#boundaries.firsts.abandon(state.window);
+    state.bounds.forget();
     if (wake) this.#wake(state);
   }
 
@@ -237,20 +242,36 @@ export class WindowReader<T> {
   }
 
   /** One E6 request, queued until the budgets allow it. */
-  #request(state: WindowState<T>, part: Window, pageNumber: number, pageSize = this.#pageSize): Promise<AnalyticsPage> {
+  #request(state: WindowState<T>, part: Window, pageNumber: number, pageSize = this.#pageSize, count = false): Promise<AnalyticsPage> {
     if (state.error !== undefined) return Promise.reject(state.error);
     return new Promise<AnalyticsPage>((resolve, reject) => {
-      state.queue.push({ part, pageNumber, pageSize, resolve, reject });
+      state.queue.push({ part, pageNumber, pageSize, count, resolve, reject });
       this.#pump();
     });
   }
 
-  async #readPart(state: WindowState<T>, part: Window): Promise<void> {
+  /**
+   * Reads a part: a leaf, or split by time and its parts read in turn.
+   *
+   * @param proofs `start`: the split that made the cut at the part's start, if any; `sibling`:
+   *   the split this part is one of, told the part's totalRecords.
+   */
+  async #readPart(state: WindowState<T>, part: Window, proofs: { start?: SplitProof | undefined; sibling?: SplitProof }): Promise<void> {
     const { minSplitMs } = this.#o;
-    const page = await whenTooLarge(this.#firstPage(state, part), (err) => this.#readOversized(state, part, err));
-    if (page === undefined) return; // over UPSTREAM_MAX_BODY: read split instead
+    // An answer over UPSTREAM_MAX_BODY has no totalRecords: the split this part is one of proves
+    // nothing (told first, so the parts waiting on it are not held), and the part is read split instead.
+    const tooLarge = (err: unknown): Promise<void> => {
+      proofs.sibling?.fail();
+      return this.#readOversized(state, part, err, proofs.start);
+    };
+    const page = await whenTooLarge(this.#firstPage(state, part), tooLarge).catch((err: unknown) => {
+      proofs.sibling?.fail();
+      throw err;
+    });
+    if (page === undefined) return;
+    proofs.sibling?.report(page.totalRecords);
     if (page.data.length === page.totalRecords) {
-      this.#hold(state, { part, page: this.#o.prepare(page, part), records: page.data.length });
+      await this.#leaf(state, part, [page], proofs.start);
       return;
     }
     const pageSize = this.#pageSize;
@@ -264,22 +285,79 @@ export class WindowReader<T> {
     if (part.start === state.window.start && part.end === state.window.end) this.#o.estimate.observe(part, total);
     const parts = splitOverflow(part, { totalRecords: total, sampleTimes: times }, { pageSize, minSplitMs });
     if (parts.length === 1) {
-      await whenTooLarge(this.#readInstant(state, part), (err) => this.#readOversized(state, part, err));
+      // An instant: paged twice, the second read taken when both agree.
+      state.stats.instants++;
+      const read = await whenTooLarge(this.#pagedTwice(state, part), (err) => this.#readOversized(state, part, err, proofs.start));
+      if (read !== undefined) await this.#leaf(state, part, read.pages, proofs.start);
       return;
     }
     state.stats.splits++;
-    await Promise.all(parts.map((p) => this.#readPart(state, p)));
+    const split = new SplitProof(total, parts.length);
+    // The first part starts where this one does; the others at the split's own cuts.
+    const start = (i: number) => (i === 0 ? proofs.start : split);
+    await Promise.all(parts.map((p, i) => this.#readPart(state, p, { start: start(i), sibling: split })));
   }
 
-  /** A part whose answer was over UPSTREAM_MAX_BODY: its halves in time, or, an instant, read at smaller pages (oversize.ts). */
-  async #readOversized(state: WindowState<T>, part: Window, cause: unknown): Promise<void> {
+  /**
+   * A part read whole (one page, or an instant's pages): hands itself to the part after it (and to
+   * the window before, when it starts the window), and holds its pages for the writer once it is
+   * known what it drops of the part before it (boundary.ts).
+   */
+  async #leaf(state: WindowState<T>, part: Window, pages: readonly AnalyticsPage[], startProof: SplitProof | undefined): Promise<void> {
+    let texts: string[][] | undefined;
+    const textsOf = (): string[][] => (texts ??= pages.map(recordTexts));
+    let bag: TextBag | undefined;
+    const read: PartRead = { part, total: pages[0]!.totalRecords, texts: () => (bag ??= bagOf(textsOf().flat())) };
+    let counted = false; // (the estimate learns where records fall, those at the window's start too)
+    const hand = (drop: TextBag | undefined): void =>
+      pages.forEach((page, p) => {
+        const dropped = drop === undefined ? EMPTY : dropIndexes(textsOf()[p]!, drop);
+        if (!counted) for (const i of dropped) this.#count1(state, this.#o.eventTime(page.data[i]!));
+        this.#hold(state, { part, page: this.#o.prepare(page, { part, window: state.window, drop: dropped }), records: page.data.length }, counted);
+      });
+    const boundaries = this.#boundaries;
+    if (boundaries.rule === 'exclusive') return hand(undefined);
+    state.bounds.parts.push({ part, total: read.total });
+    if (part.end === state.window.end) state.bounds.last = read;
+    boundaries.ends.put(part.end, read);
+    const cut = part.start;
+    const atWindowStart = cut === state.window.start;
+    if (atWindowStart) boundaries.firsts.put(cut, read);
+    const earlierInRun = this.#states[this.#states.indexOf(state) - 1]?.window.end === cut;
+    const known = await boundaries.quick({ cut, atWindowStart, earlierInRun, startProof }, read, () => this.#askBoundary(state, cut));
+    if ('drop' in known) hand(known.drop);
+    else {
+      // Held back until its window settles: counted now, so that the window's estimate is ready
+      // when its reads are (the next window is planned from it).
+      for (const page of pages) for (const record of page.data) this.#count1(state, this.#o.eventTime(record));
+      counted = true;
+      state.bounds.open.push({ cut, ...known.open, settle: hand });
+    }
+  }
+
+  /** E6's records for `startDate = toDate = cut`: one request, or paged twice and compared when more than a page. */
+  async #askBoundary(state: WindowState<T>, cut: number): Promise<TextBag> {
+    const range = { start: cut, end: cut };
+    const first = await this.#firstPage(state, range);
+    return first.data.length === first.totalRecords ? bagOf(recordTexts(first)) : (await this.#pagedTwice(state, range)).keys;
+  }
+
+  /**
+   * A part whose answer was over UPSTREAM_MAX_BODY: its halves in time (the cut between them proven
+   * by nothing: boundary.ts asks when it must), or, an instant, read at smaller pages (oversize.ts).
+   */
+  async #readOversized(state: WindowState<T>, part: Window, cause: unknown, startProof: SplitProof | undefined): Promise<void> {
     const halves = splitRange(part, 2, this.#o.minSplitMs);
     if (halves.length > 1) {
       state.stats.splits++;
-      await Promise.all(halves.map((half) => this.#readPart(state, half)));
+      await Promise.all(halves.map((half, i) => this.#readPart(state, half, { start: i === 0 ? startProof : undefined })));
       return;
     }
-    await readAtSmallerPages(this.#pageSize, (size) => this.#readInstant(state, part, size), { instant: part, window: state.window, cause });
+    const read = async (size: number): Promise<void> => {
+      state.stats.instants++;
+      await this.#leaf(state, part, (await this.#pagedTwice(state, part, size)).pages, startProof);
+    };
+    await readAtSmallerPages(this.#pageSize, read, { instant: part, window: state.window, cause });
   }
 
   /**
@@ -317,80 +395,31 @@ export class WindowReader<T> {
     this.#o.onPageSizeClamped?.({ asked, served, echoed });
   }
 
-  /**
-   * Reads an instant (a part that cannot be split) page by page, twice, and keeps the second read
-   * when both hold the same multiset of records with the same `totalRecords` throughout; at most
-   * `pageSize` records a page when given (smaller than what E6 serves: oversize.ts).
-   */
-  async #readInstant(state: WindowState<T>, instant: Window, pageSize?: number): Promise<void> {
-    const { instantAttempts, onUnstableInstant } = this.#o;
-    state.stats.instants++;
-    let records = 0;
-    for (let attempt = 1; attempt <= instantAttempts; attempt++) {
-      const [first, second] = await Promise.all([this.#pageThrough(state, instant, pageSize), this.#pageThrough(state, instant, pageSize)]);
-      records = second.total;
-      if (first.total === second.total && first.consistent && second.consistent && sameMultiset(first.keys, second.keys)) {
-        for (const page of second.pages) this.#hold(state, { part: instant, page: this.#o.prepare(page, instant), records: page.data.length });
-        return;
-      }
-      onUnstableInstant?.({ instant, records, attempt });
-    }
-    throw new InconsistentWindowError(
-      `instant ${iso(instant.start)}..${iso(instant.end)} holds ${records} records, more than a page (SYNC_PAGE_SIZE ${this.#o.pageSize}), ` +
-        `and ${instantAttempts} pairs of reads of it (SYNC_WINDOW_ATTEMPTS) returned different records: E6's order within it is not stable, ` +
-        `so paging it could double or lose records; nothing of window ${iso(state.window.start)}..${iso(state.window.end)} was committed. ` +
-        `If the API resolves finer times than SYNC_MIN_SPLIT, lower it`,
-    );
+  /** {@link pagedTwice} of `range` within the window of `state`. */
+  #pagedTwice(state: WindowState<T>, range: Window, pageSize?: number): Promise<PagedRead> {
+    const io: RangeRequests = { firstPage: (r, size) => this.#firstPage(state, r, size), request: (r, n, size) => this.#request(state, r, n, size) };
+    const o = { attempts: this.#o.instantAttempts, configured: this.#o.pageSize, window: state.window, onUnstable: this.#o.onUnstableInstant };
+    return pagedTwice(io, range, pageSize === undefined ? o : { ...o, pageSize });
   }
 
-  /**
-   * Pages through a range once: its pages, the multiset of the records it keeps (all but those
-   * exactly at its end), and whether every page gave the same totalRecords.
-   */
-  async #pageThrough(
-    state: WindowState<T>,
-    range: Window,
-    pageSize?: number,
-  ): Promise<{ total: number; consistent: boolean; pages: AnalyticsPage[]; keys: Map<string, number> }> {
-    const first = await this.#firstPage(state, range, pageSize);
-    const total = first.totalRecords;
-    // Paged at the size page 1 showed E6 serves (never at totalPages, which an upstream that
-    // clamps the size while echoing the asked one gets wrong), and complete only when every
-    // record of totalRecords came.
-    const size = Math.max(1, first.data.length);
-    const rest = await Promise.all(Array.from({ length: Math.max(0, Math.ceil(total / size) - 1) }, (_, i) => this.#request(state, range, i + 2, size)));
-    const pages = [first, ...rest];
-    const keys = new Map<string, number>();
-    let consistent = pages.reduce((sum, page) => sum + page.data.length, 0) === total;
-    for (const page of pages) {
-      if (page.totalRecords !== total) consistent = false;
-      const texts = recordTexts(page);
-      for (let i = 0; i < page.data.length; i++) {
-        // A record exactly at the end belongs to the next part (an inclusive toDate returns it twice).
-        if (this.#o.eventTime(page.data[i]!) === range.end) continue;
-        const key = texts[i]!;
-        keys.set(key, (keys.get(key) ?? 0) + 1);
-      }
-    }
-    return { total, consistent, pages, keys };
-  }
-
-  #hold(state: WindowState<T>, leaf: Leaf<T>): void {
+  /** @param counted the leaf's records are in the window's estimate already (see {@link #leaf}). */
+  #hold(state: WindowState<T>, leaf: Leaf<T>, counted = false): void {
     state.stats.leaves++;
     const cells = state.cells;
-    if (this.#o.timesOf && cells !== undefined) {
-      // Count what the part keeps: records at its end belong to the next part, and counted here
-      // too they would inflate the estimate of later windows.
-      for (const ms of this.#o.timesOf(leaf.page)) {
-        state.records++;
-        if (ms !== null) cells.add(ms);
-      }
-    } else {
-      state.records += leaf.records;
-    }
+    if (!counted && this.#o.timesOf && cells !== undefined) {
+      // Count what the part keeps: the boundary set it drops is the part before it's, and counted
+      // here too it would inflate the estimate of later windows.
+      for (const ms of this.#o.timesOf(leaf.page)) this.#count1(state, ms ?? undefined);
+    } else if (!counted) state.records += leaf.records;
     if (state.dropped) return;
     state.held.push(leaf);
     this.#wake(state);
+  }
+
+  /** One record of the window, at `ms`, for the estimate. */
+  #count1(state: WindowState<T>, ms: number | undefined): void {
+    state.records++;
+    if (ms !== undefined) state.cells?.add(ms);
   }
 
   /** Launches queued requests, earliest window first, while the budgets allow (see the module comment). */
@@ -423,7 +452,8 @@ export class WindowReader<T> {
       const state = states[i]!;
       if (state.dropped || state.error !== undefined) continue;
       if (i > this.#cursor) {
-        if (later >= concurrency) return false;
+        // The window being written may wait for the next one's first part (boundary.ts): that one reads past the budget meanwhile.
+        if (later >= concurrency && !(i === this.#cursor + 1 && current?.bounds.awaitingNext === true)) return false;
         // Plan a later window only once the estimate can place its cuts, or when nothing earlier
         // is left to teach it (the first windows of a run would otherwise be cut blind).
         if (!state.started && !this.#o.estimate.ready(state.window, this.#pageSize) && earlierOpen(states, this.#cursor, i)) return false;
@@ -441,6 +471,7 @@ export class WindowReader<T> {
     state.open++;
     this.#open++;
     state.stats.requests++;
+    if (task.count === true || task.part.start === task.part.end) state.stats.boundaryRequests++;
     this.#client
       .fetchPage(
         { startDate: new Date(task.part.start), toDate: new Date(task.part.end), pageNumber: task.pageNumber, pageSize: task.pageSize },
@@ -456,27 +487,9 @@ export class WindowReader<T> {
 }
 
 /** Whether a window in [from, to) is still being read. */
-function earlierOpen(states: readonly { done: boolean }[], from: number, to: number): boolean {
-  for (let i = from; i < to; i++) if (!states[i]!.done) return true;
+function earlierOpen(states: readonly { read: boolean }[], from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (!states[i]!.read) return true;
   return false;
 }
 
-/**
- * Each record of a page as text, to compare reads: its exact text in the body where there is one
- * (so records differing only in digits JSON.parse rounds away stay different), else its JSON
- * serialisation.
- */
-function recordTexts(page: AnalyticsPage): string[] {
-  const text = page.text;
-  const spans = text === undefined ? undefined : dataElementSpans(text);
-  return page.data.map((record, i) => {
-    const span = spans?.[i];
-    return span !== undefined && text !== undefined ? text.slice(span.start, span.end) : stringifyJson(record);
-  });
-}
-
-function sameMultiset(a: Map<string, number>, b: Map<string, number>): boolean {
-  if (a.size !== b.size) return false;
-  for (const [key, count] of a) if (b.get(key) !== count) return false;
-  return true;
-}
+const EMPTY: ReadonlySet<number> = new Set();

@@ -34,7 +34,7 @@ export function reportWindow(ctx: LoadContext, summary: WindowSummary & { waterm
       pages: summary.pages,
       replaced: summary.replaced,
       ...(summary.quarantined ? { quarantined: summary.quarantined } : {}),
-      ...(summary.atEnd ? { atEnd: summary.atEnd } : {}),
+      ...(summary.boundary ? { boundary: summary.boundary } : {}),
       ...(summary.outside ? { outside: summary.outside } : {}),
       ...(summary.untimed ? { untimed: summary.untimed } : {}),
       requests: summary.requests,

@@ -24,8 +24,8 @@ export interface WindowSummary {
   /** Overflows split / instants read twice. */
   splits: number;
   instants: number;
-  /** Records exactly at the window end (an inclusive toDate), left to the next window, which returns them too. */
-  atEnd: number;
+  /** Records left out as the boundary set of a part's start: E6 returned them with the part before it too, which keeps them. */
+  boundary: number;
   /** Records kept although their event time lies outside the window (RECORD_TIME_FIELD may not be what E6 filters on). */
   outside: number;
   /** Records without a readable event time. */
@@ -114,7 +114,7 @@ export interface WindowTally {
   quarantined: number;
   totalRecords: number;
   pages: number;
-  atEnd: number;
+  boundary: number;
   outside: number;
   untimed: number;
   replaced: number;
@@ -122,7 +122,7 @@ export interface WindowTally {
 
 /** A tally of nothing yet. */
 export function emptyTally(): WindowTally {
-  return { records: 0, quarantined: 0, totalRecords: 0, pages: 0, atEnd: 0, outside: 0, untimed: 0, replaced: 0 };
+  return { records: 0, quarantined: 0, totalRecords: 0, pages: 0, boundary: 0, outside: 0, untimed: 0, replaced: 0 };
 }
 
 /**

@@ -1,7 +1,9 @@
 /**
  * A fake E6 (API reference, E6) for the run's unit tests: records in memory, answered by range
- * (`startDate` ≤ time ≤ `toDate`, the inclusive reading) in time then id order, offset paging, each
- * page with its body's text as the analytics client gives it. Faults a test switches on: the next
+ * (`startDate` ≤ filter time ≤ `toDate` by default, or < `toDate` with `toDate: 'exclusive'`) in
+ * time then id order, offset paging, each page with its body's text as the analytics client gives
+ * it. The filter time is the record's `timestamp`, or with `filterTime` a hidden one the record
+ * does not carry (an ingestion time). Faults a test switches on: the next
  * requests fail as a 503 would. Requests go through the client's own retry loop (withRetries) with
  * its backoff waited on the global timers, so vitest's fake timers drive it.
  */
@@ -28,6 +30,14 @@ function timerSleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** How the fake E6 reads `startDate`/`toDate`. */
+export interface FakeE6Filter {
+  /** Whether a record exactly at `toDate` is returned (default inclusive). */
+  toDate?: 'inclusive' | 'exclusive';
+  /** The time E6 filters on (ms); default the record's `timestamp`. */
+  filterTime?: (record: FakeRecord) => number;
+}
+
 export class FakeE6 implements E6Pages {
   records: FakeRecord[];
   /** Requests answered or failed (retries counted). */
@@ -44,9 +54,11 @@ export class FakeE6 implements E6Pages {
   /** A fault for a request: the error it fails with (through the retry loop, as the client's), or undefined to answer. */
   fault: ((query: PageQuery) => Error | undefined) | undefined;
   readonly #retry: RetryPolicy;
+  readonly #filter: FakeE6Filter;
 
-  constructor(records: readonly FakeRecord[], retry: Partial<RetryPolicy> = {}) {
+  constructor(records: readonly FakeRecord[], retry: Partial<RetryPolicy> = {}, filter: FakeE6Filter = {}) {
     this.records = [...records];
+    this.#filter = filter;
     this.#retry = { maxAttempts: 3, maxDelayMs: 30_000, baseDelayMs: 1000, random: () => 1, sleep: timerSleep, ...retry };
   }
 
@@ -70,7 +82,11 @@ export class FakeE6 implements E6Pages {
     const pageSize = query.pageSize ?? 500;
     const pageNumber = query.pageNumber ?? 1;
     const time = (r: FakeRecord) => Date.parse(r.timestamp);
-    const inRange = this.records.filter((r) => time(r) >= from && time(r) <= to).sort((a, b) => time(a) - time(b) || a.id - b.id);
+    const filterTime = this.#filter.filterTime ?? time;
+    const inclusive = this.#filter.toDate !== 'exclusive';
+    const inRange = this.records
+      .filter((r) => filterTime(r) >= from && (inclusive ? filterTime(r) <= to : filterTime(r) < to))
+      .sort((a, b) => time(a) - time(b) || a.id - b.id);
     const data = inRange.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
     const envelope = { pageNumber, pageSize, totalRecords: inRange.length, totalPages: Math.ceil(inRange.length / pageSize), data };
     const text = JSON.stringify(envelope);

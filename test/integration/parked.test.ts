@@ -162,11 +162,14 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     expect(await run(t0 + 1.5 * HOUR)).toMatchObject({ status: 'succeeded', windows: 2, parked: 0 });
     // Up to 3:00: [1:00, 2:00) closes over it and cannot be loaded.
     expect(await run(t0 + 3 * HOUR)).toMatchObject({ status: 'succeeded', windows: 2, parked: 1, parkedWindows: 2 });
+    // A record exactly at a cut belongs to the earlier window (the fake E6's toDate is inclusive:
+    // src/sync/boundary.ts): the first window of history keeps its start too (7), and [2:00, 3:00)
+    // leaves 2:00 to the parked window before it (5).
     expect(await ledger()).toEqual([
-      { start: '00:00', end: '01:00', status: 'committed', records: 6, stored: 6 },
+      { start: '00:00', end: '01:00', status: 'committed', records: 7, stored: 7 },
       { start: '01:00', end: '01:30', status: 'parked', records: 3, stored: 3 },
       { start: '01:30', end: '02:00', status: 'parked', records: 0, stored: 0 },
-      { start: '02:00', end: '03:00', status: 'committed', records: 6, stored: 6 },
+      { start: '02:00', end: '03:00', status: 'committed', records: 5, stored: 5 },
     ]);
     expect(await watermarkOf(bed.pool, schema)).toEqual(new Date(t0 + 3 * HOUR));
     // serve reads the gauge from the ledger at its start, before any run (no schedule here).
@@ -188,9 +191,9 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     e6.maxBodyBytes = Number.POSITIVE_INFINITY;
     expect(await run(t0 + 3 * HOUR)).toMatchObject({ status: 'succeeded', windows: 3, parked: 0, parkedWindows: 0 });
     expect(await ledger()).toEqual([
-      { start: '00:00', end: '01:00', status: 'committed', records: 6, stored: 6 },
+      { start: '00:00', end: '01:00', status: 'committed', records: 7, stored: 7 },
       { start: '01:00', end: '02:00', status: 'committed', records: 7, stored: 7 },
-      { start: '02:00', end: '03:00', status: 'committed', records: 6, stored: 6 },
+      { start: '02:00', end: '03:00', status: 'committed', records: 5, stored: 5 },
     ]);
   });
 });

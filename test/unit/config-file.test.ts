@@ -89,7 +89,7 @@ describe('CONFIG_FILE', () => {
     const config = loadConfig({ CONFIG_FILE: file, SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '500', TOKEN_SCOPE: 'api.other', UPSTREAM_TIMEOUT: '5s' });
     const [a, b] = config.sources;
     expect(a!.sync).toMatchObject({ windowMs: 7_200_000, pageSize: 250, toDate: 'exclusive', recordTimeField: undefined });
-    expect(b!.sync).toMatchObject({ windowMs: 86_400_000, pageSize: 500, toDate: 'inclusive', recordTimeField: ['timestamp'] });
+    expect(b!.sync).toMatchObject({ windowMs: 86_400_000, pageSize: 500, toDate: 'auto', recordTimeField: ['timestamp'] });
     for (const source of config.sources) expect(source.upstream).toMatchObject({ scope: 'api.other', timeoutMs: 5000 });
   });
 
@@ -198,9 +198,9 @@ describe('CONFIG_FILE', () => {
     expect(configError({ CONFIG_FILE: split, SYNC_MIN_SPLIT: '2m' }).message).toBe(
       `CONFIG_FILE ${split} line 2: SYNC_MIN_SPLIT must not be longer than sources[0].sync.window (1m); got "2m"`,
     );
-    const none = write(`sources:\n${entry('a', ['sync: {record_time_field: none}'])}\n`);
-    expect(configError({ CONFIG_FILE: none }).message).toMatch(
-      /^CONFIG_FILE .* line 7: sources\[0\]\.sync\.record_time_field is 'none', which needs UPSTREAM_TO_DATE=exclusive/,
+    const toDate = write(`sources:\n${entry('a', ['sync: {to_date: open}'])}\n`);
+    expect(configError({ CONFIG_FILE: toDate }).message).toMatch(
+      /^CONFIG_FILE .* line 7: sources\[0\]\.sync\.to_date must be 'auto', 'inclusive' or 'exclusive'/,
     );
     const pair = write(`sources:\n${entry('a', ['tls: {cert_file: c.pem}'])}\n`);
     expect(configError({ CONFIG_FILE: pair }).message).toMatch(

@@ -239,7 +239,7 @@ describe('sync settings', () => {
       concurrency: 4,
       windowAttempts: 3,
       minSplitMs: 1000,
-      toDate: 'inclusive',
+      toDate: 'auto',
       shrink: 'keep',
       schedule: '*/15 * * * *',
       recordTimeField: ['timestamp'],
@@ -335,13 +335,13 @@ describe('sync settings', () => {
     expect(loadConfig({ SYNC_MIN_SPLIT: '100ms' }).sources[0]!.sync.minSplitMs).toBe(100);
   });
 
-  it('refuses RECORD_TIME_FIELD=none unless E6 leaves out records at toDate (UPSTREAM_TO_DATE=exclusive)', () => {
-    // Windows are split at instants; without an event time a record at a cut cannot be assigned to one part.
-    const err = configError({ RECORD_TIME_FIELD: 'none' });
-    expect(err.variable).toBe('RECORD_TIME_FIELD');
-    expect(err.message).toContain('needs UPSTREAM_TO_DATE=exclusive');
-    expect(configError({ RECORD_TIME_FIELD: 'none', UPSTREAM_TO_DATE: 'inclusive' }).variable).toBe('RECORD_TIME_FIELD');
-    expect(configError({ UPSTREAM_TO_DATE: 'open' }).message).toContain("UPSTREAM_TO_DATE must be 'inclusive' or 'exclusive'");
+  it('takes RECORD_TIME_FIELD=none with any UPSTREAM_TO_DATE (membership never reads a record field), default auto', () => {
+    expect(loadConfig({}).sources[0]!.sync.toDate).toBe('auto');
+    for (const toDate of ['auto', 'inclusive', 'exclusive'] as const) {
+      const sync = loadConfig({ RECORD_TIME_FIELD: 'none', UPSTREAM_TO_DATE: toDate }).sources[0]!.sync;
+      expect(sync).toMatchObject({ recordTimeField: undefined, toDate });
+    }
+    expect(configError({ UPSTREAM_TO_DATE: 'open' }).message).toContain("UPSTREAM_TO_DATE must be 'auto', 'inclusive' or 'exclusive'");
     expect(configError({ SYNC_MIN_SPLIT: '2h' }).message).toContain('SYNC_MIN_SPLIT must not be longer than SYNC_WINDOW');
     expect(configError({ SYNC_MIN_SPLIT: '0s' }).variable).toBe('SYNC_MIN_SPLIT');
     expect(loadConfig({ SYNC_START_DATE: '7d' }).sources[0]!.sync.startDate).toEqual({ agoMs: 7 * 86_400_000 });

@@ -35,7 +35,8 @@ function records(start: number, n: number, step: number, firstId = 1, pad = 0): 
 const ids = (rs: readonly { id: number }[]): number[] => rs.map((r) => r.id).sort((a, b) => a - b);
 const storedIds = (store: MemoryStore): number[] => ids(store.records.map((r) => r.payload as FakeRecord));
 const before = (ms: number) => (r: FakeRecord) => Date.parse(r.timestamp) < ms;
-const inside = (w: { start: number; end: number }) => (r: FakeRecord) => Date.parse(r.timestamp) >= w.start && Date.parse(r.timestamp) < w.end;
+// A record exactly at a cut belongs to the earlier window (the fake E6's toDate is inclusive: src/sync/boundary.ts), so a window holds (start, end].
+const inside = (w: { start: number; end: number }) => (r: FakeRecord) => Date.parse(r.timestamp) > w.start && Date.parse(r.timestamp) <= w.end;
 
 /** A log destination keeping the JSON lines written to it. */
 function capture(): LogDestination & { lines: () => Record<string, unknown>[] } {

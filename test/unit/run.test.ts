@@ -4,12 +4,13 @@
  * a window E6 now returns shrunk (SYNC_SHRINK keep and replace), records quarantined or refused,
  * the session (and with it the lock) lost mid-run. The SQL is the integration tests' to prove.
  */
+import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig, type SyncConfig, type TablesConfig } from '../../src/config.js';
 import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { runSync, sourceLockName, type SyncObserver, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
-import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
+import { FakeE6, record, type FakeE6Filter, type FakeRecord } from '../helpers/fake-e6.js';
 import { ConnectionLost, MemoryStore } from '../helpers/memory-store.js';
 
 const HOUR = 3_600_000;
@@ -42,9 +43,9 @@ interface Harness {
   run: (options?: SyncOptions, env?: Record<string, string>) => Promise<SyncResult>;
 }
 
-function harness(data: readonly FakeRecord[]): Harness {
+function harness(data: readonly FakeRecord[], filter: FakeE6Filter = {}): Harness {
   const store = new MemoryStore();
-  const e6 = new FakeE6(data);
+  const e6 = new FakeE6(data, {}, filter);
   const events = { shrunk: [] as unknown[], quarantined: [] as unknown[], committed: [] as unknown[], pages: 0 };
   const observer: SyncObserver = {
     windowShrunk: (e) => events.shrunk.push(e),
@@ -77,21 +78,28 @@ afterEach(() => {
 
 describe('a sync run against an in-memory store and a fake E6', () => {
   it('plans whole windows, stores every record once, records each window and moves the watermark to the end', async () => {
-    // 25 records 10 min apart from T0: 6 per window, those at a window's end belong to the next one.
+    // 25 records 10 min apart from T0. The fake E6's toDate is inclusive: the record on each hour
+    // comes with both windows next to it, and the earlier one keeps it.
     const data = records(T0, 25, 10 * 60_000);
     const { store, e6, events, run } = harness(data);
     const result = loaded(await run({ from: FROM, to: TO }));
-    expect(result).toMatchObject({ status: 'succeeded', windowsPlanned: 3, windows: 3, records: 18, quarantined: 0, watermark: TO.getTime() });
-    expect(storedIds(store)).toEqual(ids(data.filter((r) => Date.parse(r.timestamp) < TO.getTime())));
-    expect(store.ledger.map((w) => [w.start, w.end, w.recordCount])).toEqual([0, 1, 2].map((i) => [T0 + i * HOUR, T0 + (i + 1) * HOUR, 6]));
+    expect(result).toMatchObject({ status: 'succeeded', windowsPlanned: 3, windows: 3, records: 19, quarantined: 0, watermark: TO.getTime() });
+    expect(storedIds(store)).toEqual(ids(data.filter((r) => Date.parse(r.timestamp) <= TO.getTime())));
+    expect(store.ledger.map((w) => [w.start, w.end, w.recordCount])).toEqual([0, 1, 2].map((i) => [T0 + i * HOUR, T0 + (i + 1) * HOUR, i === 0 ? 7 : 6]));
     expect(store.watermark).toBe(TO.getTime());
-    expect(store.runs).toEqual([expect.objectContaining({ id: 1, status: 'succeeded', ending: { status: 'succeeded', windows: 3, pages: 3, records: 18 } })]);
-    // Each window's records at its end were read with it, and left to the next window.
-    const eachWindow: unknown = expect.objectContaining({ records: 6, totalRecords: 7, atEnd: 1 });
-    expect(events.committed).toEqual([eachWindow, eachWindow, eachWindow]);
-    expect(events.pages).toBe(18);
-    expect(store.derived.map((d) => d.fields.get('eventType')?.records)).toEqual([6, 6, 6]);
-    expect(e6.requests).toBe(3);
+    expect(store.runs).toEqual([expect.objectContaining({ id: 1, status: 'succeeded', ending: { status: 'succeeded', windows: 3, pages: 3, records: 19 } })]);
+    // The first window has none before it and keeps its start's record; each later one leaves
+    // out the record at its start, which the window before it kept.
+    expect(events.committed).toEqual([
+      expect.objectContaining({ records: 7, totalRecords: 7, boundary: 0 }),
+      expect.objectContaining({ records: 6, totalRecords: 7, boundary: 1 }),
+      expect.objectContaining({ records: 6, totalRecords: 7, boundary: 1 }),
+    ]);
+    expect(events.pages).toBe(19);
+    expect(store.derived.map((d) => d.fields.get('eventType')?.records)).toEqual([7, 6, 6]);
+    // A page a window, and one count (pageSize 1) of [T0, T0 + 3h] that shows that the records the
+    // windows share at 1h and 2h are one record each.
+    expect(e6.requests).toBe(4);
 
     // The next run resumes at the watermark minus SYNC_LOOKBACK (1h) and ends SYNC_SETTLE (5m) before now.
     const next = loaded(await run());
@@ -234,7 +242,8 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     expect(result.status).toBe('failed');
     expect(result.windows).toBe(1);
     expect(store.ledger.map((w) => w.start)).toEqual([T0]);
-    expect(storedIds(store)).toEqual(ids(data.slice(0, 12)));
+    // The first window keeps the record at its end too: the fake E6's toDate is inclusive, and the earlier part keeps a record at a cut.
+    expect(storedIds(store)).toEqual(ids(data.slice(0, 13)));
   });
 
   it('fails cleanly when the session (and its lock) is lost mid-run: the end is recorded on a fresh session, the next run completes the data', async () => {
@@ -257,5 +266,96 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     expect(next.status).toBe('succeeded');
     expect(storedIds(store)).toEqual(ids(data));
     expect(store.runs.map((r) => r.status)).toEqual(['failed', 'succeeded']);
+  });
+});
+
+describe('window membership under a filter time the records do not carry (E6 filters on an ingestion time)', () => {
+  /** A hidden filter time: the record's own plus a fixed offset per record in [-lagMs, +lagMs], a pure function of its id. */
+  const lagged =
+    (lagMs: number, seed = 1) =>
+    (r: FakeRecord) =>
+      Date.parse(r.timestamp) + Math.round((((r.id * 2654435761 + seed) % 1000) / 999) * 2 * lagMs) - lagMs;
+  /** ids E6 returns for [from, to] (inclusive) or [from, to) (exclusive), by the filter time. */
+  const served = (data: readonly FakeRecord[], filterTime: (r: FakeRecord) => number, toDate: 'inclusive' | 'exclusive', from: number, to: number) =>
+    ids(data.filter((r) => filterTime(r) >= from && (toDate === 'inclusive' ? filterTime(r) <= to : filterTime(r) < to)));
+
+  it.each(['inclusive', 'exclusive'] as const)(
+    '40 records on every hour, filter time up to 2 min either side, %s toDate: each record E6 serves stored once, the ones outside their window counted',
+    async (toDate) => {
+      // Hours 1 to 6, half of each hour's records on the hour and half 30 s later.
+      const data = Array.from({ length: 6 * 40 }, (_, i) => record(i + 1, T0 + (Math.floor(i / 40) + 1) * HOUR + (i % 2) * 30_000, { k: i }));
+      const filterTime = lagged(120_000);
+      const { store, events, run } = harness(data, { toDate, filterTime });
+      const to = new Date(T0 + 4 * HOUR);
+      expect(loaded(await run({ from: FROM, to }, { SYNC_PAGE_SIZE: '100' })).status).toBe('succeeded');
+      expect(storedIds(store)).toEqual(served(data, filterTime, toDate, T0, to.getTime()));
+      // The lag puts some of each hour's records in the window before it, stored there; those whose
+      // time is after that window's end are counted (one exactly at its end is not outside it).
+      const outside = (events.committed as { outside: number }[]).reduce((n, w) => n + w.outside, 0);
+      const expected = data.filter((r) => {
+        const t = Date.parse(r.timestamp);
+        return t % HOUR !== 0 && filterTime(r) < Math.floor(t / HOUR) * HOUR && filterTime(r) >= T0 && filterTime(r) <= to.getTime();
+      }).length;
+      expect(outside).toBe(expected);
+      expect(outside).toBeGreaterThan(10);
+      // Again, and resumed from a committed window: nothing doubles, nothing goes.
+      await run({ from: FROM, to });
+      await run({ from: new Date(T0 + 2 * HOUR), to });
+      expect(storedIds(store)).toEqual(served(data, filterTime, toDate, T0, to.getTime()));
+    },
+  );
+
+  it('takes what two parts share as the boundary set without asking under UPSTREAM_TO_DATE=inclusive, and drops nothing under exclusive', async () => {
+    const data = records(T0, 31, 6 * 60_000);
+    for (const [toDate, rule, requests] of [
+      ['inclusive', 'inclusive', 3],
+      ['exclusive', 'exclusive', 3],
+      ['inclusive', 'auto', 4],
+      ['exclusive', 'auto', 3],
+    ] as const) {
+      const { store, e6, run } = harness(data, { toDate });
+      await run({ from: FROM, to: TO }, { UPSTREAM_TO_DATE: rule, SYNC_PAGE_SIZE: '100' });
+      expect(storedIds(store), `${toDate} E6, ${rule}`).toEqual(served(data, (r) => Date.parse(r.timestamp), toDate, T0, TO.getTime()));
+      expect(e6.requests, `${toDate} E6, ${rule}`).toBe(requests);
+    }
+  });
+
+  it('property: any filter lag within SYNC_SETTLE, either toDate, any windows and page sizes, runs resumed anywhere: every record stored exactly once', async () => {
+    let runs = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: -10 * 60_000, max: 3 * HOUR + 10 * 60_000 }), { maxLength: 160 }),
+        fc.constantFrom(60_000, 1000, 1),
+        fc.integer({ min: 0, max: 5 * 60_000 }),
+        fc.constantFrom<'inclusive' | 'exclusive'>('inclusive', 'exclusive'),
+        fc.constantFrom('7m', '20m', '1h'),
+        fc.integer({ min: 4, max: 40 }),
+        fc.integer({ min: 1, max: 5 }),
+        fc.integer({ min: 0, max: 2 }),
+        async (offsets, grain, lagMs, toDate, window, pageSize, concurrency, resumeHours) => {
+          const data = offsets.map((o, i) => record(i + 1, T0 + Math.floor(o / grain) * grain));
+          // No instant may hold more than a page: that case fails loudly under a reshuffling order, tested elsewhere.
+          const perSecond = new Map<number, number>();
+          for (const r of data) {
+            const s = Math.floor(Date.parse(r.timestamp) / 1000);
+            perSecond.set(s, (perSecond.get(s) ?? 0) + 1);
+          }
+          const size = Math.max(pageSize, 2 * Math.max(0, ...perSecond.values()) + 2);
+          const filterTime = lagged(lagMs, offsets.length);
+          const { store, run } = harness(data, { toDate, filterTime });
+          const env = { SYNC_WINDOW: window, SYNC_PAGE_SIZE: String(size), SYNC_CONCURRENCY: String(concurrency) };
+          // The first window starts at --from rounded down to SYNC_WINDOW.
+          const windowMs = { '7m': 7, '20m': 20, '1h': 60 }[window] * 60_000;
+          const start = Math.floor(T0 / windowMs) * windowMs;
+          expect(loaded(await run({ from: FROM, to: TO }, env)).status).toBe('succeeded');
+          expect(storedIds(store)).toEqual(served(data, filterTime, toDate, start, TO.getTime()));
+          expect(loaded(await run({ from: new Date(T0 + resumeHours * HOUR), to: TO }, env)).status).toBe('succeeded');
+          expect(storedIds(store)).toEqual(served(data, filterTime, toDate, start, TO.getTime()));
+          runs++;
+        },
+      ),
+      { numRuns: 60 },
+    );
+    expect(runs).toBe(60);
   });
 });

@@ -54,4 +54,17 @@ describe('sync counters of quarantined records and unstable instants', () => {
     expect(text).toContain('analytics_exporter_sync_running{source="production"} 1');
     expect(text).toContain('analytics_exporter_sync_running{source="sandbox"} 0');
   });
+
+  it('counts records stored outside their window (RECORD_TIME_FIELD not the time E6 filters on) from each committed window, at 0 before', async () => {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const observer = metrics.syncObserver('default');
+    const name = 'analytics_exporter_sync_records_outside_window_total';
+    expect(await sample(metrics, name)).toBe(`${name}{source="default"} 0`);
+    const committed = { window, records: 40, quarantined: 0, totalRecords: 41, pages: 1, requests: 2, splits: 0, instants: 0 };
+    const counts = { boundary: 1, untimed: 0, replaced: 0, durationSeconds: 0.1, watermark: window.end };
+    observer.windowCommitted?.({ ...committed, ...counts, outside: 7 });
+    observer.windowCommitted?.({ ...committed, ...counts, outside: 0 });
+    expect(await sample(metrics, name)).toBe(`${name}{source="default"} 7`);
+    expect(await metrics.registry.metrics()).toMatch(new RegExp(`# HELP ${name} .*RECORD_TIME_FIELD lies outside it`));
+  });
 });
