@@ -11,12 +11,13 @@ import type { Logger } from '../log.js';
 import type { Derived, RollupCounts, WindowFields } from './derived.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
-import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowWriter } from './ports.js';
+import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowStored, WindowWriter } from './ports.js';
 import { RecordsCopy } from './records-copy.js';
 import {
   abandonStaleRuns,
   clearWindowRest,
   committedWindows,
+  createKeptTables,
   expiredWindows,
   finishRun,
   insertQuarantined,
@@ -25,6 +26,7 @@ import {
   prepareInsertRecords,
   readWatermark,
   recordWindow,
+  restoreKeptQuarantine,
   startRun,
   supportsCopyFromStdin,
   type Tables,
@@ -130,25 +132,40 @@ export class PgSession implements StoreSession {
   }
 }
 
-/** The writes of a window both writers share: clearing it first, the derived tables and the ledger last. */
+/** The writes of a window both writers share: clearing it first, keeping what keep keeps, the derived tables and the ledger last. */
 abstract class PgWindowWriter implements WindowWriter {
+  #keep = false;
+
   constructor(
     protected readonly db: PoolClient,
     protected readonly target: WindowTarget,
     protected readonly o: PgStoreOptions,
   ) {}
 
-  async clear(): Promise<number> {
+  async clear(keep = false): Promise<number> {
     // The derived tables delete the records in the same statement as their own rows of the windows.
     const { t, source, window } = this.target;
-    const deleted = await this.o.derived.deleteWindowRecords(this.db, source, window);
-    await clearWindowRest(this.db, t, source, window);
+    this.#keep = keep;
+    if (keep) await createKeptTables(this.db);
+    const deleted = await this.o.derived.deleteWindowRecords(this.db, source, window, keep);
+    await clearWindowRest(this.db, t, source, window, keep);
     return deleted;
   }
 
   abstract write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void>;
   abstract abort(reason: Error): Promise<Error | undefined>;
-  abstract end(): Promise<number>;
+
+  async end(): Promise<WindowStored> {
+    const stored = await this.store();
+    if (!this.#keep) return { ...stored, kept: { records: 0, quarantined: 0 } };
+    const { source, window } = this.target;
+    const records = await this.o.derived.restoreKeptRecords(this.db, source, window);
+    const quarantined = await restoreKeptQuarantine(this.db, this.target);
+    return { ...stored, kept: { records, quarantined } };
+  }
+
+  /** Waits until every page written is stored, the records refused quarantined. */
+  protected abstract store(): Promise<Omit<WindowStored, 'kept'>>;
 
   async addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void> {
     // Once the window's records are all in: one statement per window, not one per page.
@@ -163,8 +180,8 @@ abstract class PgWindowWriter implements WindowWriter {
 }
 
 /**
- * The window's records stream into one COPY as their pages come ({@link RecordsCopy}); its
- * quarantined records are inserted after it.
+ * The window's records stream into COPYs as their pages come ({@link RecordsCopy}); its
+ * quarantined records, and the records the database refused, are inserted after them.
  */
 class CopyWindowWriter extends PgWindowWriter {
   readonly #copying = new RecordsCopy(this.db, this.target);
@@ -184,11 +201,13 @@ class CopyWindowWriter extends PgWindowWriter {
     return this.#copying.abort(reason);
   }
 
-  async end(): Promise<number> {
+  protected async store(): Promise<Omit<WindowStored, 'kept'>> {
     const copied = await this.#copying.end();
-    if (copied !== this.#sent) throw new DatabaseError(`COPY into records stored ${copied} rows of the ${this.#sent} sent for the window`);
-    await insertQuarantined(this.db, this.target, this.#isolated);
-    return this.#sent;
+    if (copied.stored + copied.refused.length !== this.#sent) {
+      throw new DatabaseError(`COPY into records stored ${copied.stored} rows and refused ${copied.refused.length} of the ${this.#sent} sent for the window`);
+    }
+    await insertQuarantined(this.db, this.target, [...this.#isolated, ...copied.refused]);
+    return { records: copied.stored, refused: copied.refused };
   }
 }
 
@@ -220,9 +239,10 @@ class InsertWindowWriter extends PgWindowWriter {
     }
   }
 
-  async end(): Promise<number> {
+  protected async store(): Promise<Omit<WindowStored, 'kept'>> {
+    // The embedded database is not isolated record by record: a refusal fails the window.
     await this.#settle();
-    return this.#stored;
+    return { records: this.#stored, refused: [] };
   }
 
   async #settle(): Promise<void> {
