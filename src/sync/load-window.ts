@@ -51,8 +51,12 @@ async function storeWindow(
   tally.records = stored.records + stored.kept.records;
   tally.quarantined += stored.refused.length + stored.kept.quarantined;
   const shrunk: ShrunkWindow | undefined = keep
-    ? kept > 0 ? { window, stored: tally.replaced, returned, kept, action: 'kept' } : undefined
-    : returned < tally.replaced ? { window, stored: tally.replaced, returned, action: 'replaced' } : undefined;
+    ? kept > 0
+      ? { window, stored: tally.replaced, returned, kept, action: 'kept' }
+      : undefined
+    : returned < tally.replaced
+      ? { window, stored: tally.replaced, returned, action: 'replaced' }
+      : undefined;
   // The pages' counts hold the refused records and miss the kept ones: the store groups its rows then.
   uncatalogueRecords(fields, stored.refused);
   await writer.addDerived(stored.refused.length + kept > 0 ? inexactCounts() : rollup, fields);

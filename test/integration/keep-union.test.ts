@@ -86,10 +86,13 @@ describe('a re-read window that lost and gained records upstream (real PostgreSQ
       expect(await run()).toMatchObject({ status: 'succeeded', windows: 24, records: 4000 });
       const before = await storedMultiset(bed.pool, schema);
       expect(before).toEqual(served(s));
-      const { rows: counted } = await bed.pool.query<{ n: string }>(`select count(*) as n from "${schema}".records where window_start = $1`, [new Date(HOUR_5.start)]);
+      const { rows: counted } = await bed.pool.query<{ n: string }>(`select count(*) as n from "${schema}".records where window_start = $1`, [
+        new Date(HOUR_5.start),
+      ]);
       const stored = Number(counted[0]!.n);
 
-      if (lost > 0) expect(await admin(s, 'delete', { from: new Date(HOUR_5.start).toISOString(), to: new Date(HOUR_5.end - 1).toISOString(), count: lost })).toBe(lost);
+      if (lost > 0)
+        expect(await admin(s, 'delete', { from: new Date(HOUR_5.start).toISOString(), to: new Date(HOUR_5.end - 1).toISOString(), count: lost })).toBe(lost);
       expect(await admin(s, 'records', { at: '2026-10-31T05:30:00Z', count: gained })).toBe(gained);
       const now = served(s);
       expect(now.length).toBe(4000 - lost + gained);

@@ -36,7 +36,9 @@ interface QuarantinedRow {
 }
 
 async function quarantined(pool: Pool, schema: string): Promise<QuarantinedRow[]> {
-  const { rows } = await pool.query<QuarantinedRow>(`select payload_text, json_path, reason, sqlstate, message from "${schema}".records_quarantine order by id`);
+  const { rows } = await pool.query<QuarantinedRow>(
+    `select payload_text, json_path, reason, sqlstate, message from "${schema}".records_quarantine order by id`,
+  );
   return rows;
 }
 
@@ -135,7 +137,12 @@ describe('records PostgreSQL refuses are quarantined with the SQLSTATE and messa
     expect(byDatabase.map((r) => r.payload_text).every((t) => /-1e200000|1e-20000/.test(t))).toBe(true);
     expect(byDatabase.map((r) => [r.sqlstate, r.message])).toEqual(byDatabase.map(() => ['22003', 'value overflows numeric format']));
     expect(byDatabase).toHaveLength(6);
-    expect(rows.filter((r) => r.sqlstate === null).map((r) => r.json_path!.slice(0, 6)).sort()).toEqual(['$.deep', '$.note', '$.note']);
+    expect(
+      rows
+        .filter((r) => r.sqlstate === null)
+        .map((r) => r.json_path!.slice(0, 6))
+        .sort(),
+    ).toEqual(['$.deep', '$.note', '$.note']);
     expect(await sync(s, schema)).toMatchObject({ status: 'succeeded', records: 2994, quarantined: 9 });
     expect(await quarantined(bed.pool, schema)).toHaveLength(9);
   });
@@ -182,7 +189,14 @@ describe('records PostgreSQL refuses are quarantined with the SQLSTATE and messa
     ];
     const text = `{"data":[${texts.join(',')}]}`;
     const { tables } = syncSettings();
-    const store = new PgSyncStore({ pool: bed.pool, tables: t, source: 'default', derived: new Derived(t, tables.rollup), partitionInterval: 'month', log: silentLogger });
+    const store = new PgSyncStore({
+      pool: bed.pool,
+      tables: t,
+      source: 'default',
+      derived: new Derived(t, tables.rollup),
+      partitionInterval: 'month',
+      log: silentLogger,
+    });
     const stored = await store.session(async (session) => {
       await session.ensureRollup();
       return session.inWindow({ window, runId }, async (w) => {

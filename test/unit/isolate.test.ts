@@ -91,7 +91,9 @@ describe('dataRefusal', () => {
   });
 
   it('is a CHECK constraint refusing a row, but not a row no partition takes (the store did not create it)', () => {
-    expect(dataRefusal(Object.assign(new Error('new row for relation "records_x" violates check constraint "small"'), { code: '23514', constraint: 'small' }))).toEqual({
+    expect(
+      dataRefusal(Object.assign(new Error('new row for relation "records_x" violates check constraint "small"'), { code: '23514', constraint: 'small' })),
+    ).toEqual({
       sqlstate: '23514',
       message: 'new row for relation "records_x" violates check constraint "small"',
     });
