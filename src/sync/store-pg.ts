@@ -145,10 +145,11 @@ abstract class PgWindowWriter implements WindowWriter {
   async clear(keep = false): Promise<number> {
     // The derived tables delete the records in the same statement as their own rows of the windows.
     const { t, source, window } = this.target;
-    this.#keep = keep;
     if (keep) await createKeptTables(this.db);
     const deleted = await this.o.derived.deleteWindowRecords(this.db, source, window, keep);
-    await clearWindowRest(this.db, t, source, window, keep);
+    const quarantined = await clearWindowRest(this.db, t, source, window, keep);
+    // A window loaded for the first time has nothing to keep: no union to compute at its end.
+    this.#keep = keep && deleted + quarantined > 0;
     return deleted;
   }
 

@@ -147,11 +147,13 @@ export async function clearWindow(db: PoolClient, t: Tables, source: string, win
  * Deletes the quarantined records and ledger rows of the source's windows inside `window`:
  * {@link clearWindow} but the records. With `keep` (SYNC_SHRINK=keep) the quarantined rows are
  * first saved in the session's temporary table ({@link createKeptTables}), for {@link restoreKeptQuarantine}.
+ *
+ * @returns the quarantined records deleted.
  */
-export async function clearWindowRest(db: PoolClient, t: Tables, source: string, window: Window, keep = false): Promise<void> {
+export async function clearWindowRest(db: PoolClient, t: Tables, source: string, window: Window, keep = false): Promise<number> {
   const bounds = [new Date(window.start), new Date(window.end), source];
   const gone = `delete from ${t.quarantine} where source = $3 and window_start >= $1 and window_start < $2`;
-  await db.query(
+  const { rowCount } = await db.query(
     keep
       ? `with gone as (${gone} returning payload_text, json_path, reason, sqlstate, message, event_time, run_id)
          insert into pg_temp.sync_kept_quarantine select * from gone`
@@ -159,6 +161,7 @@ export async function clearWindowRest(db: PoolClient, t: Tables, source: string,
     bounds,
   );
   await db.query(`delete from ${t.windows} where source = $3 and window_start >= $1 and window_start < $2`, bounds);
+  return rowCount ?? 0;
 }
 
 /**
