@@ -6,9 +6,12 @@
  */
 import type { PartitionInterval } from '../config.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
+import { dataRefusal } from '../db/refusal.js';
 import { DatabaseError } from '../errors.js';
+import { dataElementSpans } from '../upstream/page-text.js';
 import type { Logger } from '../log.js';
 import type { Derived, RollupCounts, WindowFields } from './derived.js';
+import { isolateRefused } from './isolate.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
 import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowStored, WindowWriter } from './ports.js';
@@ -29,6 +32,7 @@ import {
   restoreKeptQuarantine,
   startRun,
   supportsCopyFromStdin,
+  type PreparedQuery,
   type Tables,
   type WindowTarget,
 } from './store.js';
@@ -215,19 +219,26 @@ class CopyWindowWriter extends PgWindowWriter {
 /**
  * Each page is one insert, pipelined: one page's insert runs in the database while the next pages
  * are fetched and prepared here. At most one insert is outstanding: it is awaited before the next
- * one is sent, so a failure surfaces before anything after it, and memory grows by one page.
+ * one is sent, so a failure surfaces before anything after it, and memory grows by one page. Each
+ * insert runs under a savepoint: a page the database refuses for a data reason is rolled back to
+ * it and inserted again in parts ({@link isolateRefused}), its refused records quarantined.
  */
 class InsertWindowWriter extends PgWindowWriter {
-  #inserting: { done: Promise<void>; records: number; onStored: (records: number) => void } | undefined;
+  #inserting: { done: Promise<number>; onStored: (records: number) => void } | undefined;
   #stored = 0;
+  readonly #refused: QuarantineRow[] = [];
 
   async write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void> {
     const query = prepareInsertRecords(this.target, rows);
     const isolating = prepareInsertQuarantined(this.target, quarantine);
     await this.#settle();
-    const done = Promise.all([query, isolating].filter((q) => q !== undefined).map((q) => this.db.query(q.text, q.values))).then(() => undefined);
+    const done = (async () => {
+      const stored = query === undefined ? 0 : await this.#insertPage(rows, query);
+      if (isolating !== undefined) await this.db.query(isolating.text, isolating.values);
+      return stored;
+    })();
     done.catch(() => undefined); // awaited by #settle(); never an unhandled rejection meanwhile
-    this.#inserting = { done, records: rows.keep.length, onStored };
+    this.#inserting = { done, onStored };
   }
 
   async abort(): Promise<Error | undefined> {
@@ -241,18 +252,57 @@ class InsertWindowWriter extends PgWindowWriter {
   }
 
   protected async store(): Promise<Omit<WindowStored, 'kept'>> {
-    // The embedded database is not isolated record by record: a refusal fails the window.
     await this.#settle();
-    return { records: this.#stored, refused: [] };
+    await insertQuarantined(this.db, this.target, this.#refused);
+    return { records: this.#stored, refused: this.#refused };
   }
 
   async #settle(): Promise<void> {
     if (this.#inserting === undefined) return;
-    const { done, records, onStored } = this.#inserting;
+    const { done, onStored } = this.#inserting;
     this.#inserting = undefined;
-    await done;
+    const records = await done;
     this.#stored += records;
     onStored(records);
+  }
+
+  /** The page's insert under a savepoint; a data refusal isolated record by record. @returns the records stored. */
+  async #insertPage(rows: PageRows, query: PreparedQuery): Promise<number> {
+    await this.db.query('savepoint records_page');
+    try {
+      await this.db.query(query.text, query.values);
+      return rows.keep.length;
+    } catch (err) {
+      if (dataRefusal(err) === undefined) throw err;
+      await this.db.query('rollback to savepoint records_page');
+      // The page's text as one jsonb may be what is refused: each part carries only its records' texts.
+      const spans = 'text' in rows ? dataElementSpans(rows.text) : undefined;
+      const recordText = (position: number): string =>
+        'text' in rows ? rows.text.slice(spans![position]!.start, spans![position]!.end) : JSON.stringify(rows.records[position]);
+      const kept = rows.keep.map((position, k) => ({ text: recordText(position), eventTime: rows.eventTimes[k] ?? null }));
+      const isolated = await isolateRefused(kept, err, {
+        attempt: async (part) => {
+          const partRows: PageRows = {
+            text: `{"data":[${part.map((r) => r.text).join(',')}]}`,
+            keep: part.map((_, i) => i),
+            eventTimes: part.map((r) => r.eventTime),
+          };
+          const insert = prepareInsertRecords(this.target, partRows)!;
+          await this.db.query('savepoint records_part');
+          try {
+            await this.db.query(insert.text, insert.values);
+          } catch (e) {
+            await this.db.query('rollback to savepoint records_part');
+            throw e;
+          }
+          await this.db.query('release savepoint records_part');
+        },
+      });
+      for (const { row, refusal } of isolated.refused) this.#refused.push({ ...row, ...refusal });
+      return isolated.stored;
+    } finally {
+      await this.db.query('release savepoint records_page').catch(() => undefined);
+    }
   }
 }
 
