@@ -232,4 +232,43 @@ describe('records PostgreSQL refuses are quarantined with the SQLSTATE and messa
     const { rows: kept } = await bed.pool.query<{ n: string }>(`select count(*) as n from "${schema}".records where payload ? 'deep'`);
     expect(kept[0]!.n).toBe('1');
   });
+
+  it('a refusal while a large window is still being sent: the connection goes on, 2 of 60,000 refused, the rest stored', async () => {
+    const schema = await freshSchema();
+    const t = new Tables(schema);
+    const window = { start: START.getTime(), end: END.getTime() };
+    await withClient(bed.pool, (c) => ensurePartitions(c, t, [window.start], 'month'));
+    const runId = await withClient(bed.pool, (c) => startRun(c, t, 'default', window));
+    const pad = 'p'.repeat(200);
+    const page = (from: number) => {
+      const texts = Array.from({ length: 20_000 }, (_, i) => (from + i === 1 || from + i === 59_999 ? '{"a":1e200000}' : `{"i":${from + i},"pad":"${pad}"}`));
+      return { text: `{"data":[${texts.join(',')}]}`, keep: texts.map((_, i) => i), eventTimes: texts.map(() => null) };
+    };
+    const { tables } = syncSettings();
+    const store = new PgSyncStore({
+      pool: bed.pool,
+      tables: t,
+      source: 'default',
+      derived: new Derived(t, tables.rollup),
+      partitionInterval: 'month',
+      log: silentLogger,
+    });
+    const stored = await store.session(async (session) => {
+      await session.ensureRollup();
+      return session.inWindow({ window, runId }, async (w) => {
+        await w.clear();
+        for (const from of [0, 20_000, 40_000]) await w.write(page(from), [], () => undefined);
+        return w.end();
+      });
+    });
+    expect(stored.records).toBe(59_998);
+    expect(stored.refused.map((r) => [r.text, r.sqlstate])).toEqual([
+      ['{"a":1e200000}', '22003'],
+      ['{"a":1e200000}', '22003'],
+    ]);
+    const { rows } = await bed.pool.query<{ n: string; lo: string; hi: string }>(
+      `select count(*) as n, min((payload->>'i')::int) as lo, max((payload->>'i')::int) as hi from "${schema}".records`,
+    );
+    expect(rows[0]).toEqual({ n: '59998', lo: 0, hi: 59_998 });
+  });
 });
