@@ -163,10 +163,48 @@ abstract class PgWindowWriter implements WindowWriter {
   async end(): Promise<WindowStored> {
     const stored = await this.store();
     if (!this.#keep) return { ...stored, kept: { records: 0, quarantined: 0 } };
-    const { source, window } = this.target;
-    const records = await this.o.derived.restoreKeptRecords(this.db, source, window);
+    const restored = await this.#restoreKeptRecords();
+    // Records refused on their way back (a constraint added since) are kept in the quarantine.
+    await insertQuarantined(this.db, this.target, restored.refused);
     const quarantined = await restoreKeptQuarantine(this.db, this.target);
-    return { ...stored, kept: { records, quarantined } };
+    return { ...stored, kept: { records: restored.records, quarantined: quarantined + restored.refused.length } };
+  }
+
+  /**
+   * {@link Derived.restoreKeptRecords} in one statement under a savepoint; when the database
+   * refuses it for a data reason, the records are inserted again in parts and those refused alone
+   * handed back for the quarantine.
+   */
+  async #restoreKeptRecords(): Promise<{ records: number; refused: QuarantineRow[] }> {
+    const { source, window } = this.target;
+    const derived = this.o.derived;
+    await this.db.query('savepoint records_kept');
+    try {
+      return { records: await derived.restoreKeptRecords(this.db, source, window), refused: [] };
+    } catch (err) {
+      if (dataRefusal(err) === undefined) throw err;
+      await this.db.query('rollback to savepoint records_kept');
+      const isolated = await isolateRefused(await derived.keptRecordsBeyond(this.db, source, window), err, {
+        attempt: async (part) => {
+          await this.db.query('savepoint records_part');
+          try {
+            await derived.restoreKeptRecords(this.db, source, window, part);
+          } catch (e) {
+            await this.db.query('rollback to savepoint records_part');
+            throw e;
+          }
+          await this.db.query('release savepoint records_part');
+        },
+      });
+      const { rows } = await this.db.query<{ text: string; event_time: Date | null }>(
+        'select payload::text as text, event_time from pg_temp.sync_kept_records where n = any($1::bigint[]) order by n',
+        [isolated.refused.map((r) => r.row)],
+      );
+      const refused = rows.map((r, i) => ({ text: r.text, eventTime: r.event_time?.getTime() ?? null, ...isolated.refused[i]!.refusal }));
+      return { records: isolated.stored, refused };
+    } finally {
+      await this.db.query('release savepoint records_kept').catch(() => undefined);
+    }
   }
 
   /** Waits until every page written is stored, the records refused quarantined. */

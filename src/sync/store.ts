@@ -171,7 +171,9 @@ export async function clearWindowRest(db: PoolClient, t: Tables, source: string,
  */
 export async function createKeptTables(db: Pick<PoolClient, 'query'>): Promise<void> {
   await db.query(
-    `create temp table if not exists sync_kept_records (payload jsonb not null, event_time timestamptz, run_id bigint not null) on commit delete rows;
+    `create temp table if not exists sync_kept_records (
+       n bigint generated always as identity, payload jsonb not null, event_time timestamptz, run_id bigint not null
+     ) on commit delete rows;
      create temp table if not exists sync_kept_quarantine (
        payload_text text not null, json_path text, reason text, sqlstate text, message text, event_time timestamptz, run_id bigint not null
      ) on commit delete rows`,

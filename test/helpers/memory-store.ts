@@ -307,17 +307,28 @@ class MemoryWindowWriter implements WindowWriter {
   async end(): Promise<WindowStored> {
     const stored = { records: this.#records.length, refused: [...this.#refused] };
     if (!this.#keep) return { ...stored, kept: { records: 0, quarantined: 0 } };
-    // The multiset union by payload text: each stored copy beyond this read's copies of the same text is kept.
+    // The multiset union by payload text: each stored copy beyond this read's copies of the same
+    // text (records, and those a constraint or trigger refused) is kept, in the quarantine when
+    // the store refuses it now.
     const keyOf = (r: StoredRecord) => JSON.stringify(r.payload);
-    const records = beyond(this.store.recordsOf(this.of.window), this.#records, keyOf).map((r) => ({ ...r, window: this.of.window }));
+    const refusedByRule = this.#refused.filter((q) => /^(23|P0)/.test(q.sqlstate!)).map((q) => ({ payload: JSON.parse(q.text) as unknown }) as StoredRecord);
+    const records: StoredRecord[] = [];
+    const back: MemoryStore['quarantine'] = [];
+    for (const r of beyond(this.store.recordsOf(this.of.window), [...this.#records, ...refusedByRule], keyOf)) {
+      const error = this.store.refuse?.(r.payload);
+      const refusal = error === undefined ? undefined : dataRefusal(error);
+      if (error !== undefined && refusal === undefined) throw Object.assign(new Error(error.message), error);
+      if (refusal === undefined) records.push({ ...r, window: this.of.window });
+      else back.push({ text: JSON.stringify(r.payload), eventTime: r.eventTime, ...refusal, window: this.of.window, runId: r.runId });
+    }
     const quarantined = beyond(
       this.store.quarantine.filter((q) => inside(q.window, this.of.window)),
       this.#quarantine,
       (q) => q.text,
     ).map((q) => ({ ...q, window: this.of.window }));
     this.#records.push(...records);
-    this.#quarantine.push(...quarantined);
-    return { ...stored, kept: { records: records.length, quarantined: quarantined.length } };
+    this.#quarantine.push(...back, ...quarantined);
+    return { ...stored, kept: { records: records.length, quarantined: quarantined.length + back.length } };
   }
 
   async addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void> {

@@ -271,4 +271,27 @@ describe('records PostgreSQL refuses are quarantined with the SQLSTATE and messa
     );
     expect(rows[0]).toEqual({ n: '59998', lo: 0, hi: 59_998 });
   });
+
+  it('a CHECK constraint added after the window was stored, under keep: what E6 still returns is refused and quarantined, what it deleted is kept in the quarantine', async () => {
+    const s = await simulator({ records: 2000 });
+    const ruled = s.dataset
+      .plausibleRecords(3, new Date('2026-10-31T06:00:00Z'), new Date('2026-10-31T07:00:00Z'), false, 5)
+      .map((r) => ({ ...r, customerName: 'Refused Ltd' }));
+    s.insertRecords(ruled);
+    const schema = await freshSchema();
+    expect(await sync(s, schema)).toMatchObject({ status: 'succeeded', records: 2003, quarantined: 0 });
+    await bed.pool.query(
+      `alter table "${schema}".records add constraint records_no_refused check (payload->>'customerName' is distinct from 'Refused Ltd') not valid`,
+    );
+    expect(s.deleteRecords({ records: [ruled[0]!] })).toHaveLength(1);
+    const shrunk: ShrunkWindow[] = [];
+    expect(await sync(s, schema, { SYNC_SHRINK: 'keep' }, shrunk)).toMatchObject({ status: 'succeeded', windows: 1, records: 2000, quarantined: 3 });
+    expect(shrunk).toMatchObject([{ kept: 1, action: 'kept' }]);
+    const refused = (t: string) => t.includes('Refused Ltd');
+    expect(await storedMultiset(bed.pool, schema)).toEqual(served(s, refused).stored);
+    const rows = await quarantined(bed.pool, schema);
+    expect(rows.map((r) => r.sqlstate)).toEqual(['23514', '23514', '23514']);
+    expect(rows.map((r) => canonicalJson(JSON.parse(r.payload_text))).sort()).toEqual(ruled.map((r) => canonicalJson(r)).sort());
+    expect(await sync(s, schema, { SYNC_SHRINK: 'replace' })).toMatchObject({ status: 'succeeded', records: 2000, quarantined: 2 });
+  });
 });

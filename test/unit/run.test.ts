@@ -327,6 +327,26 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     expect(store.quarantine).toHaveLength(3);
   });
 
+  it('under keep, a stored record a constraint added since refuses: not stored again while E6 returns it, kept in the quarantine once it does not', async () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, e6, events, run } = harness(data);
+    await run({ from: FROM, to: TO });
+    const ruled = new Set([14, 15]);
+    store.refuse = (payload) =>
+      ruled.has((payload as FakeRecord).id) ? { code: '23514', message: 'new row violates check constraint "rule"', constraint: 'rule' } : undefined;
+    e6.records = data.filter((r) => r.id !== 15);
+    const result = loaded(await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'keep' }));
+    expect(result).toMatchObject({ status: 'succeeded', records: 28, quarantined: 2 });
+    expect(storedIds(store)).toEqual(ids(data).filter((id) => !ruled.has(id)));
+    expect(store.quarantine.map((q) => [(JSON.parse(q.text) as FakeRecord).id, q.sqlstate])).toEqual([
+      [14, '23514'],
+      [15, '23514'],
+    ]);
+    expect(events.shrunk).toEqual([
+      expect.objectContaining({ window: { start: T0 + HOUR, end: T0 + 2 * HOUR }, stored: 12, returned: 11, kept: 1, action: 'kept' }),
+    ]);
+  });
+
   it('rolls a window back whole when the store refuses one of its records for another reason than the data, and fails the run', async () => {
     const data = records(T0, 30, 5 * 60_000);
     const { store, run } = harness(data);

@@ -17,6 +17,7 @@ export type Queryable = Pick<PoolClient, 'query'>;
 export interface SchemaTables {
   readonly schema: string;
   readonly records: string;
+  readonly quarantine: string;
   readonly hourly: string;
   readonly hourlyDistinct: string;
   readonly fields: string;
