@@ -239,7 +239,7 @@ const SETTING_TABLE = {
   SYNC_SHRINK: {
     flag: '--sync-shrink',
     default: 'keep',
-    help: "a re-read window now holding fewer records than stored: 'keep' the stored rows or 'replace' them",
+    help: "a re-read window that lost records upstream: 'keep' them beside what E6 returns now, or 'replace' the window with it",
     schema: z.enum(['keep', 'replace'], { error: "must be 'keep' or 'replace'" }),
   },
   SYNC_SCHEDULE: {

@@ -183,15 +183,15 @@ export class ExporterMetrics {
   });
   readonly syncWindowsShrunk = new Counter({
     name: `${METRIC_PREFIX}sync_windows_shrunk_total`,
-    help: 'Committed windows that E6 returned with fewer records than stored when re-read (retention or deletion upstream), by action: kept (SYNC_SHRINK=keep) or replaced.',
+    help: 'Committed windows re-read without some of their stored records (retention or deletion upstream), by action: kept beside what E6 returns now (SYNC_SHRINK=keep) or replaced (fewer records than stored).',
     labelNames: ['source', 'action'] as const,
     registers: [this.registry],
   });
   readonly syncRecordsQuarantined = new Counter({
     name: `${METRIC_PREFIX}sync_records_quarantined_total`,
     help:
-      'Analytics records of committed windows that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting too deep), ' +
-      'kept as sent in the table records_quarantine (payload_text, json_path, reason) instead of records (re-loaded windows count again).',
+      'Analytics records of committed windows that PostgreSQL cannot store (jsonb: U+0000, an unpaired surrogate, nesting too deep; or refused by the database for a data reason, with its SQLSTATE), ' +
+      'kept as sent in the table records_quarantine (payload_text; json_path and reason, or sqlstate and message) instead of records (re-loaded windows count again).',
     labelNames: ['source'] as const,
     registers: [this.registry],
   });

@@ -122,6 +122,37 @@ export function copyText(value: string): string {
 
 const NO_BYTES = Buffer.alloc(0);
 
+const COPY_UNESCAPES: Record<string, string> = { '\\': '\\', n: '\n', r: '\r', t: '\t' };
+
+/**
+ * The record of one row {@link CopyRows} wrote (one line, without its `\n`): its payload's text as
+ * E6 sent it ({@link copyText} undone) and its event time in milliseconds (null for `\N`).
+ */
+export function copyRowRecord(line: Buffer): { text: string; eventTime: number | null } {
+  const row = line.toString('utf8');
+  const payloadStart = row.indexOf('\t') + 1;
+  const payloadEnd = row.indexOf('\t', payloadStart);
+  const timeEnd = row.indexOf('\t', payloadEnd + 1);
+  const time = row.slice(payloadEnd + 1, timeEnd);
+  return {
+    text: row.slice(payloadStart, payloadEnd).replace(/\\([\\nrt])/g, (_, c: string) => COPY_UNESCAPES[c]!),
+    eventTime: time === '\\N' ? null : Date.parse(time),
+  };
+}
+
+/** The rows (lines, without their `\n`) of COPY text-format bytes: a row's columns never hold a raw `\n`. */
+export function copyLines(chunks: readonly Buffer[]): Buffer[] {
+  const lines: Buffer[] = [];
+  for (const bytes of chunks) {
+    let start = 0;
+    for (let end = bytes.indexOf(LF); end !== -1; end = bytes.indexOf(LF, start)) {
+      lines.push(bytes.subarray(start, end));
+      start = end + 1;
+    }
+  }
+  return lines;
+}
+
 /**
  * The rows RecordsCopy (records-copy.ts) writes for one window: each kept record of a page as a line of
  * COPY's text format (`source`, payload, event_time, window_start, window_end, run_id, tab-separated),

@@ -26,10 +26,10 @@ import type { DerivedTable, Query, Queryable, RollupTable, SchemaTables } from '
 import { TypedView } from './derived/typed-view.js';
 import type { Window } from './windows.js';
 
-export { catalogueRecords, mergeFields, EXAMPLE_MAX_CHARS, ISO_DATE_TIME_PATTERN, SECRET_FIELD_PATTERN } from './derived/catalogue.js';
+export { catalogueRecords, mergeFields, uncatalogueRecords, EXAMPLE_MAX_CHARS, ISO_DATE_TIME_PATTERN, SECRET_FIELD_PATTERN } from './derived/catalogue.js';
 export type { FieldStats, WindowFields } from './derived/catalogue.js';
 export { compareCodePoints } from './derived/code-points.js';
-export { mergeRollupCounts, type RollupCounts } from './derived/counts.js';
+export { inexactCounts, mergeRollupCounts, type RollupCounts } from './derived/counts.js';
 export { mergeSources, readFields, viewType, type FieldRow } from './derived/fields.js';
 export type { DistinctGroup, RollupGroup } from './derived/groups.js';
 export { columnName, typedViewSql } from './derived/typed-view.js';
@@ -69,8 +69,12 @@ export class Derived {
    *
    * @returns the number of records deleted.
    */
-  async deleteWindowRecords(db: PoolClient, source: string, window: Window): Promise<number> {
-    const parts = [`gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload)`];
+  async deleteWindowRecords(db: PoolClient, source: string, window: Window, keep = false): Promise<number> {
+    const parts = [
+      `gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload, event_time, run_id)`,
+    ];
+    // SYNC_SHRINK=keep: the records wait in the session's temporary table for restoreKeptRecords.
+    if (keep) parts.push(`saved as (insert into pg_temp.sync_kept_records (payload, event_time, run_id) select payload, event_time, run_id from gone)`);
     for (const table of this.tables) parts.push(...table.clearWindowSql());
     const { rows } = await db.query<{ deleted: string }>(
       `with ${parts.join(',\n')}
@@ -78,6 +82,66 @@ export class Derived {
       [new Date(window.start), new Date(window.end), source],
     );
     return Number(rows[0]!.deleted);
+  }
+
+  /**
+   * SYNC_SHRINK=keep, once the window's records of this read are all in (before its derived rows
+   * are added): inserts again each record {@link deleteWindowRecords} saved as many times as it was
+   * stored beyond the copies of the same payload (`payload::text`) this read stored (or had refused
+   * by a constraint or a trigger: quarantined with SQLSTATE class 23 or P0, so jsonb had read it),
+   * so the window holds the union of both; what the derived tables subtracted for those records is
+   * added back in the same statement (the rollups are then grouped from the window's records: pass
+   * inexact counts).
+   *
+   * @param only the saved records to insert again, by {@link keptRecordsBeyond}'s numbers, instead
+   *   of those beyond this read's copies (which the first of several such inserts would change).
+   * @returns the records inserted again.
+   */
+  async restoreKeptRecords(db: PoolClient, source: string, window: Window, only?: readonly number[]): Promise<number> {
+    const parts =
+      only === undefined
+        ? [...this.keptBeyondSql(), `chosen as (select k.* from kept k left join loaded l on l.text = k.payload::text where k.copy > coalesce(l.n, 0))`]
+        : [`chosen as (select k.* from pg_temp.sync_kept_records k where k.n = any($4::bigint[]))`];
+    parts.push(`back as (
+         insert into ${this.t.records} (source, payload, event_time, window_start, window_end, run_id)
+         select $3, payload, event_time, $1, $2, run_id from chosen order by n
+         returning payload
+       )`);
+    for (const table of this.tables) parts.push(...(table.restoreWindowSql?.() ?? []));
+    const { rows } = await db.query<{ kept: string }>(
+      `with ${parts.join(',\n')}
+       select count(*) as kept from back`,
+      [new Date(window.start), new Date(window.end), source, ...(only === undefined ? [] : [only])],
+    );
+    return Number(rows[0]!.kept);
+  }
+
+  /**
+   * The saved records {@link restoreKeptRecords} would insert again, by number, for inserting them
+   * in parts when the database refuses some (a constraint added since they were stored).
+   */
+  async keptRecordsBeyond(db: PoolClient, source: string, window: Window): Promise<number[]> {
+    const { rows } = await db.query<{ n: string }>(
+      `with ${this.keptBeyondSql().join(',\n')}
+       select k.n from kept k left join loaded l on l.text = k.payload::text where k.copy > coalesce(l.n, 0) order by k.n`,
+      [new Date(window.start), new Date(window.end), source],
+    );
+    return rows.map((r) => Number(r.n));
+  }
+
+  /** The saved records numbered per payload (`kept`), and this read's copies per payload text (`loaded`). */
+  private keptBeyondSql(): string[] {
+    return [
+      `kept as (select k.*, row_number() over (partition by k.payload::text order by k.n) as copy from pg_temp.sync_kept_records k)`,
+      `loaded as (
+         select text, count(*) as n from (
+           select payload::text as text from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2
+           union all
+           select payload_text::jsonb::text from ${this.t.quarantine}
+            where source = $3 and window_start >= $1 and window_start < $2 and left(sqlstate, 2) in ('23', 'P0')
+         ) as now group by text
+       )`,
+    ];
   }
 
   /**

@@ -31,17 +31,24 @@ export type PageRows = (
   eventTimes: readonly (number | null)[];
 };
 
-/** One quarantined record as stored (see {@link prepareInsertQuarantined}). */
+/**
+ * One quarantined record as stored (see {@link prepareInsertQuarantined}): found unstorable by the
+ * sync before it was sent (`path`, `reason`), or refused by the database (`sqlstate`, `message`).
+ */
 export interface QuarantineRow {
   /**
    * The record's JSON text (AnalyticsPage.quarantined[].text): stored as is in a `text` column, which
    * holds it exactly; jsonb would refuse it. It never holds a NUL byte (U+0000 is the escape `\u0000`).
    */
   text: string;
-  /** Where in the record the problem is, JSONPath-like. */
-  path: string;
-  /** What the problem is. */
-  reason: string;
+  /** Where in the record the problem is, JSONPath-like (found by the sync). */
+  path?: string;
+  /** What the problem is (found by the sync). */
+  reason?: string;
+  /** The SQLSTATE the database refused the record with (src/db/refusal.ts). */
+  sqlstate?: string;
+  /** The database's message with it, as storableText (src/errors.ts) makes it. */
+  message?: string;
   /** The record's event time in milliseconds since the epoch, or null when it has none. */
   eventTime: number | null;
 }

@@ -46,6 +46,16 @@ export interface RunEnding {
   error?: string;
 }
 
+/** What a window's writes stored ({@link WindowWriter.end}). */
+export interface WindowStored {
+  /** Records of this read stored in `records`. */
+  records: number;
+  /** Records of this read the database refused for a data reason, stored in the quarantine (with `sqlstate`, `message`). */
+  refused: readonly QuarantineRow[];
+  /** After `clear(true)`: what was stored before and this read did not return, stored again. */
+  kept: { records: number; quarantined: number };
+}
+
 /** What a window's load counted, recorded in the ledger with it. */
 export interface WindowCounts {
   /** Records stored. */
@@ -132,11 +142,13 @@ export interface StoreSession {
 export interface WindowWriter {
   /**
    * Deletes what was stored for the window (records, quarantined records, ledger rows, their
-   * derived rows) before it is loaded again.
+   * derived rows) before it is loaded again. With `keep` (SYNC_SHRINK=keep) the records and
+   * quarantined records deleted are kept aside, and {@link end} stores again those this read does
+   * not hold.
    *
    * @returns the records deleted (quarantined ones not counted).
    */
-  clear(): Promise<number>;
+  clear(keep?: boolean): Promise<number>;
   /**
    * Stores a page's kept records and its quarantined ones. May resolve before the store has them
    * (the next page is prepared meanwhile); their failure then surfaces from a later call.
@@ -152,12 +164,19 @@ export interface WindowWriter {
    */
   abort(reason: Error): Promise<Error | undefined>;
   /**
-   * Waits until every page written is stored.
+   * Waits until every page written is stored; records the database refused for a data reason
+   * (src/db/refusal.ts) are stored in the quarantine instead, with the SQLSTATE and the message.
+   * After `clear(true)`, stores again each record (and quarantined record) deleted by the clear as
+   * many times as it was stored beyond the copies of the same text this read stored: the window
+   * then holds the multiset union of what was stored and what E6 returned now.
    *
-   * @returns the records stored.
+   * @throws the database's error when it is no data refusal.
    */
-  end(): Promise<number>;
-  /** Adds the window's rollup groups and catalogued fields to the derived tables (once its records are in). */
+  end(): Promise<WindowStored>;
+  /**
+   * Adds the window's rollup groups and catalogued fields to the derived tables (once its records
+   * are in). Inexact rollup counts (`exact` false) group the window's stored records instead.
+   */
   addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void>;
   /**
    * Records the window in the ledger and advances the watermark to its end when it starts at or

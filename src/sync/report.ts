@@ -42,14 +42,14 @@ export function reportWindow(ctx: LoadContext, summary: WindowSummary & { waterm
       ...(summary.instants ? { instants: summary.instants } : {}),
       durationMs: Math.round(summary.durationSeconds * 1000),
     },
-    summary.shrunk?.action === 'kept' ? 'window kept as stored' : 'window committed',
+    'window committed',
   );
   if (summary.shrunk) {
-    const { stored: before, returned, action } = summary.shrunk;
+    const { stored: before, returned, kept, action } = summary.shrunk;
     log.warn(
-      { runId, window, stored: before, returned },
+      { runId, window, stored: before, returned, ...(kept === undefined ? {} : { kept }) },
       action === 'kept'
-        ? 'E6 now returns fewer records for this window than are stored (retention or deletion upstream); the stored rows are kept (SYNC_SHRINK=keep)'
+        ? 'E6 no longer returns some records stored for this window (retention or deletion upstream); they are kept beside what it returns now (SYNC_SHRINK=keep)'
         : 'E6 now returns fewer records for this window than were stored; they were replaced (SYNC_SHRINK=replace)',
     );
     observer?.windowShrunk?.(summary.shrunk);
@@ -57,7 +57,7 @@ export function reportWindow(ctx: LoadContext, summary: WindowSummary & { waterm
   if (summary.quarantined > 0) {
     log.warn(
       { runId, window, quarantined: summary.quarantined },
-      'E6 returned records PostgreSQL jsonb cannot store; they are kept whole in records_quarantine (payload_text, json_path, reason) and the rest of the window is committed',
+      'E6 returned records PostgreSQL cannot store; they are kept whole in records_quarantine (payload_text, with json_path and reason, or the sqlstate and message the database refused them with) and the rest of the window is committed',
     );
     observer?.recordsQuarantined?.({ window: summary.window, records: summary.quarantined });
   }

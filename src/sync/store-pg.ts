@@ -6,18 +6,22 @@
  */
 import type { PartitionInterval } from '../config.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
+import { dataRefusal } from '../db/refusal.js';
 import { DatabaseError } from '../errors.js';
+import { dataElementSpans } from '../upstream/page-text.js';
 import type { Logger } from '../log.js';
 import type { Derived, RollupCounts, WindowFields } from './derived.js';
+import { isolateRefused } from './isolate.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
 import { parkedWindows, parkWindow, type ParkedWindow } from './parked.js';
-import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowWriter } from './ports.js';
+import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowStored, WindowWriter } from './ports.js';
 import { RecordsCopy } from './records-copy.js';
 import {
   abandonStaleRuns,
   clearWindowRest,
   committedWindows,
+  createKeptTables,
   expiredWindows,
   finishRun,
   insertQuarantined,
@@ -26,8 +30,10 @@ import {
   prepareInsertRecords,
   readWatermark,
   recordWindow,
+  restoreKeptQuarantine,
   startRun,
   supportsCopyFromStdin,
+  type PreparedQuery,
   type Tables,
   type WindowTarget,
 } from './store.js';
@@ -139,25 +145,79 @@ export class PgSession implements StoreSession {
   }
 }
 
-/** The writes of a window both writers share: clearing it first, the derived tables and the ledger last. */
+/** The writes of a window both writers share: clearing it first, keeping what keep keeps, the derived tables and the ledger last. */
 abstract class PgWindowWriter implements WindowWriter {
+  #keep = false;
+
   constructor(
     protected readonly db: PoolClient,
     protected readonly target: WindowTarget,
     protected readonly o: PgStoreOptions,
   ) {}
 
-  async clear(): Promise<number> {
+  async clear(keep = false): Promise<number> {
     // The derived tables delete the records in the same statement as their own rows of the windows.
     const { t, source, window } = this.target;
-    const deleted = await this.o.derived.deleteWindowRecords(this.db, source, window);
-    await clearWindowRest(this.db, t, source, window);
+    if (keep) await createKeptTables(this.db);
+    const deleted = await this.o.derived.deleteWindowRecords(this.db, source, window, keep);
+    const quarantined = await clearWindowRest(this.db, t, source, window, keep);
+    // A window loaded for the first time has nothing to keep: no union to compute at its end.
+    this.#keep = keep && deleted + quarantined > 0;
     return deleted;
   }
 
   abstract write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void>;
   abstract abort(reason: Error): Promise<Error | undefined>;
-  abstract end(): Promise<number>;
+
+  async end(): Promise<WindowStored> {
+    const stored = await this.store();
+    if (!this.#keep) return { ...stored, kept: { records: 0, quarantined: 0 } };
+    const restored = await this.#restoreKeptRecords();
+    // Records refused on their way back (a constraint added since) are kept in the quarantine.
+    await insertQuarantined(this.db, this.target, restored.refused);
+    const quarantined = await restoreKeptQuarantine(this.db, this.target);
+    return { ...stored, kept: { records: restored.records, quarantined: quarantined + restored.refused.length } };
+  }
+
+  /**
+   * {@link Derived.restoreKeptRecords} in one statement under a savepoint; when the database
+   * refuses it for a data reason, the records are inserted again in parts and those refused alone
+   * handed back for the quarantine.
+   */
+  async #restoreKeptRecords(): Promise<{ records: number; refused: QuarantineRow[] }> {
+    const { source, window } = this.target;
+    const derived = this.o.derived;
+    await this.db.query('savepoint records_kept');
+    try {
+      return { records: await derived.restoreKeptRecords(this.db, source, window), refused: [] };
+    } catch (err) {
+      if (dataRefusal(err) === undefined) throw err;
+      await this.db.query('rollback to savepoint records_kept');
+      const isolated = await isolateRefused(await derived.keptRecordsBeyond(this.db, source, window), err, {
+        attempt: async (part) => {
+          await this.db.query('savepoint records_part');
+          try {
+            await derived.restoreKeptRecords(this.db, source, window, part);
+          } catch (e) {
+            await this.db.query('rollback to savepoint records_part');
+            throw e;
+          }
+          await this.db.query('release savepoint records_part');
+        },
+      });
+      const { rows } = await this.db.query<{ text: string; event_time: Date | null }>(
+        'select payload::text as text, event_time from pg_temp.sync_kept_records where n = any($1::bigint[]) order by n',
+        [isolated.refused.map((r) => r.row)],
+      );
+      const refused = rows.map((r, i) => ({ text: r.text, eventTime: r.event_time?.getTime() ?? null, ...isolated.refused[i]!.refusal }));
+      return { records: isolated.stored, refused };
+    } finally {
+      await this.db.query('release savepoint records_kept').catch(() => undefined);
+    }
+  }
+
+  /** Waits until every page written is stored, the records refused quarantined. */
+  protected abstract store(): Promise<Omit<WindowStored, 'kept'>>;
 
   async addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void> {
     // Once the window's records are all in: one statement per window, not one per page.
@@ -172,8 +232,8 @@ abstract class PgWindowWriter implements WindowWriter {
 }
 
 /**
- * The window's records stream into one COPY as their pages come ({@link RecordsCopy}); its
- * quarantined records are inserted after it.
+ * The window's records stream into COPYs as their pages come ({@link RecordsCopy}); its
+ * quarantined records, and the records the database refused, are inserted after them.
  */
 class CopyWindowWriter extends PgWindowWriter {
   readonly #copying = new RecordsCopy(this.db, this.target);
@@ -193,30 +253,39 @@ class CopyWindowWriter extends PgWindowWriter {
     return this.#copying.abort(reason);
   }
 
-  async end(): Promise<number> {
+  protected async store(): Promise<Omit<WindowStored, 'kept'>> {
     const copied = await this.#copying.end();
-    if (copied !== this.#sent) throw new DatabaseError(`COPY into records stored ${copied} rows of the ${this.#sent} sent for the window`);
-    await insertQuarantined(this.db, this.target, this.#isolated);
-    return this.#sent;
+    if (copied.stored + copied.refused.length !== this.#sent) {
+      throw new DatabaseError(`COPY into records stored ${copied.stored} rows and refused ${copied.refused.length} of the ${this.#sent} sent for the window`);
+    }
+    await insertQuarantined(this.db, this.target, [...this.#isolated, ...copied.refused]);
+    return { records: copied.stored, refused: copied.refused };
   }
 }
 
 /**
  * Each page is one insert, pipelined: one page's insert runs in the database while the next pages
  * are fetched and prepared here. At most one insert is outstanding: it is awaited before the next
- * one is sent, so a failure surfaces before anything after it, and memory grows by one page.
+ * one is sent, so a failure surfaces before anything after it, and memory grows by one page. Each
+ * insert runs under a savepoint: a page the database refuses for a data reason is rolled back to
+ * it and inserted again in parts ({@link isolateRefused}), its refused records quarantined.
  */
 class InsertWindowWriter extends PgWindowWriter {
-  #inserting: { done: Promise<void>; records: number; onStored: (records: number) => void } | undefined;
+  #inserting: { done: Promise<number>; onStored: (records: number) => void } | undefined;
   #stored = 0;
+  readonly #refused: QuarantineRow[] = [];
 
   async write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void> {
     const query = prepareInsertRecords(this.target, rows);
     const isolating = prepareInsertQuarantined(this.target, quarantine);
     await this.#settle();
-    const done = Promise.all([query, isolating].filter((q) => q !== undefined).map((q) => this.db.query(q.text, q.values))).then(() => undefined);
+    const done = (async () => {
+      const stored = query === undefined ? 0 : await this.#insertPage(rows, query);
+      if (isolating !== undefined) await this.db.query(isolating.text, isolating.values);
+      return stored;
+    })();
     done.catch(() => undefined); // awaited by #settle(); never an unhandled rejection meanwhile
-    this.#inserting = { done, records: rows.keep.length, onStored };
+    this.#inserting = { done, onStored };
   }
 
   async abort(): Promise<Error | undefined> {
@@ -229,18 +298,58 @@ class InsertWindowWriter extends PgWindowWriter {
     }
   }
 
-  async end(): Promise<number> {
+  protected async store(): Promise<Omit<WindowStored, 'kept'>> {
     await this.#settle();
-    return this.#stored;
+    await insertQuarantined(this.db, this.target, this.#refused);
+    return { records: this.#stored, refused: this.#refused };
   }
 
   async #settle(): Promise<void> {
     if (this.#inserting === undefined) return;
-    const { done, records, onStored } = this.#inserting;
+    const { done, onStored } = this.#inserting;
     this.#inserting = undefined;
-    await done;
+    const records = await done;
     this.#stored += records;
     onStored(records);
+  }
+
+  /** The page's insert under a savepoint; a data refusal isolated record by record. @returns the records stored. */
+  async #insertPage(rows: PageRows, query: PreparedQuery): Promise<number> {
+    await this.db.query('savepoint records_page');
+    try {
+      await this.db.query(query.text, query.values);
+      return rows.keep.length;
+    } catch (err) {
+      if (dataRefusal(err) === undefined) throw err;
+      await this.db.query('rollback to savepoint records_page');
+      // The page's text as one jsonb may be what is refused: each part carries only its records' texts.
+      const spans = 'text' in rows ? dataElementSpans(rows.text) : undefined;
+      const recordText = (position: number): string =>
+        'text' in rows ? rows.text.slice(spans![position]!.start, spans![position]!.end) : JSON.stringify(rows.records[position]);
+      const kept = rows.keep.map((position, k) => ({ text: recordText(position), eventTime: rows.eventTimes[k] ?? null }));
+      const isolated = await isolateRefused(kept, err, {
+        attempt: async (part) => {
+          const partRows: PageRows = {
+            text: `{"data":[${part.map((r) => r.text).join(',')}]}`,
+            keep: part.map((_, i) => i),
+            eventTimes: part.map((r) => r.eventTime),
+          };
+          const insert = prepareInsertRecords(this.target, partRows)!;
+          await this.db.query('savepoint records_part');
+          try {
+            await this.db.query(insert.text, insert.values);
+          } catch (e) {
+            await this.db.query('rollback to savepoint records_part');
+            throw e;
+          }
+          await this.db.query('release savepoint records_part');
+        },
+      });
+      for (const { row, refusal } of isolated.refused) this.#refused.push({ ...row, ...refusal });
+      return isolated.stored;
+    } finally {
+      await this.db.query('release savepoint records_page').catch(() => undefined);
+    }
   }
 }
 

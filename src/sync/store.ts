@@ -148,11 +148,69 @@ export async function clearWindow(db: PoolClient, t: Tables, source: string, win
   return rowCount ?? 0;
 }
 
-/** Deletes the quarantined records and ledger rows of the source's windows inside `window`: {@link clearWindow} but the records. */
-export async function clearWindowRest(db: PoolClient, t: Tables, source: string, window: Window): Promise<void> {
+/**
+ * Deletes the quarantined records and ledger rows of the source's windows inside `window`:
+ * {@link clearWindow} but the records. With `keep` (SYNC_SHRINK=keep) the quarantined rows are
+ * first saved in the session's temporary table ({@link createKeptTables}), for {@link restoreKeptQuarantine}.
+ *
+ * @returns the quarantined records deleted.
+ */
+export async function clearWindowRest(db: PoolClient, t: Tables, source: string, window: Window, keep = false): Promise<number> {
   const bounds = [new Date(window.start), new Date(window.end), source];
-  await db.query(`delete from ${t.quarantine} where source = $3 and window_start >= $1 and window_start < $2`, bounds);
+  const gone = `delete from ${t.quarantine} where source = $3 and window_start >= $1 and window_start < $2`;
+  const { rowCount } = await db.query(
+    keep
+      ? `with gone as (${gone} returning payload_text, json_path, reason, sqlstate, message, event_time, run_id)
+         insert into pg_temp.sync_kept_quarantine select * from gone`
+      : gone,
+    bounds,
+  );
   await db.query(`delete from ${t.windows} where source = $3 and window_start >= $1 and window_start < $2`, bounds);
+  return rowCount ?? 0;
+}
+
+/**
+ * Creates, when the session has none yet, the temporary tables where a window's stored rows wait
+ * while it is re-read under SYNC_SHRINK=keep (emptied at each commit): `sync_kept_records` for
+ * Derived.deleteWindowRecords, `sync_kept_quarantine` for {@link clearWindowRest}.
+ */
+export async function createKeptTables(db: Pick<PoolClient, 'query'>): Promise<void> {
+  await db.query(
+    `create temp table if not exists sync_kept_records (
+       n bigint generated always as identity, payload jsonb not null, event_time timestamptz, run_id bigint not null
+     ) on commit delete rows;
+     create temp table if not exists sync_kept_quarantine (
+       payload_text text not null, json_path text, reason text, sqlstate text, message text, event_time timestamptz, run_id bigint not null
+     ) on commit delete rows`,
+  );
+}
+
+/**
+ * SYNC_SHRINK=keep, once the window's quarantined records of this read are in: inserts again each
+ * quarantined record saved by {@link clearWindowRest} as many times as it was stored beyond the
+ * copies of the same text this read quarantined (the union of both, by `payload_text`).
+ *
+ * @returns the rows inserted again.
+ */
+export async function restoreKeptQuarantine(db: PoolClient, target: WindowTarget): Promise<number> {
+  const { t, source, window } = target;
+  const { rows } = await db.query<{ kept: string }>(
+    `with kept as (
+       select k.*, row_number() over (partition by payload_text) as copy from pg_temp.sync_kept_quarantine k
+     ), loaded as (
+       select payload_text, count(*) as n from ${t.quarantine}
+        where source = $3 and window_start >= $1 and window_start < $2 group by payload_text
+     ), back as (
+       insert into ${t.quarantine} (source, payload_text, json_path, reason, sqlstate, message, event_time, window_start, window_end, run_id)
+       select $3, k.payload_text, k.json_path, k.reason, k.sqlstate, k.message, k.event_time, $1, $2, k.run_id
+         from kept k left join loaded l using (payload_text)
+        where k.copy > coalesce(l.n, 0)
+       returning 1
+     )
+     select count(*) as kept from back`,
+    [new Date(window.start), new Date(window.end), source],
+  );
+  return Number(rows[0]!.kept);
 }
 
 /** Where one window's rows go: the schema's tables, the source, the window and the run loading it. */
@@ -246,18 +304,21 @@ export function prepareInsertQuarantined(target: WindowTarget, rows: readonly Qu
   if (rows.length === 0) return undefined;
   const { t, source, window, runId } = target;
   return {
-    text: `insert into ${t.quarantine} (source, payload_text, json_path, reason, event_time, window_start, window_end, run_id)
-     select $8::text, q.payload_text, q.json_path, q.reason, q.event_time, $1, $2, $3
-       from unnest($4::text[], $5::text[], $6::text[], $7::timestamptz[]) as q(payload_text, json_path, reason, event_time)`,
+    text: `insert into ${t.quarantine} (source, payload_text, json_path, reason, sqlstate, message, event_time, window_start, window_end, run_id)
+     select $8::text, q.payload_text, q.json_path, q.reason, q.sqlstate, q.message, q.event_time, $1, $2, $3
+       from unnest($4::text[], $5::text[], $6::text[], $7::timestamptz[], $9::text[], $10::text[])
+         as q(payload_text, json_path, reason, event_time, sqlstate, message)`,
     values: [
       new Date(window.start),
       new Date(window.end),
       runId,
       rows.map((r) => r.text),
-      rows.map((r) => r.path),
-      rows.map((r) => r.reason),
+      rows.map((r) => r.path ?? null),
+      rows.map((r) => r.reason ?? null),
       timestampArray(rows.map((r) => r.eventTime)),
       source,
+      rows.map((r) => r.sqlstate ?? null),
+      rows.map((r) => (r.message === undefined ? null : storableText(r.message))),
     ],
   };
 }

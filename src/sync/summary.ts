@@ -13,7 +13,7 @@ export interface WindowSummary {
   window: Window;
   /** Records stored. */
   records: number;
-  /** Records jsonb cannot store, kept in `records_quarantine` instead (not in `records`). */
+  /** Records kept in `records_quarantine` instead of `records` (found unstorable, or refused by the database). */
   quarantined: number;
   /** What E6 returned for the window's parts (includes records left to a neighbour part). */
   totalRecords: number;
@@ -34,20 +34,23 @@ export interface WindowSummary {
   replaced: number;
   durationSeconds: number;
   /**
-   * Set when E6 now returned fewer records than were stored for the window: with action `kept`
-   * (SYNC_SHRINK=keep) nothing of this fetch was committed and the stored rows are as they were.
+   * Set when a re-read window lost records upstream: under SYNC_SHRINK=keep (action `kept`) when
+   * stored records E6 no longer returns were kept beside what it returns now; under `replace`
+   * when E6 returned fewer records than were stored.
    */
   shrunk?: ShrunkWindow;
 }
 
-/** A committed window re-read with fewer records than are stored (see SyncConfig.shrink). */
+/** A committed window re-read that lost records upstream (see SyncConfig.shrink). */
 export interface ShrunkWindow {
   window: Window;
-  /** Rows stored for the window before this run. */
+  /** Rows stored for the window before this run (quarantined ones not counted). */
   stored: number;
-  /** Records E6 returned for it now (kept ones, after the boundary rule). */
+  /** Records E6 returned for it now (after the boundary rule; quarantined ones included). */
   returned: number;
-  /** What was done: the stored rows kept, or replaced by what E6 returned. */
+  /** Action `kept`: records (and quarantined records) stored before that E6 no longer returns, kept. */
+  kept?: number;
+  /** What was done: the stored rows E6 no longer returns kept beside what it returns, or replaced by it. */
   action: 'kept' | 'replaced';
 }
 
@@ -129,7 +132,7 @@ export function emptyTally(): WindowTally {
  * The one place a window's summary is made: its load's tally, what reading it took, and how it ended.
  *
  * @param end.started `performance.now()` when its load began; `shrunk` when E6 returned fewer records
- *   than were stored; `watermark` after the window (or as it stayed, for a window kept as stored).
+ *   than were stored; `watermark` after the window.
  */
 export function windowSummary(
   window: Window,

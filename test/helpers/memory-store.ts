@@ -10,7 +10,8 @@ import type { RollupCounts, WindowFields } from '../../src/sync/derived.js';
 import type { PageRows, QuarantineRow } from '../../src/sync/page-rows.js';
 import type { ParkedWindow } from '../../src/sync/parked.js';
 import type { DroppedPartition, Partition } from '../../src/sync/partitions.js';
-import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowWriter } from '../../src/sync/ports.js';
+import { dataRefusal } from '../../src/db/refusal.js';
+import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowStored, WindowWriter } from '../../src/sync/ports.js';
 import { subtractWindows, type Window } from '../../src/sync/windows.js';
 
 export interface StoredRecord {
@@ -64,8 +65,12 @@ export class MemoryStore implements SyncStore {
   /** Windows committed, in order. */
   commits: Window[] = [];
 
-  /** Faults: a payload the store refuses (as jsonb refuses one: the window fails). */
-  refuse: ((payload: unknown) => boolean) | undefined;
+  /**
+   * Faults: the error the database would refuse a payload with (pg's shape: `code` the SQLSTATE,
+   * `message`), or undefined to store it. A data refusal (src/db/refusal.ts) quarantines the
+   * record with its SQLSTATE and message, as the PostgreSQL store does; any other fails the window.
+   */
+  refuse: ((payload: unknown) => { code: string; message: string; constraint?: string } | undefined) | undefined;
   /**
    * Loses the connection of the session loading a window when this returns true for it (called at
    * the start of each window's transaction): the window fails, every later call of the session
@@ -281,10 +286,23 @@ class MemorySession implements StoreSession {
   }
 }
 
+/** The rows of `before` whose key has more copies there than in `now`: the copies beyond `now`'s count. */
+function beyond<R>(before: readonly R[], now: readonly R[], keyOf: (row: R) => string): R[] {
+  const left = new Map<string, number>();
+  for (const row of now) left.set(keyOf(row), (left.get(keyOf(row)) ?? 0) + 1);
+  return before.filter((row) => {
+    const n = left.get(keyOf(row)) ?? 0;
+    left.set(keyOf(row), n - 1);
+    return n <= 0;
+  });
+}
+
 /** One window's transaction: staged, applied at commit, dropped on a throw. */
 class MemoryWindowWriter implements WindowWriter {
   readonly #records: StoredRecord[] = [];
   readonly #quarantine: (QuarantineRow & { window: Window; runId: number })[] = [];
+  readonly #refused: QuarantineRow[] = [];
+  #keep = false;
   #ledger: LedgerRow | undefined;
   #derived: { rollup: RollupCounts; fields: WindowFields } | undefined;
   #watermark: number | undefined;
@@ -294,18 +312,25 @@ class MemoryWindowWriter implements WindowWriter {
     private readonly of: { window: Window; runId: number },
   ) {}
 
-  async clear(): Promise<number> {
+  async clear(keep = false): Promise<number> {
+    this.#keep = keep;
     return this.store.recordsOf(this.of.window).length;
   }
 
   async write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void> {
     const data = 'text' in rows ? (JSON.parse(rows.text) as { data: unknown[] }).data : rows.records;
+    this.#quarantine.push(...quarantine.map((q) => ({ ...q, ...this.of })));
     rows.keep.forEach((position, k) => {
       const payload = data[position];
-      if (this.store.refuse?.(payload)) throw new Error('invalid input syntax for type json');
-      this.#records.push({ payload, eventTime: rows.eventTimes[k] ?? null, ...this.of });
+      const eventTime = rows.eventTimes[k] ?? null;
+      const error = this.store.refuse?.(payload);
+      if (error === undefined) return void this.#records.push({ payload, eventTime, ...this.of });
+      const refusal = dataRefusal(error);
+      if (refusal === undefined) throw Object.assign(new Error(error.message), error);
+      const refused = { text: JSON.stringify(payload), eventTime, ...refusal };
+      this.#refused.push(refused);
+      this.#quarantine.push({ ...refused, ...this.of });
     });
-    this.#quarantine.push(...quarantine.map((q) => ({ ...q, ...this.of })));
     onStored(rows.keep.length);
   }
 
@@ -313,8 +338,31 @@ class MemoryWindowWriter implements WindowWriter {
     return undefined;
   }
 
-  async end(): Promise<number> {
-    return this.#records.length;
+  async end(): Promise<WindowStored> {
+    const stored = { records: this.#records.length, refused: [...this.#refused] };
+    if (!this.#keep) return { ...stored, kept: { records: 0, quarantined: 0 } };
+    // The multiset union by payload text: each stored copy beyond this read's copies of the same
+    // text (records, and those a constraint or trigger refused) is kept, in the quarantine when
+    // the store refuses it now.
+    const keyOf = (r: StoredRecord) => JSON.stringify(r.payload);
+    const refusedByRule = this.#refused.filter((q) => /^(23|P0)/.test(q.sqlstate!)).map((q) => ({ payload: JSON.parse(q.text) as unknown }) as StoredRecord);
+    const records: StoredRecord[] = [];
+    const back: MemoryStore['quarantine'] = [];
+    for (const r of beyond(this.store.recordsOf(this.of.window), [...this.#records, ...refusedByRule], keyOf)) {
+      const error = this.store.refuse?.(r.payload);
+      const refusal = error === undefined ? undefined : dataRefusal(error);
+      if (error !== undefined && refusal === undefined) throw Object.assign(new Error(error.message), error);
+      if (refusal === undefined) records.push({ ...r, window: this.of.window });
+      else back.push({ text: JSON.stringify(r.payload), eventTime: r.eventTime, ...refusal, window: this.of.window, runId: r.runId });
+    }
+    const quarantined = beyond(
+      this.store.quarantine.filter((q) => inside(q.window, this.of.window)),
+      this.#quarantine,
+      (q) => q.text,
+    ).map((q) => ({ ...q, window: this.of.window }));
+    this.#records.push(...records);
+    this.#quarantine.push(...back, ...quarantined);
+    return { ...stored, kept: { records: records.length, quarantined: quarantined.length + back.length } };
   }
 
   async addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void> {

@@ -99,7 +99,7 @@ describe('sync on a terminal (tmux, real PostgreSQL)', () => {
       'the bar, cleared at the end',
     ).toEqual([]);
     expect(screen.some((l) => / WARN: upstream request failed; retrying .*"endpoint":"analytics"/.test(l))).toBe(true);
-    expect(screen.some((l) => / WARN: E6 returned records PostgreSQL jsonb cannot store/.test(l))).toBe(true);
+    expect(screen.some((l) => / WARN: E6 returned records PostgreSQL cannot store/.test(l))).toBe(true);
     expect(
       screen.filter((l) => l.includes('window committed')),
       'per-window lines are debug under the bar',

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CopyRows, IsoWriter } from '../../src/sync/copy-rows.js';
+import { CopyRows, IsoWriter, copyLines, copyRowRecord } from '../../src/sync/copy-rows.js';
 
 const WINDOW = { start: Date.UTC(2026, 9, 1), end: Date.UTC(2026, 9, 2) };
 
@@ -77,5 +77,29 @@ describe('CopyRows', () => {
     const rows = new CopyRows('default', WINDOW, 1);
     expect(() => rows.of({ text: '{"data":[1]}', keep: [1], eventTimes: [null] })).toThrow(/no data array/);
     expect(() => rows.of({ text: '{"items":[1]}', keep: [0], eventTimes: [null] })).toThrow(/no data array/);
+  });
+});
+
+describe('copyLines and copyRowRecord', () => {
+  it('give back each kept record of the rows CopyRows wrote: its exact text and its event time', () => {
+    const text = fc.oneof(fc.string(), fc.constantFrom('a\\tb', 'x\ty', 'line\nbreak', 'back\\\\slash', '\r\n\t\\', 'é😀\u2028'));
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ s: text, n: fc.integer() }), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.option(fc.integer({ min: 0, max: 4_102_444_800_000 }), { nil: null }), { minLength: 12, maxLength: 12 }),
+        fc.string(),
+        (records, times, source) => {
+          const body = JSON.stringify({ pageNumber: 1, data: records });
+          const keep = records.map((_, i) => i).filter((i) => i % 3 !== 1);
+          const eventTimes = keep.map((i) => times[i]!);
+          const rows = new CopyRows(source, WINDOW, 7);
+          const chunks = [rows.of({ text: body, keep, eventTimes }), rows.of({ records, keep, eventTimes })];
+          const lines = copyLines(chunks);
+          const expected = keep.map((i, k) => ({ text: JSON.stringify(records[i]), eventTime: eventTimes[k]! }));
+          expect(lines.map((line) => copyRowRecord(line))).toEqual([...expected, ...expected]);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

@@ -195,20 +195,19 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     const data = records(T0, 30, 5 * 60_000);
     const inSecondHour = (r: FakeRecord) => Date.parse(r.timestamp) >= T0 + HOUR && Date.parse(r.timestamp) < T0 + 2 * HOUR;
 
-    it('is kept as stored under SYNC_SHRINK=keep: nothing of the new read is committed', async () => {
+    it('keeps its stored records under SYNC_SHRINK=keep: the window is committed again holding them all', async () => {
       const { store, e6, events, run } = harness(data);
       await run({ from: FROM, to: TO });
       const before = storedIds(store);
-      const ledgerBefore = store.ledger.map((w) => ({ ...w }));
       e6.records = data.filter((r) => !(inSecondHour(r) && r.id % 3 === 0));
       const result = loaded(await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'keep' }));
       expect(result.status).toBe('succeeded');
       expect(storedIds(store)).toEqual(before);
-      expect(events.shrunk).toEqual([{ window: { start: T0 + HOUR, end: T0 + 2 * HOUR }, stored: 12, returned: 8, action: 'kept' }]);
-      // Its ledger row is the first run's.
-      expect(store.ledger.find((w) => w.start === T0 + HOUR)).toEqual(ledgerBefore.find((w) => w.start === T0 + HOUR));
-      // The kept window counts nothing stored by this run.
-      expect(result.records).toBe(18);
+      expect(events.shrunk).toEqual([{ window: { start: T0 + HOUR, end: T0 + 2 * HOUR }, stored: 12, returned: 8, kept: 4, action: 'kept' }]);
+      // Its ledger row is this run's, counting what the window holds; the kept records keep their first run.
+      expect(store.ledger.find((w) => w.start === T0 + HOUR)).toMatchObject({ runId: 2, recordCount: 12, totalRecords: 9 });
+      expect(store.recordsOf({ start: T0 + HOUR, end: T0 + 2 * HOUR }).filter((r) => r.runId === 1)).toHaveLength(4);
+      expect(result.records).toBe(30);
     });
 
     it('is replaced by what E6 returns under SYNC_SHRINK=replace', async () => {
@@ -223,6 +222,72 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     });
   });
 
+  describe('a re-read window that lost and gained records upstream', () => {
+    // 24 records an hour; the second hour's change between the runs.
+    const data = records(T0, 72, 150_000);
+    // (T0 + 1h, T0 + 2h]: a record at a cut belongs to the earlier window (src/sync/boundary.ts; the fake E6's toDate is inclusive).
+    const second = (r: FakeRecord) => Date.parse(r.timestamp) > T0 + HOUR && Date.parse(r.timestamp) <= T0 + 2 * HOUR;
+    const secondIds = data.filter(second).map((r) => r.id);
+    const added = (n: number) => Array.from({ length: n }, (_, i) => record(1001 + i, T0 + HOUR + 60_000 + i * 7_000, { eventType: 'new' }));
+    const cases = [
+      { name: 'losing 10 and gaining 5', lost: secondIds.slice(3, 13), gained: added(5) },
+      { name: 'losing 5 and gaining 5', lost: secondIds.slice(0, 5), gained: added(5) },
+      { name: 'gaining only', lost: [], gained: added(5) },
+    ];
+    for (const { name, lost, gained } of cases) {
+      it(`${name}: keep stores the union of what was stored and what E6 returns, replace what E6 returns`, async () => {
+        for (const shrink of ['keep', 'replace'] as const) {
+          const { store, e6, events, run } = harness(data);
+          await run({ from: FROM, to: TO });
+          e6.records = [...data.filter((r) => !lost.includes(r.id)), ...gained];
+          const result = loaded(await run({ from: FROM, to: TO }, { SYNC_SHRINK: shrink }));
+          expect(result.status).toBe('succeeded');
+          const now = ids(e6.records.filter((r) => Date.parse(r.timestamp) < TO.getTime()));
+          const union = ids([...data.filter((r) => Date.parse(r.timestamp) < TO.getTime()), ...gained]);
+          expect(storedIds(store)).toEqual(shrink === 'keep' ? union : now);
+          const window = { start: T0 + HOUR, end: T0 + 2 * HOUR };
+          expect(store.ledger.find((w) => w.start === window.start)?.recordCount).toBe(24 + (shrink === 'keep' ? gained.length : gained.length - lost.length));
+          expect(events.shrunk).toEqual(
+            shrink === 'keep'
+              ? lost.length > 0
+                ? [{ window, stored: 24, returned: 24 - lost.length + gained.length, kept: lost.length, action: 'kept' }]
+                : []
+              : lost.length > gained.length
+                ? [{ window, stored: 24, returned: 24 - lost.length + gained.length, action: 'replaced' }]
+                : [],
+          );
+          // The derived tables are handed what the window holds: kept records make the store group the rollup itself.
+          const derived = store.derived.filter((d) => d.window.start === window.start).at(-1)!;
+          expect(derived.rollup.exact).toBe(!(shrink === 'keep' && lost.length > 0));
+        }
+      });
+    }
+
+    it('keeps as many copies of a payload as the larger of the two reads held', async () => {
+      const twice = records(T0 + HOUR + 30_000, 3, 1000, 500);
+      const { store, e6, run } = harness([...data, ...twice, ...twice]);
+      await run({ from: FROM, to: TO });
+      e6.records = [...data, twice[0]!, twice[1]!, twice[1]!, twice[1]!];
+      await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'keep' });
+      const copies = (id: number) => store.records.filter((r) => (r.payload as FakeRecord).id === id).length;
+      expect([copies(500), copies(501), copies(502)]).toEqual([2, 3, 2]);
+      await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'replace' });
+      expect([copies(500), copies(501), copies(502)]).toEqual([1, 3, 0]);
+    });
+
+    it('keeps quarantined records E6 no longer returns under keep', async () => {
+      const bad = record(900, T0 + HOUR + 90_000, { note: 'a\u0000b' });
+      const { store, e6, run } = harness([...data, bad]);
+      await run({ from: FROM, to: TO });
+      expect(store.quarantine).toHaveLength(1);
+      e6.records = [...data];
+      await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'keep' });
+      expect(store.quarantine.map((q) => q.path)).toEqual(['$.note']);
+      await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'replace' });
+      expect(store.quarantine).toEqual([]);
+    });
+  });
+
   it('keeps a record jsonb cannot store in the quarantine and commits the rest of its window', async () => {
     const data = records(T0, 6, 5 * 60_000);
     data[2] = record(3, T0 + 10 * 60_000, { note: 'a\u0000b' });
@@ -234,16 +299,75 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     expect(events.quarantined).toEqual([{ window: { start: T0, end: T0 + HOUR }, records: 1 }]);
   });
 
-  it('rolls a window back whole when the store refuses one of its records, and fails the run', async () => {
+  it('quarantines the records the database refuses for a data reason, with the SQLSTATE and message, and commits the rest', async () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, events, run } = harness(data);
+    const refused = new Set([3, 20, 21]);
+    store.refuse = (payload) =>
+      refused.has((payload as FakeRecord).id)
+        ? (payload as FakeRecord).id === 3
+          ? { code: '23514', message: 'refused', constraint: 'records_small' }
+          : { code: '22003', message: 'refused' }
+        : undefined;
+    const result = loaded(await run({ from: FROM, to: TO }, { SYNC_CONCURRENCY: '1' }));
+    expect(result).toMatchObject({ status: 'succeeded', windows: 3, records: 27, quarantined: 3 });
+    expect(storedIds(store)).toEqual(ids(data).filter((id) => !refused.has(id)));
+    expect(store.quarantine.map((q) => [(JSON.parse(q.text) as FakeRecord).id, q.sqlstate, q.message])).toEqual([
+      [3, '23514', 'refused'],
+      [20, '22003', 'refused'],
+      [21, '22003', 'refused'],
+    ]);
+    expect(store.quarantine.map((q) => q.text)).toEqual([...refused].map((id) => JSON.stringify(data[id - 1])));
+    expect(events.quarantined).toEqual([
+      { window: { start: T0, end: T0 + HOUR }, records: 1 },
+      { window: { start: T0 + HOUR, end: T0 + 2 * HOUR }, records: 2 },
+    ]);
+    // The derived tables get the window's rows: the catalogue without the refused records, the rollup grouped by the store.
+    // (The first window holds [T0, T0 + 1h], 13 records; the others (start, end]: a record at a cut belongs to the earlier window.)
+    expect(store.derived.map((d) => [d.fields.get('eventType')?.records, d.rollup.exact])).toEqual([
+      [12, false],
+      [10, false],
+      [5, true],
+    ]);
+    expect(store.ledger.map((w) => w.recordCount)).toEqual([12, 10, 5]);
+    // Quarantined records count as stored: the next run passes the windows without a shrink.
+    const again = loaded(await run({ from: FROM, to: TO }, { SYNC_CONCURRENCY: '1' }));
+    expect(again).toMatchObject({ status: 'succeeded', windows: 3, records: 27, quarantined: 3 });
+    expect(events.shrunk).toEqual([]);
+    expect(store.quarantine).toHaveLength(3);
+  });
+
+  it('under keep, a stored record a constraint added since refuses: not stored again while E6 returns it, kept in the quarantine once it does not', async () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, e6, events, run } = harness(data);
+    await run({ from: FROM, to: TO });
+    const ruled = new Set([14, 15]);
+    store.refuse = (payload) =>
+      ruled.has((payload as FakeRecord).id) ? { code: '23514', message: 'new row violates check constraint "rule"', constraint: 'rule' } : undefined;
+    e6.records = data.filter((r) => r.id !== 15);
+    const result = loaded(await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'keep' }));
+    expect(result).toMatchObject({ status: 'succeeded', records: 28, quarantined: 2 });
+    expect(storedIds(store)).toEqual(ids(data).filter((id) => !ruled.has(id)));
+    expect(store.quarantine.map((q) => [(JSON.parse(q.text) as FakeRecord).id, q.sqlstate])).toEqual([
+      [14, '23514'],
+      [15, '23514'],
+    ]);
+    expect(events.shrunk).toEqual([
+      expect.objectContaining({ window: { start: T0 + HOUR, end: T0 + 2 * HOUR }, stored: 12, returned: 11, kept: 1, action: 'kept' }),
+    ]);
+  });
+
+  it('rolls a window back whole when the store refuses one of its records for another reason than the data, and fails the run', async () => {
     const data = records(T0, 30, 5 * 60_000);
     const { store, run } = harness(data);
-    store.refuse = (payload) => (payload as FakeRecord).id === 20;
+    store.refuse = (payload) => ((payload as FakeRecord).id === 20 ? { code: '57014', message: 'canceling statement due to user request' } : undefined);
     const result = loaded(await run({ from: FROM, to: TO }, { SYNC_CONCURRENCY: '1' }));
     expect(result.status).toBe('failed');
     expect(result.windows).toBe(1);
     expect(store.ledger.map((w) => w.start)).toEqual([T0]);
     // The first window keeps the record at its end too: the fake E6's toDate is inclusive, and the earlier part keeps a record at a cut.
     expect(storedIds(store)).toEqual(ids(data.slice(0, 13)));
+    expect(store.quarantine).toEqual([]);
   });
 
   it('fails cleanly when the session (and its lock) is lost mid-run: the end is recorded on a fresh session, the next run completes the data', async () => {

@@ -24,7 +24,9 @@ describe('sync counters of quarantined records and unstable instants', () => {
       'analytics_exporter_sync_unstable_instants_total{source="default"} 0',
     );
     const text = await metrics.registry.metrics();
-    expect(text).toMatch(/# HELP analytics_exporter_sync_records_quarantined_total .*records_quarantine \(payload_text, json_path, reason\)/);
+    expect(text).toMatch(
+      /# HELP analytics_exporter_sync_records_quarantined_total .*records_quarantine \(payload_text; json_path and reason, or sqlstate and message\)/,
+    );
     expect(text).toMatch(/# HELP analytics_exporter_sync_unstable_instants_total .*SYNC_MIN_SPLIT.*SYNC_WINDOW_ATTEMPTS/);
   });
 

@@ -119,6 +119,29 @@ export function catalogueRecords(
   return into;
 }
 
+/**
+ * Takes records counted into `fields` by {@link catalogueRecords} back out of it (the records the
+ * database then refused): each top-level field of each loses one record, and a field left with
+ * none is removed. A type or an example only such a record showed stays with a field others hold.
+ *
+ * @param records each record's JSON text as E6 sent it; a text JSON.parse cannot read is skipped.
+ */
+export function uncatalogueRecords(fields: WindowFields, records: readonly { text: string }[]): void {
+  for (const { text } of records) {
+    let record: unknown;
+    try {
+      record = JSON.parse(text);
+    } catch {
+      continue;
+    }
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) continue;
+    for (const key of Object.keys(record)) {
+      const stats = fields.get(key);
+      if (stats !== undefined && --stats.records <= 0) fields.delete(key);
+    }
+  }
+}
+
 /** Merges `from` into `into` (the window's fields from its pages). */
 export function mergeFields(into: WindowFields, from: WindowFields): void {
   for (const [key, f] of from) {
@@ -157,6 +180,18 @@ export class FieldCatalogue implements DerivedTable {
              from gone, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
          )`,
       `uncounted as (update ${this.t.fields} f set records = f.records - keys.n, updated_at = now() from keys where f.source = $3 and f.path = keys.path)`,
+    ];
+  }
+
+  /** Records inserted back (`back`) are counted again: their fields were catalogued when first stored. */
+  restoreWindowSql(): string[] {
+    if (!this.enabled) return [];
+    return [
+      `back_keys as (
+           select k as path, count(*) as n
+             from back, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
+         )`,
+      `recounted as (update ${this.t.fields} f set records = f.records + back_keys.n, updated_at = now() from back_keys where f.source = $3 and f.path = back_keys.path)`,
     ];
   }
 

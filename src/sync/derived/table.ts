@@ -17,6 +17,7 @@ export type Queryable = Pick<PoolClient, 'query'>;
 export interface SchemaTables {
   readonly schema: string;
   readonly records: string;
+  readonly quarantine: string;
   readonly hourly: string;
   readonly hourlyDistinct: string;
   readonly fields: string;
@@ -55,6 +56,13 @@ export interface DerivedTable {
    * $1 the windows' start, $2 their end (timestamptz), $3 the source. None: nothing to clear then.
    */
   clearWindowSql(): string[];
+  /**
+   * When records a window's clearing deleted are inserted back (SYNC_SHRINK=keep keeps what E6 no
+   * longer returns): the common table expressions that statement adds after `back` (those records,
+   * with `payload`), undoing the table's part of {@link clearWindowSql} for them; same parameters.
+   * None: the table is rebuilt from the window's records at its commit instead.
+   */
+  restoreWindowSql?(): string[];
 }
 
 /**
