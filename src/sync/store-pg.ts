@@ -11,10 +11,11 @@ import type { Logger } from '../log.js';
 import type { Derived, RollupCounts, WindowFields } from './derived.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
-import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowWriter } from './ports.js';
+import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowWriter } from './ports.js';
 import { RecordsCopy } from './records-copy.js';
 import {
   abandonStaleRuns,
+  auditWindows,
   clearWindowRest,
   committedWindows,
   expiredWindows,
@@ -99,6 +100,10 @@ export class PgSession implements StoreSession {
 
   expiredWindows(range: Window): Promise<Window[]> {
     return expiredWindows(this.db, this.o.tables, this.o.source, range);
+  }
+
+  auditWindows(range: Window): Promise<StoredWindow[]> {
+    return auditWindows(this.db, this.o.tables, this.o.source, range);
   }
 
   ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]> {

@@ -20,6 +20,11 @@ export interface Window {
   end: number;
 }
 
+/** A ledger window and what is stored for it: records plus quarantined records (the audit compares it with E6). */
+export interface StoredWindow extends Window {
+  stored: number;
+}
+
 /** Rounds `ms` down to a multiple of `windowMs` since the epoch. */
 export function alignDown(ms: number, windowMs: number): number {
   return Math.floor(ms / windowMs) * windowMs;
