@@ -314,6 +314,13 @@ describe('sync settings', () => {
     expect(loadConfig({ SYNC_MIN_SPLIT: '100ms' }).sources[0]!.sync.minSplitMs).toBe(100);
   });
 
+  it('reads AUDIT_SCHEDULE: once a day by default, a cron expression, or off', () => {
+    expect(loadConfig({}).serve.auditSchedule).toBe('30 3 * * *');
+    expect(loadConfig({ AUDIT_SCHEDULE: '*/5 * * * * *' }).serve.auditSchedule).toBe('*/5 * * * * *');
+    expect(loadConfig({ AUDIT_SCHEDULE: 'off' }).serve.auditSchedule).toBeUndefined();
+    expect(configError({ AUDIT_SCHEDULE: 'daily' }).variable).toBe('AUDIT_SCHEDULE');
+  });
+
   it('refuses RECORD_TIME_FIELD=none unless E6 leaves out records at toDate (UPSTREAM_TO_DATE=exclusive)', () => {
     // Windows are split at instants; without an event time a record at a cut cannot be assigned to one part.
     const err = configError({ RECORD_TIME_FIELD: 'none' });
@@ -435,6 +442,7 @@ describe('serve settings', () => {
       cacheTtlMs: 30_000,
       scrapeTimeoutMs: 10_000,
       upstreamPrefix: undefined,
+      auditSchedule: '30 3 * * *',
     });
   });
 
