@@ -9,8 +9,8 @@
  * exclusive toDate [s, s] returns nothing and [s, e] is [s, e); under an inclusive one the
  * difference is (s, e]: exact under both. Within a run of contiguous windows from S0, every
  * boundary t is asked once, as F(t) = count([S0, t]) − count([S0, S0]), and a window holds
- * F(e) − F(s). The history is first compared in {@link SEGMENTS} segments (17 requests when
- * nothing differs), then a segment that differs is halved down to windows, one count per halving.
+ * F(e) − F(s). The history is first compared in ⌈log2 n⌉ segments, at most 16 ({@link segmentsFor}),
+ * then a segment that differs is halved down to windows, one count per halving.
  *
  * Counts alone cannot see a window that lost as many records as it gained, nor a segment (or a
  * half of one) whose windows' differences cancel out: the audit finds records missing or extra,
@@ -57,19 +57,21 @@ export async function compareWithE6(e6: E6Pages, windows: readonly StoredWindow[
   };
   for (const run of contiguousRuns(windows)) {
     // The runs share the segments by their length, each at least one.
-    const segments = Math.max(1, Math.round((SEGMENTS * run.length) / windows.length));
+    const segments = Math.max(1, Math.round((segmentsFor(windows.length) * run.length) / windows.length));
     await compareRun(run, segments, count, result.drifted);
   }
   return result;
 }
 
 /**
- * Segments the windows are first compared in (16 counts, 17 requests with the origin's, for a
- * history with no gap): a deletion upstream and an arrival in another segment do not cancel out,
- * and no drift still costs at most 20 requests. Each window that differs then costs at most
- * ⌈log2 of a segment's windows⌉ more (10 for a year of hourly windows).
+ * How many segments n windows are first compared in: ⌈log2 n⌉, at most 16. Then a deletion
+ * upstream and an arrival in another segment do not cancel out; no drift costs at most 17 requests
+ * (15 for a year of hourly windows); and k windows that differ cost at most
+ * 1 + segments + k·⌈log2 (n / segments)⌉ ≤ 1 + 2·k·⌈log2 n⌉.
  */
-export const SEGMENTS = 16;
+export function segmentsFor(n: number): number {
+  return Math.max(1, Math.min(16, Math.ceil(Math.log2(n))));
+}
 
 /** Indices cutting `n` windows into at most `segments` near-equal segments: 0, …, n. */
 function segmentCuts(n: number, segments: number): number[] {
