@@ -249,8 +249,14 @@ export class ExporterMetrics {
   });
   readonly auditDriftWindows = new Gauge({
     name: `${METRIC_PREFIX}audit_drift_windows`,
-    help: 'Windows whose stored count differed from E6 at the last audit: state=found, and state=left for those still differing after its repair.',
-    labelNames: ['source', 'state'] as const,
+    help: "Windows whose stored records still differed from E6's count after the last audit and its repairs (0: none left).",
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly auditRepairedWindows = new Counter({
+    name: `${METRIC_PREFIX}audit_windows_repaired_total`,
+    help: 'Windows the audits found differing from E6 and loaded again.',
+    labelNames: ['source'] as const,
     registers: [this.registry],
   });
   readonly auditRequests = new Counter({
@@ -410,11 +416,18 @@ export class ExporterMetrics {
     return record;
   }
 
+  /** The audit series of `source` at 0, for a serve that audits it (AUDIT_SCHEDULE on), so increase() and the alert see them from the start. */
+  auditScheduled(source: string): void {
+    this.auditDriftWindows.set({ source }, 0);
+    this.auditRepairedWindows.inc({ source }, 0);
+    this.auditRequests.inc({ source }, 0);
+  }
+
   /** Records an audit of `source` that finished (src/sync/verify.ts). */
   recordAudit(source: string, result: AuditResult): void {
     this.auditRequests.inc({ source }, result.requests);
-    this.auditDriftWindows.set({ source, state: 'found' }, result.drifted.length);
-    this.auditDriftWindows.set({ source, state: 'left' }, result.left.length);
+    this.auditRepairedWindows.inc({ source }, result.drifted.length - result.left.length);
+    this.auditDriftWindows.set({ source }, result.left.length);
     if (result.verifiedThrough !== undefined) this.syncVerifiedThrough.set({ source }, result.verifiedThrough / 1000);
     this.auditLastRun.set({ source }, Date.now() / 1000);
   }

@@ -83,6 +83,7 @@ export function buildAuditSchedulers(context: SchedulesContext): Map<string, Syn
     const sourceLog = log.child({ source: source.name });
     const client = upstreams.sources.find((u) => u.source.name === source.name)!.client;
     const observer = metrics.syncObserver(source.name);
+    metrics.auditScheduled(source.name);
     const run = async (signal: AbortSignal): Promise<AuditResult> => {
       const { pool } = await database.migrated();
       const deps = { pool, client, source: source.name, config: source.sync, tables: config.tables, schema: config.database.schema, log: sourceLog, observer };

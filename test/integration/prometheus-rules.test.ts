@@ -323,6 +323,8 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
       AnalyticsSyncFailing: { comparison: /\s*> 0\.5$/, healthy: (v) => v === 0 },
       AnalyticsRecordsQuarantined: { comparison: / > 0$/, healthy: (v) => v === 0 },
       AnalyticsSyncUnstableInstants: { comparison: / > 2$/, healthy: (v) => v === 0 },
+      // No audit has run yet (AUDIT_SCHEDULE is daily): exported at 0 from the start.
+      AnalyticsAuditDriftLeft: { comparison: / > 0$/, healthy: (v) => v === 0 },
     };
     // absent() has no value to show: it is either empty (a target exists) or 1.
     expect(Object.keys(thresholds).sort()).toEqual(alertNames.filter((name) => name !== 'AnalyticsExporterAbsent').sort());

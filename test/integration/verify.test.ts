@@ -145,28 +145,31 @@ describe("serve's audit (AUDIT_SCHEDULE)", () => {
         const line = text.split('\n').find((l) => l.startsWith(`${series} `));
         return line === undefined ? undefined : Number(line.split(' ').pop());
       };
-      // The first audit found the window and repaired it.
+      // Exported at 0 from the start; then the first audit finds the window and repairs it.
       const text = await until(
         'an audit that found drift',
         async () => {
           const t = await metrics();
-          return (value(t, 'analytics_exporter_audit_drift_windows{source="default",state="found"}') ?? 0) >= 1 ? t : undefined;
+          return (value(t, 'analytics_exporter_audit_windows_repaired_total{source="default"}') ?? 0) >= 1 ? t : undefined;
         },
         30_000,
         200,
       );
-      expect(value(text, 'analytics_exporter_audit_drift_windows{source="default",state="left"}')).toBe(0);
+      expect(value(text, 'analytics_exporter_audit_windows_repaired_total{source="default"}')).toBe(1);
+      expect(value(text, 'analytics_exporter_audit_drift_windows{source="default"}')).toBe(0);
       expect(value(text, 'analytics_exporter_audit_requests_total{source="default"}')).toBeGreaterThan(0);
       expect(value(text, 'analytics_exporter_sync_verified_through_timestamp_seconds{source="default"}')).toBe(Date.parse(END) / 1000);
       expect(value(text, 'analytics_exporter_audit_last_run_timestamp_seconds{source="default"}')).toBeGreaterThan(Date.now() / 1000 - 60);
       expect(await storedMultiset(db.pool(), schema)).toEqual(served());
-      // The next audits find nothing.
+      // The next audits find nothing: no window repaired again.
+      const requests = value(text, 'analytics_exporter_audit_requests_total{source="default"}')!;
       await until(
-        'an audit that found nothing',
-        async () => value(await metrics(), 'analytics_exporter_audit_drift_windows{source="default",state="found"}') === 0 || undefined,
+        'two more audits',
+        async () => (value(await metrics(), 'analytics_exporter_audit_requests_total{source="default"}') ?? 0) >= requests + 2 * 8 || undefined,
         30_000,
         200,
       );
+      expect(value(await metrics(), 'analytics_exporter_audit_windows_repaired_total{source="default"}')).toBe(1);
     } finally {
       await server.stop();
     }
