@@ -146,6 +146,7 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
       'AnalyticsSyncFailing',
       'AnalyticsRecordsQuarantined',
       'AnalyticsSyncUnstableInstants',
+      'AnalyticsAuditDriftLeft',
     ]);
     for (const rule of alertRules) {
       expect(durationSeconds(rule.for ?? ''), rule.alert).toBeGreaterThanOrEqual(300);

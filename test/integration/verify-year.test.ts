@@ -5,18 +5,14 @@
  * nothing to find.
  *
  * Loading a year through 8,760 sync windows would take minutes, so the history is seeded in SQL
- * from what the simulator serves (servedJson), as a sync stores it: the ledger's 8,760 windows,
- * and each record in the window that owns it under the simulator's inclusive toDate, (s, e] (a
- * record exactly at a boundary belongs to the window ending there; the data starts one second
- * after the first window's start, so no record sits at the origin).
+ * from what the simulator serves (servedJson), as a sync stores it (test/helpers/audit-seed.ts):
+ * the ledger's 8,760 windows, and each record in the window that owns it under the simulator's
+ * inclusive toDate, (s, e] (a record exactly at a boundary belongs to the window ending there; the
+ * data starts one second after the first window's start, so no record sits at the origin).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrate } from '../../src/db/migrate.js';
-import { withClient } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
-import { ensurePartitions } from '../../src/sync/partitions.js';
-import { Tables } from '../../src/sync/store.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
+import { seedHourlyHistory } from '../helpers/audit-seed.js';
 import { runCli } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simulatorEnv, storedMultiset } from '../helpers/sync.js';
@@ -40,44 +36,6 @@ function served(): string[] {
     .sort();
 }
 
-/** Seeds the schema with the year as a sync would have stored it (see the file's comment). */
-async function seed(): Promise<void> {
-  await migrate(bed.pool, SCHEMA, silentLogger);
-  const t = new Tables(SCHEMA);
-  const texts = sim.servedJson(new Date(START), new Date(END));
-  const payloads: string[] = [];
-  const windowStarts: string[] = [];
-  const eventTimes: string[] = [];
-  for (const text of texts) {
-    const ms = Date.parse((JSON.parse(text) as { timestamp: string }).timestamp);
-    payloads.push(text);
-    windowStarts.push(new Date(START + (Math.ceil((ms - START) / HOUR) - 1) * HOUR).toISOString());
-    eventTimes.push(new Date(ms).toISOString());
-  }
-  await withClient(bed.pool, async (client) => {
-    await ensurePartitions(
-      client,
-      t,
-      Array.from({ length: 13 }, (_, m) => Date.UTC(2025, 10 + m, 1)),
-      'month',
-    );
-    await client.query(
-      `insert into ${t.records} (source, payload, event_time, window_start, window_end, run_id)
-       select 'default', u.p::jsonb, u.et, u.ws, u.ws + interval '1 hour', 0
-         from unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) as u(p, ws, et)`,
-      [payloads, windowStarts, eventTimes],
-    );
-    await client.query(
-      `insert into ${t.windows} (source, window_start, window_end, record_count, total_records, pages, run_id)
-       select 'default', g, g + interval '1 hour', coalesce(c.n, 0), coalesce(c.n, 0), 1, 0
-         from generate_series($1::timestamptz, $2::timestamptz - interval '1 hour', interval '1 hour') as g
-         left join (select window_start, count(*) as n from ${t.records} group by window_start) as c on c.window_start = g`,
-      [new Date(START), new Date(END)],
-    );
-    await client.query(`insert into ${t.state} (source, watermark) values ('default', $1)`, [new Date(END)]);
-  });
-}
-
 /** Requests the simulator's E6 answered while `fn` ran. */
 async function e6Requests<T>(fn: () => Promise<T>): Promise<{ value: T; requests: number }> {
   const before = sim.stats.analyticsRequests;
@@ -87,7 +45,7 @@ async function e6Requests<T>(fn: () => Promise<T>): Promise<{ value: T; requests
 
 beforeAll(async () => {
   sim = await startSimulator({ port: 0, records: 2 * WINDOWS, start: new Date(START + 1000), end: new Date(END), admin: true });
-  await seed();
+  await seedHourlyHistory(bed.pool, SCHEMA, sim, START, WINDOWS);
 }, 120_000);
 afterAll(async () => {
   await sim?.close();
