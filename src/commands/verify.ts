@@ -68,7 +68,11 @@ export function registerVerifyCommand(program: Command): void {
       /** One source's exit status; its lines carry `source`. */
       const outcomeExitCode = ({ result, error, log: about }: AuditOutcome): number => {
         if (result !== undefined) return result.left.length === 0 ? EXIT_OK : EXIT_FAILURE;
-        if (classifyFailure(error).kind === 'aborted' && signals.received() !== undefined) return EXIT_FAILURE;
+        if (classifyFailure(error).kind === 'aborted' && signals.received() !== undefined) {
+          // Nothing it found is known to be repaired: a difference may be left.
+          about.warn('verify stopped by a signal before it finished; run it again');
+          return EXIT_FAILURE;
+        }
         return reportFailure(about, error, 'verify failed');
       };
       try {

@@ -1,13 +1,14 @@
 /**
  * One audit of one source (`verify`, and `serve`'s AUDIT_SCHEDULE): the ledger windows in range
- * are compared with E6 (audit.ts), under the source's sync lock so no run commits meanwhile; with
+ * are compared with E6 (audit.ts), under the source's sync lock so no run commits meanwhile (and
+ * the schema's, shared, so RETENTION does not expire a window meanwhile); with
  * `repair`, the windows that differ are then loaded again by a sync run over each stretch of them
  * (run.ts runSync with `from`/`to`: exactly as `sync` would, SYNC_SHRINK honoured, the source's
  * lock taken by the run).
  */
 import { coerceError } from '../errors.js';
 import { compareWithE6, contiguousRuns, type DriftedWindow } from './audit.js';
-import { runContext, sourceLockName, type SyncDeps } from './context.js';
+import { runContext, schemaLockName, sourceLockName, type SyncDeps } from './context.js';
 import { runSync } from './run.js';
 import type { SyncResult } from './summary.js';
 import { iso, type StoredWindow, type Window } from './windows.js';
@@ -67,13 +68,17 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
   const range: Window = { start: options.from?.getTime() ?? ALL_TIME.start, end: options.to?.getTime() ?? ALL_TIME.end };
   const lockOptions = { wait: true, ...(options.signal ? { signal: options.signal } : {}) };
   const compared = await ctx.store.session(async (session) => {
-    const locked = await session.lock(sourceLockName(ctx.schema, ctx.source), lockOptions, async () => {
-      const windows = await session.auditWindows(range);
-      return { windows, comparison: await compareWithE6(ctx.e6, windows, options.signal ? { signal: options.signal } : {}) };
-    });
-    // Waiting (wait: true), the lock is always taken or the wait throws.
-    if (!locked.acquired) throw new Error(`the lock ${sourceLockName(ctx.schema, ctx.source)} was not taken`);
-    return locked.value;
+    // As a run holds them: the source's exclusively (no window of it commits meanwhile), the
+    // schema's shared (RETENTION does not expire a window being compared).
+    const locked = await session.lock(sourceLockName(ctx.schema, ctx.source), lockOptions, () =>
+      session.lock(schemaLockName(ctx.schema), { ...lockOptions, shared: true }, async () => {
+        const windows = await session.auditWindows(range);
+        return { windows, comparison: await compareWithE6(ctx.e6, windows, options.signal ? { signal: options.signal } : {}) };
+      }),
+    );
+    // Waiting (wait: true), a lock is always taken or the wait throws.
+    if (!locked.acquired || !locked.value.acquired) throw new Error(`the locks of source ${ctx.source} were not taken`);
+    return locked.value.value;
   });
   const { windows, comparison } = compared;
   for (const w of comparison.drifted) {

@@ -224,13 +224,16 @@ describe('auditSource: compare under the lock, then repair through sync runs', (
     expect(result.drifted.map((w) => w.start)).toEqual([T0 + 40 * HOUR]);
   });
 
-  it('waits for a sync run holding the source lock before comparing', async () => {
+  it.each([
+    ['a sync run of the source', 'sync:unit:default'],
+    ['RETENTION or a rollup rebuild (the schema lock, exclusive)', 'sync:unit'],
+  ])('waits for %s before comparing', async (_holder, lockName) => {
     vi.useFakeTimers({ now: NOW });
     const data = hourly(4);
     const store = seeded(4, data);
     const deps = { store, client: new FakeE6(data), ...settings(), schema: 'unit', log: silentLogger };
     let release!: () => void;
-    const holding = store.session((s) => s.lock('sync:unit:default', { wait: false }, () => new Promise<void>((r) => (release = r))));
+    const holding = store.session((s) => s.lock(lockName, { wait: false }, () => new Promise<void>((r) => (release = r))));
     let done = false;
     const audit = auditSource(deps, { repair: false }).finally(() => (done = true));
     await vi.advanceTimersByTimeAsync(5000);
