@@ -89,6 +89,11 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
   if (options.repair && left.length > 0) {
     left = [];
     for (const stretch of contiguousRuns(comparison.drifted)) {
+      // Stopped (shutdown, a signal): what is not repaired yet is left, and said so.
+      if (options.signal?.aborted) {
+        left.push(...stretch);
+        continue;
+      }
       const result = await repair(deps, { start: stretch[0]!.start, end: stretch[stretch.length - 1]!.end }, options);
       if (result !== undefined) repairs.push(result);
       if (result?.status !== 'succeeded') left.push(...stretch);

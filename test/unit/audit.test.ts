@@ -10,6 +10,7 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
+import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { compareWithE6, contiguousRuns } from '../../src/sync/audit.js';
 import { auditClean, auditSource } from '../../src/sync/verify.js';
@@ -213,6 +214,33 @@ describe('auditSource: compare under the lock, then repair through sync runs', (
     // And a third audit finds nothing.
     const again = await onFakeTimers(auditSource(deps, { repair: false }));
     expect(again.drifted).toEqual([]);
+  });
+
+  it('a repair run that fails leaves its windows differing (and the verified history ends before them); a stopped audit repairs nothing', async () => {
+    const data = hourly(48);
+    const e6 = new FakeE6([...data, record(5000, T0 + 7 * HOUR + 60_000), record(5001, T0 + 40 * HOUR + 60_000)]);
+    // The counts (pageSize 1) are answered; the repair's reads of the windows fail as a 400 would (no retry).
+    const client: E6Pages = {
+      fetchPage: (q, o) =>
+        q.pageSize === 1 ? e6.fetchPage(q, o) : Promise.reject(new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'fake E6: HTTP 400', { status: 400 })),
+    };
+    const store = seeded(48, data);
+    const deps = { store, client, ...settings(), schema: 'unit', log: silentLogger };
+    const result = await auditSource(deps, { repair: true, now: () => NOW });
+    expect(result.drifted.map((w) => w.start)).toEqual([T0 + 7 * HOUR, T0 + 40 * HOUR]);
+    expect(result.repairs.map((r) => r.status)).toEqual(['failed', 'failed']);
+    expect(result.left).toEqual(result.drifted);
+    expect(auditClean(result)).toBe(false);
+    expect(result.verifiedThrough).toBe(T0 + 7 * HOUR);
+    expect(store.commits).toEqual([]);
+
+    const stop = new AbortController();
+    stop.abort();
+    const e6Only = { ...deps, client: e6 };
+    const stopped = await auditSource(e6Only, { repair: true, signal: stop.signal });
+    expect(stopped.left).toEqual(stopped.drifted);
+    expect(stopped.left).toHaveLength(2);
+    expect(store.commits).toEqual([]);
   });
 
   it('--from/--to audit only the windows overlapping the range', async () => {
