@@ -5,11 +5,12 @@
  * E6's count of a range is one request with `pageSize` 1: its `totalRecords` (API reference, E6).
  * The reference does not say whether `toDate` is inclusive, so no count of a single range is taken
  * as a window's: a window [s, e) owns what E6 returns for [s, e] but what it returns for the
- * instant [s, s] (the earlier part owns a record at a cut, as the sync stores it). Under an
- * exclusive toDate [s, s] returns nothing and [s, e] is [s, e); under an inclusive one the
- * difference is (s, e]: exact under both. Within a run of contiguous windows from S0, every
- * boundary t is asked once, as F(t) = count([S0, t]) − count([S0, S0]), and a window holds
- * F(e) − F(s). The history is first compared in ⌈log2 n⌉ segments, at most 16 ({@link segmentsFor}),
+ * instant [s, s] (the earlier part owns a record at a cut, as the sync stores it), unless no ledger
+ * window ends at s (then nothing else holds them, and the window keeps them). Under an exclusive
+ * toDate [s, s] returns nothing and [s, e] is [s, e); under an inclusive one the difference is
+ * (s, e]: exact under both. Within a run of contiguous windows from S0, every boundary t is asked
+ * once, as F(t) = count([S0, t]) − count([S0, S0]) (without the second term when S0 follows no
+ * ledger window), and a window holds F(e) − F(s). The history is first compared in ⌈log2 n⌉ segments, at most 16 ({@link segmentsFor}),
  * then a segment that differs is halved down to windows, one count per halving.
  *
  * Counts alone cannot see a window that lost as many records as it gained, nor a segment (or a
@@ -66,7 +67,7 @@ export async function compareWithE6(e6: E6Pages, windows: readonly StoredWindow[
 /**
  * How many segments n windows are first compared in: ⌈log2 n⌉, at most 16. Then a deletion
  * upstream and an arrival in another segment do not cancel out; no drift costs at most 17 requests
- * (15 for a year of hourly windows); and k windows that differ cost at most
+ * (14 or 15 for a year of hourly windows); and k windows that differ cost at most
  * 1 + segments + k·⌈log2 (n / segments)⌉ ≤ 1 + 2·k·⌈log2 n⌉.
  */
 export function segmentsFor(n: number): number {
@@ -105,7 +106,8 @@ async function compareRun(
   // stored[i]: what is stored for run[0..i), so a range's stored count is a difference of two.
   const stored = [0];
   for (const w of run) stored.push(stored[stored.length - 1]! + w.stored);
-  const atOrigin = await count(origin, origin);
+  // The records at the origin's instant are the window's before it when there is one (see the module comment).
+  const atOrigin = run[0]!.followsLedger ? await count(origin, origin) : 0;
   /** F at the start of run[i] (run.length: at the run's end), asked of E6 once. */
   const owned = async (i: number): Promise<number> => (await count(origin, i === run.length ? run[run.length - 1]!.end : run[i]!.start)) - atOrigin;
   // Ranges [lo, hi) of windows with F known at both ends, first the run's segments; depth first,

@@ -76,11 +76,12 @@ export async function expiredWindows(db: PoolClient, t: Tables, source: string, 
 
 /**
  * The source's ledger windows overlapping [from, to) but the expired ones, in time order, each with
- * the rows stored for it: records and quarantined records (both carry their window's start). Every
- * window of the ledger that holds data the audit can compare is listed here, and only here.
+ * the rows stored for it (records and quarantined records: both carry their window's start) and
+ * whether a ledger window ends where it starts. Every window of the ledger that holds data the
+ * audit can compare is listed here, and only here.
  */
 export async function auditWindows(db: PoolClient, t: Tables, source: string, range: Window): Promise<StoredWindow[]> {
-  const { rows } = await db.query<{ start: Date; end: Date; stored: string }>(
+  const { rows } = await db.query<{ start: Date; end: Date; stored: string; followsLedger: boolean }>(
     `with w as (
        select window_start, window_end from ${t.windows}
         where source = $3 and expired_at is null and window_start < $2 and window_end > $1),
@@ -91,12 +92,13 @@ export async function auditWindows(db: PoolClient, t: Tables, source: string, ra
      q as (
        select window_start, count(*) as n from ${t.quarantine}, bounds
         where source = $3 and window_start >= bounds.lo and window_start <= bounds.hi group by window_start)
-     select w.window_start as "start", w.window_end as "end", coalesce(r.n, 0) + coalesce(q.n, 0) as stored
+     select w.window_start as "start", w.window_end as "end", coalesce(r.n, 0) + coalesce(q.n, 0) as stored,
+            exists (select 1 from ${t.windows} p where p.source = $3 and p.window_end = w.window_start) as "followsLedger"
        from w left join r using (window_start) left join q using (window_start)
       order by w.window_start`,
     [new Date(range.start), new Date(range.end), source],
   );
-  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), stored: Number(r.stored) }));
+  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), stored: Number(r.stored), followsLedger: r.followsLedger }));
 }
 
 /** The source's committed windows in [range.start, range.end) with the record count E6 gave for each, for split.ts's RecordEstimate; also the last one before the range. */

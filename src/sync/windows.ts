@@ -23,6 +23,11 @@ export interface Window {
 /** A ledger window and what is stored for it: records plus quarantined records (the audit compares it with E6). */
 export interface StoredWindow extends Window {
   stored: number;
+  /**
+   * Whether a ledger window (expired ones included) ends where this one starts: then the records
+   * E6 returns for the instant of its start belong to that window, else to this one.
+   */
+  followsLedger: boolean;
 }
 
 /** Rounds `ms` down to a multiple of `windowMs` since the epoch. */

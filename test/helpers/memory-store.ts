@@ -204,7 +204,7 @@ class MemorySession implements StoreSession {
     return this.store.ledger
       .filter((w) => !w.expired && overlaps(w, range))
       .sort((a, b) => a.start - b.start)
-      .map((w) => ({ start: w.start, end: w.end, stored: stored.get(w.start) ?? 0 }));
+      .map((w) => ({ start: w.start, end: w.end, stored: stored.get(w.start) ?? 0, followsLedger: this.store.ledger.some((p) => p.end === w.start) }));
   }
 
   async ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]> {
