@@ -335,7 +335,7 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .withPanel(
       graph(
         'Quarantined records and unstable instants',
-        'Records quarantined per second and source (sync_records_quarantined_total), and reads of an instant that disagreed per second (sync_unstable_instants_total: an instant, a part of SYNC_MIN_SPLIT holding more than a page, is read twice; a disagreement is read again and fails the run after SYNC_WINDOW_ATTEMPTS).',
+        'Records quarantined per second and source (sync_records_quarantined_total), and reads of an instant that disagreed per second (sync_unstable_instants_total: an instant, a part of SYNC_MIN_SPLIT holding more than a page, is read twice; a disagreement is read again and parks its window after SYNC_WINDOW_ATTEMPTS).',
         'cps',
         [
           { expr: `sum by (source) (rate(${m('sync_records_quarantined_total')}[$__rate_interval]))`, legend: '{{source}} quarantined records' },
@@ -343,6 +343,19 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
         ],
         18,
       ),
+    )
+    .withPanel(
+      single(
+        'Parked windows',
+        'Windows parked in the ledger now, per source (sync_windows_parked): not loadable for a reason of their own (a response over UPSTREAM_MAX_BODY even at one record a page, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS). The watermark passed them; their records are missing until a run over them (sync --from/--to, the audit) loads them. Which and why: sync_windows where status = parked.',
+        'short',
+        `max by (source) (${m('sync_windows_parked')})`,
+        '{{source}}',
+      )
+        .decimals(0)
+        .thresholds(thresholds(1, 1))
+        .height(8)
+        .span(6),
     )
 
     // The audit inside serve (AUDIT_SCHEDULE): windows compared with E6, repaired, or left differing.

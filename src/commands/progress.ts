@@ -170,6 +170,6 @@ export function formatRunSummary(result: Exclude<SyncResult, { status: 'locked' 
   const rate = seconds > 0 ? Math.round(result.records / seconds) : 0;
   const text =
     `sync ${result.status}: ${count(result.windows)}/${count(result.windowsPlanned)} windows, ${count(result.records)} records, ` +
-    `${count(result.quarantined)} quarantined in ${seconds.toFixed(1)} s (${count(rate)} records/s)`;
+    `${count(result.quarantined)} quarantined${result.parked ? `, ${count(result.parked)} windows parked` : ''} in ${seconds.toFixed(1)} s (${count(rate)} records/s)`;
   return result.error === undefined ? text : `${text}: ${describeError(result.error)}`;
 }

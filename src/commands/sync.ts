@@ -2,7 +2,8 @@
  * `analytics-exporter sync [--source NAME]... [--from ISO] [--to ISO] [--wait]`: one ETL run of
  * each source (or of those named), for cron or a Kubernetes CronJob. Exit 0 when every source
  * succeeded, found another run holding its lock, or stopped cleanly by SIGINT/SIGTERM (current
- * window rolled back, committed windows intact); 1 when any failed, after all finished; 2 bad
+ * window rolled back, committed windows intact); 1 when any failed or parked a window it could not
+ * load (src/sync/park.ts: the run went on, but its data is not exact), after all finished; 2 bad
  * usage (an unknown --source); 130/143 when a second signal forces the exit.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
@@ -62,7 +63,7 @@ export function registerSyncCommand(program: Command): void {
     ])
     .addHelpText(
       'after',
-      '\nExit status: 0 done, another sync holds the lock, or stopped cleanly by SIGINT/SIGTERM (the open window rolled back);\n1 a source failed (after every source finished); 2 bad usage; 130/143 when a second signal forces the exit.',
+      '\nExit status: 0 done, another sync holds the lock, or stopped cleanly by SIGINT/SIGTERM (the open window rolled back);\n1 a source failed or parked a window it could not load (after every source finished); 2 bad usage; 130/143 when a second signal forces the exit.',
     )
     .action(async (options: { from?: Date; to?: Date; wait?: boolean; source?: string[] }, command: Command) => {
       const config = loadConfigForCommand(command, true);
@@ -128,6 +129,10 @@ export function registerSyncCommand(program: Command): void {
         if (result.status === 'locked') {
           about.info({ schema: config.database.schema }, 'another sync holds the lock for this source; nothing to do (use --wait to wait for it)');
           return EXIT_OK;
+        }
+        if (result.status === 'succeeded' && (result.parked ?? 0) > 0) {
+          about.warn({ parked: result.parked }, 'sync parked windows it could not load (see the warnings above); exit status 1');
+          return EXIT_FAILURE;
         }
         if (result.status === 'succeeded') return EXIT_OK;
         // Interrupted: stopped cleanly, the open window rolled back, the committed ones are whole.

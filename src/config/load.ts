@@ -197,6 +197,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
       scope: v.TOKEN_SCOPE,
       tls,
       timeoutMs: v.UPSTREAM_TIMEOUT,
+      maxBodyBytes: v.UPSTREAM_MAX_BODY,
       maxAttempts: v.UPSTREAM_MAX_ATTEMPTS,
       retryMaxDelayMs: v.UPSTREAM_RETRY_MAX_DELAY,
       ...(v.UPSTREAM_RATE_LIMIT !== undefined

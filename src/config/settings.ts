@@ -52,6 +52,25 @@ const wholeNumber = (min: number, max: number) => {
   return z.coerce.number({ error: rule }).int(rule).min(min, rule).max(max, rule);
 };
 
+/** Units of a byte size: binary (KiB = 1024) and decimal (kB = 1000), and bytes. */
+const BYTE_UNITS: Readonly<Record<string, number>> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, kB: 1000, MB: 1000 ** 2, GB: 1000 ** 3 };
+
+/** A byte size from `min` to `max` bytes: a whole number of bytes, or a number and a unit (`64MiB`, `1.5 GB`). */
+const byteSize = (example: string, min: number, max: number) =>
+  z.string().transform((text, ctx) => {
+    const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$/.exec(text);
+    const unit = match === null ? undefined : BYTE_UNITS[match[2] || 'B'];
+    const bytes = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
+    if (!(bytes >= min && bytes <= max)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be a byte size from ${min} to ${max} bytes, such as ${example} or a number of bytes (units B, KiB, MiB, GiB, kB, MB, GB)`,
+      });
+      return z.NEVER;
+    }
+    return bytes;
+  });
+
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
 
 const optional = <T extends z.ZodType>(schema: T) => schema.optional();
@@ -108,6 +127,12 @@ const SETTING_TABLE = {
     default: '30s',
     help: 'cap on one retry delay, Retry-After included',
     schema: duration('30s'),
+  },
+  UPSTREAM_MAX_BODY: {
+    flag: '--upstream-max-body',
+    default: '64MiB',
+    help: 'largest upstream response body, as received and once decoded; an E6 part over it is split in time, then read at smaller pages, then its window parked',
+    schema: byteSize('64MiB', 64 * 1024, 512 * 1024 ** 2),
   },
   UPSTREAM_TO_DATE: {
     flag: '--upstream-to-date',
@@ -200,7 +225,7 @@ const SETTING_TABLE = {
   SYNC_WINDOW_ATTEMPTS: {
     flag: '--sync-window-attempts',
     default: '3',
-    help: 'pairs of reads of an instant holding more than a page, while they disagree, before the run fails',
+    help: 'pairs of reads of an instant holding more than a page, while they disagree, before its window is parked',
     schema: wholeNumber(1, 10),
   },
   SYNC_MIN_SPLIT: {

@@ -43,6 +43,7 @@ export const SOURCE_KEYS: Readonly<Record<string, string>> = {
   scope: 'TOKEN_SCOPE',
   rate_limit: 'UPSTREAM_RATE_LIMIT',
   rate_burst: 'UPSTREAM_RATE_BURST',
+  max_body: 'UPSTREAM_MAX_BODY',
 };
 
 /** Keys of a source's `tls:` map. */

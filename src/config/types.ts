@@ -60,6 +60,11 @@ export interface UpstreamConfig {
   tls: TlsFileSettings;
   /** Connect, headers and body timeout of one upstream request, in milliseconds. */
   timeoutMs: number;
+  /**
+   * Largest response body, in bytes, as received and once decoded from its Content-Encoding
+   * (UPSTREAM_MAX_BODY); a larger one fails its request with reason `response_too_large`.
+   */
+  maxBodyBytes: number;
   /** Attempts per request, first one included, for retryable failures. */
   maxAttempts: number;
   /** Upper bound on one backoff delay, including a server's Retry-After, in milliseconds. */

@@ -208,7 +208,15 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}sync_unstable_instants_total`,
     help:
       'Reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page of records) whose two reads disagreed; ' +
-      'such an instant is read again, and fails the run after SYNC_WINDOW_ATTEMPTS.',
+      'such an instant is read again, and its window is parked after SYNC_WINDOW_ATTEMPTS.',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly syncWindowsParked = new Gauge({
+    name: `${METRIC_PREFIX}sync_windows_parked`,
+    help:
+      'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable for a reason of their own ' +
+      '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS); the watermark passed them. Read from the ledger at each run end and at serve start.',
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
@@ -366,7 +374,7 @@ export class ExporterMetrics {
         this.syncUnstableInstants,
       ])
         counter.inc(s, 0);
-      for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark]) gauge.set(s, 0);
+      for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark, this.syncWindowsParked]) gauge.set(s, 0);
       for (const action of ['kept', 'replaced'] as const) this.syncWindowsShrunk.inc({ source, action }, 0);
       for (const reason of SKIP_REASONS) this.syncSkipped.inc({ source, reason }, 0);
     }
@@ -432,6 +440,11 @@ export class ExporterMetrics {
     this.auditLastRun.set({ source }, Date.now() / 1000);
   }
 
+  /** Sets the source's parked-windows gauge from the ledger at start, before any run. */
+  setParkedWindows(source: string, count: number): void {
+    this.syncWindowsParked.set({ source }, count);
+  }
+
   /** Sets the source's watermark gauge from the database at start, before any run. */
   setWatermark(source: string, ms: number | undefined): void {
     if (ms !== undefined) this.syncWatermark.set({ source }, ms / 1000);
@@ -456,6 +469,7 @@ export class ExporterMetrics {
     const s = { source };
     this.syncRunning.set(s, 0);
     if (result.status === 'locked') return;
+    if (result.parkedWindows !== undefined) this.syncWindowsParked.set(s, result.parkedWindows);
     this.syncRuns.inc(s);
     this.syncDuration.set(s, result.durationSeconds);
     if (result.status === 'succeeded') this.syncLastSuccess.set(s, Date.now() / 1000);

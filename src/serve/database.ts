@@ -10,6 +10,7 @@ import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { withTimeout } from '../settle.js';
+import { countParkedWindows } from '../sync/parked.js';
 import { readWatermark, Tables } from '../sync/store.js';
 import { migrateDatabase } from '../app/schema.js';
 import type { Database } from '../app/runtime.js';
@@ -70,7 +71,7 @@ export class ServeDatabase {
   }
 
   /**
-   * The database once open and migrated (the rollup too) and the watermarks read into the
+   * The database once open and migrated (the rollup too) and the watermarks and parked windows read into the
    * metrics. One migration at a time, shared by every caller that comes while it runs (each
    * source's first run, the start without a schedule, the health probe); a failed one is tried
    * again by the next caller.
@@ -97,7 +98,11 @@ export class ServeDatabase {
     // finished would find the second holding that lock and end as `locked`.
     await migrateDatabase(opened.pool, config, log);
     await withClient(opened.pool, async (client) => {
-      for (const source of config.sources) metrics.setWatermark(source.name, await readWatermark(client, new Tables(this.#schema), source.name));
+      const tables = new Tables(this.#schema);
+      for (const source of config.sources) {
+        metrics.setWatermark(source.name, await readWatermark(client, tables, source.name));
+        metrics.setParkedWindows(source.name, await countParkedWindows(client, tables, source.name));
+      }
     });
     this.#o.onMigrated();
     return opened;

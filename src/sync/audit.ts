@@ -24,8 +24,8 @@ import type { StoredWindow, Window } from './windows.js';
 export interface DriftedWindow extends Window {
   /** Records and quarantined records stored for it. */
   stored: number;
-  /** What E6 holds for it now (see the module comment). */
-  upstream: number;
+  /** What E6 holds for it now (see the module comment); undefined for a parked window whose counts agree (not asked alone). */
+  upstream: number | undefined;
 }
 
 /** What a comparison found. */

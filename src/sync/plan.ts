@@ -1,6 +1,6 @@
 /**
  * The plan of a run: its range (from the watermark, or `--from`/`--to`) and the windows to load in
- * it (windows.ts), leaving out expired windows and closing over committed ones.
+ * it (windows.ts), leaving out expired windows and closing over committed and parked ones.
  */
 import { InvalidArgumentError } from '../errors.js';
 import type { RunContext } from './context.js';
@@ -47,7 +47,10 @@ export async function planRun(ctx: RunContext, session: StoreSession, now: numbe
   const aligned = planWindows(range.start, range.end, config.windowMs);
   // RETENTION dropped the records of expired windows on purpose: only an explicit --from reloads them.
   const planned = aligned.length === 0 || options.from !== undefined ? aligned : subtractWindows(aligned, await session.expiredWindows(span(aligned)));
-  const windows = planned.length === 0 ? [] : closeOverCommitted(planned, await session.committedWindows(span(planned)));
+  // Parked windows too: a window planned over one replaces its ledger rows whole, as it replaces a
+  // committed window's, and so loads it again (it then becomes committed).
+  const ledger = planned.length === 0 ? [] : [...(await session.committedWindows(span(planned))), ...(await session.parkedWindows(span(planned)))];
+  const windows = planned.length === 0 ? [] : closeOverCommitted(planned, ledger);
   return { range, windows, watermarkBefore };
 }
 

@@ -7,6 +7,7 @@
 import type { AnalyticsPage, PageQuery } from '../upstream/analytics.js';
 import type { RollupCounts, WindowFields } from './derived.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
+import type { ParkedWindow } from './parked.js';
 import type { Partition, DroppedPartition } from './partitions.js';
 import type { RunStatus } from './store.js';
 import type { StoredWindow, Window } from './windows.js';
@@ -90,8 +91,21 @@ export interface StoreSession {
   abandonStaleRuns(): Promise<number>;
   /** The watermark (ms), or undefined before the first committed window. */
   readWatermark(): Promise<number | undefined>;
-  /** Committed windows overlapping `range`, in time order. */
+  /** Committed windows overlapping `range`, in time order (not the parked ones: {@link parkedWindows}). */
   committedWindows(range: Window): Promise<Window[]>;
+  /**
+   * Parked windows (parked.ts: kept in the ledger with the reason they could not be loaded)
+   * overlapping `range`, every one of the source's without it, in time order, expired ones flagged.
+   */
+  parkedWindows(range?: Window): Promise<ParkedWindow[]>;
+  /**
+   * Parks `of.window` in one transaction: the ledger rows inside it become parked with `reason`
+   * (their records stay), the rest of it gets parked rows, and the watermark advances past it as
+   * {@link WindowWriter.record} advances it.
+   *
+   * @returns the watermark after it (ms).
+   */
+  parkWindow(of: { window: Window; runId: number }, reason: string): Promise<number | undefined>;
   /** Windows whose records RETENTION dropped, overlapping `range`, in time order. */
   expiredWindows(range: Window): Promise<Window[]>;
   /**

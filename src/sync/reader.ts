@@ -11,6 +11,8 @@
  * (split.ts) and its parts read in turn, recursively. A part that cannot be split, an *instant*
  * holding more than a page, is paged twice and taken only when both reads hold the same multiset
  * of records; otherwise it is read again, and after SYNC_WINDOW_ATTEMPTS pairs the window fails.
+ * A part whose answer is over UPSTREAM_MAX_BODY is split in time too, and an instant read at
+ * smaller pages (oversize.ts).
  *
  * Requests run through one queue with fixed budgets, earliest window first, so memory is bounded
  * by `2 × concurrency` leaf pages (plus the pages of an instant being compared), never by the size
@@ -22,8 +24,9 @@
 import { AbortedError, InconsistentWindowError } from '../errors.js';
 import type { AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
 import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
+import { readAtSmallerPages, whenTooLarge } from './oversize.js';
 import type { E6Pages } from './ports.js';
-import { ProfileCells, splitOverflow, type RecordEstimate } from './split.js';
+import { ProfileCells, splitOverflow, splitRange, type RecordEstimate } from './split.js';
 import { iso, type Window } from './windows.js';
 
 /** One leaf: a part of a window and its page, as `prepare` made it. */
@@ -244,7 +247,8 @@ export class WindowReader<T> {
 
   async #readPart(state: WindowState<T>, part: Window): Promise<void> {
     const { minSplitMs } = this.#o;
-    const page = await this.#firstPage(state, part);
+    const page = await whenTooLarge(this.#firstPage(state, part), (err) => this.#readOversized(state, part, err));
+    if (page === undefined) return; // over UPSTREAM_MAX_BODY: read split instead
     if (page.data.length === page.totalRecords) {
       this.#hold(state, { part, page: this.#o.prepare(page, part), records: page.data.length });
       return;
@@ -260,11 +264,22 @@ export class WindowReader<T> {
     if (part.start === state.window.start && part.end === state.window.end) this.#o.estimate.observe(part, total);
     const parts = splitOverflow(part, { totalRecords: total, sampleTimes: times }, { pageSize, minSplitMs });
     if (parts.length === 1) {
-      await this.#readInstant(state, part);
+      await whenTooLarge(this.#readInstant(state, part), (err) => this.#readOversized(state, part, err));
       return;
     }
     state.stats.splits++;
     await Promise.all(parts.map((p) => this.#readPart(state, p)));
+  }
+
+  /** A part whose answer was over UPSTREAM_MAX_BODY: its halves in time, or, an instant, read at smaller pages (oversize.ts). */
+  async #readOversized(state: WindowState<T>, part: Window, cause: unknown): Promise<void> {
+    const halves = splitRange(part, 2, this.#o.minSplitMs);
+    if (halves.length > 1) {
+      state.stats.splits++;
+      await Promise.all(halves.map((half) => this.#readPart(state, half)));
+      return;
+    }
+    await readAtSmallerPages(this.#pageSize, (size) => this.#readInstant(state, part, size), { instant: part, window: state.window, cause });
   }
 
   /**
@@ -275,12 +290,12 @@ export class WindowReader<T> {
    *
    * @throws {InconsistentWindowError} when every attempt contradicted itself.
    */
-  async #firstPage(state: WindowState<T>, part: Window): Promise<AnalyticsPage> {
+  async #firstPage(state: WindowState<T>, part: Window, pageSize = Infinity): Promise<AnalyticsPage> {
     let served = 0;
     let total = 0;
     let asked = this.#pageSize;
     for (let attempt = 1; attempt <= this.#o.instantAttempts; attempt++) {
-      asked = this.#pageSize;
+      asked = Math.min(this.#pageSize, pageSize);
       const page = await this.#request(state, part, 1, asked);
       served = page.data.length;
       total = page.totalRecords;
@@ -304,14 +319,15 @@ export class WindowReader<T> {
 
   /**
    * Reads an instant (a part that cannot be split) page by page, twice, and keeps the second read
-   * when both hold the same multiset of records with the same `totalRecords` throughout.
+   * when both hold the same multiset of records with the same `totalRecords` throughout; at most
+   * `pageSize` records a page when given (smaller than what E6 serves: oversize.ts).
    */
-  async #readInstant(state: WindowState<T>, instant: Window): Promise<void> {
+  async #readInstant(state: WindowState<T>, instant: Window, pageSize?: number): Promise<void> {
     const { instantAttempts, onUnstableInstant } = this.#o;
     state.stats.instants++;
     let records = 0;
     for (let attempt = 1; attempt <= instantAttempts; attempt++) {
-      const [first, second] = await Promise.all([this.#pageThrough(state, instant), this.#pageThrough(state, instant)]);
+      const [first, second] = await Promise.all([this.#pageThrough(state, instant, pageSize), this.#pageThrough(state, instant, pageSize)]);
       records = second.total;
       if (first.total === second.total && first.consistent && second.consistent && sameMultiset(first.keys, second.keys)) {
         for (const page of second.pages) this.#hold(state, { part: instant, page: this.#o.prepare(page, instant), records: page.data.length });
@@ -331,8 +347,12 @@ export class WindowReader<T> {
    * Pages through a range once: its pages, the multiset of the records it keeps (all but those
    * exactly at its end), and whether every page gave the same totalRecords.
    */
-  async #pageThrough(state: WindowState<T>, range: Window): Promise<{ total: number; consistent: boolean; pages: AnalyticsPage[]; keys: Map<string, number> }> {
-    const first = await this.#firstPage(state, range);
+  async #pageThrough(
+    state: WindowState<T>,
+    range: Window,
+    pageSize?: number,
+  ): Promise<{ total: number; consistent: boolean; pages: AnalyticsPage[]; keys: Map<string, number> }> {
+    const first = await this.#firstPage(state, range, pageSize);
     const total = first.totalRecords;
     // Paged at the size page 1 showed E6 serves (never at totalPages, which an upstream that
     // clamps the size while echoing the asked one gets wrong), and complete only when every

@@ -76,6 +76,9 @@ export class RunTally {
   pages = 0;
   records = 0;
   quarantined = 0;
+  /** Windows parked (park.ts), and the source's parked windows in the ledger at the end (for the gauge). */
+  parked = 0;
+  parkedWindows: number | undefined;
   status: RunStatus = 'succeeded';
   error: Error | undefined;
 
@@ -87,6 +90,12 @@ export class RunTally {
     this.records += summary.records;
     this.quarantined += summary.quarantined;
     this.watermark = summary.watermark;
+  }
+
+  /** A window was parked; the watermark passed it. */
+  park(watermark: number | undefined): void {
+    this.parked++;
+    this.watermark = watermark;
   }
 
   /** The run stopped on `thrown`: interrupted by the signal, else failed. */
@@ -105,7 +114,7 @@ export class RunTally {
  */
 export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunTally; started: number }): Promise<SyncResult> {
   const { tally } = run;
-  const { status, error, windows: committed, pages, records, quarantined, watermark } = tally;
+  const { status, error, windows: committed, pages, records, quarantined, watermark, parked, parkedWindows } = tally;
   const durationSeconds = (performance.now() - run.started) / 1000;
   const ending: RunEnding = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
   try {
@@ -130,6 +139,8 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
     watermark,
     durationSeconds,
     ...(error ? { error } : {}),
+    parked,
+    ...(parkedWindows !== undefined ? { parkedWindows } : {}),
   };
   const summaryLine = {
     runId: ctx.runId,
@@ -139,12 +150,18 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
     pages,
     records,
     quarantined,
+    ...(parked ? { parked } : {}),
     durationMs: Math.round(durationSeconds * 1000),
     recordsPerSecond: durationSeconds > 0 ? Math.round(records / durationSeconds) : 0,
     watermark: watermark === undefined ? null : iso(watermark),
     ...(error ? { err: error } : {}),
   };
-  if (status === 'succeeded') ctx.log[ctx.windowLevel](summaryLine, 'sync run succeeded');
+  if (status === 'succeeded' && parked > 0)
+    ctx.log.warn(
+      summaryLine,
+      `sync run succeeded but parked ${parked} window(s) it could not load (listed above): the data is not exact until they are loaded`,
+    );
+  else if (status === 'succeeded') ctx.log[ctx.windowLevel](summaryLine, 'sync run succeeded');
   else if (status === 'interrupted') ctx.log.warn(summaryLine, 'sync run interrupted; committed windows are kept, the next run completes the data');
   else ctx.log.error(summaryLine, 'sync run failed; committed windows are kept, the next run completes the data');
   ctx.observer?.runFinished?.(result);

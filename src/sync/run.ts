@@ -12,15 +12,16 @@
  * handed the run's context first (context.ts): plan the windows (plan.ts), read them ahead of the
  * writer as parts that E6 answers each in one complete page (read.ts, reader.ts, split.ts: exact
  * whatever order E6 returns records in), store each window in one transaction with its derived
- * tables and its ledger entry (load-window.ts), report (report.ts). The partitions of `records`
+ * tables and its ledger entry (load-window.ts; a window that fails for a reason of its own is parked
+ * instead, park.ts), report (report.ts). The partitions of `records`
  * the windows need are created before loading (partitions.ts); RETENTION drops the old ones after
  * the run (retention.ts). The run reaches the database and E6 only through ports.ts.
  */
 import { AbortedError } from '../errors.js';
 import { runContext, schemaLockName, sourceLockName, type LoadContext, type RunContext, type SyncDeps, type SyncOptions } from './context.js';
-import { loadWindow } from './load-window.js';
 import { planRun, type RunPlan } from './plan.js';
 import type { StoreSession } from './ports.js';
+import { countParked, loadOrPark } from './park.js';
 import { openReader } from './read.js';
 import { endRun, reportRunStarted, reportWindow, RunTally } from './report.js';
 import { applyRetention } from './retention.js';
@@ -85,7 +86,8 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
     await createPartitions(load, plan);
     for (let index = 0; index < plan.windows.length; index++) {
       if (ctx.options.signal?.aborted) throw new AbortedError('sync interrupted by a signal');
-      const summary = await loadWindow(load, { window: plan.windows[index]!, index });
+      const summary = await loadOrPark(load, { window: plan.windows[index]!, index }, tally);
+      if (summary === undefined) continue; // parked: park.ts told
       tally.add(summary);
       reportWindow(load, summary);
     }
@@ -95,6 +97,7 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
   } finally {
     load.reader.close();
   }
+  await countParked(load, tally);
   return endRun(load, plan, { tally, started });
 }
 

@@ -11,6 +11,7 @@ import type { Logger } from '../log.js';
 import type { Derived, RollupCounts, WindowFields } from './derived.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
+import { parkedWindows, parkWindow, type ParkedWindow } from './parked.js';
 import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowWriter } from './ports.js';
 import { RecordsCopy } from './records-copy.js';
 import {
@@ -104,6 +105,14 @@ export class PgSession implements StoreSession {
 
   auditWindows(range: Window): Promise<StoredWindow[]> {
     return auditWindows(this.db, this.o.tables, this.o.source, range);
+  }
+
+  parkedWindows(range?: Window): Promise<ParkedWindow[]> {
+    return parkedWindows(this.db, this.o.tables, this.o.source, range);
+  }
+
+  parkWindow(of: { window: Window; runId: number }, reason: string): Promise<number | undefined> {
+    return withTransaction(this.db, () => parkWindow(this.db, { t: this.o.tables, source: this.o.source, ...of }, reason));
   }
 
   ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]> {

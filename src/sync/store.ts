@@ -54,11 +54,11 @@ export async function readWatermark(db: Pick<PoolClient, 'query'>, t: Tables, so
   return rows[0]?.watermark?.getTime() ?? undefined;
 }
 
-/** The source's committed windows overlapping [from, to). */
+/** The source's committed windows overlapping [from, to) (not the parked ones: parked.ts). */
 export async function committedWindows(db: PoolClient, t: Tables, source: string, range: Window): Promise<Window[]> {
   const { rows } = await db.query<{ start: Date; end: Date }>(
     `select window_start as "start", window_end as "end" from ${t.windows}
-      where source = $3 and window_start < $2 and window_end > $1 order by window_start`,
+      where source = $3 and status = 'committed' and window_start < $2 and window_end > $1 order by window_start`,
     [new Date(range.start), new Date(range.end), source],
   );
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
@@ -75,15 +75,15 @@ export async function expiredWindows(db: PoolClient, t: Tables, source: string, 
 }
 
 /**
- * The source's ledger windows overlapping [from, to) but the expired ones, in time order, each with
- * the rows stored for it (records and quarantined records: both carry their window's start) and
- * whether a ledger window ends where it starts. Every window of the ledger that holds data the
- * audit can compare is listed here, and only here.
+ * The source's ledger windows overlapping [from, to), committed and parked, but the expired ones,
+ * in time order, each with the rows stored for it (records and quarantined records: both carry
+ * their window's start), whether a committed window ends where it starts, and whether it is parked.
+ * Every window of the ledger the audit compares is listed here, and only here.
  */
 export async function auditWindows(db: PoolClient, t: Tables, source: string, range: Window): Promise<StoredWindow[]> {
-  const { rows } = await db.query<{ start: Date; end: Date; stored: string; followsLedger: boolean }>(
+  const { rows } = await db.query<{ start: Date; end: Date; stored: string; followsLedger: boolean; parked: boolean }>(
     `with w as (
-       select window_start, window_end from ${t.windows}
+       select window_start, window_end, status from ${t.windows}
         where source = $3 and expired_at is null and window_start < $2 and window_end > $1),
      bounds as (select min(window_start) as lo, max(window_start) as hi from w),
      r as (
@@ -93,21 +93,27 @@ export async function auditWindows(db: PoolClient, t: Tables, source: string, ra
        select window_start, count(*) as n from ${t.quarantine}, bounds
         where source = $3 and window_start >= bounds.lo and window_start <= bounds.hi group by window_start)
      select w.window_start as "start", w.window_end as "end", coalesce(r.n, 0) + coalesce(q.n, 0) as stored,
-            exists (select 1 from ${t.windows} p where p.source = $3 and p.window_end = w.window_start) as "followsLedger"
+            exists (select 1 from ${t.windows} p where p.source = $3 and p.status = 'committed' and p.window_end = w.window_start) as "followsLedger",
+            w.status = 'parked' as parked
        from w left join r using (window_start) left join q using (window_start)
       order by w.window_start`,
     [new Date(range.start), new Date(range.end), source],
   );
-  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), stored: Number(r.stored), followsLedger: r.followsLedger }));
+  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), stored: Number(r.stored), followsLedger: r.followsLedger, parked: r.parked }));
 }
 
-/** The source's committed windows in [range.start, range.end) with the record count E6 gave for each, for split.ts's RecordEstimate; also the last one before the range. */
+/**
+ * The source's committed windows in [range.start, range.end) with the record count E6 gave for each,
+ * for split.ts's RecordEstimate; also the last one before the range. Parked windows have no count
+ * E6 gave (and 0 would read as an empty window): they are left out.
+ */
 export async function ledgerCounts(db: PoolClient, t: Tables, source: string, range: Window): Promise<(Window & { totalRecords: number })[]> {
   const { rows } = await db.query<{ start: Date; end: Date; total: string }>(
     `(select window_start as "start", window_end as "end", total_records as "total" from ${t.windows}
-       where source = $3 and window_start < $2 and window_end > $1)
+       where source = $3 and status = 'committed' and window_start < $2 and window_end > $1)
      union all
-     (select window_start, window_end, total_records from ${t.windows} where source = $3 and window_end <= $1 order by window_end desc limit 1)`,
+     (select window_start, window_end, total_records from ${t.windows}
+       where source = $3 and status = 'committed' and window_end <= $1 order by window_end desc limit 1)`,
     [new Date(range.start), new Date(range.end), source],
   );
   return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), totalRecords: Number(r.total) }));

@@ -2,6 +2,7 @@
  * What a sync run reports: per committed window ({@link WindowSummary}, built in one place:
  * {@link windowSummary}), to its observer ({@link SyncObserver}), and at its end ({@link SyncResult}).
  */
+import type { FailureReason } from '../errors.js';
 import type { DroppedPartition } from './partitions.js';
 import type { WindowReadStats } from './reader.js';
 import type { RunStatus } from './store.js';
@@ -50,6 +51,15 @@ export interface ShrunkWindow {
   action: 'kept' | 'replaced';
 }
 
+/** A window parked by a run (park.ts): it cannot be loaded for a reason of its own. */
+export interface ParkedEvent {
+  window: Window;
+  /** The failure's reason (`response_too_large`, `inconsistent_window`, …). */
+  reason: FailureReason;
+  /** The error's text, as stored in the ledger. */
+  error: string;
+}
+
 /** Hooks for metrics and progress; every one optional, none may throw. */
 export interface SyncObserver {
   /**
@@ -69,6 +79,8 @@ export interface SyncObserver {
   unstableInstant?(event: { instant: Window; records: number; attempt: number }): void;
   /** E6 served fewer records on a page than the page size asked: from now on the run reads at `served`. */
   pageSizeClamped?(event: { asked: number; served: number; echoed: number }): void;
+  /** A window was parked (park.ts); the run goes on with the next one. */
+  windowParked?(event: ParkedEvent): void;
   /** RETENTION dropped these partitions of `records` at the end of the run. */
   partitionsDropped?(event: { partitions: readonly DroppedPartition[] }): void;
   runFinished?(result: SyncResult): void;
@@ -90,6 +102,10 @@ export type SyncResult =
       watermark: number | undefined;
       durationSeconds: number;
       error?: Error;
+      /** Windows this run parked (park.ts): the run went on past them, but its data is not exact; absent or 0 when none. */
+      parked?: number;
+      /** The source's parked windows in the ledger at the run's end, expired ones aside; absent when they could not be counted. */
+      parkedWindows?: number;
     };
 
 /** What one window's load counted, before it is a {@link WindowSummary}. */

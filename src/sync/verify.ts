@@ -1,10 +1,11 @@
 /**
  * One audit of one source (`verify`, and `serve`'s AUDIT_SCHEDULE): the ledger windows in range
- * are compared with E6 (audit.ts), under the source's sync lock so no run commits meanwhile (and
+ * (committed and parked) are compared with E6 (audit.ts), under the source's sync lock so no run commits meanwhile (and
  * the schema's, shared, so RETENTION does not expire a window meanwhile); with
  * `repair`, the windows that differ are then loaded again by a sync run over each stretch of them
  * (run.ts runSync with `from`/`to`: exactly as `sync` would, SYNC_SHRINK honoured, the source's
- * lock taken by the run).
+ * lock taken by the run). A parked window is loaded again by every audit with repair, whatever
+ * the counts say.
  */
 import { coerceError } from '../errors.js';
 import { compareWithE6, contiguousRuns, type DriftedWindow } from './audit.js';
@@ -30,9 +31,9 @@ export interface AuditOptions {
 export interface AuditResult {
   /** Windows compared. */
   windows: number;
-  /** Windows whose stored count differed from E6's, in time order. */
+  /** Windows whose stored count differed from E6's, and the parked ones, in time order. */
   drifted: DriftedWindow[];
-  /** Windows still differing after the audit: those not repaired, or whose repair run did not succeed. */
+  /** Windows still differing after the audit: those not repaired, or whose repair run did not succeed or parked them again. */
   left: DriftedWindow[];
   /** E6 requests of the comparison (the repair runs' own requests not counted). */
   requests: number;
@@ -80,9 +81,11 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     if (!locked.acquired || !locked.value.acquired) throw new Error(`the locks of source ${ctx.source} were not taken`);
     return locked.value.value;
   });
-  const { windows, comparison } = compared;
+  const { windows } = compared;
+  const comparison = { ...compared.comparison, drifted: withParked(compared.comparison.drifted, windows) };
   for (const w of comparison.drifted) {
-    ctx.log.warn({ window: [iso(w.start), iso(w.end)], stored: w.stored, upstream: w.upstream }, 'audit: the stored window differs from what E6 holds now');
+    const about = { window: [iso(w.start), iso(w.end)], stored: w.stored, upstream: w.upstream ?? null };
+    ctx.log.warn(about, w.upstream === undefined ? 'audit: the window is parked; loading it again' : 'audit: the stored window differs from what E6 holds now');
   }
   const repairs: SyncResult[] = [];
   let left = comparison.drifted;
@@ -94,9 +97,15 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
         left.push(...stretch);
         continue;
       }
-      const result = await repair(deps, { start: stretch[0]!.start, end: stretch[stretch.length - 1]!.end }, options);
+      const span = { start: stretch[0]!.start, end: stretch[stretch.length - 1]!.end };
+      const result = await repair(deps, span, options);
       if (result !== undefined) repairs.push(result);
       if (result?.status !== 'succeeded') left.push(...stretch);
+      else if ((result.parked ?? 0) > 0) {
+        // The run went on past windows it parked again: those are left.
+        const parked = await ctx.store.session((session) => session.parkedWindows(span));
+        left.push(...stretch.filter((w) => parked.some((p) => p.start < w.end && w.start < p.end)));
+      }
     }
   }
   const result: AuditResult = {
@@ -128,6 +137,13 @@ async function repair(deps: SyncDeps, window: Window, options: AuditOptions): Pr
     deps.log.error({ window: [iso(window.start), iso(window.end)], err: coerceError(err) }, 'audit: the repair of the windows could not run');
     return undefined;
   }
+}
+
+/** The windows that differ and the parked ones (every audit loads a parked window again), in time order. */
+function withParked(drifted: readonly DriftedWindow[], windows: readonly StoredWindow[]): DriftedWindow[] {
+  const found = new Set(drifted.map((w) => w.start));
+  const parked = windows.filter((w) => w.parked && !found.has(w.start)).map((w) => ({ start: w.start, end: w.end, stored: w.stored, upstream: undefined }));
+  return [...drifted, ...parked].sort((a, b) => a.start - b.start);
 }
 
 /** The end of the latest window with no difference left in it or before it. */

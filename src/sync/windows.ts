@@ -24,10 +24,13 @@ export interface Window {
 export interface StoredWindow extends Window {
   stored: number;
   /**
-   * Whether a ledger window (expired ones included) ends where this one starts: then the records
-   * E6 returns for the instant of its start belong to that window, else to this one.
+   * Whether a committed ledger window (expired ones included, parked ones not) ends where this one
+   * starts: then the records E6 returns for the instant of its start belong to that window, else to
+   * this one.
    */
   followsLedger: boolean;
+  /** Whether the window is parked (parked.ts): every audit loads it again, whatever the counts say. */
+  parked: boolean;
 }
 
 /** Rounds `ms` down to a multiple of `windowMs` since the epoch. */

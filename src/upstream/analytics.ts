@@ -241,6 +241,8 @@ export interface AnalyticsClientOptions {
   timeoutMs?: number;
   /** The request budget every E6/E7 request (retries included) waits on; absent = no pacing. */
   budget?: RequestBudget;
+  /** UPSTREAM_MAX_BODY in bytes, the dispatcher's cap: a decoded body is bounded by it too. */
+  maxBodyBytes: number;
 }
 
 /** Reads analytics from the platform (E6, E7) with tokens from E0. */
@@ -279,7 +281,7 @@ export class AnalyticsClient {
         `${variable} holds a client secret shorter than ${MIN_CLIENT_SECRET_LENGTH} characters: it is easy to guess, and messages mask it only where it stands as a whole word`,
       );
     }
-    const dispatcher = createAgent({ timeoutMs: config.timeoutMs, tls: files.tls });
+    const dispatcher = createAgent({ timeoutMs: config.timeoutMs, maxBodyBytes: config.maxBodyBytes, tls: files.tls });
     const retry: RetryPolicy = {
       maxAttempts: config.maxAttempts,
       maxDelayMs: config.retryMaxDelayMs,
@@ -310,6 +312,7 @@ export class AnalyticsClient {
       retry,
       log: deps.log,
       timeoutMs: config.timeoutMs,
+      maxBodyBytes: config.maxBodyBytes,
       ...(deps.now ? { now: deps.now } : {}),
       ...(deps.observer?.onTokenRequest ? { onTokenRequest: (o) => deps.observer?.onTokenRequest?.(o) } : {}),
       ...(deps.observer?.onAttemptFailed ? { onAttemptFailed: (reason) => deps.observer?.onAttemptFailed?.({ endpoint: 'token', reason }) } : {}),
@@ -321,6 +324,7 @@ export class AnalyticsClient {
       retry,
       log: deps.log,
       timeoutMs: config.timeoutMs,
+      maxBodyBytes: config.maxBodyBytes,
       ...(budget ? { budget } : {}),
       ...(deps.observer ? { observer: deps.observer } : {}),
       ...(deps.now ? { now: deps.now } : {}),
@@ -389,7 +393,7 @@ export class AnalyticsClient {
   }
 
   async #get<T>(endpoint: Endpoint, url: URL, accept: string, signal: AbortSignal | undefined, parse: (res: RawResponse) => T): Promise<T> {
-    const { tokens, retry, log, observer, dispatcher, timeoutMs, budget } = this.#o;
+    const { tokens, retry, log, observer, dispatcher, timeoutMs, budget, maxBodyBytes } = this.#o;
     const once = async (token: string): Promise<RawResponse> => {
       // Every request waits on the budget, retries and a 401's renewed call included; the wait is
       // not part of the request's duration.
@@ -403,6 +407,7 @@ export class AnalyticsClient {
           url,
           // gzip both ways: E6 pages of JSON shrink several times over; send() decodes what comes back.
           headers: { authorization: `Bearer ${token}`, accept, 'accept-encoding': ACCEPT_ENCODING },
+          maxBodyBytes,
           ...(signal ? { signal } : {}),
           ...(timeoutMs !== undefined ? { timeoutMs } : {}),
           // E6 pages are stored from their bytes (AnalyticsPage.bytes); E7 bodies need only text.

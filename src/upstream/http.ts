@@ -11,8 +11,6 @@ import { ContentDecodingError, contentCodings, decodeContent } from './encoding.
 import type { TlsFiles } from './files.js';
 import { parseRetryAfter } from './retry.js';
 
-/** Upper bound on a response body, as received and once decoded from its Content-Encoding; a page of 1000 records is far below it. */
-export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 /** How long an idle keep-alive socket is kept for the next page. */
 export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
 
@@ -47,6 +45,8 @@ const CUT_OFF_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR
 export interface AgentOptions {
   /** Connect, headers and body timeout, in milliseconds. */
   timeoutMs: number;
+  /** Largest response body received, in bytes (UPSTREAM_MAX_BODY); pass the same to {@link send}, which bounds the decoded body by it. */
+  maxBodyBytes: number;
   tls?: TlsFiles;
 }
 
@@ -62,7 +62,7 @@ export function createAgent(options: AgentOptions): Agent {
     headersTimeout: options.timeoutMs,
     bodyTimeout: options.timeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-    maxResponseSize: MAX_RESPONSE_BYTES,
+    maxResponseSize: options.maxBodyBytes,
     connect: {
       ...(tls.cert !== undefined ? { cert: tls.cert, key: tls.key } : {}),
       ...(tls.ca !== undefined ? { ca: [...rootCertificates, tls.ca] } : {}),
@@ -95,6 +95,11 @@ export interface SendOptions {
   signal?: AbortSignal;
   /** The timeout the dispatcher applies (UPSTREAM_TIMEOUT), in milliseconds; named in timeout messages. */
   timeoutMs?: number;
+  /**
+   * The dispatcher's cap on a body as received (UPSTREAM_MAX_BODY, {@link AgentOptions.maxBodyBytes}), in
+   * bytes: the decoded body is bounded by it too, and messages name it.
+   */
+  maxBodyBytes: number;
   /** Keep the body's bytes beside its text (RawResponse.bytes), for a caller that writes them on. */
   keepBytes?: boolean;
 }
@@ -115,7 +120,7 @@ export function describeEndpoint(endpoint: Endpoint, url: URL): string {
  *
  * @throws {UpstreamError|TokenError} `ERR_UPSTREAM_TIMEOUT` for connect/headers/body timeouts,
  *   `ERR_UPSTREAM_NETWORK` for socket, DNS and TLS failures (`retryable` when a new attempt may help),
- *   `ERR_UPSTREAM_BODY` with reason `response_too_large` for a body over {@link MAX_RESPONSE_BYTES}
+ *   `ERR_UPSTREAM_BODY` with reason `response_too_large` for a body over `maxBodyBytes` (UPSTREAM_MAX_BODY)
  *   as received or once decoded, with reason `content_encoding` for a Content-Encoding other than
  *   gzip, deflate and br (final) or a body not valid in its coding (retryable);
  *   {@link AbortedError} when `signal` aborted.
@@ -139,7 +144,7 @@ export async function send(options: SendOptions): Promise<RawResponse> {
     if (options.keepBytes !== true && !coded)
       return { status: res.statusCode, headers: res.headers, body: await res.body.text(), durationSeconds: durationSeconds() };
     // The cap on what is received (the agent's maxResponseSize) holds for what it decodes to as well.
-    const whole = coded ? await decodeContent(await res.body.bytes(), encoding, MAX_RESPONSE_BYTES) : await res.body.bytes();
+    const whole = coded ? await decodeContent(await res.body.bytes(), encoding, options.maxBodyBytes) : await res.body.bytes();
     // Decoded as undici's text() decodes: a UTF-8 byte order mark skipped, invalid bytes as U+FFFD.
     if (options.keepBytes !== true)
       return { status: res.statusCode, headers: res.headers, body: new TextDecoder().decode(whole), durationSeconds: durationSeconds() };
@@ -154,7 +159,7 @@ export async function send(options: SendOptions): Promise<RawResponse> {
     };
   } catch (err) {
     if (options.signal?.aborted) throw new AbortedError(`${where}: request aborted`, { cause: err });
-    if (err instanceof ContentDecodingError) throw decodingError(options.endpoint, where, err);
+    if (err instanceof ContentDecodingError) throw decodingError(options, where, err);
     const code = networkCode(err);
     const phase = code === undefined ? undefined : TIMEOUT_PHASES[code];
     if (phase !== undefined) {
@@ -162,7 +167,7 @@ export async function send(options: SendOptions): Promise<RawResponse> {
       throw makeError(options.endpoint, 'ERR_UPSTREAM_TIMEOUT', `${where}: timed out, ${phase}${limit} (${code})`, { cause: err, retryable: true });
     }
     if (err instanceof undiciErrors.ResponseExceededMaxSizeError) {
-      throw makeError(options.endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${MAX_RESPONSE_BYTES} bytes`, {
+      throw makeError(options.endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${options.maxBodyBytes} bytes (UPSTREAM_MAX_BODY)`, {
         cause: err,
         reason: 'response_too_large',
       });
@@ -183,13 +188,19 @@ export async function send(options: SendOptions): Promise<RawResponse> {
  * more than the cap (final, as a body over the cap is), else `content_encoding`: retryable for bytes
  * not valid in their coding (a body cut short), final for a coding the client does not know.
  */
-function decodingError(endpoint: Endpoint, where: string, err: ContentDecodingError): ExporterError {
+function decodingError(options: Pick<SendOptions, 'endpoint' | 'maxBodyBytes'>, where: string, err: ContentDecodingError): ExporterError {
+  const { endpoint } = options;
   const coding = excerpt(err.coding, 40);
   if (err.fault === 'too_large') {
-    return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${MAX_RESPONSE_BYTES} bytes once decoded from ${coding}`, {
-      cause: err,
-      reason: 'response_too_large',
-    });
+    return makeError(
+      endpoint,
+      'ERR_UPSTREAM_BODY',
+      `${where}: response larger than ${options.maxBodyBytes} bytes (UPSTREAM_MAX_BODY) once decoded from ${coding}`,
+      {
+        cause: err,
+        reason: 'response_too_large',
+      },
+    );
   }
   if (err.fault === 'unknown') {
     return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: response in Content-Encoding ${coding}, which the client does not decode (gzip, deflate, br)`, {

@@ -77,6 +77,8 @@ export interface TokenClientOptions {
   onAttemptFailed?: (reason: FailureReason) => void;
   /** UPSTREAM_TIMEOUT in milliseconds, named in timeout messages (the dispatcher enforces it). */
   timeoutMs?: number;
+  /** UPSTREAM_MAX_BODY in bytes, the dispatcher's cap: a decoded body is bounded by it too. */
+  maxBodyBytes: number;
 }
 
 /** A cached token: the bearer value and when to stop using it. */
@@ -209,7 +211,7 @@ export class TokenClient {
    * Sets `refusal.invalidClient` when the identity host answered `invalid_client`.
    */
   async #request(clientSecret: string, refusal: { invalidClient: boolean }): Promise<z.infer<typeof tokenResponseSchema>> {
-    const { tokenUrl, clientId, authMethod, scope, dispatcher, log, timeoutMs } = this.#options;
+    const { tokenUrl, clientId, authMethod, scope, dispatcher, log, timeoutMs, maxBodyBytes } = this.#options;
     const form: Record<string, string> = { grant_type: 'client_credentials', scope };
     const headers: Record<string, string> = {
       'content-type': 'application/x-www-form-urlencoded',
@@ -246,6 +248,7 @@ export class TokenClient {
           url: tokenUrl,
           headers,
           body,
+          maxBodyBytes,
           ...(timeoutMs !== undefined ? { timeoutMs } : {}),
         }).catch((err: unknown) => {
           failed(failureReason(err));

@@ -36,6 +36,13 @@ export class FakeE6 implements E6Pages {
   readonly delays: number[] = [];
   /** The next this many requests fail with HTTP 503 (retryable). */
   failNext = 0;
+  /**
+   * A body cap as UPSTREAM_MAX_BODY is (bytes of a page's text): a page over it fails with
+   * `ERR_UPSTREAM_BODY`, reason `response_too_large`, not retried, as the analytics client fails it.
+   */
+  maxBodyBytes = Number.POSITIVE_INFINITY;
+  /** A fault for a request: the error it fails with (through the retry loop, as the client's), or undefined to answer. */
+  fault: ((query: PageQuery) => Error | undefined) | undefined;
   readonly #retry: RetryPolicy;
 
   constructor(records: readonly FakeRecord[], retry: Partial<RetryPolicy> = {}) {
@@ -56,6 +63,8 @@ export class FakeE6 implements E6Pages {
       this.failNext--;
       throw new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'fake E6: HTTP 503', { status: 503, retryable: true });
     }
+    const fault = this.fault?.(query);
+    if (fault !== undefined) throw fault;
     const from = query.startDate.getTime();
     const to = query.toDate?.getTime() ?? Number.POSITIVE_INFINITY;
     const pageSize = query.pageSize ?? 500;
@@ -65,6 +74,11 @@ export class FakeE6 implements E6Pages {
     const data = inRange.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
     const envelope = { pageNumber, pageSize, totalRecords: inRange.length, totalPages: Math.ceil(inRange.length / pageSize), data };
     const text = JSON.stringify(envelope);
+    if (Buffer.byteLength(text) > this.maxBodyBytes) {
+      throw new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', `fake E6: response larger than ${this.maxBodyBytes} bytes (UPSTREAM_MAX_BODY)`, {
+        reason: 'response_too_large',
+      });
+    }
     return { ...envelope, data: (JSON.parse(text) as { data: AnalyticsRecord[] }).data, text, bytes: Buffer.from(text, 'utf8') };
   }
 }

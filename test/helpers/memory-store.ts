@@ -8,9 +8,10 @@
  */
 import type { RollupCounts, WindowFields } from '../../src/sync/derived.js';
 import type { PageRows, QuarantineRow } from '../../src/sync/page-rows.js';
+import type { ParkedWindow } from '../../src/sync/parked.js';
 import type { DroppedPartition, Partition } from '../../src/sync/partitions.js';
 import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowWriter } from '../../src/sync/ports.js';
-import type { Window } from '../../src/sync/windows.js';
+import { subtractWindows, type Window } from '../../src/sync/windows.js';
 
 export interface StoredRecord {
   /** The payload as parsed from the text the store was given. */
@@ -23,6 +24,8 @@ export interface StoredRecord {
 export interface LedgerRow extends Window, WindowCounts {
   runId: number;
   expired: boolean;
+  /** Set on a parked window (parked.ts): why, and when (ms). */
+  parked?: { reason: string; at: number };
 }
 
 export interface RunRow {
@@ -189,7 +192,37 @@ class MemorySession implements StoreSession {
 
   async committedWindows(range: Window): Promise<Window[]> {
     this.#check();
-    return this.#ledger((w) => overlaps(w, range));
+    return this.#ledger((w) => !w.parked && overlaps(w, range));
+  }
+
+  async parkedWindows(range?: Window): Promise<ParkedWindow[]> {
+    this.#check();
+    return this.store.ledger
+      .filter((w) => w.parked && (range === undefined || overlaps(w, range)))
+      .sort((a, b) => a.start - b.start)
+      .map((w) => ({
+        start: w.start,
+        end: w.end,
+        reason: w.parked!.reason,
+        parkedAt: w.parked!.at,
+        recordCount: w.recordCount,
+        runId: w.runId,
+        expired: w.expired,
+      }));
+  }
+
+  async parkWindow(of: { window: Window; runId: number }, reason: string): Promise<number | undefined> {
+    this.#check();
+    const { window, runId } = of;
+    const parked = { reason, at: Date.now() };
+    const held = this.store.ledger.filter((w) => inside(w, window));
+    for (const w of held) Object.assign(w, { parked, runId });
+    for (const gap of subtractWindows([window], held)) {
+      this.store.ledger.push({ ...gap, recordCount: 0, totalRecords: 0, pages: 0, runId, expired: false, parked });
+    }
+    const now = this.store.watermark;
+    if (now === undefined || window.start <= now) this.store.watermark = Math.max(now ?? window.end, window.end);
+    return this.store.watermark;
   }
 
   async expiredWindows(range: Window): Promise<Window[]> {
@@ -204,13 +237,20 @@ class MemorySession implements StoreSession {
     return this.store.ledger
       .filter((w) => !w.expired && overlaps(w, range))
       .sort((a, b) => a.start - b.start)
-      .map((w) => ({ start: w.start, end: w.end, stored: stored.get(w.start) ?? 0, followsLedger: this.store.ledger.some((p) => p.end === w.start) }));
+      .map((w) => ({
+        start: w.start,
+        end: w.end,
+        stored: stored.get(w.start) ?? 0,
+        followsLedger: this.store.ledger.some((p) => !p.parked && p.end === w.start),
+        parked: w.parked !== undefined,
+      }));
   }
 
   async ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]> {
     this.#check();
-    const within = this.store.ledger.filter((w) => overlaps(w, range));
-    const before = this.store.ledger.filter((w) => w.end <= range.start).sort((a, b) => b.end - a.end)[0];
+    const committed = this.store.ledger.filter((w) => !w.parked);
+    const within = committed.filter((w) => overlaps(w, range));
+    const before = committed.filter((w) => w.end <= range.start).sort((a, b) => b.end - a.end)[0];
     return [...within, ...(before ? [before] : [])].map((w) => ({ start: w.start, end: w.end, totalRecords: w.totalRecords }));
   }
 

@@ -15,9 +15,11 @@ import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { runSync } from '../../src/sync/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
-import { MAX_RESPONSE_BYTES } from '../../src/upstream/http.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { syncSettings } from '../helpers/sync.js';
+
+/** UPSTREAM_MAX_BODY's default, in bytes: the client of this file is configured with it. */
+const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 const db = useTestDatabase();
 let pool: Pool;
@@ -180,7 +182,7 @@ describe('E6 bodies in a Content-Encoding', () => {
         (e: unknown) => e,
       );
       expect(err).toMatchObject({ code: 'ERR_UPSTREAM_BODY', reason: 'response_too_large' });
-      expect((err as Error).message).toContain(`larger than ${MAX_RESPONSE_BYTES} bytes once decoded from gzip`);
+      expect((err as Error).message).toContain(`larger than ${MAX_RESPONSE_BYTES} bytes (UPSTREAM_MAX_BODY) once decoded from gzip`);
     } finally {
       await c.close();
     }

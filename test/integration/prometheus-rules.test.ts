@@ -146,6 +146,7 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
       'AnalyticsSyncFailing',
       'AnalyticsRecordsQuarantined',
       'AnalyticsSyncUnstableInstants',
+      'AnalyticsSyncWindowsParked',
       'AnalyticsAuditDriftLeft',
     ]);
     for (const rule of alertRules) {
@@ -324,6 +325,7 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
       AnalyticsSyncFailing: { comparison: /\s*> 0\.5$/, healthy: (v) => v === 0 },
       AnalyticsRecordsQuarantined: { comparison: / > 0$/, healthy: (v) => v === 0 },
       AnalyticsSyncUnstableInstants: { comparison: / > 2$/, healthy: (v) => v === 0 },
+      AnalyticsSyncWindowsParked: { comparison: / > 0$/, healthy: (v) => v === 0 },
       // No audit has run yet (AUDIT_SCHEDULE is daily): exported at 0 from the start.
       AnalyticsAuditDriftLeft: { comparison: / > 0$/, healthy: (v) => v === 0 },
     };

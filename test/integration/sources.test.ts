@@ -304,7 +304,8 @@ describe('several sources in one database (real PostgreSQL)', () => {
     const before = await Promise.all(tables.map(([table, columns]) => digest(schema, table, columns)));
     expect(before[0]!.rows[0]!.n).toBe(400);
 
-    expect(await migrate(bed.pool, schema, silentLogger)).toEqual(['20261126000000000_sources']);
+    // That migration and every later one (they keep the rows as well).
+    expect(await migrate(bed.pool, schema, silentLogger)).toEqual(MIGRATIONS.slice(MIGRATIONS.indexOf('20261126000000000_sources')));
     const after = await Promise.all(tables.map(([table, columns]) => digest(schema, table, columns)));
     expect(after.map((r) => r.rows[0])).toEqual(before.map((r) => r.rows[0]));
     for (const [table] of [...tables, ['sync_state', '']]) {

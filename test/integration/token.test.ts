@@ -9,6 +9,9 @@ import { TokenError } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { TokenClient, type TokenClientOptions } from '../../src/upstream/token.js';
 
+/** UPSTREAM_MAX_BODY's default, in bytes. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
 /** A real HTTP token endpoint whose answer each test sets. */
 let server: Server;
 let tokenUrl: URL;
@@ -53,6 +56,7 @@ function client(overrides: Partial<TokenClientOptions> = {}): TokenClient {
     dispatcher,
     retry: { maxAttempts: 3, maxDelayMs: 1000, baseDelayMs: 1 },
     log: silentLogger,
+    maxBodyBytes: MAX_BODY_BYTES,
     ...overrides,
   });
 }

@@ -261,6 +261,51 @@ describe('auditSource: compare under the lock, then repair through sync runs', (
     expect(store.commits).toEqual([]);
   });
 
+  it('a parked window is loaded again by every audit with repair, even when its counts agree; without repair it is left', async () => {
+    vi.useFakeTimers({ now: NOW });
+    const data = hourly(48);
+    const store = seeded(48, data);
+    // Hour 12 parked with its records (a load before it was parked), hour 20 parked with none.
+    for (const w of store.ledger) if (w.start === T0 + 12 * HOUR || w.start === T0 + 20 * HOUR) w.parked = { reason: 'over UPSTREAM_MAX_BODY', at: NOW };
+    store.records = store.records.filter((r) => r.window.start !== T0 + 20 * HOUR);
+    const deps = { store, client: new FakeE6(data), ...settings(), schema: 'unit', log: silentLogger };
+    const found = await onFakeTimers(auditSource(deps, { repair: false }));
+    expect(found.drifted).toEqual([
+      { start: T0 + 12 * HOUR, end: T0 + 13 * HOUR, stored: 2, upstream: undefined },
+      { start: T0 + 20 * HOUR, end: T0 + 21 * HOUR, stored: 0, upstream: 2 },
+    ]);
+    expect(found.left).toEqual(found.drifted);
+    const repaired = await onFakeTimers(auditSource(deps, { repair: true, now: () => NOW }));
+    expect(repaired.left).toEqual([]);
+    expect(store.commits).toEqual([
+      { start: T0 + 12 * HOUR, end: T0 + 13 * HOUR },
+      { start: T0 + 20 * HOUR, end: T0 + 21 * HOUR },
+    ]);
+    expect(store.ledger.filter((w) => w.parked !== undefined)).toEqual([]);
+    expect((await onFakeTimers(auditSource(deps, { repair: false }))).drifted).toEqual([]);
+  });
+
+  it('a repair run that parks the window again leaves it differing', async () => {
+    vi.useFakeTimers({ now: NOW });
+    const data = hourly(48);
+    const e6 = new FakeE6([...data, record(5000, T0 + 7 * HOUR + 60_000)]);
+    // The counts are answered; every read of a window contradicts its own envelope (more records than its totalRecords).
+    const client: E6Pages = {
+      fetchPage: async (q, o) => {
+        const page = await e6.fetchPage(q, o);
+        if (q.pageSize === 1 || page.data.length === 0) return page;
+        const text = JSON.stringify({ ...page, data: [...page.data, page.data[0]], text: undefined, bytes: undefined });
+        return { ...page, data: [...page.data, page.data[0]!], text, bytes: Buffer.from(text) };
+      },
+    };
+    const store = seeded(48, data);
+    const result = await onFakeTimers(auditSource({ store, client, ...settings(), schema: 'unit', log: silentLogger }, { repair: true, now: () => NOW }));
+    expect(result.drifted.map((w) => w.start)).toEqual([T0 + 7 * HOUR]);
+    expect(result.repairs).toMatchObject([{ status: 'succeeded', parked: 1 }]);
+    expect(result.left.map((w) => w.start)).toEqual([T0 + 7 * HOUR]);
+    expect(store.ledger.filter((w) => w.parked !== undefined).map((w) => w.start)).toEqual([T0 + 7 * HOUR]);
+  });
+
   it('--from/--to audit only the windows overlapping the range', async () => {
     const data = hourly(48);
     const e6 = new FakeE6([...data, record(5000, T0 + 7 * HOUR + 60_000), record(5001, T0 + 40 * HOUR + 60_000)]);

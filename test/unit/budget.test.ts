@@ -7,6 +7,9 @@ import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { DECREASE_HOLD_MS, RequestBudget, type BudgetObserver, type RequestBudgetOptions } from '../../src/upstream/budget.js';
 import { TokenClient } from '../../src/upstream/token.js';
 
+/** UPSTREAM_MAX_BODY's default, in bytes. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
 /** A fake clock: `sleep` resolves when `advance` moves the time past its deadline; nothing waits for real. */
 class FakeTime {
   ms = 0;
@@ -244,8 +247,17 @@ describe('the analytics client on a budget (mock dispatcher)', () => {
       dispatcher: agent,
       retry,
       log: silentLogger,
+      maxBodyBytes: MAX_BODY_BYTES,
     });
-    const client = new AnalyticsClient({ statisticsUrl: new URL('https://stats.test/'), tokens, dispatcher: agent, retry, log: silentLogger, budget });
+    const client = new AnalyticsClient({
+      statisticsUrl: new URL('https://stats.test/'),
+      tokens,
+      dispatcher: agent,
+      retry,
+      log: silentLogger,
+      budget,
+      maxBodyBytes: MAX_BODY_BYTES,
+    });
     return { client, budget, rates, clock: () => clock, close: () => agent.close() };
   }
 

@@ -93,14 +93,16 @@ describe('CONFIG_FILE', () => {
     for (const source of config.sources) expect(source.upstream).toMatchObject({ scope: 'api.other', timeoutMs: 5000 });
   });
 
-  it('reads relative secret files against the file folder, and a rate limit per source', () => {
+  it('reads relative secret files against the file folder, and a rate limit and a body cap per source', () => {
     writeFileSync(join(dir, 'b.secret'), 'secret-of-b-source\n');
     const file = write(
-      `sources:\n${entry('a', ['rate_limit: 2', 'rate_burst: 4'])}\n  - name: b\n    statistics_url: https://b.test/\n    auth_url: https://b.test/\n    client_id: b\n    client_secret_file: b.secret\n`,
+      `sources:\n${entry('a', ['rate_limit: 2', 'rate_burst: 4', 'max_body: 128MiB'])}\n  - name: b\n    statistics_url: https://b.test/\n    auth_url: https://b.test/\n    client_id: b\n    client_secret_file: b.secret\n`,
     );
     const [a, b] = loadConfig({ CONFIG_FILE: file }).sources;
     expect(a!.upstream!.rateLimit).toEqual({ ratePerSecond: 2, burst: 4 });
     expect(b!.upstream!.rateLimit).toBeUndefined();
+    // UPSTREAM_MAX_BODY per source: b keeps the default.
+    expect([a!.upstream!.maxBodyBytes, b!.upstream!.maxBodyBytes]).toEqual([128 * 1024 ** 2, 64 * 1024 ** 2]);
     expect(b!.upstream).toMatchObject({ clientSecretFile: { file: join(dir, 'b.secret') } });
     expect(readClientFiles(b!.upstream!).clientSecret).toBe('secret-of-b-source');
   });

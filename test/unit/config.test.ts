@@ -55,6 +55,27 @@ describe('loadConfig', () => {
     });
   });
 
+  it.each([
+    ['64MiB', 64 * 1024 ** 2],
+    ['128 MiB', 128 * 1024 ** 2],
+    ['0.5GiB', 512 * 1024 ** 2],
+    ['100MB', 100_000_000],
+    ['65536', 65_536],
+    ['512KiB', 512 * 1024],
+  ])('reads UPSTREAM_MAX_BODY=%s as %i bytes', (value, bytes) => {
+    expect(loadConfig({ ...base, UPSTREAM_MAX_BODY: value }).sources[0]!.upstream!.maxBodyBytes).toBe(bytes);
+  });
+
+  it('caps upstream bodies at 64 MiB by default', () => {
+    expect(loadConfig(base).sources[0]!.upstream!.maxBodyBytes).toBe(64 * 1024 ** 2);
+  });
+
+  it.each([['0'], ['1KiB'], ['1GiB'], ['64 parsecs'], ['-5MiB'], ['MiB'], ['1e6']])('rejects UPSTREAM_MAX_BODY=%s, naming it', (value) => {
+    const err = configError({ ...base, UPSTREAM_MAX_BODY: value });
+    expect(err.variable).toBe('UPSTREAM_MAX_BODY');
+    expect(err.message).toContain('UPSTREAM_MAX_BODY must be a byte size from 65536 to 536870912 bytes, such as 64MiB');
+  });
+
   it.each([['0'], ['-1'], ['10/s'], ['1e3'], ['10001'], ['on']])('rejects UPSTREAM_RATE_LIMIT=%s, naming it', (value) => {
     const err = configError({ ...base, UPSTREAM_RATE_LIMIT: value });
     expect(err.variable).toBe('UPSTREAM_RATE_LIMIT');

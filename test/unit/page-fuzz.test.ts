@@ -16,6 +16,9 @@ import { AnalyticsClient, decodePage, parsePage, type AnalyticsPage } from '../.
 import { stringifyJson } from '../../src/upstream/page-text.js';
 import { TokenClient } from '../../src/upstream/token.js';
 
+/** UPSTREAM_MAX_BODY's default, in bytes. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
 const url = new URL('https://stats.test/analytics?pageNumber=1&pageSize=5&startDate=2026-10-01T00:00:00Z');
 const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8' };
 const BODY_REASONS: FailureReason[] = ['content_type', 'invalid_json', 'invalid_envelope', 'inconsistent_page'];
@@ -198,8 +201,16 @@ function fuzzClient(agent: MockAgent, maxAttempts: number): AnalyticsClient {
     dispatcher: agent,
     retry,
     log: silentLogger,
+    maxBodyBytes: MAX_BODY_BYTES,
   });
-  return new AnalyticsClient({ statisticsUrl: new URL('https://stats.test/'), tokens, dispatcher: agent, retry, log: silentLogger });
+  return new AnalyticsClient({
+    statisticsUrl: new URL('https://stats.test/'),
+    tokens,
+    dispatcher: agent,
+    retry,
+    log: silentLogger,
+    maxBodyBytes: MAX_BODY_BYTES,
+  });
 }
 
 function withField(page: object, field: string, text: string): string {

@@ -2,8 +2,10 @@
  * The admin requests (`--admin`): change the data while a client runs, as an upstream does when
  * records arrive late or are deleted. Not part of the reference; refused (404) unless enabled.
  *
- * - `POST /admin/records` `{ "records": [record, …] }` or `{ "at": ISO, "count": n }`: inserts the
- *   records, or `n` plausible records at instant `at`; answers `{ inserted, records }`.
+ * - `POST /admin/records` `{ "records": [record, …] }` or `{ "at": ISO, "count": n, "padBytes"?: b }`:
+ *   inserts the records, or `n` plausible records at instant `at` (each with a field `padding` of `b`
+ *   characters when given: records as large as a test needs, beyond what a request body holds);
+ *   answers `{ inserted, records }` (padded records with `padding` shortened to its length).
  * - `POST /admin/delete` `{ "records": [record, …] }` or `{ "from": ISO, "to": ISO, "count": n }`:
  *   deletes one record equal to each given one, or `n` records spread over those whose timestamp
  *   lies in `[from, to]`; answers `{ deleted, records }`. A record not found deletes nothing (404).
@@ -21,6 +23,8 @@ import type { RecordView } from './view.js';
 export const MAX_ADMIN_BODY_BYTES = 32 * 1024 * 1024;
 /** Most records one admin request adds or deletes. */
 export const MAX_ADMIN_RECORDS = 100_000;
+/** Most characters of `padding` an admin request gives each record it makes (`padBytes`). */
+export const MAX_PAD_BYTES = 256 * 1024 * 1024;
 
 const instant = z.string().transform((text, ctx) => {
   const ms = parseIsoDateTime(text);
@@ -34,7 +38,7 @@ const countSchema = z.number().int().min(1).max(MAX_ADMIN_RECORDS);
 const recordsSchema = z.array(analyticsRecordSchema).min(1).max(MAX_ADMIN_RECORDS);
 
 const byRecords = z.strictObject({ records: recordsSchema });
-const atInstant = z.strictObject({ at: instant, count: countSchema });
+const atInstant = z.strictObject({ at: instant, count: countSchema, padBytes: z.number().int().min(0).max(MAX_PAD_BYTES).optional() });
 const inRange = z
   .strictObject({ from: instant, to: instant, count: countSchema })
   .refine((s) => s.to.getTime() >= s.from.getTime(), { message: 'must not be before from', path: ['to'] });
@@ -107,7 +111,14 @@ export class AdminEndpoints {
     } else {
       const parsed = atInstant.safeParse(body);
       if (!parsed.success) return this.#invalid(res, parsed.error);
-      added = this.#plausibleAt(parsed.data.at, parsed.data.count);
+      const { at, count, padBytes = 0 } = parsed.data;
+      added = this.#plausibleAt(at, count).map((r) => (padBytes > 0 ? { ...r, padding: 'x'.repeat(padBytes) } : r));
+      if (padBytes > 0) {
+        this.#dataset.insert(added);
+        // Not echoed whole: the answer would be as large as what was inserted.
+        const shown = added.map((r) => ({ ...r, padding: `(${padBytes} characters)` }));
+        return this.#respond.sendJson(res, 200, { inserted: added.length, records: shown });
+      }
     }
     this.#dataset.insert(added);
     this.#respond.sendJson(res, 200, { inserted: added.length, records: added });

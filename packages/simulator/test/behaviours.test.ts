@@ -220,6 +220,19 @@ describe('admin requests', () => {
     expect(await e7Total(sim, token, FROM, TO)).toBe(before.length + 6);
   });
 
+  it('add records padded to a chosen size (padBytes), served whole but not echoed whole', async () => {
+    const { sim, token } = await start({ admin: true });
+    const at = '2026-10-20T12:34:56Z';
+    const reply = await admin(sim, '/admin/records', { at, count: 2, padBytes: 100_000 });
+    expect(reply.status, reply.text).toBe(200);
+    expect(reply.text.length).toBeLessThan(2_000);
+    const added = JSON.parse(reply.text) as { inserted: number; records: AnalyticsRecord[] };
+    expect(added).toMatchObject({ inserted: 2, records: [{ timestamp: at, padding: '(100000 characters)' }, { timestamp: at }] });
+    const served = await page(sim, token, { startDate: at, toDate: at, pageSize: 10 });
+    expect(served.data.map((r) => (r as { padding?: string }).padding)).toEqual(['x'.repeat(100_000), 'x'.repeat(100_000)]);
+    expect(await admin(sim, '/admin/records', { at, count: 1, padBytes: -1 }).then((r) => r.status)).toBe(400);
+  });
+
   it('delete records by range and count, or exactly, and E6 and E7 leave them out', async () => {
     const { sim, token } = await start({ admin: true, duplicateEvery: 0 });
     const before = sim.servedJson(FROM, TO);

@@ -1,0 +1,249 @@
+/**
+ * A window that cannot be loaded never stalls its source (src/sync/oversize.ts, src/sync/park.ts),
+ * against the in-memory store and a fake E6 with a body cap: a part over UPSTREAM_MAX_BODY is split
+ * in time and an instant read at smaller pages; a window that still fails for a reason of its own
+ * (its size, E6 contradicting itself about it) is parked (kept in the ledger with its reason, the watermark passes
+ * it, the run goes on, the gauge and a warning say so) and loaded by a later run over it; an outage
+ * still fails the run.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { InconsistentWindowError, TokenError, UpstreamError } from '../../src/errors.js';
+import { createLogger, type LogDestination } from '../../src/log.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
+import { isWindowFault } from '../../src/sync/park.js';
+import { smallerPageSizes } from '../../src/sync/oversize.js';
+import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
+import type { ParkedEvent, WindowSummary } from '../../src/sync/summary.js';
+import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
+import { MemoryStore } from '../helpers/memory-store.js';
+
+const HOUR = 3_600_000;
+const MINUTE = 60_000;
+const T0 = Date.parse('2026-11-01T00:00:00Z');
+const FROM = new Date(T0);
+const TO = new Date(T0 + 3 * HOUR);
+const NOW = T0 + 10 * HOUR;
+/** The second window, which the tests make too large or faulty. */
+const SECOND = { start: T0 + HOUR, end: T0 + 2 * HOUR };
+
+/** `n` records every `step` ms from `start`, ids from `firstId`, each padded with `pad` characters. */
+function records(start: number, n: number, step: number, firstId = 1, pad = 0): FakeRecord[] {
+  return Array.from({ length: n }, (_, i) => record(firstId + i, start + i * step, pad > 0 ? { pad: 'x'.repeat(pad) } : {}));
+}
+
+const ids = (rs: readonly { id: number }[]): number[] => rs.map((r) => r.id).sort((a, b) => a - b);
+const storedIds = (store: MemoryStore): number[] => ids(store.records.map((r) => r.payload as FakeRecord));
+const before = (ms: number) => (r: FakeRecord) => Date.parse(r.timestamp) < ms;
+const inside = (w: { start: number; end: number }) => (r: FakeRecord) => Date.parse(r.timestamp) >= w.start && Date.parse(r.timestamp) < w.end;
+
+/** A log destination keeping the JSON lines written to it. */
+function capture(): LogDestination & { lines: () => Record<string, unknown>[] } {
+  const chunks: string[] = [];
+  return {
+    isTTY: false,
+    write: (chunk: string) => void chunks.push(chunk),
+    lines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
+
+function harness(data: readonly FakeRecord[]) {
+  const store = new MemoryStore();
+  const e6 = new FakeE6(data);
+  const metrics = new ExporterMetrics({ processMetrics: false });
+  const gauge = metrics.syncObserver('default');
+  const parked: ParkedEvent[] = [];
+  const committed: WindowSummary[] = [];
+  const log = capture();
+  const run = async (options: SyncOptions = {}, env: Record<string, string> = {}): Promise<Exclude<SyncResult, { status: 'locked' }>> => {
+    const config = loadConfig({ SYNC_PAGE_SIZE: '10', SYNC_CONCURRENCY: '2', SYNC_MIN_SPLIT: '1s', ...env });
+    const result = await runSync(
+      {
+        store,
+        client: e6,
+        config: config.sources[0]!.sync,
+        tables: config.tables,
+        schema: 'unit',
+        log: createLogger('info', { format: 'json', destination: log }),
+        observer: {
+          ...gauge,
+          windowParked: (e) => parked.push(e),
+          windowCommitted: (w) => (committed.push(w), gauge.windowCommitted?.(w)),
+        },
+      },
+      { now: () => NOW, ...options },
+    );
+    if (result.status === 'locked') throw new Error('the run found its lock held');
+    return result;
+  };
+  const parkedGauge = async (): Promise<number | undefined> =>
+    (await metrics.registry.getSingleMetric('analytics_exporter_sync_windows_parked')!.get()).values.find((v) => v.labels.source === 'default')?.value;
+  return { store, e6, parked, committed, log, run, parkedGauge };
+}
+
+/** Moves the fake clock on a second at a time until `promise` settles (the run waits only on the backoff). */
+async function onFakeTimers<T>(promise: Promise<T>): Promise<T> {
+  let settled = false;
+  void promise.finally(() => (settled = true)).catch(() => undefined);
+  while (!settled) await vi.advanceTimersByTimeAsync(1000);
+  return promise;
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('parts over UPSTREAM_MAX_BODY', () => {
+  it('halves the page size down to one record', () => {
+    expect(smallerPageSizes(1000)).toEqual([500, 250, 125, 62, 31, 15, 7, 3, 1]);
+    expect(smallerPageSizes(10)).toEqual([5, 2, 1]);
+    expect(smallerPageSizes(1)).toEqual([]);
+  });
+
+  it('splits a part over the cap in time and reads an instant at smaller pages: the window loads exactly', async () => {
+    // 30 records two minutes apart, and 12 more at one instant, each about 300 bytes: a page of 10
+    // (SYNC_PAGE_SIZE) is ~3 KB, the cap ~4 records.
+    const spread = records(T0, 30, 2 * MINUTE, 1, 200);
+    const bunched = records(T0 + 30 * MINUTE + 1000, 12, 0, 100, 200);
+    const data = [...spread, ...bunched];
+    const { store, e6, parked, committed, run } = harness(data);
+    e6.maxBodyBytes = 1300;
+    const result = await run({ from: FROM, to: new Date(T0 + HOUR) });
+    expect(result).toMatchObject({ status: 'succeeded', windows: 1, parked: 0, parkedWindows: 0 });
+    expect(parked).toEqual([]);
+    expect(storedIds(store)).toEqual(ids(data));
+    expect(committed[0]).toMatchObject({ records: 42 });
+    expect(committed[0]!.splits).toBeGreaterThan(0);
+    // The instant, 12 records, was read at pages of 2 (10 and 5 are over the cap): twice, compared.
+    expect(committed[0]!.instants).toBeGreaterThan(0);
+  });
+});
+
+describe('a window that cannot be loaded', () => {
+  // Three hourly windows of 12 records; one record of the second is ~5 KB, over a 3 KB cap even alone.
+  const data = records(T0, 36, 5 * MINUTE);
+  const huge = record(1000, T0 + 90 * MINUTE + 7000, { pad: 'y'.repeat(5000) });
+
+  it('is parked: the source moves on, the watermark passes it, a later run over it loads it', async () => {
+    const { store, e6, parked, log, run, parkedGauge } = harness([...data, huge]);
+    e6.maxBodyBytes = 3000;
+    const first = await run({ from: FROM, to: TO });
+    expect(first).toMatchObject({ status: 'succeeded', windowsPlanned: 3, windows: 2, parked: 1, parkedWindows: 1, watermark: TO.getTime() });
+    expect(first.records).toBe(24);
+    expect(storedIds(store)).toEqual(ids(data.filter((r) => !inside(SECOND)(r))));
+    expect(store.watermark).toBe(TO.getTime());
+    // Kept in the ledger with its reason, beside the committed windows.
+    const row = store.ledger.find((w) => w.start === SECOND.start)!;
+    expect(row).toMatchObject({
+      end: SECOND.end,
+      recordCount: 0,
+      runId: 1,
+      parked: { reason: expect.stringMatching(/over UPSTREAM_MAX_BODY even at one record a page/) },
+    });
+    expect(store.ledger.filter((w) => !w.parked).map((w) => w.start)).toEqual([T0, T0 + 2 * HOUR]);
+    expect(parked).toEqual([{ window: SECOND, reason: 'response_too_large', error: expect.stringContaining('2026-11-01T01:30:07.000Z') }]);
+    expect(await parkedGauge()).toBe(1);
+    // Loud: a warning naming the window and the reason, and the run's summary at warn.
+    const warned = log.lines().filter((l) => l.level === 'warn');
+    const parkedLine = warned.find((l) => String(l.msg).startsWith('window parked'))!;
+    expect(parkedLine).toMatchObject({ window: ['2026-11-01T01:00:00.000Z', '2026-11-01T02:00:00.000Z'], reason: 'response_too_large' });
+    expect(String(parkedLine.msg)).toContain('sync --from 2026-11-01T01:00:00.000Z --to 2026-11-01T02:00:00.000Z');
+    expect(warned.find((l) => String(l.msg).startsWith('sync run succeeded but parked 1 window'))).toBeDefined();
+    expect(store.runs[0]).toMatchObject({ status: 'succeeded' });
+
+    // A resumed run does not reach back to it (SYNC_LOOKBACK 1h): it stays parked and counted.
+    const resumed = await run();
+    expect(resumed).toMatchObject({ status: 'succeeded', parked: 0, parkedWindows: 1 });
+    expect(await parkedGauge()).toBe(1);
+
+    // Once the cap allows it, a run over it loads it and it becomes committed.
+    e6.maxBodyBytes = Number.POSITIVE_INFINITY;
+    const retried = await run({ from: new Date(SECOND.start), to: new Date(SECOND.end) });
+    expect(retried).toMatchObject({ status: 'succeeded', windows: 1, records: 13, parked: 0, parkedWindows: 0 });
+    const loaded = store.ledger.find((w) => w.start === SECOND.start)!;
+    expect(loaded.recordCount).toBe(13);
+    expect(loaded.parked).toBeUndefined();
+    expect(storedIds(store)).toEqual(ids([...data, huge].filter(before(NOW))));
+    expect(await parkedGauge()).toBe(0);
+  });
+
+  it('keeps what an earlier load stored for it while parked, and replaces it when loaded', async () => {
+    const { store, e6, run } = harness(data);
+    await run({ from: FROM, to: TO });
+    e6.records = [...data, huge];
+    e6.maxBodyBytes = 3000;
+    const result = await run({ from: FROM, to: TO });
+    expect(result).toMatchObject({ status: 'succeeded', windows: 2, parked: 1 });
+    // Its twelve records of the first load stay, counted in its (now parked) ledger row.
+    expect(storedIds(store)).toEqual(ids(data));
+    expect(store.ledger.find((w) => w.start === SECOND.start)).toMatchObject({ recordCount: 12, parked: expect.anything() });
+    e6.maxBodyBytes = Number.POSITIVE_INFINITY;
+    await run({ from: FROM, to: TO });
+    expect(storedIds(store)).toEqual(ids([...data, huge]));
+    expect(store.ledger.every((w) => w.parked === undefined)).toBe(true);
+  });
+
+  it('is retried by the lookback while it is in range, and parked again while it still fails', async () => {
+    const { store, e6, run } = harness([...data, huge]);
+    e6.maxBodyBytes = 3000;
+    await run({ from: FROM, to: new Date(SECOND.end) });
+    expect(store.watermark).toBe(SECOND.end);
+    // The next run starts at the watermark minus SYNC_LOOKBACK (1h): the parked window again.
+    const next = await run({ to: TO });
+    expect(next).toMatchObject({ status: 'succeeded', windowsPlanned: 2, windows: 1, parked: 1, parkedWindows: 1 });
+    expect(store.ledger.filter((w) => w.parked).map((w) => [w.start, w.runId])).toEqual([[SECOND.start, 2]]);
+  });
+
+  it('is parked when E6 contradicts itself about it after SYNC_WINDOW_ATTEMPTS (InconsistentWindowError)', async () => {
+    const { store, e6, parked, run } = harness(data);
+    const error = new InconsistentWindowError('two reads of an instant disagreed');
+    e6.fault = (query) => (query.startDate.getTime() >= SECOND.start && query.startDate.getTime() < SECOND.end ? error : undefined);
+    const result = await run({ from: FROM, to: TO }, { SYNC_CONCURRENCY: '1' });
+    expect(result).toMatchObject({ status: 'succeeded', windows: 2, parked: 1, watermark: TO.getTime() });
+    expect(parked).toEqual([{ window: SECOND, reason: 'inconsistent_window', error: 'two reads of an instant disagreed (ERR_INCONSISTENT_WINDOW)' }]);
+    expect(storedIds(store)).toEqual(ids(data.filter((r) => !inside(SECOND)(r))));
+  });
+});
+
+describe('an outage', () => {
+  const data = records(T0, 36, 5 * MINUTE);
+
+  it.each([
+    ['a network fault', new UpstreamError('ERR_UPSTREAM_NETWORK', 'analytics', 'E6: ECONNRESET', { retryable: true })],
+    ['HTTP 503', new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'E6: HTTP 503', { status: 503, retryable: true })],
+    ['a timeout', new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'analytics', 'E6: timed out', { retryable: true })],
+    ['no token', new TokenError('ERR_TOKEN_REQUEST', 'E0: HTTP 503')],
+    ['an HTML error page', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'E6: text/html', { reason: 'content_type', retryable: true })],
+    // Body faults of one response: retried by the client, and as likely the service or a proxy as the window.
+    ['invalid page JSON', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'E6: body is not valid JSON', { reason: 'invalid_json', retryable: true })],
+    ['an invalid envelope', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'E6: totalRecords missing', { reason: 'invalid_envelope', retryable: true })],
+    ['a page contradicting itself', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'E6: page 2 of 1', { reason: 'inconsistent_page', retryable: true })],
+  ])('still fails the run (%s): nothing is parked, the watermark stays before the window', async (_name, error) => {
+    vi.useFakeTimers();
+    const { store, e6, parked, run } = harness(data);
+    e6.fault = (query) => (query.startDate.getTime() >= SECOND.start && query.startDate.getTime() < SECOND.end ? error : undefined);
+    const result = await onFakeTimers(run({ from: FROM, to: TO }, { SYNC_CONCURRENCY: '1' }));
+    expect(result).toMatchObject({ status: 'failed', windows: 1, parked: 0, parkedWindows: 0 });
+    expect(result.error).toBe(error);
+    expect(parked).toEqual([]);
+    expect(store.ledger.map((w) => [w.start, w.parked])).toEqual([[T0, undefined]]);
+    expect(store.watermark).toBe(SECOND.start);
+  });
+
+  it('tells window faults from outages', () => {
+    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'response_too_large' }))).toBe(true);
+    expect(isWindowFault(new InconsistentWindowError('x'))).toBe(true);
+    // E7 and E0 bodies are not a window's.
+    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'prometheus', 'x', { reason: 'response_too_large' }))).toBe(false);
+    expect(isWindowFault(new TokenError('ERR_TOKEN_RESPONSE', 'x'))).toBe(false);
+    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'content_encoding' }))).toBe(false);
+    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'invalid_json' }))).toBe(false);
+    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x'))).toBe(false);
+    expect(isWindowFault(new Error('Connection terminated unexpectedly'))).toBe(false);
+  });
+});
