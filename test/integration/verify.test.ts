@@ -2,7 +2,8 @@
  * The audit against real PostgreSQL and the simulator (issue 24, item 6 and the "late arrival"
  * why): a record arriving 3 days back, older than SYNC_LOOKBACK, is never fetched by `sync`; the
  * `verify` command finds its window (exit 1), `verify --repair` loads it again (exit 0) and the
- * database then holds exactly what E6 serves (the simulator's servedJson); `serve`'s audit
+ * database then holds exactly what E6 serves (the simulator's servedJson); a parked window is
+ * loaded again whatever its counts; `serve`'s audit
  * (AUDIT_SCHEDULE) does the same on its own, its metrics saying what it found. The requests are
  * counted by the simulator.
  */
@@ -110,6 +111,32 @@ describe('verify: the database compared with E6, by command', () => {
       expect(found.stderr).toContain('"window":["2026-10-30T10:00:00.000Z","2026-10-30T11:00:00.000Z"]');
       expect((await runCli(['verify', '--repair'], env)).code).toBe(0);
       expect(await storedMultiset(db.pool(), schema)).toEqual(served());
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a parked window is listed whatever its counts, and loaded again by --repair (committed after)',
+    async () => {
+      const { schema, env } = await loaded();
+      // Parked as a run parks a window it cannot load (its records from an earlier load stay).
+      await db
+        .pool()
+        .query(`update "${schema}".sync_windows set status = 'parked', reason = 'test: parked', parked_at = now() where window_start = $1`, [
+          new Date('2026-10-30T05:00:00Z'),
+        ]);
+      const found = await runCli(['verify'], env);
+      expect(found.code, found.stderr).toBe(1);
+      expect(found.stderr).toContain('"window":["2026-10-30T05:00:00.000Z","2026-10-30T06:00:00.000Z"]');
+      expect(found.stderr).toContain('audit: the window is parked; loading it again');
+      const repaired = await runCli(['verify', '--repair'], env);
+      expect(repaired.code, repaired.stderr).toBe(0);
+      const { rows } = await db
+        .pool()
+        .query<{ status: string }>(`select status from "${schema}".sync_windows where window_start = $1`, [new Date('2026-10-30T05:00:00Z')]);
+      expect(rows).toEqual([{ status: 'committed' }]);
+      expect(await storedMultiset(db.pool(), schema)).toEqual(served());
+      expect((await runCli(['verify'], env)).code).toBe(0);
     },
     TEST_TIMEOUT_MS,
   );
