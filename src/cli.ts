@@ -16,6 +16,7 @@ import { registerRollupCommand } from './commands/rollup.js';
 import { registerServeCommand } from './commands/serve.js';
 import { loadSimulateCommand, registerSimulateCommand } from './commands/simulate.js';
 import { registerSyncCommand } from './commands/sync.js';
+import { registerVerifyCommand } from './commands/verify.js';
 import { limitHeapGrowth } from './heap.js';
 import { VERSION } from './version.js';
 
@@ -52,6 +53,7 @@ export function buildProgram(configureSimulate?: (command: Command) => void): Co
   registerCheckCommand(program);
   registerSimulateCommand(program, configureSimulate);
   registerSyncCommand(program);
+  registerVerifyCommand(program);
   registerServeCommand(program);
   registerMigrateCommand(program);
   registerRollupCommand(program);

@@ -6,6 +6,7 @@ import type { LargeScrapeResult } from '../suites/large-scrape.js';
 import type { MetricsResult } from '../suites/metrics.js';
 import type { PacedResult } from '../suites/paced.js';
 import type { RequestsResult } from '../suites/requests.js';
+import { auditMet, renderAudit, type AuditBenchResult } from '../suites/audit.js';
 import type { SlowResult } from '../suites/slow.js';
 import { memoryPerSource, type ScrapeLoad, type SourcesResult } from '../suites/sources.js';
 import type { Machine } from './machine.js';
@@ -64,6 +65,7 @@ export interface Report {
   metrics?: MetricsResult;
   largeScrape?: LargeScrapeResult;
   requests?: RequestsResult;
+  audit?: AuditBenchResult;
   paced?: PacedResult;
   dashboards?: DashboardsResult;
   sources?: SourcesResult;
@@ -222,6 +224,14 @@ export function verdicts(report: Report): Verdict[] {
     out.push({ name: `9. Dashboard queries ≤ ${DASHBOARD_TARGET_MS} ms, flat`, met: v.met, detail: v.detail });
   }
   if (report.sources) out.push(sourcesVerdict(report.sources));
+  if (report.audit) {
+    const rows = report.audit.rows;
+    out.push({
+      name: '11. The audit',
+      met: auditMet(report.audit),
+      detail: `${rows.map((r) => `k=${r.drifted}: ${r.requests} of ${r.budget}`).join('; ')} E6 requests (budget 20 with no drift, 1 + 2·k·⌈log2 n⌉ with k)`,
+    });
+  }
   return out.sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -506,6 +516,7 @@ export function renderMarkdown(report: Report): string {
 
   if (report.dashboards) push(...renderDashboards(report.dashboards));
   if (report.sources) push(...renderSources(report.sources));
+  if (report.audit) push(...renderAudit(report.audit));
 
   const { profile } = report;
   if (profile) {

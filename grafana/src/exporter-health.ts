@@ -358,6 +358,36 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
         .span(6),
     )
 
+    // The audit inside serve (AUDIT_SCHEDULE): windows compared with E6, repaired, or left differing.
+    .withRow(new dashboard.RowBuilder('Audit (verify)'))
+    .withPanel(
+      single(
+        'Windows still differing from E6',
+        'Windows whose stored records (records and records_quarantine) still differed in number from what E6 holds after the last audit and its repairs (audit_drift_windows), per source. 0 when every window found differing was loaded again; above 0, their repair failed: the log names each window (alert AnalyticsAuditDriftLeft).',
+        'short',
+        `max by (source) (${m('audit_drift_windows')})`,
+        '{{source}}',
+      )
+        .decimals(0)
+        .thresholds(thresholds(1, QUARANTINE_RED))
+        .height(8)
+        .span(6),
+    )
+    .withPanel(
+      graph(
+        'Audit: verified through, last run, repairs',
+        'How far behind now the history verified equal to E6 ends (sync_verified_through_timestamp_seconds) and time since the last audit finished (audit_last_run_timestamp_seconds), per source and instance; windows the audits loaded again (audit_windows_repaired_total) and their E6 requests (audit_requests_total) in the time range on the right axis.',
+        's',
+        [
+          { expr: `time() - ${m('sync_verified_through_timestamp_seconds')}`, legend: '{{source}} verified through {{instance}}' },
+          { expr: `time() - ${m('audit_last_run_timestamp_seconds')}`, legend: '{{source}} last audit {{instance}}' },
+          { expr: `sum by (source) (increase(${m('audit_windows_repaired_total')}[$__range]))`, legend: '{{source}} windows repaired' },
+          { expr: `sum by (source) (increase(${m('audit_requests_total')}[$__range]))`, legend: '{{source}} audit requests' },
+        ],
+        18,
+      ),
+    )
+
     .withRow(new dashboard.RowBuilder('Process'))
     .withPanel(
       graph('Memory', 'Resident memory of the exporter process and the V8 heap in use, per instance.', 'bytes', [

@@ -256,6 +256,15 @@ const SETTING_TABLE = {
     help: 'sources `sync` runs at once, 1 to 64 (each its own run, lock and upstream client)',
     schema: wholeNumber(1, 64),
   },
+  // The audit (issue 24 item 6): serve's `verify --repair` of every source.
+  AUDIT_SCHEDULE: {
+    flag: '--audit-schedule',
+    default: '30 3 * * *',
+    help: "cron expression of the audit inside serve (verify --repair of every source), or 'off'",
+    schema: z
+      .string()
+      .refine((text) => text === 'off' || cron.validate(text), "must be a cron expression (minute hour day month weekday, optional seconds first) or 'off'"),
+  },
   RECORD_TIME_FIELD: {
     flag: '--record-time-field',
     default: 'timestamp',

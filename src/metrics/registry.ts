@@ -10,6 +10,7 @@ import type { MetricFamily, MetricType, Sample } from '../exposition/index.js';
 import type { ClientObserver } from '../upstream/analytics.js';
 import type { SyncObserver, SyncResult } from '../sync/run.js';
 import type { SkipReason } from '../sync/schedule.js';
+import type { AuditResult } from '../sync/verify.js';
 import { REVISION, VERSION } from '../version.js';
 import { failureReason } from '../failures.js';
 import { DEFAULT_SOURCE } from '../config.js';
@@ -255,6 +256,37 @@ export class ExporterMetrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
+  // The audit inside serve (AUDIT_SCHEDULE, src/sync/verify.ts); a one-shot `verify` serves no metrics.
+  readonly syncVerifiedThrough = new Gauge({
+    name: `${METRIC_PREFIX}sync_verified_through_timestamp_seconds`,
+    help: "Unix time up to which the last audit found the stored windows equal to E6's counts (after its repairs), from the oldest window kept.",
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly auditDriftWindows = new Gauge({
+    name: `${METRIC_PREFIX}audit_drift_windows`,
+    help: "Windows whose stored records still differed from E6's count after the last audit and its repairs (0: none left).",
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly auditRepairedWindows = new Counter({
+    name: `${METRIC_PREFIX}audit_windows_repaired_total`,
+    help: 'Windows the audits found differing from E6 and loaded again.',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly auditRequests = new Counter({
+    name: `${METRIC_PREFIX}audit_requests_total`,
+    help: "E6 requests of the audits' comparisons (the repair runs' requests not counted).",
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly auditLastRun = new Gauge({
+    name: `${METRIC_PREFIX}audit_last_run_timestamp_seconds`,
+    help: 'Unix time at which the last audit of the source finished its comparison (and repairs).',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
 
   /**
    * @param options.cacheTtlMs METRICS_CACHE_TTL, stated in the HELP of `upstream_up`.
@@ -400,6 +432,22 @@ export class ExporterMetrics {
     };
     record(true);
     return record;
+  }
+
+  /** The audit series of `source` at 0, for a serve that audits it (AUDIT_SCHEDULE on), so increase() and the alert see them from the start. */
+  auditScheduled(source: string): void {
+    this.auditDriftWindows.set({ source }, 0);
+    this.auditRepairedWindows.inc({ source }, 0);
+    this.auditRequests.inc({ source }, 0);
+  }
+
+  /** Records an audit of `source` that finished (src/sync/verify.ts). */
+  recordAudit(source: string, result: AuditResult): void {
+    this.auditRequests.inc({ source }, result.requests);
+    this.auditRepairedWindows.inc({ source }, result.drifted.length - result.left.length);
+    this.auditDriftWindows.set({ source }, result.left.length);
+    if (result.verifiedThrough !== undefined) this.syncVerifiedThrough.set({ source }, result.verifiedThrough / 1000);
+    this.auditLastRun.set({ source }, Date.now() / 1000);
   }
 
   /** Sets the source's parked-windows gauge from the ledger at start, before any run. */

@@ -25,7 +25,7 @@ import { DRAIN_TIMEOUT_MS, openDatabase, openUpstreams, type Database } from '..
 import { ServeDatabase } from './database.js';
 import { createMetricsServer } from './http.js';
 import { UpstreamMetrics } from './scrape.js';
-import { buildSchedulers } from './schedules.js';
+import { buildAuditSchedulers, buildSchedulers } from './schedules.js';
 import { nextState, type ServeState } from './state.js';
 import { TeardownStack } from './teardown.js';
 import { readWebConfigSetting, WebConfigSource, type WebConfig } from './webconfig.js';
@@ -162,6 +162,8 @@ export class Serve implements RunningServer {
     });
     teardown.add('database health', () => database.health.stop());
     for (const [name, scheduler] of buildSchedulers({ config, log, metrics, upstreams, database })) this.schedulers.set(name, scheduler);
+    // The audits (AUDIT_SCHEDULE) start with the syncs and stop with them.
+    const audits = buildAuditSchedulers({ config, log, metrics, upstreams, database });
 
     const server = createMetricsServer({
       metrics,
@@ -176,7 +178,7 @@ export class Serve implements RunningServer {
     // sync drains, and the two drains overlap, each within its own bound.
     teardown.add('http server and sync schedules', async () => {
       const [synced] = await Promise.all([
-        Promise.all([...this.schedulers.values()].map((s) => s.stop(DRAIN_TIMEOUT_MS))),
+        Promise.all([...this.schedulers.values(), ...audits.values()].map((s) => s.stop(DRAIN_TIMEOUT_MS))),
         closeServer(server, HTTP_DRAIN_TIMEOUT_MS),
       ]);
       if (synced.every(Boolean)) return true;
@@ -192,6 +194,7 @@ export class Serve implements RunningServer {
     this.#logServing(upstreams.demo, web);
     this.#enter('migrating');
     this.#startSyncs(database);
+    for (const audit of audits.values()) audit.start();
   }
 
   /** Locks DATA_DIR for the embedded database; an error other than "held by another process" is served as a database that cannot be opened. */

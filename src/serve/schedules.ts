@@ -8,6 +8,7 @@ import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
+import { auditSource, type AuditResult } from '../sync/verify.js';
 import type { Upstreams } from '../app/runtime.js';
 import type { ServeDatabase } from './database.js';
 
@@ -62,6 +63,35 @@ export function buildSchedulers(context: SchedulesContext): Map<string, SyncSche
         },
       }),
     );
+  }
+  return schedulers;
+}
+
+/**
+ * Builds (does not start) each source's audit scheduler (AUDIT_SCHEDULE): `verify --repair` of the
+ * source on the schedule (src/sync/verify.ts), its outcome in the audit metrics. An audit that
+ * fails (E6 or the database down) is logged and left to the next tick.
+ *
+ * @returns the schedulers by source name; empty when AUDIT_SCHEDULE is `off`.
+ */
+export function buildAuditSchedulers(context: SchedulesContext): Map<string, SyncScheduler<AuditResult>> {
+  const { config, log, metrics, upstreams, database } = context;
+  const schedule = config.serve.auditSchedule;
+  const schedulers = new Map<string, SyncScheduler<AuditResult>>();
+  if (schedule === undefined) return schedulers;
+  for (const source of config.sources) {
+    const sourceLog = log.child({ source: source.name });
+    const client = upstreams.sources.find((u) => u.source.name === source.name)!.client;
+    const observer = metrics.syncObserver(source.name);
+    metrics.auditScheduled(source.name);
+    const run = async (signal: AbortSignal): Promise<AuditResult> => {
+      const { pool } = await database.migrated();
+      const deps = { pool, client, source: source.name, config: source.sync, tables: config.tables, schema: config.database.schema, log: sourceLog, observer };
+      const result = await auditSource(deps, { repair: true, signal });
+      metrics.recordAudit(source.name, result);
+      return result;
+    };
+    schedulers.set(source.name, new SyncScheduler({ schedule, log: sourceLog, source: source.name, job: 'audit', run }));
   }
   return schedulers;
 }

@@ -10,7 +10,9 @@ import type { PageRows, QuarantineRow } from './page-rows.js';
 import type { ParkedWindow } from './parked.js';
 import type { Partition, DroppedPartition } from './partitions.js';
 import type { RunStatus } from './store.js';
-import type { Window } from './windows.js';
+import type { StoredWindow, Window } from './windows.js';
+
+export type { StoredWindow } from './windows.js';
 
 /**
  * E6 pages (API reference, E6): one request per call, its retries and rate limit inside. The
@@ -116,6 +118,12 @@ export interface StoreSession {
   parkWindow(of: { window: Window; runId: number }, reason: string): Promise<number | undefined>;
   /** Windows whose records RETENTION dropped, overlapping `range`, in time order. */
   expiredWindows(range: Window): Promise<Window[]>;
+  /**
+   * The windows the audit compares with E6 (audit.ts), overlapping `range`, in time order: every
+   * ledger window but the expired ones, with what is stored for it (records and quarantined
+   * records). The one query that says which ledger windows are audited.
+   */
+  auditWindows(range: Window): Promise<StoredWindow[]>;
   /** Committed windows overlapping `range` with E6's count for each, and the last one before it. */
   ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]>;
   /** Records the start of a run. @returns its id. */

@@ -15,11 +15,13 @@ import type { SyncResult } from './summary.js';
  */
 export type SkipReason = 'running' | 'locked';
 
-export interface SchedulerOptions {
+export interface SchedulerOptions<R = SyncResult> {
   /** Cron expression (minute hour day month weekday, optional seconds first), in UTC. */
   schedule: string;
-  /** One sync run; the signal aborts it at shutdown. */
-  run: (signal: AbortSignal) => Promise<SyncResult>;
+  /** One sync run (or audit); the signal aborts it at shutdown. */
+  run: (signal: AbortSignal) => Promise<R>;
+  /** What a tick runs, for the log lines and the cron task's name: `sync` (default) or `audit`. */
+  job?: string;
   log: Logger;
   /** The source the runs sync, named in the line a locked tick logs. */
   source?: string;
@@ -27,14 +29,14 @@ export interface SchedulerOptions {
   onSkipped?: (reason: SkipReason) => void;
 }
 
-export class SyncScheduler {
-  readonly #options: SchedulerOptions;
+export class SyncScheduler<R = SyncResult> {
+  readonly #options: SchedulerOptions<R>;
   #task: ScheduledTask | undefined;
-  #current: Promise<SyncResult | undefined> | undefined;
+  #current: Promise<R | undefined> | undefined;
   #stop = new AbortController();
   #stopped = false;
 
-  constructor(options: SchedulerOptions) {
+  constructor(options: SchedulerOptions<R>) {
     this.#options = options;
   }
 
@@ -46,7 +48,10 @@ export class SyncScheduler {
   /** Starts firing on the schedule. Idempotent. */
   start(): void {
     if (this.#task !== undefined || this.#stopped) return;
-    this.#task = cron.schedule(this.#options.schedule, () => void this.trigger('schedule'), { timezone: 'Etc/UTC', name: 'analytics-exporter-sync' });
+    this.#task = cron.schedule(this.#options.schedule, () => void this.trigger('schedule'), {
+      timezone: 'Etc/UTC',
+      name: `analytics-exporter-${this.#options.job ?? 'sync'}`,
+    });
   }
 
   /**
@@ -54,19 +59,20 @@ export class SyncScheduler {
    *
    * @param reason for the log line: `schedule`, `startup`.
    */
-  trigger(reason: string): Promise<SyncResult | undefined> {
+  trigger(reason: string): Promise<R | undefined> {
+    const job = this.#options.job ?? 'sync';
     if (this.#stopped) return Promise.resolve(undefined);
     if (this.#current !== undefined) {
-      this.#options.log.warn({ reason }, 'sync still running; this tick is skipped');
+      this.#options.log.warn({ reason }, `${job} still running; this tick is skipped`);
       this.#options.onSkipped?.('running');
       return Promise.resolve(undefined);
     }
-    this.#options.log.debug({ reason }, 'sync triggered');
+    this.#options.log.debug({ reason }, `${job} triggered`);
     const run = this.#options
       .run(this.#stop.signal)
       .then((result) => {
         // Another replica running the source on the same schedule is the normal case, so info, not warn.
-        if (result.status === 'locked') {
+        if ((result as { status?: unknown } | undefined)?.status === 'locked') {
           const source = this.#options.source === undefined ? 'this source' : `source ${this.#options.source}`;
           this.#options.log.info(
             { reason },
@@ -78,7 +84,7 @@ export class SyncScheduler {
       })
       .catch((err: unknown) => {
         // runSync reports upstream faults as a failed result; what reaches here is the database being unreachable.
-        this.#options.log.error({ err }, 'sync could not run');
+        this.#options.log.error({ err }, `${job} could not run`);
         return undefined;
       })
       .finally(() => {

@@ -15,10 +15,11 @@ import { isolateRefused } from './isolate.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
 import { parkedWindows, parkWindow, type ParkedWindow } from './parked.js';
-import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowStored, WindowWriter } from './ports.js';
+import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowStored, WindowWriter } from './ports.js';
 import { RecordsCopy } from './records-copy.js';
 import {
   abandonStaleRuns,
+  auditWindows,
   clearWindowRest,
   committedWindows,
   createKeptTables,
@@ -106,6 +107,10 @@ export class PgSession implements StoreSession {
 
   expiredWindows(range: Window): Promise<Window[]> {
     return expiredWindows(this.db, this.o.tables, this.o.source, range);
+  }
+
+  auditWindows(range: Window): Promise<StoredWindow[]> {
+    return auditWindows(this.db, this.o.tables, this.o.source, range);
   }
 
   parkedWindows(range?: Window): Promise<ParkedWindow[]> {

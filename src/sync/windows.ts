@@ -20,6 +20,19 @@ export interface Window {
   end: number;
 }
 
+/** A ledger window and what is stored for it: records plus quarantined records (the audit compares it with E6). */
+export interface StoredWindow extends Window {
+  stored: number;
+  /**
+   * Whether a ledger window (committed or parked, expired ones included: as read.ts tells the sync's
+   * reader) ends where this one starts: then the records E6 returns for the instant of its start
+   * belong to that window, else to this one.
+   */
+  followsLedger: boolean;
+  /** Whether the window is parked (parked.ts): every audit loads it again, whatever the counts say. */
+  parked: boolean;
+}
+
 /** Rounds `ms` down to a multiple of `windowMs` since the epoch. */
 export function alignDown(ms: number, windowMs: number): number {
   return Math.floor(ms / windowMs) * windowMs;

@@ -11,7 +11,7 @@ import type { PageRows, QuarantineRow } from '../../src/sync/page-rows.js';
 import type { ParkedWindow } from '../../src/sync/parked.js';
 import type { DroppedPartition, Partition } from '../../src/sync/partitions.js';
 import { dataRefusal } from '../../src/db/refusal.js';
-import type { LockOptions, Locked, RunEnding, StoreSession, SyncStore, WindowCounts, WindowStored, WindowWriter } from '../../src/sync/ports.js';
+import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowStored, WindowWriter } from '../../src/sync/ports.js';
 import { subtractWindows, type Window } from '../../src/sync/windows.js';
 
 export interface StoredRecord {
@@ -233,6 +233,22 @@ class MemorySession implements StoreSession {
   async expiredWindows(range: Window): Promise<Window[]> {
     this.#check();
     return this.#ledger((w) => w.expired && overlaps(w, range));
+  }
+
+  async auditWindows(range: Window): Promise<StoredWindow[]> {
+    this.#check();
+    const stored = new Map<number, number>();
+    for (const row of [...this.store.records, ...this.store.quarantine]) stored.set(row.window.start, (stored.get(row.window.start) ?? 0) + 1);
+    return this.store.ledger
+      .filter((w) => !w.expired && overlaps(w, range))
+      .sort((a, b) => a.start - b.start)
+      .map((w) => ({
+        start: w.start,
+        end: w.end,
+        stored: stored.get(w.start) ?? 0,
+        followsLedger: this.store.ledger.some((p) => p.end === w.start),
+        parked: w.parked !== undefined,
+      }));
   }
 
   async ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]> {

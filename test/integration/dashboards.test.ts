@@ -106,10 +106,16 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
   let stack: Stack;
 
   beforeAll(async () => {
-    stack = await startStack({ databaseUrl: db.url, records: 20_000, sources: SOURCES });
+    // The audit every 5 s (AUDIT_SCHEDULE), so the Audit row's series exist.
+    stack = await startStack({ databaseUrl: db.url, records: 20_000, sources: SOURCES, env: { AUDIT_SCHEDULE: '*/5 * * * * *' } });
     // A run of each source has succeeded, so every per-source panel has series of both.
     await stack.prometheus.waitFor(
       `count(analytics_exporter_sync_last_success_timestamp_seconds{job="${stack.job}"} > 0) == ${SOURCES.length}`,
+      (r) => r.length === 1,
+      60_000,
+    );
+    await stack.prometheus.waitFor(
+      `count(analytics_exporter_audit_last_run_timestamp_seconds{job="${stack.job}"}) == ${SOURCES.length}`,
       (r) => r.length === 1,
       60_000,
     );

@@ -147,6 +147,7 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
       'AnalyticsRecordsQuarantined',
       'AnalyticsSyncUnstableInstants',
       'AnalyticsSyncWindowsParked',
+      'AnalyticsAuditDriftLeft',
     ]);
     for (const rule of alertRules) {
       expect(durationSeconds(rule.for ?? ''), rule.alert).toBeGreaterThanOrEqual(300);
@@ -325,6 +326,8 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
       AnalyticsRecordsQuarantined: { comparison: / > 0$/, healthy: (v) => v === 0 },
       AnalyticsSyncUnstableInstants: { comparison: / > 2$/, healthy: (v) => v === 0 },
       AnalyticsSyncWindowsParked: { comparison: / > 0$/, healthy: (v) => v === 0 },
+      // No audit has run yet (AUDIT_SCHEDULE is daily): exported at 0 from the start.
+      AnalyticsAuditDriftLeft: { comparison: / > 0$/, healthy: (v) => v === 0 },
     };
     // absent() has no value to show: it is either empty (a target exists) or 1.
     expect(Object.keys(thresholds).sort()).toEqual(alertNames.filter((name) => name !== 'AnalyticsExporterAbsent').sort());

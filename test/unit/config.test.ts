@@ -335,6 +335,13 @@ describe('sync settings', () => {
     expect(loadConfig({ SYNC_MIN_SPLIT: '100ms' }).sources[0]!.sync.minSplitMs).toBe(100);
   });
 
+  it('reads AUDIT_SCHEDULE: once a day by default, a cron expression, or off', () => {
+    expect(loadConfig({}).serve.auditSchedule).toBe('30 3 * * *');
+    expect(loadConfig({ AUDIT_SCHEDULE: '*/5 * * * * *' }).serve.auditSchedule).toBe('*/5 * * * * *');
+    expect(loadConfig({ AUDIT_SCHEDULE: 'off' }).serve.auditSchedule).toBeUndefined();
+    expect(configError({ AUDIT_SCHEDULE: 'daily' }).variable).toBe('AUDIT_SCHEDULE');
+  });
+
   it('takes RECORD_TIME_FIELD=none with any UPSTREAM_TO_DATE (membership never reads a record field), default auto', () => {
     expect(loadConfig({}).sources[0]!.sync.toDate).toBe('auto');
     for (const toDate of ['auto', 'inclusive', 'exclusive'] as const) {
@@ -456,6 +463,7 @@ describe('serve settings', () => {
       cacheTtlMs: 30_000,
       scrapeTimeoutMs: 10_000,
       upstreamPrefix: undefined,
+      auditSchedule: '30 3 * * *',
     });
   });
 

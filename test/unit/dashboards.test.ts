@@ -171,7 +171,7 @@ describe('PromQL of the dashboards', () => {
     let perSource = 0;
     for (const { expr } of health) {
       for (const [selector, family] of expr.matchAll(/\b(?:analytics_exporter_(\w+)|(?:process|nodejs)_\w+)\{[^}]*\}/g)) {
-        if (family !== undefined && /^(upstream|token|sync)_/.test(family)) {
+        if (family !== undefined && /^(upstream|token|sync|audit)_/.test(family)) {
           perSource++;
           expect(selector).toContain('job=~"$job", instance=~"$instance", source=~"$source"}');
         } else expect(selector).toMatch(/\{job=~"\$job", instance=~"\$instance"\}$/);

@@ -1,0 +1,94 @@
+/**
+ * `analytics-exporter verify [--source NAME]... [--from ISO] [--to ISO] [--repair]`: compares what
+ * the database holds for each ledger window with what E6 holds now (src/sync/audit.ts), and with
+ * `--repair` loads the windows that differ again as `sync` would. Exit 0 when no difference is
+ * left; 1 when one is (found without --repair, or its repair failed) or E6 or the database failed;
+ * 2 bad usage. The metrics of the audit are `serve`'s (AUDIT_SCHEDULE): a one-shot `verify` has
+ * no /metrics to serve them on, and says what it found in its log lines and its status.
+ */
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { InvalidArgumentError } from '../errors.js';
+import { classifyFailure } from '../failures.js';
+import { createLogger } from '../log.js';
+import { selectSources } from '../app/sources.js';
+import type { AuditOutcome } from '../app/verify.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
+import { loadConfigForCommand } from './common.js';
+import { handleSignals, parseIsoOption } from './sync.js';
+
+/** The command's own options, as commander hands them over (dates already parsed by {@link parseIsoOption}). */
+const verifyOptions = z
+  .object({
+    from: z.date().optional(),
+    to: z.date().optional(),
+    repair: z.boolean().optional(),
+    source: z.array(z.string()).optional(),
+  })
+  .refine((o) => o.from === undefined || o.to === undefined || o.from < o.to, { message: '--from must be before --to' });
+
+/** Adds `verify` to the program. */
+export function registerVerifyCommand(program: Command): void {
+  program
+    .command('verify')
+    .description('compare the stored windows with what E6 holds now (by counts, bisecting what differs down to windows); --repair loads those again')
+    .option('--from <iso>', 'audit the windows from this instant (default: every window still kept)', parseIsoOption)
+    .option('--to <iso>', 'audit the windows before this instant (default: the last one loaded)', parseIsoOption)
+    .option('--repair', 'load the windows that differ again, exactly as sync would (SYNC_SHRINK honoured)')
+    .option('--source <name>', 'verify this configured source only (repeatable; default: every source)', (name: string, names: string[] | undefined) => [
+      ...(names ?? []),
+      name,
+    ])
+    .addHelpText(
+      'after',
+      '\nExit status: 0 no difference left; 1 a difference left (found without --repair, or its repair failed), or E6 or the database failed; 2 bad usage.',
+    )
+    .action(async (raw: unknown, command: Command) => {
+      const parsed = verifyOptions.safeParse(raw);
+      if (!parsed.success) {
+        process.stderr.write(`analytics-exporter verify: ${parsed.error.issues.map((i) => i.message).join('; ')}\n`);
+        process.exitCode = EXIT_USAGE;
+        return;
+      }
+      const options = parsed.data;
+      const config = loadConfigForCommand(command, true);
+      if (config === undefined) return;
+      try {
+        selectSources(config, options.source);
+      } catch (err) {
+        if (!(err instanceof InvalidArgumentError)) throw err;
+        process.stderr.write(`analytics-exporter verify: ${err.message}\n`);
+        process.exitCode = EXIT_USAGE;
+        return;
+      }
+      const { verifySources } = await import('../app/verify.js');
+      const log = createLogger(config.logLevel, { format: config.logFormat });
+      const controller = new AbortController();
+      const signals = handleSignals(controller, log);
+      /** One source's exit status; its lines carry `source`. */
+      const outcomeExitCode = ({ result, error, log: about }: AuditOutcome): number => {
+        if (result !== undefined) return result.left.length === 0 ? EXIT_OK : EXIT_FAILURE;
+        if (classifyFailure(error).kind === 'aborted' && signals.received() !== undefined) {
+          // Nothing it found is known to be repaired: a difference may be left.
+          about.warn('verify stopped by a signal before it finished; run it again');
+          return EXIT_FAILURE;
+        }
+        return reportFailure(about, error, 'verify failed');
+      };
+      try {
+        const outcomes = await verifySources(config, log, {
+          ...(options.source ? { sources: options.source } : {}),
+          ...(options.from ? { from: options.from } : {}),
+          ...(options.to ? { to: options.to } : {}),
+          repair: options.repair ?? false,
+          signal: controller.signal,
+        });
+        const codes = outcomes.map(outcomeExitCode);
+        process.exitCode = codes.includes(EXIT_USAGE) ? EXIT_USAGE : codes.includes(EXIT_FAILURE) ? EXIT_FAILURE : EXIT_OK;
+      } catch (err) {
+        process.exitCode = reportFailure(log, err, 'verify failed');
+      } finally {
+        signals.dispose();
+      }
+    });
+}
