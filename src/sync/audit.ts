@@ -13,6 +13,10 @@
  * ledger window), and a window holds F(e) − F(s). The history is first compared in ⌈log2 n⌉ segments, at most 16 ({@link segmentsFor}),
  * then a segment that differs is halved down to windows, one count per halving.
  *
+ * What E6's count is compared with depends on SYNC_SHRINK ({@link CompareOptions.against}): under
+ * `replace` the rows stored for the window, which mirror E6; under `keep` E6's count when the window
+ * was last loaded (the ledger's), since the window keeps what E6 deleted since by design.
+ *
  * Counts alone cannot see a window that lost as many records as it gained, nor a segment (or a
  * half of one) whose windows' differences cancel out: the audit finds records missing or extra,
  * not records changed.
@@ -41,6 +45,12 @@ export interface Comparison {
 /** How E6 is asked. */
 export interface CompareOptions {
   signal?: AbortSignal;
+  /**
+   * What E6's count is compared with: `stored`, the rows stored for each window (SYNC_SHRINK=replace:
+   * the window mirrors E6), or `seen`, E6's count when the window was last loaded (SYNC_SHRINK=keep:
+   * the window keeps what E6 deleted since, so only a change of E6's count is drift). Default `stored`.
+   */
+  against?: 'stored' | 'seen';
 }
 
 /**
@@ -59,7 +69,7 @@ export async function compareWithE6(e6: E6Pages, windows: readonly StoredWindow[
   for (const run of contiguousRuns(windows)) {
     // The runs share the segments by their length, each at least one.
     const segments = Math.max(1, Math.round((segmentsFor(windows.length) * run.length) / windows.length));
-    await compareRun(run, segments, count, result.drifted);
+    await compareRun(run, segments, count, result.drifted, options.against ?? 'stored');
   }
   return result;
 }
@@ -101,11 +111,12 @@ async function compareRun(
   segments: number,
   count: (start: number, end: number) => Promise<number>,
   drifted: DriftedWindow[],
+  against: 'stored' | 'seen',
 ): Promise<void> {
   const origin = run[0]!.start;
   // stored[i]: what is stored for run[0..i), so a range's stored count is a difference of two.
   const stored = [0];
-  for (const w of run) stored.push(stored[stored.length - 1]! + w.stored);
+  for (const w of run) stored.push(stored[stored.length - 1]! + w[against]);
   // The records at the origin's instant are the window's before it when there is one (see the module comment).
   const atOrigin = run[0]!.followsLedger ? await count(origin, origin) : 0;
   /** F at the start of run[i] (run.length: at the run's end), asked of E6 once. */

@@ -60,7 +60,7 @@ async function storeWindow(
   // The pages' counts hold the refused records and miss the kept ones: the store groups its rows then.
   uncatalogueRecords(fields, stored.refused);
   await writer.addDerived(stored.refused.length + kept > 0 ? inexactCounts() : rollup, fields);
-  const watermark = await writer.record({ recordCount: tally.records, totalRecords: tally.totalRecords, pages: Math.max(1, tally.pages) });
+  const watermark = await writer.record({ recordCount: tally.records, totalRecords: tally.totalRecords - tally.boundary, pages: Math.max(1, tally.pages) });
   return windowSummary(window, tally, ctx.reader.stats(index), { started, shrunk, watermark });
 }
 

@@ -62,7 +62,10 @@ export interface WindowStored {
 export interface WindowCounts {
   /** Records stored. */
   recordCount: number;
-  /** Records E6 returned for the window's parts. */
+  /**
+   * E6's count for the window: the records it returned for the window's parts but the boundary
+   * sets left to the part before (boundary.ts). The audit compares E6 with it under SYNC_SHRINK=keep.
+   */
   totalRecords: number;
   /** Leaf pages (at least 1). */
   pages: number;

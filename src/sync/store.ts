@@ -81,9 +81,9 @@ export async function expiredWindows(db: PoolClient, t: Tables, source: string, 
  * Every window of the ledger the audit compares is listed here, and only here.
  */
 export async function auditWindows(db: PoolClient, t: Tables, source: string, range: Window): Promise<StoredWindow[]> {
-  const { rows } = await db.query<{ start: Date; end: Date; stored: string; followsLedger: boolean; parked: boolean }>(
+  const { rows } = await db.query<{ start: Date; end: Date; stored: string; seen: string; followsLedger: boolean; parked: boolean }>(
     `with w as (
-       select window_start, window_end, status from ${t.windows}
+       select window_start, window_end, status, total_records from ${t.windows}
         where source = $3 and expired_at is null and window_start < $2 and window_end > $1),
      bounds as (select min(window_start) as lo, max(window_start) as hi from w),
      r as (
@@ -92,14 +92,21 @@ export async function auditWindows(db: PoolClient, t: Tables, source: string, ra
      q as (
        select window_start, count(*) as n from ${t.quarantine}, bounds
         where source = $3 and window_start >= bounds.lo and window_start <= bounds.hi group by window_start)
-     select w.window_start as "start", w.window_end as "end", coalesce(r.n, 0) + coalesce(q.n, 0) as stored,
+     select w.window_start as "start", w.window_end as "end", coalesce(r.n, 0) + coalesce(q.n, 0) as stored, w.total_records as seen,
             exists (select 1 from ${t.windows} p where p.source = $3 and p.window_end = w.window_start) as "followsLedger",
             w.status = 'parked' as parked
        from w left join r using (window_start) left join q using (window_start)
       order by w.window_start`,
     [new Date(range.start), new Date(range.end), source],
   );
-  return rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime(), stored: Number(r.stored), followsLedger: r.followsLedger, parked: r.parked }));
+  return rows.map((r) => ({
+    start: r.start.getTime(),
+    end: r.end.getTime(),
+    stored: Number(r.stored),
+    seen: Number(r.seen),
+    followsLedger: r.followsLedger,
+    parked: r.parked,
+  }));
 }
 
 /**

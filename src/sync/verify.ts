@@ -74,7 +74,8 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     const locked = await session.lock(sourceLockName(ctx.schema, ctx.source), lockOptions, () =>
       session.lock(schemaLockName(ctx.schema), { ...lockOptions, shared: true }, async () => {
         const windows = await session.auditWindows(range);
-        return { windows, comparison: await compareWithE6(ctx.e6, windows, options.signal ? { signal: options.signal } : {}) };
+        const against = ctx.settings.shrink === 'keep' ? 'seen' : 'stored';
+        return { windows, comparison: await compareWithE6(ctx.e6, windows, { against, ...(options.signal ? { signal: options.signal } : {}) }) };
       }),
     );
     // Waiting (wait: true), a lock is always taken or the wait throws.

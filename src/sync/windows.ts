@@ -24,6 +24,13 @@ export interface Window {
 export interface StoredWindow extends Window {
   stored: number;
   /**
+   * E6's count for the window when it was last loaded (the ledger's total_records: the records E6
+   * returned for its parts but the boundary sets left to the part before). Under SYNC_SHRINK=keep
+   * the window holds more than E6 once records are deleted upstream, by design: the audit then
+   * compares E6 now with this, not with what is stored.
+   */
+  seen: number;
+  /**
    * Whether a ledger window (committed or parked, expired ones included: as read.ts tells the sync's
    * reader) ends where this one starts: then the records E6 returns for the instant of its start
    * belong to that window, else to this one.

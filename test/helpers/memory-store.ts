@@ -246,6 +246,7 @@ class MemorySession implements StoreSession {
         start: w.start,
         end: w.end,
         stored: stored.get(w.start) ?? 0,
+        seen: w.totalRecords,
         followsLedger: this.store.ledger.some((p) => p.end === w.start),
         parked: w.parked !== undefined,
       }));

@@ -42,10 +42,18 @@ function ownerOf(ms: number): Window {
 /** A store holding `n` hourly windows from T0 and `data` in them, as a sync leaves them. */
 function seeded(n: number, data: readonly FakeRecord[]): MemoryStore {
   const store = new MemoryStore();
-  for (let h = 0; h < n; h++) {
-    store.ledger.push({ start: T0 + h * HOUR, end: T0 + (h + 1) * HOUR, recordCount: 0, totalRecords: 0, pages: 1, runId: 1, expired: false });
+  const held = new Map<number, number>();
+  for (const r of data) {
+    const window = ownerOf(Date.parse(r.timestamp));
+    store.records.push({ payload: r, eventTime: Date.parse(r.timestamp), window, runId: 1 });
+    held.set(window.start, (held.get(window.start) ?? 0) + 1);
   }
-  for (const r of data) store.records.push({ payload: r, eventTime: Date.parse(r.timestamp), window: ownerOf(Date.parse(r.timestamp)), runId: 1 });
+  // As a sync leaves them: each window's count from E6 (totalRecords) is what it stored.
+  for (let h = 0; h < n; h++) {
+    const start = T0 + h * HOUR;
+    const count = held.get(start) ?? 0;
+    store.ledger.push({ start, end: start + HOUR, recordCount: count, totalRecords: count, pages: 1, runId: 1, expired: false });
+  }
   store.watermark = T0 + n * HOUR;
   return store;
 }
@@ -261,6 +269,23 @@ describe('auditSource: compare under the lock, then repair through sync runs', (
     expect(store.commits).toEqual([]);
   });
 
+  it("under SYNC_SHRINK=keep, a record deleted upstream is drift once: the repair keeps it and records E6's count, and the next audit finds nothing", async () => {
+    vi.useFakeTimers({ now: NOW });
+    const data = hourly(48);
+    const store = seeded(48, data);
+    const deleted = data[30]!;
+    const deps = { store, client: new FakeE6(data.filter((r) => r !== deleted)), ...settings({ SYNC_SHRINK: 'keep' }), schema: 'unit', log: silentLogger };
+    const first = await onFakeTimers(auditSource(deps, { repair: true, now: () => NOW }));
+    expect(first.drifted).toHaveLength(1);
+    expect(first.left).toEqual([]);
+    // Kept (SYNC_SHRINK=keep), and no longer drift: E6's count now is the ledger's.
+    expect(store.records.filter((r) => r.payload === deleted || (r.payload as FakeRecord).id === deleted.id)).toHaveLength(1);
+    expect((await onFakeTimers(auditSource(deps, { repair: false }))).drifted).toEqual([]);
+    // Under replace the same window is what differs (it holds one more than E6), until repaired.
+    const replace = { ...deps, ...settings({ SYNC_SHRINK: 'replace' }) };
+    expect((await onFakeTimers(auditSource(replace, { repair: false }))).drifted).toHaveLength(1);
+  });
+
   it('a parked window is loaded again by every audit with repair, even when its counts agree; without repair it is left', async () => {
     vi.useFakeTimers({ now: NOW });
     const data = hourly(48);
@@ -268,6 +293,8 @@ describe('auditSource: compare under the lock, then repair through sync runs', (
     // Hour 12 parked with its records (a load before it was parked), hour 20 parked with none.
     for (const w of store.ledger) if (w.start === T0 + 12 * HOUR || w.start === T0 + 20 * HOUR) w.parked = { reason: 'over UPSTREAM_MAX_BODY', at: NOW };
     store.records = store.records.filter((r) => r.window.start !== T0 + 20 * HOUR);
+    // As parking leaves a window it never loaded: no records, no count from E6.
+    for (const w of store.ledger) if (w.start === T0 + 20 * HOUR) Object.assign(w, { recordCount: 0, totalRecords: 0 });
     const deps = { store, client: new FakeE6(data), ...settings(), schema: 'unit', log: silentLogger };
     const found = await onFakeTimers(auditSource(deps, { repair: false }));
     expect(found.drifted).toEqual([
