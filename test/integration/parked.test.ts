@@ -10,7 +10,7 @@ import { startSimulator } from '@analytics-exporter/simulator';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
-import { createLogger, silentLogger, type LogDestination } from '../../src/log.js';
+import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { countParkedWindows } from '../../src/sync/parked.js';
 import { startServe } from '../../src/serve/lifecycle.js';
@@ -21,6 +21,7 @@ import { FakeE6, record } from '../helpers/fake-e6.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, simulatorEnv, syncSettings, watermarkOf } from '../helpers/sync.js';
 import { untilTrue } from '../helpers/wait.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -34,21 +35,6 @@ const HUGE_AT = '2026-10-31T10:30:07Z';
 const HUGE_BYTES = 70 * 1024 * 1024;
 /** Small pages and coarse cuts: few requests over the cap before the window is given up (each one is the simulator writing 70 MiB). */
 const ENV = { SYNC_WINDOW: '1h', SYNC_PAGE_SIZE: '25', SYNC_MIN_SPLIT: '10m', SYNC_SETTLE: '0' };
-
-/** A log destination keeping the JSON lines written to it. */
-function capture(): LogDestination & { lines: () => Record<string, unknown>[] } {
-  const chunks: string[] = [];
-  return {
-    isTTY: false,
-    write: (chunk: string) => void chunks.push(chunk),
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
 
 describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () => {
   it('is parked, the source moves on, and a run over it loads it once the cap is raised', { timeout: 180_000 }, async () => {
@@ -89,7 +75,7 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     };
 
     // The default cap, 64 MiB: the window is parked, the other 23 are committed.
-    const log = capture();
+    const log = captureLog();
     const first = await run({}, { from: START, to: END }, createLogger('info', { format: 'json', destination: log }));
     expect(first).toMatchObject({ status: 'succeeded', windowsPlanned: 24, windows: 23, parked: 1, parkedWindows: 1 });
     expect(await watermarkOf(bed.pool, schema)).toEqual(END);

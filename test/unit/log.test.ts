@@ -1,22 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DatabaseError, TokenError, UpstreamError } from '../../src/errors.js';
-import { MAX_CAUSE_DEPTH, createLogger, resolveLogFormat, serializeError, type LogDestination } from '../../src/log.js';
-
-/** A destination that keeps what it is given, a terminal or not. */
-function capture(isTTY = false): LogDestination & { text: () => string; lines: () => Record<string, unknown>[] } {
-  const chunks: string[] = [];
-  return {
-    isTTY,
-    write: (chunk: string) => chunks.push(chunk),
-    text: () => chunks.join(''),
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
+import { MAX_CAUSE_DEPTH, createLogger, resolveLogFormat, serializeError } from '../../src/log.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 describe('resolveLogFormat', () => {
   it.each([
@@ -86,13 +71,13 @@ describe('createLogger', () => {
   const err = new DatabaseError('migration failed', { cause: new Error('relation exists') });
 
   it('logs err through the serializer: no stack at info, the stack at debug', () => {
-    const info = capture();
+    const info = captureLog();
     createLogger('info', { format: 'json', destination: info }).error({ err }, 'failed');
     expect(info.lines()[0]).toMatchObject({ level: 'error', msg: 'failed', err: { type: 'DatabaseError', code: 'ERR_DATABASE', message: 'migration failed' } });
     expect(info.text()).not.toContain('"stack"');
     expect(info.text()).not.toContain('"type":"Object"');
 
-    const debug = capture();
+    const debug = captureLog();
     createLogger('debug', { format: 'json', destination: debug }).error({ err }, 'failed');
     const logged = debug.lines()[0]!.err as { stack?: string; cause?: { stack?: string } };
     expect(logged.stack).toMatch(/^DatabaseError: migration failed\n/);
@@ -100,11 +85,11 @@ describe('createLogger', () => {
   });
 
   it('auto writes JSON lines when the destination is not a terminal, pretty lines when it is', () => {
-    const pipe = capture(false);
+    const pipe = captureLog(false);
     createLogger('info', { destination: pipe }).info({ runId: 7 }, 'sync run started');
     expect(pipe.lines()[0]).toMatchObject({ level: 'info', runId: 7, msg: 'sync run started' });
 
-    const tty = capture(true);
+    const tty = captureLog(true);
     createLogger('info', { destination: tty }).info({ runId: 7 }, 'sync run started');
     // NO_COLOR may or may not be set where the tests run: compare without colours.
     const plain = tty.text().replace(/\x1b\[[0-9;]*m/g, '');
@@ -112,7 +97,7 @@ describe('createLogger', () => {
   });
 
   it.each(['json', 'pretty'] as const)('keeps secrets redacted in %s lines', (format) => {
-    const out = capture();
+    const out = captureLog();
     createLogger('info', { format, destination: out }).warn({ clientSecret: 'hunter2-secret', headers: { authorization: 'Bearer tok-123' } }, 'oops');
     expect(out.text()).toContain('[redacted]');
     expect(out.text()).not.toContain('hunter2-secret');

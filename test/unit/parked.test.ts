@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { InconsistentWindowError, TokenError, UpstreamError } from '../../src/errors.js';
-import { createLogger, type LogDestination } from '../../src/log.js';
+import { createLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { isWindowFault } from '../../src/sync/park.js';
 import { smallerPageSizes } from '../../src/sync/oversize.js';
@@ -17,6 +17,7 @@ import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run.j
 import type { ParkedEvent, WindowSummary } from '../../src/sync/summary.js';
 import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
 import { MemoryStore } from '../helpers/memory-store.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
@@ -38,21 +39,6 @@ const before = (ms: number) => (r: FakeRecord) => Date.parse(r.timestamp) < ms;
 // A record exactly at a cut belongs to the earlier window (the fake E6's toDate is inclusive: src/sync/boundary.ts), so a window holds (start, end].
 const inside = (w: { start: number; end: number }) => (r: FakeRecord) => Date.parse(r.timestamp) > w.start && Date.parse(r.timestamp) <= w.end;
 
-/** A log destination keeping the JSON lines written to it. */
-function capture(): LogDestination & { lines: () => Record<string, unknown>[] } {
-  const chunks: string[] = [];
-  return {
-    isTTY: false,
-    write: (chunk: string) => void chunks.push(chunk),
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
-
 function harness(data: readonly FakeRecord[]) {
   const store = new MemoryStore();
   const e6 = new FakeE6(data);
@@ -60,7 +46,7 @@ function harness(data: readonly FakeRecord[]) {
   const gauge = metrics.syncObserver('default');
   const parked: ParkedEvent[] = [];
   const committed: WindowSummary[] = [];
-  const log = capture();
+  const log = captureLog();
   const run = async (options: SyncOptions = {}, env: Record<string, string> = {}): Promise<Exclude<SyncResult, { status: 'locked' }>> => {
     const config = loadConfig({ SYNC_PAGE_SIZE: '10', SYNC_CONCURRENCY: '2', SYNC_MIN_SPLIT: '1s', ...env });
     const result = await runSync(

@@ -4,29 +4,17 @@
  * lock held by another process), the latter logged at info naming the source.
  */
 import { describe, expect, it } from 'vitest';
-import { createLogger, type LogDestination } from '../../src/log.js';
+import { createLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { SyncScheduler, type SkipReason } from '../../src/sync/schedule.js';
 import type { SyncResult } from '../../src/sync/run.js';
-
-function capture(): LogDestination & { lines: () => Array<Record<string, unknown>> } {
-  const chunks: string[] = [];
-  return {
-    write: (chunk: string) => chunks.push(chunk),
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
+import { captureLog } from '../helpers/log-capture.js';
 
 const succeeded = { status: 'succeeded', runId: 1 } as unknown as SyncResult;
 
 describe('skipped sync ticks', () => {
   it('counts a tick whose run found the lock held as locked, and logs it at info naming the source', async () => {
-    const destination = capture();
+    const destination = captureLog();
     const skipped: SkipReason[] = [];
     const log = createLogger('info', { format: 'json', destination }).child({ source: 'production' });
     const results: SyncResult[] = [{ status: 'locked' }, succeeded];
