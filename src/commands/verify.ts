@@ -25,7 +25,12 @@ const verifyOptions = z
     repair: z.boolean().optional(),
     source: z.array(z.string()).optional(),
   })
-  .refine((o) => o.from === undefined || o.to === undefined || o.from < o.to, { message: '--from must be before --to' });
+  .refine((o) => o.from === undefined || o.to === undefined || o.from < o.to, {
+    error: (issue) => {
+      const o = issue.input as { from: Date; to: Date };
+      return `--from ${o.from.toISOString()} must be before --to ${o.to.toISOString()}`;
+    },
+  });
 
 /** Adds `verify` to the program. */
 export function registerVerifyCommand(program: Command): void {

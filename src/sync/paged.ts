@@ -45,8 +45,8 @@ export async function pageThrough(io: RangeRequests, range: Window, pageSize?: n
  * Pages through `range` twice, until both reads hold the same multiset of records with the same
  * `totalRecords` throughout.
  *
- * @param o `attempts`: pairs of reads (SYNC_WINDOW_ATTEMPTS); `configured`: SYNC_PAGE_SIZE, named
- *   in the error; `window`: the window the range is read for; `pageSize`: at most this many
+ * @param o `attempts`: pairs of reads (SYNC_WINDOW_ATTEMPTS); `configured`: SYNC_PAGE_SIZE and
+ *   `served`: the page size E6 was found to serve (reader.ts), named in the error; `window`: the window the range is read for; `pageSize`: at most this many
  *   records a page (oversize.ts); `onUnstable`: told of each pair that disagreed (must not throw).
  * @returns the second read of the pair that agreed.
  * @throws {InconsistentWindowError} after `attempts` pairs that disagreed; what a request throws.
@@ -57,6 +57,7 @@ export async function pagedTwice(
   o: {
     attempts: number;
     configured: number;
+    served: number;
     window: Window;
     pageSize?: number;
     onUnstable?: ((event: { instant: Window; records: number; attempt: number }) => void) | undefined;
@@ -70,7 +71,8 @@ export async function pagedTwice(
     o.onUnstable?.({ instant: range, records, attempt });
   }
   throw new InconsistentWindowError(
-    `instant ${iso(range.start)}..${iso(range.end)} holds ${records} records, more than a page (SYNC_PAGE_SIZE ${o.configured}), ` +
+    `instant ${iso(range.start)}..${iso(range.end)} holds ${records} records, more than a page of ${o.pageSize ?? o.served} ` +
+      `(${o.pageSize !== undefined ? 'the smaller pages read after an answer over UPSTREAM_MAX_BODY' : o.served < o.configured ? `the size E6 serves; SYNC_PAGE_SIZE is ${o.configured}` : 'SYNC_PAGE_SIZE'}), ` +
       `and ${o.attempts} pairs of reads of it (SYNC_WINDOW_ATTEMPTS) returned different records: E6's order within it is not stable, ` +
       `so paging it could double or lose records; nothing of window ${iso(o.window.start)}..${iso(o.window.end)} was committed. ` +
       `If the API resolves finer times than SYNC_MIN_SPLIT, lower it`,

@@ -398,7 +398,8 @@ export class WindowReader<T> {
   /** {@link pagedTwice} of `range` within the window of `state`. */
   #pagedTwice(state: WindowState<T>, range: Window, pageSize?: number): Promise<PagedRead> {
     const io: RangeRequests = { firstPage: (r, size) => this.#firstPage(state, r, size), request: (r, n, size) => this.#request(state, r, n, size) };
-    const o = { attempts: this.#o.instantAttempts, configured: this.#o.pageSize, window: state.window, onUnstable: this.#o.onUnstableInstant };
+    const { instantAttempts: attempts, pageSize: configured, onUnstableInstant: onUnstable } = this.#o;
+    const o = { attempts, configured, served: this.#pageSize, window: state.window, onUnstable };
     return pagedTwice(io, range, pageSize === undefined ? o : { ...o, pageSize });
   }
 

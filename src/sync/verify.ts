@@ -118,7 +118,16 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     repairs,
   };
   const summary = { windows: result.windows, drifted: result.drifted.length, left: left.length, requests: result.requests };
-  if (left.length > 0) ctx.log.warn(summary, options.repair ? 'audit: windows still differ from E6 after their repair' : 'audit: windows differ from E6');
+  const stopped = options.signal?.aborted === true;
+  if (left.length > 0)
+    ctx.log.warn(
+      summary,
+      stopped
+        ? 'audit: stopped by a signal during the repairs; the windows left still differ from E6 (run verify --repair again)'
+        : options.repair
+          ? 'audit: windows still differ from E6 after their repair'
+          : 'audit: windows differ from E6',
+    );
   else ctx.log.info(summary, result.drifted.length > 0 ? 'audit: the windows that differed from E6 were loaded again' : 'audit: the stored windows match E6');
   return result;
 }

@@ -147,7 +147,7 @@ describe('verify: the database compared with E6, by command', () => {
       const env = { ...simulatorEnv(sim), DATABASE_URL: db.url, DATABASE_SCHEMA: 'verify_usage' };
       const reversed = await runCli(['verify', '--from', '2026-10-31T00:00:00Z', '--to', '2026-10-30T00:00:00Z'], env);
       expect(reversed.code).toBe(2);
-      expect(reversed.stderr).toContain('--from must be before --to');
+      expect(reversed.stderr).toContain('--from 2026-10-31T00:00:00.000Z must be before --to 2026-10-30T00:00:00.000Z');
       const unknown = await runCli(['verify', '--source', 'nope'], env);
       expect(unknown.code).toBe(2);
       expect(unknown.stderr).toContain('--source nope is not a configured source');

@@ -277,6 +277,26 @@ describe('WindowReader against an upstream of any order', () => {
     reader.close();
   });
 
+  it('names the page size E6 serves, not SYNC_PAGE_SIZE, when an instant holds more than a clamped page', async () => {
+    // 209 records at one instant under a cap of 50 echoing the asked 1000, reshuffled at every request.
+    const burst = recordsAt([...Array.from({ length: 209 }, () => 1800_000), ...Array.from({ length: 40 }, (_, i) => i * 9000 + 500)]);
+    const up = fakeUpstream(burst, { order: 'ties', toDate: 'exclusive', cap: 50, echo: 'asked' });
+    const reader = new WindowReader(up.client, [{ start: T0, end: T0 + HOUR }], {
+      pageSize: 1000,
+      concurrency: 2,
+      minSplitMs: 1000,
+      instantAttempts: 2,
+      prepare: (page) => page.data.length,
+      eventTime: (record) => (record as FakeRecord).t,
+      estimate: new RecordEstimate(),
+    });
+    const read = async () => {
+      for await (const _leaf of reader.leaves(0));
+    };
+    await expect(read()).rejects.toThrow(/holds 209 records, more than a page of 50 \(the size E6 serves; SYNC_PAGE_SIZE is 1000\)/);
+    reader.close();
+  });
+
   it('keeps the instant at a part end out of the comparison: it belongs to the next part', async () => {
     // 1,500 records exactly on the hour boundary under ties: the first window's last cell returns
     // them (inclusive toDate) but keeps none, so its reads agree; the second window reads them.
