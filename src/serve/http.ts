@@ -1,10 +1,12 @@
 /**
  * The HTTP server of `serve`: GET/HEAD `/metrics` (every source), `/probe?source=NAME` (one
  * source), `/healthz` (alive), `/readyz` (database reachable and migrated), `/` (a landing page);
- * 404 for other paths, 405 for other methods.
+ * 404 for other paths, 405 for other methods; 400 for a request whose target is not a URL or that
+ * is not HTTP, before anything else (src/serve/malformed.ts).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from '../log.js';
 import {
@@ -18,6 +20,7 @@ import {
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './scrape.js';
 import { VERSION } from '../version.js';
+import { answerClientError, MalformedRequestLog, requestTarget } from './malformed.js';
 import { BasicAuth, matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */
@@ -235,10 +238,10 @@ export function createMetricsServer(deps: ServerDeps): Server {
     web = next;
   };
   const own = new OwnPart(deps.metrics);
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  const malformed = new MalformedRequestLog(log);
+  const handle = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
     refresh();
     for (const [name, value] of Object.entries(web?.headers ?? {})) res.setHeader(name, value);
-    const url = new URL(req.url ?? '/', 'http://localhost');
     const path = url.pathname;
     const head = req.method === 'HEAD';
     if (auth.enabled && !(await auth.verify(req.headers.authorization))) {
@@ -288,7 +291,14 @@ export function createMetricsServer(deps: ServerDeps): Server {
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     // Drain and ignore any body so the connection stays usable; we never read one.
     req.resume();
-    handle(req, res).catch((err: unknown) => {
+    const url = requestTarget(req.url);
+    if (url === undefined) {
+      // Nothing but the parse: no web configuration check, no authentication, no handler.
+      malformed.record('target', req.socket.remoteAddress);
+      for (const [name, value] of Object.entries(web?.headers ?? {})) res.setHeader(name, value);
+      return send(res, 400, 'text/plain; charset=utf-8', 'bad request: the request target is not a URL\n', req.method === 'HEAD', { connection: 'close' });
+    }
+    handle(req, res, url).catch((err: unknown) => {
       log.error({ err }, 'request handler failed');
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n', false);
       else res.destroy();
@@ -320,6 +330,9 @@ export function createMetricsServer(deps: ServerDeps): Server {
     });
     server.on('tlsClientError', (err: Error) => log.debug({ err }, 'TLS handshake failed'));
   }
+  // Bytes that are not HTTP: answered as Node would (400, 431, 408) and counted, never logged per request.
+  server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, malformed));
+  server.on('close', () => malformed.close());
   server.headersTimeout = HEADERS_TIMEOUT_MS;
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.maxConnections = MAX_CONNECTIONS;

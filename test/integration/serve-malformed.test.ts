@@ -1,0 +1,143 @@
+/**
+ * Issue 25 item 4: a request line that does not parse (`GET //[`, or bytes that are not HTTP),
+ * sent raw over a socket, answers 400 before authentication, is logged at most once per interval
+ * with a count and never at error level; the scrape goes on answering.
+ */
+import { writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import bcrypt from 'bcryptjs';
+import { request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
+import { useTestDatabase } from '../helpers/db.js';
+import { captureLog, type CapturedLog } from '../helpers/log-capture.js';
+import { scratchDir } from '../helpers/scratch.js';
+import { simulatorEnv } from '../helpers/sync.js';
+
+const db = useTestDatabase();
+let sim: Simulator;
+const running: RunningServer[] = [];
+let schemaCounter = 0;
+
+beforeAll(async () => {
+  sim = await startSimulator({ port: 0, records: 200, end: new Date(), start: new Date(Date.now() - 86_400_000) });
+});
+afterEach(async () => {
+  while (running.length) await running.pop()!.stop();
+});
+afterAll(async () => {
+  await sim?.close();
+});
+
+async function serve(capture: CapturedLog, env: Record<string, string> = {}): Promise<RunningServer> {
+  const config = loadConfig({
+    ...simulatorEnv(sim),
+    DATABASE_URL: db.url,
+    DATABASE_SCHEMA: `malformed_${++schemaCounter}`,
+    METRICS_LISTEN: '127.0.0.1:0',
+    SYNC_SCHEDULE: 'off',
+    UPSTREAM_MAX_ATTEMPTS: '1',
+    ...env,
+  });
+  const s = await startServe(config, createLogger('info', { format: 'json', destination: capture }));
+  running.push(s);
+  return s;
+}
+
+/** The target's request line not a URL (the handler's parse fails) / bytes Node's HTTP parser refuses. */
+const BAD_TARGET = 'GET //[ HTTP/1.1\r\nHost: localhost\r\n\r\n';
+const NOT_HTTP = 'GET ][ HTTP/1.1\r\nHost: localhost\r\n\r\n';
+
+/** Sends `raw` on a new TCP connection and resolves with the status of the first response line (0 when the server closed without one). */
+function rawStatus(url: string, raw: string): Promise<number> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let received = '';
+    const socket = connect({ host: hostname, port: Number(port) }, () => socket.write(raw));
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      received += chunk;
+      const line = /^HTTP\/1\.1 (\d{3})/.exec(received);
+      if (line !== null) {
+        socket.destroy();
+        resolve(Number(line[1]));
+      }
+    });
+    socket.on('close', () => resolve(0));
+    socket.on('error', reject);
+  });
+}
+
+/** `count` raw requests, `concurrency` connections at a time; every status answered. */
+async function rawStatuses(url: string, raw: string, count: number, concurrency = 32): Promise<number[]> {
+  const statuses: number[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        next += 1;
+        statuses.push(await rawStatus(url, raw));
+      }
+    }),
+  );
+  return statuses;
+}
+
+const malformedLines = (capture: CapturedLog) => capture.lines().filter((l) => typeof l.msg === 'string' && /malformed/.test(l.msg));
+const errorLines = (capture: CapturedLog) => capture.lines().filter((l) => l.level === 'error' || l.level === 'fatal');
+
+describe('malformed requests', () => {
+  it('answer 400 each, are logged in one line with a count (never at error), and /metrics still answers', async () => {
+    const capture = captureLog();
+    const s = await serve(capture);
+
+    const targets = await rawStatuses(s.url, BAD_TARGET, 1000);
+    const notHttp = await rawStatuses(s.url, NOT_HTTP, 200);
+    expect(targets).toHaveLength(1000);
+    expect(new Set(targets)).toEqual(new Set([400]));
+    expect(new Set(notHttp)).toEqual(new Set([400]));
+
+    const scrape = await request(`${s.url}/metrics`, { reset: true });
+    expect(scrape.statusCode).toBe(200);
+    expect(await scrape.body.text()).toContain('analytics_exporter_build_info');
+
+    expect(errorLines(capture)).toEqual([]);
+    // Within the interval (60 s): the first request's line only.
+    const during = malformedLines(capture);
+    expect(during).toHaveLength(1);
+    expect(during[0]).toMatchObject({ level: 'warn', count: 1 });
+
+    // The rest are counted, and told in one line when the server closes.
+    await running.pop()!.stop();
+    const after = malformedLines(capture);
+    expect(after).toHaveLength(2);
+    expect(after.map((l) => l.level)).toEqual(['warn', 'warn']);
+    expect(after.reduce((n, l) => n + (l.count as number), 0)).toBe(1200);
+    expect(after[1]).toMatchObject({ count: 1199, kinds: { target: 999, http: 200 }, lastRemote: '127.0.0.1' });
+    // Never the request's bytes.
+    expect(capture.text()).not.toContain('//[');
+    expect(errorLines(capture)).toEqual([]);
+  });
+
+  it('with basic auth, a malformed request answers 400 (not 401 or 500) before authentication', async () => {
+    const capture = captureLog();
+    const dir = scratchDir('malformed-auth-');
+    const file = join(dir, 'web.yml');
+    writeFileSync(file, `basic_auth_users:\n  prometheus: '${bcrypt.hashSync('scrape-pass-7', 6)}'\n`);
+    const s = await serve(capture, { WEB_CONFIG_FILE: file });
+
+    expect(await rawStatuses(s.url, BAD_TARGET, 50)).toEqual(Array<number>(50).fill(400));
+    expect(await rawStatuses(s.url, NOT_HTTP, 10)).toEqual(Array<number>(10).fill(400));
+    // The same request line with a valid target is held at the door.
+    expect(await rawStatus(s.url, 'GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n')).toBe(401);
+    const authorization = `Basic ${Buffer.from('prometheus:scrape-pass-7').toString('base64')}`;
+    const scrape = await request(`${s.url}/metrics`, { headers: { authorization }, reset: true });
+    expect(scrape.statusCode).toBe(200);
+    await scrape.body.dump();
+    expect(errorLines(capture)).toEqual([]);
+  });
+});
