@@ -60,10 +60,13 @@ export class MalformedRequestLog {
       return;
     }
     // One timer per interval: the count so far is logged when the interval ends.
-    this.#timer ??= setTimeout(() => {
-      this.#timer = undefined;
-      this.#flush();
-    }, this.#loggedAt + this.#intervalMs - now).unref();
+    this.#timer ??= setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#flush();
+      },
+      this.#loggedAt + this.#intervalMs - now,
+    ).unref();
   }
 
   /** Logs what was counted since the last line, if anything, and stops the timer (the server closed). */
