@@ -79,6 +79,17 @@ describe('analytics-exporter check', () => {
     expect(r.code).toBe(1);
   });
 
+  it('never shows the user info of a STATISTICS_URL (issue 25)', async () => {
+    const url = new URL(sim.url);
+    url.username = 'statuser';
+    url.password = 'UrlPass-Stat-123';
+    const r = await runCliInProcess(['check'], { ...env(), STATISTICS_URL: url.href });
+    expect(r.stdout).toMatch(/^ok +analytics +E6 http:\/\/127\.0\.0\.1:\d+\/analytics: /m);
+    expect(r.stdout + r.stderr).not.toContain('UrlPass-Stat-123');
+    expect(r.stdout + r.stderr).not.toContain('statuser');
+    expect(r.code).toBe(0);
+  });
+
   it('checks against the built-in simulator when nothing is configured', async () => {
     const dataDir = await initialisedDataDir('ae-check-');
     onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
