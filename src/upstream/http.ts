@@ -6,7 +6,17 @@
 import { isUtf8 } from 'node:buffer';
 import { rootCertificates } from 'node:tls';
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
-import { AbortedError, ExporterError, TokenError, UpstreamError, displayUrl, redactSecrets, type Endpoint, type ErrorCode, type FailureReason } from '../errors.js';
+import {
+  AbortedError,
+  ExporterError,
+  TokenError,
+  UpstreamError,
+  displayUrl,
+  redactSecrets,
+  type Endpoint,
+  type ErrorCode,
+  type FailureReason,
+} from '../errors.js';
 import { ContentDecodingError, contentCodings, decodeContent } from './encoding.js';
 import type { TlsFiles } from './files.js';
 import { parseRetryAfter } from './retry.js';

@@ -172,7 +172,7 @@ describe('loadConfig', () => {
   // issue 25: libpq's keyword form is refused (a URL is required), and was echoed whole.
   it.each([
     ['host=db port=5432 user=u password=Secret123 dbname=x', ['Secret123']],
-    ["host=db password = 'Sec ret\\'s 123' dbname=x sslpassword=KeyPass-77", ['Sec ret', "s 123", 'KeyPass-77']],
+    ["host=db password = 'Sec ret\\'s 123' dbname=x sslpassword=KeyPass-77", ['Sec ret', 's 123', 'KeyPass-77']],
     ['password=Back\\ slash-Secret host=db', ['Back', 'slash-Secret']],
     ["host=db password='unterminated-Secret", ['unterminated-Secret']],
   ])('masks the password of a keyword-form DATABASE_URL: %s', (value, secrets) => {
