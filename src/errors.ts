@@ -217,6 +217,17 @@ export function maskSecret(value: string | undefined): string {
   return '***';
 }
 
+/**
+ * A URL as messages, logs and `check`'s output show it: scheme, host, port and path only. The user
+ * info (`user:password@`), the query and the fragment are left out: each may hold a credential
+ * (a STATISTICS_URL `https://user:password@host/` is sent as given, but never shown).
+ *
+ * @returns `https://statistics.example.com/api/`, whatever user info the URL carries.
+ */
+export function displayUrl(url: URL): string {
+  return `${url.protocol}//${url.host}${url.pathname}`;
+}
+
 /** What {@link redactSecrets} puts in place of a secret. */
 export const REDACTED = '[redacted]';
 

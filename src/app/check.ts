@@ -8,8 +8,8 @@ import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
 import { createPool, describeDatabase } from '../db/pool.js';
 import { readDatabaseTls } from '../db/tls.js';
-import type { Config, SourceConfig } from '../config.js';
-import { describeError } from '../errors.js';
+import { withTrailingSlash, type Config, type SourceConfig } from '../config.js';
+import { describeError, displayUrl } from '../errors.js';
 import type { Logger } from '../log.js';
 import { AnalyticsClient } from '../upstream/analytics.js';
 import { startDemoUpstream } from '../demo.js';
@@ -129,14 +129,14 @@ async function checkSource(
   try {
     const tokenOk = await step('token', sink, async () => {
       await client.tokens.getToken();
-      return `Bearer token from ${upstream.tokenUrl.origin}${upstream.tokenUrl.pathname} (${upstream.tokenAuthMethod}, scope ${upstream.scope})`;
+      return `Bearer token from ${displayUrl(upstream.tokenUrl)} (${upstream.tokenAuthMethod}, scope ${upstream.scope})`;
     });
     const end = new Date(now());
     const start = new Date(end.getTime() - PROBE_RANGE_MS);
     if (tokenOk) {
       await step('analytics', sink, async () => {
         const page = await client.fetchPage({ startDate: start, toDate: end, pageSize: 1 });
-        return `E6 ${new URL('analytics', upstream.statisticsUrl.href.replace(/\/?$/, '/')).href}: ${page.totalRecords} records in the last 24h`;
+        return `E6 ${displayUrl(new URL('analytics', withTrailingSlash(upstream.statisticsUrl)))}: ${page.totalRecords} records in the last 24h`;
       });
       await step('prometheus', sink, async () => {
         const text = await client.fetchPrometheusText({ startDate: start, toDate: end });

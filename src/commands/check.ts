@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import type { StepResult } from '../app/check.js';
 import type { Config, SourceConfig } from '../config.js';
 import { requireDemoSimulator } from '../demo.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, displayUrl } from '../errors.js';
 import { createLogger } from '../log.js';
 import { readWebConfigSetting } from '../serve/webconfig.js';
 import { configOverrides } from './options.js';
@@ -26,8 +26,7 @@ export function formatSection(source: SourceConfig): string {
 }
 
 function describeUpstream(source: SourceConfig): string {
-  const url = source.upstream!.statisticsUrl;
-  return `${url.origin}${url.pathname}`;
+  return displayUrl(source.upstream!.statisticsUrl);
 }
 
 /** Adds `check` to the program. */

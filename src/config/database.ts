@@ -122,3 +122,35 @@ interface Sourced {
 function fileOf(setting: Sourced): SettingFile {
   return { file: setting.value, variable: setting.variable, at: '', key: setting.label, shown: JSON.stringify(setting.value) };
 }
+
+/** libpq's keywords whose value is a secret: the password and the client key's passphrase. */
+const SECRET_KEYWORDS = '(?:ssl)?password';
+
+/** A secret keyword's value in libpq's keyword form: single-quoted (`\'` and `\\` escaped, maybe unterminated) or a run of non-spaces (`\` escaping the next character). */
+const KEYWORD_SECRET = new RegExp(`(^|\\s)(${SECRET_KEYWORDS}\\s*=\\s*)(?:'(?:[^'\\\\]|\\\\[\\s\\S]?)*'?|(?:[^\\s\\\\]|\\\\[\\s\\S]?)+)`, 'g');
+
+/** A secret parameter in a URL's query. */
+const QUERY_SECRET = new RegExp(`([?&]${SECRET_KEYWORDS}=)[^&#]*`, 'g');
+
+/**
+ * A DATABASE_URL as error messages show it, in either of libpq's forms: a URL loses its user info
+ * (`postgres://***@host/db`, up to the last `@` when the URL does not parse: libpq accepts hosts
+ * lists and characters URL() refuses) and the value of a `password` or `sslpassword` parameter;
+ * the keyword form (`host=db password='s3 cr\'t' dbname=x`) loses the value of those keywords,
+ * quoted or not (`password=***`). Everything else is kept, so the message still shows what is wrong.
+ *
+ * @param value DATABASE_URL as given.
+ * @returns the text with every credential replaced by `***`.
+ */
+export function maskDatabaseUrl(value: string): string {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return value.replace(KEYWORD_SECRET, '$1$2***');
+  if (URL.canParse(value)) {
+    const url = new URL(value);
+    if (url.username !== '' || url.password !== '') {
+      url.username = '***';
+      url.password = '';
+    }
+    return url.href.replace(QUERY_SECRET, '$1***');
+  }
+  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[\s\S]*@/i, '$1***@').replace(QUERY_SECRET, '$1***');
+}

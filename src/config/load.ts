@@ -34,6 +34,8 @@ interface SourceSettings {
   key: (variable: string) => string;
   /** How a message about `variable` names it and shows its value (secrets masked). */
   named: (variable: string) => SettingName;
+  /** The value of a non-secret setting as a message may quote it: as the file writes it (`${NAME}` not expanded), else the environment's. */
+  written: (variable: string) => string | undefined;
 }
 
 /** Throws the ConfigError for a broken rule of `variable`, showing its value (secrets masked). */
@@ -47,7 +49,12 @@ function settingFile(settings: SourceSettings, variable: string): SettingFile {
 }
 
 function environmentSettings(raw: RawEnv): SourceSettings {
-  return { raw, key: (variable) => variable, named: (variable) => ({ variable, at: '', key: variable, shown: displayValue(variable, raw[variable]) }) };
+  return {
+    raw,
+    key: (variable) => variable,
+    named: (variable) => ({ variable, at: '', key: variable, shown: displayValue(variable, raw[variable]) }),
+    written: (variable) => raw[variable],
+  };
 }
 
 function fileSettings(file: string, source: FileSource, environment: RawEnv): SourceSettings {
@@ -71,6 +78,7 @@ function fileSettings(file: string, source: FileSource, environment: RawEnv): So
         shown: displayValue(variable, value ? value.shown : environment[variable]),
       };
     },
+    written: (variable) => source.values.get(variable)?.shown ?? environment[variable],
   };
 }
 
@@ -162,7 +170,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
   if (v.UPSTREAM_RATE_BURST !== undefined && v.UPSTREAM_RATE_LIMIT === undefined) {
     check('UPSTREAM_RATE_BURST', `needs ${key('UPSTREAM_RATE_LIMIT')} (the burst of a request budget that is off)`);
   }
-  if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) check('SYNC_MIN_SPLIT', `must not be longer than ${key('SYNC_WINDOW')} (${settings.raw.SYNC_WINDOW ?? '1h'})`);
+  if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) check('SYNC_MIN_SPLIT', `must not be longer than ${key('SYNC_WINDOW')} (${settings.written('SYNC_WINDOW') ?? '1h'})`);
 
   if (fromFile && v.STATISTICS_URL === undefined) check('STATISTICS_URL', 'is required');
   let upstream: UpstreamConfig | undefined;

@@ -8,7 +8,7 @@ import cron from 'node-cron';
 import { z } from 'zod';
 import { ConfigError, maskSecret } from '../errors.js';
 import { parseDuration, parseDurationOrZero, parseIsoDateTime } from '../time.js';
-import { DEFAULT_SSL_MODE, SSL_MODES } from './database.js';
+import { DEFAULT_SSL_MODE, maskDatabaseUrl, SSL_MODES } from './database.js';
 import { DEFAULT_METRICS_PORT, LOG_FORMATS, LOG_LEVELS, MAX_RATE_LIMIT_PER_SECOND, PARTITION_INTERVALS, type RollupDimension } from './types.js';
 
 /** Column names `records_hourly` uses itself, so no dimension may take them. */
@@ -429,22 +429,21 @@ export function parseSettings(text: RawEnv, describe: (variable: string, rule: s
   throw new ConfigError(lines[0]!.variable, lines.map((l) => l.text).join('\n'));
 }
 
-/** Shows a given value in an error message, masking secrets and URL passwords. */
+/** Shows a given value in an error message, masking secrets, a URL's user info and DATABASE_URL's passwords (src/config/database.ts). */
 export function displayValue(variable: string, value: string | undefined): string {
   if (value === undefined) return '(unset)';
   if (SECRET_VARIABLES.has(variable)) return maskSecret(value);
-  if (variable === 'DATABASE_URL' && !URL.canParse(value)) {
-    // libpq URLs can be multi-host or hold characters URL() rejects: mask everything before the last '@'.
-    return JSON.stringify(value.replace(/^([a-z]+:\/\/)[^/]*@/i, '$1***@'));
-  }
-  if (URL.canParse(value)) {
+  // DATABASE_URL in either of libpq's forms; any other URL without its user info.
+  let shown = variable === 'DATABASE_URL' ? maskDatabaseUrl(value) : value;
+  if (variable !== 'DATABASE_URL' && URL.canParse(value)) {
     const url = new URL(value);
-    if (url.password) {
-      url.password = '***';
-      return JSON.stringify(url.toString());
+    if (url.username !== '' || url.password !== '') {
+      url.username = '***';
+      url.password = '';
+      shown = url.href;
     }
   }
-  return JSON.stringify(value.length > 200 ? `${value.slice(0, 200)}…` : value);
+  return JSON.stringify(shown.length > 200 ? `${shown.slice(0, 200)}…` : shown);
 }
 
 /**

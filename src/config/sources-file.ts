@@ -110,7 +110,10 @@ export const FILE_ONLY_VARIABLES = [
 export interface FileValue {
   /** The text the variable's schema reads: `${NAME}` expanded, a file path made absolute. */
   text: string;
-  /** The value as errors may show it: the file's text before `${NAME}` expansion (never an environment variable's content). */
+  /**
+   * The value as errors may show it: the file's text before `${NAME}` expansion (never an
+   * environment variable's content); a path key's absolute path when it expands no `${NAME}`.
+   */
   shown: string;
   /** `sources[0].sync.window` */
   keyPath: string;
@@ -217,16 +220,20 @@ export function parseSourcesFile(file: string, text: string, env: NodeJS.Process
       const valueLine = lineOf(pair.value as YamlNode | null, lineOf(pair));
       const { text: value, shown } = scalar(pair.value, path, valueLine);
       const text = PATH_VARIABLES.has(variable) && value !== '' ? resolve(base, value) : value;
-      values.set(variable, { text, shown: PATH_VARIABLES.has(variable) ? text : shown, keyPath: path, line: valueLine });
+      // A path is shown resolved, unless it came from ${NAME}: then as written, naming the variable.
+      values.set(variable, { text, shown: PATH_VARIABLES.has(variable) && shown === value ? text : shown, keyPath: path, line: valueLine });
     };
     for (const [key, pair] of entries(node, keyPath, lineOf, fail, deref, yaml)) {
       const path = `${keyPath}.${key}`;
       const pairLine = lineOf(pair);
       if (key === 'name') {
-        name = scalar(pair.value, path, pairLine).text;
-        if (!SOURCE_NAME_PATTERN.test(name)) fail(pairLine, `${path}: must be 1 to 64 lower-case letters, digits, _ or -; got ${JSON.stringify(name)}`);
+        const written = scalar(pair.value, path, pairLine);
+        name = written.text;
+        // Shown as the file writes it: a name from ${NAME} names the variable, never its value.
+        if (!SOURCE_NAME_PATTERN.test(name))
+          fail(pairLine, `${path}: must be 1 to 64 lower-case letters, digits, _ or -; got ${JSON.stringify(written.shown)}`);
         const earlier = names.get(name);
-        if (earlier !== undefined) fail(pairLine, `${path}: ${JSON.stringify(name)} is also the name of ${earlier}; names must be unique`);
+        if (earlier !== undefined) fail(pairLine, `${path}: ${JSON.stringify(written.shown)} is also the name of ${earlier}; names must be unique`);
         names.set(name, keyPath);
       } else if (key in SOURCE_KEYS) {
         put(SOURCE_KEYS[key]!, pair, path);

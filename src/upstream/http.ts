@@ -6,7 +6,17 @@
 import { isUtf8 } from 'node:buffer';
 import { rootCertificates } from 'node:tls';
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
-import { AbortedError, ExporterError, TokenError, UpstreamError, redactSecrets, type Endpoint, type ErrorCode, type FailureReason } from '../errors.js';
+import {
+  AbortedError,
+  ExporterError,
+  TokenError,
+  UpstreamError,
+  displayUrl,
+  redactSecrets,
+  type Endpoint,
+  type ErrorCode,
+  type FailureReason,
+} from '../errors.js';
 import { ContentDecodingError, contentCodings, decodeContent } from './encoding.js';
 import type { TlsFiles } from './files.js';
 import { parseRetryAfter } from './retry.js';
@@ -111,7 +121,7 @@ function makeError(endpoint: Endpoint, code: ErrorCode, message: string, options
 /** Path of the endpoint for messages: never the query string, never credentials. */
 export function describeEndpoint(endpoint: Endpoint, url: URL): string {
   const labels: Record<Endpoint, string> = { token: 'E0', analytics: 'E6', prometheus: 'E7' };
-  return `${labels[endpoint]} ${url.origin}${url.pathname}`;
+  return `${labels[endpoint]} ${displayUrl(url)}`;
 }
 
 /**

@@ -79,6 +79,27 @@ describe('analytics-exporter check', () => {
     expect(r.code).toBe(1);
   });
 
+  it('never shows the user info of a STATISTICS_URL (issue 25)', async () => {
+    const url = new URL(sim.url);
+    url.username = 'statuser';
+    url.password = 'UrlPass-Stat-123';
+    const r = await runCliInProcess(['check'], { ...env(), STATISTICS_URL: url.href });
+    expect(r.stdout).toMatch(/^ok +analytics +E6 http:\/\/127\.0\.0\.1:\d+\/analytics: /m);
+    expect(r.stdout + r.stderr).not.toContain('UrlPass-Stat-123');
+    expect(r.stdout + r.stderr).not.toContain('statuser');
+    expect(r.code).toBe(0);
+  });
+
+  it('exits 2 for a keyword-form DATABASE_URL without showing its password (issue 25)', async () => {
+    const r = await runCliInProcess(['check'], { ...env(), LOG_LEVEL: 'trace', DATABASE_URL: "host=db port=5432 user=u password='Kw Secret\\'123' dbname=x" });
+    expect(r.stdout).toMatch(
+      /^FAIL +configuration +DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL; got "host=db port=5432 user=u password=\*\*\* dbname=x"$/m,
+    );
+    expect(r.stdout + r.stderr).not.toContain('Kw Secret');
+    expect(r.stdout + r.stderr).not.toContain("\\'123");
+    expect(r.code).toBe(2);
+  });
+
   it('checks against the built-in simulator when nothing is configured', async () => {
     const dataDir = await initialisedDataDir('ae-check-');
     onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -187,6 +208,20 @@ describe('check with CONFIG_FILE', () => {
     writeFileSync(file, 'sources:\n  - name: production\n    statistics_url: https://x.test/\n    client_secret_fil: /run/secrets/x\n');
     const r = await runCliInProcess(['check'], { CONFIG_FILE: file, LOG_LEVEL: 'warn' });
     expect(r.stdout).toBe(`FAIL  configuration  CONFIG_FILE ${file} line 4: sources[0].client_secret_fil: unknown key\n`);
+    expect(r.code).toBe(2);
+  });
+
+  it('exits 2 for a name written as ${SECRET1} naming the variable, never its value (issue 25)', async () => {
+    const file = join(dir, 'secret-name.yaml');
+    writeFileSync(
+      file,
+      `sources:\n  - name: \${SECRET1}\n    statistics_url: ${sim.url}\n    auth_url: ${sim.url}\n    client_id: cli-client\n    client_secret: \${SECRET1}\n`,
+    );
+    const r = await runCliInProcess(['check'], { CONFIG_FILE: file, SECRET1: 'Name-Secret+Value/9', LOG_LEVEL: 'trace' });
+    expect(r.stdout).toBe(
+      `FAIL  configuration  CONFIG_FILE ${file} line 2: sources[0].name: must be 1 to 64 lower-case letters, digits, _ or -; got "\${SECRET1}"\n`,
+    );
+    expect(r.stdout + r.stderr).not.toContain('Name-Secret');
     expect(r.code).toBe(2);
   });
 

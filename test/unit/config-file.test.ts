@@ -171,6 +171,32 @@ describe('CONFIG_FILE', () => {
     expect(badUrl.message).not.toContain('private-host');
   });
 
+  // issue 25: the name and the path keys showed what ${NAME} held.
+  it('shows a refused name or path written as ${NAME} as the file writes it, never the value', () => {
+    const secret = 'Sup3r+Name/Secret=77';
+    const named = write(`sources:\n${entry('${SECRET1}')}\n`);
+    const bad = configError({ CONFIG_FILE: named, SECRET1: secret });
+    expect(bad.message).toBe(`CONFIG_FILE ${named} line 2: sources[0].name: must be 1 to 64 lower-case letters, digits, _ or -; got "\${SECRET1}"`);
+    expect(bad.message).not.toContain('Sup3r');
+
+    const twice = write(`sources:\n${entry('${PROD_NAME}')}\n${entry('prod-${REGION}')}\n`);
+    const duplicate = configError({ CONFIG_FILE: twice, PROD_NAME: 'prod-hidden-eu', REGION: 'hidden-eu' });
+    expect(duplicate.message).toBe(`CONFIG_FILE ${twice} line 7: sources[1].name: "prod-\${REGION}" is also the name of sources[0]; names must be unique`);
+    expect(duplicate.message).not.toContain('hidden');
+
+    const path = write(
+      `sources:\n  - name: a\n    statistics_url: https://a.test/\n    auth_url: https://a.test/\n    client_id: a\n    client_secret_file: \${SECRET_PATH}\n`,
+    );
+    const missing = configError({ CONFIG_FILE: path, SECRET_PATH: join(dir, 'hidden-path-Secret-9') });
+    expect(missing.message).toBe(`CONFIG_FILE ${path} line 6: sources[0].client_secret_file must name a readable file (ENOENT); got "\${SECRET_PATH}"`);
+    expect(missing.message).not.toContain('hidden-path');
+
+    const window = write(`sources:\n${entry('a', ['sync: {window: "${A_WINDOW}", min_split: 2h}'])}\n`);
+    expect(configError({ CONFIG_FILE: window, A_WINDOW: '1h' }).message).toBe(
+      `CONFIG_FILE ${window} line 7: sources[0].sync.min_split must not be longer than sources[0].sync.window (\${A_WINDOW}); got "2h"`,
+    );
+  });
+
   it('never shows a client secret from the file in an error', () => {
     const file = write(`sources:\n${entry('a', ['sync: {window: 1s}'])}\n`);
     const err = configError({ CONFIG_FILE: file });

@@ -169,6 +169,36 @@ describe('loadConfig', () => {
     },
   );
 
+  // issue 25: libpq's keyword form is refused (a URL is required), and was echoed whole.
+  it.each([
+    ['host=db port=5432 user=u password=Secret123 dbname=x', ['Secret123']],
+    ["host=db password = 'Sec ret\\'s 123' dbname=x sslpassword=KeyPass-77", ['Sec ret', 's 123', 'KeyPass-77']],
+    ['password=Back\\ slash-Secret host=db', ['Back', 'slash-Secret']],
+    ["host=db password='unterminated-Secret", ['unterminated-Secret']],
+  ])('masks the password of a keyword-form DATABASE_URL: %s', (value, secrets) => {
+    const err = configError({ ...base, DATABASE_URL: value });
+    expect(err.variable).toBe('DATABASE_URL');
+    expect(err.message).toContain('must be a postgres:// or postgresql:// URL');
+    expect(err.message).toContain('password');
+    expect(err.message).toContain('***');
+    for (const secret of secrets) expect(err.message).not.toContain(secret);
+  });
+
+  it('shows no user info and no password parameter of a DATABASE_URL or another URL', () => {
+    // Port 0 is refused, so the URL is shown.
+    const query = configError({ ...base, DATABASE_URL: 'postgres://h:0/db?password=QueryPass-1&application_name=a' });
+    expect(query.message).toContain('must have a port from 1 to 65535');
+    expect(query.message).toContain('application_name=a');
+    expect(query.message).not.toContain('QueryPass-1');
+    const userOnly = configError({ ...base, DATABASE_URL: 'postgres://dbuser-7@h:0/db' });
+    expect(userOnly.message).toContain('postgres://***@h:0/db');
+    expect(userOnly.message).not.toContain('dbuser-7');
+    const statistics = configError({ ...base, STATISTICS_URL: 'ftp://statuser:UrlPass-Stat-123@h/' });
+    expect(statistics.variable).toBe('STATISTICS_URL');
+    expect(statistics.message).not.toContain('UrlPass-Stat-123');
+    expect(statistics.message).not.toContain('statuser');
+  });
+
   it('reads CLIENT_SECRET_FILE without its trailing newline', () => {
     const dir = scratchDir('ae-config-');
     const file = join(dir, 'secret');

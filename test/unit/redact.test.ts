@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { REDACTED, redactSecrets } from '../../src/errors.js';
+import { REDACTED, displayUrl, redactSecrets } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { loadConfig } from '../../src/config.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
@@ -46,6 +46,14 @@ describe('redactSecrets', () => {
   it('ignores empty secrets and returns the text unchanged without secrets', () => {
     expect(redactSecrets('any text', ['', ''])).toBe('any text');
     expect(redactSecrets('any text', [])).toBe('any text');
+  });
+});
+
+describe('displayUrl', () => {
+  it('shows scheme, host, port and path, never the user info, query or fragment', () => {
+    expect(displayUrl(new URL('http://statuser:UrlPass-Stat-123@127.0.0.1:8080/api/?token=t0k#f'))).toBe('http://127.0.0.1:8080/api/');
+    expect(displayUrl(new URL('https://only-user@statistics.example.com'))).toBe('https://statistics.example.com/');
+    expect(displayUrl(new URL('https://statistics.example.com/a b'))).toBe('https://statistics.example.com/a%20b');
   });
 });
 
