@@ -27,6 +27,8 @@ import { BasicAuth, matchesAllowedSans, secureContextOptions, type WebConfig, ty
 export const HEADERS_TIMEOUT_MS = 10_000;
 export const REQUEST_TIMEOUT_MS = 30_000;
 export const MAX_CONNECTIONS = 256;
+/** A TLS connection must finish its handshake within this, or is closed (Node's default: 120 s, which let bare TCP connections hold a slot). */
+export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 export interface Readiness {
   ready: boolean;
@@ -313,6 +315,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
         ...secureContextOptions(tls),
         requestCert: tls.clientAuth !== 'NoClientCert',
         rejectUnauthorized: tls.clientAuth === 'RequireAndVerifyClientCert',
+        handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
       },
       listener,
     );

@@ -6,8 +6,10 @@
  *
  * As in exporter-toolkit, unknown keys are errors, and relative file paths are relative to the
  * configuration file's folder. Of exporter-toolkit's keys, `rate_limit` is refused by name (nothing
- * here would enforce it) and `http_server_config.http2: true` is accepted with a warning (Node's
- * HTTPS server here speaks HTTP/1.1 only; exporter-toolkit's own default is true).
+ * here would enforce it), `http_server_config.http2: true` is accepted with a warning (Node's
+ * HTTPS server here speaks HTTP/1.1 only; exporter-toolkit's own default is true), and a
+ * `min_version` or `max_version` this runtime cannot serve (TLS10, TLS11) is refused. Without
+ * `cipher_suites`, TLS 1.2 offers Go's forward-secret AEAD suites only (see tls-suites.ts).
  *
  * The file and the files it names are read again when they change ({@link WebConfigSource}), so a
  * rotated certificate or a new user applies without a restart.
@@ -17,9 +19,10 @@ import { createRequire } from 'node:module';
 import { readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
-import { DEFAULT_CIPHERS, createSecureContext, type SecureContextOptions } from 'node:tls';
+import { createSecureContext, type SecureContextOptions } from 'node:tls';
 import { z } from 'zod';
 import { ConfigError, WebConfigError } from '../errors.js';
+import { CURVES, TLS12_CIPHER_SUITES, TLS13_CIPHER_SUITES, cipherList, unservableTlsVersion } from './tls-suites.js';
 
 /** exporter-toolkit's client authentication modes (Go's tls.ClientAuthType names). */
 export const CLIENT_AUTH_TYPES = [
@@ -33,29 +36,6 @@ export type ClientAuthType = (typeof CLIENT_AUTH_TYPES)[number];
 
 const TLS_VERSIONS = { TLS10: 'TLSv1', TLS11: 'TLSv1.1', TLS12: 'TLSv1.2', TLS13: 'TLSv1.3' } as const;
 const TLS_VERSION_NAMES = ['TLS10', 'TLS11', 'TLS12', 'TLS13'] as const;
-
-/**
- * Go's names of the TLS 1.2 cipher suites exporter-toolkit accepts (Go's `tls.CipherSuites()`),
- * with OpenSSL's name of each. Go's older spellings of the ChaCha20 suites are accepted too.
- */
-export const TLS12_CIPHER_SUITES: Readonly<Record<string, string>> = {
-  TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA: 'ECDHE-ECDSA-AES128-SHA',
-  TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA: 'ECDHE-ECDSA-AES256-SHA',
-  TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA: 'ECDHE-RSA-AES128-SHA',
-  TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA: 'ECDHE-RSA-AES256-SHA',
-  TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256: 'ECDHE-ECDSA-AES128-GCM-SHA256',
-  TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256: 'ECDHE-RSA-AES128-GCM-SHA256',
-  TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384: 'ECDHE-ECDSA-AES256-GCM-SHA384',
-  TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384: 'ECDHE-RSA-AES256-GCM-SHA384',
-  TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256: 'ECDHE-RSA-CHACHA20-POLY1305',
-  TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256: 'ECDHE-ECDSA-CHACHA20-POLY1305',
-  TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305: 'ECDHE-RSA-CHACHA20-POLY1305',
-  TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305: 'ECDHE-ECDSA-CHACHA20-POLY1305',
-};
-/** TLS 1.3 suites: Go (and so exporter-toolkit) accepts their names but always enables all three. */
-const TLS13_CIPHER_SUITES: ReadonlySet<string> = new Set(['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256']);
-/** exporter-toolkit's curve names (Go's tls.CurveID) and Node's `ecdhCurve` name of each. */
-export const CURVES: Readonly<Record<string, string>> = { X25519: 'X25519', CurveP256: 'prime256v1', CurveP384: 'secp384r1', CurveP521: 'secp521r1' };
 
 /** The only headers exporter-toolkit lets `http_server_config.headers` set; a blank value leaves the header unset. */
 const headerValue = z.string().regex(/^[\t\x20-\x7e\x80-\xff]*$/, 'must be one line of printable characters');
@@ -106,6 +86,10 @@ const tlsSchema = z
         'needs client_auth_type RequireAnyClientCert or RequireAndVerifyClientCert (the other modes admit clients without a certificate)',
       );
     }
+    for (const key of ['min_version', 'max_version'] as const) {
+      const why = unservableTlsVersion(t[key]);
+      if (why !== undefined) issue(key, why);
+    }
     if (TLS_VERSION_NAMES.indexOf(t.min_version) > TLS_VERSION_NAMES.indexOf(t.max_version)) issue('max_version', 'must not be below min_version');
     for (const name of t.cipher_suites ?? []) {
       if (!Object.hasOwn(TLS12_CIPHER_SUITES, name) && !TLS13_CIPHER_SUITES.has(name)) {
@@ -152,8 +136,8 @@ export interface WebConfig {
     allowedSans?: string[];
     minVersion: TlsVersion;
     maxVersion: TlsVersion;
-    /** OpenSSL cipher list: the TLS 1.3 suites and cipher_suites in OpenSSL's names; undefined for Node's default. */
-    ciphers?: string;
+    /** OpenSSL cipher list: the TLS 1.3 suites and cipher_suites in OpenSSL's names (default: the forward-secret AEAD suites). */
+    ciphers: string;
     /** prefer_server_cipher_suites: the server's order of `ciphers` wins. */
     honorCipherOrder: boolean;
     /** Node's `ecdhCurve` from curve_preferences (`X25519:prime256v1`); undefined for Node's default. */
@@ -190,7 +174,7 @@ export function secureContextOptions(tls: NonNullable<WebConfig['tls']>): Secure
     ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
     minVersion: tls.minVersion,
     maxVersion: tls.maxVersion,
-    ...(tls.ciphers !== undefined ? { ciphers: tls.ciphers } : {}),
+    ciphers: tls.ciphers,
     honorCipherOrder: tls.honorCipherOrder,
     ...(tls.ecdhCurve !== undefined ? { ecdhCurve: tls.ecdhCurve } : {}),
   };
@@ -274,7 +258,8 @@ function attempt(file: string): Attempt {
       ...(t.client_allowed_sans !== undefined ? { allowedSans: t.client_allowed_sans } : {}),
       minVersion: TLS_VERSIONS[t.min_version],
       maxVersion: TLS_VERSIONS[t.max_version],
-      ...(t.cipher_suites !== undefined ? { ciphers: cipherList(t.cipher_suites) } : {}),
+      // cipher_suites unset: forward-secret TLS 1.2 suites only, as Go's default (not Node's, which has RSA key exchange).
+      ciphers: cipherList(t.cipher_suites),
       honorCipherOrder: t.prefer_server_cipher_suites,
       ...(t.curve_preferences !== undefined && t.curve_preferences.length > 0 ? { ecdhCurve: t.curve_preferences.map((c) => CURVES[c]!).join(':') } : {}),
     };
@@ -309,17 +294,6 @@ function attempt(file: string): Attempt {
     if (err instanceof WebConfigError) return failed(err);
     throw err;
   }
-}
-
-/**
- * exporter-toolkit's cipher_suites as an OpenSSL cipher list: the TLS 1.2 suites in the order
- * given, after Node's default TLS 1.3 suites, since Go enables every TLS 1.3 suite whatever
- * cipher_suites says.
- */
-function cipherList(names: readonly string[]): string {
-  const tls13 = DEFAULT_CIPHERS.split(':').filter((c) => c.startsWith('TLS_'));
-  const tls12 = [...new Set(names.filter((n) => !TLS13_CIPHER_SUITES.has(n)).map((n) => TLS12_CIPHER_SUITES[n]!))];
-  return [...tls13, ...tls12].join(':');
 }
 
 /**

@@ -34,21 +34,32 @@ function openssl(dir: string, args: string[]): void {
 export interface TestPkiOptions {
   /** subjectAltName of the server certificate; default `DNS:localhost,IP:127.0.0.1`. */
   serverAltNames?: string;
+  /** Key of the server certificate: `ec` (P-256, default) or `rsa` (2048 bits: RSA key exchange suites need one). */
+  serverKey?: 'ec' | 'rsa';
 }
 
 /**
- * Generates a CA and two leaf certificates (server, client) with the openssl CLI, EC P-256,
- * valid for one day. Synchronous; takes well under a second.
+ * Generates a CA and two leaf certificates (server, client) with the openssl CLI, EC P-256 (the
+ * server's RSA 2048 when asked), valid for one day. Synchronous; takes well under a second.
  *
  * @throws when openssl is missing or fails, saying how to install it.
  */
 export function createTestPki(options: TestPkiOptions = {}): TestPki {
   const dir = mkdtempSync(join(tmpdir(), 'ae-pki-'));
-  const key = (name: string) => openssl(dir, ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', `${name}.key`]);
+  const key = (name: string, type: 'ec' | 'rsa' = 'ec') =>
+    openssl(dir, [
+      'genpkey',
+      '-algorithm',
+      type === 'rsa' ? 'RSA' : 'EC',
+      '-pkeyopt',
+      type === 'rsa' ? 'rsa_keygen_bits:2048' : 'ec_paramgen_curve:P-256',
+      '-out',
+      `${name}.key`,
+    ]);
   key('ca');
   openssl(dir, ['req', '-x509', '-new', '-key', 'ca.key', '-subj', '/CN=analytics-exporter test CA', '-days', '1', '-out', 'ca.pem']);
-  const leaf = (name: string, subject: string, ext: string) => {
-    key(name);
+  const leaf = (name: string, subject: string, ext: string, type: 'ec' | 'rsa' = 'ec') => {
+    key(name, type);
     openssl(dir, ['req', '-new', '-key', `${name}.key`, '-subj', subject, '-out', `${name}.csr`]);
     writeFileSync(join(dir, `${name}.ext`), ext);
     openssl(dir, [
@@ -69,7 +80,7 @@ export function createTestPki(options: TestPkiOptions = {}): TestPki {
       `${name}.pem`,
     ]);
   };
-  leaf('server', '/CN=localhost', `subjectAltName=${options.serverAltNames ?? 'DNS:localhost,IP:127.0.0.1'}\nextendedKeyUsage=serverAuth\n`);
+  leaf('server', '/CN=localhost', `subjectAltName=${options.serverAltNames ?? 'DNS:localhost,IP:127.0.0.1'}\nextendedKeyUsage=serverAuth\n`, options.serverKey);
   leaf('client', '/CN=analytics-exporter test client', 'extendedKeyUsage=clientAuth\n');
   const file = (name: string) => join(dir, name);
   const read = (name: string) => readFileSync(file(name), 'utf8');

@@ -447,3 +447,47 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     }
   }, 90_000);
 });
+
+describe('TLS as the Go exporters serve it', () => {
+  let rsa: TestPki;
+  beforeAll(() => {
+    // RSA key exchange suites need an RSA certificate: with the EC one they could never be agreed.
+    rsa = createTestPki({ serverKey: 'rsa' });
+  });
+  afterAll(() => rsa?.cleanup());
+
+  const rsaConfig = (name: string, extra = '') =>
+    webConfig(name, `tls_server_config:\n  cert: ${JSON.stringify(rsa.serverCert)}\n  key: ${JSON.stringify(rsa.serverKey)}\n${extra}`);
+
+  it('offers TLS 1.2 only forward-secret AEAD suites by default; cipher_suites still chooses', async () => {
+    const s = await serve(rsaConfig('default-suites.yml'));
+    const tls12 = (ciphers: string) => handshake(s.url, { ca: rsa.ca, ciphers, maxVersion: 'TLSv1.2' });
+    // RSA key exchange (no forward secrecy) and CBC suites that Node's own default offers.
+    for (const suite of ['AES128-GCM-SHA256', 'AES256-GCM-SHA384', 'AES128-SHA', 'ECDHE-RSA-AES128-SHA256', 'ECDHE-RSA-AES128-SHA']) {
+      await expect(tls12(suite), suite).rejects.toThrow(/handshake failure|no shared cipher/);
+    }
+    for (const suite of ['ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-RSA-CHACHA20-POLY1305']) {
+      expect(await tls12(suite)).toMatchObject({ cipher: suite, protocol: 'TLSv1.2' });
+    }
+    // TLS 1.3 is untouched.
+    expect(await handshake(s.url, { ca: rsa.ca })).toMatchObject({ protocol: 'TLSv1.3' });
+
+    const chosen = await serve(rsaConfig('chosen-suites.yml', '  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA]\n'));
+    expect(await handshake(chosen.url, { ca: rsa.ca, ciphers: 'ECDHE-RSA-AES128-SHA', maxVersion: 'TLSv1.2' })).toMatchObject({
+      cipher: 'ECDHE-RSA-AES128-SHA',
+    });
+    await expect(handshake(chosen.url, { ca: rsa.ca, ciphers: 'ECDHE-RSA-AES128-GCM-SHA256', maxVersion: 'TLSv1.2' })).rejects.toThrow();
+  });
+
+  it.each(['TLS10', 'TLS11'])('refuses min_version %s at start (exit 2 naming the key): Node cannot serve it', async (version) => {
+    const file = rsaConfig(`min-${version}.yml`, `  min_version: ${version}\n`);
+    const env = { ...simulatorEnv(sim), DATABASE_URL: db.url, METRICS_LISTEN: '127.0.0.1:0', SYNC_SCHEDULE: 'off', WEB_CONFIG_FILE: file };
+    const served = await runCliInProcess(['serve'], env);
+    expect(served.code).toBe(2);
+    expect(served.stderr).toMatch(
+      new RegExp(
+        `^analytics-exporter: invalid configuration: WEB_CONFIG_FILE .*: tls_server_config\\.min_version: ${version} cannot be served here: .*use TLS12 or TLS13\\n$`,
+      ),
+    );
+  });
+});

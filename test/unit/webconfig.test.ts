@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebConfigSource, loadWebConfig, matchesAllowedSans, type WebConfigReload } from '../../src/serve/webconfig.js';
+import { DEFAULT_TLS12_CIPHER_SUITES, TLS12_CIPHER_SUITES, TLS13_CIPHER_SUITES, cipherList, unservableTlsVersion } from '../../src/serve/tls-suites.js';
 
 // Valid bcrypt hashes' shape; nothing here compares passwords.
 const HASH_A = `$2b$04$${'a'.repeat(53)}`;
@@ -77,5 +78,59 @@ describe('WebConfigSource', () => {
     expect(reloads[0]).toMatchObject({ ok: false, error: { message: `cannot read ${file} (ENOENT)` } });
     writeFileSync(file, `basic_auth_users:\n  b: '${HASH_B}'\n`);
     expect(Object.keys(web.refresh().users)).toEqual(['b']);
+  });
+});
+
+describe('TLS suites and versions (tls_server_config)', () => {
+  const tls12 = (list: string) => list.split(':').filter((c) => !c.startsWith('TLS_'));
+  const tls13 = (list: string) => list.split(':').filter((c) => c.startsWith('TLS_'));
+
+  it('offers, without cipher_suites, the TLS 1.3 suites and the forward-secret AEAD TLS 1.2 suites only', () => {
+    const list = cipherList(undefined);
+    expect(tls13(list).sort()).toEqual([...TLS13_CIPHER_SUITES].sort());
+    expect(tls12(list)).toEqual([
+      'ECDHE-ECDSA-AES128-GCM-SHA256',
+      'ECDHE-RSA-AES128-GCM-SHA256',
+      'ECDHE-ECDSA-AES256-GCM-SHA384',
+      'ECDHE-RSA-AES256-GCM-SHA384',
+      'ECDHE-ECDSA-CHACHA20-POLY1305',
+      'ECDHE-RSA-CHACHA20-POLY1305',
+    ]);
+    expect(DEFAULT_TLS12_CIPHER_SUITES.map((n) => TLS12_CIPHER_SUITES[n])).toEqual(tls12(list));
+  });
+
+  it('maps cipher_suites to OpenSSL names in the order given, without duplicates, the TLS 1.3 suites always on', () => {
+    const list = cipherList([
+      'TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA',
+      'TLS_AES_128_GCM_SHA256',
+      'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305',
+      'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256',
+    ]);
+    expect(tls12(list)).toEqual(['ECDHE-RSA-AES128-SHA', 'ECDHE-RSA-CHACHA20-POLY1305']);
+    expect(tls13(list).sort()).toEqual([...TLS13_CIPHER_SUITES].sort());
+  });
+
+  it('says TLS 1.0 and 1.1 cannot be served, and 1.2 and 1.3 can', () => {
+    expect(unservableTlsVersion('TLS10')).toMatch(
+      /^TLS10 cannot be served here: Node v\d+.* with OpenSSL \S+ refuses TLS 1\.0 and 1\.1 handshakes; use TLS12 or TLS13$/,
+    );
+    expect(unservableTlsVersion('TLS11')).toMatch(/^TLS11 cannot be served here/);
+    expect(unservableTlsVersion('TLS12')).toBeUndefined();
+    expect(unservableTlsVersion('TLS13')).toBeUndefined();
+  });
+
+  it.each([
+    ['min_version: TLS10', 'min_version', 'TLS10'],
+    ['min_version: TLS11\n  max_version: TLS11', 'min_version', 'TLS11'],
+    ['max_version: TLS11', 'max_version', 'TLS11'],
+  ])('refuses %s naming the key', (keys, key, version) => {
+    const dir = mkdtempSync(join(tmpdir(), 'ae-webconfig-tls-'));
+    try {
+      const file = join(dir, 'web.yml');
+      writeFileSync(file, `tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\n  ${keys}\n`);
+      expect(() => loadWebConfig(file)).toThrow(new RegExp(`^${file}: tls_server_config\\.${key}: ${version} cannot be served here: `));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
