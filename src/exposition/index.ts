@@ -15,6 +15,16 @@ export { OPENMETRICS_CONTENT_TYPE, serializeOpenMetrics, serializeOpenMetricsBuf
 export { canonicalFloat } from './openmetrics-points.js';
 export { negotiateFormat } from './negotiate.js';
 export type { SourceFamilies } from './merge.js';
-export { addTargetLabels, mergeFamilies, mergeSources, prefixFamilies, relabelInPlace, reservedNameSet, reservedNamesOf } from './merge.js';
+export {
+  addTargetLabels,
+  collidesWithReserved,
+  isPrometheusReservedName,
+  mergeFamilies,
+  mergeSources,
+  prefixFamilies,
+  relabelInPlace,
+  reservedNameSet,
+  reservedNamesOf,
+} from './merge.js';
 export type { Extent, IndexedFamily, IndexedPart, SourcePart, TargetLabels } from './part.js';
 export { PartWriter, mergeParts, targetLabels } from './part.js';

@@ -60,11 +60,32 @@ export function reservedNamesOf(name: string, type: MetricType, sampleNames: Ite
 }
 
 /**
+ * Whether Prometheus writes series of this name itself, so that an upstream's sample of it
+ * would pass for Prometheus's own once scraped: `up` and `scrape_*` (the scrape loop's series per
+ * target) and `ALERTS*` (`ALERTS`, `ALERTS_FOR_STATE`: the rule evaluator's). An upstream `up 0`
+ * served as `up{source="default"} 0` reads as a failed target and trips `up == 0` alerts. Case
+ * matters, as in every metric name: `alerts_event_count` is not reserved. Never throws.
+ */
+export function isPrometheusReservedName(name: string): boolean {
+  return name === 'up' || name.startsWith('scrape_') || name.startsWith('ALERTS');
+}
+
+/**
+ * Whether an upstream family that reserves `names` (see {@link reservedNamesOf}) must be dropped:
+ * one of them is reserved by our families (`ours`, from {@link reservedNameSet}) or by Prometheus
+ * ({@link isPrometheusReservedName}). Never throws.
+ */
+export function collidesWithReserved(names: readonly string[], ours: ReadonlySet<string>): boolean {
+  return names.some((name) => ours.has(name) || isPrometheusReservedName(name));
+}
+
+/**
  * Puts our own families first and the upstream's after them, dropping every upstream family
  * that would collide with one of ours: one for which any name it reserves (see above: its name,
  * the names its type owns, its sample names, and the names OpenMetrics derives from it) equals a
  * name ours reserve (e.g. our histogram `x` reserves `x`, `x_bucket`, `x_sum`, `x_count`,
- * `x_created`; our counter `y_total` reserves `y_total`, `y`, `y_created`). A colliding family
+ * `x_created`; our counter `y_total` reserves `y_total`, `y`, `y_created`), or is one Prometheus
+ * writes itself ({@link isPrometheusReservedName}: `up`, `scrape_*`, `ALERTS*`). A colliding family
  * is dropped whole, never merged, so a scrape never mixes our series with the upstream's under
  * one name; and since neither side can claim a name the other reserves, the two lists can be
  * serialised apart and their outputs concatenated. Collisions among upstream families, or among
@@ -78,7 +99,7 @@ export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly M
   const families = [...own];
   const dropped: string[] = [];
   for (const family of upstream) {
-    if (reservedNames(family).some((name) => ours.has(name))) dropped.push(family.name);
+    if (collidesWithReserved(reservedNames(family), ours)) dropped.push(family.name);
     else families.push(family);
   }
   return { families, dropped };

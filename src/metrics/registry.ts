@@ -83,7 +83,8 @@ export class ExporterMetrics {
   readonly upstreamDroppedFamilies = new Counter({
     name: `${METRIC_PREFIX}upstream_dropped_families_total`,
     help:
-      "Upstream metric families of the source dropped because their names collide with the exporter's own, or with an earlier source's " +
+      "Upstream metric families of the source dropped because their names collide with the exporter's own, with those Prometheus " +
+      "writes itself (up, scrape_*, ALERTS*), or with an earlier source's " +
       'family of another type or structure (the first source in configuration order keeps the name).',
     labelNames: ['source'],
     registers: [this.registry],

@@ -17,6 +17,7 @@ import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import {
   PartWriter,
+  collidesWithReserved,
   isValidLabelName,
   mergeParts,
   parseExposition,
@@ -178,7 +179,8 @@ class SourceReader {
 
   /**
    * The source's part: each family prefixed, given a help when it has none, dropped when it
-   * collides with one of ours (counted and logged), labelled, then written and let go one family
+   * collides with one of ours or one Prometheus writes itself (`up`, `scrape_*`, `ALERTS*`;
+   * counted and logged), labelled, then written and let go one family
    * at a time, so that the parser's samples are the only ones made (renamed and labelled in place)
    * and are let go as soon as written. Empties `families`, and changes them on the way.
    */
@@ -193,7 +195,8 @@ class SourceReader {
     families.forEach((family, i) => {
       const name = prefix ? prefix + family.name : family.name;
       const sampleNames = new Set(family.samples.map((sample) => (prefix ? prefix + sample.name : sample.name)));
-      if (reservedNamesOf(name, family.type, sampleNames).some((reserved) => ours.has(reserved))) {
+      // Judged by the served (prefixed) names: with UPSTREAM_METRIC_PREFIX, an upstream `up` is served as `<prefix>up` and no longer collides.
+      if (collidesWithReserved(reservedNamesOf(name, family.type, sampleNames), ours)) {
         dropped.push(name);
       } else {
         kept.push(i);
@@ -202,7 +205,10 @@ class SourceReader {
     });
     if (dropped.length > 0) {
       metrics.upstreamDroppedFamilies.inc({ source }, dropped.length);
-      this.#log.warn({ families: dropped }, "dropped upstream metric families whose names collide with the exporter's own");
+      this.#log.warn(
+        { families: dropped },
+        "dropped upstream metric families whose names collide with the exporter's own or with those Prometheus writes itself (up, scrape_*, ALERTS*)",
+      );
     }
     const writer = new PartWriter(types);
     for (const i of kept) {

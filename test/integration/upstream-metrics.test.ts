@@ -8,13 +8,22 @@ import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { UpstreamMetrics } from '../../src/serve/scrape.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 
-describe('UpstreamMetrics with an upstream that reuses our names', () => {
+describe("UpstreamMetrics with an upstream that reuses our names and Prometheus's", () => {
   let server: Server;
   let url: string;
   const queries: URLSearchParams[] = [];
-  const e7 = ['analytics_exporter_upstream_up 7', 'analytics_exporter_sync_runs_total 3', 'userlogin_event_count{customer="a"} 5', 'not valid {', ''].join(
-    '\n',
-  );
+  const e7 = [
+    'analytics_exporter_upstream_up 7',
+    'analytics_exporter_sync_runs_total 3',
+    // Names Prometheus gives its own series: reserved like ours.
+    'up 0',
+    'scrape_duration_seconds 0.1',
+    'ALERTS{alertname="x"} 1',
+    'ALERTS_FOR_STATE 1',
+    'userlogin_event_count{customer="a"} 5',
+    'not valid {',
+    '',
+  ].join('\n');
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -34,7 +43,7 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
-  it('drops and counts colliding families and invalid lines, and gives the rest a HELP', async () => {
+  it('drops and counts colliding families (ours, up, scrape_*, ALERTS*) and invalid lines, and gives the rest a HELP', async () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger });
     const metrics = new ExporterMetrics({ processMetrics: false, cacheTtlMs: 30_000 });
@@ -58,7 +67,7 @@ describe('UpstreamMetrics with an upstream that reuses our names', () => {
         `# TYPE userlogin_event_count unknown\n# HELP userlogin_event_count ${help}\nuserlogin_event_count{source="default",customer="a"} 5\n`,
       );
       expect(part.samples).toBe(1);
-      expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(2);
+      expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(6);
       expect((await metrics.upstreamInvalidLines.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);
       expect((await metrics.upstreamUp.get()).values[0]!.value).toBe(1);
       expect((await metrics.upstreamUp.get()).help).toContain('a successful read is reused for 30s (METRICS_CACHE_TTL)');

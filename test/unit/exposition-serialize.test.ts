@@ -475,6 +475,31 @@ describe('mergeFamilies', () => {
     expect(families[3]).toBe(upstream[0]);
   });
 
+  it('drops the names Prometheus gives its own series (up, scrape_*, ALERTS*) as it drops ours', () => {
+    // What the scrape loop (up, scrape_*) and the rule evaluator (ALERTS, ALERTS_FOR_STATE) write:
+    // passed through, `up 0` would read as a failed target and trip `up == 0` alerts.
+    const upstream = parseExposition(
+      ['up 1', 'scrape_duration_seconds 0.1', 'ALERTS{alertname="x"} 1', 'ALERTS_FOR_STATE 1', 'userlogin_event_count{customer="a"} 5', ''].join('\n'),
+    ).families;
+    const { families, dropped } = mergeFamilies(own, upstream);
+    expect(families.slice(own.length).map((f) => f.name)).toEqual(['userlogin_event_count']);
+    expect(dropped).toEqual(['up', 'scrape_duration_seconds', 'ALERTS', 'ALERTS_FOR_STATE']);
+    // By any name a family puts on the wire: a histogram `scrape` writes `scrape_bucket`, a counter `up_total` is OpenMetrics family `up`.
+    const derived: MetricFamily[] = [
+      { name: 'scrape', type: 'histogram', samples: [sample('scrape_bucket', 1, [['le', '+Inf']])] },
+      { name: 'up_total', type: 'counter', samples: [sample('up_total', 1)] },
+      { name: 'sloppy', type: 'untyped', samples: [sample('up', 1)] },
+    ];
+    expect(mergeFamilies(own, derived).dropped).toEqual(['scrape', 'up_total', 'sloppy']);
+    // Names only: case matters, and a longer name is not reserved.
+    const near: MetricFamily[] = ['upstream', 'up_down', 'alerts_event_count', 'Up', 'scrape', 'scraped_total'].map((name) => ({
+      name,
+      type: 'untyped',
+      samples: [sample(name, 1)],
+    }));
+    expect(mergeFamilies(own, near).dropped).toEqual([]);
+  });
+
   it('gives output that both serializers render with every kept family', () => {
     const upstream = prefixFamilies(parseExposition(fixture('upstream-plain.prom')).families, 'analytics_');
     const { families, dropped } = mergeFamilies(own, upstream);

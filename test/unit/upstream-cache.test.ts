@@ -4,6 +4,7 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { UpstreamError } from '../../src/errors.js';
+import { parseExposition } from '../../src/exposition/index.js';
 import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { UpstreamMetrics } from '../../src/serve/scrape.js';
@@ -62,6 +63,50 @@ describe('UpstreamMetrics cache', () => {
     expect(part.text.length).toBe(0);
     expect((await metrics.upstreamUp.get()).values[0]!.value).toBe(0);
     expect((await metrics.upstreamErrors.get()).values.find((v) => v.labels.reason === 'http_404')?.value).toBe(1);
+  });
+});
+
+describe('UpstreamMetrics and the names Prometheus reserves', () => {
+  const e7 = ['up 0', 'scrape_duration_seconds 0.1', 'ALERTS{alertname="x"} 1', 'ALERTS_FOR_STATE 1', 'userlogin_event_count{customer="a"} 5', ''].join('\n');
+
+  function reading(prefix: string | undefined): { metrics: ExporterMetrics; upstream: UpstreamMetrics } {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const u = new UpstreamMetrics({
+      sources: [{ name: 'default', labels: {}, client: fakeClient([e7]).client }],
+      metrics,
+      windowMs: 86_400_000,
+      cacheTtlMs: 0,
+      prefix,
+      ownFamilies: () => metrics.families(),
+      log: silentLogger,
+    });
+    return { metrics, upstream: u };
+  }
+
+  it('drops up, scrape_* and ALERTS* from the upstream and counts them in upstream_dropped_families_total', async () => {
+    const { metrics, upstream: u } = reading(undefined);
+    const part = await u.collect(1000);
+    const served = parseExposition(part.text.toString()).families.map((f) => f.name);
+    expect(served).toEqual(['userlogin_event_count']);
+    expect(parseExposition(part.openMetrics.toString() + '# EOF\n').families.map((f) => f.name)).toEqual(['userlogin_event_count']);
+    expect(part.samples).toBe(1);
+    expect((await metrics.upstreamDroppedFamilies.get()).values).toEqual([{ labels: { source: 'default' }, value: 4 }]);
+    // Dropped on every read, not once.
+    await u.collect(1000);
+    expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(8);
+  });
+
+  it('judges the served name: with UPSTREAM_METRIC_PREFIX they no longer collide and are served', async () => {
+    const { metrics, upstream: u } = reading('analytics_');
+    const part = await u.collect(1000);
+    expect(parseExposition(part.text.toString()).families.map((f) => f.name)).toEqual([
+      'analytics_up',
+      'analytics_scrape_duration_seconds',
+      'analytics_ALERTS',
+      'analytics_ALERTS_FOR_STATE',
+      'analytics_userlogin_event_count',
+    ]);
+    expect((await metrics.upstreamDroppedFamilies.get()).values).toEqual([{ labels: { source: 'default' }, value: 0 }]);
   });
 });
 
