@@ -371,7 +371,16 @@ const SETTING_TABLE = {
   UPSTREAM_METRIC_PREFIX: {
     flag: '--upstream-metric-prefix',
     help: 'prefix added to upstream metric names',
-    schema: optional(z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a metric name prefix: letters, digits, _ and :, not starting with a digit')),
+    schema: optional(
+      z
+        .string()
+        .regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a metric name prefix: letters, digits, _ and :, not starting with a digit')
+        // Every prefixed name would be one Prometheus writes itself (exposition's isPrometheusReservedName), so every upstream family would be dropped.
+        .refine(
+          (v) => !/^(scrape_|ALERTS)/.test(v),
+          'must not start with scrape_ or ALERTS: Prometheus reserves those names, and every upstream family would be dropped',
+        ),
+    ),
   },
   LOG_LEVEL: {
     flag: '--log-level',

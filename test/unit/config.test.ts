@@ -511,6 +511,8 @@ describe('serve settings', () => {
     ['METRICS_LISTEN', 'host:70000', 'must be host:port'],
     ['METRICS_CACHE_TTL', 'soon', 'must be a duration such as 30s, or 0'],
     ['UPSTREAM_METRIC_PREFIX', '1bad', 'must be a metric name prefix'],
+    ['UPSTREAM_METRIC_PREFIX', 'scrape_', 'must not start with scrape_ or ALERTS'],
+    ['UPSTREAM_METRIC_PREFIX', 'ALERTS_', 'must not start with scrape_ or ALERTS'],
   ])('rejects %s=%s', (variable, value, rule) => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);
