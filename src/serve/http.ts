@@ -21,7 +21,8 @@ import type { ExporterMetrics } from '../metrics/registry.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './scrape.js';
 import { VERSION } from '../version.js';
 import { answerClientError, MalformedRequestLog, requestTarget } from './malformed.js';
-import { BasicAuth, matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
+import { BasicAuth } from './basic-auth.js';
+import { matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */
 export const HEADERS_TIMEOUT_MS = 10_000;
@@ -246,7 +247,12 @@ export function createMetricsServer(deps: ServerDeps): Server {
     for (const [name, value] of Object.entries(web?.headers ?? {})) res.setHeader(name, value);
     const path = url.pathname;
     const head = req.method === 'HEAD';
-    if (auth.enabled && !(await auth.verify(req.headers.authorization))) {
+    const outcome = auth.enabled ? await auth.verify(req.headers.authorization) : 'ok';
+    if (outcome === 'busy') {
+      // As many password checks run as BasicAuth allows: refused without running bcrypt.
+      return send(res, 429, 'text/plain; charset=utf-8', 'too many password checks in progress; retry\n', head, { 'retry-after': '1' });
+    }
+    if (outcome === 'denied') {
       return send(res, 401, 'text/plain; charset=utf-8', 'unauthorized\n', head, { 'www-authenticate': 'Basic realm="analytics-exporter", charset="UTF-8"' });
     }
     const known = path === '/metrics' || path === '/probe' || path === '/healthz' || path === '/readyz' || path === '/';

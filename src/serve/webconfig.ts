@@ -2,7 +2,7 @@
  * The web configuration of `serve` (WEB_CONFIG_FILE), in the format of prometheus/exporter-toolkit
  * so Prometheus users reuse what they know: `tls_server_config` (certificate, key and client CA as
  * files or inline, `client_auth_type`, `client_allowed_sans`, TLS versions, cipher suites, curves),
- * `basic_auth_users` (bcrypt hashes) and `http_server_config.headers`.
+ * `basic_auth_users` (bcrypt hashes, checked by BasicAuth in basic-auth.ts) and `http_server_config.headers`.
  *
  * As in exporter-toolkit, unknown keys are errors, and relative file paths are relative to the
  * configuration file's folder. Of exporter-toolkit's keys, `rate_limit` is refused by name (nothing
@@ -14,7 +14,6 @@
  * The file and the files it names are read again when they change ({@link WebConfigSource}), so a
  * rotated certificate or a new user applies without a restart.
  */
-import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
@@ -408,49 +407,4 @@ export function matchesAllowedSans(subjectAltName: string | undefined, allowed: 
 
 function normalizeIp(ip: string): string {
   return isIP(ip) === 6 ? new URL(`http://[${ip}]/`).hostname : ip;
-}
-
-/** Results of bcrypt comparisons kept, so a scrape does not pay bcrypt's cost every time. */
-const AUTH_CACHE_ENTRIES = 256;
-/** Compared when the user is unknown, so a wrong user name takes as long as a wrong password. */
-const DUMMY_HASH = '$2b$10$S2UvWuugHkM/T8R8VjAEY.C5RniJMGv/5ZaGwd4mwRUIN1DTDn9YO';
-
-/** Checks HTTP Basic credentials against `basic_auth_users`, caching results by a hash of the password. */
-export class BasicAuth {
-  readonly #users: Record<string, string>;
-  readonly #cache = new Map<string, boolean>();
-
-  constructor(users: Record<string, string>) {
-    this.#users = users;
-  }
-
-  /** Whether any user is configured (authentication required). */
-  get enabled(): boolean {
-    return Object.keys(this.#users).length > 0;
-  }
-
-  /**
-   * Verifies an `Authorization` header value.
-   *
-   * @returns true for `Basic base64(user:password)` matching a configured user's bcrypt hash.
-   */
-  async verify(header: string | undefined): Promise<boolean> {
-    const match = /^Basic ([A-Za-z0-9+/=]+)$/i.exec(header?.trim() ?? '');
-    if (!match) return false;
-    const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
-    const colon = decoded.indexOf(':');
-    if (colon < 0) return false;
-    const user = decoded.slice(0, colon);
-    const password = decoded.slice(colon + 1);
-    const hash = Object.hasOwn(this.#users, user) ? this.#users[user]! : undefined;
-    const key = `${user}\u0000${createHash('sha256').update(password).digest('base64')}`;
-    const cached = this.#cache.get(key);
-    if (cached !== undefined) return cached && hash !== undefined;
-    // Loaded on the first request that needs it: only servers with basic_auth_users do.
-    const { default: bcrypt } = await import('bcryptjs');
-    const ok = (await bcrypt.compare(password, hash ?? DUMMY_HASH)) && hash !== undefined;
-    if (this.#cache.size >= AUTH_CACHE_ENTRIES) this.#cache.delete(this.#cache.keys().next().value!);
-    this.#cache.set(key, ok);
-    return ok;
-  }
 }

@@ -243,6 +243,34 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     expect((await probe('?source=default', basic('prometheus', PASSWORD))).status).toBe(200);
   });
 
+  it('answers 429 with Retry-After when as many password checks run as allowed; a cached login still passes', async () => {
+    // Cost 10: each comparison lasts long enough for the other requests to arrive meanwhile.
+    const hash = bcrypt.hashSync(PASSWORD, 10);
+    const s = await serve(
+      webConfig('auth-busy.yml', `tls_server_config:\n  cert_file: web.crt\n  key_file: web.key\nbasic_auth_users:\n  prometheus: '${hash}'\n`),
+    );
+    const agent = client();
+    const get = async (authorization: string) => {
+      const res = await request(`${s.url}/healthz`, { dispatcher: agent, headers: { authorization } });
+      return { status: res.statusCode, retryAfter: res.headers['retry-after'], body: await res.body.text() };
+    };
+    expect((await get(basic('prometheus', PASSWORD))).status).toBe(200);
+    // Opens the connections first (answered from the cache), so the wrong attempts arrive together
+    // rather than each behind TLS handshakes that wait for bcrypt.
+    const warm = await Promise.all(Array.from({ length: 12 }, () => get(basic('prometheus', PASSWORD))));
+    expect(warm.every((a) => a.status === 200)).toBe(true);
+    const [answers, cached] = await Promise.all([
+      Promise.all(Array.from({ length: 12 }, (_, i) => get(basic('prometheus', `wrong-${i}`)))),
+      new Promise((r) => setTimeout(r, 50)).then(() => get(basic('prometheus', PASSWORD))),
+    ]);
+    const busy = answers.filter((a) => a.status === 429);
+    expect(busy.length).toBeGreaterThan(0);
+    expect(busy.every((a) => a.retryAfter === '1')).toBe(true);
+    expect(answers.filter((a) => a.status === 401).length).toBeGreaterThanOrEqual(4);
+    expect(answers.every((a) => a.status === 429 || a.status === 401)).toBe(true);
+    expect(cached.status).toBe(200);
+  });
+
   it('RequireAndVerifyClientCert refuses clients without a certificate signed by client_ca_file', async () => {
     copyFileSync(pki.caFile, join(pki.dir, 'clients-ca.pem'));
     const s = await serve(
