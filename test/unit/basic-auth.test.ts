@@ -42,7 +42,7 @@ describe('BasicAuth (basic_auth_users)', () => {
     expect(await auth.verify(basic('prometheus', 'right-password'))).toBe('ok');
     let release: (ok: boolean) => void = () => undefined;
     const gate = new Promise<boolean>((resolve) => (release = resolve));
-    const compare = vi.spyOn(bcrypt, 'compare').mockReturnValue(gate);
+    const compare = vi.spyOn(bcrypt, 'compare').mockImplementation((() => gate) as unknown as typeof bcrypt.compare);
     const first = auth.verify(basic('prometheus', 'wrong-1'));
     const second = auth.verify(basic('prometheus', 'wrong-2'));
     await vi.waitFor(() => expect(compare).toHaveBeenCalledTimes(2));
