@@ -173,25 +173,26 @@ export class FieldCatalogue implements DerivedTable {
 
   /** Clearing a window subtracts its deleted records (`gone`) from the source's counts of their fields. */
   clearWindowSql(): string[] {
-    if (!this.enabled) return [];
-    return [
-      `keys as (
-           select k as path, count(*) as n
-             from gone, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
-         )`,
-      `uncounted as (update ${this.t.fields} f set records = f.records - keys.n, updated_at = now() from keys where f.source = $3 and f.path = keys.path)`,
-    ];
+    return this.#recountSql({ rows: 'gone', keys: 'keys', update: 'uncounted', sign: '-' });
   }
 
   /** Records inserted back (`back`) are counted again: their fields were catalogued when first stored. */
   restoreWindowSql(): string[] {
+    return this.#recountSql({ rows: 'back', keys: 'back_keys', update: 'recounted', sign: '+' });
+  }
+
+  /**
+   * CTEs adding (`+`) or subtracting (`-`) the records of the CTE `rows` to or from the source's
+   * counts of their top-level fields; the CTE names are fixed by the caller (never input).
+   */
+  #recountSql(o: { rows: string; keys: string; update: string; sign: '+' | '-' }): string[] {
     if (!this.enabled) return [];
     return [
-      `back_keys as (
+      `${o.keys} as (
            select k as path, count(*) as n
-             from back, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
+             from ${o.rows}, jsonb_object_keys(case when jsonb_typeof(payload) = 'object' then payload else '{}' end) as k group by k
          )`,
-      `recounted as (update ${this.t.fields} f set records = f.records + back_keys.n, updated_at = now() from back_keys where f.source = $3 and f.path = back_keys.path)`,
+      `${o.update} as (update ${this.t.fields} f set records = f.records ${o.sign} ${o.keys}.n, updated_at = now() from ${o.keys} where f.source = $3 and f.path = ${o.keys}.path)`,
     ];
   }
 
