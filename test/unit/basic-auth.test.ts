@@ -1,5 +1,5 @@
 import bcrypt from 'bcryptjs';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { BasicAuth, bcryptCost } from '../../src/serve/basic-auth.js';
 
 const basic = (user: string, password: string): string => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
@@ -42,7 +42,8 @@ describe('BasicAuth (basic_auth_users)', () => {
     expect(await auth.verify(basic('prometheus', 'right-password'))).toBe('ok');
     let release: (ok: boolean) => void = () => undefined;
     const gate = new Promise<boolean>((resolve) => (release = resolve));
-    const compare = vi.spyOn(bcrypt, 'compare').mockImplementation((() => gate) as unknown as typeof bcrypt.compare);
+    const compare = vi.spyOn(bcrypt, 'compare') as unknown as MockInstance<(s: string, hash: string) => Promise<boolean>>;
+    compare.mockReturnValue(gate);
     const first = auth.verify(basic('prometheus', 'wrong-1'));
     const second = auth.verify(basic('prometheus', 'wrong-2'));
     await vi.waitFor(() => expect(compare).toHaveBeenCalledTimes(2));
