@@ -8,6 +8,7 @@ import type { Config } from '../config.js';
 import { withClient, type Pool } from '../db/pool.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { sourceSyncDeps } from '../sync/context.js';
 import { applyRetention, runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run.js';
 import { pgRetentionSession } from '../sync/store-pg.js';
 import { Tables } from '../sync/store.js';
@@ -74,19 +75,8 @@ export async function syncSources(
       try {
         const upstream = await openSourceUpstream(source, sourceLog);
         try {
-          const result = await runSync(
-            {
-              pool: db.pool,
-              client: upstream.client,
-              source: source.name,
-              config: source.sync,
-              tables: config.tables,
-              schema: config.database.schema,
-              log: sourceLog,
-              ...(observer ? { observer } : {}),
-            },
-            { ...runOptions, retention: false },
-          );
+          const deps = sourceSyncDeps(config, source, { pool: db.pool, client: upstream.client, log: sourceLog, observer });
+          const result = await runSync(deps, { ...runOptions, retention: false });
           return { source: source.name, log: sourceLog, result };
         } finally {
           await upstream.close();

@@ -7,6 +7,7 @@
 import type { Config } from '../config.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { sourceSyncDeps } from '../sync/context.js';
 import { auditSource, type AuditOptions, type AuditResult } from '../sync/verify.js';
 import { migrateDatabase } from './schema.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
@@ -45,15 +46,7 @@ export async function verifySources(
       try {
         const upstream = await openSourceUpstream(source, sourceLog);
         try {
-          const deps = {
-            pool: db.pool,
-            client: upstream.client,
-            source: source.name,
-            config: source.sync,
-            tables: config.tables,
-            schema: config.database.schema,
-            log: sourceLog,
-          };
+          const deps = sourceSyncDeps(config, source, { pool: db.pool, client: upstream.client, log: sourceLog });
           outcomes.push({ source: source.name, log: sourceLog, result: await auditSource(deps, auditOptions) });
         } finally {
           await upstream.close();

@@ -6,6 +6,7 @@ import type { Config } from '../config.js';
 import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
+import { sourceSyncDeps } from '../sync/context.js';
 import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
 import { auditSource, type AuditResult } from '../sync/verify.js';
@@ -31,7 +32,6 @@ export interface SchedulesContext {
 export function buildSchedulers(context: SchedulesContext): Map<string, SyncScheduler> {
   const { config, log, metrics, upstreams, database } = context;
   const { health } = database;
-  const schema = config.database.schema;
   const schedulers = new Map<string, SyncScheduler>();
   for (const source of config.sources) {
     const sourceLog = log.child({ source: source.name });
@@ -48,10 +48,7 @@ export function buildSchedulers(context: SchedulesContext): Map<string, SyncSche
           const started = performance.now();
           try {
             const { pool } = await database.migrated();
-            const result = await runSync(
-              { pool, client, source: source.name, config: source.sync, tables: config.tables, schema, log: sourceLog, observer },
-              { signal },
-            );
+            const result = await runSync(sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer }), { signal });
             if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
             else health.reachable();
             return result;
@@ -86,7 +83,7 @@ export function buildAuditSchedulers(context: SchedulesContext): Map<string, Syn
     metrics.auditScheduled(source.name);
     const run = async (signal: AbortSignal): Promise<AuditResult> => {
       const { pool } = await database.migrated();
-      const deps = { pool, client, source: source.name, config: source.sync, tables: config.tables, schema: config.database.schema, log: sourceLog, observer };
+      const deps = sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer });
       const result = await auditSource(deps, { repair: true, signal });
       metrics.recordAudit(source.name, result);
       return result;

@@ -4,7 +4,7 @@
  * parameters: who the run is for, its settings, its store and E6, its logger and observer, and the
  * tables derived from `records`, built once per run.
  */
-import { DEFAULT_SOURCE, type SyncConfig, type TablesConfig } from '../config.js';
+import { DEFAULT_SOURCE, type Config, type SourceConfig, type SyncConfig, type TablesConfig } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { Derived } from './derived.js';
@@ -33,6 +33,28 @@ interface SyncDepsBase {
 
 /** What a run of one source is given: its store, as a PostgreSQL pool or any {@link SyncStore} (tests). */
 export type SyncDeps = SyncDepsBase & ({ pool: Pool; store?: undefined } | { store: SyncStore; pool?: undefined });
+
+/**
+ * The deps of a run of `source` (one of `config.sources`) over a PostgreSQL pool, as `sync`,
+ * `verify` and serve's schedules build them.
+ */
+export function sourceSyncDeps(
+  config: Config,
+  source: SourceConfig,
+  io: { pool: Pool; client: E6Pages; log: Logger; observer?: SyncObserver | undefined },
+): SyncDeps {
+  const { pool, client, log, observer } = io;
+  return {
+    pool,
+    client,
+    source: source.name,
+    config: source.sync,
+    tables: config.tables,
+    schema: config.database.schema,
+    log,
+    ...(observer ? { observer } : {}),
+  };
+}
 
 export interface SyncOptions {
   /** Start of the range; default: resume from the watermark minus the lookback. */
