@@ -142,7 +142,7 @@ const QUARANTINE = '${schema}.records_quarantine';
 /** Longest payload_text shown in the quarantine table, in characters; the rest is cut with an ellipsis. */
 const PAYLOAD_EXCERPT_CHARS = 200;
 const QUARANTINE_NOTE =
-  'Quarantined records are records E6 sent that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels), kept as sent in records_quarantine instead of records; they are placed by their window (window_start), since they may lack an event time. Independent of the customers.';
+  'Quarantined records are records E6 sent that PostgreSQL cannot store, kept as sent in records_quarantine instead of records: found by the sync (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels: Path and Reason) or refused by the database for a data reason (a number numeric cannot hold, a CHECK constraint: Reason is its SQLSTATE and message); they are placed by their window (window_start), since they may lack an event time. Independent of the customers.';
 
 const lastValue = () => new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(false);
 const legend = () =>
@@ -495,7 +495,7 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
         .withTarget(
           sqlQuery(
             'A',
-            `SELECT\n  source AS "Source",\n  window_start AS "Window start",\n  window_end AS "Window end",\n  event_time AS "Event time",\n  json_path AS "Path",\n  reason AS "Reason",\n  CASE WHEN length(payload_text) > ${PAYLOAD_EXCERPT_CHARS} THEN left(payload_text, ${PAYLOAD_EXCERPT_CHARS}) || '…' ELSE payload_text END AS "Payload text",\n  loaded_at AS "Loaded",\n  run_id AS "Run"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)\n  AND source = ${SOURCES}\nORDER BY id DESC\nLIMIT 100`,
+            `SELECT\n  source AS "Source",\n  window_start AS "Window start",\n  window_end AS "Window end",\n  event_time AS "Event time",\n  json_path AS "Path",\n  coalesce(reason, sqlstate || ': ' || message) AS "Reason",\n  CASE WHEN length(payload_text) > ${PAYLOAD_EXCERPT_CHARS} THEN left(payload_text, ${PAYLOAD_EXCERPT_CHARS}) || '…' ELSE payload_text END AS "Payload text",\n  loaded_at AS "Loaded",\n  run_id AS "Run"\nFROM ${QUARANTINE}\nWHERE $__timeFilter(window_start)\n  AND source = ${SOURCES}\nORDER BY id DESC\nLIMIT 100`,
             PostgresFormat.Table,
           ),
         )

@@ -322,7 +322,7 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .withPanel(
       single(
         'Quarantined records',
-        'Records the sync quarantined in the time range (increase of sync_records_quarantined_total), per source: records E6 sent that PostgreSQL jsonb cannot store (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels), kept as sent in the table records_quarantine (payload_text, json_path, reason) instead of records. A re-loaded window counts its records again. The Analytics history dashboard lists them.',
+        'Records the sync quarantined in the time range (increase of sync_records_quarantined_total), per source: records E6 sent that PostgreSQL cannot store, kept as sent in the table records_quarantine instead of records: found by the sync (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels: json_path, reason) or refused by the database for a data reason (a number numeric cannot hold, a CHECK constraint: sqlstate, message). A re-loaded window counts its records again. The Analytics history dashboard lists them.',
         'short',
         `sum by (source) (increase(${m('sync_records_quarantined_total')}[$__range]))`,
         '{{source}}',
