@@ -161,6 +161,11 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
       summaryLine,
       `sync run succeeded but parked ${parked} window(s) it could not load (listed above): the data is not exact until they are loaded`,
     );
+  else if (status === 'succeeded' && (parkedWindows ?? 0) > 0)
+    ctx.log.warn(
+      { ...summaryLine, parkedWindows },
+      `sync run succeeded, but ${parkedWindows} window(s) parked by earlier runs are still not loaded: the data is not exact until they are`,
+    );
   else if (status === 'succeeded') ctx.log[ctx.windowLevel](summaryLine, 'sync run succeeded');
   else if (status === 'interrupted') ctx.log.warn(summaryLine, 'sync run interrupted; committed windows are kept, the next run completes the data');
   else ctx.log.error(summaryLine, 'sync run failed; committed windows are kept, the next run completes the data');

@@ -100,6 +100,12 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     expect(cli.code, cli.stderr).toBe(1);
     expect(cli.stderr).toMatch(/"level":"warn".*"reason":"response_too_large".*"msg":"window parked/);
     expect(cli.stderr).toContain('sync parked windows it could not load');
+    // A run beside it, which parks nothing, still exits 1 while the window stays parked.
+    const beside = await runCliInProcess(['sync', '--from', START.toISOString(), '--to', PARKED.start.toISOString()], env);
+    expect(beside.code, beside.stderr).toBe(1);
+    expect(beside.stderr).not.toContain('window parked');
+    expect(beside.stderr).toMatch(/"level":"warn".*"parkedWindows":1.*"msg":"sync run succeeded, but 1 window\(s\) parked by earlier runs/);
+    expect(beside.stderr).toContain('windows parked by earlier runs are still not loaded');
 
     // Raised to 128 MiB: a run over the window loads it, and it is committed.
     const loaded = await run({ UPSTREAM_MAX_BODY: '128MiB' }, { from: PARKED.start, to: PARKED.end });
