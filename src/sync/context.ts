@@ -91,8 +91,11 @@ export interface RunContext {
   options: SyncOptions;
   /** The clock (ms since the epoch). */
   now: () => number;
-  /** Level of the per-window lines and the success line: `debug` under a progress bar, which they would only push around. */
-  windowLevel: 'debug' | 'info';
+  /**
+   * Whether a progress bar shows the run (`sync` on a terminal): then the success line is logged at
+   * debug (the bar's summary says it) and no `sync progress` lines (src/sync/progress-log.ts).
+   */
+  showsProgress: boolean;
 }
 
 /** A run that started loading: its session, its id in the ledger and its E6 reader. */
@@ -141,6 +144,6 @@ export function runContext(deps: SyncDeps, options: SyncOptions): RunContext {
     derived,
     options,
     now: options.now ?? Date.now,
-    windowLevel: deps.observer?.showsProgress === true ? 'debug' : 'info',
+    showsProgress: deps.observer?.showsProgress === true,
   };
 }

@@ -25,7 +25,8 @@ export function reportRunStarted(ctx: RunContext, runId: number, plan: RunPlan):
 export function reportWindow(ctx: LoadContext, summary: WindowSummary & { watermark: number | undefined }): void {
   const { log, observer, runId } = ctx;
   const window = [iso(summary.window.start), iso(summary.window.end)];
-  log[ctx.windowLevel](
+  // debug: a backfill commits hundreds of windows, and its progress lines (or the bar) say how it goes.
+  log.debug(
     {
       runId,
       window,
@@ -166,7 +167,7 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
       { ...summaryLine, parkedWindows },
       `sync run succeeded, but ${parkedWindows} window(s) parked by earlier runs are still not loaded: the data is not exact until they are`,
     );
-  else if (status === 'succeeded') ctx.log[ctx.windowLevel](summaryLine, 'sync run succeeded');
+  else if (status === 'succeeded') ctx.log[ctx.showsProgress ? 'debug' : 'info'](summaryLine, 'sync run succeeded');
   else if (status === 'interrupted') ctx.log.warn(summaryLine, 'sync run interrupted; committed windows are kept, the next run completes the data');
   else ctx.log.error(summaryLine, 'sync run failed; committed windows are kept, the next run completes the data');
   ctx.observer?.runFinished?.(result);

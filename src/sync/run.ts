@@ -20,6 +20,7 @@
 import { AbortedError } from '../errors.js';
 import { runContext, schemaLockName, sourceLockName, type LoadContext, type RunContext, type SyncDeps, type SyncOptions } from './context.js';
 import { planRun, type RunPlan } from './plan.js';
+import { ProgressLog } from './progress-log.js';
 import type { StoreSession } from './ports.js';
 import { countParked, loadOrPark } from './park.js';
 import { openReader } from './read.js';
@@ -80,6 +81,7 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
   const plan = await planRun(ctx, session, now);
   const runId = await session.startRun(plan.range);
   reportRunStarted(ctx, runId, plan);
+  const progress = ctx.showsProgress ? undefined : new ProgressLog(ctx.log, { runId, windowsPlanned: plan.windows.length });
   const load: LoadContext = { ...ctx, session, runId, reader: await openReader(ctx, session, { runId, windows: plan.windows }) };
   const tally = new RunTally(plan.watermarkBefore);
   try {
@@ -87,9 +89,12 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
     for (let index = 0; index < plan.windows.length; index++) {
       if (ctx.options.signal?.aborted) throw new AbortedError('sync interrupted by a signal');
       const summary = await loadOrPark(load, { window: plan.windows[index]!, index }, tally);
-      if (summary === undefined) continue; // parked: park.ts told
-      tally.add(summary);
-      reportWindow(load, summary);
+      // undefined: parked, and park.ts told.
+      if (summary !== undefined) {
+        tally.add(summary);
+        reportWindow(load, summary);
+      }
+      progress?.windowDone(summary?.records ?? 0);
     }
     await pruneRollup(load, now);
   } catch (thrown) {
