@@ -12,7 +12,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { rulesConfig, DEFAULT_RULES_CONFIG, type RulesConfig } from './config.js';
-import { ZodError } from 'zod';
+import { ZodError, prettifyError } from 'zod';
 import { renderRules } from './rules.js';
 
 /** prometheus/rules/ of this checkout (absolute). */
@@ -31,6 +31,20 @@ export function writeRules(config: RulesConfig = DEFAULT_RULES_CONFIG, path: str
 }
 
 /**
+ * The JSON of the overrides file at `path`.
+ *
+ * @throws SyntaxError naming the file when it is not JSON; the file system's error when it cannot be read.
+ */
+function readOverrides(path: string): unknown {
+  const text = readFileSync(path, 'utf8');
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new SyntaxError(`${path} is not JSON: ${(error as Error).message}`);
+  }
+}
+
+/**
  * `npm run rules [-- --config FILE] [--out FILE]`: reads the overrides (JSON, keys of
  * {@link RulesConfig}) and writes the rule file.
  *
@@ -40,12 +54,13 @@ export function writeRules(config: RulesConfig = DEFAULT_RULES_CONFIG, path: str
 export function main(args: string[]): number {
   try {
     const { values } = parseArgs({ args, options: { config: { type: 'string' }, out: { type: 'string' } }, strict: true });
-    const overrides: unknown = values.config === undefined ? {} : JSON.parse(readFileSync(values.config, 'utf8'));
+    const overrides = values.config === undefined ? {} : readOverrides(values.config);
     const path = writeRules(rulesConfig(overrides), values.out ?? RULES_FILE);
     process.stdout.write(`wrote ${path}\n`);
     return 0;
   } catch (error) {
-    process.stderr.write(`npm run rules: ${error instanceof Error ? error.message : String(error)}\n`);
+    const message = error instanceof ZodError ? `bad overrides:\n${prettifyError(error)}` : error instanceof Error ? error.message : String(error);
+    process.stderr.write(`npm run rules: ${message}\n`);
     const usage = error instanceof SyntaxError || error instanceof ZodError || (error as { code?: unknown }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION';
     return usage ? 2 : 1;
   }

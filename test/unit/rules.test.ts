@@ -304,9 +304,10 @@ describe('npm run rules', () => {
 
       writeFileSync(overrides, JSON.stringify({ exporterDown: { for: 'soon' } }));
       expect(main(['--config', overrides, '--out', out])).toBe(2);
-      expect(String(stderr.mock.calls.at(-1)?.[0])).toMatch(/^npm run rules: .*exporterDown/s);
+      expect(String(stderr.mock.calls.at(-1)?.[0])).toMatch(/^npm run rules: bad overrides:\n.*at exporterDown\.for/s);
       writeFileSync(overrides, '{ not json');
       expect(main(['--config', overrides, '--out', out])).toBe(2);
+      expect(String(stderr.mock.calls.at(-1)?.[0])).toContain(`npm run rules: ${overrides} is not JSON`);
       expect(main(['--confg', overrides])).toBe(2);
       expect(main(['--config', join(dir, 'missing.json'), '--out', out])).toBe(1);
     } finally {
