@@ -1,10 +1,12 @@
 /**
- * Proves prometheus/: the alerting rules pass `promtool check rules` with every lint and their
- * own `promtool test rules` unit tests (which make each alert fire and show it quiet), the
- * example configuration passes `promtool check config` as compose.yaml mounts it, and a real
- * Prometheus scraping the real exporter (simulator → serve → PostgreSQL, test/helpers/stack.ts)
- * evaluates every rule without error, reads real series with every selector, and fires nothing
- * for the healthy stack.
+ * Proves prometheus/: the alerting and recording rules (generated from prometheus/src) pass
+ * `promtool check rules` with every lint and their own `promtool test rules` unit tests (which make
+ * each alert fire and show it quiet, and show each recording rule's value), the example
+ * configuration passes `promtool check config` as compose.yaml mounts it, and a real Prometheus
+ * scraping the real exporter (simulator → serve → PostgreSQL, test/helpers/stack.ts) evaluates
+ * every rule without error, reads real series with every selector, records one series per source,
+ * and fires nothing for the healthy stack. docs/runbook.md's PromQL runs in that Prometheus and
+ * its SQL in the stack's database.
  *
  * The stack syncs every 10 s, so its sync metrics look healthy by any of the rules' thresholds;
  * the firing cases live in the unit tests, where time can be made to pass.
@@ -37,14 +39,24 @@ interface AlertRuleSpec {
   annotations?: Record<string, string>;
 }
 
+/** A recording rule as written in the rule file. */
+interface RecordingRuleSpec {
+  record: string;
+  expr: string;
+}
+
 interface RuleFileSpec {
-  groups: Array<{ name: string; rules: AlertRuleSpec[] }>;
+  groups: Array<{ name: string; rules: Array<AlertRuleSpec | RecordingRuleSpec> }>;
 }
 
 /** The parts of a promtool unit-test file this test reads. */
 interface RuleTestFileSpec {
   rule_files: string[];
-  tests: Array<{ name?: string; alert_rule_test?: Array<{ eval_time: string; alertname: string; exp_alerts?: unknown[] }> }>;
+  tests: Array<{
+    name?: string;
+    alert_rule_test?: Array<{ eval_time: string; alertname: string; exp_alerts?: unknown[] }>;
+    promql_expr_test?: Array<{ expr: string; eval_time: string; exp_samples?: unknown[] }>;
+  }>;
 }
 
 interface ScrapeConfigSpec {
@@ -90,8 +102,17 @@ interface ApiRuleGroup {
 const PROCESS_ALERTS = ['AnalyticsExporterDown', 'AnalyticsExporterAbsent'];
 
 const rulesSpec = parse(readFileSync(RULES_FILE, 'utf8')) as RuleFileSpec;
-const alertRules: AlertRuleSpec[] = rulesSpec.groups.flatMap((group) => group.rules);
+const allRules = rulesSpec.groups.flatMap((group) => group.rules);
+const alertRules: AlertRuleSpec[] = allRules.filter((rule): rule is AlertRuleSpec => 'alert' in rule);
 const alertNames = alertRules.map((rule) => rule.alert);
+const recordingRules: RecordingRuleSpec[] = allRules.filter((rule): rule is RecordingRuleSpec => 'record' in rule);
+const recordNames = recordingRules.map((rule) => rule.record);
+const RUNBOOK = readFileSync(resolve(PROMETHEUS_DIR, '../docs/runbook.md'), 'utf8');
+
+/** The code blocks of a Markdown text fenced as ```lang, each block's text. */
+function codeBlocks(markdown: string, lang: string): string[] {
+  return [...markdown.matchAll(new RegExp(`^\`\`\`${lang}\n([\\s\\S]*?)^\`\`\`$`, 'gm'))].map((match) => match[1]!);
+}
 
 /** Seconds in a Prometheus duration of one unit, as the rules use them ("5m", "30s", "1h"). */
 function durationSeconds(text: string): number {
@@ -134,7 +155,7 @@ async function waitForRules(url: string, predicate: (rules: ApiRule[]) => boolea
 describe('prometheus/rules/analytics-exporter.rules.yml', () => {
   it('passes promtool check rules with every lint, printing nothing but success', async () => {
     const result = await promtool(['check', 'rules', '--lint=all', '--lint-fatal', RULES_FILE]);
-    expect(result).toEqual({ code: 0, stdout: `Checking ${RULES_FILE}\n  SUCCESS: ${alertRules.length} rules found\n\n`, stderr: '' });
+    expect(result).toEqual({ code: 0, stdout: `Checking ${RULES_FILE}\n  SUCCESS: ${allRules.length} rules found\n\n`, stderr: '' });
   });
 
   it('gives every alert a for, a severity, a summary and a description naming the target', () => {
@@ -165,15 +186,17 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
     }
   });
 
-  it('selects the one scrape job in every selector', () => {
-    for (const rule of alertRules) {
+  it('selects the one scrape job in every selector, of every alerting and recording rule', () => {
+    expect(recordingRules.length).toBeGreaterThan(0);
+    for (const rule of allRules) {
       const found = selectors(rule.expr);
-      expect(found.length, rule.alert).toBeGreaterThan(0);
-      for (const selector of found) expect(selector, rule.alert).toMatch(new RegExp(`\\{job="${JOB}"\\}$`));
+      const name = 'alert' in rule ? rule.alert : rule.record;
+      expect(found.length, name).toBeGreaterThan(0);
+      for (const selector of found) expect(selector, name).toMatch(new RegExp(`\\{job="${JOB}"\\}$`));
     }
   });
 
-  it('passes its promtool unit tests, which show every alert firing and quiet', async () => {
+  it("passes its promtool unit tests, which show every alert firing and quiet, and every recording rule's value", async () => {
     const result = await promtool(['test', 'rules', RULES_TEST_FILE]);
     expect(result.stderr).toBe('');
     expect(result.stdout).toBe(`Unit Testing:  ${RULES_TEST_FILE}\n  SUCCESS\n\n`);
@@ -191,6 +214,13 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
       expect(
         mine.some((c) => (c.exp_alerts ?? []).length === 0),
         `${name} stays quiet in some case`,
+      ).toBe(true);
+    }
+    const exprTests = tests.tests.flatMap((test) => test.promql_expr_test ?? []);
+    for (const name of recordNames) {
+      expect(
+        exprTests.some((t) => t.expr === name && (t.exp_samples ?? []).length > 0),
+        `${name} has its value shown in some case`,
       ).toBe(true);
     }
   });
@@ -233,7 +263,7 @@ describe('prometheus/prometheus.yml', () => {
           ` SUCCESS: ${mirror}/prometheus.yml is valid prometheus config file syntax`,
           '',
           `Checking ${mirror}/rules/analytics-exporter.rules.yml`,
-          `  SUCCESS: ${alertRules.length} rules found`,
+          `  SUCCESS: ${allRules.length} rules found`,
           '',
           '',
         ].join('\n'),
@@ -265,8 +295,11 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
 
   it('loads every rule with its for, and evaluates each without error', async () => {
     const rules = await waitForRules(stack.prometheus.url, (all) => all.length > 0 && all.every((rule) => rule.health !== 'unknown'), 10_000);
-    expect(rules.map((rule) => rule.name)).toEqual(alertNames);
-    for (const rule of rules) {
+    expect(rules.map((rule) => rule.name)).toEqual([...alertNames, ...recordNames]);
+    for (const rule of rules.filter((r) => r.type === 'recording')) {
+      expect({ name: rule.name, health: rule.health, lastError: rule.lastError ?? '' }).toEqual({ name: rule.name, health: 'ok', lastError: '' });
+    }
+    for (const rule of rules.filter((r) => r.type === 'alerting')) {
       const spec = alertRules.find((r) => r.alert === rule.name)!;
       expect({ name: rule.name, type: rule.type, health: rule.health, lastError: rule.lastError ?? '' }).toEqual({
         name: spec.alert,
@@ -282,8 +315,13 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
   it('has no alert firing or pending for the healthy stack', async () => {
     // Every rule's `for` is minutes long, so "not firing" alone would prove little: inactive
     // means each expression is false now, for every series.
-    const rules = await waitForRules(stack.prometheus.url, (all) => all.length === alertRules.length && all.every((rule) => rule.state === 'inactive'), 10_000);
-    expect(rules.map((rule) => [rule.name, rule.state])).toEqual(alertNames.map((name) => [name, 'inactive']));
+    const alerting = (all: ApiRule[]) => all.filter((rule) => rule.type === 'alerting');
+    const rules = await waitForRules(
+      stack.prometheus.url,
+      (all) => alerting(all).length === alertRules.length && alerting(all).every((rule) => rule.state === 'inactive'),
+      10_000,
+    );
+    expect(alerting(rules).map((rule) => [rule.name, rule.state])).toEqual(alertNames.map((name) => [name, 'inactive']));
     expect(await stack.prometheus.query('ALERTS{alertstate="firing"}')).toEqual([]);
     expect(await stack.prometheus.query('ALERTS')).toEqual([]);
   });
@@ -304,7 +342,7 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
   });
 
   it('finds series of the real exporter behind every selector the rules use', async () => {
-    for (const selector of new Set(alertRules.flatMap((rule) => selectors(rule.expr)))) {
+    for (const selector of new Set(allRules.flatMap((rule) => selectors(rule.expr)))) {
       const series = await stack.prometheus.query(selector);
       expect(
         series.map((s) => s.metric.instance),
@@ -345,6 +383,50 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
       ).toEqual([{ job: JOB, instance, ...(perSource ? { source: 'default' } : {}) }]);
       const number = Number(series[0]!.value[1]);
       expect(healthy(number), `${alert}: ${value} = ${number}`).toBe(true);
+    }
+  });
+  it("records one series per source of each recording rule, with the healthy stack's values", async () => {
+    // Seconds since the last success (syncs run every 10 s), records written (the first run's at
+    // least), every read of E7 succeeded, no failed run, no drift left and none repaired (no audit
+    // has run: AUDIT_SCHEDULE is daily, its series exported at 0).
+    const healthy: Record<string, (value: number) => boolean> = {
+      'instance_source:analytics_exporter_sync_lag_seconds': (v) => v >= 0 && v < 60,
+      'instance_source:analytics_exporter_sync_records:rate5m': (v) => v > 0,
+      'instance_source:analytics_exporter_upstream_up:avg_over_time5m': (v) => v > 0 && v <= 1,
+      'instance_source:analytics_exporter_sync_failures:ratio1h': (v) => v === 0,
+      'source:analytics_exporter_audit_drift_windows:max': (v) => v === 0,
+      'instance_source:analytics_exporter_audit_windows_repaired:increase1d': (v) => v === 0,
+    };
+    expect(Object.keys(healthy).sort()).toEqual([...recordNames].sort());
+    for (const [name, ok] of Object.entries(healthy)) {
+      // The latest evaluation may predate the run the stack waited for (0/0 before it): wait for a
+      // healthy value, then show whatever is there if none came.
+      const series = await stack.prometheus.waitFor(name, (r) => r.length > 0 && ok(Number(r[0]!.value[1])), 20_000).catch(() => stack.prometheus.query(name));
+      // `instance_source:` keeps the exporter and the source; `source:` takes the job's exporters together.
+      const expected = name.startsWith('instance_source:') ? { job: JOB, instance, source: 'default' } : { job: JOB, source: 'default' };
+      expect(
+        series.map((s) => ({ ...s.metric })),
+        name,
+      ).toEqual([{ __name__: name, ...expected }]);
+      const value = Number(series[0]!.value[1]);
+      expect(ok(value), `${name} = ${value}`).toBe(true);
+    }
+  });
+
+  it('runs every PromQL query of docs/runbook.md in Prometheus and every SQL query in the database', async () => {
+    const promql = codeBlocks(RUNBOOK, 'promql').flatMap((block) => block.split('\n').filter((line) => line.trim() !== ''));
+    expect(promql.length).toBeGreaterThan(10);
+    for (const query of promql) {
+      const answer = await stack.prometheus.queryRaw(query);
+      expect({ query, status: answer.status, error: answer.error ?? '' }).toEqual({ query, status: 'success', error: '' });
+    }
+    const sql = codeBlocks(RUNBOOK, 'sql').flatMap((block) => block.split(';').filter((text) => text.trim() !== ''));
+    expect(sql.length).toBeGreaterThanOrEqual(5);
+    const pool = db.pool();
+    for (const statement of sql) {
+      // The runbook names the default schema, which the stack uses.
+      expect(statement, 'runbook SQL names its tables in the schema analytics').toMatch(/\banalytics\.\w+/);
+      await expect(pool.query(statement), statement).resolves.toBeDefined();
     }
   });
 });
