@@ -167,10 +167,13 @@ export interface ConnectionLimitOptions {
 }
 
 /**
- * Puts the limits on `server` (an http or https server, before it listens). The total is Node's own
- * `maxConnections`, which closes a connection over it before any listener sees it (its `drop`
- * event counts it); the per-client limit is checked first of all `connection` listeners, before
- * the TLS handshake or the HTTP parser starts. A slot is given back when its socket closes.
+ * Puts the limits on `server` (an http or https server, before it listens; call it after every
+ * other `connection` listener is added). The total is Node's own `maxConnections`, which closes a
+ * connection over it before any listener sees it (its `drop` event counts it). The per-client
+ * limit takes over the `connection` listeners there are (Node's HTTP parser or TLS handshake, and
+ * ours): a refused connection is destroyed before any of them runs, so it costs no TLS socket, no
+ * parser and no `clientError`; an admitted one goes to each in turn. A slot is given back when its
+ * socket closes.
  */
 export function limitConnections(server: Server, options: ConnectionLimitOptions): void {
   const clients = new ClientConnections(options.perClient);
@@ -181,15 +184,17 @@ export function limitConnections(server: Server, options: ConnectionLimitOptions
   };
   server.maxConnections = options.total;
   server.on('drop', (data?: { remoteAddress?: string }) => refuse('total', data?.remoteAddress));
-  server.prependListener('connection', (socket: Socket) => {
+  const admitted = server.rawListeners('connection') as Array<(socket: Socket) => void>;
+  server.removeAllListeners('connection');
+  server.on('connection', (socket: Socket) => {
     const release = clients.admit(socket.remoteAddress);
     if (release === undefined) {
       refuse('per_client', socket.remoteAddress);
-      // Node's listeners that follow see a destroyed socket: no handshake, no parser work.
       socket.destroy();
       return;
     }
     socket.once('close', release);
+    for (const listener of admitted) listener.call(server, socket);
   });
   server.on('close', () => refusedLog.close());
 }

@@ -363,7 +363,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
   // Bytes that are not HTTP: answered as Node would (400, 431, 408) and counted, never logged per request.
   server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, malformed));
   server.on('close', () => malformed.close());
-  // Last, so that its per-client check runs before every other `connection` listener (TLS's included).
+  // Last: it takes over the `connection` listeners added before it (Node's and the TLS refresh), refused connections reach none.
   const refused = deps.metrics.httpConnectionsRefused;
   for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
   limitConnections(server, { ...deps.connections, onRefused: (reason) => refused.inc({ reason }), log });

@@ -126,9 +126,7 @@ describe('limitConnections', () => {
     const server = new EventEmitter() as EventEmitter & { maxConnections?: number };
     const seenByNode: FakeSocket[] = [];
     // Node's own listener (the HTTP parser, the TLS handshake) is there before the limits.
-    server.on('connection', (socket: FakeSocket) => {
-      if (!socket.destroyed) seenByNode.push(socket);
-    });
+    server.on('connection', (socket: FakeSocket) => seenByNode.push(socket));
     const refused: RefusalReason[] = [];
     const capture = captureLog();
     limitConnections(server as unknown as Server, {
