@@ -143,6 +143,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       metricsWindowMs: v.METRICS_WINDOW,
       cacheTtlMs: v.METRICS_CACHE_TTL,
       scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
+      maxConnectionsPerClient: v.METRICS_MAX_CONNECTIONS_PER_CLIENT,
+      maxConnections: v.METRICS_MAX_CONNECTIONS,
       upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
       webConfigFile: v.WEB_CONFIG_FILE,
       auditSchedule: v.AUDIT_SCHEDULE === 'off' ? undefined : v.AUDIT_SCHEDULE,

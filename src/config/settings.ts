@@ -363,6 +363,21 @@ const SETTING_TABLE = {
     schema: durationOrZero('30s'),
   },
   METRICS_SCRAPE_TIMEOUT: { flag: '--metrics-scrape-timeout', default: '10s', help: 'scrape timeout when Prometheus sends none', schema: duration('10s') },
+  // Connection limits of serve (src/serve/connections.ts). 32 per client: a scraper uses one or two.
+  // 1024 in all: 32 addresses at their limit, a few MiB of sockets, far below the file descriptors
+  // Node takes at start (it raises its soft limit to the hard one); more addresses are the network's to stop.
+  METRICS_MAX_CONNECTIONS_PER_CLIENT: {
+    flag: '--metrics-max-connections-per-client',
+    default: '32',
+    help: "connections one client address may hold open to serve's HTTP server; more are closed at once",
+    schema: wholeNumber(1, 65_536),
+  },
+  METRICS_MAX_CONNECTIONS: {
+    flag: '--metrics-max-connections',
+    default: '1024',
+    help: "connections serve's HTTP server holds open in all; more are closed at once",
+    schema: wholeNumber(1, 1_048_576),
+  },
   WEB_CONFIG_FILE: {
     flag: '--web-config-file',
     help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format; read again when it changes",

@@ -175,6 +175,9 @@ export interface ServeConfig {
   cacheTtlMs: number;
   /** Scrape timeout assumed when Prometheus sends no X-Prometheus-Scrape-Timeout-Seconds. */
   scrapeTimeoutMs: number;
+  /** Connections one client address may hold open (METRICS_MAX_CONNECTIONS_PER_CLIENT), and all together (METRICS_MAX_CONNECTIONS). */
+  maxConnectionsPerClient: number;
+  maxConnections: number;
   /** Prefix added to upstream metric names; undefined for none. */
   upstreamPrefix: string | undefined;
   /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE): the file's path, read by serve (src/serve/webconfig.ts); undefined for plain HTTP without auth. */

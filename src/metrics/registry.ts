@@ -288,6 +288,13 @@ export class ExporterMetrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
+  // serve's connection limits (src/serve/connections.ts).
+  readonly httpConnectionsRefused = new Counter({
+    name: `${METRIC_PREFIX}http_connections_refused_total`,
+    help: 'Connections serve closed on arrival, by reason: per_client (METRICS_MAX_CONNECTIONS_PER_CLIENT), total (METRICS_MAX_CONNECTIONS).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
 
   /**
    * @param options.cacheTtlMs METRICS_CACHE_TTL, stated in the HELP of `upstream_up`.

@@ -22,12 +22,24 @@ import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from '.
 import { VERSION } from '../version.js';
 import { answerClientError, MalformedRequestLog, requestTarget } from './malformed.js';
 import { BasicAuth } from './basic-auth.js';
+import { limitConnections, REFUSAL_REASONS } from './connections.js';
 import { matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */
 export const HEADERS_TIMEOUT_MS = 10_000;
 export const REQUEST_TIMEOUT_MS = 30_000;
-export const MAX_CONNECTIONS = 256;
+/**
+ * How often Node checks open connections against the two timeouts above (its default, 30 s, held
+ * a connection that sent its headers a byte at a time for up to 40 s): each expires within a second.
+ */
+export const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
+/**
+ * An idle keep-alive connection is closed after this. Far below any usual scrape interval (10 s
+ * and more, 1 m by default): a scraper's connection does not sit idle holding one of its address's
+ * slots between scrapes, and the close never races the next scrape's reuse of it (the client has
+ * seen the close seconds before). Requests in one burst (several /probe in a row) still share one.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 /** A TLS connection must finish its handshake within this, or is closed (Node's default: 120 s, which let bare TCP connections hold a slot). */
 export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
@@ -51,6 +63,8 @@ export interface ServerDeps {
    * the connections that follow, new users and headers to the requests that follow.
    */
   web?: WebConfigSource;
+  /** Connections one client address may hold open, and all clients together (METRICS_MAX_CONNECTIONS_PER_CLIENT, METRICS_MAX_CONNECTIONS). */
+  connections: { perClient: number; total: number };
   log: Logger;
 }
 
@@ -313,11 +327,18 @@ export function createMetricsServer(deps: ServerDeps): Server {
     });
   };
   const tls = web?.tls;
+  const timeouts = {
+    headersTimeout: HEADERS_TIMEOUT_MS,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+  };
   if (tls === undefined) {
-    server = createServer(listener);
+    server = createServer(timeouts, listener);
   } else {
     server = createHttpsServer(
       {
+        ...timeouts,
         ...secureContextOptions(tls),
         requestCert: tls.clientAuth !== 'NoClientCert',
         rejectUnauthorized: tls.clientAuth === 'RequireAndVerifyClientCert',
@@ -342,8 +363,9 @@ export function createMetricsServer(deps: ServerDeps): Server {
   // Bytes that are not HTTP: answered as Node would (400, 431, 408) and counted, never logged per request.
   server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, malformed));
   server.on('close', () => malformed.close());
-  server.headersTimeout = HEADERS_TIMEOUT_MS;
-  server.requestTimeout = REQUEST_TIMEOUT_MS;
-  server.maxConnections = MAX_CONNECTIONS;
+  // Last: it takes over the `connection` listeners added before it (Node's and the TLS refresh), refused connections reach none.
+  const refused = deps.metrics.httpConnectionsRefused;
+  for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
+  limitConnections(server, { ...deps.connections, onRefused: (reason) => refused.inc({ reason }), log });
   return server;
 }

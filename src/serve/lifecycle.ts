@@ -170,6 +170,7 @@ export class Serve implements RunningServer {
       upstream,
       readiness: () => database.readiness(),
       defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
+      connections: { perClient: config.serve.maxConnectionsPerClient, total: config.serve.maxConnections },
       ...(web ? { web: this.#watchWebConfig(web) } : {}),
       log,
     });

@@ -492,6 +492,8 @@ describe('serve settings', () => {
       metricsWindowMs: 86_400_000,
       cacheTtlMs: 30_000,
       scrapeTimeoutMs: 10_000,
+      maxConnectionsPerClient: 32,
+      maxConnections: 1024,
       upstreamPrefix: undefined,
       auditSchedule: '30 3 * * *',
     });
