@@ -1,12 +1,14 @@
 /**
  * serve against hostile E7 upstreams (a small E0/E7 server on loopback, one path per source):
  * a text over UPSTREAM_SAMPLE_LIMIT, a line with 100,000 label pairs (UPSTREAM_LABEL_LIMIT) and a
- * multi-byte label value over UPSTREAM_LABEL_VALUE_LENGTH_LIMIT each fail their source's read
- * (`upstream_up 0`, reason `limit`, a warning naming the limit, its value and the source) while
+ * multi-byte label value over UPSTREAM_LABEL_VALUE_LENGTH_LIMIT and a gzip body over its sample
+ * limit once decoded each fail their source's read, once, not retried (`upstream_up 0`, reason
+ * `limit`, a warning naming the limit, its value and the source) while
  * /metrics answers 200 and a source within the limits is served; the body over the sample limit
  * is abandoned, not read to its end.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -67,8 +69,9 @@ beforeAll(async () => {
       return;
     }
     const name = path.split('/')[1]!;
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4', ...(name === 'gzip' ? { 'content-encoding': 'gzip' } : {}) });
     if (name === 'samples') void streamHuge(res);
+    else if (name === 'gzip') res.end(gzipSync(BODIES.fine!().repeat(3)));
     else res.end(BODIES[name]!());
   });
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
@@ -81,7 +84,14 @@ beforeAll(async () => {
   });
   const base = loadConfig({ DATABASE_URL: db.url, DATABASE_SCHEMA: 'upstream_limits', METRICS_LISTEN: '127.0.0.1:0', SYNC_SCHEDULE: 'off' });
   // Defaults but for the sample limit, which the huge source breaks at 10,000 (the default 200,000 is the bench's).
-  const sources = [source('fine'), source('samples', { UPSTREAM_SAMPLE_LIMIT: '10000' }), source('labels'), source('value')];
+  // gzip: 6 samples in gzip, over a limit of 5 once decoded.
+  const sources = [
+    source('fine'),
+    source('samples', { UPSTREAM_SAMPLE_LIMIT: '10000' }),
+    source('labels'),
+    source('value'),
+    source('gzip', { UPSTREAM_SAMPLE_LIMIT: '5' }),
+  ];
   server = await startServe({ ...base, sources }, createLogger('info', { format: 'json', destination: log }));
 }, 60_000);
 
@@ -104,20 +114,25 @@ describe('serve with upstreams over their limits', () => {
 
     expect(value('analytics_exporter_upstream_up', { source: 'fine' })).toBe(1);
     expect(value('userlogin_event_count', { source: 'fine', customer: 'b' })).toBe(7);
-    for (const source of ['samples', 'labels', 'value']) {
+    for (const source of ['samples', 'labels', 'value', 'gzip']) {
       expect(value('analytics_exporter_upstream_up', { source }), source).toBe(0);
       expect(value('analytics_exporter_upstream_errors_total', { source, reason: 'limit' }), source).toBe(1);
+      // Not retried: the same text would break the same limit.
+      expect(value('analytics_exporter_upstream_attempt_failures_total', { source, endpoint: 'prometheus', reason: 'limit' }), source).toBe(1);
     }
     // No sample of a source over a limit is served.
     const served = parsed.families.find((family) => family.name === 'userlogin_event_count')!.samples;
     expect(new Set(served.map((sample) => sample.labels.find(([n]) => n === 'source')![1]))).toEqual(new Set(['fine']));
 
     const warnings = log.lines().filter((entry) => entry.level === 'warn' && entry.reason === 'limit');
-    expect(warnings.map((entry) => [entry.source, entry.limit, entry.value, entry.setting]).sort()).toEqual([
-      ['labels', 'label_limit', 64, 'UPSTREAM_LABEL_LIMIT'],
-      ['samples', 'sample_limit', 10_000, 'UPSTREAM_SAMPLE_LIMIT'],
-      ['value', 'label_value_length_limit', 2048, 'UPSTREAM_LABEL_VALUE_LENGTH_LIMIT'],
-    ]);
+    expect(warnings.map((entry) => [entry.source, entry.limit, entry.value, entry.setting]).sort()).toEqual(
+      [
+        ['labels', 'label_limit', 64, 'UPSTREAM_LABEL_LIMIT'],
+        ['samples', 'sample_limit', 10_000, 'UPSTREAM_SAMPLE_LIMIT'],
+        ['gzip', 'sample_limit', 5, 'UPSTREAM_SAMPLE_LIMIT'],
+        ['value', 'label_value_length_limit', 2048, 'UPSTREAM_LABEL_VALUE_LENGTH_LIMIT'],
+      ].sort(),
+    );
     expect(warnings.find((entry) => entry.source === 'samples')!.msg).toContain(
       'E7 text of source samples is over its sample_limit of 10000 samples (UPSTREAM_SAMPLE_LIMIT) at line 10001',
     );
