@@ -140,7 +140,7 @@ export function describeEndpoint(endpoint: Endpoint, url: URL): string {
  *   `ERR_UPSTREAM_BODY` with reason `response_too_large` for a body over `maxBodyBytes` (UPSTREAM_MAX_BODY)
  *   as received or once decoded, with reason `content_encoding` for a Content-Encoding other than
  *   gzip, deflate and br (final) or a body not valid in its coding (retryable);
- *   {@link AbortedError} when `signal` aborted.
+ *   {@link AbortedError} when `signal` aborted; what `inspect` threw, as it is.
  */
 export async function send(options: SendOptions): Promise<RawResponse> {
   const started = performance.now();
