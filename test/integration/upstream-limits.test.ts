@@ -5,7 +5,7 @@
  * limit once decoded each fail their source's read, once, not retried (`upstream_up 0`, reason
  * `limit`, a warning naming the limit, its value and the source) while
  * /metrics answers 200 and a source within the limits is served; the body over the sample limit
- * is abandoned, not read to its end.
+ * is abandoned, not read to its end; an error page (503) is judged by its status, not its body.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
@@ -69,6 +69,12 @@ beforeAll(async () => {
       return;
     }
     const name = path.split('/')[1]!;
+    if (name === 'error') {
+      // An error page is judged by its status, whatever its body would break.
+      res.writeHead(503, { 'content-type': 'text/plain' });
+      res.end('unavailable\n'.repeat(10));
+      return;
+    }
     res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4', ...(name === 'gzip' ? { 'content-encoding': 'gzip' } : {}) });
     if (name === 'samples') void streamHuge(res);
     else if (name === 'gzip') res.end(gzipSync(BODIES.fine!().repeat(3)));
@@ -91,6 +97,7 @@ beforeAll(async () => {
     source('labels'),
     source('value'),
     source('gzip', { UPSTREAM_SAMPLE_LIMIT: '5' }),
+    source('error', { UPSTREAM_SAMPLE_LIMIT: '1', UPSTREAM_MAX_ATTEMPTS: '1' }),
   ];
   server = await startServe({ ...base, sources }, createLogger('info', { format: 'json', destination: log }));
 }, 60_000);
@@ -120,6 +127,8 @@ describe('serve with upstreams over their limits', () => {
       // Not retried: the same text would break the same limit.
       expect(value('analytics_exporter_upstream_attempt_failures_total', { source, endpoint: 'prometheus', reason: 'limit' }), source).toBe(1);
     }
+    expect(value('analytics_exporter_upstream_errors_total', { source: 'error', reason: 'http_503' })).toBe(1);
+    expect(value('analytics_exporter_upstream_errors_total', { source: 'error', reason: 'limit' })).toBeUndefined();
     // No sample of a source over a limit is served.
     const served = parsed.families.find((family) => family.name === 'userlogin_event_count')!.samples;
     expect(new Set(served.map((sample) => sample.labels.find(([n]) => n === 'source')![1]))).toEqual(new Set(['fine']));
