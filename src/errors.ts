@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'ERR_UPSTREAM_NETWORK'
   | 'ERR_UPSTREAM_TIMEOUT'
   | 'ERR_UPSTREAM_BODY'
+  | 'ERR_UPSTREAM_LIMIT'
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_DATABASE'
   | 'ERR_DATA_DIR_LOCKED'
@@ -34,6 +35,8 @@ export type ErrorCode =
  *   totalRecords, an empty or short page before the last, more records than pageSize, another page
  *   number), `response_too_large`, `content_encoding` (a body in a Content-Encoding the client cannot
  *   decode: unknown, or not valid in the coding it names), `invalid_body` (any other body fault);
+ * - `limit`: an E7 text over one of the source's limits (Prometheus's sample_limit, label_limit,
+ *   label_value_length_limit: UPSTREAM_SAMPLE_LIMIT and the two beside it);
  * - `token`: no token could be had (E0), for a request or run that needed one;
  * - `secret_file`: a token request (E0) not sent because CLIENT_SECRET_FILE could not be read or was empty;
  * - `inconsistent_window`: the two reads of an instant holding more than a page kept disagreeing (SYNC_WINDOW_ATTEMPTS);
@@ -53,6 +56,7 @@ export type FailureReason =
   | 'inconsistent_page'
   | 'response_too_large'
   | 'invalid_body'
+  | 'limit'
   | 'content_encoding'
   | 'token'
   | 'secret_file'
@@ -133,6 +137,28 @@ export class UpstreamError extends ExporterError {
   constructor(code: ErrorCode, endpoint: Endpoint, message: string, options: ExporterErrorOptions = {}) {
     super(code, message, options);
     this.endpoint = endpoint;
+  }
+}
+
+/** The limits an E7 text is read under, by the names Prometheus's scrape configuration gives them. */
+export type UpstreamLimitName = 'sample_limit' | 'label_limit' | 'label_value_length_limit';
+
+/**
+ * An E7 text (`GET /analytics/prometheus`) went over one of its source's limits while it was read:
+ * more sample lines than sample_limit (UPSTREAM_SAMPLE_LIMIT), a sample with more labels than
+ * label_limit (UPSTREAM_LABEL_LIMIT), or a label value longer than label_value_length_limit
+ * (UPSTREAM_LABEL_VALUE_LENGTH_LIMIT, in bytes). The read is abandoned there, as Prometheus fails
+ * a scrape over its limits; not retried (the same text would break the same limit).
+ */
+export class UpstreamLimitError extends UpstreamError {
+  constructor(
+    /** Which limit: Prometheus's name for it. */
+    readonly limit: UpstreamLimitName,
+    /** The limit's value (samples, labels per sample, or bytes per label value). */
+    readonly value: number,
+    message: string,
+  ) {
+    super('ERR_UPSTREAM_LIMIT', 'prometheus', message, { reason: 'limit' });
   }
 }
 

@@ -21,6 +21,7 @@ import {
   type SyncConfig,
   type TlsFileSettings,
   type UpstreamConfig,
+  type UpstreamLimits,
 } from './types.js';
 
 /**
@@ -222,7 +223,12 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
     schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
     recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
   };
-  return { name, labels, upstream, sync };
+  const limits: UpstreamLimits = {
+    sampleLimit: v.UPSTREAM_SAMPLE_LIMIT,
+    labelLimit: v.UPSTREAM_LABEL_LIMIT,
+    labelValueLengthLimit: v.UPSTREAM_LABEL_VALUE_LENGTH_LIMIT,
+  };
+  return { name, labels, upstream, sync, limits };
 }
 
 /**

@@ -134,6 +134,25 @@ const SETTING_TABLE = {
     help: 'largest upstream response body, as received and once decoded; an E6 part over it is split in time, then read at smaller pages, then its window parked',
     schema: byteSize('64MiB', 64 * 1024, 512 * 1024 ** 2),
   },
+  // E7 limits (issue 25): Prometheus's sample_limit, label_limit and label_value_length_limit, per source.
+  UPSTREAM_SAMPLE_LIMIT: {
+    flag: '--upstream-sample-limit',
+    default: '200000',
+    help: "sample lines one E7 text may hold (Prometheus's sample_limit); over it the source's read fails (reason limit); 0 = no limit",
+    schema: wholeNumber(0, 100_000_000),
+  },
+  UPSTREAM_LABEL_LIMIT: {
+    flag: '--upstream-label-limit',
+    default: '64',
+    help: "labels one E7 sample may carry, the metric name not counted (Prometheus's label_limit); over it the read fails; 0 = no limit",
+    schema: wholeNumber(0, 1_000_000),
+  },
+  UPSTREAM_LABEL_VALUE_LENGTH_LIMIT: {
+    flag: '--upstream-label-value-length-limit',
+    default: '2048',
+    help: "bytes (UTF-8, unescaped) of one E7 label value (Prometheus's label_value_length_limit); over it the read fails; 0 = no limit",
+    schema: wholeNumber(0, 16 * 1024 * 1024),
+  },
   UPSTREAM_TO_DATE: {
     flag: '--upstream-to-date',
     default: 'auto',

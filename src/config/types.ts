@@ -200,6 +200,22 @@ export interface SourceConfig {
   upstream: UpstreamConfig | undefined;
   /** How this source is synced; the tables it is synced into are {@link Config.tables}, the same for every source. */
   sync: SyncConfig;
+  /** What serve reads of this source's E7 text at most. */
+  limits: UpstreamLimits;
+}
+
+/**
+ * The limits one E7 text (`GET /analytics/prometheus`) is read under, as Prometheus's scrape
+ * configuration names them; 0 turns a limit off. Over one, serve's read of the source fails
+ * (`upstream_up 0`, reason `limit`).
+ */
+export interface UpstreamLimits {
+  /** sample_limit (UPSTREAM_SAMPLE_LIMIT): sample lines of one text. */
+  sampleLimit: number;
+  /** label_limit (UPSTREAM_LABEL_LIMIT): label pairs of one sample, the metric name not counted. */
+  labelLimit: number;
+  /** label_value_length_limit (UPSTREAM_LABEL_VALUE_LENGTH_LIMIT): bytes of one label value, unescaped. */
+  labelValueLengthLimit: number;
 }
 
 /** The name of the one source the environment describes (no CONFIG_FILE). */

@@ -70,7 +70,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_errors_total`,
     help:
       'Failed reads of the platform E7 Prometheus text, by reason (the same values as upstream_attempt_failures_total: timeout, network, ' +
-      'http_<status>, content_type, content_encoding, invalid_body, response_too_large, token, other).',
+      'http_<status>, content_type, content_encoding, invalid_body, response_too_large, token, other; limit: over UPSTREAM_SAMPLE_LIMIT, UPSTREAM_LABEL_LIMIT or UPSTREAM_LABEL_VALUE_LENGTH_LIMIT).',
     labelNames: ['source', 'reason'],
     registers: [this.registry],
   });
@@ -107,7 +107,7 @@ export class ExporterMetrics {
     help:
       'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
       '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, content_encoding, invalid_body, ' +
-      'token, secret_file, other).',
+      'token, secret_file, other; limit for an E7 text over its limits).',
     labelNames: ['source', 'endpoint', 'reason'],
     registers: [this.registry],
   });

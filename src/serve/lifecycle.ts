@@ -130,7 +130,7 @@ export class Serve implements RunningServer {
     teardown.add('upstream clients', () => upstreams.close(), { timeoutMs: CLOSE_TIMEOUT_MS });
     this.#stopIfAsked();
     const upstream = new UpstreamMetrics({
-      sources: upstreams.sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client })),
+      sources: upstreams.sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client, limits: source.limits })),
       metrics,
       windowMs: config.serve.metricsWindowMs,
       cacheTtlMs: config.serve.cacheTtlMs,
