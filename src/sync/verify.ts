@@ -117,6 +117,8 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     verifiedThrough: verifiedThrough(windows, left),
     repairs,
   };
+  // Of every retained window only: `state show` reads it as the source's verified-through.
+  if (options.from === undefined && options.to === undefined) await ctx.store.session((session) => session.recordVerified(result.verifiedThrough));
   const summary = { windows: result.windows, drifted: result.drifted.length, left: left.length, requests: result.requests };
   const stopped = options.signal?.aborted === true;
   if (left.length > 0)
