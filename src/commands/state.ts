@@ -35,7 +35,7 @@ const oneSource = z.string({ error: '--source NAME is required: the configured s
 export const showOptions = z.object({ source: z.array(z.string()).optional(), json: z.boolean().optional() });
 
 /** `state set-watermark`'s options and its ISO argument (as `to`). */
-export const setWatermarkOptions = z.object({ source: oneSource, force: z.boolean().optional(), to: instant('the ISO argument (the new watermark)') });
+export const setWatermarkOptions = z.object({ source: oneSource, force: z.boolean().optional(), to: instant('the argument <iso> (the new watermark)') });
 
 /** `state reset`'s options. */
 export const resetOptions = z.object({ source: oneSource, from: instant('--from'), to: instant('--to') }).refine((o) => o.from < o.to, {
