@@ -5,7 +5,8 @@
  * `repair`, the windows that differ are then loaded again by a sync run over each stretch of them
  * (run.ts runSync with `from`/`to`: exactly as `sync` would, SYNC_SHRINK honoured, the source's
  * lock taken by the run). A parked window is loaded again by every audit with repair, whatever
- * the counts say.
+ * the counts say. An audit of every retained window (no from/to) records its verified-through in
+ * sync_state for `state show` (state.ts).
  */
 import { coerceError } from '../errors.js';
 import { compareWithE6, contiguousRuns, type DriftedWindow } from './audit.js';
