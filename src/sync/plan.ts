@@ -48,9 +48,9 @@ export async function planRun(ctx: RunContext, session: StoreSession, now: numbe
   const aligned = planWindows(range.start, range.end, config.windowMs);
   // RETENTION dropped the records of expired windows on purpose: only an explicit --from reloads them.
   const resumed = aligned.length === 0 || options.from !== undefined ? aligned : subtractWindows(aligned, await session.expiredWindows(span(aligned)));
-  // Windows `state reset` marked are loaded by the next resumed run wherever they lie (before the
-  // lookback too); an explicit --from loads its range only.
-  const marked = options.from === undefined ? (await session.reloadWindows()).filter((w) => w.start < range.end) : [];
+  // Windows `state reset` marked are loaded by the next resumed run wherever they lie before its
+  // end (before the lookback too); an explicit --from loads its range only.
+  const marked = options.from === undefined ? (await session.reloadWindows()).filter((w) => w.end <= range.end) : [];
   const planned = marked.length === 0 ? resumed : unionWindows(resumed, marked);
   // Parked windows too: a window planned over one replaces its ledger rows whole, as it replaces a
   // committed window's, and so loads it again (it then becomes committed).

@@ -96,6 +96,16 @@ describe('a resumed run loads the windows state reset marked', () => {
     expect(await run({ to: new Date(T0 + 6 * HOUR) })).toMatchObject({ status: 'succeeded', windows: 0 });
   });
 
+  it('a resumed run with --to loads the marked windows that end by it, and leaves the later ones marked', async () => {
+    const { store, run } = harness();
+    await run({ from: new Date(T0), to: new Date(T0 + 6 * HOUR) });
+    mark(store, [T0 + HOUR, T0 + 4 * HOUR]);
+    const commitsBefore = store.commits.length;
+    expect(await run({ to: new Date(T0 + 4 * HOUR + HOUR / 2) })).toMatchObject({ status: 'succeeded', windows: 1 });
+    expect(store.commits.slice(commitsBefore)).toEqual([{ start: T0 + HOUR, end: T0 + 2 * HOUR }]);
+    expect(store.ledger.filter((w) => w.reloadRequested === true).map((w) => w.start)).toEqual([T0 + 4 * HOUR]);
+  });
+
   it('an explicit --from loads its range only, and leaves the marks for the next resumed run', async () => {
     const { store, run } = harness();
     await run({ from: new Date(T0), to: new Date(T0 + 6 * HOUR) });
