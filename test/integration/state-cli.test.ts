@@ -169,6 +169,28 @@ describe('analytics-exporter state (real PostgreSQL, the simulator)', () => {
     expect(await storedMultiset(h.pool, schema)).toEqual(servedTenDays(s));
   }, 180_000);
 
+  it('expired windows (RETENTION dropped their records): shown as expired, and left as they are by reset', async () => {
+    const s = await h.sim({ records: 30_000 });
+    const schema = h.schema();
+    // Daily partitions, and a RETENTION whose cutoff falls on the 8th (within its day): the 2nd to the 7th expire.
+    const days = Math.floor((Date.now() - Date.parse(day(6))) / DAY);
+    const env = h.env(s, schema, { SYNC_WINDOW: '1d', SYNC_LOOKBACK: '0s', LOG_LEVEL: 'warn', PARTITION_INTERVAL: 'day' });
+    expect((await runCliInProcess(['sync', '--from', SYNC_START, '--to', TEN_DAYS_END], env)).code).toBe(0);
+    // RETENTION never drops what the invocation's runs just loaded: a second run (nothing to load) applies it.
+    expect((await runCliInProcess(['sync', '--to', TEN_DAYS_END], { ...env, RETENTION: `${days}d` })).code).toBe(0);
+    const json = JSON.parse((await runCliInProcess(['state', 'show', '--json'], env)).stdout) as { sources: { windows: Record<string, unknown> }[] };
+    expect(json.sources[0]!.windows).toMatchObject({
+      committed: { count: 4, from: day(6), to: TEN_DAYS_END.replace('Z', '.000Z') },
+      expired: { count: 6, from: day(0), to: day(6) },
+    });
+    const reset = await runCliInProcess(['state', 'reset', '--source', 'default', '--from', day(4), '--to', day(8)], env);
+    expect(reset.code).toBe(0);
+    expect(reset.stdout).toContain(
+      `2 window(s) in [${day(6)}, ${day(8)}) marked for re-load (0 parked); the next sync of the source loads them again; 2 expired window(s) left`,
+    );
+    expect((await ledger(schema)).filter((w) => w.marked).map((w) => w.start)).toEqual([day(6), day(7)]);
+  }, 180_000);
+
   it('exits 1 naming the source while another session holds its sync lock, and changes nothing', async () => {
     const { schema, env } = await synced();
     const holder = await h.pool.connect();
