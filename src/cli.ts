@@ -14,6 +14,7 @@ import { registerFieldsCommand } from './commands/fields.js';
 import { registerMigrateCommand } from './commands/migrate.js';
 import { registerRollupCommand } from './commands/rollup.js';
 import { registerServeCommand } from './commands/serve.js';
+import { registerStateCommand } from './commands/state.js';
 import { loadSimulateCommand, registerSimulateCommand } from './commands/simulate.js';
 import { registerSyncCommand } from './commands/sync.js';
 import { registerVerifyCommand } from './commands/verify.js';
@@ -58,6 +59,7 @@ export function buildProgram(configureSimulate?: (command: Command) => void): Co
   registerMigrateCommand(program);
   registerRollupCommand(program);
   registerFieldsCommand(program);
+  registerStateCommand(program);
   for (const sub of program.commands) {
     sub.exitOverride();
     for (const nested of sub.commands) nested.exitOverride();
