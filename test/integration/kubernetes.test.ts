@@ -7,7 +7,7 @@
  * prometheus/rules/. No cluster is needed; kubectl must be installed (.ci/run installs Debian's
  * kubernetes-client where there is none).
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join, posix, resolve } from 'node:path';
@@ -95,16 +95,16 @@ afterAll(() => {
   if (renderRoot !== KUBERNETES_DIR) rmSync(renderRoot, { recursive: true, force: true });
 });
 
-/** `kubectl kustomize <dir>`'s objects; its stderr is shown when it fails. */
+/**
+ * `kubectl kustomize <dir>`'s objects. Fails with kubectl's stderr when it exits non-zero, and on
+ * a current kustomize when it prints anything there (a deprecated field is a warning on stderr).
+ */
 function render(kustomization: string): K8sObject[] {
-  let text: string;
-  try {
-    text = execFileSync(kubectl, ['kustomize', join(renderRoot, kustomization)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (error) {
-    const stderr = (error as { stderr?: string }).stderr ?? '';
-    throw new Error(`${kubectl} kustomize ${kustomization} failed: ${stderr}`, { cause: error });
-  }
-  return parseAllDocuments(text).map((doc) => doc.toJS() as K8sObject);
+  const result = spawnSync(kubectl, ['kustomize', join(renderRoot, kustomization)], { encoding: 'utf8' });
+  if (result.error !== undefined) throw new Error(`${kubectl} could not be started`, { cause: result.error });
+  if (result.status !== 0) throw new Error(`${kubectl} kustomize ${kustomization} exited ${result.status}: ${result.stderr}`);
+  if (!oldKustomize && result.stderr !== '') throw new Error(`${kubectl} kustomize ${kustomization} warned: ${result.stderr}`);
+  return parseAllDocuments(result.stdout).map((doc) => doc.toJS() as K8sObject);
 }
 
 const rendered = {
