@@ -61,6 +61,12 @@ function isOldKustomize(kubectl: string): boolean {
 function copyForOldKustomize(): string {
   const dir = mkdtempSync(join(tmpdir(), 'kustomize-v2-'));
   cpSync(KUBERNETES_DIR, dir, { recursive: true });
+  adaptForOldKustomize(dir);
+  return dir;
+}
+
+/** Rewrites every kustomization.yaml under `dir` for kustomize v2 (see {@link copyForOldKustomize}). */
+function adaptForOldKustomize(dir: string): void {
   const walk = (folder: string): void => {
     for (const name of readdirSync(folder)) {
       const path = join(folder, name);
@@ -78,7 +84,6 @@ function copyForOldKustomize(): string {
     }
   };
   walk(dir);
-  return dir;
 }
 
 interface K8sObject {
@@ -96,11 +101,11 @@ afterAll(() => {
 });
 
 /**
- * `kubectl kustomize <dir>`'s objects. Fails with kubectl's stderr when it exits non-zero, and on
+ * `kubectl kustomize <dir>`'s objects (`dir` relative to deploy/kubernetes, or absolute). Fails with kubectl's stderr when it exits non-zero, and on
  * a current kustomize when it prints anything there (a deprecated field is a warning on stderr).
  */
 function render(kustomization: string): K8sObject[] {
-  const result = spawnSync(kubectl, ['kustomize', join(renderRoot, kustomization)], { encoding: 'utf8' });
+  const result = spawnSync(kubectl, ['kustomize', resolve(renderRoot, kustomization)], { encoding: 'utf8' });
   if (result.error !== undefined) throw new Error(`${kubectl} could not be started`, { cause: result.error });
   if (result.status !== 0) throw new Error(`${kubectl} kustomize ${kustomization} exited ${result.status}: ${result.stderr}`);
   if (!oldKustomize && result.stderr !== '') throw new Error(`${kubectl} kustomize ${kustomization} warned: ${result.stderr}`);
@@ -328,6 +333,41 @@ describe('the probe-per-source example', () => {
     expect(metrics[0]!.metricRelabelings).toEqual([{ sourceLabels: ['source'], regex: '.+', action: 'drop' }]);
   });
 });
+
+describe("docs/deploy.md's overlay of your own", () => {
+  it('sets the namespace, and replaces the image and the sources file of the serve overlay', () => {
+    const blocks = [...readFileSync(join(ROOT, 'docs/deploy.md'), 'utf8').matchAll(/```yaml\n([\s\S]*?)```/g)]
+      .map((match) => parse(match[1]!) as unknown)
+      .filter((doc): doc is DocOverlay => typeof doc === 'object' && doc !== null && (doc as { kind?: unknown }).kind === 'Kustomization');
+    expect(blocks, 'one Kustomization in docs/deploy.md').toHaveLength(1);
+    const kustomization = blocks[0]!;
+    expect(kustomization.resources).toEqual(['../analytics-exporter/deploy/kubernetes/overlays/serve']);
+    const dir = mkdtempSync(join(tmpdir(), 'my-overlay-'));
+    try {
+      const mine = 'sources:\n  - name: mine\n    statistics_url: https://statistics.example.com\n';
+      writeFileSync(join(dir, 'sources.yaml'), mine);
+      const resources = [posix.relative(dir, join(renderRoot, 'overlays/serve'))];
+      writeFileSync(join(dir, 'kustomization.yaml'), stringify({ ...kustomization, resources }));
+      if (oldKustomize) adaptForOldKustomize(dir);
+      const objects = render(dir);
+      const { newName, newTag } = kustomization.images[0]!;
+      const pod = find<K8sObject & { spec: { template: { spec: PodSpec } } }>(objects, 'Deployment').spec.template.spec;
+      expect(pod.containers[0]!.image).toBe(`${newName}:${newTag}`);
+      expect(find<ConfigMap>(objects, 'ConfigMap', 'analytics-exporter-sources').data['sources.yaml']).toBe(mine);
+      for (const object of objects) expect((object.metadata as { namespace?: string }).namespace, object.kind).toBe(kustomization.namespace);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** The overlay of your own that docs/deploy.md shows. */
+interface DocOverlay {
+  kind: 'Kustomization';
+  namespace: string;
+  resources: string[];
+  images: { name: string; newName: string; newTag: string }[];
+}
 
 // ---------------------------------------------------------------------------------------------
 // The rendered rules pass the rule file's promtool tests
