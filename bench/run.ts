@@ -106,7 +106,10 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     // scrapes are sequential so that each one reads every source.
     sources: { counts: [1, 4, 16], rounds: 3, warmupScrapes: 20, scrapes: 2000, connections: 10, coldScrapes: 200 },
     audit: { windows: 8760, records: 17_520, drifts: [1, 10, 100] },
-    hostile: { slowloris: { attackConnections: 2000, scrapeSeconds: 30, concurrency: 2 } },
+    hostile: {
+      slowloris: { attackConnections: 2000, scrapeSeconds: 30, concurrency: 2 },
+      upstream: { series: 1_000_000, labelPairs: 1_000_000, atLimitSeries: 200_000, singleScrapes: 50, concurrency: 50, concurrentRounds: 5 },
+    },
   },
   // The same benchmarks at a fifth of the ETL
   // size, half the slow one and half the scrapes; three ETL rounds and growth runs, two of the
@@ -125,7 +128,10 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     dashboards: { sizes: [100_000, 500_000], days: 30, runs: 5, rangesDays: [30, 7] },
     sources: { counts: [1, 4, 16], rounds: 1, warmupScrapes: 20, scrapes: 1000, connections: 10, coldScrapes: 100 },
     audit: { windows: 8760, records: 17_520, drifts: [1, 10, 100] },
-    hostile: { slowloris: { attackConnections: 2000, scrapeSeconds: 10, concurrency: 2 } },
+    hostile: {
+      slowloris: { attackConnections: 2000, scrapeSeconds: 10, concurrency: 2 },
+      upstream: { series: 1_000_000, labelPairs: 1_000_000, atLimitSeries: 200_000, singleScrapes: 20, concurrency: 50, concurrentRounds: 2 },
+    },
   },
 };
 

@@ -25,6 +25,7 @@ import type { SlowlorisOptions } from '../../test/helpers/slowloris.js';
 import { ROOT, startServeChild, upstreamEnv } from '../lib/children.js';
 import { withFreshDatabase, type BenchContext } from '../lib/context.js';
 import { int, mib } from '../lib/stats.js';
+import { hostileUpstreamMarkdown, hostileUpstreamPart, type HostileUpstreamPlan, type HostileUpstreamResult } from './hostile-upstream.js';
 
 export interface SlowlorisSpec {
   attackConnections: number;
@@ -36,6 +37,8 @@ export interface SlowlorisSpec {
 
 export interface HostileSpec {
   slowloris: SlowlorisSpec;
+  /** Item 5: flooding upstreams against the default E7 limits. */
+  upstream: HostileUpstreamPlan;
 }
 
 export interface SlowlorisRun {
@@ -63,6 +66,8 @@ export interface HostileResult {
   spec: HostileSpec;
   /** Item 1. */
   slowloris: SlowlorisRun[];
+  /** Item 5. */
+  upstream: HostileUpstreamResult;
 }
 
 /** What the issue asks of scrapes under attack. */
@@ -247,15 +252,26 @@ async function slowlorisSuite(ctx: BenchContext, spec: SlowlorisSpec): Promise<S
 
 /** Runs every part of the suite in turn; each further part is one more awaited call and field. */
 export async function hostileSuite(ctx: BenchContext, spec: HostileSpec): Promise<HostileResult> {
-  return { spec, slowloris: await slowlorisSuite(ctx, spec.slowloris) };
+  const slowloris = await slowlorisSuite(ctx, spec.slowloris);
+  const upstream = await hostileUpstreamPart(ctx, spec.upstream);
+  return { spec, slowloris, upstream };
 }
 
-/** The verdict of item 1: every run's scrapes ≥ 99% answered 200, p99 under 1 s. */
+/** What the issue asks of serve's memory against a 1,000,000-series upstream. */
+export const HOSTILE_UPSTREAM_RSS_BYTES = 256 * 2 ** 20;
+
+/**
+ * The verdict: item 1, every attacked run's scrapes ≥ 99% answered 200 with p99 under 1 s; item 5,
+ * serve's peak RSS under 256 MiB for every flooding upstream (those over a limit).
+ */
 export function hostileVerdict(result: HostileResult): { met: boolean; detail: string } {
   const runs = result.slowloris.filter((r) => r.attackConnections > 0);
+  const floods = result.upstream.cases.filter((c) => c.name !== 'at the limit');
   return {
-    met: runs.every((r) => r.ok / r.scrapes >= HOSTILE_TARGETS.successRatio && r.p99Ms < HOSTILE_TARGETS.p99Ms),
-    detail: `slowloris (${int(result.spec.slowloris.attackConnections)} connections from 127.0.0.2): ${runs
+    met:
+      runs.every((r) => r.ok / r.scrapes >= HOSTILE_TARGETS.successRatio && r.p99Ms < HOSTILE_TARGETS.p99Ms) &&
+      floods.every((c) => c.servePeakRssBytes < HOSTILE_UPSTREAM_RSS_BYTES),
+    detail: `flooding upstreams: serve peak RSS ${floods.map((c) => mib(c.servePeakRssBytes)).join(', ')} (target < 256 MiB); slowloris (${int(result.spec.slowloris.attackConnections)} connections from 127.0.0.2): ${runs
       .map((r) => `${r.transport} ${((100 * r.ok) / r.scrapes).toFixed(1)}% of ${int(r.scrapes)} scrapes 200, p99 ${r.p99Ms.toFixed(0)} ms`)
       .join('; ')} (target ≥ ${HOSTILE_TARGETS.successRatio * 100}% and p99 < ${HOSTILE_TARGETS.p99Ms} ms)`,
   };
@@ -278,6 +294,12 @@ export function renderHostile(result: HostileResult): string[] {
       (r) =>
         `| ${r.transport} | ${r.attackConnections === 0 ? 'none (baseline)' : int(r.attackConnections)} | ${int(r.scrapes)} | **${((100 * r.ok) / r.scrapes).toFixed(2)}%** (${int(r.ok)}) | ${r.p50Ms.toFixed(1)} | **${r.p99Ms.toFixed(1)}** | ${r.maxMs.toFixed(1)} | ${mib(r.rssBytes)} | ${mib(r.peakRssBytes)} | ${int(r.refusedPerClient)} | ${int(r.refusedTotal)} | ${int(r.attackerConnects)} | ${int(r.attackerOpen)} |`,
     ),
+    '',
+    '### Flooding upstreams: E7 over the limits',
+    '',
+    'A `serve` child with the default E7 limits (UPSTREAM_SAMPLE_LIMIT 200,000, UPSTREAM_LABEL_LIMIT 64, UPSTREAM_LABEL_VALUE_LENGTH_LIMIT 2,048) against an E7 that serves the text below; scrapes one at a time, then rounds at once, each on a new connection. A source over a limit is read until its first line over it, then fails with `upstream_up 0`; the last row, just within the sample limit, is served.',
+    '',
+    ...hostileUpstreamMarkdown(result.upstream),
     '',
   ];
 }
