@@ -37,7 +37,7 @@ function formEncode(value: string): string {
 
 /** `\uXXXX` for every UTF-16 code unit outside ASCII, as some JSON writers escape them, with lower- or upper-case hex. */
 function unicodeEscaped(json: string, upper: boolean): string {
-  return json.replace(/[^\x00-\x7f]/g, (c) => {
+  return json.replace(/[^\x20-\x7f]/g, (c) => {
     const hex = c.charCodeAt(0).toString(16).padStart(4, '0');
     return `\\u${upper ? hex.toUpperCase() : hex}`;
   });

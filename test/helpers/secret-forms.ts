@@ -13,7 +13,7 @@ export function formEncode(value: string): string {
 /** JSON.stringify without the quotes; `slash` writes `/` as `\/`, `unicode` every non-ASCII code unit as `\uXXXX`. */
 export function jsonEscape(value: string, options: { slash?: boolean; unicode?: boolean } = {}): string {
   let text = JSON.stringify(value).slice(1, -1);
-  if (options.unicode === true) text = text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  if (options.unicode === true) text = text.replace(/[^\x20-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   if (options.slash === true) text = text.replaceAll('/', '\\/');
   return text;
 }
@@ -56,7 +56,11 @@ export function echoForms(secret: string, clientId: string): Form[] {
       ['json-unicode', { slash: true, unicode: true }],
     ] as const) {
       // Escaping is character by character: the foreign start escapes to a foreign start.
-      forms.push({ name: `${name}(${base.name})`, text: jsonEscape(base.text, options), foreign: jsonEscape(base.text.slice(0, base.foreign), options).length });
+      forms.push({
+        name: `${name}(${base.name})`,
+        text: jsonEscape(base.text, options),
+        foreign: jsonEscape(base.text.slice(0, base.foreign), options).length,
+      });
     }
   }
   return forms;

@@ -60,12 +60,16 @@ class HostileUpstream {
     const all = values.flatMap(echoes);
     const lead = n % all.length;
     const ordered = [...all.slice(lead), ...all.slice(0, lead)];
-    const json = JSON.stringify({ error: n % 2 === 0 ? 'invalid_request' : 'server_error', error_description: `you sent ${ordered.join(' | ')}`, echo: ordered });
+    const json = JSON.stringify({
+      error: n % 2 === 0 ? 'invalid_request' : 'server_error',
+      error_description: `you sent ${ordered.join(' | ')}`,
+      echo: ordered,
+    });
     // Some servers escape `/` and non-ASCII: each third answer does both.
     return n % 3 === 2 ? jsonEscapeBody(json) : json;
   }
 
-  #answer(req: IncomingMessage, res: ServerResponse, body: string): void {
+  #answer(req: IncomingMessage, res: ServerResponse, body: string): ServerResponse {
     const auth = req.headers.authorization ?? '';
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     const json = (status: number, text: string) => res.writeHead(status, { 'content-type': 'application/json' }).end(text);
@@ -87,13 +91,13 @@ class HostileUpstream {
       ]);
       return res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(`${lines.join('\n')}\n`);
     }
-    res.writeHead(404).end();
+    return res.writeHead(404).end();
   }
 }
 
 /** A JSON text with `/` written `\/` and every non-ASCII code unit `\uXXXX`, as some servers write it (still the same JSON). */
 function jsonEscapeBody(json: string): string {
-  return json.replaceAll('/', '\\/').replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return json.replaceAll('/', '\\/').replace(/[^\x20-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 const upstream = new HostileUpstream();
@@ -210,7 +214,9 @@ describe('secrets echoed by a hostile platform and database', () => {
         }
         const pool = new pg.Pool({ connectionString: db.url, max: 1 });
         try {
-          const { rows: tables } = await pool.query<{ name: string }>('select table_name as name from information_schema.tables where table_schema = $1', [name]);
+          const { rows: tables } = await pool.query<{ name: string }>('select table_name as name from information_schema.tables where table_schema = $1', [
+            name,
+          ]);
           let stored = '';
           for (const { name: table } of tables) {
             const { rows } = await pool.query<{ row: string }>(`select row_to_json(t)::text as row from "${name}"."${table}" t`);

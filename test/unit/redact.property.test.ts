@@ -19,26 +19,17 @@ const clientId = fc.constantFrom('id', 'client-1', 'my client', 'ünïcode:id');
 describe('redactSecrets, for any secret of 8 characters or more', () => {
   it('leaves no 8 characters of any form of the secret, whole or cut anywhere, whatever surrounds it', () => {
     fc.assert(
-      fc.property(
-        secretArbitrary(),
-        clientId,
-        fc.nat(),
-        fc.nat(),
-        fc.nat(),
-        surrounding,
-        surrounding,
-        (secret, id, formPick, from, length, before, after) => {
-          const forms = echoForms(secret, id);
-          const form = forms[formPick % forms.length]!;
-          // The whole form, or a substring of at least 8 of the secret's own characters of it (an echo cut short).
-          const start = form.foreign + (from % (form.text.length - form.foreign - 7));
-          const end = start + 8 + (length % (form.text.length - start - 7));
-          const echoed = length % 3 === 0 ? form.text : form.text.slice(start, end);
-          const masked = redactSecrets(`${before}${echoed}${after}`, [secret]);
-          expect(leaks(masked, allSecretWindows([secret], id)), `${form.name} of ${JSON.stringify(secret)} in ${JSON.stringify(masked)}`).toEqual([]);
-          expect(masked).toContain(REDACTED);
-        },
-      ),
+      fc.property(secretArbitrary(), clientId, fc.nat(), fc.nat(), fc.nat(), surrounding, surrounding, (secret, id, formPick, from, length, before, after) => {
+        const forms = echoForms(secret, id);
+        const form = forms[formPick % forms.length]!;
+        // The whole form, or a substring of at least 8 of the secret's own characters of it (an echo cut short).
+        const start = form.foreign + (from % (form.text.length - form.foreign - 7));
+        const end = start + 8 + (length % (form.text.length - start - 7));
+        const echoed = length % 3 === 0 ? form.text : form.text.slice(start, end);
+        const masked = redactSecrets(`${before}${echoed}${after}`, [secret]);
+        expect(leaks(masked, allSecretWindows([secret], id)), `${form.name} of ${JSON.stringify(secret)} in ${JSON.stringify(masked)}`).toEqual([]);
+        expect(masked).toContain(REDACTED);
+      }),
       { numRuns: 300 },
     );
   });
@@ -90,18 +81,13 @@ describe('redactSecrets, for any secret of 8 characters or more', () => {
 describe('redactSecrets, for a secret shorter than 8 characters', () => {
   it('masks its whole forms, and leaves text of other characters as it was', () => {
     fc.assert(
-      fc.property(
-        secretArbitrary(1, 7),
-        clientId,
-        fc.string({ maxLength: 40, unit: fc.constantFrom(...'0123456789 -'.split('')) }),
-        (secret, id, text) => {
-          expect(redactSecrets(text, [secret])).toBe(text);
-          for (const form of echoForms(secret, id).filter((f) => f.foreign === 0)) {
-            const masked = redactSecrets(`(${form.text})`, [secret]);
-            expect(masked, `${form.name} of ${JSON.stringify(secret)}`).toBe(`(${REDACTED})`);
-          }
-        },
-      ),
+      fc.property(secretArbitrary(1, 7), clientId, fc.string({ maxLength: 40, unit: fc.constantFrom(...'0123456789 -'.split('')) }), (secret, id, text) => {
+        expect(redactSecrets(text, [secret])).toBe(text);
+        for (const form of echoForms(secret, id).filter((f) => f.foreign === 0)) {
+          const masked = redactSecrets(`(${form.text})`, [secret]);
+          expect(masked, `${form.name} of ${JSON.stringify(secret)}`).toBe(`(${REDACTED})`);
+        }
+      }),
     );
   });
 });
