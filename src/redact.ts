@@ -172,7 +172,7 @@ class Masker {
       }
       const next = i + MIN_FRAGMENT_LENGTH;
       if (next >= text.length) break;
-      hash = (Math.imul(hash - Math.imul(text.charCodeAt(i), BASE_TOP), BASE) + text.charCodeAt(next)) >>> 0;
+      hash = (Math.imul(hash - Math.imul(text.charCodeAt(i), BASE_TOP), BASE) + text.charCodeAt(next)) | 0;
     }
     if (end >= 0) spans.push([start, end]);
     return spans;
@@ -182,7 +182,7 @@ class Masker {
 /** The rolling hash of the MIN_FRAGMENT_LENGTH code units of `text` from `from`. */
 function windowHash(text: string, from: number): number {
   let hash = 0;
-  for (let i = from; i < from + MIN_FRAGMENT_LENGTH; i++) hash = (Math.imul(hash, BASE) + text.charCodeAt(i)) >>> 0;
+  for (let i = from; i < from + MIN_FRAGMENT_LENGTH; i++) hash = (Math.imul(hash, BASE) + text.charCodeAt(i)) | 0;
   return hash;
 }
 
