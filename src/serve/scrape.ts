@@ -12,7 +12,7 @@
  * sends bytes. A source's read is kept as its serialised part and where each family lies in it,
  * never as sample objects: merging works on those bytes (see mergeParts).
  */
-import { AbortedError, InvalidArgumentError, UpstreamError, UpstreamLimitError, type UpstreamLimitName } from '../errors.js';
+import { AbortedError, InvalidArgumentError, UpstreamError, UpstreamLimitError, redactSecrets, type UpstreamLimitName } from '../errors.js';
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import {
@@ -263,7 +263,9 @@ class SourceReader {
           }
           throw err;
         });
-      const parsed = parseExposition(text);
+      // An upstream's HELP texts and label values are served as sent: a secret echoed into them
+      // (the request's token) is masked first, in every form (src/redact.ts).
+      const parsed = parseExposition(redactSecrets(text));
       for (const line of parsed.invalid) metrics.upstreamInvalidLines.inc({ source, reason: line.reason });
       if (parsed.invalid.length > 0) {
         log.warn({ invalidLines: parsed.invalid.length, first: parsed.invalid[0] }, 'dropped invalid lines of the upstream Prometheus text');
