@@ -145,6 +145,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
       upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
       webConfigFile: v.WEB_CONFIG_FILE,
+      authFailureBudget: v.AUTH_FAILURE_BUDGET,
       auditSchedule: v.AUDIT_SCHEDULE === 'off' ? undefined : v.AUDIT_SCHEDULE,
     },
     logLevel: v.LOG_LEVEL,

@@ -171,6 +171,7 @@ export class Serve implements RunningServer {
       readiness: () => database.readiness(),
       defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
       ...(web ? { web: this.#watchWebConfig(web) } : {}),
+      authFailureBudget: config.serve.authFailureBudget,
       log,
     });
     await listen(server, config.serve.port, config.serve.host);
