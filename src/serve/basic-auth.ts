@@ -3,13 +3,18 @@
  * exporter-toolkit's format: user name → bcrypt hash).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { FailureBudget } from './auth-budget.js';
+import { budgetKey, type FailureBudget } from './auth-budget.js';
 import { inThreadBcrypt, type BcryptPort } from './bcrypt-worker.js';
 
 /** Results of bcrypt comparisons kept per kind (successes, failures), so a scrape does not pay bcrypt's cost every time. */
 const AUTH_CACHE_ENTRIES = 256;
 /** Uncached bcrypt comparisons allowed at once, by default; beyond them a request is refused ('busy'). */
 export const DEFAULT_MAX_COMPARISONS_IN_FLIGHT = 4;
+/**
+ * Uncached comparisons one client address may have in flight: one, so that an attacker's address
+ * never holds more than one of the places and a login from another address finds one free.
+ */
+export const MAX_COMPARISONS_IN_FLIGHT_PER_ADDRESS = 1;
 
 /**
  * What {@link BasicAuth.verify} concluded: `ok` (a configured user with its password), `denied`
@@ -42,8 +47,9 @@ export function bcryptCost(hash: string): number {
  *   of users) from an address an attacker shares and has spent is refused until a token refills:
  *   bcrypt is the only way to tell it is correct, and bcrypt is what the budget withholds. An
  *   attacker on another address never touches it.
- * - At most `maxInFlight` uncached comparisons run at once; a further uncached attempt is `busy`
- *   (`Retry-After: 1`) without running bcrypt. Identical attempts in flight share one comparison
+ * - At most `maxInFlight` uncached comparisons run at once, at most
+ *   {@link MAX_COMPARISONS_IN_FLIGHT_PER_ADDRESS} of them for one client address; a further
+ *   uncached attempt is `busy` (`Retry-After: 1`) without running bcrypt. Identical attempts in flight share one comparison
  *   and take no extra place nor token.
  * - The comparisons run where `bcrypt` runs them: the server gives a worker thread
  *   ({@link BcryptWorker}), so they never hold the event loop.
@@ -57,6 +63,8 @@ export class BasicAuth {
   readonly #failures = new Map<string, true>();
   /** Comparisons running now, by cache key. */
   readonly #pending = new Map<string, Promise<boolean>>();
+  /** Comparisons running now, by client address ({@link budgetKey}). */
+  readonly #pendingByAddress = new Map<string, number>();
   readonly #maxInFlight: number;
   readonly #budget: FailureBudget | undefined;
   readonly #bcrypt: BcryptPort;
@@ -123,10 +131,13 @@ export class BasicAuth {
     if (pending === undefined) {
       const waitMs = this.#budget?.take(remote) ?? 0;
       if (waitMs > 0) return { outcome: 'budget', retryAfterSeconds: Math.ceil(waitMs / 1000) };
-      if (this.#pending.size >= this.#maxInFlight) {
+      const address = budgetKey(remote);
+      const ofAddress = this.#pendingByAddress.get(address) ?? 0;
+      if (this.#pending.size >= this.#maxInFlight || ofAddress >= MAX_COMPARISONS_IN_FLIGHT_PER_ADDRESS) {
         this.#budget?.refund(remote);
         return { outcome: 'busy', retryAfterSeconds: 1 };
       }
+      this.#pendingByAddress.set(address, ofAddress + 1);
       pending = this.#compare(key, password, hash, remote);
       this.#pending.set(key, pending);
     }
@@ -144,6 +155,10 @@ export class BasicAuth {
       return ok;
     } finally {
       this.#pending.delete(key);
+      const address = budgetKey(remote);
+      const ofAddress = (this.#pendingByAddress.get(address) ?? 1) - 1;
+      if (ofAddress > 0) this.#pendingByAddress.set(address, ofAddress);
+      else this.#pendingByAddress.delete(address);
       if (ok) this.#budget?.refund(remote);
     }
   }

@@ -46,12 +46,12 @@ describe('BasicAuth (basic_auth_users)', () => {
     const gate = new Promise<boolean>((resolve) => (release = resolve));
     const compare = vi.spyOn(bcrypt, 'compare') as unknown as MockInstance<(s: string, hash: string) => Promise<boolean>>;
     compare.mockReturnValue(gate);
-    const first = outcomeOf(auth, basic('prometheus', 'wrong-1'));
-    const second = outcomeOf(auth, basic('prometheus', 'wrong-2'));
+    const first = outcomeOf(auth, basic('prometheus', 'wrong-1'), '10.0.0.1');
+    const second = outcomeOf(auth, basic('prometheus', 'wrong-2'), '10.0.0.2');
     await vi.waitFor(() => expect(compare).toHaveBeenCalledTimes(2));
-    expect(await outcomeOf(auth, basic('prometheus', 'wrong-3'))).toBe('busy');
+    expect(await outcomeOf(auth, basic('prometheus', 'wrong-3'), '10.0.0.3')).toBe('busy');
     // The same attempt as one in flight shares it; a cached login is never busy.
-    const again = outcomeOf(auth, basic('prometheus', 'wrong-1'));
+    const again = outcomeOf(auth, basic('prometheus', 'wrong-1'), '10.0.0.3');
     expect(await outcomeOf(auth, basic('prometheus', 'right-password'))).toBe('ok');
     expect(compare).toHaveBeenCalledTimes(2);
     release(false);
@@ -59,6 +59,22 @@ describe('BasicAuth (basic_auth_users)', () => {
     // Places are free again.
     compare.mockRestore();
     expect(await outcomeOf(auth, basic('prometheus', 'wrong-3'))).toBe('denied');
+  });
+
+  it('lets one client address run one comparison at a time; other addresses find places', async () => {
+    const auth = new BasicAuth({ prometheus: HASH_4 }, { maxInFlight: 4 });
+    let release: (ok: boolean) => void = () => undefined;
+    const gate = new Promise<boolean>((resolve) => (release = resolve));
+    const compare = vi.spyOn(bcrypt, 'compare') as unknown as MockInstance<(s: string, hash: string) => Promise<boolean>>;
+    compare.mockImplementation(() => gate);
+    const first = outcomeOf(auth, basic('prometheus', 'wrong-1'), '127.0.0.2');
+    expect(await auth.verify(basic('prometheus', 'wrong-2'), '::ffff:127.0.0.2')).toEqual({ outcome: 'busy', retryAfterSeconds: 1 });
+    const other = outcomeOf(auth, basic('prometheus', 'wrong-3'), '127.0.0.1');
+    await vi.waitFor(() => expect(compare).toHaveBeenCalledTimes(2));
+    release(false);
+    expect([await first, await other]).toEqual(['denied', 'denied']);
+    compare.mockRestore();
+    expect(await outcomeOf(auth, basic('prometheus', 'wrong-2'), '127.0.0.2')).toBe('denied');
   });
 
   it('denies malformed headers without a comparison', async () => {
