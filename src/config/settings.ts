@@ -371,7 +371,7 @@ const SETTING_TABLE = {
   AUTH_FAILURE_BUDGET: {
     flag: '--auth-failure-budget',
     default: '10',
-    help: "failed logins (basic_auth_users) one client address may spend per minute; beyond them its uncached attempts answer 429, 0 for no budget",
+    help: 'failed logins (basic_auth_users) one client address may spend per minute; beyond them its uncached attempts answer 429, 0 for no budget',
     schema: wholeNumber(0, 10_000),
   },
   UPSTREAM_METRIC_PREFIX: {
