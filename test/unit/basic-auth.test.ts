@@ -61,18 +61,19 @@ describe('BasicAuth (basic_auth_users)', () => {
     expect(await outcomeOf(auth, basic('prometheus', 'wrong-3'))).toBe('denied');
   });
 
-  it('lets one client address run one comparison at a time; other addresses find places', async () => {
+  it('lets one client address run two comparisons at a time; other addresses find places', async () => {
     const auth = new BasicAuth({ prometheus: HASH_4 }, { maxInFlight: 4 });
     let release: (ok: boolean) => void = () => undefined;
     const gate = new Promise<boolean>((resolve) => (release = resolve));
     const compare = vi.spyOn(bcrypt, 'compare') as unknown as MockInstance<(s: string, hash: string) => Promise<boolean>>;
     compare.mockImplementation(() => gate);
     const first = outcomeOf(auth, basic('prometheus', 'wrong-1'), '127.0.0.2');
+    const second = outcomeOf(auth, basic('prometheus', 'wrong-1b'), '127.0.0.2');
     expect(await auth.verify(basic('prometheus', 'wrong-2'), '::ffff:127.0.0.2')).toEqual({ outcome: 'busy', retryAfterSeconds: 1 });
     const other = outcomeOf(auth, basic('prometheus', 'wrong-3'), '127.0.0.1');
-    await vi.waitFor(() => expect(compare).toHaveBeenCalledTimes(2));
+    await vi.waitFor(() => expect(compare).toHaveBeenCalledTimes(3));
     release(false);
-    expect([await first, await other]).toEqual(['denied', 'denied']);
+    expect([await first, await second, await other]).toEqual(['denied', 'denied', 'denied']);
     compare.mockRestore();
     expect(await outcomeOf(auth, basic('prometheus', 'wrong-2'), '127.0.0.2')).toBe('denied');
   });
