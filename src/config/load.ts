@@ -148,6 +148,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       maxConnections: v.METRICS_MAX_CONNECTIONS,
       upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
       webConfigFile: v.WEB_CONFIG_FILE,
+      authFailureBudget: v.AUTH_FAILURE_BUDGET,
       auditSchedule: v.AUDIT_SCHEDULE === 'off' ? undefined : v.AUDIT_SCHEDULE,
     },
     logLevel: v.LOG_LEVEL,

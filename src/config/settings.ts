@@ -402,6 +402,12 @@ const SETTING_TABLE = {
     help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format; read again when it changes",
     schema: optional(z.string()),
   },
+  AUTH_FAILURE_BUDGET: {
+    flag: '--auth-failure-budget',
+    default: '10',
+    help: 'failed logins (basic_auth_users) one client address may spend per minute; beyond them its uncached attempts answer 429, 0 for no budget',
+    schema: wholeNumber(0, 10_000),
+  },
   UPSTREAM_METRIC_PREFIX: {
     flag: '--upstream-metric-prefix',
     help: 'prefix added to upstream metric names',

@@ -182,6 +182,8 @@ export interface ServeConfig {
   upstreamPrefix: string | undefined;
   /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE): the file's path, read by serve (src/serve/webconfig.ts); undefined for plain HTTP without auth. */
   webConfigFile: string | undefined;
+  /** Failed basic-auth logins one client address may spend per minute (AUTH_FAILURE_BUDGET); 0 for no budget. */
+  authFailureBudget: number;
   /** Cron expression (UTC) of the audit of every source inside `serve` (AUDIT_SCHEDULE); undefined when `off`. */
   auditSchedule: string | undefined;
 }

@@ -125,6 +125,13 @@ export class ExporterMetrics {
     labelNames: ['source'],
     registers: [this.registry],
   });
+  // serve's HTTP Basic authentication (src/serve/basic-auth.ts, auth-budget.ts).
+  readonly authThrottled = new Counter({
+    name: `${METRIC_PREFIX}http_auth_throttled_total`,
+    help: 'Login attempts refused with 429 without a password check, by reason: budget (the address spent AUTH_FAILURE_BUDGET) or busy (as many checks ran as allowed).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   readonly tokenRequests = new Counter({
     name: `${METRIC_PREFIX}token_requests_total`,
     help: 'OAuth2 token requests sent to the identity host (E0), by outcome.',

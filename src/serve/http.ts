@@ -23,6 +23,8 @@ import { VERSION } from '../version.js';
 import { answerClientError, MalformedRequestLog, requestTarget } from './malformed.js';
 import { BasicAuth } from './basic-auth.js';
 import { limitConnections, REFUSAL_REASONS } from './connections.js';
+import { AuthRefusalLog, DEFAULT_AUTH_FAILURE_BUDGET, FailureBudget } from './auth-budget.js';
+import { BcryptWorker } from './bcrypt-worker.js';
 import { matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */
@@ -65,6 +67,8 @@ export interface ServerDeps {
   web?: WebConfigSource;
   /** Connections one client address may hold open, and all clients together (METRICS_MAX_CONNECTIONS_PER_CLIENT, METRICS_MAX_CONNECTIONS). */
   connections: { perClient: number; total: number };
+  /** Failed logins one client address may spend per minute before its uncached attempts are refused (AUTH_FAILURE_BUDGET; 0: no budget). */
+  authFailureBudget?: number;
   log: Logger;
 }
 
@@ -235,7 +239,13 @@ export function createMetricsServer(deps: ServerDeps): Server {
   const { log } = deps;
   const source = deps.web;
   let web = source?.current;
-  let auth = new BasicAuth(web?.users ?? {});
+  // One budget and one bcrypt worker per server: they outlive a change of users.
+  const budget = new FailureBudget(deps.authFailureBudget ?? DEFAULT_AUTH_FAILURE_BUDGET);
+  const bcrypt = new BcryptWorker();
+  const newAuth = (users: Record<string, string>): BasicAuth => new BasicAuth(users, { budget, bcrypt });
+  let auth = newAuth(web?.users ?? {});
+  const refused = new AuthRefusalLog(log);
+  for (const reason of ['budget', 'busy'] as const) deps.metrics.authThrottled.inc({ reason }, 0);
   let server: Server;
   /** Takes up the web configuration's latest state; a few stat calls when nothing changed. */
   const refresh = (): void => {
@@ -251,7 +261,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
         return;
       }
     }
-    if (next.users !== web?.users) auth = new BasicAuth(next.users);
+    if (next.users !== web?.users) auth = newAuth(next.users);
     web = next;
   };
   const own = new OwnPart(deps.metrics);
@@ -261,12 +271,15 @@ export function createMetricsServer(deps: ServerDeps): Server {
     for (const [name, value] of Object.entries(web?.headers ?? {})) res.setHeader(name, value);
     const path = url.pathname;
     const head = req.method === 'HEAD';
-    const outcome = auth.enabled ? await auth.verify(req.headers.authorization) : 'ok';
-    if (outcome === 'busy') {
-      // As many password checks run as BasicAuth allows: refused without running bcrypt.
-      return send(res, 429, 'text/plain; charset=utf-8', 'too many password checks in progress; retry\n', head, { 'retry-after': '1' });
+    const verdict = auth.enabled ? await auth.verify(req.headers.authorization, req.socket.remoteAddress) : { outcome: 'ok' as const };
+    if (verdict.outcome === 'busy' || verdict.outcome === 'budget') {
+      // Refused without running bcrypt: as many checks run as BasicAuth allows, or this address spent its failed logins.
+      deps.metrics.authThrottled.inc({ reason: verdict.outcome });
+      refused.record(verdict.outcome, req.socket.remoteAddress);
+      const body = verdict.outcome === 'busy' ? 'too many password checks in progress; retry\n' : 'too many failed logins from this address; retry later\n';
+      return send(res, 429, 'text/plain; charset=utf-8', body, head, { 'retry-after': String(verdict.retryAfterSeconds) });
     }
-    if (outcome === 'denied') {
+    if (verdict.outcome === 'denied') {
       return send(res, 401, 'text/plain; charset=utf-8', 'unauthorized\n', head, { 'www-authenticate': 'Basic realm="analytics-exporter", charset="UTF-8"' });
     }
     const known = path === '/metrics' || path === '/probe' || path === '/healthz' || path === '/readyz' || path === '/';
@@ -362,10 +375,14 @@ export function createMetricsServer(deps: ServerDeps): Server {
   }
   // Bytes that are not HTTP: answered as Node would (400, 431, 408) and counted, never logged per request.
   server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, malformed));
-  server.on('close', () => malformed.close());
+  server.on('close', () => {
+    malformed.close();
+    refused.close();
+    void bcrypt.close();
+  });
   // Last: it takes over the `connection` listeners added before it (Node's and the TLS refresh), refused connections reach none.
-  const refused = deps.metrics.httpConnectionsRefused;
-  for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
-  limitConnections(server, { ...deps.connections, onRefused: (reason) => refused.inc({ reason }), log });
+  const connectionsRefused = deps.metrics.httpConnectionsRefused;
+  for (const reason of REFUSAL_REASONS) connectionsRefused.inc({ reason }, 0);
+  limitConnections(server, { ...deps.connections, onRefused: (reason) => connectionsRefused.inc({ reason }), log });
   return server;
 }

@@ -172,6 +172,7 @@ export class Serve implements RunningServer {
       defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
       connections: { perClient: config.serve.maxConnectionsPerClient, total: config.serve.maxConnections },
       ...(web ? { web: this.#watchWebConfig(web) } : {}),
+      authFailureBudget: config.serve.authFailureBudget,
       log,
     });
     await listen(server, config.serve.port, config.serve.host);
