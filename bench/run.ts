@@ -38,6 +38,7 @@ import { slowSuite, type SlowSpec } from './suites/slow.js';
 import { sourcesSuite, type SourcesSpec } from './suites/sources.js';
 import { auditSuite, type AuditSpec } from './suites/audit.js';
 import { hostileSuite, type HostileSpec } from './suites/hostile.js';
+import { QUICK_HOSTILE_AUTH_PLAN } from './suites/hostile-auth.js';
 
 interface Plan {
   etl: EtlSpec;
@@ -108,6 +109,15 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     audit: { windows: 8760, records: 17_520, drifts: [1, 10, 100] },
     hostile: {
       slowloris: { attackConnections: 2000, scrapeSeconds: 30, concurrency: 2 },
+      auth: {
+        attackers: 150,
+        attackSeconds: 30,
+        baselineSeconds: 5,
+        scrapeIntervalMs: 100,
+        attackCosts: [10, 12],
+        timingCosts: [4, 8, 10, 12],
+        timingSamples: 31,
+      },
       upstream: { series: 1_000_000, labelPairs: 1_000_000, atLimitSeries: 200_000, singleScrapes: 50, concurrency: 50, concurrentRounds: 5 },
     },
   },
@@ -130,6 +140,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     audit: { windows: 8760, records: 17_520, drifts: [1, 10, 100] },
     hostile: {
       slowloris: { attackConnections: 2000, scrapeSeconds: 10, concurrency: 2 },
+      auth: QUICK_HOSTILE_AUTH_PLAN,
       upstream: { series: 1_000_000, labelPairs: 1_000_000, atLimitSeries: 200_000, singleScrapes: 20, concurrency: 50, concurrentRounds: 2 },
     },
   },
