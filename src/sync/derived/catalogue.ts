@@ -8,7 +8,6 @@
 import type { RollupConfig } from '../../config.js';
 import type { PoolClient } from '../../db/pool.js';
 import type { Window } from '../windows.js';
-import type { FieldChange, KnownFields } from './contract.js';
 import type { DerivedTable, Queryable, SchemaTables } from './table.js';
 
 /** Examples in the catalogue are cut to this many characters (of their JSON text). */
@@ -46,6 +45,19 @@ export interface FieldStats {
 
 /** Field name → its stats over some records. */
 export type WindowFields = Map<string, FieldStats>;
+
+/** A source's catalogue as the contract reads it: field name (a top-level key) → the JSON types seen. */
+export type KnownFields = Map<string, Set<string>>;
+
+/** A field, or a JSON type of a field, that the catalogue did not hold. */
+export interface FieldChange {
+  /** The field's name (record_fields.path: a top-level key of the payload). */
+  path: string;
+  /** The JSON type, as record_fields names it (`string`, `date-time`, `number`, `boolean`, `object`, `array`, `null`). */
+  type: string;
+  /** Whether the field itself was new (else a known field got a new type). */
+  newField: boolean;
+}
 
 /**
  * The JSON type of a parsed value as record_fields names it (`string`, `date-time`, `number`,

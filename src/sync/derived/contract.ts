@@ -7,20 +7,9 @@
  * `freeze` fails the load instead; its `discard_row` drops the record, which here is kept aside).
  * Pure functions over plain maps: src/sync/contract.ts applies them in a run.
  */
-import { jsonType, type WindowFields } from './catalogue.js';
+import { jsonType, type FieldChange, type KnownFields, type WindowFields } from './catalogue.js';
 
-/** A source's catalogue as the contract reads it: field name (a top-level key) → the JSON types seen. */
-export type KnownFields = Map<string, Set<string>>;
-
-/** A field, or a JSON type of a field, that the catalogue did not hold. */
-export interface FieldChange {
-  /** The field's name (record_fields.path: a top-level key of the payload). */
-  path: string;
-  /** The JSON type, as record_fields names it (`string`, `date-time`, `number`, `boolean`, `object`, `array`, `null`). */
-  type: string;
-  /** Whether the field itself was new (else a known field got a new type). */
-  newField: boolean;
-}
+export type { FieldChange, KnownFields } from './catalogue.js';
 
 /** Breaches listed by name in one quarantine reason; the rest are counted. */
 const REASON_MAX_BREACHES = 3;
