@@ -17,6 +17,11 @@
  * one pass over a page's field totals (tens of names), and only a page that shows a change is read
  * record by record (parsed again from its text); under `evolve`, one pass over the window's field
  * totals at its end. A window rolled back (a failure, a parked window) adds nothing.
+ *
+ * This relies on a run's windows committing one by one, in order, on its session (derived/daily.ts
+ * still speaks of windows of one source committing concurrently; its per-day locks are right
+ * either way). Were windows of one run ever committed in parallel, the catalogue would have to be
+ * read in each window's transaction instead (one indexed query of the source's rows).
  */
 import type { FieldContractMode } from '../config.js';
 import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
