@@ -63,7 +63,8 @@ describe('schema changes (real PostgreSQL, the simulator)', () => {
       await migrate(bed.pool, SCHEMA, silentLogger);
       const metrics = new ExporterMetrics({ processMetrics: false });
       const observer = metrics.syncObserver('default');
-      const counter = async () => (await metrics.registry.getSingleMetric('analytics_exporter_record_fields_new_total')!.get()).values[0]?.value;
+      const value = async (name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values[0]?.value;
+      const counter = () => value('analytics_exporter_record_fields_new_total');
       const log = captureLog();
       const logger = createLogger('info', { format: 'json', destination: log }).child({ source: 'default' });
       const run = async (env: Record<string, string> = {}, range = { from: START, to: END }) => {
@@ -147,6 +148,7 @@ describe('schema changes (real PostgreSQL, the simulator)', () => {
       expect(await catalogue('region')).toBeUndefined();
       expect(await catalogue('amount_v2')).toEqual(['number']);
       expect(await counter()).toBe(1);
+      expect(await value('analytics_exporter_sync_records_quarantined_total')).toBe(3);
       const contractWarnings = log.lines().filter((l) => l.level === 'warn' && String(l.msg).includes('FIELD_CONTRACT=freeze'));
       expect(contractWarnings).toEqual([
         expect.objectContaining({ source: 'default', quarantined: 3, window: ['2026-10-31T14:00:00.000Z', '2026-10-31T15:00:00.000Z'] }),

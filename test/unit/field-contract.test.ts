@@ -132,8 +132,10 @@ function harness(data: readonly FakeRecord[]) {
     return result;
   };
   const warnings = (field: string) => log.lines().filter((l) => l.level === 'warn' && l.field === field);
-  const counter = async () => (await metrics.families()).find((f) => f.name === 'analytics_exporter_record_fields_new_total')!.samples[0]!.value;
-  return { store, e6, log, events, run, warnings, counter };
+  const value = async (name: string) => (await metrics.families()).find((f) => f.name === name)!.samples[0]!.value;
+  const counter = () => value('analytics_exporter_record_fields_new_total');
+  const quarantinedCounter = () => value('analytics_exporter_sync_records_quarantined_total');
+  return { store, e6, log, events, run, warnings, counter, quarantinedCounter };
 }
 
 const LATE = T0 + 4 * HOUR + 30 * 60_000;
@@ -204,6 +206,9 @@ describe('schema changes in a run (in-memory store, fake E6)', () => {
     const contractWarnings = h.log.lines().filter((l) => l.level === 'warn' && String(l.msg).includes('FIELD_CONTRACT=freeze'));
     expect(contractWarnings).toHaveLength(1);
     expect(contractWarnings[0]).toMatchObject({ quarantined: 2, changes: ['new field "amount" (number)', 'new type number of field "eventType"'] });
+    // Counted like every quarantined record, and not as the other kind's warning.
+    expect(await h.quarantinedCounter()).toBe(2);
+    expect(h.log.lines().filter((l) => String(l.msg).startsWith('E6 returned records PostgreSQL cannot store'))).toEqual([]);
 
     // A second frozen run refuses them again and keeps one quarantined copy each (SYNC_SHRINK=keep, the default).
     expect(await h.run({ FIELD_CONTRACT: 'freeze' })).toMatchObject({ records: 11, quarantined: 2 });
