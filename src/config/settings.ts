@@ -360,6 +360,13 @@ const SETTING_TABLE = {
     help: "'off' stops maintaining the field catalogue record_fields and the view records_typed",
     schema: z.enum(['on', 'off'], { error: "must be 'on' or 'off'" }),
   },
+  // Issue 26 item 5: schema changes (src/sync/contract.ts); per source as `sync.field_contract`.
+  FIELD_CONTRACT: {
+    flag: '--field-contract',
+    default: 'evolve',
+    help: "records bringing a new top-level field or a new type of one: 'evolve' stores them and reports the change, 'freeze' quarantines them (reason contract) and loads the rest",
+    schema: z.enum(['evolve', 'freeze'], { error: "must be 'evolve' or 'freeze'" }),
+  },
   METRICS_LISTEN: {
     flag: '--metrics-listen',
     default: `0.0.0.0:${DEFAULT_METRICS_PORT}`,

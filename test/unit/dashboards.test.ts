@@ -200,7 +200,7 @@ describe('SQL of Analytics history', () => {
       // A subquery (`FROM (`) is checked by its own FROM.
       for (const [, table] of text.matchAll(/(?<!epoch )\b(?:FROM|JOIN)\s+(?!\()([^\s,]+)/gi))
         expect(table).toMatch(
-          /^\$\{schema\}\.(records|records_hourly|records_hourly_distinct|records_daily_distinct|record_fields|derived_settings|records_quarantine|sync_runs|sync_windows|sync_state)$/,
+          /^\$\{schema\}\.(records|records_hourly|records_hourly_distinct|records_daily_distinct|record_fields|record_field_changes|derived_settings|records_quarantine|sync_runs|sync_windows|sync_state)$/,
         );
     }
     const schema = variables(dash).find((v) => v.name === 'schema')!;
