@@ -390,10 +390,10 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
     // least), every read of E7 succeeded, no failed run, no drift left and none repaired (no audit
     // has run: AUDIT_SCHEDULE is daily, its series exported at 0).
     const healthy: Record<string, (value: number) => boolean> = {
-      'instance_source:analytics_exporter_sync_lag_seconds': (v) => v >= 0 && v < 60,
+      'source:analytics_exporter_sync_lag_seconds': (v) => v >= 0 && v < 60,
       'instance_source:analytics_exporter_sync_records:rate5m': (v) => v > 0,
       'instance_source:analytics_exporter_upstream_up:avg_over_time5m': (v) => v > 0 && v <= 1,
-      'instance_source:analytics_exporter_sync_failures:ratio1h': (v) => v === 0,
+      'source:analytics_exporter_sync_failures:ratio1h': (v) => v === 0,
       'source:analytics_exporter_audit_drift_windows:max': (v) => v === 0,
       'instance_source:analytics_exporter_audit_windows_repaired:increase1d': (v) => v === 0,
     };
