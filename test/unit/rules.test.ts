@@ -177,7 +177,10 @@ describe('parameters', () => {
     expect(stale.annotations.description).toContain("(threshold 3h: 3 × SYNC_SCHEDULE's interval of 60 minutes)");
     expect(stale.annotations.description).toContain('from stats.sync_runs where');
     const failing = alert('AnalyticsSyncFailing', file);
-    expect([failing.for, failing.expr]).toEqual(['30m', expect.stringMatching(/\[2h\]\)\)\n {2}\/ sum without \(instance, pod\) \(increase\(.*\[2h\]\)\)\n> 0\.25\n$/)]);
+    expect([failing.for, failing.expr]).toEqual([
+      '30m',
+      expect.stringMatching(/\[2h\]\)\)\n {2}\/ sum without \(instance, pod\) \(increase\(.*\[2h\]\)\)\n> 0\.25\n$/),
+    ]);
     expect(failing.annotations.summary).toMatch(/failed in the last 2 hours$/);
     expect(failing.annotations.description).toContain('(threshold: more than 25%, for 30 minutes)');
     const quarantined = alert('AnalyticsRecordsQuarantined', file);
