@@ -272,8 +272,9 @@ function syncWindowsParked(c: RulesConfig): Commented<AlertingRule> {
     comment: `A parked window: one the sync cannot load for a reason of its own (a response over UPSTREAM_MAX_BODY even at
 one record a page, E6 contradicting itself about it after SYNC_WINDOW_ATTEMPTS), kept in sync_windows as
 parked so the source goes on past it. The data is not exact until it is loaded. The gauge is read from the
-ledger at each run's end and at serve's start, so it stays up until a run loads the window; exported at 0
-from the start.`,
+ledger at each run's end, at serve's start and after a tick that found the source's lock held (so a replica
+that loses the lock to another sees what the other's runs loaded), so it stays up until a run loads the
+window; exported at 0 from the start.`,
     rule: withRunbook(c, {
       alert: 'AnalyticsSyncWindowsParked',
       expr: `${select('analytics_exporter_sync_windows_parked', c)} > 0`,
