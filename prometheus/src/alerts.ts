@@ -247,16 +247,17 @@ read twice and kept only when both reads return the same records; a disagreement
 SYNC_WINDOW_ATTEMPTS disagreements in a row park its window (then AnalyticsSyncWindowsParked speaks). One
 disagreement now and then is a record that changed while it was read; more than ${count} in ${theLast(range)}, for
 ${inWords(c.syncUnstableInstants.for)}, means E6's order within such instants is not stable and windows are close to being parked.
-Exported at 0 from the start.`,
+Exported at 0 from the start. Counted across the replicas of the job (each run happens in the one holding the
+source's lock, so the disagreements of one source are split between them).`,
     rule: withRunbook(c, {
       alert: 'AnalyticsSyncUnstableInstants',
-      expr: `increase(${select('analytics_exporter_sync_unstable_instants_total', c)}[${range}]) > ${count}`,
+      expr: `sum without (${REPLICA_LABELS}) (increase(${select('analytics_exporter_sync_unstable_instants_total', c)}[${range}])) > ${count}`,
       for: c.syncUnstableInstants.for,
       labels: { severity: 'warning' },
       annotations: {
-        summary: `analytics-exporter {{ $labels.instance }}: {{ $value | printf "%.0f" }} pairs of reads of an instant of source {{ $labels.source }} disagreed in ${theLast(range)}`,
+        summary: `analytics-exporter: {{ $value | printf "%.0f" }} pairs of reads of an instant of source {{ $labels.source }} disagreed in ${theLast(range)}`,
         description: prose`In ${theLast(range)} {{ $value | printf "%.0f" }} pairs of reads by the sync of source
-          {{ $labels.source }} on {{ $labels.instance }} of an instant (a part of SYNC_MIN_SPLIT holding more than a page, SYNC_PAGE_SIZE,
+          {{ $labels.source }} (all processes of job {{ $labels.job }} together) of an instant (a part of SYNC_MIN_SPLIT holding more than a page, SYNC_PAGE_SIZE,
           of records) returned different records. Each such instant is read again, and after SYNC_WINDOW_ATTEMPTS pairs that disagree
           its window is parked: E6's order of records within one instant is not stable, so paging it could double or lose records.
           Runbook: the exporter's log lines with source {{ $labels.source }} name the instants ("two reads of an instant holding more

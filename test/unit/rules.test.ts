@@ -188,7 +188,10 @@ describe('parameters', () => {
     expect(quarantined.annotations.description).toMatch(/^In the last 6 hours the sync/);
     expect(quarantined.annotations.description).toContain('from stats.records_quarantine where');
     const unstable = alert('AnalyticsSyncUnstableInstants', file);
-    expect([unstable.for, unstable.expr]).toEqual(['1h', 'increase(analytics_exporter_sync_unstable_instants_total{job="analytics-exporter"}[3h]) > 5']);
+    expect([unstable.for, unstable.expr]).toEqual([
+      '1h',
+      'sum without (instance, pod) (increase(analytics_exporter_sync_unstable_instants_total{job="analytics-exporter"}[3h])) > 5',
+    ]);
     expect(alert('AnalyticsSyncWindowsParked', file).for).toBe('1m');
     expect(alert('AnalyticsAuditDriftLeft', file).for).toBe('2h');
     expect(records(file).map((rule) => rule.record)).toEqual([
@@ -240,7 +243,8 @@ describe('replicas', () => {
     expect(stale.expr).toContain('max without (instance, pod) (max_over_time(analytics_exporter_sync_last_success_timestamp_seconds{');
     expect(stale.expr).toContain('min without (instance, pod) (');
     expect(alert('AnalyticsSyncFailing').expr).toMatch(/^sum without \(instance, pod\) \(increase\(analytics_exporter_sync_failures_total\{/);
-    for (const name of ['AnalyticsSyncStale', 'AnalyticsSyncFailing']) {
+    expect(alert('AnalyticsSyncUnstableInstants').expr).toMatch(/^sum without \(instance, pod\) \(increase\(/);
+    for (const name of ['AnalyticsSyncStale', 'AnalyticsSyncFailing', 'AnalyticsSyncUnstableInstants']) {
       const { summary, description } = alert(name).annotations;
       expect(`${summary} ${description}`, name).not.toContain('$labels.instance');
       expect(description, name).toContain('{{ $labels.job }}');
