@@ -167,7 +167,7 @@ while another source of the same process has succeeded, and a source with a succ
           unreachable), and \`select started_at, status, error from ${c.databaseSchema}.sync_runs where source = '{{ $labels.source }}'
           order by started_at desc limit 5\` (schema DATABASE_SCHEMA). Replicas take turns (each run holds the source's lock): one whose ticks all find the lock held counts
           analytics_exporter_sync_skipped_total{reason="locked"} and syncs nothing itself; which process succeeded last:
-          \`analytics_exporter_sync_last_success_timestamp_seconds{source="{{ $labels.source }}"}\` by instance.`,
+          \`analytics_exporter_sync_last_success_timestamp_seconds{job="{{ $labels.job }}", source="{{ $labels.source }}"}\` by instance.`,
       },
     }),
   };
@@ -197,7 +197,7 @@ several runs of SYNC_SCHEDULE (${seconds(range) / 60 / c.syncIntervalMinutes} at
           Runbook: the error of each failed run is in the exporter's log ("sync run failed", with source {{ $labels.source }}) and in
           \`select started_at, error from ${c.databaseSchema}.sync_runs where source = '{{ $labels.source }}' and status = 'failed' order
           by started_at desc limit 5\` (schema DATABASE_SCHEMA), and by process in
-          \`sum by (instance) (increase(analytics_exporter_sync_failures_total{source="{{ $labels.source }}"}[${range}]))\`. Usual causes: the upstream (AnalyticsUpstreamDown,
+          \`sum by (instance) (increase(analytics_exporter_sync_failures_total{job="{{ $labels.job }}", source="{{ $labels.source }}"}[${range}]))\`. Usual causes: the upstream (AnalyticsUpstreamDown,
           analytics_exporter_upstream_retries_total), a window whose record count kept changing while paged (raise
           SYNC_WINDOW_ATTEMPTS), or the database.`,
       },
