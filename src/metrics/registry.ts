@@ -233,7 +233,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}sync_windows_parked`,
     help:
       'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable for a reason of their own ' +
-      '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS); the watermark passed them. Read from the ledger at each run end and at serve start.',
+      '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS); the watermark passed them. Read from the ledger at each run end, at serve start and after a tick skipped as locked.',
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
@@ -470,7 +470,7 @@ export class ExporterMetrics {
     this.auditLastRun.set({ source }, Date.now() / 1000);
   }
 
-  /** Sets the source's parked-windows gauge from the ledger at start, before any run. */
+  /** Sets the source's parked-windows gauge from the ledger: at start, before any run, and after a tick that found the source's lock held. */
   setParkedWindows(source: string, count: number): void {
     this.syncWindowsParked.set({ source }, count);
   }
