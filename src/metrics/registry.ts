@@ -14,6 +14,8 @@ import type { AuditResult } from '../sync/verify.js';
 import { REVISION, VERSION } from '../version.js';
 import { failureReason } from '../failures.js';
 import { DEFAULT_SOURCE } from '../config.js';
+import { AuditMetrics } from './audit.js';
+import { authThrottledCounter, connectionsRefusedCounter } from './http.js';
 import { recordFieldsNewCounter } from './record-fields.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
@@ -124,13 +126,6 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_rate_limit_wait_seconds_total`,
     help: 'Seconds E6 and E7 requests waited for the request budget (UPSTREAM_RATE_LIMIT) before being sent, summed over requests.',
     labelNames: ['source'],
-    registers: [this.registry],
-  });
-  // serve's HTTP Basic authentication (src/serve/basic-auth.ts, auth-budget.ts).
-  readonly authThrottled = new Counter({
-    name: `${METRIC_PREFIX}http_auth_throttled_total`,
-    help: 'Login attempts refused with 429 without a password check, by reason: budget (the address spent AUTH_FAILURE_BUDGET) or busy (as many checks ran as allowed).',
-    labelNames: ['reason'] as const,
     registers: [this.registry],
   });
   readonly tokenRequests = new Counter({
@@ -268,43 +263,10 @@ export class ExporterMetrics {
   // Schema changes (issue 26 item 5, src/sync/contract.ts).
   readonly recordFieldsNew = recordFieldsNewCounter(this.registry, METRIC_PREFIX);
   // The audit inside serve (AUDIT_SCHEDULE, src/sync/verify.ts); a one-shot `verify` serves no metrics.
-  readonly syncVerifiedThrough = new Gauge({
-    name: `${METRIC_PREFIX}sync_verified_through_timestamp_seconds`,
-    help: "Unix time up to which the last audit found the stored windows equal to E6's counts (after its repairs), from the oldest window kept.",
-    labelNames: ['source'] as const,
-    registers: [this.registry],
-  });
-  readonly auditDriftWindows = new Gauge({
-    name: `${METRIC_PREFIX}audit_drift_windows`,
-    help: "Windows whose stored records still differed from E6's count after the last audit and its repairs (0: none left).",
-    labelNames: ['source'] as const,
-    registers: [this.registry],
-  });
-  readonly auditRepairedWindows = new Counter({
-    name: `${METRIC_PREFIX}audit_windows_repaired_total`,
-    help: 'Windows the audits found differing from E6 and loaded again.',
-    labelNames: ['source'] as const,
-    registers: [this.registry],
-  });
-  readonly auditRequests = new Counter({
-    name: `${METRIC_PREFIX}audit_requests_total`,
-    help: "E6 requests of the audits' comparisons (the repair runs' requests not counted).",
-    labelNames: ['source'] as const,
-    registers: [this.registry],
-  });
-  readonly auditLastRun = new Gauge({
-    name: `${METRIC_PREFIX}audit_last_run_timestamp_seconds`,
-    help: 'Unix time at which the last audit of the source finished its comparison (and repairs).',
-    labelNames: ['source'] as const,
-    registers: [this.registry],
-  });
-  // serve's connection limits (src/serve/connections.ts).
-  readonly httpConnectionsRefused = new Counter({
-    name: `${METRIC_PREFIX}http_connections_refused_total`,
-    help: 'Connections serve closed on arrival, by reason: per_client (METRICS_MAX_CONNECTIONS_PER_CLIENT), total (METRICS_MAX_CONNECTIONS).',
-    labelNames: ['reason'] as const,
-    registers: [this.registry],
-  });
+  readonly #audit = new AuditMetrics(this.registry, METRIC_PREFIX);
+  // serve's own HTTP server: connection limits and password checks (src/metrics/http.ts).
+  readonly httpConnectionsRefused = connectionsRefusedCounter(this.registry, METRIC_PREFIX);
+  readonly authThrottled = authThrottledCounter(this.registry, METRIC_PREFIX);
 
   /**
    * @param options.cacheTtlMs METRICS_CACHE_TTL, stated in the HELP of `upstream_up`.
@@ -456,18 +418,12 @@ export class ExporterMetrics {
 
   /** The audit series of `source` at 0, for a serve that audits it (AUDIT_SCHEDULE on), so increase() and the alert see them from the start. */
   auditScheduled(source: string): void {
-    this.auditDriftWindows.set({ source }, 0);
-    this.auditRepairedWindows.inc({ source }, 0);
-    this.auditRequests.inc({ source }, 0);
+    this.#audit.scheduled(source);
   }
 
   /** Records an audit of `source` that finished (src/sync/verify.ts). */
   recordAudit(source: string, result: AuditResult): void {
-    this.auditRequests.inc({ source }, result.requests);
-    this.auditRepairedWindows.inc({ source }, result.drifted.length - result.left.length);
-    this.auditDriftWindows.set({ source }, result.left.length);
-    if (result.verifiedThrough !== undefined) this.syncVerifiedThrough.set({ source }, result.verifiedThrough / 1000);
-    this.auditLastRun.set({ source }, Date.now() / 1000);
+    this.#audit.record(source, result);
   }
 
   /** Sets the source's parked-windows gauge from the ledger: at start, before any run, and after a tick that found the source's lock held. */
