@@ -5,7 +5,7 @@
  * a page read from E6 with a bad record stores its other records exactly from page.text while the
  * bad one goes to the quarantine.
  */
-import { storablePage } from '../../src/sync/storable.js';
+import { storablePage, unstorableEscapes } from '../../src/sync/storable.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
@@ -14,6 +14,7 @@ import { silentLogger } from '../../src/log.js';
 import { ensurePartitions } from '../../src/sync/partitions.js';
 import { Tables, clearWindow, insertQuarantined, prepareInsertQuarantined, prepareInsertRecords, type QuarantineRow } from '../../src/sync/store.js';
 import { decodePage, parsePage } from '../../src/upstream/analytics.js';
+import { dataElementSpans } from '../../src/upstream/page-text.js';
 import { useTestDatabase } from '../helpers/db.js';
 
 const db = useTestDatabase();
@@ -178,6 +179,35 @@ describe('a page with a record jsonb cannot store, stored as run.ts is to store 
     const records = await withClient(pool, (c) => clearWindow(c, t, SOURCE, DAY));
     expect(records).toBe(2);
     expect(await quarantined()).toEqual([]);
+  });
+
+  it('judges escapes as jsonb does: an escaped backslash between surrogate halves parts them', async () => {
+    // The fourth is a property test's counterexample (test/unit/page-text.test.ts, seed 1203472038).
+    const texts = [
+      '"\\ud800\\\\\\udc00"',
+      '"\\ud800\\\\udc00"',
+      '"a\\\\\\udc00"',
+      '{"𐀀𐀀𐀀": {\t"\\"\\"\\"\\"": 0,\t"\\ud800\\\\\\udc00":null}}',
+      '"\\ud83d\\ude00"',
+      '"\\\\ud800"',
+      '"\\\\\\\\ud800\\\\udc00"',
+    ];
+    const body = `{"data":[${texts.join(',')}]}`;
+    const flagged = unstorableEscapes(body, dataElementSpans(body)!);
+    const refused: boolean[] = [];
+    for (const text of texts) {
+      refused.push(
+        await pool.query('select $1::jsonb', [text]).then(
+          () => false,
+          (err: { code?: string }) => {
+            expect(err.code).toBe('22P02');
+            return true;
+          },
+        ),
+      );
+    }
+    expect(refused).toEqual([true, true, true, true, false, false, false]);
+    expect(texts.map((_, i) => flagged.has(i))).toEqual(refused);
   });
 
   it('stores a page without text from its kept records only (a quarantined one may not even serialise)', async () => {
