@@ -56,8 +56,15 @@ export async function planRun(ctx: RunContext, session: StoreSession, now: numbe
   // committed window's, and so loads it again (it then becomes committed).
   const ledger = planned.length === 0 ? [] : [...(await session.committedWindows(span(planned))), ...(await session.parkedWindows(span(planned)))];
   const windows = planned.length === 0 ? [] : closeOverCommitted(planned, ledger);
-  // The run's row covers the marked windows it loads before its resumed range.
-  const start = windows.length === 0 ? range.start : Math.min(range.start, windows[0]!.start);
+  // The run's row covers the marked windows it loads before its resumed range, from the start of
+  // the window loading the first of them (widened over the ledger windows it overlaps). Nothing else
+  // moves it: the resumed range starts at the watermark minus SYNC_LOOKBACK even when its first
+  // window, aligned to SYNC_WINDOW, starts earlier.
+  const firstMarked = marked.length === 0 ? undefined : Math.min(...marked.map((w) => w.start));
+  const start =
+    firstMarked === undefined || firstMarked >= range.start
+      ? range.start
+      : (windows.find((w) => w.start <= firstMarked && firstMarked < w.end)?.start ?? firstMarked);
   return { range: { start, end: range.end }, windows, watermarkBefore };
 }
 

@@ -112,6 +112,18 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     expect(store.records.length).toBe(data.length);
   });
 
+  it('starts a resumed run at the watermark minus SYNC_LOOKBACK, not at its first window aligned below it', async () => {
+    const data = records(T0, 30, 5 * 60_000);
+    const { store, run } = harness(data);
+    await run({ from: FROM, to: TO });
+    const resumed = loaded(await run({}, { SYNC_LOOKBACK: '30m' }));
+    // The window holding TO - 30m, [2h, 3h), is loaded whole; the run's row says where the lookback began.
+    expect(resumed.range).toEqual({ start: TO.getTime() - HOUR / 2, end: NOW - 5 * 60_000 });
+    expect(resumed.windowsPlanned).toBe(8);
+    expect(store.runs.at(-1)!.range).toEqual(resumed.range);
+    expect(storedIds(store)).toEqual(ids(data));
+  });
+
   it('leaves windows RETENTION expired to an explicit --from', async () => {
     const data = records(T0, 30, 5 * 60_000);
     const { store, run } = harness(data);
