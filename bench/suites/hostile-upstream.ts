@@ -131,7 +131,8 @@ async function runCase(ctx: BenchContext, plan: HostileUpstreamPlan, name: Hosti
   const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
   try {
     return await withFreshDatabase(ctx, 'bench_hostile_upstream', async (db) => {
-      const serve = await startServeChild(upstreamEnv(upstreamUrl, db.url));
+      // Its 50 concurrent scrapes come from one address: above the default 32 connections per client.
+      const serve = await startServeChild(upstreamEnv(upstreamUrl, db.url, { METRICS_MAX_CONNECTIONS_PER_CLIENT: String(plan.concurrency + 8) }));
       try {
         const url = `${serve.url}/metrics`;
         const single: number[] = [];
