@@ -101,7 +101,10 @@ export interface Upstreams {
  */
 export async function openUpstreams(config: Config, log: Logger, observerFor?: (source: string) => ClientObserver): Promise<Upstreams> {
   const demo = config.sources.some((source) => source.upstream === undefined) ? await startDemoUpstream(log) : undefined;
-  const sources = config.sources.map((source) => ({ source, client: sourceClient(source.name, source.upstream ?? demo!.config, log, observerFor?.(source.name)) }));
+  const sources = config.sources.map((source) => ({
+    source,
+    client: sourceClient(source.name, source.upstream ?? demo!.config, log, observerFor?.(source.name)),
+  }));
   return {
     sources,
     demo: demo !== undefined,

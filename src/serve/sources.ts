@@ -17,8 +17,6 @@
  */
 import type { Config, SourceConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
-import type { Logger } from '../log.js';
-import type { ExporterMetrics } from '../metrics/registry.js';
 import type { SyncScheduler } from '../sync/schedule.js';
 import type { AuditResult } from '../sync/verify.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';

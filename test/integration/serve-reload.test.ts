@@ -139,10 +139,14 @@ describe('serve reloads CONFIG_FILE', () => {
     expect(gauge(metrics.body, 'analytics_exporter_config_last_reload_success_timestamp_seconds')).toBeGreaterThanOrEqual(startedAt);
 
     // The unchanged source's run was not interrupted: it ends as it would have.
-    await until('both first syncs done', async () => {
-      const done = (s: string[]) => s.length === 1 && s[0] !== 'running';
-      return done(await runs('first')) && done(await runs('second')) ? true : undefined;
-    }, 60_000);
+    await until(
+      'both first syncs done',
+      async () => {
+        const done = (s: string[]) => s.length === 1 && s[0] !== 'running';
+        return done(await runs('first')) && done(await runs('second')) ? true : undefined;
+      },
+      60_000,
+    );
     expect(await runs('first')).toEqual(['succeeded']);
     expect(await runs('second')).toEqual(['succeeded']);
 
@@ -153,7 +157,12 @@ describe('serve reloads CONFIG_FILE', () => {
     expect(broken.body).toContain('sources[1].rate_limit');
     expect(broken.body).not.toContain(SECRET);
     expect(stderr).toMatch(/"level":"error".*"msg":"CONFIG_FILE reload failed, so the last good configuration stays in use: CONFIG_FILE/);
-    expect(stderr.split('\n').filter((line) => line.includes('reload failed')).join('\n')).not.toContain(SECRET);
+    expect(
+      stderr
+        .split('\n')
+        .filter((line) => line.includes('reload failed'))
+        .join('\n'),
+    ).not.toContain(SECRET);
     metrics = await get(`${url}/metrics`);
     expect(gauge(metrics.body, 'analytics_exporter_config_last_reload_successful')).toBe(0);
     expect(sourcesIn(metrics.body)).toEqual(new Set(['first', 'second']));
