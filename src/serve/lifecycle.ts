@@ -210,8 +210,8 @@ export class Serve implements RunningServer {
     // The front door and the work behind it stop together: no new connections while the running
     // sync drains, and the two drains overlap, each within its own bound.
     teardown.add('http server and sync schedules', async () => {
-      const [synced] = await Promise.all([Promise.all(sources.all.map((s) => s.stop(DRAIN_TIMEOUT_MS))), closeServer(server, HTTP_DRAIN_TIMEOUT_MS)]);
-      if (synced.every(Boolean)) return true;
+      const [synced] = await Promise.all([sources.stop(DRAIN_TIMEOUT_MS), closeServer(server, HTTP_DRAIN_TIMEOUT_MS)]);
+      if (synced) return true;
       // The stuck run holds a pooled client and an upstream request: closing would wait for them too.
       log.warn(
         { drainTimeoutMs: DRAIN_TIMEOUT_MS },

@@ -62,6 +62,8 @@ export class ServeSources {
   #sources: SourceConfig[];
   #config: Config;
   #queue: Promise<unknown> = Promise.resolve();
+  /** Set by {@link stop}: a reload under way starts nothing more. */
+  #stopped = false;
 
   constructor(options: ServeSourcesOptions) {
     this.#o = options;
@@ -79,9 +81,16 @@ export class ServeSources {
     return this.#sources;
   }
 
-  /** Every sync and audit scheduler in use. */
-  get all(): Array<SyncScheduler<unknown>> {
-    return [...this.#o.schedulers.values(), ...this.#audits.values()];
+  /**
+   * Stops every source's sync and audit, as at shutdown (see SyncScheduler.stop); a reload under
+   * way afterwards starts nothing. Idempotent.
+   *
+   * @returns whether every run in progress ended within `drainMs`.
+   */
+  async stop(drainMs: number): Promise<boolean> {
+    this.#stopped = true;
+    const stopped = await Promise.all([...this.#o.schedulers.values(), ...this.#audits.values()].map((s) => s.stop(drainMs)));
+    return stopped.every(Boolean);
   }
 
   /** Starts every source's schedules; the first sync of each scheduled source starts now. @returns whether any source has a schedule. */
@@ -155,6 +164,7 @@ export class ServeSources {
     const going = [...diff.removed, ...diff.changed.map((c) => c.before)];
     // Stopped as at shutdown: the run in progress is aborted and its open window rolls back.
     const drained = await Promise.all(going.map((source) => this.#stop(source.name)));
+    if (this.#stopped) throw new Error('serve is stopping: the reload was not applied');
     going.forEach((source, i) => {
       if (!drained[i]) {
         log.warn(
@@ -198,6 +208,7 @@ export class ServeSources {
 
   /** Starts a source's schedules; its first sync now when it has a schedule. @returns whether it has one. */
   #start(source: SourceConfig, reason: string): boolean {
+    if (this.#stopped) return false;
     this.#audits.get(source.name)?.start();
     if (source.sync.schedule === undefined) return false;
     const scheduler = this.#o.schedulers.get(source.name)!;
@@ -216,10 +227,17 @@ export class ServeSources {
     return stopped.every(Boolean);
   }
 
-  /** Closes a client no source uses any more, once its requests in flight end (bounded), in the background. */
+  /**
+   * Closes a client no source uses any more, once its requests in flight end (bounded), in the
+   * background. A scrape or a run that was using it may have set the source's series after they
+   * were removed: a source no longer configured then loses them again.
+   */
   #closeLater(name: string, client: AnalyticsClient): void {
-    const closing = settledWithin(client.close(), CLIENT_CLOSE_TIMEOUT_MS).then((closed) => {
+    const closing = settledWithin(client.close(), CLIENT_CLOSE_TIMEOUT_MS).then(async (closed) => {
       if (!closed) this.#o.log.warn({ source: name }, "the removed source's client did not close in time; its requests end on their own");
+      // What waited on its last request sets its gauges in the turns that follow.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (!this.#sources.some((source) => source.name === name)) await this.#o.metrics.forgetSource(name);
     });
     this.#opened.delete(client);
     this.#closing.add(closing);
