@@ -4,6 +4,8 @@
  * unchanged source's running sync goes on to the end; a broken file answers 400 with the reason
  * (no secret), sets config_last_reload_successful 0 and keeps every source served; a source
  * removed loses its series and its /probe name; other methods on /-/reload are 405 with Allow: POST.
+ * A changed source's running sync is stopped as at shutdown (interrupted, its open window rolled
+ * back), its replacement runs on the new settings, and the stored records end exactly E6's.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,6 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { parseExposition } from '../../src/exposition/index.js';
 import { CLI_PATH } from '../helpers/cli.js';
+import { expectExactDataset } from '../helpers/sync.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { until } from '../helpers/wait.js';
 
@@ -42,7 +45,49 @@ function entry(sim: Simulator, name: string, extra: string[] = []): string {
 }
 
 function writeSources(...entries: string[]): void {
-  writeFileSync(CONFIG_FILE, `sources:\n${entries.join('\n')}\n`);
+  writeSourcesTo(CONFIG_FILE, ...entries);
+}
+
+function writeSourcesTo(file: string, ...entries: string[]): void {
+  writeFileSync(file, `sources:\n${entries.join('\n')}\n`);
+}
+
+interface ServeChild {
+  url: string;
+  stderr: () => string;
+  kill: (signal: NodeJS.Signals) => void;
+  exited: Promise<number | null>;
+}
+
+/** `serve` as a child process on `configFile` and `schema`; each source's first sync starts with it (at start, or when a reload adds it). */
+async function serve(configFile: string, schema: string): Promise<ServeChild> {
+  const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      CONFIG_FILE: configFile,
+      DATABASE_URL: db.url,
+      DATABASE_SCHEMA: schema,
+      METRICS_LISTEN: '127.0.0.1:0',
+      // The yearly schedule never fires: only the first syncs run.
+      SYNC_SCHEDULE: '0 0 1 1 *',
+      SYNC_START_DATE: START,
+      SYNC_WINDOW: '1d',
+      SYNC_PAGE_SIZE: '100',
+      SYNC_CONCURRENCY: '1',
+      UPSTREAM_MAX_ATTEMPTS: '1',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  bed.closers.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  });
+  const url = await until('serve listening', async () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1]);
+  return { url, stderr: () => stderr, kill: (signal) => child.kill(signal), exited };
 }
 
 async function get(url: string, method = 'GET') {
@@ -64,8 +109,8 @@ function gauge(body: string, name: string): number | undefined {
   return family?.samples[0]?.value;
 }
 
-async function runs(source: string): Promise<string[]> {
-  const { rows } = await bed.pool.query<{ status: string }>(`select status from ${SCHEMA}.sync_runs where source = $1 order by started_at`, [source]);
+async function runs(source: string, schema = SCHEMA): Promise<string[]> {
+  const { rows } = await bed.pool.query<{ status: string }>(`select status from ${schema}.sync_runs where source = $1 order by started_at`, [source]);
   return rows.map((r) => r.status);
 }
 
@@ -75,33 +120,13 @@ describe('serve reloads CONFIG_FILE', () => {
     const sim = await startSimulator({ port: 0, records: 3_000, start: new Date(START), end: new Date(END), faults: { latencyMs: 40 } });
     bed.closers.push(() => sim.close());
     writeSources(entry(sim, 'first'));
-    const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '',
-        CONFIG_FILE,
-        DATABASE_URL: db.url,
-        DATABASE_SCHEMA: SCHEMA,
-        METRICS_LISTEN: '127.0.0.1:0',
-        // Each source's first sync starts with it (at start, or when a reload adds it); the yearly schedule never fires.
-        SYNC_SCHEDULE: '0 0 1 1 *',
-        SYNC_START_DATE: START,
-        SYNC_WINDOW: '1d',
-        SYNC_PAGE_SIZE: '100',
-        SYNC_CONCURRENCY: '1',
-        UPSTREAM_MAX_ATTEMPTS: '1',
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-    bed.closers.push(async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
-    });
-    const url = await until('serve listening', async () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1]);
-    const reloads = () => stderr.split('\n').filter((line) => line.includes('"msg":"CONFIG_FILE reload')).length;
+    const server = await serve(CONFIG_FILE, SCHEMA);
+    const { url } = server;
+    const reloads = () =>
+      server
+        .stderr()
+        .split('\n')
+        .filter((line) => line.includes('"msg":"CONFIG_FILE reload')).length;
 
     // Before any reload: one source, the start counted as a good load.
     let metrics = await get(`${url}/metrics`);
@@ -126,9 +151,9 @@ describe('serve reloads CONFIG_FILE', () => {
     // 30 windows at 40 ms a request: the run has more than a second to go.
     expect(await runs('first')).toEqual(['running']);
     writeSources(entry(sim, 'first'), entry(sim, 'second'));
-    child.kill('SIGHUP');
+    server.kill('SIGHUP');
     await until('the reload logged', async () => (reloads() >= 1 ? true : undefined));
-    expect(stderr).toContain('"added":["second"],"removed":[],"changed":{},"unchanged":["first"]');
+    expect(server.stderr()).toContain('"added":["second"],"removed":[],"changed":{},"unchanged":["first"]');
     metrics = await get(`${url}/metrics`);
     expect(metrics.status).toBe(200);
     expect(sourcesIn(metrics.body)).toEqual(new Set(['first', 'second']));
@@ -156,9 +181,10 @@ describe('serve reloads CONFIG_FILE', () => {
     expect(broken.status).toBe(400);
     expect(broken.body).toContain('sources[1].rate_limit');
     expect(broken.body).not.toContain(SECRET);
-    expect(stderr).toMatch(/"level":"error".*"msg":"CONFIG_FILE reload failed, so the last good configuration stays in use: CONFIG_FILE/);
+    expect(server.stderr()).toMatch(/"level":"error".*"msg":"CONFIG_FILE reload failed, so the last good configuration stays in use: CONFIG_FILE/);
     expect(
-      stderr
+      server
+        .stderr()
         .split('\n')
         .filter((line) => line.includes('reload failed'))
         .join('\n'),
@@ -186,13 +212,55 @@ describe('serve reloads CONFIG_FILE', () => {
     const changed = await get(`${url}/-/reload`, 'POST');
     expect(changed.status).toBe(200);
     expect(changed.body).toContain('0 source(s) added, 0 removed, 1 changed');
-    expect(stderr).toContain('"changed":{"first":["labels.environment"]}');
+    expect(server.stderr()).toContain('"changed":{"first":["labels.environment"]}');
     const relabelled = await get(`${url}/probe?source=first`);
     expect(relabelled.body).toContain('source="first",environment="renamed"');
     expect(relabelled.body).not.toContain('environment="first"');
 
     // Still running, and stops as usual.
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0);
+    server.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+  }, 120_000);
+
+  it('a changed source: its running sync is aborted (the open window rolls back), the new settings run, and the data ends exact', async () => {
+    const schema = 'reload_2';
+    const file = join(dir, 'changed.yaml');
+    const sim = await startSimulator({ port: 0, records: 3_000, start: new Date(START), end: new Date(END), faults: { latencyMs: 40 } });
+    bed.closers.push(() => sim.close());
+    writeSourcesTo(file, entry(sim, 'only'));
+    const server = await serve(file, schema);
+    await until('the startup sync loading', async () => {
+      const { rows } = await bed.pool
+        .query<{ n: number }>(`select count(*)::int as n from ${schema}.sync_windows where source = 'only'`)
+        .catch(() => ({ rows: [{ n: 0 }] }));
+      return rows[0]!.n >= 1 ? true : undefined;
+    });
+    expect(await runs('only', schema)).toEqual(['running']);
+    // A larger page: a change of the sync's settings, with the run under way.
+    writeSourcesTo(file, entry(sim, 'only', ['sync: {page_size: 1000}']));
+    const changed = await get(`${server.url}/-/reload`, 'POST');
+    expect(changed.status).toBe(200);
+    expect(changed.body).toContain('0 source(s) added, 0 removed, 1 changed');
+    expect(server.stderr()).toContain('"changed":{"only":["sync.pageSize"]}');
+    // Stopped as at shutdown: the run is interrupted, only whole windows are stored.
+    expect((await runs('only', schema))[0]).toBe('interrupted');
+    expect(server.stderr()).toContain('"msg":"sync run interrupted');
+    // The replacement's first run, on the new settings, loads the rest: the stored records are exactly E6's.
+    await until(
+      'the new run done',
+      async () => {
+        const statuses = await runs('only', schema);
+        return statuses.length === 2 && statuses[1] !== 'running' ? statuses : undefined;
+      },
+      60_000,
+    );
+    expect(await runs('only', schema)).toEqual(['interrupted', 'succeeded']);
+    const partial = await bed.pool.query<{ mismatched: number }>(
+      `select count(*)::int as mismatched from ${schema}.sync_windows w where w.record_count <> (select count(*) from ${schema}.records r where r.window_start = w.window_start)`,
+    );
+    expect(partial.rows[0]!.mismatched).toBe(0);
+    expect(await expectExactDataset(bed.pool, schema, sim, new Date(START), new Date(END))).toBe(3_000);
+    server.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
   }, 120_000);
 });
