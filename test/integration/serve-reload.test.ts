@@ -150,6 +150,12 @@ describe('serve reloads CONFIG_FILE', () => {
     });
     // 30 windows at 40 ms a request: the run has more than a second to go.
     expect(await runs('first')).toEqual(['running']);
+    // Scrapes go on throughout the reloads, each answered.
+    const scrapes: number[] = [];
+    let scraping = true;
+    const scraper = (async () => {
+      while (scraping) scrapes.push((await get(`${url}/metrics`)).status);
+    })();
     writeSources(entry(sim, 'first'), entry(sim, 'second'));
     server.kill('SIGHUP');
     await until('the reload logged', async () => (reloads() >= 1 ? true : undefined));
@@ -206,6 +212,11 @@ describe('serve reloads CONFIG_FILE', () => {
     expect(gone.status).toBe(400);
     expect(gone.body).toContain('unknown source second');
     expect((await get(`${url}/probe?source=first`)).status).toBe(200);
+
+    scraping = false;
+    await scraper;
+    expect(scrapes.length).toBeGreaterThan(10);
+    expect(new Set(scrapes)).toEqual(new Set([200]));
 
     // A source changed (its labels): replaced, served with the new labels.
     writeSources(entry(sim, 'first').replace('{environment: first}', '{environment: renamed}'));
