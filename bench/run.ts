@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests,paced,dashboards,sources,audit] [-- --out FILE]`
+ * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests,paced,dashboards,sources,audit,hostile] [-- --out FILE]`
  *
  * Builds nothing itself (`npm run bench` runs `npm run build` first), starts a throwaway
  * PostgreSQL cluster (test/helpers/postgres.ts) and runs the benchmarks of the issue:
@@ -10,7 +10,8 @@
  * simulator's rate limit (UPSTREAM_RATE_LIMIT) against the same backfill without a budget, 9. every SQL
  * query of the Analytics history dashboard at two sizes (bench/suites/dashboards.ts), 10. `serve` with
  * 1, 4 and 16 sources in CONFIG_FILE: memory per source, scrape latency and CPU (bench/suites/sources.ts), 11. the audit's E6
- * requests over a year of hourly windows with 0 and k drifted ones (bench/suites/audit.ts). Prints the
+ * requests over a year of hourly windows with 0 and k drifted ones (bench/suites/audit.ts), 12. scrapes from one address while
+ * another attacks serve: 2,000 slowloris connections, plain and TLS (bench/suites/hostile.ts). Prints the
  * tables and writes them to BENCHMARKS.md with the machine's description and bench/findings.md.
  *
  * Needs: the PostgreSQL server binaries (as the tests do: `apt-get install postgresql`, or
@@ -36,6 +37,8 @@ import { pacedSuite, type PacedSpec } from './suites/paced.js';
 import { slowSuite, type SlowSpec } from './suites/slow.js';
 import { sourcesSuite, type SourcesSpec } from './suites/sources.js';
 import { auditSuite, type AuditSpec } from './suites/audit.js';
+import { hostileSuite, type HostileSpec } from './suites/hostile.js';
+import { QUICK_HOSTILE_AUTH_PLAN } from './suites/hostile-auth.js';
 
 interface Plan {
   etl: EtlSpec;
@@ -54,6 +57,7 @@ interface Plan {
   dashboards: DashboardsSpec;
   sources: SourcesSpec;
   audit: AuditSpec;
+  hostile: HostileSpec;
 }
 
 /** 6.: the ETL's data set, and dense data: whole-minute timestamps (about 21 records a minute, and 10× that) with ties reshuffled per request. */
@@ -103,6 +107,19 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     // scrapes are sequential so that each one reads every source.
     sources: { counts: [1, 4, 16], rounds: 3, warmupScrapes: 20, scrapes: 2000, connections: 10, coldScrapes: 200 },
     audit: { windows: 8760, records: 17_520, drifts: [1, 10, 100] },
+    hostile: {
+      slowloris: { attackConnections: 2000, scrapeSeconds: 30, concurrency: 2 },
+      auth: {
+        attackers: 150,
+        attackSeconds: 30,
+        baselineSeconds: 5,
+        scrapeIntervalMs: 100,
+        attackCosts: [10, 12],
+        timingCosts: [4, 8, 10, 12],
+        timingSamples: 31,
+      },
+      upstream: { series: 1_000_000, labelPairs: 1_000_000, atLimitSeries: 200_000, singleScrapes: 50, concurrency: 50, concurrentRounds: 5 },
+    },
   },
   // The same benchmarks at a fifth of the ETL
   // size, half the slow one and half the scrapes; three ETL rounds and growth runs, two of the
@@ -121,6 +138,11 @@ const PLANS: Record<'full' | 'quick', Plan> = {
     dashboards: { sizes: [100_000, 500_000], days: 30, runs: 5, rangesDays: [30, 7] },
     sources: { counts: [1, 4, 16], rounds: 1, warmupScrapes: 20, scrapes: 1000, connections: 10, coldScrapes: 100 },
     audit: { windows: 8760, records: 17_520, drifts: [1, 10, 100] },
+    hostile: {
+      slowloris: { attackConnections: 2000, scrapeSeconds: 10, concurrency: 2 },
+      auth: QUICK_HOSTILE_AUTH_PLAN,
+      upstream: { series: 1_000_000, labelPairs: 1_000_000, atLimitSeries: 200_000, singleScrapes: 20, concurrency: 50, concurrentRounds: 2 },
+    },
   },
 };
 
@@ -130,7 +152,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
  */
 const V8_DEFAULT_HEAP = ['--heap-growing-percent=0'];
 
-const SUITES = ['etl', 'growth', 'slow', 'metrics', 'large-scrape', 'requests', 'paced', 'dashboards', 'sources', 'audit'] as const;
+const SUITES = ['etl', 'growth', 'slow', 'metrics', 'large-scrape', 'requests', 'paced', 'dashboards', 'sources', 'audit', 'hostile'] as const;
 type Suite = (typeof SUITES)[number];
 
 function usage(message: string): never {
@@ -221,6 +243,7 @@ async function main(): Promise<void> {
     if (only.has('dashboards')) report.dashboards = await dashboardsSuite(ctx, plan.dashboards);
     if (only.has('sources')) report.sources = await sourcesSuite(ctx, plan.sources);
     if (only.has('audit')) report.audit = await auditSuite(ctx, plan.audit);
+    if (only.has('hostile')) report.hostile = await hostileSuite(ctx, plan.hostile);
 
     const missed = verdicts(report).filter((v) => !v.met);
     const etlMissed = missed.some((v) => /^(1|2|4)\./.test(v.name));

@@ -14,10 +14,12 @@ import { registerFieldsCommand } from './commands/fields.js';
 import { registerMigrateCommand } from './commands/migrate.js';
 import { registerRollupCommand } from './commands/rollup.js';
 import { registerServeCommand } from './commands/serve.js';
+import { registerStateCommand } from './commands/state.js';
 import { loadSimulateCommand, registerSimulateCommand } from './commands/simulate.js';
 import { registerSyncCommand } from './commands/sync.js';
 import { registerVerifyCommand } from './commands/verify.js';
 import { limitHeapGrowth } from './heap.js';
+import { clearSecrets, maskWrites } from './redact.js';
 import { VERSION } from './version.js';
 
 /**
@@ -58,6 +60,7 @@ export function buildProgram(configureSimulate?: (command: Command) => void): Co
   registerMigrateCommand(program);
   registerRollupCommand(program);
   registerFieldsCommand(program);
+  registerStateCommand(program);
   for (const sub of program.commands) {
     sub.exitOverride();
     for (const nested of sub.commands) nested.exitOverride();
@@ -67,9 +70,16 @@ export function buildProgram(configureSimulate?: (command: Command) => void): Co
 
 /**
  * Runs the CLI on `argv` (without node and script). Resolves with the exit status;
- * usage errors resolve 2, as do configuration errors inside commands.
+ * usage errors resolve 2, as do configuration errors inside commands. Puts the masking of
+ * secrets in front of stdout and stderr first (src/redact.ts `maskWrites`), with no secret
+ * registered yet.
  */
 export async function main(argv: string[]): Promise<number> {
+  // Whatever a command writes, the secrets the configuration and the upstream gave it are masked
+  // (src/redact.ts); a run starts with none registered, as a process does (in-process runs in tests).
+  clearSecrets();
+  maskWrites(process.stdout);
+  maskWrites(process.stderr);
   // The simulator is loaded only for a command line that may run it.
   const program = buildProgram(argv.includes('simulate') ? await loadSimulateCommand() : undefined);
   try {

@@ -4,8 +4,10 @@
  * where the failure came from somewhere else, a `cause`.
  *
  * Messages never carry secrets: callers build them from names, statuses and
- * masked values only (see {@link maskSecret}).
+ * masked values only (see {@link maskSecret}); {@link redactSecrets} (src/redact.ts) masks what
+ * an upstream echoed into one.
  */
+import { redactSecrets } from './redact.js';
 
 /** Stable error codes. Adding one is fine; renaming one breaks alert rules and log queries. */
 export type ErrorCode =
@@ -16,6 +18,7 @@ export type ErrorCode =
   | 'ERR_UPSTREAM_NETWORK'
   | 'ERR_UPSTREAM_TIMEOUT'
   | 'ERR_UPSTREAM_BODY'
+  | 'ERR_UPSTREAM_LIMIT'
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_DATABASE'
   | 'ERR_DATA_DIR_LOCKED'
@@ -34,6 +37,8 @@ export type ErrorCode =
  *   totalRecords, an empty or short page before the last, more records than pageSize, another page
  *   number), `response_too_large`, `content_encoding` (a body in a Content-Encoding the client cannot
  *   decode: unknown, or not valid in the coding it names), `invalid_body` (any other body fault);
+ * - `limit`: an E7 text over one of the source's limits (Prometheus's sample_limit, label_limit,
+ *   label_value_length_limit: UPSTREAM_SAMPLE_LIMIT and the two beside it);
  * - `token`: no token could be had (E0), for a request or run that needed one;
  * - `secret_file`: a token request (E0) not sent because CLIENT_SECRET_FILE could not be read or was empty;
  * - `inconsistent_window`: the two reads of an instant holding more than a page kept disagreeing (SYNC_WINDOW_ATTEMPTS);
@@ -53,6 +58,7 @@ export type FailureReason =
   | 'inconsistent_page'
   | 'response_too_large'
   | 'invalid_body'
+  | 'limit'
   | 'content_encoding'
   | 'token'
   | 'secret_file'
@@ -133,6 +139,28 @@ export class UpstreamError extends ExporterError {
   constructor(code: ErrorCode, endpoint: Endpoint, message: string, options: ExporterErrorOptions = {}) {
     super(code, message, options);
     this.endpoint = endpoint;
+  }
+}
+
+/** The limits an E7 text is read under, by the names Prometheus's scrape configuration gives them. */
+export type UpstreamLimitName = 'sample_limit' | 'label_limit' | 'label_value_length_limit';
+
+/**
+ * An E7 text (`GET /analytics/prometheus`) went over one of its source's limits while it was read:
+ * more sample lines than sample_limit (UPSTREAM_SAMPLE_LIMIT), a sample with more labels than
+ * label_limit (UPSTREAM_LABEL_LIMIT), or a label value longer than label_value_length_limit
+ * (UPSTREAM_LABEL_VALUE_LENGTH_LIMIT, in bytes). The read is abandoned there, as Prometheus fails
+ * a scrape over its limits; not retried (the same text would break the same limit).
+ */
+export class UpstreamLimitError extends UpstreamError {
+  constructor(
+    /** Which limit: Prometheus's name for it. */
+    readonly limit: UpstreamLimitName,
+    /** The limit's value (samples, labels per sample, or bytes per label value). */
+    readonly value: number,
+    message: string,
+  ) {
+    super('ERR_UPSTREAM_LIMIT', 'prometheus', message, { reason: 'limit' });
   }
 }
 
@@ -228,41 +256,9 @@ export function displayUrl(url: URL): string {
   return `${url.protocol}//${url.host}${url.pathname}`;
 }
 
-/** What {@link redactSecrets} puts in place of a secret. */
-export const REDACTED = '[redacted]';
+export { REDACTED, clearSecrets, redactSecrets, registerSecret, secretForms } from './redact.js';
 
-/** A letter, digit or `_` in any script: what a secret's occurrence must not run into to count as whole. */
-const WORD_CHARACTER = '[\\p{L}\\p{N}_]';
-
-/**
- * The last line of defence for text that came from elsewhere (an upstream's error body): replaces
- * every whole occurrence of a secret with {@link REDACTED}, in one pass, and leaves all other text
- * as it was. Secrets are kept out of messages where they are held (no request body or header that
- * carries one is ever put into a message); this only catches a server echoing one back.
- *
- * An occurrence is whole when it does not start or end inside a word: where the secret begins
- * (ends) with a letter, digit or `_`, the character before (after) it must not be one. So a short
- * secret such as `t` leaves `client` and `secret` alone but is masked in `secret t refused`; a
- * secret beginning or ending with punctuation is bounded by that punctuation itself. One pass over
- * all secrets at once, longest first, never looks into its own `[redacted]` output.
- *
- * @param secrets values to mask; empty strings are ignored.
- * @returns `text` with each whole occurrence replaced; `text` itself when there is nothing to mask.
- */
-export function redactSecrets(text: string, secrets: readonly string[]): string {
-  const distinct = [...new Set(secrets)].filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
-  if (distinct.length === 0 || text.length === 0) return text;
-  const word = new RegExp(`^${WORD_CHARACTER}$`, 'u');
-  const alternatives = distinct.map((secret) => {
-    const chars = [...secret];
-    const before = word.test(chars[0]!) ? `(?<!${WORD_CHARACTER})` : '';
-    const after = word.test(chars[chars.length - 1]!) ? `(?!${WORD_CHARACTER})` : '';
-    return `${before}${secret.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&')}${after}`;
-  });
-  return text.replace(new RegExp(alternatives.join('|'), 'gu'), REDACTED);
-}
-
-/** One line per error in the `cause` chain: "message ← cause message ← …", for CLI output. */
+/** One line per error in the `cause` chain: "message ← cause message ← …", for CLI output; secrets masked ({@link redactSecrets}). */
 export function describeError(err: unknown): string {
   const parts: string[] = [];
   let current: unknown = err;
@@ -273,7 +269,7 @@ export function describeError(err: unknown): string {
     parts.push(typeof code === 'string' && !text.includes(code) ? `${text} (${code})` : text);
     current = (e as { cause?: unknown }).cause;
   }
-  return parts.join(' ← ');
+  return redactSecrets(parts.join(' ← '));
 }
 
 /** Longest error text {@link storableText} keeps, in UTF-16 code units (at most 12 KiB of UTF-8). */
@@ -288,17 +284,17 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  * records. An error's message can hold anything its cause quoted (JSON.parse quotes the bytes of a
  * gzip body, NUL included), and PostgreSQL refuses U+0000 and text that is not valid UTF-8.
  *
- * Secrets are not this function's business: the messages it is given are built without them
- * (see {@link redactSecrets} for text that came from elsewhere).
+ * The messages it is given are built without secrets; a secret an upstream echoed into one is
+ * masked here all the same ({@link redactSecrets}), before the text is cut.
  *
  * @param text any string.
  * @param maxLength the longest result, in UTF-16 code units; default {@link MAX_STORED_TEXT_LENGTH}.
- * @returns `text` with each U+0000 and each lone surrogate replaced by U+FFFD, and, when longer than
+ * @returns `text` with secrets masked, each U+0000 and each lone surrogate replaced by U+FFFD, and, when longer than
  *   `maxLength`, cut there (never inside a surrogate pair) with a marker saying how long it was;
  *   `text` itself when there is nothing to change. Never throws.
  */
 export function storableText(text: string, maxLength = MAX_STORED_TEXT_LENGTH): string {
-  const clean = text.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATE, '\ufffd');
+  const clean = redactSecrets(text).replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATE, '\ufffd');
   if (clean.length <= maxLength) return clean;
   const marker = `… [cut, ${clean.length} characters in all]`;
   let cut = Math.max(0, maxLength - marker.length);

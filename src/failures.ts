@@ -21,6 +21,7 @@ import {
   InvalidArgumentError,
   TokenError,
   UpstreamError,
+  UpstreamLimitError,
   WebConfigError,
   type FailureReason,
 } from './errors.js';
@@ -39,6 +40,7 @@ export type FailureKind =
   | 'invalid_argument'
   | 'web_config'
   | 'token'
+  | 'upstream_limit'
   | 'upstream'
   | 'inconsistent_window'
   | 'aborted'
@@ -81,6 +83,8 @@ export const FAILURES: Readonly<Record<FailureKind, FailureRow>> = {
    * (`network`, `timeout`), as the token client counts its attempts.
    */
   token: { class: TokenError, reason: 'code', exitStatus: EXIT_FAILURE, level: 'error' },
+  /** An E7 text over one of its source's limits (sample_limit, label_limit, label_value_length_limit): serve survives it, the source's read fails. */
+  upstream_limit: { class: UpstreamLimitError, reason: 'limit', exitStatus: EXIT_FAILURE, level: 'warn' },
   /** An E6 or E7 request failed after its retries: network, timeout, a status, a body. */
   upstream: { class: UpstreamError, reason: 'code', exitStatus: EXIT_FAILURE, level: 'error' },
   /** The two reads of an instant kept disagreeing (SYNC_WINDOW_ATTEMPTS). */
@@ -158,6 +162,7 @@ function kindOf(err: unknown): FailureKind {
     if (err instanceof InvalidArgumentError) return 'invalid_argument';
     if (err instanceof WebConfigError) return 'web_config';
     if (err instanceof TokenError) return 'token';
+    if (err instanceof UpstreamLimitError) return 'upstream_limit';
     if (err instanceof UpstreamError) return 'upstream';
     if (err instanceof InconsistentWindowError) return 'inconsistent_window';
     if (err instanceof AbortedError) return 'aborted';
@@ -210,6 +215,8 @@ function reasonOfCode(err: unknown): FailureReason {
       return typeof e.status === 'number' ? `http_${e.status}` : 'other';
     case 'ERR_UPSTREAM_BODY':
       return 'invalid_body';
+    case 'ERR_UPSTREAM_LIMIT':
+      return 'limit';
     case 'ERR_ABORTED':
       return 'aborted';
     case 'ERR_DATABASE':

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import type { LogFormat } from './config.js';
-import { coerceError } from './errors.js';
+import { coerceError, redactSecrets } from './errors.js';
 
 export type { Logger };
 
@@ -66,7 +66,8 @@ export const MAX_CAUSE_DEPTH = 5;
  * one, `stack` when `options.stack`, and `cause`, in the same shape, down to {@link MAX_CAUSE_DEPTH}).
  * A non-Error value is coerced first ({@link coerceError}); an error with an empty message (Node's
  * AggregateError for a host with several addresses) takes its inner errors' messages.
- * Messages are logged as they are: errors of this project never carry secrets (src/errors.ts).
+ * Messages and stacks are logged with secrets masked ({@link redactSecrets}): errors of this project
+ * are built without them, but an upstream's or a library's message may quote one.
  */
 export function serializeError(value: unknown, options: { stack?: boolean } = {}): SerializedError {
   return serializeAt(value, options.stack === true, 0);
@@ -80,9 +81,9 @@ function serializeAt(value: unknown, withStack: boolean, depth: number): Seriali
     type: error.constructor?.name && error.constructor.name !== 'Object' ? error.constructor.name : error.name || 'Error',
     ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
     ...(typeof status === 'number' ? { status } : {}),
-    message: error.message || inner.join('; ') || error.name || 'Error',
+    message: redactSecrets(error.message || inner.join('; ') || error.name || 'Error'),
   };
-  if (withStack && typeof error.stack === 'string') out.stack = error.stack;
+  if (withStack && typeof error.stack === 'string') out.stack = redactSecrets(error.stack);
   if (cause !== undefined && cause !== null && cause !== value && depth + 1 <= MAX_CAUSE_DEPTH) out.cause = serializeAt(cause, withStack, depth + 1);
   return out;
 }
@@ -101,7 +102,17 @@ function prettyDestination(destination: LogDestination): pino.DestinationStream 
   const { prettyFactory } = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   const colorize = destination.isTTY === true && process.env.NO_COLOR === undefined;
   const prettify = prettyFactory({ colorize, singleLine: true, ignore: 'name', translateTime: 'SYS:HH:MM:ss.l', errorLikeObjectKeys: ['err'] });
-  return { write: (line: string) => void destination.write(prettify(line)) };
+  // The JSON line is masked before it is parsed (its JSON-escaped forms), the pretty line after (by the destination).
+  return { write: (line: string) => void destination.write(prettify(redactSecrets(line))) };
+}
+
+/**
+ * `destination` behind the masking of secrets: every line pino writes, at every level and in
+ * every field, has each registered secret masked in all its forms ({@link redactSecrets}) before
+ * it is written. A JSON line is masked as written, so JSON-escaped forms are caught too.
+ */
+function maskedDestination(destination: LogDestination): LogDestination {
+  return { write: (line: string) => destination.write(redactSecrets(line)), ...(destination.isTTY !== undefined ? { isTTY: destination.isTTY } : {}) };
 }
 
 export interface LoggerOptions {
@@ -113,13 +124,15 @@ export interface LoggerOptions {
 
 /**
  * Creates the process logger: pino lines on stderr, JSON or pretty ({@link LoggerOptions.format}),
- * with secrets redacted by pino before either format sees the line, and `err` fields written by
- * {@link serializeError} (the stack only at `debug` and `trace`).
+ * with secrets redacted by pino before either format sees the line (the fields of
+ * {@link REDACTED_PATHS}), every line then masked of every registered secret in all its forms
+ * (src/redact.ts), and `err` fields written by {@link serializeError} (the stack only at `debug`
+ * and `trace`).
  *
  * @param level pino level name, or `silent`.
  */
 export function createLogger(level: LevelWithSilent = 'info', options: LoggerOptions = {}): Logger {
-  const destination = options.destination ?? process.stderr;
+  const destination = maskedDestination(options.destination ?? process.stderr);
   const withStack = STACK_LEVELS.has(level);
   return pino(
     {

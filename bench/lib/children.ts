@@ -191,7 +191,7 @@ export interface ServerChild {
   stop(): Promise<void>;
 }
 
-/** Starts `node dist/cli.js serve` on an ephemeral loopback port, without the sync schedule. */
+/** Starts `node dist/cli.js serve` on an ephemeral loopback port, without the sync schedule; over TLS when `env` has a WEB_CONFIG_FILE that says so. */
 export async function startServeChild(env: Record<string, string>): Promise<ServerChild> {
   requireBuild();
   const child = track(
@@ -201,7 +201,7 @@ export async function startServeChild(env: Record<string, string>): Promise<Serv
       cwd: ROOT,
     }),
   );
-  const match = await waitForLine(child, /serving (http:\/\/[^\s/"]+)\/metrics/, 'serve');
+  const match = await waitForLine(child, /serving (https?:\/\/[^\s/"]+)\/metrics/, 'serve');
   child.stdout?.resume();
   child.stderr?.resume();
   return { url: match[1]!, pid: child.pid!, stop: () => stopChild(child) };

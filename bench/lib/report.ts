@@ -7,6 +7,7 @@ import type { MetricsResult } from '../suites/metrics.js';
 import type { PacedResult } from '../suites/paced.js';
 import type { RequestsResult } from '../suites/requests.js';
 import { auditMet, renderAudit, type AuditBenchResult } from '../suites/audit.js';
+import { hostileVerdict, renderHostile, type HostileResult } from '../suites/hostile.js';
 import type { SlowResult } from '../suites/slow.js';
 import { memoryPerSource, type ScrapeLoad, type SourcesResult } from '../suites/sources.js';
 import type { Machine } from './machine.js';
@@ -69,6 +70,7 @@ export interface Report {
   paced?: PacedResult;
   dashboards?: DashboardsResult;
   sources?: SourcesResult;
+  hostile?: HostileResult;
   profile?: ProfiledRun;
   findings?: string;
   /** Key figures of the code before the performance changes (bench/before.json), shown beside this run's. */
@@ -232,6 +234,7 @@ export function verdicts(report: Report): Verdict[] {
       detail: `${rows.map((r) => `k=${r.drifted}: ${r.requests} of ${r.budget}`).join('; ')} E6 requests (budget 20 with no drift, 1 + 2·k·⌈log2 n⌉ with k)`,
     });
   }
+  if (report.hostile) out.push({ name: '12. Hostile clients', ...hostileVerdict(report.hostile) });
   return out.sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -517,6 +520,7 @@ export function renderMarkdown(report: Report): string {
   if (report.dashboards) push(...renderDashboards(report.dashboards));
   if (report.sources) push(...renderSources(report.sources));
   if (report.audit) push(...renderAudit(report.audit));
+  if (report.hostile) push(...renderHostile(report.hostile));
 
   const { profile } = report;
   if (profile) {

@@ -83,7 +83,8 @@ export async function metricsSuite(ctx: BenchContext, spec: MetricsSpec): Promis
   try {
     await withFreshDatabase(ctx, 'bench_serve', async (db) => {
       for (let round = 1; round <= spec.rounds; round++) {
-        const serve = await startServeChild(upstreamEnv(sim.url, db.url));
+        // spec.connections (50) from one address: a load test, beyond a scraper's share (METRICS_MAX_CONNECTIONS_PER_CLIENT, 32).
+        const serve = await startServeChild(upstreamEnv(sim.url, db.url, { METRICS_MAX_CONNECTIONS_PER_CLIENT: String(2 * spec.connections) }));
         let serveRun: LoadRun;
         let upstreamRequests: number;
         let tokenRequests: number;

@@ -221,7 +221,7 @@ fire it. A warning: nothing is lost, the record waits.`,
           ${c.databaseSchema}.records_quarantine where source = '{{ $labels.source }}' order by id desc limit 20\` (schema
           DATABASE_SCHEMA): payload_text is the record's JSON text, why what is wrong with it, json_path where in it (for a record jsonb
           cannot hold). Have the platform correct the record at its source, or change the database rule that refused it; re-syncing its
-          window then stores it in records and drops its quarantine rows.`,
+          window with SYNC_SHRINK=replace (sync --from --to) then stores it in records and drops its quarantine rows (under the default SYNC_SHRINK=keep the window keeps the quarantined copy beside the stored one).`,
       },
     }),
   };

@@ -8,7 +8,8 @@ import { loadConfig, type Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { readDatabaseTls } from '../db/tls.js';
 import { requireDemoSimulator } from '../demo.js';
-import { ConfigError, InvalidArgumentError } from '../errors.js';
+import { databaseSecrets } from '../config/database.js';
+import { ConfigError, InvalidArgumentError, registerSecret } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
 import { readClientFiles } from '../upstream/files.js';
@@ -19,7 +20,8 @@ import { configOverrides } from './options.js';
  * read once by the module that uses it (each source's secret and TLS files, src/upstream/files.ts;
  * the database's TLS files, src/db/tls.ts), so that a missing, empty or unreadable one stops the
  * start before anything runs, named as a broken rule of its setting. Those modules read the files
- * again when they use them.
+ * again when they use them. Every secret the configuration holds is registered to be masked in
+ * all output ({@link registerConfigSecrets}).
  *
  * @param env usually `process.env`.
  * @param overrides values from CLI flags, keyed by environment variable name.
@@ -28,9 +30,29 @@ import { configOverrides } from './options.js';
  */
 export function loadCommandConfig(env: NodeJS.ProcessEnv, overrides: Record<string, string | undefined>): Config {
   const config = loadConfig(env, overrides);
+  registerConfigSecrets(config, env);
   for (const source of config.sources) if (source.upstream !== undefined) readClientFiles(source.upstream);
   if (config.database.url !== undefined) readDatabaseTls(config.database.tls);
   return config;
+}
+
+/**
+ * Registers the secrets of `config` to be masked, in all their forms, in every log line, message,
+ * stored error text and served metric (src/redact.ts): each source's client secret (CLIENT_SECRET,
+ * or CONFIG_FILE's `client_secret`; a CLIENT_SECRET_FILE's is registered where it is read), the
+ * password in the user info of STATISTICS_URL and AUTH_URL, DATABASE_URL's passwords
+ * ({@link databaseSecrets}) and PGPASSWORD.
+ */
+export function registerConfigSecrets(config: Config, env: NodeJS.ProcessEnv): void {
+  const secrets: string[] = [];
+  for (const { upstream } of config.sources) {
+    if (upstream === undefined) continue;
+    secrets.push(upstream.clientSecret ?? '');
+    for (const url of [upstream.statisticsUrl, upstream.tokenUrl]) secrets.push(...databaseSecrets(url.href));
+  }
+  if (config.database.url !== undefined) secrets.push(...databaseSecrets(config.database.url));
+  secrets.push(env.PGPASSWORD ?? '');
+  for (const secret of secrets) registerSecret(secret);
 }
 
 /**

@@ -154,3 +154,42 @@ export function maskDatabaseUrl(value: string): string {
   }
   return value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[\s\S]*@/i, '$1***@').replace(QUERY_SECRET, '$1***');
 }
+
+/** Undoes libpq's quoting of a keyword value: the surrounding quotes, and `\` before any character. */
+function unquoteKeywordValue(value: string): string {
+  const inner = value.startsWith("'") ? value.slice(1, value.endsWith("'") && value.length > 1 ? -1 : undefined) : value;
+  return inner.replace(/\\([\s\S])/g, '$1');
+}
+
+/**
+ * The credentials a DATABASE_URL holds, in either of libpq's forms, to be masked wherever they
+ * might come back (src/redact.ts): a URL's password (as written and percent-decoded) and its
+ * `password` / `sslpassword` parameters; the keyword form's `password` and `sslpassword` values,
+ * unquoted.
+ *
+ * @param value DATABASE_URL as given.
+ * @returns the secrets found, none empty; `[]` when there are none.
+ */
+export function databaseSecrets(value: string): string[] {
+  const secrets: string[] = [];
+  const decoded = (text: string) => {
+    try {
+      return decodeURIComponent(text);
+    } catch {
+      return text;
+    }
+  };
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
+    for (const match of value.matchAll(KEYWORD_SECRET)) secrets.push(unquoteKeywordValue(match[0].slice(match[1]!.length + match[2]!.length)));
+  } else if (URL.canParse(value)) {
+    const url = new URL(value);
+    secrets.push(url.password, decoded(url.password));
+    for (const parameter of ['password', 'sslpassword']) for (const given of url.searchParams.getAll(parameter)) secrets.push(given);
+  } else {
+    const userInfo = /^[a-z][a-z0-9+.-]*:\/\/([\s\S]*)@/i.exec(value)?.[1] ?? '';
+    const password = userInfo.includes(':') ? userInfo.slice(userInfo.indexOf(':') + 1) : '';
+    secrets.push(password, decoded(password));
+    for (const match of value.matchAll(QUERY_SECRET)) secrets.push(decoded(match[0].slice(match[1]!.length)));
+  }
+  return [...new Set(secrets)].filter((s) => s !== '');
+}

@@ -21,6 +21,7 @@ import {
   type SyncConfig,
   type TlsFileSettings,
   type UpstreamConfig,
+  type UpstreamLimits,
 } from './types.js';
 
 /**
@@ -143,8 +144,11 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       metricsWindowMs: v.METRICS_WINDOW,
       cacheTtlMs: v.METRICS_CACHE_TTL,
       scrapeTimeoutMs: v.METRICS_SCRAPE_TIMEOUT,
+      maxConnectionsPerClient: v.METRICS_MAX_CONNECTIONS_PER_CLIENT,
+      maxConnections: v.METRICS_MAX_CONNECTIONS,
       upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
       webConfigFile: v.WEB_CONFIG_FILE,
+      authFailureBudget: v.AUTH_FAILURE_BUDGET,
       auditSchedule: v.AUDIT_SCHEDULE === 'off' ? undefined : v.AUDIT_SCHEDULE,
     },
     logLevel: v.LOG_LEVEL,
@@ -220,7 +224,12 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
     schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
     recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
   };
-  return { name, labels, upstream, sync };
+  const limits: UpstreamLimits = {
+    sampleLimit: v.UPSTREAM_SAMPLE_LIMIT,
+    labelLimit: v.UPSTREAM_LABEL_LIMIT,
+    labelValueLengthLimit: v.UPSTREAM_LABEL_VALUE_LENGTH_LIMIT,
+  };
+  return { name, labels, upstream, sync, limits };
 }
 
 /**

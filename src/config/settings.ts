@@ -134,6 +134,25 @@ const SETTING_TABLE = {
     help: 'largest upstream response body, as received and once decoded; an E6 part over it is split in time, then read at smaller pages, then its window parked',
     schema: byteSize('64MiB', 64 * 1024, 512 * 1024 ** 2),
   },
+  // E7 limits (issue 25): Prometheus's sample_limit, label_limit and label_value_length_limit, per source.
+  UPSTREAM_SAMPLE_LIMIT: {
+    flag: '--upstream-sample-limit',
+    default: '200000',
+    help: "sample lines one E7 text may hold (Prometheus's sample_limit); over it the source's read fails (reason limit); 0 = no limit",
+    schema: wholeNumber(0, 100_000_000),
+  },
+  UPSTREAM_LABEL_LIMIT: {
+    flag: '--upstream-label-limit',
+    default: '64',
+    help: "labels one E7 sample may carry, the metric name not counted (Prometheus's label_limit); over it the read fails; 0 = no limit",
+    schema: wholeNumber(0, 1_000_000),
+  },
+  UPSTREAM_LABEL_VALUE_LENGTH_LIMIT: {
+    flag: '--upstream-label-value-length-limit',
+    default: '2048',
+    help: "bytes (UTF-8, unescaped) of one E7 label value (Prometheus's label_value_length_limit); over it the read fails; 0 = no limit",
+    schema: wholeNumber(0, 16 * 1024 * 1024),
+  },
   UPSTREAM_TO_DATE: {
     flag: '--upstream-to-date',
     default: 'auto',
@@ -363,10 +382,31 @@ const SETTING_TABLE = {
     schema: durationOrZero('30s'),
   },
   METRICS_SCRAPE_TIMEOUT: { flag: '--metrics-scrape-timeout', default: '10s', help: 'scrape timeout when Prometheus sends none', schema: duration('10s') },
+  // Connection limits of serve (src/serve/connections.ts). 32 per client: a scraper uses one or two.
+  // 1024 in all: 32 addresses at their limit, a few MiB of sockets, far below the file descriptors
+  // Node takes at start (it raises its soft limit to the hard one); more addresses are the network's to stop.
+  METRICS_MAX_CONNECTIONS_PER_CLIENT: {
+    flag: '--metrics-max-connections-per-client',
+    default: '32',
+    help: "connections one client address may hold open to serve's HTTP server; more are closed at once",
+    schema: wholeNumber(1, 65_536),
+  },
+  METRICS_MAX_CONNECTIONS: {
+    flag: '--metrics-max-connections',
+    default: '1024',
+    help: "connections serve's HTTP server holds open in all; more are closed at once",
+    schema: wholeNumber(1, 1_048_576),
+  },
   WEB_CONFIG_FILE: {
     flag: '--web-config-file',
     help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format; read again when it changes",
     schema: optional(z.string()),
+  },
+  AUTH_FAILURE_BUDGET: {
+    flag: '--auth-failure-budget',
+    default: '10',
+    help: 'failed logins (basic_auth_users) one client address may spend per minute; beyond them its uncached attempts answer 429, 0 for no budget',
+    schema: wholeNumber(0, 10_000),
   },
   UPSTREAM_METRIC_PREFIX: {
     flag: '--upstream-metric-prefix',

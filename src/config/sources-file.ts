@@ -44,6 +44,9 @@ export const SOURCE_KEYS: Readonly<Record<string, string>> = {
   rate_limit: 'UPSTREAM_RATE_LIMIT',
   rate_burst: 'UPSTREAM_RATE_BURST',
   max_body: 'UPSTREAM_MAX_BODY',
+  sample_limit: 'UPSTREAM_SAMPLE_LIMIT',
+  label_limit: 'UPSTREAM_LABEL_LIMIT',
+  label_value_length_limit: 'UPSTREAM_LABEL_VALUE_LENGTH_LIMIT',
 };
 
 /** Keys of a source's `tls:` map. */

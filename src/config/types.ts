@@ -175,10 +175,15 @@ export interface ServeConfig {
   cacheTtlMs: number;
   /** Scrape timeout assumed when Prometheus sends no X-Prometheus-Scrape-Timeout-Seconds. */
   scrapeTimeoutMs: number;
+  /** Connections one client address may hold open (METRICS_MAX_CONNECTIONS_PER_CLIENT), and all together (METRICS_MAX_CONNECTIONS). */
+  maxConnectionsPerClient: number;
+  maxConnections: number;
   /** Prefix added to upstream metric names; undefined for none. */
   upstreamPrefix: string | undefined;
   /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE): the file's path, read by serve (src/serve/webconfig.ts); undefined for plain HTTP without auth. */
   webConfigFile: string | undefined;
+  /** Failed basic-auth logins one client address may spend per minute (AUTH_FAILURE_BUDGET); 0 for no budget. */
+  authFailureBudget: number;
   /** Cron expression (UTC) of the audit of every source inside `serve` (AUDIT_SCHEDULE); undefined when `off`. */
   auditSchedule: string | undefined;
 }
@@ -197,6 +202,22 @@ export interface SourceConfig {
   upstream: UpstreamConfig | undefined;
   /** How this source is synced; the tables it is synced into are {@link Config.tables}, the same for every source. */
   sync: SyncConfig;
+  /** What serve reads of this source's E7 text at most. */
+  limits: UpstreamLimits;
+}
+
+/**
+ * The limits one E7 text (`GET /analytics/prometheus`) is read under, as Prometheus's scrape
+ * configuration names them; 0 turns a limit off. Over one, serve's read of the source fails
+ * (`upstream_up 0`, reason `limit`).
+ */
+export interface UpstreamLimits {
+  /** sample_limit (UPSTREAM_SAMPLE_LIMIT): sample lines of one text. */
+  sampleLimit: number;
+  /** label_limit (UPSTREAM_LABEL_LIMIT): label pairs of one sample, the metric name not counted. */
+  labelLimit: number;
+  /** label_value_length_limit (UPSTREAM_LABEL_VALUE_LENGTH_LIMIT): bytes of one label value, unescaped. */
+  labelValueLengthLimit: number;
 }
 
 /** The name of the one source the environment describes (no CONFIG_FILE). */

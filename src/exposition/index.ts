@@ -28,3 +28,5 @@ export {
 } from './merge.js';
 export type { Extent, IndexedFamily, IndexedPart, SourcePart, TargetLabels } from './part.js';
 export { PartWriter, mergeParts, targetLabels } from './part.js';
+export type { ExpositionLimits, LimitBreach } from './limits.js';
+export { ExpositionLimitScanner, checkExpositionLimits, describeLimit } from './limits.js';

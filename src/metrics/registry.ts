@@ -70,7 +70,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_errors_total`,
     help:
       'Failed reads of the platform E7 Prometheus text, by reason (the same values as upstream_attempt_failures_total: timeout, network, ' +
-      'http_<status>, content_type, content_encoding, invalid_body, response_too_large, token, other).',
+      'http_<status>, content_type, content_encoding, invalid_body, response_too_large, token, other; limit: over UPSTREAM_SAMPLE_LIMIT, UPSTREAM_LABEL_LIMIT or UPSTREAM_LABEL_VALUE_LENGTH_LIMIT).',
     labelNames: ['source', 'reason'],
     registers: [this.registry],
   });
@@ -107,7 +107,7 @@ export class ExporterMetrics {
     help:
       'Failed attempts of upstream requests, retried ones included, by endpoint (token = E0, analytics = E6, prometheus = E7) and reason ' +
       '(network, timeout, http_<status>, invalid_json, content_type, invalid_envelope, inconsistent_page, response_too_large, content_encoding, invalid_body, ' +
-      'token, secret_file, other).',
+      'token, secret_file, other; limit for an E7 text over its limits).',
     labelNames: ['source', 'endpoint', 'reason'],
     registers: [this.registry],
   });
@@ -123,6 +123,13 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}upstream_rate_limit_wait_seconds_total`,
     help: 'Seconds E6 and E7 requests waited for the request budget (UPSTREAM_RATE_LIMIT) before being sent, summed over requests.',
     labelNames: ['source'],
+    registers: [this.registry],
+  });
+  // serve's HTTP Basic authentication (src/serve/basic-auth.ts, auth-budget.ts).
+  readonly authThrottled = new Counter({
+    name: `${METRIC_PREFIX}http_auth_throttled_total`,
+    help: 'Login attempts refused with 429 without a password check, by reason: budget (the address spent AUTH_FAILURE_BUDGET) or busy (as many checks ran as allowed).',
+    labelNames: ['reason'] as const,
     registers: [this.registry],
   });
   readonly tokenRequests = new Counter({
@@ -286,6 +293,13 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}audit_last_run_timestamp_seconds`,
     help: 'Unix time at which the last audit of the source finished its comparison (and repairs).',
     labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  // serve's connection limits (src/serve/connections.ts).
+  readonly httpConnectionsRefused = new Counter({
+    name: `${METRIC_PREFIX}http_connections_refused_total`,
+    help: 'Connections serve closed on arrival, by reason: per_client (METRICS_MAX_CONNECTIONS_PER_CLIENT), total (METRICS_MAX_CONNECTIONS).',
+    labelNames: ['reason'] as const,
     registers: [this.registry],
   });
 

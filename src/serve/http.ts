@@ -22,12 +22,26 @@ import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from '.
 import { VERSION } from '../version.js';
 import { answerClientError, MalformedRequestLog, requestTarget } from './malformed.js';
 import { BasicAuth } from './basic-auth.js';
+import { limitConnections, REFUSAL_REASONS } from './connections.js';
+import { AuthRefusalLog, DEFAULT_AUTH_FAILURE_BUDGET, FailureBudget } from './auth-budget.js';
+import { BcryptWorker } from './bcrypt-worker.js';
 import { matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */
 export const HEADERS_TIMEOUT_MS = 10_000;
 export const REQUEST_TIMEOUT_MS = 30_000;
-export const MAX_CONNECTIONS = 256;
+/**
+ * How often Node checks open connections against the two timeouts above (its default, 30 s, held
+ * a connection that sent its headers a byte at a time for up to 40 s): each expires within a second.
+ */
+export const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
+/**
+ * An idle keep-alive connection is closed after this. Far below any usual scrape interval (10 s
+ * and more, 1 m by default): a scraper's connection does not sit idle holding one of its address's
+ * slots between scrapes, and the close never races the next scrape's reuse of it (the client has
+ * seen the close seconds before). Requests in one burst (several /probe in a row) still share one.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 /** A TLS connection must finish its handshake within this, or is closed (Node's default: 120 s, which let bare TCP connections hold a slot). */
 export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
@@ -53,6 +67,10 @@ export interface ServerDeps {
    * the connections that follow, new users and headers to the requests that follow.
    */
   web?: WebConfigSource;
+  /** Connections one client address may hold open, and all clients together (METRICS_MAX_CONNECTIONS_PER_CLIENT, METRICS_MAX_CONNECTIONS). */
+  connections: { perClient: number; total: number };
+  /** Failed logins one client address may spend per minute before its uncached attempts are refused (AUTH_FAILURE_BUDGET; 0: no budget). */
+  authFailureBudget?: number;
   log: Logger;
 }
 
@@ -223,7 +241,13 @@ export function createMetricsServer(deps: ServerDeps): Server {
   const { log } = deps;
   const source = deps.web;
   let web = source?.current;
-  let auth = new BasicAuth(web?.users ?? {});
+  // One budget and one bcrypt worker per server: they outlive a change of users.
+  const budget = new FailureBudget(deps.authFailureBudget ?? DEFAULT_AUTH_FAILURE_BUDGET);
+  const bcrypt = new BcryptWorker();
+  const newAuth = (users: Record<string, string>): BasicAuth => new BasicAuth(users, { budget, bcrypt });
+  let auth = newAuth(web?.users ?? {});
+  const refused = new AuthRefusalLog(log);
+  for (const reason of ['budget', 'busy'] as const) deps.metrics.authThrottled.inc({ reason }, 0);
   let server: Server;
   /** Takes up the web configuration's latest state; a few stat calls when nothing changed. */
   const refresh = (): void => {
@@ -239,7 +263,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
         return;
       }
     }
-    if (next.users !== web?.users) auth = new BasicAuth(next.users);
+    if (next.users !== web?.users) auth = newAuth(next.users);
     web = next;
   };
   const own = new OwnPart(deps.metrics);
@@ -249,12 +273,15 @@ export function createMetricsServer(deps: ServerDeps): Server {
     for (const [name, value] of Object.entries(web?.headers ?? {})) res.setHeader(name, value);
     const path = url.pathname;
     const head = req.method === 'HEAD';
-    const outcome = auth.enabled ? await auth.verify(req.headers.authorization) : 'ok';
-    if (outcome === 'busy') {
-      // As many password checks run as BasicAuth allows: refused without running bcrypt.
-      return send(res, 429, 'text/plain; charset=utf-8', 'too many password checks in progress; retry\n', head, { 'retry-after': '1' });
+    const verdict = auth.enabled ? await auth.verify(req.headers.authorization, req.socket.remoteAddress) : { outcome: 'ok' as const };
+    if (verdict.outcome === 'busy' || verdict.outcome === 'budget') {
+      // Refused without running bcrypt: as many checks run as BasicAuth allows, or this address spent its failed logins.
+      deps.metrics.authThrottled.inc({ reason: verdict.outcome });
+      refused.record(verdict.outcome, req.socket.remoteAddress);
+      const body = verdict.outcome === 'busy' ? 'too many password checks in progress; retry\n' : 'too many failed logins from this address; retry later\n';
+      return send(res, 429, 'text/plain; charset=utf-8', body, head, { 'retry-after': String(verdict.retryAfterSeconds) });
     }
-    if (outcome === 'denied') {
+    if (verdict.outcome === 'denied') {
       return send(res, 401, 'text/plain; charset=utf-8', 'unauthorized\n', head, { 'www-authenticate': 'Basic realm="analytics-exporter", charset="UTF-8"' });
     }
     if (path === '/-/reload' && deps.reload !== undefined) {
@@ -320,11 +347,18 @@ export function createMetricsServer(deps: ServerDeps): Server {
     });
   };
   const tls = web?.tls;
+  const timeouts = {
+    headersTimeout: HEADERS_TIMEOUT_MS,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+  };
   if (tls === undefined) {
-    server = createServer(listener);
+    server = createServer(timeouts, listener);
   } else {
     server = createHttpsServer(
       {
+        ...timeouts,
         ...secureContextOptions(tls),
         requestCert: tls.clientAuth !== 'NoClientCert',
         rejectUnauthorized: tls.clientAuth === 'RequireAndVerifyClientCert',
@@ -348,9 +382,14 @@ export function createMetricsServer(deps: ServerDeps): Server {
   }
   // Bytes that are not HTTP: answered as Node would (400, 431, 408) and counted, never logged per request.
   server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, malformed));
-  server.on('close', () => malformed.close());
-  server.headersTimeout = HEADERS_TIMEOUT_MS;
-  server.requestTimeout = REQUEST_TIMEOUT_MS;
-  server.maxConnections = MAX_CONNECTIONS;
+  server.on('close', () => {
+    malformed.close();
+    refused.close();
+    void bcrypt.close();
+  });
+  // Last: it takes over the `connection` listeners added before it (Node's and the TLS refresh), refused connections reach none.
+  const connectionsRefused = deps.metrics.httpConnectionsRefused;
+  for (const reason of REFUSAL_REASONS) connectionsRefused.inc({ reason }, 0);
+  limitConnections(server, { ...deps.connections, onRefused: (reason) => connectionsRefused.inc({ reason }), log });
   return server;
 }

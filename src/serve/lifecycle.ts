@@ -148,7 +148,7 @@ export class Serve implements RunningServer {
     teardown.add('upstream clients', () => upstreams.close(), { timeoutMs: CLOSE_TIMEOUT_MS });
     this.#stopIfAsked();
     const upstream = new UpstreamMetrics({
-      sources: upstreams.sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client })),
+      sources: upstreams.sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client, limits: source.limits })),
       metrics,
       windowMs: config.serve.metricsWindowMs,
       cacheTtlMs: config.serve.cacheTtlMs,
@@ -203,7 +203,9 @@ export class Serve implements RunningServer {
       readiness: () => database.readiness(),
       reload: () => this.reload('http'),
       defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
+      connections: { perClient: config.serve.maxConnectionsPerClient, total: config.serve.maxConnections },
       ...(web ? { web: this.#watchWebConfig(web) } : {}),
+      authFailureBudget: config.serve.authFailureBudget,
       log,
     });
     await listen(server, config.serve.port, config.serve.host);

@@ -12,11 +12,13 @@
  * sends bytes. A source's read is kept as its serialised part and where each family lies in it,
  * never as sample objects: merging works on those bytes (see mergeParts).
  */
-import { AbortedError, InvalidArgumentError, UpstreamError } from '../errors.js';
+import { AbortedError, InvalidArgumentError, UpstreamError, UpstreamLimitError, redactSecrets, type UpstreamLimitName } from '../errors.js';
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import {
+  ExpositionLimitScanner,
   PartWriter,
+  describeLimit,
   collidesWithReserved,
   isValidLabelName,
   mergeParts,
@@ -25,6 +27,7 @@ import {
   reservedNameSet,
   reservedNamesOf,
   targetLabels,
+  type ExpositionLimits,
   type IndexedPart,
   type TargetLabels,
   type MetricFamily,
@@ -87,7 +90,16 @@ export interface UpstreamSource {
   name: string;
   labels: Readonly<Record<string, string>>;
   client: AnalyticsClient;
+  /** What one E7 text may hold (sample_limit, label_limit, label_value_length_limit); absent = no limit. */
+  limits?: ExpositionLimits;
 }
+
+/** The setting of each limit, named in its log line. */
+const LIMIT_SETTINGS: Readonly<Record<UpstreamLimitName, string>> = {
+  sample_limit: 'UPSTREAM_SAMPLE_LIMIT',
+  label_limit: 'UPSTREAM_LABEL_LIMIT',
+  label_value_length_limit: 'UPSTREAM_LABEL_VALUE_LENGTH_LIMIT',
+};
 
 export interface UpstreamMetricsOptions {
   /** At least one, names unique; /metrics serves them in this order. */
@@ -112,6 +124,8 @@ class SourceReader {
   readonly #log: Logger;
   #cache: Snapshot | undefined;
   #inflight: Promise<Snapshot> | undefined;
+  /** The limit (`name=value`) the last read broke, logged at warn once; undefined after a good read. */
+  #limitBroken: string | undefined;
 
   /** @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a label name that is invalid, `le`, `quantile` or `source`. */
   constructor(options: UpstreamMetricsOptions, source: UpstreamSource) {
@@ -230,9 +244,15 @@ class SourceReader {
     const started = performance.now();
     const now = this.#now();
     const budget = AbortSignal.timeout(budgetMs);
+    const limits = this.#source.limits;
+    // Checked on the bytes as they arrive, so a body over a limit is abandoned before it is text or samples.
+    const inspectBody = limits && (() => limitGuard(source, limits));
     try {
       const text = await client
-        .fetchPrometheusText({ startDate: new Date(now - this.#o.windowMs), toDate: new Date(now) }, { signal: budget })
+        .fetchPrometheusText(
+          { startDate: new Date(now - this.#o.windowMs), toDate: new Date(now) },
+          { signal: budget, ...(inspectBody ? { inspectBody } : {}) },
+        )
         .catch((err: unknown) => {
           // The scrape's budget ran out: for the scrape, that is the upstream timing out.
           if (err instanceof AbortedError && budget.aborted) {
@@ -243,7 +263,9 @@ class SourceReader {
           }
           throw err;
         });
-      const parsed = parseExposition(text);
+      // An upstream's HELP texts and label values are served as sent: a secret echoed into them
+      // (the request's token) is masked first, in every form (src/redact.ts).
+      const parsed = parseExposition(redactSecrets(text));
       for (const line of parsed.invalid) metrics.upstreamInvalidLines.inc({ source, reason: line.reason });
       if (parsed.invalid.length > 0) {
         log.warn({ invalidLines: parsed.invalid.length, first: parsed.invalid[0] }, 'dropped invalid lines of the upstream Prometheus text');
@@ -251,6 +273,7 @@ class SourceReader {
       const part = this.#serialize(parsed.families, await this.#o.ownFamilies());
       const snapshot: Snapshot = { part, samples: part.samples, fetchedAt: this.#now() };
       this.#cache = snapshot;
+      this.#limitBroken = undefined;
       metrics.upstreamUp.set({ source }, 1);
       metrics.upstreamLastSuccess.set({ source }, snapshot.fetchedAt / 1000);
       return snapshot;
@@ -258,12 +281,48 @@ class SourceReader {
       metrics.upstreamUp.set({ source }, 0);
       const reason = failureReason(err);
       metrics.upstreamErrors.inc({ source, reason });
-      log.warn({ reason, err }, 'reading the upstream Prometheus text failed');
+      if (err instanceof UpstreamLimitError) this.#logLimit(err);
+      else log.warn({ reason, err }, 'reading the upstream Prometheus text failed');
       throw err;
     } finally {
       metrics.upstreamScrapeDuration.set({ source }, (performance.now() - started) / 1000);
     }
   }
+
+  /**
+   * A broken limit at warn when it is news (the first read that breaks it, or another limit than
+   * the last read broke), else at debug: an upstream that stays over its limit would otherwise log
+   * a warning per read, every METRICS_CACHE_TTL or every scrape.
+   */
+  #logLimit(err: UpstreamLimitError): void {
+    const key = `${err.limit}=${err.value}`;
+    const fields = { reason: 'limit', limit: err.limit, value: err.value, setting: LIMIT_SETTINGS[err.limit] };
+    if (this.#limitBroken === key) {
+      this.#log.debug(fields, err.message);
+      return;
+    }
+    this.#limitBroken = key;
+    this.#log.warn(fields, `${err.message} (logged again at warn after a good read or for another limit)`);
+  }
+}
+
+/**
+ * A new body inspector for one E7 response of `source`: throws {@link UpstreamLimitError} at the
+ * first line over one of `limits` (Prometheus's sample_limit, label_limit,
+ * label_value_length_limit), which abandons the body.
+ */
+function limitGuard(source: string, limits: ExpositionLimits): (chunk: Uint8Array) => void {
+  const scanner = new ExpositionLimitScanner(limits);
+  return (chunk) => {
+    const breach = scanner.write(chunk);
+    if (breach === undefined) return;
+    throw new UpstreamLimitError(
+      breach.limit,
+      breach.value,
+      `E7 text of source ${source} is over its ${describeLimit(breach)} (${LIMIT_SETTINGS[breach.limit]}) at line ${breach.line}: ` +
+        'read abandoned, the source serves no samples (upstream_up 0)',
+    );
+  };
 }
 
 /** Every source's E7 samples, for /metrics (all of them, merged) and /probe (one). */

@@ -28,7 +28,8 @@ export interface ParkedWindow extends Window {
 
 /**
  * Parks `target.window` in one statement group of the caller's transaction: the ledger rows inside
- * it (windows committed before, whose records stay) become parked with `reason`, the rest of it gets
+ * it (windows committed before, whose records stay) become parked with `reason` (a `state reset`
+ * mark on them is cleared: the run tried), the rest of it gets
  * parked rows of no records, and the watermark advances past it as store.ts recordWindow advances it
  * for a committed window (only when the window starts at or before it: it never jumps a gap).
  *
@@ -40,7 +41,7 @@ export async function parkWindow(db: PoolClient, target: WindowTarget, reason: s
   const text = storableText(reason);
   const bounds = [new Date(window.start), new Date(window.end), source];
   const { rows } = await db.query<{ start: Date; end: Date }>(
-    `update ${t.windows} set status = 'parked', reason = $4, parked_at = now(), run_id = $5
+    `update ${t.windows} set status = 'parked', reason = $4, parked_at = now(), run_id = $5, reload_requested_at = null
       where source = $3 and window_start >= $1 and window_start < $2
       returning window_start as "start", window_end as "end"`,
     [...bounds, text, runId],

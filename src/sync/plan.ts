@@ -1,11 +1,12 @@
 /**
  * The plan of a run: its range (from the watermark, or `--from`/`--to`) and the windows to load in
- * it (windows.ts), leaving out expired windows and closing over committed and parked ones.
+ * it (windows.ts), leaving out expired windows, adding the windows `state reset` marked for re-load
+ * (a resumed run only), and closing over committed and parked ones.
  */
 import { InvalidArgumentError } from '../errors.js';
 import type { RunContext } from './context.js';
 import type { StoreSession } from './ports.js';
-import { closeOverCommitted, iso, planWindows, runRange, subtractWindows, type Window } from './windows.js';
+import { closeOverCommitted, iso, planWindows, runRange, subtractWindows, unionWindows, type Window } from './windows.js';
 
 /** What a run loads. */
 export interface RunPlan {
@@ -46,12 +47,18 @@ export async function planRun(ctx: RunContext, session: StoreSession, now: numbe
   }
   const aligned = planWindows(range.start, range.end, config.windowMs);
   // RETENTION dropped the records of expired windows on purpose: only an explicit --from reloads them.
-  const planned = aligned.length === 0 || options.from !== undefined ? aligned : subtractWindows(aligned, await session.expiredWindows(span(aligned)));
+  const resumed = aligned.length === 0 || options.from !== undefined ? aligned : subtractWindows(aligned, await session.expiredWindows(span(aligned)));
+  // Windows `state reset` marked are loaded by the next resumed run wherever they lie before its
+  // end (before the lookback too); an explicit --from loads its range only.
+  const marked = options.from === undefined ? (await session.reloadWindows()).filter((w) => w.end <= range.end) : [];
+  const planned = marked.length === 0 ? resumed : unionWindows(resumed, marked);
   // Parked windows too: a window planned over one replaces its ledger rows whole, as it replaces a
   // committed window's, and so loads it again (it then becomes committed).
   const ledger = planned.length === 0 ? [] : [...(await session.committedWindows(span(planned))), ...(await session.parkedWindows(span(planned)))];
   const windows = planned.length === 0 ? [] : closeOverCommitted(planned, ledger);
-  return { range, windows, watermarkBefore };
+  // The run's row covers the marked windows it loads before its resumed range.
+  const start = windows.length === 0 ? range.start : Math.min(range.start, windows[0]!.start);
+  return { range: { start, end: range.end }, windows, watermarkBefore };
 }
 
 /** From the first window's start to the last one's end; `windows` is not empty. */

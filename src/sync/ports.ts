@@ -122,6 +122,17 @@ export interface StoreSession {
   /** Windows whose records RETENTION dropped, overlapping `range`, in time order. */
   expiredWindows(range: Window): Promise<Window[]>;
   /**
+   * The source's ledger windows `state reset` marked for re-load (src/sync/state.ts), every one
+   * but the expired ones, in time order. Loading a window replaces its row, and parking it clears
+   * the mark.
+   */
+  reloadWindows(): Promise<Window[]>;
+  /**
+   * Records what an audit of every retained window found (sync_state.verified_through, verified_at):
+   * the end of the latest window with no difference left in it or before it (ms), or undefined.
+   */
+  recordVerified(through: number | undefined): Promise<void>;
+  /**
    * The windows the audit compares with E6 (audit.ts), overlapping `range`, in time order: every
    * ledger window but the expired ones, with what is stored for it (records and quarantined
    * records). The one query that says which ledger windows are audited.

@@ -17,6 +17,7 @@ import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Pa
 import { parkedWindows, parkWindow, type ParkedWindow } from './parked.js';
 import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowStored, WindowWriter } from './ports.js';
 import { RecordsCopy } from './records-copy.js';
+import { recordVerified, reloadWindows } from './state.js';
 import {
   abandonStaleRuns,
   auditWindows,
@@ -111,6 +112,14 @@ export class PgSession implements StoreSession {
 
   auditWindows(range: Window): Promise<StoredWindow[]> {
     return auditWindows(this.db, this.o.tables, this.o.source, range);
+  }
+
+  reloadWindows(): Promise<Window[]> {
+    return reloadWindows(this.db, this.o.tables, this.o.source);
+  }
+
+  recordVerified(through: number | undefined): Promise<void> {
+    return recordVerified(this.db, this.o.tables, this.o.source, through);
   }
 
   parkedWindows(range?: Window): Promise<ParkedWindow[]> {

@@ -5,7 +5,8 @@
  * `repair`, the windows that differ are then loaded again by a sync run over each stretch of them
  * (run.ts runSync with `from`/`to`: exactly as `sync` would, SYNC_SHRINK honoured, the source's
  * lock taken by the run). A parked window is loaded again by every audit with repair, whatever
- * the counts say.
+ * the counts say. An audit of every retained window (no from/to) records its verified-through in
+ * sync_state for `state show` (state.ts).
  */
 import { coerceError } from '../errors.js';
 import { compareWithE6, contiguousRuns, type DriftedWindow } from './audit.js';
@@ -117,6 +118,8 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     verifiedThrough: verifiedThrough(windows, left),
     repairs,
   };
+  // Of every retained window only: `state show` reads it as the source's verified-through.
+  if (options.from === undefined && options.to === undefined) await ctx.store.session((session) => session.recordVerified(result.verifiedThrough));
   const summary = { windows: result.windows, drifted: result.drifted.length, left: left.length, requests: result.requests };
   const stopped = options.signal?.aborted === true;
   if (left.length > 0)

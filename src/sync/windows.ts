@@ -10,6 +10,8 @@
  *   loading it replaces those windows whole and nothing outside it is touched.
  * - watermark: the end of the contiguous range loaded so far; a run resumes from it.
  * - expired window: a ledger window whose records RETENTION dropped; only an explicit `--from` loads it again.
+ * - window marked for re-load: a ledger window `state reset` marked (reload_requested_at); the next
+ *   resumed run loads it again wherever it lies (plan.ts).
  */
 
 import { parseEventTime } from '../time.js';
@@ -72,6 +74,25 @@ export function closeOverCommitted(planned: readonly Window[], committed: readon
   const overlaps = (a: Window, b: Window) => a.start < b.end && b.start < a.end;
   const relevant = committed.filter((c) => planned.some((p) => overlaps(p, c)));
   const all = [...planned, ...relevant].sort((a, b) => a.start - b.start || a.end - b.end);
+  const merged: Window[] = [];
+  for (const w of all) {
+    const last = merged[merged.length - 1];
+    if (last !== undefined && w.start < last.end) last.end = Math.max(last.end, w.end);
+    else merged.push({ ...w });
+  }
+  return merged;
+}
+
+/**
+ * The union of two sets of windows: windows of either that overlap are merged into one (windows
+ * that only touch stay apart).
+ *
+ * @param a disjoint windows, any order.
+ * @param b disjoint windows, any order.
+ * @returns disjoint windows in time order.
+ */
+export function unionWindows(a: readonly Window[], b: readonly Window[]): Window[] {
+  const all = [...a, ...b].sort((x, y) => x.start - y.start || x.end - y.end);
   const merged: Window[] = [];
   for (const w of all) {
     const last = merged[merged.length - 1];

@@ -74,6 +74,12 @@ export interface PrometheusQuery {
 
 export interface RequestOptions {
   signal?: AbortSignal;
+  /**
+   * E7 only: makes, for each attempt, a function that sees the body's bytes as they are received
+   * and may throw to abandon it (see SendOptions.inspect); what it throws is not retried unless it
+   * is a retryable {@link ExporterError}, and is what the request throws.
+   */
+  inspectBody?: () => (chunk: Uint8Array) => void;
 }
 
 /** Hooks for the exporter's own metrics; every one is optional. */
@@ -358,7 +364,9 @@ export class AnalyticsClient {
     url.searchParams.set('pageSize', String(q.pageSize));
     url.searchParams.set('startDate', formatApiDate(q.startDate));
     if (q.toDate !== undefined) url.searchParams.set('toDate', formatApiDate(q.toDate));
-    return this.#get('analytics', url, 'application/json', options.signal, (res) => decodePage(res, q.pageNumber, url));
+    return this.#get('analytics', url, 'application/json', { ...(options.signal ? { signal: options.signal } : {}) }, (res) =>
+      decodePage(res, q.pageNumber, url),
+    );
   }
 
   /**
@@ -366,7 +374,8 @@ export class AnalyticsClient {
    *
    * @returns the body as text; it is checked to be text (content type, no NUL, not HTML/JSON)
    *   but not parsed here.
-   * @throws as {@link fetchPage}.
+   * @throws as {@link fetchPage}, and what `options.inspectBody`'s function throws (serve: an
+   *   UpstreamLimitError for a body over the source's limits).
    */
   async fetchPrometheusText(query: PrometheusQuery = {}, options: RequestOptions = {}): Promise<string> {
     checkDate('startDate', query.startDate);
@@ -374,7 +383,7 @@ export class AnalyticsClient {
     const url = new URL(this.#prometheusUrl);
     if (query.startDate !== undefined) url.searchParams.set('startDate', formatApiDate(query.startDate));
     if (query.toDate !== undefined) url.searchParams.set('toDate', formatApiDate(query.toDate));
-    return this.#get('prometheus', url, 'text/plain;version=0.0.4, */*;q=0.1', options.signal, (res) => {
+    return this.#get('prometheus', url, 'text/plain;version=0.0.4, */*;q=0.1', options, (res) => {
       const type = mediaType(res.headers);
       if (type !== '' && type !== 'text/plain' && type !== 'application/openmetrics-text') {
         throw bodyError('prometheus', url, `content type ${type}, expected text/plain: ${excerpt(res.body)}`, undefined, 'content_type');
@@ -392,8 +401,9 @@ export class AnalyticsClient {
     await d.close();
   }
 
-  async #get<T>(endpoint: Endpoint, url: URL, accept: string, signal: AbortSignal | undefined, parse: (res: RawResponse) => T): Promise<T> {
+  async #get<T>(endpoint: Endpoint, url: URL, accept: string, options: RequestOptions, parse: (res: RawResponse) => T): Promise<T> {
     const { tokens, retry, log, observer, dispatcher, timeoutMs, budget, maxBodyBytes } = this.#o;
+    const { signal, inspectBody } = options;
     const once = async (token: string): Promise<RawResponse> => {
       // Every request waits on the budget, retries and a 401's renewed call included; the wait is
       // not part of the request's duration.
@@ -412,6 +422,8 @@ export class AnalyticsClient {
           ...(timeoutMs !== undefined ? { timeoutMs } : {}),
           // E6 pages are stored from their bytes (AnalyticsPage.bytes); E7 bodies need only text.
           ...(endpoint === 'analytics' ? { keepBytes: true } : {}),
+          // A new inspector per response: a retry or a 401's renewed call starts counting again.
+          ...(inspectBody ? { inspect: inspectBody() } : {}),
         });
         if (res.status === 429) budget?.throttled();
         else if (res.status >= 200 && res.status <= 299) budget?.succeeded();

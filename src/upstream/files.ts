@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { readFailure, settingError, type SettingFile, type UpstreamConfig } from '../config.js';
+import { registerSecret } from '../errors.js';
 
 /** PEM contents (not paths) of the client's TLS files. */
 export interface TlsFiles {
@@ -41,6 +42,8 @@ export function readClientFiles(upstream: UpstreamConfig): ClientFiles {
   if (upstream.clientSecretFile !== undefined) {
     clientSecret = secretFromFileText(readSettingFile(upstream.clientSecretFile));
     if (clientSecret === '') throw settingError(upstream.clientSecretFile, 'must name a file that holds the secret, not an empty file');
+    // Masked in every output (src/redact.ts); transient, since a rotated secret replaces it.
+    registerSecret(clientSecret, { transient: true });
   }
   // loadConfig requires one of the two: this is a configuration built by hand without either.
   if (clientSecret === undefined) throw new TypeError('UpstreamConfig has neither clientSecret nor clientSecretFile');

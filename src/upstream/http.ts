@@ -112,6 +112,13 @@ export interface SendOptions {
   maxBodyBytes: number;
   /** Keep the body's bytes beside its text (RawResponse.bytes), for a caller that writes them on. */
   keepBytes?: boolean;
+  /**
+   * Sees a 2xx body's bytes as they are received, chunk by chunk (decoded from their
+   * Content-Encoding first, then at once), and may throw to abandon the body: {@link send} then
+   * stops reading, closes the connection and throws that error as it is (E7's limits, see
+   * src/serve/scrape.ts).
+   */
+  inspect?: (chunk: Uint8Array) => void;
 }
 
 function makeError(endpoint: Endpoint, code: ErrorCode, message: string, options: ConstructorParameters<typeof UpstreamError>[3]) {
@@ -133,12 +140,24 @@ export function describeEndpoint(endpoint: Endpoint, url: URL): string {
  *   `ERR_UPSTREAM_BODY` with reason `response_too_large` for a body over `maxBodyBytes` (UPSTREAM_MAX_BODY)
  *   as received or once decoded, with reason `content_encoding` for a Content-Encoding other than
  *   gzip, deflate and br (final) or a body not valid in its coding (retryable);
- *   {@link AbortedError} when `signal` aborted.
+ *   {@link AbortedError} when `signal` aborted; what `inspect` threw, as it is.
  */
 export async function send(options: SendOptions): Promise<RawResponse> {
   const started = performance.now();
   const where = describeEndpoint(options.endpoint, options.url);
   let headersReceived = false;
+  /** What `options.inspect` threw, to be thrown as it is. */
+  let refused: { err: unknown } | undefined;
+  const inspect =
+    options.inspect &&
+    ((chunk: Uint8Array) => {
+      try {
+        options.inspect!(chunk);
+      } catch (err) {
+        refused = { err };
+        throw err;
+      }
+    });
   try {
     const res = await request(options.url, {
       dispatcher: options.dispatcher,
@@ -151,10 +170,18 @@ export async function send(options: SendOptions): Promise<RawResponse> {
     const durationSeconds = () => (performance.now() - started) / 1000;
     const encoding = res.headers['content-encoding'];
     const coded = contentCodings(encoding).length > 0;
-    if (options.keepBytes !== true && !coded)
+    // An error page is not what the inspector is for: its status says what went wrong.
+    const inspecting = res.statusCode >= 200 && res.statusCode <= 299 ? inspect : undefined;
+    if (options.keepBytes !== true && !coded && inspecting === undefined)
       return { status: res.statusCode, headers: res.headers, body: await res.body.text(), durationSeconds: durationSeconds() };
-    // The cap on what is received (the agent's maxResponseSize) holds for what it decodes to as well.
-    const whole = coded ? await decodeContent(await res.body.bytes(), encoding, options.maxBodyBytes) : await res.body.bytes();
+    let whole: Uint8Array;
+    if (coded) {
+      // The cap on what is received (the agent's maxResponseSize) holds for what it decodes to as well.
+      whole = await decodeContent(await res.body.bytes(), encoding, options.maxBodyBytes);
+      inspecting?.(whole);
+    } else {
+      whole = inspecting === undefined ? await res.body.bytes() : await readInspected(res.body, inspecting);
+    }
     // Decoded as undici's text() decodes: a UTF-8 byte order mark skipped, invalid bytes as U+FFFD.
     if (options.keepBytes !== true)
       return { status: res.statusCode, headers: res.headers, body: new TextDecoder().decode(whole), durationSeconds: durationSeconds() };
@@ -168,6 +195,7 @@ export async function send(options: SendOptions): Promise<RawResponse> {
       durationSeconds: durationSeconds(),
     };
   } catch (err) {
+    if (refused !== undefined && err === refused.err) throw err;
     if (options.signal?.aborted) throw new AbortedError(`${where}: request aborted`, { cause: err });
     if (err instanceof ContentDecodingError) throw decodingError(options, where, err);
     const code = networkCode(err);
@@ -191,6 +219,18 @@ export async function send(options: SendOptions): Promise<RawResponse> {
       retryable,
     });
   }
+}
+
+/** Reads a body chunk by chunk through `inspect`; a throw leaves the loop, which destroys the body (and its connection). */
+async function readInspected(body: AsyncIterable<Uint8Array>, inspect: (chunk: Uint8Array) => void): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    inspect(chunk);
+    chunks.push(chunk);
+    size += chunk.length;
+  }
+  return Buffer.concat(chunks, size);
 }
 
 /**

@@ -16,7 +16,7 @@ import { readFile } from 'node:fs/promises';
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { TokenAuthMethod } from '../config.js';
-import { TokenError, type FailureReason } from '../errors.js';
+import { TokenError, registerSecret, type FailureReason } from '../errors.js';
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import { secretFromFileText } from './files.js';
@@ -175,6 +175,8 @@ export class TokenClient {
     const lifetimeMs = token.expires_in !== undefined ? token.expires_in * 1000 : DEFAULT_TOKEN_LIFETIME_MS;
     const margin = Math.min(TOKEN_REFRESH_MARGIN_MS, lifetimeMs / 10);
     const cached = { value: token.access_token, renewAt: this.#now() + lifetimeMs - margin };
+    // Masked in every output from now on, whatever a server echoes it in (src/redact.ts).
+    registerSecret(token.access_token, { transient: true });
     this.#cached = cached;
     log.debug({ expiresInSeconds: lifetimeMs / 1000 }, 'fetched a new access token');
     return cached;
@@ -226,14 +228,12 @@ export class TokenClient {
     }
     const body = new URLSearchParams(form).toString();
     // `body` and `headers` carry the secret: neither is put into a message or a log line, only the
-    // server's answer is quoted, as it sent it. A server could still echo the secret back, in one of
-    // these forms (raw, form-encoded, percent-encoded, in the Basic header), which excerpt() masks.
-    const secretForms = [
-      clientSecret,
-      formUrlEncode(clientSecret),
-      encodeURIComponent(clientSecret),
-      Buffer.from(`${formUrlEncode(clientId)}:${formUrlEncode(clientSecret)}`).toString('base64'),
-    ];
+    // server's answer is quoted, as it sent it. A server could still echo the secret back, in any
+    // form (raw, form- or percent-encoded, in the Basic header, JSON-escaped, cut short): it is
+    // registered, so every output masks all of them (src/redact.ts). A secret from a file is
+    // transient: a rotated one replaces it.
+    registerSecret(clientSecret, { transient: this.#options.clientSecretFile !== undefined });
+    const secretForms = [clientSecret];
 
     const failed = (reason: FailureReason): void => {
       this.#options.onTokenRequest?.('failure');

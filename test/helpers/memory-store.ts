@@ -27,6 +27,8 @@ export interface LedgerRow extends Window, WindowCounts {
   expired: boolean;
   /** Set on a parked window (parked.ts): why, and when (ms). */
   parked?: { reason: string; at: number };
+  /** Set on a window `state reset` marked for re-load (src/sync/state.ts). */
+  reloadRequested?: boolean;
 }
 
 export interface RunRow {
@@ -58,6 +60,8 @@ export class MemoryStore implements SyncStore {
   ledger: LedgerRow[] = [];
   runs: RunRow[] = [];
   watermark: number | undefined;
+  /** The last full audit's verified-through (ms), as recordVerified stored it; null when it recorded none. */
+  verifiedThrough: number | null | undefined;
   /** What each committed window handed the derived tables. */
   derived: { window: Window; rollup: RollupCounts; fields: WindowFields }[] = [];
   /** Partitions "created": the window starts each run asked for. */
@@ -221,7 +225,7 @@ class MemorySession implements StoreSession {
     const { window, runId } = of;
     const parked = { reason, at: Date.now() };
     const held = this.store.ledger.filter((w) => inside(w, window));
-    for (const w of held) Object.assign(w, { parked, runId });
+    for (const w of held) Object.assign(w, { parked, runId, reloadRequested: false });
     for (const gap of subtractWindows([window], held)) {
       this.store.ledger.push({ ...gap, recordCount: 0, totalRecords: 0, pages: 0, runId, expired: false, parked });
     }
@@ -233,6 +237,16 @@ class MemorySession implements StoreSession {
   async expiredWindows(range: Window): Promise<Window[]> {
     this.#check();
     return this.#ledger((w) => w.expired && overlaps(w, range));
+  }
+
+  async reloadWindows(): Promise<Window[]> {
+    this.#check();
+    return this.#ledger((w) => w.reloadRequested === true && !w.expired);
+  }
+
+  async recordVerified(through: number | undefined): Promise<void> {
+    this.#check();
+    this.store.verifiedThrough = through ?? null;
   }
 
   async auditWindows(range: Window): Promise<StoredWindow[]> {

@@ -169,7 +169,8 @@ describe('serve', () => {
   });
 
   it('makes at most one upstream request for 50 concurrent scrapes, and reuses it within the cache TTL', async () => {
-    const s = await serve({ METRICS_CACHE_TTL: '1m' });
+    // 50 connections at once from one address: more than a scraper's share (METRICS_MAX_CONNECTIONS_PER_CLIENT, 32 by default).
+    const s = await serve({ METRICS_CACHE_TTL: '1m', METRICS_MAX_CONNECTIONS_PER_CLIENT: '64' });
     sim.faults.latencyMs = 200;
     const before = sim.stats.prometheusRequests;
     const responses = await Promise.all(Array.from({ length: 50 }, () => get(`${s.url}/metrics`)));

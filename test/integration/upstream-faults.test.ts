@@ -30,9 +30,13 @@ const bed = useAppPool(db);
 const closers = bed.closers;
 let schemaCounter = 0;
 
-/** Recognisable, so a leak into a log line, a message or a metric is found by a plain search. */
-const CLIENT_SECRET = 'upstream-faults-secret-7Qx9';
-const TOKEN_PREFIX = 'tok-upstream-faults-';
+/**
+ * Recognisable, so a leak into a log line, a message or a metric is found by a plain search, and
+ * random-looking, as real ones are: every 8 characters of a secret or token are masked wherever
+ * they appear (src/redact.ts), so a word such as `upstream` in one would mask log messages.
+ */
+const CLIENT_SECRET = 'uf-7Qx9-k2Zr-secret';
+const TOKEN_PREFIX = 'tok-uf-4Wq8-';
 const MAX_ATTEMPTS = 3;
 
 // Two days, 2400 records, 12h windows of ~600 records read in parts of at most 200: four windows.

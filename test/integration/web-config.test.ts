@@ -266,7 +266,8 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     const busy = answers.filter((a) => a.status === 429);
     expect(busy.length).toBeGreaterThan(0);
     expect(busy.every((a) => a.retryAfter === '1')).toBe(true);
-    expect(answers.filter((a) => a.status === 401).length).toBeGreaterThanOrEqual(4);
+    // One client address runs two checks at a time (the rest of the cap is for other addresses).
+    expect(answers.filter((a) => a.status === 401).length).toBeGreaterThanOrEqual(2);
     expect(answers.every((a) => a.status === 429 || a.status === 401)).toBe(true);
     expect(cached.status).toBe(200);
   });

@@ -107,6 +107,15 @@ describe('CONFIG_FILE', () => {
     expect(readClientFiles(b!.upstream!).clientSecret).toBe('secret-of-b-source');
   });
 
+  it('reads the E7 limits per source (sample_limit, label_limit, label_value_length_limit) over the environment, 0 for none', () => {
+    const file = write(`sources:\n${entry('a', ['sample_limit: 1000', 'label_limit: 0', 'label_value_length_limit: 100'])}\n${entry('b')}\n`);
+    const [a, b] = loadConfig({ CONFIG_FILE: file, UPSTREAM_LABEL_LIMIT: '16' }).sources;
+    expect(a!.limits).toEqual({ sampleLimit: 1000, labelLimit: 0, labelValueLengthLimit: 100 });
+    expect(b!.limits).toEqual({ sampleLimit: 200_000, labelLimit: 16, labelValueLengthLimit: 2048 });
+    const bad = write(`sources:\n${entry('a', ['sample_limit: -1'])}\n`);
+    expect(configError({ CONFIG_FILE: bad }).message).toMatch(/sources\[0\]\.sample_limit must be a whole number from 0 to 100000000/);
+  });
+
   it('names the key path and line of an unknown key', () => {
     const file = write(`sources:\n${entry('a')}\n${entry('b', ['client_secret_fil: /x'])}\n`);
     const err = configError({ CONFIG_FILE: file });

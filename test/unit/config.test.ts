@@ -492,9 +492,19 @@ describe('serve settings', () => {
       metricsWindowMs: 86_400_000,
       cacheTtlMs: 30_000,
       scrapeTimeoutMs: 10_000,
+      maxConnectionsPerClient: 32,
+      maxConnections: 1024,
       upstreamPrefix: undefined,
+      authFailureBudget: 10,
       auditSchedule: '30 3 * * *',
     });
+  });
+
+  it('reads AUTH_FAILURE_BUDGET as a whole number of failed logins a minute, 0 for none', () => {
+    expect(loadConfig({ AUTH_FAILURE_BUDGET: '0' }).serve.authFailureBudget).toBe(0);
+    expect(loadConfig({ AUTH_FAILURE_BUDGET: '25' }).serve.authFailureBudget).toBe(25);
+    expect(() => loadConfig({ AUTH_FAILURE_BUDGET: '-1' })).toThrow(/AUTH_FAILURE_BUDGET/);
+    expect(() => loadConfig({ AUTH_FAILURE_BUDGET: '2.5' })).toThrow(/AUTH_FAILURE_BUDGET/);
   });
 
   it.each([

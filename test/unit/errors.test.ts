@@ -18,6 +18,7 @@ import {
   InvalidArgumentError,
   TokenError,
   UpstreamError,
+  UpstreamLimitError,
   WebConfigError,
 } from '../../src/errors.js';
 import { FAILURES, classifyFailure, failureReason, isDatabaseUnavailable, type FailureKind } from '../../src/failures.js';
@@ -82,6 +83,11 @@ const EXAMPLES: Record<FailureKind, Array<[name: string, err: unknown, expected:
     ['UpstreamError 503', new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'x', { status: 503 }), { reason: 'http_503', ...FAILED }],
     ['UpstreamError body', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x'), { reason: 'invalid_body', ...FAILED }],
     ['UpstreamError content type', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'content_type' }), { reason: 'content_type', ...FAILED }],
+  ],
+  upstream_limit: [
+    // Survived by serve (the source reads 0), so a warning; an E7 error all the same for `check`.
+    ['UpstreamLimitError', new UpstreamLimitError('sample_limit', 200_000, 'E7: over sample_limit'), { reason: 'limit', exitStatus: 1, level: 'warn' }],
+    ['UpstreamLimitError label value', new UpstreamLimitError('label_value_length_limit', 2048, 'x'), { reason: 'limit', exitStatus: 1, level: 'warn' }],
   ],
   inconsistent_window: [['InconsistentWindowError', new InconsistentWindowError('reads disagreed'), { reason: 'inconsistent_window', ...FAILED }]],
   aborted: [

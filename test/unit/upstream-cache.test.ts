@@ -5,10 +5,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { UpstreamError } from '../../src/errors.js';
 import { parseExposition } from '../../src/exposition/index.js';
-import { silentLogger } from '../../src/log.js';
+import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { UpstreamMetrics } from '../../src/serve/scrape.js';
-import type { AnalyticsClient } from '../../src/upstream/analytics.js';
+import type { AnalyticsClient, RequestOptions } from '../../src/upstream/analytics.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 /** An E7 client that answers from a list, one entry per read: text, or an error to throw. */
 function fakeClient(answers: Array<string | Error>): { client: AnalyticsClient; reads: () => number } {
@@ -194,5 +195,56 @@ describe('UpstreamMetrics with two sources', () => {
     expect(u.has('nope')).toBe(false);
     expect(await u.collectSource('nope', 1000)).toMatchObject({ samples: 0 });
     expect(a.reads()).toBe(0);
+  });
+});
+
+describe('UpstreamMetrics and the E7 limits (sample_limit, label_limit, label_value_length_limit)', () => {
+  /** An E7 client that sends each answer through the read's body inspector, in 7-byte chunks, as send() does. */
+  function inspectingClient(answers: string[]): AnalyticsClient {
+    let reads = 0;
+    return {
+      fetchPrometheusText: async (_query: unknown, options: RequestOptions = {}) => {
+        await Promise.resolve();
+        const text = answers[Math.min(reads++, answers.length - 1)]!;
+        const inspect = options.inspectBody?.();
+        const bytes = Buffer.from(text);
+        for (let at = 0; at < bytes.length; at += 7) inspect?.(bytes.subarray(at, at + 7));
+        return text;
+      },
+    } as unknown as AnalyticsClient;
+  }
+
+  it('fails the read over a limit (up 0, reason limit) and warns once per limit broken, again after a good read', async () => {
+    const destination = captureLog();
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const over = 'x{a="1"} 1\nx{a="2"} 2\nx{a="3"} 3\n';
+    const client = inspectingClient([over, over, 'x{a="1"} 1\n', over, 'x{a="toolong"} 1\n']);
+    const u = new UpstreamMetrics({
+      sources: [{ name: 'default', labels: {}, client, limits: { sampleLimit: 2, labelLimit: 64, labelValueLengthLimit: 6 } }],
+      metrics,
+      windowMs: 86_400_000,
+      cacheTtlMs: 0,
+      prefix: undefined,
+      ownFamilies: () => metrics.families(),
+      log: createLogger('debug', { format: 'json', destination }),
+    });
+    const up = async () => (await metrics.upstreamUp.get()).values[0]!.value;
+    expect((await u.collect(1000)).samples).toBe(0);
+    expect(await up()).toBe(0);
+    expect((await u.collect(1000)).samples).toBe(0);
+    expect((await u.collect(1000)).samples).toBe(1);
+    expect(await up()).toBe(1);
+    expect((await u.collect(1000)).samples).toBe(0);
+    expect((await u.collect(1000)).samples).toBe(0);
+    expect((await metrics.upstreamErrors.get()).values).toEqual([{ labels: { source: 'default', reason: 'limit' }, value: 4 }]);
+    const limitLines = destination.lines().filter((line) => line.reason === 'limit');
+    expect(limitLines.map((line) => [line.level, line.limit, line.value, line.setting])).toEqual([
+      ['warn', 'sample_limit', 2, 'UPSTREAM_SAMPLE_LIMIT'],
+      ['debug', 'sample_limit', 2, 'UPSTREAM_SAMPLE_LIMIT'],
+      ['warn', 'sample_limit', 2, 'UPSTREAM_SAMPLE_LIMIT'],
+      ['warn', 'label_value_length_limit', 6, 'UPSTREAM_LABEL_VALUE_LENGTH_LIMIT'],
+    ]);
+    expect(limitLines[0]).toMatchObject({ source: 'default', msg: expect.stringContaining('E7 text of source default is over its sample_limit of 2 samples') });
+    expect(destination.text()).not.toContain('reading the upstream Prometheus text failed');
   });
 });

@@ -1,0 +1,219 @@
+/**
+ * `analytics-exporter state show|set-watermark|reset`: each source's sync state, read and repaired
+ * without SQL (src/app/state.ts, src/sync/state.ts). Each runs under the source's sync lock, tried
+ * once: exit 1 naming the source when another process holds it (a run, an audit, another state
+ * command). Exit 2 for bad usage, naming the flag: an unknown --source, a missing flag, an instant
+ * that is not ISO 8601 with a zone, --from not before --to, a watermark moved forward past windows
+ * not loaded without --force.
+ */
+import type { Command } from 'commander';
+import { z } from 'zod';
+import type { Config, SourceConfig } from '../config.js';
+import type { Pool } from '../db/pool.js';
+import { InvalidArgumentError } from '../errors.js';
+import { createLogger, type Logger } from '../log.js';
+import { selectSources } from '../app/sources.js';
+import type { UnderLock } from '../app/state.js';
+import { parseIsoDate } from '../time.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure, type ExitStatus } from './exit.js';
+import { loadConfigForCommand } from './common.js';
+
+/** An instant given as `flag`: ISO 8601 with a zone. */
+function instant(flag: string) {
+  return z.string({ error: `${flag} is required` }).transform((text, ctx) => {
+    const date = parseIsoDate(text);
+    if (date !== undefined) return date;
+    ctx.addIssue({ code: 'custom', message: `${flag} must be an ISO 8601 date-time with a zone, such as 2026-11-01T00:00:00Z; got ${JSON.stringify(text)}` });
+    return z.NEVER;
+  });
+}
+
+/** One source, required. */
+const oneSource = z.string({ error: '--source NAME is required: the configured source to change' }).min(1, { error: '--source NAME must not be empty' });
+
+/** `state show`'s options. */
+export const showOptions = z.object({ source: z.array(z.string()).optional(), json: z.boolean().optional() });
+
+/** `state set-watermark`'s options and its ISO argument (as `to`). */
+export const setWatermarkOptions = z.object({ source: oneSource, force: z.boolean().optional(), to: instant('the argument <iso> (the new watermark)') });
+
+/** `state reset`'s options. */
+export const resetOptions = z.object({ source: oneSource, from: instant('--from'), to: instant('--to') }).refine((o) => o.from < o.to, {
+  error: (issue) => {
+    const o = issue.input as { from: Date; to: Date };
+    return `--from ${o.from.toISOString()} must be before --to ${o.to.toISOString()}`;
+  },
+});
+
+/**
+ * Parses a subcommand's options with `schema`; on a broken rule prints each message (naming its
+ * flag) on stderr, sets exit status 2 and returns undefined.
+ */
+export function parseUsage<T>(what: string, schema: z.ZodType<T>, raw: unknown): T | undefined {
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  process.stderr.write(`analytics-exporter ${what}: ${parsed.error.issues.map((i) => i.message).join('; ')}\n`);
+  process.exitCode = EXIT_USAGE;
+  return undefined;
+}
+
+/** The line of a source whose lock another process holds. */
+function lockedMessage(what: string, source: string): string {
+  return (
+    `analytics-exporter ${what}: source ${source}: another process holds its sync lock (a sync run, a scheduled run or audit of serve, ` +
+    'verify, or another state command); nothing was done. Run it again when that ends.\n'
+  );
+}
+
+/**
+ * The body of a `state` subcommand: loads the configuration (exit 2 on a broken rule), chooses the
+ * sources (exit 2 naming an unknown --source), opens the database with one connection, runs
+ * `work`, and sets its exit status: `work`'s, 1 when a source's lock is held, 2 for an
+ * {@link InvalidArgumentError} (printed), the failure's otherwise (src/failures.ts).
+ */
+async function runState<T>(
+  command: Command,
+  what: string,
+  names: readonly string[],
+  work: (pool: Pool, config: Config, log: Logger, sources: SourceConfig[]) => Promise<UnderLock<T>>,
+  print: (value: T) => void,
+): Promise<void> {
+  const config = loadConfigForCommand(command);
+  if (config === undefined) return;
+  let sources: SourceConfig[];
+  try {
+    sources = selectSources(config, names);
+  } catch (err) {
+    if (!(err instanceof InvalidArgumentError)) throw err;
+    process.stderr.write(`analytics-exporter ${what}: ${err.message}\n`);
+    process.exitCode = EXIT_USAGE;
+    return;
+  }
+  const { openDatabase } = await import('../app/runtime.js');
+  const log = createLogger(config.logLevel, { format: config.logFormat });
+  let status: ExitStatus;
+  try {
+    const db = await openDatabase(config, log, 1);
+    try {
+      const done = await work(db.pool, config, log, sources);
+      if (done.locked) {
+        process.stderr.write(lockedMessage(what, done.source));
+        status = EXIT_FAILURE;
+      } else {
+        print(done.value);
+        status = EXIT_OK;
+      }
+    } finally {
+      await db.close();
+    }
+  } catch (err) {
+    if (err instanceof InvalidArgumentError) {
+      process.stderr.write(`analytics-exporter ${what}: ${err.message}\n`);
+      status = EXIT_USAGE;
+    } else {
+      status = reportFailure(log, err, `${what} failed`);
+    }
+  }
+  process.exitCode = status;
+}
+
+const EXIT_HELP = "\nExit status: 0 done; 1 another process holds the source's sync lock, or the database failed; 2 bad usage (the message names the flag).";
+
+/** Adds `state` and its subcommands `show`, `set-watermark` and `reset` to the program. */
+export function registerStateCommand(program: Command): void {
+  const state = program
+    .command('state')
+    .description("show and repair each source's sync state: watermark, last run, windows of the ledger (each under the source's sync lock)");
+
+  state
+    .command('show')
+    .description("print each source's watermark, last run, windows by state (committed, parked, expired, marked for re-load) and verified-through")
+    .option('--source <name>', 'this configured source only (repeatable; default: every source)', (name: string, names: string[] | undefined) => [
+      ...(names ?? []),
+      name,
+    ])
+    .option('--json', 'print JSON: {"sources": [...]} in the shape the README documents (section State)')
+    .addHelpText('after', EXIT_HELP)
+    .action(async (raw: unknown, command: Command) => {
+      const options = parseUsage('state show', showOptions, raw);
+      if (options === undefined) return;
+      const { formatStateText, showState, stateJson } = await import('../app/state.js');
+      await runState(
+        command,
+        'state show',
+        options.source ?? [],
+        (pool, config, log, sources) => showState(pool, config, log, sources),
+        (states) => process.stdout.write(options.json ? `${JSON.stringify(stateJson(states), null, 2)}\n` : formatStateText(states)),
+      );
+    });
+
+  state
+    .command('set-watermark')
+    .description(
+      "move a source's watermark: the next run re-reads from it (minus SYNC_LOOKBACK); forward past windows not loaded only with --force, which skips them",
+    )
+    .argument('<iso>', 'the new watermark, ISO 8601 with a zone, such as 2026-11-01T00:00:00Z')
+    .option('--source <name>', 'the configured source (required)')
+    .option('--force', 'move it forward even past windows that are not loaded (gaps, parked windows): the next runs will not load them')
+    .addHelpText('after', EXIT_HELP)
+    .action(async (iso: string, raw: Record<string, unknown>, command: Command) => {
+      const options = parseUsage('state set-watermark', setWatermarkOptions, { ...raw, to: iso });
+      if (options === undefined) return;
+      const { moveWatermark } = await import('../app/state.js');
+      await runState(
+        command,
+        'state set-watermark',
+        [options.source],
+        (pool, config, log, [source]) => moveWatermark(pool, config, log, { source: source!, to: options.to, force: options.force ?? false }),
+        (move) => {
+          const before = move.before === undefined ? 'none' : new Date(move.before).toISOString();
+          const after = new Date(move.after).toISOString();
+          const skipped =
+            move.skipped === undefined
+              ? ''
+              : `; --force: it moved past windows that are not loaded, the first [${new Date(move.skipped.start).toISOString()}, ${new Date(move.skipped.end).toISOString()})`;
+          process.stdout.write(`source ${options.source}: watermark ${before} -> ${after}${skipped}; the next run plans from ${after} minus SYNC_LOOKBACK\n`);
+        },
+      );
+    });
+
+  state
+    .command('reset')
+    .description(
+      "mark a source's windows overlapping [--from, --to) for re-load: the next sync of the source (or serve's next scheduled run) loads them again, parked ones included",
+    )
+    .option('--source <name>', 'the configured source (required)')
+    .option('--from <iso>', 'start of the range, ISO 8601 with a zone (required)')
+    .option('--to <iso>', 'end of the range, ISO 8601 with a zone, after --from (required)')
+    .addHelpText(
+      'after',
+      `\nWhole ledger windows are marked; their records stay until the re-load replaces them, and the watermark does not move.\nExpired windows (RETENTION dropped their records) are left as they are: sync --from/--to loads them.${EXIT_HELP}`,
+    )
+    .action(async (raw: unknown, command: Command) => {
+      const options = parseUsage('state reset', resetOptions, raw);
+      if (options === undefined) return;
+      const { resetWindows } = await import('../app/state.js');
+      await runState(
+        command,
+        'state reset',
+        [options.source],
+        (pool, config, log, [source]) =>
+          resetWindows(pool, config, log, { source: source!, range: { start: options.from.getTime(), end: options.to.getTime() } }),
+        (marks) => {
+          const range = `[${options.from.toISOString()}, ${options.to.toISOString()})`;
+          const expired = marks.expired === 0 ? '' : `; ${marks.expired} expired window(s) left as they are (sync --from/--to loads them)`;
+          if (marks.windows.length === 0) {
+            process.stdout.write(`source ${options.source}: no loaded window overlaps ${range}; nothing marked${expired}\n`);
+            return;
+          }
+          const parked = marks.windows.filter((w) => w.status === 'parked').length;
+          const first = new Date(marks.windows[0]!.start).toISOString();
+          const last = new Date(marks.windows[marks.windows.length - 1]!.end).toISOString();
+          process.stdout.write(
+            `source ${options.source}: ${marks.windows.length} window(s) in [${first}, ${last}) marked for re-load (${parked} parked); ` +
+              `the next sync of the source loads them again${expired}\n`,
+          );
+        },
+      );
+    });
+}
