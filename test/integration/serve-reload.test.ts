@@ -6,6 +6,7 @@
  * removed loses its series and its /probe name; other methods on /-/reload are 405 with Allow: POST.
  * A changed source's running sync is stopped as at shutdown (interrupted, its open window rolled
  * back), its replacement runs on the new settings, and the stored records end exactly E6's.
+ * POST /-/reload is behind WEB_CONFIG_FILE's basic auth: a request without credentials reloads nothing.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,7 +15,14 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
+import type { AddressInfo } from 'node:net';
+import bcrypt from 'bcryptjs';
 import { parseExposition } from '../../src/exposition/index.js';
+import { silentLogger } from '../../src/log.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
+import { createMetricsServer } from '../../src/serve/http.js';
+import { UpstreamMetrics } from '../../src/serve/scrape.js';
+import { loadWebConfig, WebConfigSource } from '../../src/serve/webconfig.js';
 import { CLI_PATH } from '../helpers/cli.js';
 import { expectExactDataset } from '../helpers/sync.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
@@ -274,4 +282,46 @@ describe('serve reloads CONFIG_FILE', () => {
     server.kill('SIGTERM');
     expect(await server.exited).toBe(0);
   }, 120_000);
+
+  it('POST /-/reload is behind basic auth like every path: refused without credentials, before anything is reloaded', async () => {
+    const file = join(dir, 'web.yaml');
+    writeFileSync(file, `basic_auth_users:\n  prometheus: '${bcrypt.hashSync('right-password', 4)}'\n`);
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    let reloads = 0;
+    const server = createMetricsServer({
+      metrics,
+      upstream: new UpstreamMetrics({
+        sources: [],
+        metrics,
+        windowMs: 60_000,
+        cacheTtlMs: 0,
+        prefix: undefined,
+        ownFamilies: async () => [],
+        log: silentLogger,
+      }),
+      readiness: async () => ({ ready: true, detail: 'ready' }),
+      reload: async () => ({ ok: true, message: `reloaded ${++reloads}` }),
+      defaultScrapeTimeoutMs: 10_000,
+      web: new WebConfigSource(loadWebConfig(file)),
+      connections: { perClient: 8, total: 64 },
+      log: silentLogger,
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    bed.closers.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/-/reload`;
+    const authorization = `Basic ${Buffer.from('prometheus:right-password').toString('base64')}`;
+    const wrong = `Basic ${Buffer.from('prometheus:wrong-password').toString('base64')}`;
+    const post = async (headers: Record<string, string>) => {
+      const res = await request(url, { method: 'POST', headers, reset: true });
+      return { status: res.statusCode, body: await res.body.text() };
+    };
+    expect((await post({})).status).toBe(401);
+    expect((await post({ authorization: wrong })).status).toBe(401);
+    expect(reloads).toBe(0);
+    expect(await post({ authorization })).toEqual({ status: 200, body: 'reloaded 1\n' });
+    const get = await request(url, { headers: { authorization }, reset: true });
+    await get.body.text();
+    expect([get.statusCode, get.headers.allow]).toEqual([405, 'POST']);
+    expect(reloads).toBe(1);
+  });
 });
