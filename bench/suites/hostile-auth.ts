@@ -261,7 +261,9 @@ export async function hostileAuthPart(ctx: BenchContext, plan: HostileAuthPlan):
     return await withFreshDatabase(ctx, 'bench_hostile_auth', async (db) => {
       const attack: AttackRound[] = [];
       for (const cost of plan.attackCosts) {
-        const env = { WEB_CONFIG_FILE: webConfig(ctx, `auth-attack-${cost}.yml`, cost) };
+        // Every attacker's connection reaches the password checks (the default 32 per client would
+        // refuse most at the connection): this measures the checks' own bounds, the harder case.
+        const env = { WEB_CONFIG_FILE: webConfig(ctx, `auth-attack-${cost}.yml`, cost), METRICS_MAX_CONNECTIONS_PER_CLIENT: String(plan.attackers + 8) };
         attack.push(await withServe(sim, db.url, env, (serve) => attackRound(ctx, plan, serve, cost)));
       }
       const timing: TimingRow[] = [];

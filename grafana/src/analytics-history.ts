@@ -142,7 +142,7 @@ const QUARANTINE = '${schema}.records_quarantine';
 /** Longest payload_text shown in the quarantine table, in characters; the rest is cut with an ellipsis. */
 const PAYLOAD_EXCERPT_CHARS = 200;
 const QUARANTINE_NOTE =
-  'Quarantined records are records E6 sent that PostgreSQL cannot store, kept as sent in records_quarantine instead of records: found by the sync (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels: Path and Reason) or refused by the database for a data reason (a number numeric cannot hold, a CHECK constraint: Reason is its SQLSTATE and message); they are placed by their window (window_start), since they may lack an event time. Independent of the customers.';
+  'Quarantined records are records E6 sent that PostgreSQL cannot store, kept as sent in records_quarantine instead of records: found by the sync (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels: Path and Reason) or refused by the database for a data reason (a number numeric cannot hold, a CHECK constraint: Reason is its SQLSTATE and message); under FIELD_CONTRACT=freeze also records bringing a new field or type (Reason "contract: …"); they are placed by their window (window_start), since they may lack an event time. Independent of the customers.';
 
 const lastValue = () => new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(false);
 const legend = () =>
@@ -507,5 +507,34 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
         .height(10)
         .span(18),
     );
+  withSchemaChanges(builder);
   return finish(builder);
+}
+
+/**
+ * Issue 26 item 5: the fields and JSON types each source's catalogue gained after its first run
+ * (record_field_changes, src/sync/contract.ts), newest first.
+ */
+function withSchemaChanges(builder: dashboard.DashboardBuilder): void {
+  builder.withRow(new dashboard.RowBuilder('Schema changes')).withPanel(
+    new table.PanelBuilder()
+      .title('New fields and types')
+      .description(
+        "The 100 latest top-level record fields, and JSON types of a field, that a selected source's field catalogue (record_fields) gained after the source's first run and in the time range (when the window bringing it committed: Seen), newest first: the source, the field, the type, whether the field was new or a known field got a new type, and the window and run that brought it. Each is also a warning in the log and counted in analytics_exporter_record_fields_new_total. Under FIELD_CONTRACT=freeze the records bringing one are quarantined instead (Reason 'contract: …' in the quarantine table) and show here once they are loaded. Independent of the customers.",
+      )
+      .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
+      .withTarget(
+        sqlQuery(
+          'A',
+          `SELECT\n  seen_at AS "Seen",\n  source AS "Source",\n  path AS "Field",\n  type AS "Type",\n  CASE WHEN new_field THEN 'new field' ELSE 'new type' END AS "Change",\n  window_start AS "Window start",\n  window_end AS "Window end",\n  run_id AS "Run"\nFROM \${schema}.record_field_changes\nWHERE $__timeFilter(seen_at)\n  AND source = ${SOURCES}\nORDER BY seen_at DESC, source, path, type\nLIMIT 100`,
+          PostgresFormat.Table,
+        ),
+      )
+      .unit('none')
+      .overrideByName('Seen', [{ id: 'unit', value: 'dateTimeAsIso' }])
+      .overrideByName('Window start', [{ id: 'unit', value: 'dateTimeAsIso' }])
+      .overrideByName('Window end', [{ id: 'unit', value: 'dateTimeAsIso' }])
+      .height(8)
+      .span(24),
+  );
 }

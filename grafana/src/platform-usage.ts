@@ -5,8 +5,9 @@
  * Every upstream value is a count over the exporter's METRICS_WINDOW (24 h by default) ending at
  * the scrape, not a counter: panels graph and sum the values as they are and never apply
  * rate()/increase() to them (test/unit/dashboards.test.ts checks this). Every selector is filtered
- * by the `job` and `instance` variables, so the series of two exporters scraped by one Prometheus
- * are never added up, and by the `source` variable: the exporter labels every upstream sample with
+ * by the `job` and `instance` variables, and read through {@link once}: replicas of one exporter
+ * (the Kubernetes `serve` overlay runs two) re-expose the same platform numbers, so each number is
+ * taken once across instances (their max), never summed. And by the `source` variable: the exporter labels every upstream sample with
  * the `source` (environment or API client) it read it from, and the panels keep sources apart
  * (`by (source)`, `{{source}}` in legends), since the same customer in production and in a sandbox
  * is not one customer's usage.
@@ -43,6 +44,19 @@ const CUSTOMER = 'job=~"$job", instance=~"$instance", source=~"$source", custome
 /** All seven upstream families at once, by name. */
 const ALL_FAMILIES = `{__name__=~"${UPSTREAM_FAMILIES.map((f) => f.metric).join('|')}", ${CUSTOMER}}`;
 
+/**
+ * The upstream series of `selector` once, however many exporter instances (replicas: `instance`,
+ * and `pod` under prometheus-operator) re-expose them: every replica reads the same platform
+ * numbers (E7), so the max across them is the number, where a sum would count it once per replica.
+ * Every other label is kept; a selector of several families (`{__name__=~…}`) first copies the
+ * family's name into the label `family` (label_join: no `$` for Grafana to read as a variable), so
+ * the families stay apart after the aggregation drops `__name__`.
+ */
+export function once(selector: string): string {
+  const families = selector.startsWith('{') ? `label_join(${selector}, "family", "", "__name__")` : selector;
+  return `max without (instance, pod) (${families})`;
+}
+
 const WINDOW_NOTE = "Each value counts the events of the exporter's METRICS_WINDOW (24 h by default) before the scrape; it is not a counter.";
 
 const legend = () =>
@@ -69,13 +83,13 @@ function totalStat(title: string, description: string, expr: string): stat.Panel
     .span(4);
 }
 
-/** A horizontal bar gauge of the ten selected customers (of any selected source) with the most of `sum` (events now). */
+/** A horizontal bar gauge of the ten selected customers (of any selected source) with the most of `sum` (an upstream selector: events now). */
 function topCustomers(title: string, description: string, sum: string): bargauge.PanelBuilder {
   return new bargauge.PanelBuilder()
     .title(title)
     .description(`${description} ${WINDOW_NOTE}`)
     .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-    .withTarget(promQuery('A', `topk(10, sum by (source, customer) (${sum}))`, '{{source}} / {{customer}}', true))
+    .withTarget(promQuery('A', `topk(10, sum by (source, customer) (${once(sum)}))`, '{{source}} / {{customer}}', true))
     .unit('short')
     .decimals(0)
     .min(0)
@@ -116,7 +130,8 @@ export function platformUsageDashboard(): dashboard.Dashboard {
     .withVariable(
       multiSelectVariable('instance', {
         label: 'Instance',
-        description: 'Exporter instances of the selected jobs. Pick one when several exporters read the same platform: their counts are the same events.',
+        description:
+          'Exporter instances of the selected jobs. Replicas of one exporter (the Kubernetes serve overlay runs two) read the same platform: every panel shows each of their numbers once (the max across instances), so All is right for them; pick one to see what it read.',
         type: PROMETHEUS_DATASOURCE_TYPE,
         query: `label_values(${logins.metric}{job=~"$job"}, instance)`,
         sort: dashboard.VariableSort.AlphabeticalAsc,
@@ -147,26 +162,34 @@ export function platformUsageDashboard(): dashboard.Dashboard {
     )
 
     .withRow(new dashboard.RowBuilder('Totals over METRICS_WINDOW'))
-    .withPanel(totalStat(logins.title, 'Logins of the selected customers, per source.', `sum by (source) (${logins.metric}{${CUSTOMER}})`))
+    .withPanel(totalStat(logins.title, 'Logins of the selected customers, per source.', `sum by (source) (${once(`${logins.metric}{${CUSTOMER}}`)})`))
     .withPanel(
-      totalStat('Dialogs submitted', 'Dialogs submitted by the selected customers, per source.', `sum by (source) (dialogsubmitted_event_count{${CUSTOMER}})`),
+      totalStat(
+        'Dialogs submitted',
+        'Dialogs submitted by the selected customers, per source.',
+        `sum by (source) (${once(`dialogsubmitted_event_count{${CUSTOMER}}`)})`,
+      ),
     )
     .withPanel(
-      totalStat('Documents created', 'Documents created by the selected customers, per source.', `sum by (source) (documentcreated_event_count{${CUSTOMER}})`),
+      totalStat(
+        'Documents created',
+        'Documents created by the selected customers, per source.',
+        `sum by (source) (${once(`documentcreated_event_count{${CUSTOMER}}`)})`,
+      ),
     )
     .withPanel(
       totalStat(
         'Messages sent',
         'SMS and e-mails sent for the selected customers, per source.',
-        `sum by (source) ({__name__=~"smssent_event_count|emailsent_event_count", ${CUSTOMER}})`,
+        `sum by (source) (${once(`{__name__=~"smssent_event_count|emailsent_event_count", ${CUSTOMER}}`)})`,
       ),
     )
-    .withPanel(totalStat('All events', 'Events of all seven types for the selected customers, per source.', `sum by (source) (${ALL_FAMILIES})`))
+    .withPanel(totalStat('All events', 'Events of all seven types for the selected customers, per source.', `sum by (source) (${once(ALL_FAMILIES)})`))
     .withPanel(
       totalStat(
         'Active customers',
         'Selected customers with at least one login, per source.',
-        `count by (source) (sum by (source, customer_id) (${logins.metric}{${CUSTOMER}}) > 0)`,
+        `count by (source) (sum by (source, customer_id) (${once(`${logins.metric}{${CUSTOMER}}`)}) > 0)`,
       ),
     )
 
@@ -177,7 +200,9 @@ export function platformUsageDashboard(): dashboard.Dashboard {
         .description(`Events of each type per source, summed over the selected customers. ${WINDOW_NOTE}`)
         .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
         .targets(
-          UPSTREAM_FAMILIES.map((f, i) => promQuery(String.fromCharCode(65 + i), `sum by (source) (${f.metric}{${CUSTOMER}})`, `{{source}} ${f.title}`, false)),
+          UPSTREAM_FAMILIES.map((f, i) =>
+            promQuery(String.fromCharCode(65 + i), `sum by (source) (${once(`${f.metric}{${CUSTOMER}}`)})`, `{{source}} ${f.title}`, false),
+          ),
         )
         .unit('short')
         .decimals(0)
@@ -192,7 +217,7 @@ export function platformUsageDashboard(): dashboard.Dashboard {
         .title('Logins by customer')
         .description(`Logins per selected customer and source. ${WINDOW_NOTE}`)
         .datasource(datasourceRef(PROMETHEUS_DATASOURCE_TYPE))
-        .withTarget(promQuery('A', `sum by (source, customer) (${logins.metric}{${CUSTOMER}})`, '{{source}} / {{customer}}', false))
+        .withTarget(promQuery('A', `sum by (source, customer) (${once(`${logins.metric}{${CUSTOMER}}`)})`, '{{source}} / {{customer}}', false))
         .unit('short')
         .decimals(0)
         .min(0)
@@ -213,7 +238,7 @@ export function platformUsageDashboard(): dashboard.Dashboard {
         .targets(
           UPSTREAM_FAMILIES.map((f, i) =>
             // Table format gives one frame per query with a "Value #<refId>" column; merge joins them on the labels.
-            promQuery(String.fromCharCode(65 + i), `sum by (source, customer, customer_id) (${f.metric}{${CUSTOMER}})`, f.title, true).format(
+            promQuery(String.fromCharCode(65 + i), `sum by (source, customer, customer_id) (${once(`${f.metric}{${CUSTOMER}}`)})`, f.title, true).format(
               PromQueryFormat.Table,
             ),
           ),

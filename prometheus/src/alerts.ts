@@ -8,10 +8,12 @@
  * configured runbook address and the anchor of the alert's section of docs/runbook.md.
  *
  * Sources: the upstream and sync series carry `source`, so those alerts fire per source (one
- * source down alerts for it alone); the process alerts (Down, Absent) have no source.
+ * source down alerts for it alone); the process alerts (Down, Absent) have no source. Replicas:
+ * the sync's freshness and failure share are judged per source across the replicas of the job
+ * (each run happens in the one replica holding the source's lock), the rest per process.
  */
 import type { RulesConfig } from './config.js';
-import { syncFailureRatioExpr, syncLagExpr } from './expressions.js';
+import { REPLICA_LABELS, syncFailureRatioExpr, syncLagExpr } from './expressions.js';
 import { inWords, promDuration, prose, seconds, select, theLast } from './text.js';
 
 /** An alerting rule as Prometheus's rule files write it. */
@@ -124,8 +126,13 @@ function syncStale(c: RulesConfig): Commented<AlertingRule> {
   const { intervals, lookback } = c.syncStale;
   const threshold = `${intervals} * ${c.syncIntervalMinutes} * 60`;
   return {
-    comment: `Time since the last successful sync, in seconds (the recording rule instance_source:analytics_exporter_sync_lag_seconds
-is the same expression). max_over_time over the last ${lookback} keeps a success the process reported before a
+    comment: `Time since the last successful sync, in seconds (the recording rule source:analytics_exporter_sync_lag_seconds
+is the same expression), per source across the replicas of the job: \`max without (${REPLICA_LABELS})\` takes the
+latest success any of them reported. Replicas on one database take turns (each run holds the source's lock;
+a tick that finds it held is skipped and counted in analytics_exporter_sync_skipped_total{reason="locked"}),
+so a replica that loses the lock at every tick never succeeds itself and must not alert while the other
+syncs; a source that no replica syncs still does. Exporters of one job syncing different databases must
+therefore name their sources apart. max_over_time over the last ${lookback} keeps a success the process reported before a
 restart (a restart resets the gauge to 0). When the gauge was 0 for the whole ${lookback} (a fresh start, or no
 success in any process seen in it), the earliest process start seen in it stands in: a fresh
 exporter gets the same time as any other before it alerts, where \`time() - 0\` would fire at once,
@@ -141,23 +148,26 @@ With SYNC_SCHEDULE=off (sync from cron, outside serve) serve never syncs and thi
 threshold has passed after start: drop it from such deployments.
 
 Per source: the stand-in is joined to each source's own gauge (0 times the gauge, plus the process
-start of its instance), so a source that has never succeeded gets it even while another source of
-the same process has succeeded, and a source with a success keeps its own value (\`or\` matches all labels).`,
+start of its instance, the earliest of the replicas), so a source that has never succeeded gets it even
+while another source of the same process has succeeded, and a source with a success keeps its own value
+(\`or\` matches all labels).`,
     rule: withRunbook(c, {
       alert: 'AnalyticsSyncStale',
       expr: `${syncLagExpr(c)} > ${threshold}\n`,
       for: c.syncStale.for,
       labels: { severity: 'critical' },
       annotations: {
-        summary: 'analytics-exporter {{ $labels.instance }}: no successful sync of source {{ $labels.source }} for {{ $value | humanizeDuration }}',
-        description: prose`No sync run of source {{ $labels.source }} into PostgreSQL has succeeded on {{ $labels.instance }} for at least
-          {{ $value | humanizeDuration }} (threshold ${promDuration(intervals * c.syncIntervalMinutes * 60)}: ${intervals} × SYNC_SCHEDULE's
+        summary: 'analytics-exporter: no successful sync of source {{ $labels.source }} for {{ $value | humanizeDuration }}',
+        description: prose`No sync run of source {{ $labels.source }} into PostgreSQL has succeeded in any process of job {{ $labels.job }}
+          for at least {{ $value | humanizeDuration }} (threshold ${promDuration(intervals * c.syncIntervalMinutes * 60)}: ${intervals} × SYNC_SCHEDULE's
           interval of ${c.syncIntervalMinutes} minutes), so the analytics records in the database are getting older. Runbook: if
           analytics_exporter_sync_running of the source is 1 a run is still going (a first backfill from SYNC_START_DATE can take long;
           analytics_exporter_sync_windows_total rising means it commits windows). Otherwise see AnalyticsSyncFailing and /readyz, the
           exporter's log lines with source {{ $labels.source }} ("sync run failed", or "sync could not run" when the database is
           unreachable), and \`select started_at, status, error from ${c.databaseSchema}.sync_runs where source = '{{ $labels.source }}'
-          order by started_at desc limit 5\` (schema DATABASE_SCHEMA).`,
+          order by started_at desc limit 5\` (schema DATABASE_SCHEMA). Replicas take turns (each run holds the source's lock): one whose ticks all find the lock held counts
+          analytics_exporter_sync_skipped_total{reason="locked"} and syncs nothing itself; which process succeeded last:
+          \`analytics_exporter_sync_last_success_timestamp_seconds{job="{{ $labels.job }}", source="{{ $labels.source }}"}\` by instance.`,
       },
     }),
   };
@@ -168,7 +178,8 @@ function syncFailing(c: RulesConfig): Commented<AlertingRule> {
   const share = ratio === 0.5 ? 'half' : `${ratio * 100}%`;
   return {
     comment: `Share of the runs finished in ${theLast(range)} that failed (the recording rule
-instance_source:analytics_exporter_sync_failures:ratio${range} is the same expression). A ratio, not a count, so one
+source:analytics_exporter_sync_failures:ratio${range} is the same expression), the runs of all replicas of the job
+together: each run happens in the one replica holding the source's lock, so the runs are summed across them. A ratio, not a count, so one
 transient failure stays below, and \`for: ${c.syncFailing.for}\` keeps a blip from alerting. It also catches failures
 that alternate with successes, which AnalyticsSyncStale does not see. No run finished in the range gives
 0/0 = NaN, which never fires (AnalyticsSyncStale covers a sync that does not run). The range should span
@@ -179,13 +190,14 @@ several runs of SYNC_SCHEDULE (${seconds(range) / 60 / c.syncIntervalMinutes} at
       for: c.syncFailing.for,
       labels: { severity: 'warning' },
       annotations: {
-        summary: `analytics-exporter {{ $labels.instance }}: {{ $value | humanizePercentage }} of sync runs of source {{ $labels.source }} failed in ${theLast(range)}`,
-        description: prose`{{ $value | humanizePercentage }} of the sync runs of source {{ $labels.source }} that finished on
-          {{ $labels.instance }} in ${theLast(range)} failed (threshold: more than ${share}, for ${inWords(c.syncFailing.for)}). Windows
+        summary: `analytics-exporter: {{ $value | humanizePercentage }} of sync runs of source {{ $labels.source }} failed in ${theLast(range)}`,
+        description: prose`{{ $value | humanizePercentage }} of the sync runs of source {{ $labels.source }} that finished in
+          ${theLast(range)}, in all processes of job {{ $labels.job }} together, failed (threshold: more than ${share}, for ${inWords(c.syncFailing.for)}). Windows
           committed before a failure are kept and the next successful run completes the data, but it falls behind while runs fail.
           Runbook: the error of each failed run is in the exporter's log ("sync run failed", with source {{ $labels.source }}) and in
           \`select started_at, error from ${c.databaseSchema}.sync_runs where source = '{{ $labels.source }}' and status = 'failed' order
-          by started_at desc limit 5\` (schema DATABASE_SCHEMA). Usual causes: the upstream (AnalyticsUpstreamDown,
+          by started_at desc limit 5\` (schema DATABASE_SCHEMA), and by process in
+          \`sum by (instance) (increase(analytics_exporter_sync_failures_total{job="{{ $labels.job }}", source="{{ $labels.source }}"}[${range}]))\`. Usual causes: the upstream (AnalyticsUpstreamDown,
           analytics_exporter_upstream_retries_total), a window whose record count kept changing while paged (raise
           SYNC_WINDOW_ATTEMPTS), or the database.`,
       },
@@ -235,16 +247,17 @@ read twice and kept only when both reads return the same records; a disagreement
 SYNC_WINDOW_ATTEMPTS disagreements in a row park its window (then AnalyticsSyncWindowsParked speaks). One
 disagreement now and then is a record that changed while it was read; more than ${count} in ${theLast(range)}, for
 ${inWords(c.syncUnstableInstants.for)}, means E6's order within such instants is not stable and windows are close to being parked.
-Exported at 0 from the start.`,
+Exported at 0 from the start. Counted across the replicas of the job (each run happens in the one holding the
+source's lock, so the disagreements of one source are split between them).`,
     rule: withRunbook(c, {
       alert: 'AnalyticsSyncUnstableInstants',
-      expr: `increase(${select('analytics_exporter_sync_unstable_instants_total', c)}[${range}]) > ${count}`,
+      expr: `sum without (${REPLICA_LABELS}) (increase(${select('analytics_exporter_sync_unstable_instants_total', c)}[${range}])) > ${count}`,
       for: c.syncUnstableInstants.for,
       labels: { severity: 'warning' },
       annotations: {
-        summary: `analytics-exporter {{ $labels.instance }}: {{ $value | printf "%.0f" }} pairs of reads of an instant of source {{ $labels.source }} disagreed in ${theLast(range)}`,
+        summary: `analytics-exporter: {{ $value | printf "%.0f" }} pairs of reads of an instant of source {{ $labels.source }} disagreed in ${theLast(range)}`,
         description: prose`In ${theLast(range)} {{ $value | printf "%.0f" }} pairs of reads by the sync of source
-          {{ $labels.source }} on {{ $labels.instance }} of an instant (a part of SYNC_MIN_SPLIT holding more than a page, SYNC_PAGE_SIZE,
+          {{ $labels.source }} (all processes of job {{ $labels.job }} together) of an instant (a part of SYNC_MIN_SPLIT holding more than a page, SYNC_PAGE_SIZE,
           of records) returned different records. Each such instant is read again, and after SYNC_WINDOW_ATTEMPTS pairs that disagree
           its window is parked: E6's order of records within one instant is not stable, so paging it could double or lose records.
           Runbook: the exporter's log lines with source {{ $labels.source }} name the instants ("two reads of an instant holding more
@@ -260,8 +273,9 @@ function syncWindowsParked(c: RulesConfig): Commented<AlertingRule> {
     comment: `A parked window: one the sync cannot load for a reason of its own (a response over UPSTREAM_MAX_BODY even at
 one record a page, E6 contradicting itself about it after SYNC_WINDOW_ATTEMPTS), kept in sync_windows as
 parked so the source goes on past it. The data is not exact until it is loaded. The gauge is read from the
-ledger at each run's end and at serve's start, so it stays up until a run loads the window; exported at 0
-from the start.`,
+ledger at each run's end, at serve's start and after a tick that found the source's lock held (so a replica
+that loses the lock to another sees what the other's runs loaded), so it stays up until a run loads the
+window; exported at 0 from the start.`,
     rule: withRunbook(c, {
       alert: 'AnalyticsSyncWindowsParked',
       expr: `${select('analytics_exporter_sync_windows_parked', c)} > 0`,

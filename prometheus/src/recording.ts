@@ -2,8 +2,8 @@
  * The recording rules: values the dashboards, ad-hoc queries and the runbook's checks read often,
  * precomputed under names of Prometheus's convention `level:metric:operations`
  * (https://prometheus.io/docs/practices/rules/): the level names the labels kept besides the
- * target's (`instance_source`: one series per exporter and source; `source`: exporters of one job
- * taken together), the metric is the exporter's without `_total`, and the operations say what was
+ * target's (`instance_source`: one series per exporter and source; `source`: the exporters (replicas) of
+ * one job taken together), the metric is the exporter's without `_total`, and the operations say what was
  * applied with its range (`rate5m`).
  */
 import type { Commented } from './alerts.js';
@@ -22,9 +22,9 @@ export function recordingRules(c: RulesConfig): Array<Commented<RecordingRule>> 
   const rate = c.rateRange;
   return [
     {
-      comment: `Seconds since the last successful sync of each source: AnalyticsSyncStale's value (a lower bound; before
-the first success seen in ${theLast(c.syncStale.lookback)}, since the earliest process start seen in it).`,
-      rule: { record: 'instance_source:analytics_exporter_sync_lag_seconds', expr: `${syncLagExpr(c)}\n` },
+      comment: `Seconds since the last successful sync of each source by any replica of the job: AnalyticsSyncStale's value (a
+lower bound; before the first success seen in ${theLast(c.syncStale.lookback)}, since the earliest process start seen in it).`,
+      rule: { record: 'source:analytics_exporter_sync_lag_seconds', expr: `${syncLagExpr(c)}\n` },
     },
     {
       comment: `Records written to the database per second, over ${theLast(rate)} (re-loaded windows count again).`,
@@ -42,9 +42,9 @@ E7 text succeeded (analytics_exporter_upstream_up is set by each scrape's read).
       },
     },
     {
-      comment: `The share (0 to 1) of the sync runs finished in ${theLast(c.syncFailing.range)} that failed: AnalyticsSyncFailing's value
-(no series while no run finished: 0/0).`,
-      rule: { record: `instance_source:analytics_exporter_sync_failures:ratio${c.syncFailing.range}`, expr: `${syncFailureRatioExpr(c)}\n` },
+      comment: `The share (0 to 1) of the sync runs finished in ${theLast(c.syncFailing.range)} that failed, the runs of all replicas of the
+job together: AnalyticsSyncFailing's value (no series while no run finished: 0/0).`,
+      rule: { record: `source:analytics_exporter_sync_failures:ratio${c.syncFailing.range}`, expr: `${syncFailureRatioExpr(c)}\n` },
     },
     {
       comment: `Audit drift: the windows of each source still differing from E6 after the last audit, the largest any

@@ -64,6 +64,13 @@ Sources: one exporter reads one or more sources (the \`sources\` of CONFIG_FILE,
 \`source\`. The upstream and sync alerts fire per source, each carrying the source's label; the
 process alerts (Down, Absent) have no source.
 
+Replicas: several \`serve\` processes of one job on one database (the Kubernetes serve overlay runs
+two) take turns at each source's sync under its lock, so the sync's freshness, failure share and
+unstable instants (AnalyticsSyncStale, AnalyticsSyncFailing, AnalyticsSyncUnstableInstants and
+the \`source:\` recording rules) are judged per source across them (\`instance\` and \`pod\`
+aggregated away); the other alerts are per process. Exporters of one job that sync different
+databases must name their sources apart.
+
 Tests: \`promtool test rules prometheus/rules/analytics-exporter.rules.test.yml\` (every alert firing
 and not firing, every recording rule's value), and test/integration/prometheus-rules.test.ts (a real
 Prometheus evaluating these rules against the real exporter).`;

@@ -162,7 +162,8 @@ const count = (n: number): string => n.toLocaleString('en-US');
 
 /**
  * The run's summary for a person, one line, printed after the bar is cleared:
- * `sync succeeded: 24/24 windows, 52,340 records, 0 quarantined in 12.4 s (4,221 records/s)`,
+ * `sync succeeded: 24/24 windows, 52,340 records, 0 quarantined in 12.4 s (4,221 records/s)`
+ * (`, 2 new fields or types` after the quarantined when the field catalogue gained some),
  * followed by `: <error>` when the run failed or was interrupted.
  */
 export function formatRunSummary(result: Exclude<SyncResult, { status: 'locked' }>): string {
@@ -170,6 +171,7 @@ export function formatRunSummary(result: Exclude<SyncResult, { status: 'locked' 
   const rate = seconds > 0 ? Math.round(result.records / seconds) : 0;
   const text =
     `sync ${result.status}: ${count(result.windows)}/${count(result.windowsPlanned)} windows, ${count(result.records)} records, ` +
-    `${count(result.quarantined)} quarantined${result.parked ? `, ${count(result.parked)} windows parked` : ''} in ${seconds.toFixed(1)} s (${count(rate)} records/s)`;
+    `${count(result.quarantined)} quarantined${result.fieldsNew ? `, ${count(result.fieldsNew)} new fields or types` : ''}` +
+    `${result.parked ? `, ${count(result.parked)} windows parked` : ''} in ${seconds.toFixed(1)} s (${count(rate)} records/s)`;
   return result.error === undefined ? text : `${text}: ${describeError(result.error)}`;
 }

@@ -176,6 +176,9 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
   }
   if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) check('SYNC_MIN_SPLIT', `must not be longer than ${key('SYNC_WINDOW')} (${settings.written('SYNC_WINDOW') ?? '1h'})`);
 
+  // The contract compares records with the catalogue: without one, `freeze` would refuse nothing unseen.
+  if (v.FIELD_CONTRACT === 'freeze' && v.FIELD_CATALOGUE === 'off')
+    check('FIELD_CONTRACT', `'freeze' needs FIELD_CATALOGUE=on (the catalogue it compares records with)`);
   if (fromFile && v.STATISTICS_URL === undefined) check('STATISTICS_URL', 'is required');
   let upstream: UpstreamConfig | undefined;
   if (v.STATISTICS_URL !== undefined) {
@@ -223,6 +226,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
     shrink: v.SYNC_SHRINK,
     schedule: v.SYNC_SCHEDULE === 'off' ? undefined : v.SYNC_SCHEDULE,
     recordTimeField: v.RECORD_TIME_FIELD === 'none' ? undefined : v.RECORD_TIME_FIELD.split('.'),
+    fieldContract: v.FIELD_CONTRACT,
   };
   const limits: UpstreamLimits = {
     sampleLimit: v.UPSTREAM_SAMPLE_LIMIT,

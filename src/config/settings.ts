@@ -7,7 +7,8 @@
 import cron from 'node-cron';
 import { z } from 'zod';
 import { ConfigError, maskSecret } from '../errors.js';
-import { parseDuration, parseDurationOrZero, parseIsoDateTime } from '../time.js';
+import { parseDuration, parseIsoDateTime } from '../time.js';
+import { byteSize, duration, durationOrOff, durationOrZero, httpUrl, optional, wholeNumber } from './setting-schemas.js';
 import { DEFAULT_SSL_MODE, maskDatabaseUrl, SSL_MODES } from './database.js';
 import { DEFAULT_METRICS_PORT, LOG_FORMATS, LOG_LEVELS, MAX_RATE_LIMIT_PER_SECOND, PARTITION_INTERVALS, type RollupDimension } from './types.js';
 
@@ -15,65 +16,6 @@ import { DEFAULT_METRICS_PORT, LOG_FORMATS, LOG_LEVELS, MAX_RATE_LIMIT_PER_SECON
 const ROLLUP_RESERVED_COLUMNS = new Set(['bucket', 'window_start', 'records']);
 /** Column names `records_hourly_distinct` and `records_daily_distinct` use besides those, so no ROLLUP_DISTINCT_BY column may take them. */
 const DISTINCT_RESERVED_COLUMNS = new Set(['value_column', 'distinct_values', 'day']);
-
-const duration = (rule: string) =>
-  z.string().transform((text, ctx) => {
-    const ms = parseDuration(text);
-    if (ms === undefined || ms <= 0) {
-      ctx.addIssue({ code: 'custom', message: `must be a positive duration such as ${rule}` });
-      return z.NEVER;
-    }
-    return ms;
-  });
-
-/** A positive duration, or `off` (read as undefined): retention settings that may keep everything. */
-const durationOrOff = (example: string) =>
-  z.string().transform((text, ctx): number | undefined => {
-    if (text === 'off') return undefined;
-    const ms = parseDuration(text);
-    if (ms !== undefined && ms > 0) return ms;
-    ctx.addIssue({ code: 'custom', message: `must be a positive duration such as ${example}, or 'off'` });
-    return z.NEVER;
-  });
-
-/** A duration that may be zero (`0`, `0s`): settle and lookback can be switched off. */
-const durationOrZero = (rule: string) =>
-  z.string().transform((text, ctx) => {
-    const ms = parseDurationOrZero(text);
-    if (ms === undefined) {
-      ctx.addIssue({ code: 'custom', message: `must be a duration such as ${rule}, or 0` });
-      return z.NEVER;
-    }
-    return ms;
-  });
-
-const wholeNumber = (min: number, max: number) => {
-  const rule = `must be a whole number from ${min} to ${max}`;
-  return z.coerce.number({ error: rule }).int(rule).min(min, rule).max(max, rule);
-};
-
-/** Units of a byte size: binary (KiB = 1024) and decimal (kB = 1000), and bytes. */
-const BYTE_UNITS: Readonly<Record<string, number>> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, kB: 1000, MB: 1000 ** 2, GB: 1000 ** 3 };
-
-/** A byte size from `min` to `max` bytes: a whole number of bytes, or a number and a unit (`64MiB`, `1.5 GB`). */
-const byteSize = (example: string, min: number, max: number) =>
-  z.string().transform((text, ctx) => {
-    const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$/.exec(text);
-    const unit = match === null ? undefined : BYTE_UNITS[match[2] || 'B'];
-    const bytes = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
-    if (!(bytes >= min && bytes <= max)) {
-      ctx.addIssue({
-        code: 'custom',
-        message: `must be a byte size from ${min} to ${max} bytes, such as ${example} or a number of bytes (units B, KiB, MiB, GiB, kB, MB, GB)`,
-      });
-      return z.NEVER;
-    }
-    return bytes;
-  });
-
-const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
-
-const optional = <T extends z.ZodType>(schema: T) => schema.optional();
 
 /**
  * One entry per setting: its environment variable (the key), CLI flag, zod schema (reading the
@@ -359,6 +301,13 @@ const SETTING_TABLE = {
     default: 'on',
     help: "'off' stops maintaining the field catalogue record_fields and the view records_typed",
     schema: z.enum(['on', 'off'], { error: "must be 'on' or 'off'" }),
+  },
+  // Issue 26 item 5: schema changes (src/sync/contract.ts); per source as `sync.field_contract`.
+  FIELD_CONTRACT: {
+    flag: '--field-contract',
+    default: 'evolve',
+    help: "records bringing a new top-level field or a new type of one: 'evolve' stores them and reports the change, 'freeze' quarantines them (reason contract) and loads the rest",
+    schema: z.enum(['evolve', 'freeze'], { error: "must be 'evolve' or 'freeze'" }),
   },
   METRICS_LISTEN: {
     flag: '--metrics-listen',

@@ -74,6 +74,7 @@ export const SYNC_KEYS: Readonly<Record<string, string>> = {
   shrink: 'SYNC_SHRINK',
   to_date: 'UPSTREAM_TO_DATE',
   record_time_field: 'RECORD_TIME_FIELD',
+  field_contract: 'FIELD_CONTRACT',
 };
 
 /**

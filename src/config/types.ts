@@ -127,7 +127,15 @@ export interface SyncConfig {
   schedule: string | undefined;
   /** Path of the record's event-time field (split on dots); undefined when `none`. */
   recordTimeField: string[] | undefined;
+  /** FIELD_CONTRACT: what a record bringing a new top-level field or type does (src/sync/contract.ts). */
+  fieldContract: FieldContractMode;
 }
+
+/**
+ * FIELD_CONTRACT, in dlt's `schema_contract` terms: `evolve` stores records that bring a new
+ * top-level field or type and reports the change; `freeze` quarantines them (reason `contract`).
+ */
+export type FieldContractMode = 'evolve' | 'freeze';
 
 /** The layout of the tables every source shares: `records`' partitions, their retention, the derived tables. */
 export interface TablesConfig {

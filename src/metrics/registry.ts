@@ -14,6 +14,7 @@ import type { AuditResult } from '../sync/verify.js';
 import { REVISION, VERSION } from '../version.js';
 import { failureReason } from '../failures.js';
 import { DEFAULT_SOURCE } from '../config.js';
+import { recordFieldsNewCounter } from './record-fields.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
 
@@ -232,7 +233,7 @@ export class ExporterMetrics {
     name: `${METRIC_PREFIX}sync_windows_parked`,
     help:
       'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable for a reason of their own ' +
-      '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS); the watermark passed them. Read from the ledger at each run end and at serve start.',
+      '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS); the watermark passed them. Read from the ledger at each run end, at serve start and after a tick skipped as locked.',
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
@@ -264,6 +265,8 @@ export class ExporterMetrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
+  // Schema changes (issue 26 item 5, src/sync/contract.ts).
+  readonly recordFieldsNew = recordFieldsNewCounter(this.registry, METRIC_PREFIX);
   // The audit inside serve (AUDIT_SCHEDULE, src/sync/verify.ts); a one-shot `verify` serves no metrics.
   readonly syncVerifiedThrough = new Gauge({
     name: `${METRIC_PREFIX}sync_verified_through_timestamp_seconds`,
@@ -396,6 +399,7 @@ export class ExporterMetrics {
         this.syncRecordsQuarantined,
         this.syncUnstableInstants,
         this.syncRecordsOutsideWindow,
+        this.recordFieldsNew,
       ])
         counter.inc(s, 0);
       for (const gauge of [this.syncRunning, this.syncLastSuccess, this.syncDuration, this.syncWatermark, this.syncWindowsParked]) gauge.set(s, 0);
@@ -413,6 +417,7 @@ export class ExporterMetrics {
       },
       windowShrunk: (w) => this.syncWindowsShrunk.inc({ source, action: w.action }),
       recordsQuarantined: (e) => this.syncRecordsQuarantined.inc(s, e.records),
+      fieldsChanged: (e) => this.recordFieldsNew.inc(s, e.changes.length),
       unstableInstant: () => this.syncUnstableInstants.inc(s),
       pageSizeClamped: (e) => this.upstreamEffectivePageSize.set(s, e.served),
       partitionsDropped: (e) => this.retentionPartitionsDropped.inc(e.partitions.length),
@@ -514,7 +519,7 @@ export class ExporterMetrics {
     this.auditLastRun.set({ source }, Date.now() / 1000);
   }
 
-  /** Sets the source's parked-windows gauge from the ledger at start, before any run. */
+  /** Sets the source's parked-windows gauge from the ledger: at start, before any run, and after a tick that found the source's lock held. */
   setParkedWindows(source: string, count: number): void {
     this.syncWindowsParked.set({ source }, count);
   }

@@ -7,8 +7,10 @@ import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { sourceSyncDeps } from '../sync/context.js';
+import { countParkedWindows } from '../sync/parked.js';
 import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
+import { Tables } from '../sync/store.js';
 import { auditSource, type AuditResult } from '../sync/verify.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { Upstreams } from '../app/runtime.js';
@@ -62,6 +64,8 @@ export function buildSourceScheduler(context: SourceScheduleContext, source: Sou
       try {
         const { pool } = await database.migrated();
         const result = await runSync(sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer }), { signal });
+        // Another replica runs the source: what its runs loaded or parked shows here too.
+        if (result.status === 'locked') await refreshParked({ pool, tables: new Tables(config.database.schema), source: source.name, metrics, log: sourceLog });
         if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
         else health.reachable();
         return result;
@@ -72,6 +76,27 @@ export function buildSourceScheduler(context: SourceScheduleContext, source: Sou
       }
     },
   });
+}
+
+/**
+ * Reads the source's parked windows from the ledger into `analytics_exporter_sync_windows_parked`
+ * after a tick that found the source's lock held: the gauge is otherwise set at serve's start and
+ * at the end of this process's runs, so a replica that loses the lock at every tick to another
+ * would keep the count it read at start, and AnalyticsSyncWindowsParked would fire for it after
+ * the other replica had loaded the window. A failed read is logged at debug and left to the next tick.
+ */
+async function refreshParked(o: {
+  pool: Parameters<typeof countParkedWindows>[0];
+  tables: Tables;
+  source: string;
+  metrics: ExporterMetrics;
+  log: Logger;
+}): Promise<void> {
+  try {
+    o.metrics.setParkedWindows(o.source, await countParkedWindows(o.pool, o.tables, o.source));
+  } catch (err) {
+    o.log.debug({ err }, 'the parked windows could not be read after a locked tick; the next tick tries again');
+  }
 }
 
 /**

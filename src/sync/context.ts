@@ -7,6 +7,7 @@
 import { DEFAULT_SOURCE, type Config, type SourceConfig, type SyncConfig, type TablesConfig } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
+import type { FieldContract } from './contract.js';
 import { Derived } from './derived.js';
 import type { E6Pages, StoreSession, SyncStore } from './ports.js';
 import type { PreparedPage } from './prepare.js';
@@ -98,11 +99,13 @@ export interface RunContext {
   showsProgress: boolean;
 }
 
-/** A run that started loading: its session, its id in the ledger and its E6 reader. */
+/** A run that started loading: its session, its id in the ledger, its E6 reader and its field contract. */
 export interface LoadContext extends RunContext {
   session: StoreSession;
   runId: number;
   reader: WindowReader<PreparedPage>;
+  /** FIELD_CONTRACT over the source's catalogue (contract.ts); undefined with FIELD_CATALOGUE=off. */
+  contract: FieldContract | undefined;
 }
 
 /** One window of a run: the window and its position in the run's plan (the reader's index). */

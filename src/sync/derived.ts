@@ -18,6 +18,7 @@ import type { RollupConfig } from '../config.js';
 import type { PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { FieldCatalogue, type WindowFields } from './derived/catalogue.js';
+import type { FieldChange, KnownFields } from './derived/contract.js';
 import { countPage, inexactCounts, type RollupCounts } from './derived/counts.js';
 import { DistinctRollup } from './derived/distinct.js';
 import { HourlyRollup } from './derived/hourly.js';
@@ -229,10 +230,24 @@ export class Derived {
 
   /**
    * At the commit of `source`'s `window`: merges `fields` (see catalogueRecords) into the source's
-   * catalogue, and recreates records_typed when the catalogue gained a field or a type.
+   * catalogue, and recreates records_typed when the catalogue gained a field or a type; records
+   * `changes` (what it gains, as src/sync/contract.ts reports it) in record_field_changes.
    */
-  async addWindowRecords(db: PoolClient, source: string, window: Window, fields: WindowFields, log: Logger): Promise<void> {
+  async addWindowRecords(
+    db: PoolClient,
+    source: string,
+    window: Window,
+    fields: WindowFields,
+    log: Logger,
+    changes?: { runId: number; list: readonly FieldChange[] },
+  ): Promise<void> {
     if (await this.catalogue.addWindow(db, source, window, fields)) await this.view.refresh(db, log);
+    if (changes !== undefined) await this.catalogue.addChanges(db, source, window, changes.runId, changes.list);
+  }
+
+  /** `source`'s field catalogue: each field name with the JSON types seen (empty when it has none). */
+  readFieldTypes(db: Queryable, source: string): Promise<KnownFields> {
+    return this.catalogue.readTypes(db, source);
   }
 
   /** Names the catalogue's new fields' columns and recreates records_typed when its definition changed (src/sync/derived/typed-view.ts). */

@@ -7,6 +7,7 @@
  */
 import { coerceError } from '../errors.js';
 import type { LoadContext, WindowJob } from './context.js';
+import type { FieldChange } from './contract.js';
 import { inexactCounts, mergeFields, mergeRollupCounts, uncatalogueRecords, type RollupCounts, type WindowFields } from './derived.js';
 import type { WindowWriter } from './ports.js';
 import { emptyTally, windowSummary, type ShrunkWindow, type WindowSummary, type WindowTally } from './summary.js';
@@ -20,7 +21,10 @@ import { emptyTally, windowSummary, type ShrunkWindow, type WindowSummary, type 
 export async function loadWindow(ctx: LoadContext, job: WindowJob): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
   try {
-    return await ctx.session.inWindow({ window: job.window, runId: ctx.runId }, (writer) => storeWindow(ctx, job, writer, started));
+    const { summary, fields } = await ctx.session.inWindow({ window: job.window, runId: ctx.runId }, (writer) => storeWindow(ctx, job, writer, started));
+    // Committed: the catalogue holds the window's fields now (a rolled-back window adds none).
+    ctx.contract?.committed(fields);
+    return summary;
   } finally {
     ctx.reader.drop(job.index);
   }
@@ -36,14 +40,15 @@ async function storeWindow(
   job: WindowJob,
   writer: WindowWriter,
   started: number,
-): Promise<WindowSummary & { watermark: number | undefined }> {
+): Promise<{ summary: WindowSummary & { watermark: number | undefined }; fields: WindowFields }> {
   const { window, index } = job;
   const keep = ctx.settings.shrink === 'keep';
   const tally = emptyTally();
   tally.replaced = await writer.clear(keep);
   const fields: WindowFields = new Map();
   const rollup: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
-  await writeLeaves(ctx, job, writer, { tally, fields, rollup });
+  const breaches = new Map<string, FieldChange>();
+  await writeLeaves(ctx, job, writer, { tally, fields, rollup, breaches });
   const stored = await writer.end();
   // What this read returned; quarantined records count as stored: E6 still returns them.
   const returned = stored.records + tally.quarantined + stored.refused.length;
@@ -59,9 +64,12 @@ async function storeWindow(
       : undefined;
   // The pages' counts hold the refused records and miss the kept ones: the store groups its rows then.
   uncatalogueRecords(fields, stored.refused);
-  await writer.addDerived(stored.refused.length + kept > 0 ? inexactCounts() : rollup, fields);
+  // What the catalogue gains (judged before its commit, against the catalogue as of the window's start).
+  const changes = ctx.contract?.changes(fields) ?? [];
+  await writer.addDerived(stored.refused.length + kept > 0 ? inexactCounts() : rollup, fields, changes);
   const watermark = await writer.record({ recordCount: tally.records, totalRecords: tally.totalRecords - tally.boundary, pages: Math.max(1, tally.pages) });
-  return windowSummary(window, tally, ctx.reader.stats(index), { started, shrunk, watermark });
+  const contract = { changes, breaches: [...breaches.values()] };
+  return { summary: windowSummary(window, tally, ctx.reader.stats(index), { started, shrunk, watermark, contract }), fields };
 }
 
 /** Writes each leaf of the window as it comes, counting it into `into`. */
@@ -69,14 +77,22 @@ async function writeLeaves(
   ctx: LoadContext,
   job: WindowJob,
   writer: WindowWriter,
-  into: { tally: WindowTally; fields: WindowFields; rollup: RollupCounts },
+  into: { tally: WindowTally; fields: WindowFields; rollup: RollupCounts; breaches: Map<string, FieldChange> },
 ): Promise<void> {
-  const { tally, fields, rollup } = into;
+  const { tally, fields, rollup, breaches } = into;
   const observer = ctx.observer;
   const stored = (records: number): void => observer?.pageLoaded?.({ records });
+  const countRollup = ctx.derived.countRollup.bind(ctx.derived);
   try {
     for await (const leaf of ctx.reader.leaves(job.index)) {
-      const page = leaf.page;
+      // FIELD_CONTRACT=freeze: here, where pages are written in window order, not where they are
+      // prepared ahead of the windows before them (contract.ts says why).
+      const frozen = ctx.contract?.freeze(leaf.page, countRollup);
+      const page = frozen?.page ?? leaf.page;
+      if (frozen !== undefined && frozen.refused > 0) {
+        tally.contract += frozen.refused;
+        for (const b of frozen.breaches) breaches.set(`${b.path}\t${b.type}`, b);
+      }
       tally.pages++;
       tally.totalRecords += page.length;
       tally.boundary += page.boundary;

@@ -6,6 +6,7 @@
  */
 import type { AnalyticsPage, PageQuery } from '../upstream/analytics.js';
 import type { RollupCounts, WindowFields } from './derived.js';
+import type { FieldChange, KnownFields } from './derived/contract.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import type { ParkedWindow } from './parked.js';
 import type { Partition, DroppedPartition } from './partitions.js';
@@ -140,6 +141,11 @@ export interface StoreSession {
   auditWindows(range: Window): Promise<StoredWindow[]>;
   /** Committed windows overlapping `range` with E6's count for each, and the last one before it. */
   ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]>;
+  /**
+   * The source's field catalogue (record_fields): each top-level field name with the JSON types
+   * seen; empty before its first window with records (or with FIELD_CATALOGUE off since).
+   */
+  catalogueTypes(): Promise<KnownFields>;
   /** Records the start of a run. @returns its id. */
   startRun(range: Window): Promise<number>;
   /** Records the end of a run. */
@@ -198,8 +204,11 @@ export interface WindowWriter {
   /**
    * Adds the window's rollup groups and catalogued fields to the derived tables (once its records
    * are in). Inexact rollup counts (`exact` false) group the window's stored records instead.
+   *
+   * @param changes the fields and types `fields` brings that the catalogue did not hold
+   *   (src/sync/contract.ts), recorded in record_field_changes with the window.
    */
-  addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void>;
+  addDerived(rollup: RollupCounts, fields: WindowFields, changes?: readonly FieldChange[]): Promise<void>;
   /**
    * Records the window in the ledger and advances the watermark to its end when it starts at or
    * before it (or there is none yet): the watermark never jumps a gap.

@@ -5,6 +5,7 @@
  */
 import { AbortedError, coerceError, describeError } from '../errors.js';
 import type { LoadContext, RunContext } from './context.js';
+import { describeChange, type FieldChange } from './derived/contract.js';
 import type { RunPlan } from './plan.js';
 import type { RunEnding } from './ports.js';
 import type { RunStatus } from './store.js';
@@ -55,13 +56,16 @@ export function reportWindow(ctx: LoadContext, summary: WindowSummary & { waterm
     );
     observer?.windowShrunk?.(summary.shrunk);
   }
-  if (summary.quarantined > 0) {
+  const contract = summary.contract ?? 0;
+  if (summary.quarantined > contract) {
     log.warn(
-      { runId, window, quarantined: summary.quarantined },
+      { runId, window, quarantined: summary.quarantined - contract },
       'E6 returned records PostgreSQL cannot store; they are kept whole in records_quarantine (payload_text, with json_path and reason, or the sqlstate and message the database refused them with) and the rest of the window is committed',
     );
-    observer?.recordsQuarantined?.({ window: summary.window, records: summary.quarantined });
   }
+  if (contract > 0) reportContract(ctx, window, contract, summary.contractBreaches ?? []);
+  if (summary.quarantined > 0) observer?.recordsQuarantined?.({ window: summary.window, records: summary.quarantined });
+  reportFieldChanges(ctx, summary);
   if (summary.outside > 0) {
     log.warn(
       { runId, window, outside: summary.outside },
@@ -71,12 +75,46 @@ export function reportWindow(ctx: LoadContext, summary: WindowSummary & { waterm
   observer?.windowCommitted?.(summary);
 }
 
+/**
+ * Records FIELD_CONTRACT=freeze quarantined in a window: a warning per run for each change refused
+ * (the first window that brings it names it), the later windows' refusals at debug.
+ */
+function reportContract(ctx: LoadContext, window: string[], records: number, breaches: readonly FieldChange[]): void {
+  const first = ctx.contract?.firstBreaches(breaches) ?? [];
+  const line = { runId: ctx.runId, window, quarantined: records, changes: breaches.map(describeChange) };
+  if (first.length === 0) {
+    ctx.log.debug(line, 'records bringing a new field or type were quarantined (FIELD_CONTRACT=freeze)');
+    return;
+  }
+  ctx.log.warn(
+    { ...line, changes: first.map(describeChange) },
+    "records bringing a new top-level field or a new type of one are quarantined in records_quarantine (reason 'contract: …') and the rest of the window is committed (FIELD_CONTRACT=freeze); " +
+      'set FIELD_CONTRACT=evolve and load the window again (sync --from --to) to store them',
+  );
+}
+
+/** Fields and types the source's catalogue gained with a committed window: one warning each, and the observer. */
+function reportFieldChanges(ctx: LoadContext, summary: WindowSummary): void {
+  const changes = summary.fieldChanges ?? [];
+  if (changes.length === 0) return;
+  const window = [iso(summary.window.start), iso(summary.window.end)];
+  for (const change of changes) {
+    ctx.log.warn(
+      { runId: ctx.runId, window, field: change.path, type: change.type, change: change.newField ? 'new field' : 'new type' },
+      `the record schema changed: ${describeChange(change)} appeared in this source's records for the first time (record_fields, record_field_changes)`,
+    );
+  }
+  ctx.observer?.fieldsChanged?.({ window: summary.window, changes });
+}
+
 /** What a run did so far: the sums of its committed windows, and what ended it. */
 export class RunTally {
   windows = 0;
   pages = 0;
   records = 0;
   quarantined = 0;
+  /** Fields and types the source's catalogue gained. */
+  fieldsNew = 0;
   /** Windows parked (park.ts), and the source's parked windows in the ledger at the end (for the gauge). */
   parked = 0;
   parkedWindows: number | undefined;
@@ -90,6 +128,7 @@ export class RunTally {
     this.pages += summary.pages;
     this.records += summary.records;
     this.quarantined += summary.quarantined;
+    this.fieldsNew += summary.fieldChanges?.length ?? 0;
     this.watermark = summary.watermark;
   }
 
@@ -115,7 +154,7 @@ export class RunTally {
  */
 export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunTally; started: number }): Promise<SyncResult> {
   const { tally } = run;
-  const { status, error, windows: committed, pages, records, quarantined, watermark, parked, parkedWindows } = tally;
+  const { status, error, windows: committed, pages, records, quarantined, watermark, parked, parkedWindows, fieldsNew } = tally;
   const durationSeconds = (performance.now() - run.started) / 1000;
   const ending: RunEnding = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
   try {
@@ -142,6 +181,7 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
     ...(error ? { error } : {}),
     parked,
     ...(parkedWindows !== undefined ? { parkedWindows } : {}),
+    ...(fieldsNew ? { fieldsNew } : {}),
   };
   const summaryLine = {
     runId: ctx.runId,
@@ -151,6 +191,7 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
     pages,
     records,
     quarantined,
+    ...(fieldsNew ? { fieldsNew } : {}),
     ...(parked ? { parked } : {}),
     durationMs: Math.round(durationSeconds * 1000),
     recordsPerSecond: durationSeconds > 0 ? Math.round(records / durationSeconds) : 0,

@@ -18,6 +18,7 @@
  * the run (retention.ts). The run reaches the database and E6 only through ports.ts.
  */
 import { AbortedError } from '../errors.js';
+import { FieldContract } from './contract.js';
 import { runContext, schemaLockName, sourceLockName, type LoadContext, type RunContext, type SyncDeps, type SyncOptions } from './context.js';
 import { planRun, type RunPlan } from './plan.js';
 import { ProgressLog } from './progress-log.js';
@@ -82,7 +83,8 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
   const runId = await session.startRun(plan.range);
   reportRunStarted(ctx, runId, plan);
   const progress = ctx.showsProgress ? undefined : new ProgressLog(ctx.log, { runId, windowsPlanned: plan.windows.length });
-  const load: LoadContext = { ...ctx, session, runId, reader: await openReader(ctx, session, { runId, windows: plan.windows }) };
+  const contract = await FieldContract.open(session, { catalogue: ctx.tables.rollup.catalogue, mode: ctx.settings.fieldContract });
+  const load: LoadContext = { ...ctx, session, runId, contract, reader: await openReader(ctx, session, { runId, windows: plan.windows }) };
   const tally = new RunTally(plan.watermarkBefore);
   try {
     await createPartitions(load, plan);

@@ -11,6 +11,7 @@ import { DatabaseError } from '../errors.js';
 import { dataElementSpans } from '../upstream/page-text.js';
 import type { Logger } from '../log.js';
 import type { Derived, RollupCounts, WindowFields } from './derived.js';
+import type { FieldChange, KnownFields } from './derived/contract.js';
 import { isolateRefused } from './isolate.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
@@ -134,6 +135,10 @@ export class PgSession implements StoreSession {
     return ledgerCounts(this.db, this.o.tables, this.o.source, range);
   }
 
+  catalogueTypes(): Promise<KnownFields> {
+    return this.o.derived.readFieldTypes(this.db, this.o.source);
+  }
+
   startRun(range: Window): Promise<number> {
     return startRun(this.db, this.o.tables, this.o.source, range);
   }
@@ -233,11 +238,11 @@ abstract class PgWindowWriter implements WindowWriter {
   /** Waits until every page written is stored, the records refused quarantined. */
   protected abstract store(): Promise<Omit<WindowStored, 'kept'>>;
 
-  async addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void> {
+  async addDerived(rollup: RollupCounts, fields: WindowFields, changes?: readonly FieldChange[]): Promise<void> {
     // Once the window's records are all in: one statement per window, not one per page.
-    const { source, window } = this.target;
+    const { source, window, runId } = this.target;
     await this.o.derived.addWindowRollup(this.db, source, window, rollup);
-    await this.o.derived.addWindowRecords(this.db, source, window, fields, this.o.log);
+    await this.o.derived.addWindowRecords(this.db, source, window, fields, this.o.log, changes && { runId, list: changes });
   }
 
   record(counts: WindowCounts): Promise<number | undefined> {

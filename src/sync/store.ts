@@ -10,6 +10,7 @@ import { quoteIdent, type PoolClient } from '../db/pool.js';
 import { storableText } from '../errors.js';
 import type { AnalyticsRecord } from '../upstream/analytics.js';
 import { timestampArray } from './copy-rows.js';
+import { CONTRACT_REASON_PREFIX } from './derived/contract.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import type { StoredWindow, Window } from './windows.js';
 
@@ -28,9 +29,12 @@ export class Tables {
   readonly hourly: string;
   readonly hourlyDistinct: string;
   readonly fields: string;
+  /** Fields and types the catalogue gained after each source's first run (src/sync/contract.ts). */
+  readonly fieldChanges: string;
   readonly derivedSettings: string;
   readonly typedView: string;
   readonly tryTimestamptz: string;
+  readonly tryJsonb: string;
 
   constructor(readonly schema: string) {
     const q = quoteIdent(schema);
@@ -42,9 +46,11 @@ export class Tables {
     this.hourly = `${q}.records_hourly`;
     this.hourlyDistinct = `${q}.records_hourly_distinct`;
     this.fields = `${q}.record_fields`;
+    this.fieldChanges = `${q}.record_field_changes`;
     this.derivedSettings = `${q}.derived_settings`;
     this.typedView = `${q}.records_typed`;
     this.tryTimestamptz = `${q}.records_try_timestamptz`;
+    this.tryJsonb = `${q}.records_try_jsonb`;
   }
 }
 
@@ -223,27 +229,38 @@ export async function createKeptTables(db: Pick<PoolClient, 'query'>): Promise<v
 /**
  * SYNC_SHRINK=keep, once the window's quarantined records of this read are in: inserts again each
  * quarantined record saved by {@link clearWindowRest} as many times as it was stored beyond the
- * copies of the same text this read quarantined (the union of both, by `payload_text`).
+ * copies of the same text this read quarantined (the union of both, by `payload_text`). A record
+ * FIELD_CONTRACT=freeze quarantined (reason `contract:`) that this read stored in `records`
+ * instead (the contract is `evolve` now, or its field is known since) counts as returned too,
+ * compared as jsonb: it is loaded, not lost upstream.
  *
  * @returns the rows inserted again.
  */
 export async function restoreKeptQuarantine(db: PoolClient, target: WindowTarget): Promise<number> {
   const { t, source, window } = target;
+  // `stored` reads the window's records only when a contract row was kept (a one-time filter).
   const { rows } = await db.query<{ kept: string }>(
     `with kept as (
        select k.*, row_number() over (partition by payload_text) as copy from pg_temp.sync_kept_quarantine k
      ), loaded as (
        select payload_text, count(*) as n from ${t.quarantine}
         where source = $3 and window_start >= $1 and window_start < $2 group by payload_text
+     ), stored as (
+       select c.payload_text, count(*) as n
+         from (select distinct payload_text, ${t.tryJsonb}(payload_text) as payload from pg_temp.sync_kept_quarantine where reason like $4) c
+         join (select payload from ${t.records}
+                where source = $3 and window_start >= $1 and window_start < $2
+                  and exists (select 1 from pg_temp.sync_kept_quarantine where reason like $4)) r on r.payload = c.payload
+        group by c.payload_text
      ), back as (
        insert into ${t.quarantine} (source, payload_text, json_path, reason, sqlstate, message, event_time, window_start, window_end, run_id)
        select $3, k.payload_text, k.json_path, k.reason, k.sqlstate, k.message, k.event_time, $1, $2, k.run_id
-         from kept k left join loaded l using (payload_text)
-        where k.copy > coalesce(l.n, 0)
+         from kept k left join loaded l using (payload_text) left join stored s using (payload_text)
+        where k.copy > coalesce(l.n, 0) + coalesce(s.n, 0)
        returning 1
      )
      select count(*) as kept from back`,
-    [new Date(window.start), new Date(window.end), source],
+    [new Date(window.start), new Date(window.end), source, `${CONTRACT_REASON_PREFIX}%`],
   );
   return Number(rows[0]!.kept);
 }

@@ -3,6 +3,7 @@
  * {@link windowSummary}), to its observer ({@link SyncObserver}), and at its end ({@link SyncResult}).
  */
 import type { FailureReason } from '../errors.js';
+import type { FieldChange } from './derived/contract.js';
 import type { DroppedPartition } from './partitions.js';
 import type { WindowReadStats } from './reader.js';
 import type { RunStatus } from './store.js';
@@ -32,6 +33,12 @@ export interface WindowSummary {
   untimed: number;
   /** Rows deleted because the window was loaded before. */
   replaced: number;
+  /** Of `quarantined`, the records FIELD_CONTRACT=freeze refused (contract.ts); absent or 0 when none. */
+  contract?: number;
+  /** The changes those records bring, each once; absent or empty when none. */
+  contractBreaches?: readonly FieldChange[];
+  /** Fields and types the source's catalogue gained with the window (none in the source's first run); absent or empty when none. */
+  fieldChanges?: readonly FieldChange[];
   durationSeconds: number;
   /**
    * Set when a re-read window lost records upstream: under SYNC_SHRINK=keep (action `kept`) when
@@ -82,6 +89,8 @@ export interface SyncObserver {
   unstableInstant?(event: { instant: Window; records: number; attempt: number }): void;
   /** E6 served fewer records on a page than the page size asked: from now on the run reads at `served`. */
   pageSizeClamped?(event: { asked: number; served: number; echoed: number }): void;
+  /** The source's field catalogue gained fields or types with a committed window (after its first run); called before windowCommitted. */
+  fieldsChanged?(event: { window: Window; changes: readonly FieldChange[] }): void;
   /** A window was parked (park.ts); the run goes on with the next one. */
   windowParked?(event: ParkedEvent): void;
   /** RETENTION dropped these partitions of `records` at the end of the run. */
@@ -105,6 +114,8 @@ export type SyncResult =
       watermark: number | undefined;
       durationSeconds: number;
       error?: Error;
+      /** Fields and types the source's catalogue gained in this run (none in its first run); absent or 0 when none. */
+      fieldsNew?: number;
       /** Windows this run parked (park.ts): the run went on past them, but its data is not exact; absent or 0 when none. */
       parked?: number;
       /** The source's parked windows in the ledger at the run's end, expired ones aside; absent when they could not be counted. */
@@ -121,28 +132,38 @@ export interface WindowTally {
   outside: number;
   untimed: number;
   replaced: number;
+  /** Of `quarantined`, refused by FIELD_CONTRACT=freeze. */
+  contract: number;
 }
 
 /** A tally of nothing yet. */
 export function emptyTally(): WindowTally {
-  return { records: 0, quarantined: 0, totalRecords: 0, pages: 0, boundary: 0, outside: 0, untimed: 0, replaced: 0 };
+  return { records: 0, quarantined: 0, totalRecords: 0, pages: 0, boundary: 0, outside: 0, untimed: 0, replaced: 0, contract: 0 };
 }
 
 /**
  * The one place a window's summary is made: its load's tally, what reading it took, and how it ended.
  *
  * @param end.started `performance.now()` when its load began; `shrunk` when E6 returned fewer records
- *   than were stored; `watermark` after the window.
+ *   than were stored; `watermark` after the window; `contract` what the field contract found
+ *   (the catalogue's `changes`, the `breaches` refused).
  */
 export function windowSummary(
   window: Window,
   tally: WindowTally,
   stats: WindowReadStats,
-  end: { started: number; shrunk: ShrunkWindow | undefined; watermark: number | undefined },
+  end: {
+    started: number;
+    shrunk: ShrunkWindow | undefined;
+    watermark: number | undefined;
+    contract?: { changes: readonly FieldChange[]; breaches: readonly FieldChange[] };
+  },
 ): WindowSummary & { watermark: number | undefined } {
   return {
     window,
     ...tally,
+    fieldChanges: end.contract?.changes ?? [],
+    contractBreaches: end.contract?.breaches ?? [],
     requests: stats.requests,
     splits: stats.splits,
     instants: stats.instants,

@@ -7,6 +7,7 @@
  * as handed over.
  */
 import type { RollupCounts, WindowFields } from '../../src/sync/derived.js';
+import type { FieldChange, KnownFields } from '../../src/sync/derived/contract.js';
 import type { PageRows, QuarantineRow } from '../../src/sync/page-rows.js';
 import type { ParkedWindow } from '../../src/sync/parked.js';
 import type { DroppedPartition, Partition } from '../../src/sync/partitions.js';
@@ -63,7 +64,7 @@ export class MemoryStore implements SyncStore {
   /** The last full audit's verified-through (ms), as recordVerified stored it; null when it recorded none. */
   verifiedThrough: number | null | undefined;
   /** What each committed window handed the derived tables. */
-  derived: { window: Window; rollup: RollupCounts; fields: WindowFields }[] = [];
+  derived: { window: Window; rollup: RollupCounts; fields: WindowFields; changes: readonly FieldChange[] }[] = [];
   /** Partitions "created": the window starts each run asked for. */
   partitionStarts: number[] = [];
   /** Windows committed, in order. */
@@ -295,6 +296,20 @@ class MemorySession implements StoreSession {
     run.ending = ending;
   }
 
+  async catalogueTypes(): Promise<KnownFields> {
+    this.#check();
+    // The catalogue as record_fields keeps it: every name and type a committed window brought.
+    const known: KnownFields = new Map();
+    for (const { fields } of this.store.derived) {
+      for (const [path, stats] of fields) {
+        const types = known.get(path) ?? new Set<string>();
+        for (const type of stats.types) types.add(type);
+        known.set(path, types);
+      }
+    }
+    return known;
+  }
+
   async ensurePartitions(starts: readonly number[]): Promise<Partition[]> {
     this.#check();
     this.store.partitionStarts.push(...starts);
@@ -335,7 +350,7 @@ class MemoryWindowWriter implements WindowWriter {
   readonly #refused: QuarantineRow[] = [];
   #keep = false;
   #ledger: LedgerRow | undefined;
-  #derived: { rollup: RollupCounts; fields: WindowFields } | undefined;
+  #derived: { rollup: RollupCounts; fields: WindowFields; changes: readonly FieldChange[] } | undefined;
   #watermark: number | undefined;
 
   constructor(
@@ -386,18 +401,21 @@ class MemoryWindowWriter implements WindowWriter {
       if (refusal === undefined) records.push({ ...r, window: this.of.window });
       else back.push({ text: JSON.stringify(r.payload), eventTime: r.eventTime, ...refusal, window: this.of.window, runId: r.runId });
     }
-    const quarantined = beyond(
+    // A record the contract quarantined that this read stored is returned too (the PostgreSQL store compares it as jsonb).
+    const asJson = (text: string) => `json:${JSON.stringify(JSON.parse(text))}`;
+    const loadedNow = this.#records.map((r) => ({ text: JSON.stringify(r.payload), reason: 'contract:' }) as QuarantineRow);
+    const quarantined = beyond<QuarantineRow>(
       this.store.quarantine.filter((q) => inside(q.window, this.of.window)),
-      this.#quarantine,
-      (q) => q.text,
-    ).map((q) => ({ ...q, window: this.of.window }));
+      [...this.#quarantine, ...loadedNow],
+      (q) => (q.reason?.startsWith('contract:') ? asJson(q.text) : q.text),
+    ).map((q) => ({ ...(q as MemoryStore['quarantine'][number]), window: this.of.window }));
     this.#records.push(...records);
     this.#quarantine.push(...back, ...quarantined);
     return { ...stored, kept: { records: records.length, quarantined: quarantined.length + back.length } };
   }
 
-  async addDerived(rollup: RollupCounts, fields: WindowFields): Promise<void> {
-    this.#derived = { rollup, fields };
+  async addDerived(rollup: RollupCounts, fields: WindowFields, changes: readonly FieldChange[] = []): Promise<void> {
+    this.#derived = { rollup, fields, changes };
   }
 
   async record(counts: WindowCounts): Promise<number | undefined> {

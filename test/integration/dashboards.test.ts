@@ -39,6 +39,7 @@ const MAY_BE_EMPTY: Record<string, string> = {
 /** SQL queries allowed to return no rows (dashboard uid / panel title / refId), and why. */
 const SQL_MAY_BE_EMPTY: Record<string, string> = {
   'analytics-history / Latest quarantined records / A': 'records_quarantine has rows only once E6 sends a record jsonb cannot store; the simulator sends none',
+  'analytics-history / New fields and types / A': "record_field_changes has rows only once a source's records change after its first run; the demo's do not",
 };
 
 /** The stack's sources, in the order the source variables list them. */

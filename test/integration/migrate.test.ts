@@ -19,6 +19,7 @@ describe('migrate', () => {
       expect(rows.map((r) => r.table_name)).toEqual([
         'derived_settings',
         'pgmigrations',
+        'record_field_changes',
         'record_fields',
         'records',
         'records_quarantine',

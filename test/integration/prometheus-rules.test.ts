@@ -100,6 +100,8 @@ interface ApiRuleGroup {
 
 /** Alerts about the exporter process, which has no `source`; every other alert fires per source. */
 const PROCESS_ALERTS = ['AnalyticsExporterDown', 'AnalyticsExporterAbsent'];
+/** Alerts that judge each source across the replicas of the job (instance and pod aggregated away): they name the job, not an instance. */
+const REPLICA_ALERTS = ['AnalyticsSyncStale', 'AnalyticsSyncFailing', 'AnalyticsSyncUnstableInstants'];
 
 const rulesSpec = parse(readFileSync(RULES_FILE, 'utf8')) as RuleFileSpec;
 const allRules = rulesSpec.groups.flatMap((group) => group.rules);
@@ -175,9 +177,11 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
       expect(['warning', 'critical'], rule.alert).toContain(rule.labels?.severity);
       expect(rule.annotations?.summary, rule.alert).toMatch(/\S/);
       expect(rule.annotations?.description, rule.alert).toContain('Runbook:');
-      // absent() has no instance to name: the job is all it knows.
-      const target = rule.alert === 'AnalyticsExporterAbsent' ? '{{ $labels.job }}' : '{{ $labels.instance }}';
-      expect(rule.annotations?.summary, rule.alert).toContain(target);
+      // absent() has no instance to name, and the alerts over the job's replicas none either: they name the job.
+      const replicas = REPLICA_ALERTS.includes(rule.alert);
+      const target = rule.alert === 'AnalyticsExporterAbsent' || replicas ? '{{ $labels.job }}' : '{{ $labels.instance }}';
+      if (replicas) expect(`${rule.annotations?.summary} ${rule.annotations?.description}`, rule.alert).not.toContain('{{ $labels.instance }}');
+      else expect(rule.annotations?.summary, rule.alert).toContain(target);
       expect(rule.annotations?.description, rule.alert).toContain(target);
       // The upstream and sync alerts fire per source: they name it.
       if (PROCESS_ALERTS.includes(rule.alert)) continue;
@@ -375,12 +379,14 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
       const value = expr.replace(comparison, '');
       expect(value, `${alert}: ${comparison} must end its expression`).not.toBe(expr);
       const series = await stack.prometheus.query(value);
-      // Per-source alerts keep the source label: the stack runs the environment's one source, `default`.
+      // Per-source alerts keep the source label: the stack runs the environment's one source, `default`;
+      // those over the job's replicas drop the instance.
       const perSource = !PROCESS_ALERTS.includes(alert);
+      const perInstance = !REPLICA_ALERTS.includes(alert);
       expect(
         series.map((s) => ({ job: s.metric.job, instance: s.metric.instance, ...(perSource ? { source: s.metric.source } : {}) })),
         alert,
-      ).toEqual([{ job: JOB, instance, ...(perSource ? { source: 'default' } : {}) }]);
+      ).toEqual([{ job: JOB, instance: perInstance ? instance : undefined, ...(perSource ? { source: 'default' } : {}) }]);
       const number = Number(series[0]!.value[1]);
       expect(healthy(number), `${alert}: ${value} = ${number}`).toBe(true);
     }
@@ -390,10 +396,10 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
     // least), every read of E7 succeeded, no failed run, no drift left and none repaired (no audit
     // has run: AUDIT_SCHEDULE is daily, its series exported at 0).
     const healthy: Record<string, (value: number) => boolean> = {
-      'instance_source:analytics_exporter_sync_lag_seconds': (v) => v >= 0 && v < 60,
+      'source:analytics_exporter_sync_lag_seconds': (v) => v >= 0 && v < 60,
       'instance_source:analytics_exporter_sync_records:rate5m': (v) => v > 0,
       'instance_source:analytics_exporter_upstream_up:avg_over_time5m': (v) => v > 0 && v <= 1,
-      'instance_source:analytics_exporter_sync_failures:ratio1h': (v) => v === 0,
+      'source:analytics_exporter_sync_failures:ratio1h': (v) => v === 0,
       'source:analytics_exporter_audit_drift_windows:max': (v) => v === 0,
       'instance_source:analytics_exporter_audit_windows_repaired:increase1d': (v) => v === 0,
     };

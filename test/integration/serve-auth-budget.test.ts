@@ -74,6 +74,9 @@ describe('serve under wrong-password attackers from one address', () => {
         METRICS_LISTEN: '127.0.0.1:0',
         SYNC_SCHEDULE: 'off',
         WEB_CONFIG_FILE: file,
+        // The password budget is under test: the attackers' 150 connections all reach it (the default
+        // of 32 per client would refuse most of them at the connection, before any password).
+        METRICS_MAX_CONNECTIONS_PER_CLIENT: String(ATTACKERS + 8),
       });
       const s = await startServe(config, createLogger('info', { format: 'json', destination: capture }));
       running.push(s);

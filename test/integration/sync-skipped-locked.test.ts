@@ -1,8 +1,9 @@
 /**
  * A `serve` whose scheduled tick finds the source's sync lock held by another process (here: a
  * connection of the test holding the advisory lock, as a second replica's run would) counts the
- * tick in sync_skipped_total{source,reason="locked"} and logs it at info naming the source; once
- * the lock is free, the next tick syncs.
+ * tick in sync_skipped_total{source,reason="locked"} and logs it at info naming the source, and
+ * reads the parked windows from the ledger again (what the other replica parked or loaded shows in
+ * its gauge too); once the lock is free, the next tick syncs.
  */
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,12 +40,14 @@ function capture(): LogDestination & { lines: () => Array<Record<string, unknown
   };
 }
 
-async function metric(url: string, reason: string): Promise<number | undefined> {
+async function sample(url: string, series: string): Promise<number | undefined> {
   const res = await request(`${url}/metrics`, { reset: true });
   const text = await res.body.text();
-  const line = text.split('\n').find((l) => l.startsWith(`analytics_exporter_sync_skipped_total{source="default",reason="${reason}"} `));
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line === undefined ? undefined : Number(line.split(' ').pop());
 }
+
+const metric = (url: string, reason: string) => sample(url, `analytics_exporter_sync_skipped_total{source="default",reason="${reason}"}`);
 
 describe('a scheduled tick that finds the lock held elsewhere', () => {
   it('is counted as locked and logged at info, and the tick after the lock is freed syncs', async () => {
@@ -69,6 +72,16 @@ describe('a scheduled tick that finds the lock held elsewhere', () => {
       expect(said.length).toBeGreaterThanOrEqual(1);
       expect(said[0]).toMatchObject({ level: 'info', source: 'default' });
       expect(said[0]!.msg).toContain('source default');
+
+      // Another replica parks a window while this one keeps losing the lock: its next locked tick reads it from the ledger.
+      const parked = 'analytics_exporter_sync_windows_parked{source="default"}';
+      expect(await sample(server.url, parked)).toBe(0);
+      await db.pool().query(
+        `insert into "${schema}".sync_windows (source, window_start, window_end, record_count, total_records, pages, run_id, status, reason, parked_at)
+           values ('default', '2000-01-01T00:00:00Z', '2000-01-02T00:00:00Z', 0, 0, 0, 0, 'parked', 'parked by another replica', now())`,
+      );
+      await until('the parked window counted after a locked tick', async () => ((await sample(server.url, parked)) === 1 ? true : undefined), 20_000, 100);
+      await db.pool().query(`delete from "${schema}".sync_windows where window_start = '2000-01-01T00:00:00Z'`);
 
       await holder.query('select pg_advisory_unlock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, sourceLockName(schema, 'default')]);
       await until(

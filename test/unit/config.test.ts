@@ -273,6 +273,7 @@ describe('sync settings', () => {
       shrink: 'keep',
       schedule: '*/15 * * * *',
       recordTimeField: ['timestamp'],
+      fieldContract: 'evolve',
     });
     expect(config.tables).toEqual({
       partitionInterval: 'month',

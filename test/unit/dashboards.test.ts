@@ -15,7 +15,7 @@ import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana
 import { PROVISIONED } from '../../grafana/src/common.js';
 import { DASHBOARDS_DIR, buildDashboards, renderDashboards, writeDashboards } from '../../grafana/src/generate.js';
 import { expandSqlMacros, interpolate, intervalSeconds, renderPromQL, renderSql } from '../../grafana/src/interpolate.js';
-import { UPSTREAM_FAMILIES } from '../../grafana/src/platform-usage.js';
+import { UPSTREAM_FAMILIES, once } from '../../grafana/src/platform-usage.js';
 import { DIMENSION_VARIABLES, FIELD_VARIABLES } from '../../grafana/src/analytics-history.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 
@@ -137,6 +137,27 @@ describe('PromQL of the dashboards', () => {
     expect(queryText(usageVariables.find((v) => v.name === 'customer'))).toContain('{job=~"$job", instance=~"$instance", source=~"$source"}');
   });
 
+  it('takes each upstream number of Platform usage once across instances, never summing replicas', () => {
+    // Two serve replicas re-expose the same platform numbers (E7): a sum over instances would count
+    // each twice. Every upstream selector sits directly inside `max without (instance, pod) (`, a
+    // selector of several families behind label_join keeping the family's name apart.
+    const usage = prom.filter((q) => q.dash.uid === 'analytics-platform-usage');
+    const selector = String.raw`(?:\w+_event_count)?\{[^}]*\}`;
+    const wrapped = new RegExp(
+      String.raw`max without \(instance, pod\) \((?:\w+_event_count\{[^}]*\}|label_join\(\{__name__=~[^}]*\}, "family", "", "__name__"\))\)`,
+      'g',
+    );
+    for (const { panel, expr } of usage) {
+      const where = `${panel.title}: ${expr}`;
+      const selectors = [...expr.matchAll(new RegExp(selector, 'g'))].length;
+      expect(selectors, where).toBeGreaterThan(0);
+      expect([...expr.matchAll(wrapped)].length, where).toBe(selectors);
+      // Aggregations over the upstream series all come after the max across instances.
+      expect(expr.replace(wrapped, 'X'), where).not.toMatch(/_event_count|__name__/);
+    }
+    expect(once('userlogin_event_count{job=~"$job"}')).toBe('max without (instance, pod) (userlogin_event_count{job=~"$job"})');
+  });
+
   it('keeps sources apart wherever a query reads a per-source series: every aggregation by source, every legend naming it', () => {
     // Per-source: the upstream families of Platform usage and the exporter's upstream_*, token_* and sync_* families.
     const perSource = prom.filter(({ expr }) => expr.includes('source=~"$source"'));
@@ -200,7 +221,7 @@ describe('SQL of Analytics history', () => {
       // A subquery (`FROM (`) is checked by its own FROM.
       for (const [, table] of text.matchAll(/(?<!epoch )\b(?:FROM|JOIN)\s+(?!\()([^\s,]+)/gi))
         expect(table).toMatch(
-          /^\$\{schema\}\.(records|records_hourly|records_hourly_distinct|records_daily_distinct|record_fields|derived_settings|records_quarantine|sync_runs|sync_windows|sync_state)$/,
+          /^\$\{schema\}\.(records|records_hourly|records_hourly_distinct|records_daily_distinct|record_fields|record_field_changes|derived_settings|records_quarantine|sync_runs|sync_windows|sync_state)$/,
         );
     }
     const schema = variables(dash).find((v) => v.name === 'schema')!;

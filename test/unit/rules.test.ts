@@ -179,7 +179,10 @@ describe('parameters', () => {
     expect(stale.annotations.description).toContain("(threshold 3h: 3 × SYNC_SCHEDULE's interval of 60 minutes)");
     expect(stale.annotations.description).toContain('from stats.sync_runs where');
     const failing = alert('AnalyticsSyncFailing', file);
-    expect([failing.for, failing.expr]).toEqual(['30m', expect.stringMatching(/\[2h\]\)\n {2}\/ increase\(.*\[2h\]\)\n> 0\.25\n$/)]);
+    expect([failing.for, failing.expr]).toEqual([
+      '30m',
+      expect.stringMatching(/\[2h\]\)\)\n {2}\/ sum without \(instance, pod\) \(increase\(.*\[2h\]\)\)\n> 0\.25\n$/),
+    ]);
     expect(failing.annotations.summary).toMatch(/failed in the last 2 hours$/);
     expect(failing.annotations.description).toContain('(threshold: more than 25%, for 30 minutes)');
     const quarantined = alert('AnalyticsRecordsQuarantined', file);
@@ -187,17 +190,20 @@ describe('parameters', () => {
     expect(quarantined.annotations.description).toMatch(/^In the last 6 hours the sync/);
     expect(quarantined.annotations.description).toContain('from stats.records_quarantine where');
     const unstable = alert('AnalyticsSyncUnstableInstants', file);
-    expect([unstable.for, unstable.expr]).toEqual(['1h', 'increase(analytics_exporter_sync_unstable_instants_total{job="analytics-exporter"}[3h]) > 5']);
+    expect([unstable.for, unstable.expr]).toEqual([
+      '1h',
+      'sum without (instance, pod) (increase(analytics_exporter_sync_unstable_instants_total{job="analytics-exporter"}[3h])) > 5',
+    ]);
     expect(alert('AnalyticsSyncWindowsParked', file).for).toBe('1m');
     expect(alert('AnalyticsAuditDriftLeft', file).for).toBe('2h');
     const reload = alert('AnalyticsConfigReloadFailed', file);
     expect([reload.for, reload.expr]).toEqual(['20m', 'analytics_exporter_config_last_reload_successful{job="analytics-exporter"} == 0']);
     expect(reload.annotations.description).toContain('failed at least 20 minutes ago');
     expect(records(file).map((rule) => rule.record)).toEqual([
-      'instance_source:analytics_exporter_sync_lag_seconds',
+      'source:analytics_exporter_sync_lag_seconds',
       'instance_source:analytics_exporter_sync_records:rate10m',
       'instance_source:analytics_exporter_upstream_up:avg_over_time10m',
-      'instance_source:analytics_exporter_sync_failures:ratio2h',
+      'source:analytics_exporter_sync_failures:ratio2h',
       'source:analytics_exporter_audit_drift_windows:max',
       'instance_source:analytics_exporter_audit_windows_repaired:increase1d',
     ]);
@@ -205,8 +211,8 @@ describe('parameters', () => {
 
   it('share one expression between an alert and the recording rule of its value', () => {
     const byName = Object.fromEntries(records().map((rule) => [rule.record, rule.expr]));
-    expect(alert('AnalyticsSyncStale').expr).toBe(`${byName['instance_source:analytics_exporter_sync_lag_seconds']!.trimEnd()} > 2 * 15 * 60\n`);
-    expect(alert('AnalyticsSyncFailing').expr).toBe(`${byName['instance_source:analytics_exporter_sync_failures:ratio1h']!.trimEnd()}\n> 0.5\n`);
+    expect(alert('AnalyticsSyncStale').expr).toBe(`${byName['source:analytics_exporter_sync_lag_seconds']!.trimEnd()} > 2 * 15 * 60\n`);
+    expect(alert('AnalyticsSyncFailing').expr).toBe(`${byName['source:analytics_exporter_sync_failures:ratio1h']!.trimEnd()}\n> 0.5\n`);
   });
 
   it('are validated: an unknown key or a bad value is refused, naming it', () => {
@@ -234,6 +240,24 @@ describe('parameters', () => {
   });
 });
 
+describe('replicas', () => {
+  it('judge the sync per source across the replicas of the job, the rest per process', () => {
+    // Two serve replicas on one database take turns under the source's lock: a replica that loses it
+    // at every tick must not make the source stale, and the runs of both are the source's runs.
+    const stale = alert('AnalyticsSyncStale');
+    expect(stale.expr).toContain('max without (instance, pod) (max_over_time(analytics_exporter_sync_last_success_timestamp_seconds{');
+    expect(stale.expr).toContain('min without (instance, pod) (');
+    expect(alert('AnalyticsSyncFailing').expr).toMatch(/^sum without \(instance, pod\) \(increase\(analytics_exporter_sync_failures_total\{/);
+    expect(alert('AnalyticsSyncUnstableInstants').expr).toMatch(/^sum without \(instance, pod\) \(increase\(/);
+    for (const name of ['AnalyticsSyncStale', 'AnalyticsSyncFailing', 'AnalyticsSyncUnstableInstants']) {
+      const { summary, description } = alert(name).annotations;
+      expect(`${summary} ${description}`, name).not.toContain('$labels.instance');
+      expect(description, name).toContain('{{ $labels.job }}');
+    }
+    expect(alert('AnalyticsUpstreamDown').annotations.summary).toContain('{{ $labels.instance }}');
+  });
+});
+
 describe('recording rules', () => {
   it('are named level:metric:operations after a metric the exporter registers', () => {
     const metrics = new Set((new ExporterMetrics().registry.getMetricsAsArray() as unknown as Array<{ name: string }>).map((m) => m.name));
@@ -250,8 +274,13 @@ describe('recording rules', () => {
           named.map((n) => n.replace(/_total$/, '')),
           record,
         ).toContain(metric);
-      // instance_source keeps every label of the target; source aggregates `by (job, source)`.
-      if (match![1] === 'source') expect(expr).toMatch(/^\w+ by \(job, source\) /);
+      // instance_source keeps every label of the target; source aggregates `by (job, source)`, or the
+      // replicas' labels away (`without (instance, pod)`: every selector inside such an aggregation).
+      if (match![1] === 'source') expect(expr).toMatch(/^\w+ by \(job, source\) |\bwithout \(instance, pod\) \(/);
+      if (match![1] === 'source' && !expr.includes(' by (job, source) ')) {
+        const outside = expr.replace(/\b(?:max|min|sum) without \(instance, pod\) \((?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*\)/g, '');
+        expect(outside, record).not.toMatch(/analytics_exporter_\w+\{/);
+      }
     }
   });
 });

@@ -8,7 +8,7 @@
 import type { RollupConfig } from '../../config.js';
 import type { PoolClient } from '../../db/pool.js';
 import type { Window } from '../windows.js';
-import type { DerivedTable, SchemaTables } from './table.js';
+import type { DerivedTable, Queryable, SchemaTables } from './table.js';
 
 /** Examples in the catalogue are cut to this many characters (of their JSON text). */
 export const EXAMPLE_MAX_CHARS = 40;
@@ -46,12 +46,26 @@ export interface FieldStats {
 /** Field name → its stats over some records. */
 export type WindowFields = Map<string, FieldStats>;
 
+/** A source's catalogue as the contract reads it: field name (a top-level key) → the JSON types seen. */
+export type KnownFields = Map<string, Set<string>>;
+
+/** A field, or a JSON type of a field, that the catalogue did not hold. */
+export interface FieldChange {
+  /** The field's name (record_fields.path: a top-level key of the payload). */
+  path: string;
+  /** The JSON type, as record_fields names it (`string`, `date-time`, `number`, `boolean`, `object`, `array`, `null`). */
+  type: string;
+  /** Whether the field itself was new (else a known field got a new type). */
+  newField: boolean;
+}
+
 /**
- * The JSON type of a parsed value as record_fields names it; `known`, the types its field already
- * has, spares the date-time pattern when both `string` and `date-time` are among them (either
- * answer then adds nothing, so `string` is returned).
+ * The JSON type of a parsed value as record_fields names it (`string`, `date-time`, `number`,
+ * `boolean`, `object`, `array`, `null`); `known`, the types its field already has, spares the
+ * date-time pattern when both `string` and `date-time` are among them (either answer then adds
+ * nothing, so `string` is returned).
  */
-function jsonType(value: unknown, known?: ReadonlySet<string>): string {
+export function jsonType(value: unknown, known?: ReadonlySet<string>): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'array';
   // The cheap checks first: most strings are not date-times.
@@ -194,6 +208,27 @@ export class FieldCatalogue implements DerivedTable {
          )`,
       `${o.update} as (update ${this.t.fields} f set records = f.records ${o.sign} ${o.keys}.n, updated_at = now() from ${o.keys} where f.source = $3 and f.path = ${o.keys}.path)`,
     ];
+  }
+
+  /** `source`'s catalogue: each field name with the types seen (empty when it has none). */
+  async readTypes(db: Queryable, source: string): Promise<KnownFields> {
+    const { rows } = await db.query<{ path: string; types: string[] }>(`select path, types from ${this.t.fields} where source = $1`, [source]);
+    return new Map(rows.map((r) => [r.path, new Set(r.types)]));
+  }
+
+  /**
+   * Records in record_field_changes the fields and types `source`'s catalogue gains with `window`
+   * (loaded by run `runId`), in the window's transaction; one that is there already stays as first
+   * recorded.
+   */
+  async addChanges(db: Queryable, source: string, window: Window, runId: number, changes: readonly FieldChange[]): Promise<void> {
+    if (changes.length === 0) return;
+    await db.query(
+      `insert into ${this.t.fieldChanges} (source, path, type, new_field, window_start, window_end, run_id)
+       select $1, path, type, new_field, $5, $6, $7 from unnest($2::text[], $3::text[], $4::boolean[]) as c(path, type, new_field)
+       on conflict (source, path, type) do nothing`,
+      [source, changes.map((c) => c.path), changes.map((c) => c.type), changes.map((c) => c.newField), new Date(window.start), new Date(window.end), runId],
+    );
   }
 
   /**

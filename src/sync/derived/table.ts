@@ -21,6 +21,7 @@ export interface SchemaTables {
   readonly hourly: string;
   readonly hourlyDistinct: string;
   readonly fields: string;
+  readonly fieldChanges: string;
   readonly derivedSettings: string;
   readonly typedView: string;
   readonly tryTimestamptz: string;
