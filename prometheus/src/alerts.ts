@@ -323,9 +323,42 @@ audit, exported at 0 from the start for a serve that audits; \`for: ${c.auditDri
   };
 }
 
+function configReloadFailed(c: RulesConfig): Commented<AlertingRule> {
+  return {
+    comment: `serve reads CONFIG_FILE again on SIGHUP and on POST /-/reload; a file that cannot be used leaves the last good
+sources in use and sets the gauge to 0 until a reload succeeds (as Prometheus's own
+prometheus_config_last_reload_successful). Nothing is broken yet, but the file deployed is not what runs,
+and the next restart would fail on it. \`for: ${c.configReloadFailed.for}\` lets a config-reloader sidecar's retry
+after a half-written ConfigMap succeed without a page.`,
+    rule: withRunbook(c, {
+      alert: 'AnalyticsConfigReloadFailed',
+      expr: `${select('analytics_exporter_config_last_reload_successful', c)} == 0`,
+      for: c.configReloadFailed.for,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'analytics-exporter {{ $labels.instance }} could not reload CONFIG_FILE',
+        description: prose`The last reload of CONFIG_FILE by {{ $labels.instance }} (SIGHUP or POST /-/reload) failed at least
+          ${inWords(c.configReloadFailed.for)} ago: the exporter goes on with the last good sources, so the file deployed is not what
+          runs, and a restart would stop at it (exit status 2). Runbook: the exporter's error "CONFIG_FILE reload failed" names the file,
+          the line and the key; \`analytics-exporter check\` with the new file says the same. Fix the file, then reload again
+          (\`curl -X POST http://{{ $labels.instance }}/-/reload\` answers 200, or 400 with the reason).`,
+      },
+    }),
+  };
+}
+
 /** Every alerting rule for `config`, in the rule file's order, each with its comment. */
 export function alertingRules(config: RulesConfig): Array<Commented<AlertingRule>> {
-  return [exporterDown, exporterAbsent, upstreamDown, syncStale, syncFailing, recordsQuarantined, syncUnstableInstants, syncWindowsParked, auditDriftLeft].map(
-    (define) => define(config),
-  );
+  return [
+    exporterDown,
+    exporterAbsent,
+    upstreamDown,
+    syncStale,
+    syncFailing,
+    recordsQuarantined,
+    syncUnstableInstants,
+    syncWindowsParked,
+    auditDriftLeft,
+    configReloadFailed,
+  ].map((define) => define(config));
 }

@@ -53,6 +53,8 @@ export const rulesConfigSchema = z.strictObject({
   syncUnstableInstants: z.strictObject({ count: z.number().int().min(0), range: duration, for: duration }),
   syncWindowsParked: forOnly,
   auditDriftLeft: forOnly,
+  /** Alerts while the last reload of CONFIG_FILE failed (the sources in use are the last good ones). */
+  configReloadFailed: forOnly,
   /** Range of the recording rule of windows the audits repaired (AUDIT_SCHEDULE runs once a day by default). */
   auditRepairedRange: duration,
 });
@@ -81,6 +83,7 @@ export const DEFAULT_RULES_CONFIG: RulesConfig = {
   syncUnstableInstants: { count: 2, range: '1h', for: '15m' },
   syncWindowsParked: { for: '5m' },
   auditDriftLeft: { for: '15m' },
+  configReloadFailed: { for: '5m' },
   auditRepairedRange: '1d',
 };
 

@@ -2,7 +2,7 @@
  * What every long-running command opens and closes, as the application layer: the database
  * (DATABASE_URL or the embedded one) and the upstream client (the platform or the demo simulator).
  */
-import type { Config, SourceConfig } from '../config.js';
+import type { Config, SourceConfig, UpstreamConfig } from '../config.js';
 import type { DataDirLock } from '../db/datadir-lock.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { PLAIN_TLS, readDatabaseTls } from '../db/tls.js';
@@ -101,14 +101,10 @@ export interface Upstreams {
  */
 export async function openUpstreams(config: Config, log: Logger, observerFor?: (source: string) => ClientObserver): Promise<Upstreams> {
   const demo = config.sources.some((source) => source.upstream === undefined) ? await startDemoUpstream(log) : undefined;
-  const sources = config.sources.map((source) => {
-    const observer = observerFor?.(source.name);
-    const upstream = source.upstream ?? demo!.config;
-    const client = AnalyticsClient.fromConfig(upstream, { log: log.child({ source: source.name }), ...(observer ? { observer } : {}) });
-    // Without a request budget nothing reports a pace: the gauge says 0, as documented, rather than nothing.
-    if (upstream.rateLimit === undefined) observer?.onRateLimit?.(0);
-    return { source, client };
-  });
+  const sources = config.sources.map((source) => ({
+    source,
+    client: sourceClient(source.name, source.upstream ?? demo!.config, log, observerFor?.(source.name)),
+  }));
   return {
     sources,
     demo: demo !== undefined,
@@ -117,4 +113,16 @@ export async function openUpstreams(config: Config, log: Logger, observerFor?: (
       await demo?.close();
     },
   };
+}
+
+/**
+ * One source's analytics client on `upstream` (its own token cache, connections and request
+ * budget: Authentication, E0, Limits), logging with the source's name. The client connects lazily.
+ * Used by {@link openUpstreams} and by `serve`'s reload for a source added or changed.
+ */
+export function sourceClient(name: string, upstream: UpstreamConfig, log: Logger, observer?: ClientObserver): AnalyticsClient {
+  const client = AnalyticsClient.fromConfig(upstream, { log: log.child({ source: name }), ...(observer ? { observer } : {}) });
+  // Without a request budget nothing reports a pace: the gauge says 0, as documented, rather than nothing.
+  if (upstream.rateLimit === undefined) observer?.onRateLimit?.(0);
+  return client;
 }

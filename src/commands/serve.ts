@@ -7,7 +7,8 @@ import type { RunningServer } from '../serve/lifecycle.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
-import { loadConfigForCommand } from './common.js';
+import { loadCommandConfig, loadConfigForCommand } from './common.js';
+import { configOverrides } from './options.js';
 import { handleShutdownSignals } from './shutdown.js';
 
 /** After the first signal, exit anyway after this long (the timer does not keep the process alive). */
@@ -22,7 +23,7 @@ export function registerServeCommand(program: Command): void {
     )
     .addHelpText(
       'after',
-      '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nExit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 bad configuration.',
+      '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nSIGHUP or POST /-/reload reads CONFIG_FILE again (the environment stays as at start); a file that cannot be used keeps the sources in use.\nExit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 bad configuration.',
     )
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command, true);
@@ -30,9 +31,12 @@ export function registerServeCommand(program: Command): void {
       // Loaded only to run: --help and bad configuration answer without the application layer.
       const { startServe } = await import('../serve/lifecycle.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
+      // A reload reads CONFIG_FILE again with the start's environment and flags: only the file changes.
+      const env = { ...process.env };
+      const overrides = configOverrides(command);
       let running: RunningServer;
       try {
-        running = await startServe(config, log);
+        running = await startServe(config, log, () => loadCommandConfig(env, overrides));
       } catch (err) {
         // WEB_CONFIG_FILE is read by serve itself, first: still a bad configuration, answered as loadConfigForCommand answers one.
         if (err instanceof ConfigError) {
@@ -43,6 +47,13 @@ export function registerServeCommand(program: Command): void {
         process.exitCode = reportFailure(log, err, 'serve could not start');
         return;
       }
+      // SIGHUP reloads, as for Prometheus; the result is logged by the reload itself.
+      const onHangup = () =>
+        void running.reload('SIGHUP').then((result) => {
+          // A reload that ran logged its outcome; one refused while stopping says so here.
+          if (!result.ok && result.status === 503) log.warn({ signal: 'SIGHUP' }, result.message);
+        });
+      process.on('SIGHUP', onHangup);
       await new Promise<void>((resolve) => {
         const shutdown = handleShutdownSignals({
           log,
@@ -69,5 +80,6 @@ export function registerServeCommand(program: Command): void {
           },
         });
       });
+      process.off('SIGHUP', onHangup);
     });
 }

@@ -416,6 +416,55 @@ export class ExporterMetrics {
     return record;
   }
 
+  /**
+   * The CONFIG_FILE reload gauges of `serve` (SIGHUP, `POST /-/reload`), as Prometheus's own
+   * `prometheus_config_last_reload_*`; the start counts as a successful load.
+   *
+   * @returns `record(ok)`: call once per reload, with whether the file read was taken up.
+   */
+  trackConfigReloads(): (ok: boolean) => void {
+    const successful = new Gauge({
+      name: `${METRIC_PREFIX}config_last_reload_successful`,
+      help: 'Whether the last reload of CONFIG_FILE (SIGHUP or POST /-/reload) succeeded (1) or failed and left the previous sources in use (0).',
+      registers: [this.registry],
+    });
+    const lastSuccess = new Gauge({
+      name: `${METRIC_PREFIX}config_last_reload_success_timestamp_seconds`,
+      help: 'Unix time of the last successful load of CONFIG_FILE, at start or on a reload.',
+      registers: [this.registry],
+    });
+    const record = (ok: boolean): void => {
+      successful.set(ok ? 1 : 0);
+      if (ok) lastSuccess.set(Date.now() / 1000);
+    };
+    record(true);
+    return record;
+  }
+
+  /**
+   * Removes every series labelled `source="<source>"`, of every metric of the registry, for a
+   * source a reload removed: its last values would otherwise be served (and alerted on) for ever.
+   * A source added again later starts its series afresh ({@link syncObserver}).
+   */
+  async forgetSource(source: string): Promise<void> {
+    this.#syncSources.delete(source);
+    for (const metric of this.registry.getMetricsAsArray()) {
+      const labelled = metric as unknown as {
+        labelNames?: readonly string[];
+        get(): Promise<{ values: Array<{ labels: Record<string, string | number> }> }>;
+        remove(labels: Record<string, string | number>): void;
+      };
+      if (!labelled.labelNames?.includes('source')) continue;
+      const { values } = await labelled.get();
+      for (const { labels } of values) {
+        if (labels.source !== source) continue;
+        // A histogram's buckets and a summary's quantiles are one series set with the labels the metric was given.
+        const { le: _le, quantile: _quantile, ...given } = labels;
+        labelled.remove(given);
+      }
+    }
+  }
+
   /** The audit series of `source` at 0, for a serve that audits it (AUDIT_SCHEDULE on), so increase() and the alert see them from the start. */
   auditScheduled(source: string): void {
     this.#audit.scheduled(source);

@@ -3,7 +3,7 @@
  * first time, and /metrics serves the upstream meanwhile), migrated once however many callers ask
  * at once, its reachability tracked ({@link DatabaseHealth}) and reported by /readyz.
  */
-import type { Config } from '../config.js';
+import type { Config, SourceConfig } from '../config.js';
 import { pendingMigrations } from '../db/migrate.js';
 import { describeConfiguredDatabase, withClient } from '../db/pool.js';
 import { describeError } from '../errors.js';
@@ -29,6 +29,8 @@ export interface ServeDatabaseOptions {
   metrics: ExporterMetrics;
   /** The database being opened; its closing is the caller's (registered where it was started). */
   opening: Promise<Database>;
+  /** The sources in use now (a reload changes them); default: the configuration's. */
+  sources?: () => readonly SourceConfig[];
   /** Called once the database is back after an outage during which a sync could not run. Must not throw. */
   onRecovered: () => void;
   /** Called after each migration that succeeded. Must not throw. */
@@ -99,7 +101,7 @@ export class ServeDatabase {
     await migrateDatabase(opened.pool, config, log);
     await withClient(opened.pool, async (client) => {
       const tables = new Tables(this.#schema);
-      for (const source of config.sources) {
+      for (const source of this.#o.sources?.() ?? config.sources) {
         metrics.setWatermark(source.name, await readWatermark(client, tables, source.name));
         metrics.setParkedWindows(source.name, await countParkedWindows(client, tables, source.name));
       }

@@ -1,8 +1,8 @@
 /**
  * The HTTP server of `serve`: GET/HEAD `/metrics` (every source), `/probe?source=NAME` (one
- * source), `/healthz` (alive), `/readyz` (database reachable and migrated), `/` (a landing page);
- * 404 for other paths, 405 for other methods; 400 for a request whose target is not a URL or that
- * is not HTTP, before anything else (src/serve/malformed.ts).
+ * source), `/healthz` (alive), `/readyz` (database reachable and migrated), `/` (a landing page),
+ * POST `/-/reload` (CONFIG_FILE read again); 404 for other paths, 405 for other methods; 400 for
+ * a request whose target is not a URL or that is not HTTP, before anything else (src/serve/malformed.ts).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
@@ -57,6 +57,8 @@ export interface ServerDeps {
   upstream: UpstreamMetrics;
   /** Database reachable and migrated? Must answer within a few seconds. */
   readiness: () => Promise<Readiness>;
+  /** `POST /-/reload`: reads CONFIG_FILE again (src/serve/sources.ts); the path is not served without it. Never rejects. */
+  reload?: () => Promise<{ ok: true; message: string } | { ok: false; status: number; message: string }>;
   /** Scrape timeout assumed when Prometheus sends none, in milliseconds. */
   defaultScrapeTimeoutMs: number;
   /**
@@ -281,6 +283,11 @@ export function createMetricsServer(deps: ServerDeps): Server {
     }
     if (verdict.outcome === 'denied') {
       return send(res, 401, 'text/plain; charset=utf-8', 'unauthorized\n', head, { 'www-authenticate': 'Basic realm="analytics-exporter", charset="UTF-8"' });
+    }
+    if (path === '/-/reload' && deps.reload !== undefined) {
+      if (req.method !== 'POST') return send(res, 405, 'text/plain; charset=utf-8', 'method not allowed: POST /-/reload\n', false, { allow: 'POST' });
+      const reload = await deps.reload();
+      return send(res, reload.ok ? 200 : reload.status, 'text/plain; charset=utf-8', `${reload.message}\n`, false);
     }
     const known = path === '/metrics' || path === '/probe' || path === '/healthz' || path === '/readyz' || path === '/';
     if (!known) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n', head);

@@ -25,12 +25,13 @@ import { DRAIN_TIMEOUT_MS, openDatabase, openUpstreams, type Database } from '..
 import { ServeDatabase } from './database.js';
 import { createMetricsServer } from './http.js';
 import { UpstreamMetrics } from './scrape.js';
-import { buildAuditSchedulers, buildSchedulers } from './schedules.js';
+import { ServeSources, type ReloadResult } from './sources.js';
 import { nextState, type ServeState } from './state.js';
 import { TeardownStack } from './teardown.js';
 import { readWebConfigSetting, WebConfigSource, type WebConfig } from './webconfig.js';
 
 export type { ServeState } from './state.js';
+export type { ReloadResult } from './sources.js';
 
 /** How long requests in flight (a scrape waiting on the upstream) get to finish before their connections are cut. */
 export const HTTP_DRAIN_TIMEOUT_MS = 3_000;
@@ -47,6 +48,14 @@ export interface RunningServer {
   /** Every source's sync schedule, by source name: each runs on its own, none waits for another. */
   schedulers: ReadonlyMap<string, SyncScheduler>;
   metrics: ExporterMetrics;
+  /**
+   * Reads CONFIG_FILE again and applies its sources (src/serve/sources.ts): after the reloads
+   * asked before it; a file that cannot be used leaves the sources in use. Never throws.
+   *
+   * @param trigger what asked (`SIGHUP`, `http`), for the log.
+   * @returns how it ended; a 503 while serve is not running (starting or stopping).
+   */
+  reload(trigger: string): Promise<ReloadResult>;
   /**
    * Stops accepting connections, aborts the sync (its open window rolls back) and closes
    * everything, within about {@link DRAIN_TIMEOUT_MS} (the sync) or {@link CLOSE_TIMEOUT_MS}
@@ -69,9 +78,18 @@ export class Serve implements RunningServer {
   #state: ServeState = 'starting';
   #url: string | undefined;
   #stopping: Promise<{ drained: boolean }> | undefined;
+  readonly #load: () => Config;
+  #sources: ServeSources | undefined;
 
-  constructor(config: Config, log: Logger) {
+  /**
+   * @param load reads the configuration again for a reload, as at start (the command passes
+   *   loadCommandConfig with the start's environment and flags); default: the start's
+   *   configuration, so a reload changes nothing.
+   * @throws nothing; see {@link start}.
+   */
+  constructor(config: Config, log: Logger, load: () => Config = () => config) {
     this.#config = config;
+    this.#load = load;
     this.#log = log;
     this.metrics = new ExporterMetrics({ cacheTtlMs: config.serve.cacheTtlMs });
     this.#teardown = new TeardownStack({
@@ -90,7 +108,7 @@ export class Serve implements RunningServer {
   }
 
   get scheduler(): SyncScheduler {
-    return this.schedulers.get(this.#config.sources[0]!.name)!;
+    return this.schedulers.get((this.#sources?.sources ?? this.#config.sources)[0]!.name)!;
   }
 
   /** Resources held, oldest first (for tests). */
@@ -140,7 +158,8 @@ export class Serve implements RunningServer {
       log,
     });
     // A connection per source whose run may be going, and room for /readyz and the health probe.
-    const opening: Promise<Database> = lock instanceof Error ? Promise.reject(lock) : openDatabase(config, log, Math.max(4, config.sources.length + 2), lock);
+    const poolMax = Math.max(4, config.sources.length + 2);
+    const opening: Promise<Database> = lock instanceof Error ? Promise.reject(lock) : openDatabase(config, log, poolMax, lock);
     teardown.add(
       'database',
       () =>
@@ -150,25 +169,39 @@ export class Serve implements RunningServer {
         ),
       { timeoutMs: CLOSE_TIMEOUT_MS },
     );
-    const database = new ServeDatabase({
+    const database: ServeDatabase = new ServeDatabase({
       config,
       log,
       metrics,
       opening,
       onMigrated: () => this.#enter('ready'),
       onRecovered: () => {
-        for (const source of config.sources) if (source.sync.schedule !== undefined) void this.schedulers.get(source.name)?.trigger('database-recovered');
+        for (const source of sources.sources) if (source.sync.schedule !== undefined) void this.schedulers.get(source.name)?.trigger('database-recovered');
       },
+      sources: () => sources.sources,
     });
     teardown.add('database health', () => database.health.stop());
-    for (const [name, scheduler] of buildSchedulers({ config, log, metrics, upstreams, database })) this.schedulers.set(name, scheduler);
-    // The audits (AUDIT_SCHEDULE) start with the syncs and stop with them.
-    const audits = buildAuditSchedulers({ config, log, metrics, upstreams, database });
+    // Each source's sync and audit (AUDIT_SCHEDULE): they start with the server and stop with it; a reload changes them.
+    const sources: ServeSources = new ServeSources({
+      config,
+      log,
+      metrics,
+      database,
+      upstream,
+      initial: upstreams.sources,
+      schedulers: this.schedulers,
+      load: this.#load,
+      // The embedded database multiplexes onto one backend whatever the pool.
+      poolMax: config.database.url === undefined ? Infinity : poolMax,
+    });
+    // The clients a reload opened close before those of the start (and the demo simulator).
+    teardown.add('reloaded upstream clients', () => sources.closeClients(), { timeoutMs: CLOSE_TIMEOUT_MS });
 
     const server = createMetricsServer({
       metrics,
       upstream,
       readiness: () => database.readiness(),
+      reload: () => this.reload('http'),
       defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
       connections: { perClient: config.serve.maxConnectionsPerClient, total: config.serve.maxConnections },
       ...(web ? { web: this.#watchWebConfig(web) } : {}),
@@ -179,11 +212,8 @@ export class Serve implements RunningServer {
     // The front door and the work behind it stop together: no new connections while the running
     // sync drains, and the two drains overlap, each within its own bound.
     teardown.add('http server and sync schedules', async () => {
-      const [synced] = await Promise.all([
-        Promise.all([...this.schedulers.values(), ...audits.values()].map((s) => s.stop(DRAIN_TIMEOUT_MS))),
-        closeServer(server, HTTP_DRAIN_TIMEOUT_MS),
-      ]);
-      if (synced.every(Boolean)) return true;
+      const [synced] = await Promise.all([sources.stop(DRAIN_TIMEOUT_MS), closeServer(server, HTTP_DRAIN_TIMEOUT_MS)]);
+      if (synced) return true;
       // The stuck run holds a pooled client and an upstream request: closing would wait for them too.
       log.warn(
         { drainTimeoutMs: DRAIN_TIMEOUT_MS },
@@ -195,8 +225,16 @@ export class Serve implements RunningServer {
     this.#url = serverUrl(server, web);
     this.#logServing(upstreams.demo, web);
     this.#enter('migrating');
-    this.#startSyncs(database);
-    for (const audit of audits.values()) audit.start();
+    this.#sources = sources;
+    this.#startSyncs(database, sources);
+  }
+
+  reload(trigger: string): Promise<ReloadResult> {
+    const sources = this.#sources;
+    if (sources === undefined || this.#state === 'stopping' || this.#state === 'stopped') {
+      return Promise.resolve({ ok: false, status: 503, message: `serve is ${this.#state}: nothing reloaded` });
+    }
+    return sources.reload(trigger);
   }
 
   /** Locks DATA_DIR for the embedded database; an error other than "held by another process" is served as a database that cannot be opened. */
@@ -216,14 +254,8 @@ export class Serve implements RunningServer {
   }
 
   /** The first sync of each scheduled source starts now, so a newcomer sees records within seconds; then on the schedule. */
-  #startSyncs(database: ServeDatabase): void {
-    const scheduled = this.#config.sources.filter((s) => s.sync.schedule !== undefined);
-    for (const source of scheduled) {
-      const scheduler = this.schedulers.get(source.name)!;
-      scheduler.start();
-      void scheduler.trigger('startup');
-    }
-    if (scheduled.length > 0) return;
+  #startSyncs(database: ServeDatabase, sources: ServeSources): void {
+    if (sources.start('startup')) return;
     database.migrated().catch((err: unknown) => {
       // A stop while migrating closes the pool under the migration: no fault of the database.
       // Each migration is one transaction, so the next start applies what this one did not.
@@ -303,8 +335,8 @@ export class Serve implements RunningServer {
  *
  * @throws as {@link Serve.start}.
  */
-export async function startServe(config: Config, log: Logger): Promise<RunningServer> {
-  const serve = new Serve(config, log);
+export async function startServe(config: Config, log: Logger, load?: () => Config): Promise<RunningServer> {
+  const serve = new Serve(config, log, load);
   await serve.start();
   return serve;
 }

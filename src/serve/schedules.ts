@@ -2,7 +2,7 @@
  * One sync schedule per source, each with its own run state: a slow or failing source's run never
  * delays another's (they share only the database pool, sized for the sources that run at once).
  */
-import type { Config } from '../config.js';
+import type { Config, SourceConfig } from '../config.js';
 import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
@@ -12,6 +12,7 @@ import { runSync } from '../sync/run.js';
 import { SyncScheduler } from '../sync/schedule.js';
 import { Tables } from '../sync/store.js';
 import { auditSource, type AuditResult } from '../sync/verify.js';
+import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { Upstreams } from '../app/runtime.js';
 import type { ServeDatabase } from './database.js';
 
@@ -23,50 +24,58 @@ export interface SchedulesContext {
   database: ServeDatabase;
 }
 
+/** What one source's schedulers need: {@link SchedulesContext} without the clients opened at start. */
+export type SourceScheduleContext = Omit<SchedulesContext, 'upstreams'>;
+
 /**
- * Builds (does not start) each source's scheduler. A run waits for the database's migration, and
- * tells the database's health what it learnt: unreachable (a sync is then owed on recovery) or
- * reachable.
+ * Builds (does not start) each source's scheduler ({@link buildSourceScheduler}), on the clients
+ * opened at start.
  *
- * @returns the schedulers by source name, in configuration order; a source without a schedule
- *   gets one that never fires on its own (`0 0 1 1 *`, never started).
+ * @returns the schedulers by source name, in configuration order.
  */
 export function buildSchedulers(context: SchedulesContext): Map<string, SyncScheduler> {
-  const { config, log, metrics, upstreams, database } = context;
-  const { health } = database;
+  const { config, upstreams } = context;
   const schedulers = new Map<string, SyncScheduler>();
   for (const source of config.sources) {
-    const sourceLog = log.child({ source: source.name });
-    const observer = metrics.syncObserver(source.name);
     const client = upstreams.sources.find((u) => u.source.name === source.name)!.client;
-    schedulers.set(
-      source.name,
-      new SyncScheduler({
-        schedule: source.sync.schedule ?? '0 0 1 1 *',
-        log: sourceLog,
-        source: source.name,
-        onSkipped: (reason) => metrics.syncSkipped.inc({ source: source.name, reason }),
-        run: async (signal) => {
-          const started = performance.now();
-          try {
-            const { pool } = await database.migrated();
-            const result = await runSync(sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer }), { signal });
-            // Another replica runs the source: what its runs loaded or parked shows here too.
-            if (result.status === 'locked')
-              await refreshParked({ pool, tables: new Tables(config.database.schema), source: source.name, metrics, log: sourceLog });
-            if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
-            else health.reachable();
-            return result;
-          } catch (err) {
-            metrics.recordUnrecordedFailure(source.name, (performance.now() - started) / 1000, err);
-            if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
-            throw err;
-          }
-        },
-      }),
-    );
+    schedulers.set(source.name, buildSourceScheduler(context, source, client));
   }
   return schedulers;
+}
+
+/**
+ * Builds (does not start) one source's sync scheduler on `client`. A run waits for the database's
+ * migration, and tells the database's health what it learnt: unreachable (a sync is then owed on
+ * recovery) or reachable. A source without a schedule gets one that never fires on its own
+ * (`0 0 1 1 *`, never started). Used at start and by a reload for a source added or changed.
+ */
+export function buildSourceScheduler(context: SourceScheduleContext, source: SourceConfig, client: AnalyticsClient): SyncScheduler {
+  const { config, log, metrics, database } = context;
+  const { health } = database;
+  const sourceLog = log.child({ source: source.name });
+  const observer = metrics.syncObserver(source.name);
+  return new SyncScheduler({
+    schedule: source.sync.schedule ?? '0 0 1 1 *',
+    log: sourceLog,
+    source: source.name,
+    onSkipped: (reason) => metrics.syncSkipped.inc({ source: source.name, reason }),
+    run: async (signal) => {
+      const started = performance.now();
+      try {
+        const { pool } = await database.migrated();
+        const result = await runSync(sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer }), { signal });
+        // Another replica runs the source: what its runs loaded or parked shows here too.
+        if (result.status === 'locked') await refreshParked({ pool, tables: new Tables(config.database.schema), source: source.name, metrics, log: sourceLog });
+        if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
+        else health.reachable();
+        return result;
+      } catch (err) {
+        metrics.recordUnrecordedFailure(source.name, (performance.now() - started) / 1000, err);
+        if (isDatabaseUnavailable(err) && !signal.aborted) health.unreachable(err, { syncOwed: true });
+        throw err;
+      }
+    },
+  });
 }
 
 /**
@@ -91,30 +100,41 @@ async function refreshParked(o: {
 }
 
 /**
- * Builds (does not start) each source's audit scheduler (AUDIT_SCHEDULE): `verify --repair` of the
- * source on the schedule (src/sync/verify.ts), its outcome in the audit metrics. An audit that
- * fails (E6 or the database down) is logged and left to the next tick.
+ * Builds (does not start) each source's audit scheduler (AUDIT_SCHEDULE), see {@link buildSourceAudit}.
  *
  * @returns the schedulers by source name; empty when AUDIT_SCHEDULE is `off`.
  */
 export function buildAuditSchedulers(context: SchedulesContext): Map<string, SyncScheduler<AuditResult>> {
-  const { config, log, metrics, upstreams, database } = context;
-  const schedule = config.serve.auditSchedule;
+  const { config, upstreams } = context;
   const schedulers = new Map<string, SyncScheduler<AuditResult>>();
-  if (schedule === undefined) return schedulers;
   for (const source of config.sources) {
-    const sourceLog = log.child({ source: source.name });
     const client = upstreams.sources.find((u) => u.source.name === source.name)!.client;
-    const observer = metrics.syncObserver(source.name);
-    metrics.auditScheduled(source.name);
-    const run = async (signal: AbortSignal): Promise<AuditResult> => {
-      const { pool } = await database.migrated();
-      const deps = sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer });
-      const result = await auditSource(deps, { repair: true, signal });
-      metrics.recordAudit(source.name, result);
-      return result;
-    };
-    schedulers.set(source.name, new SyncScheduler({ schedule, log: sourceLog, source: source.name, job: 'audit', run }));
+    const audit = buildSourceAudit(context, source, client);
+    if (audit !== undefined) schedulers.set(source.name, audit);
   }
   return schedulers;
+}
+
+/**
+ * Builds (does not start) one source's audit scheduler (AUDIT_SCHEDULE): `verify --repair` of the
+ * source on the schedule (src/sync/verify.ts), its outcome in the audit metrics. An audit that
+ * fails (E6 or the database down) is logged and left to the next tick.
+ *
+ * @returns undefined when AUDIT_SCHEDULE is `off`.
+ */
+export function buildSourceAudit(context: SourceScheduleContext, source: SourceConfig, client: AnalyticsClient): SyncScheduler<AuditResult> | undefined {
+  const { config, log, metrics, database } = context;
+  const schedule = config.serve.auditSchedule;
+  if (schedule === undefined) return undefined;
+  const sourceLog = log.child({ source: source.name });
+  const observer = metrics.syncObserver(source.name);
+  metrics.auditScheduled(source.name);
+  const run = async (signal: AbortSignal): Promise<AuditResult> => {
+    const { pool } = await database.migrated();
+    const deps = sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer });
+    const result = await auditSource(deps, { repair: true, signal });
+    metrics.recordAudit(source.name, result);
+    return result;
+  };
+  return new SyncScheduler({ schedule, log: sourceLog, source: source.name, job: 'audit', run });
 }

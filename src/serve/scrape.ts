@@ -328,7 +328,7 @@ function limitGuard(source: string, limits: ExpositionLimits): (chunk: Uint8Arra
 /** Every source's E7 samples, for /metrics (all of them, merged) and /probe (one). */
 export class UpstreamMetrics {
   readonly #o: UpstreamMetricsOptions;
-  readonly #readers: ReadonlyMap<string, SourceReader>;
+  #readers: ReadonlyMap<string, SourceReader>;
   /** The reads the last merged part was made of (undefined: none served), and that part. */
   #merged: { from: ReadonlyArray<Snapshot | undefined>; part: UpstreamPart } | undefined;
 
@@ -336,6 +336,26 @@ export class UpstreamMetrics {
   constructor(options: UpstreamMetricsOptions) {
     this.#o = options;
     this.#readers = new Map(options.sources.map((source) => [source.name, new SourceReader(options, source)]));
+  }
+
+  /**
+   * Takes up the sources of a reload of CONFIG_FILE: a source in `keep` keeps its reader (its
+   * cache and its read in flight), every other source of `sources` gets a new one, and a source
+   * left out is no longer read (a scrape already reading it still gets its samples). The next
+   * scrape sees the new list; the one in progress finishes with the list it started with.
+   *
+   * @param sources every source from now on, in order, names unique.
+   * @param keep names of sources whose client and labels are unchanged.
+   * @throws InvalidArgumentError as the constructor, before anything changes.
+   */
+  setSources(sources: readonly UpstreamSource[], keep: ReadonlySet<string>): void {
+    const readers = new Map<string, SourceReader>();
+    for (const source of sources) {
+      const kept = keep.has(source.name) ? this.#readers.get(source.name) : undefined;
+      readers.set(source.name, kept ?? new SourceReader(this.#o, source));
+    }
+    this.#readers = readers;
+    this.#merged = undefined;
   }
 
   /** The configured source names, in order. */

@@ -99,7 +99,7 @@ interface ApiRuleGroup {
 }
 
 /** Alerts about the exporter process, which has no `source`; every other alert fires per source. */
-const PROCESS_ALERTS = ['AnalyticsExporterDown', 'AnalyticsExporterAbsent'];
+const PROCESS_ALERTS = ['AnalyticsExporterDown', 'AnalyticsExporterAbsent', 'AnalyticsConfigReloadFailed'];
 /** Alerts that judge each source across the replicas of the job (instance and pod aggregated away): they name the job, not an instance. */
 const REPLICA_ALERTS = ['AnalyticsSyncStale', 'AnalyticsSyncFailing', 'AnalyticsSyncUnstableInstants'];
 
@@ -171,6 +171,7 @@ describe('prometheus/rules/analytics-exporter.rules.yml', () => {
       'AnalyticsSyncUnstableInstants',
       'AnalyticsSyncWindowsParked',
       'AnalyticsAuditDriftLeft',
+      'AnalyticsConfigReloadFailed',
     ]);
     for (const rule of alertRules) {
       expect(durationSeconds(rule.for ?? ''), rule.alert).toBeGreaterThanOrEqual(300);
@@ -370,6 +371,8 @@ describe('the rules in a real Prometheus scraping the exporter', () => {
       AnalyticsSyncWindowsParked: { comparison: / > 0$/, healthy: (v) => v === 0 },
       // No audit has run yet (AUDIT_SCHEDULE is daily): exported at 0 from the start.
       AnalyticsAuditDriftLeft: { comparison: / > 0$/, healthy: (v) => v === 0 },
+      // The start counts as a good load of CONFIG_FILE (here the environment's one source).
+      AnalyticsConfigReloadFailed: { comparison: / == 0$/, healthy: (v) => v === 1 },
     };
     // absent() has no value to show: it is either empty (a target exists) or 1.
     expect(Object.keys(thresholds).sort()).toEqual(alertNames.filter((name) => name !== 'AnalyticsExporterAbsent').sort());

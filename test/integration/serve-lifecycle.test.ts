@@ -42,7 +42,7 @@ describe('serve lifecycle', () => {
     expect(s.state).toBe('starting');
     await s.start();
     expect(['migrating', 'ready']).toContain(s.state);
-    expect(s.held).toEqual(['upstream clients', 'database', 'database health', 'http server and sync schedules']);
+    expect(s.held).toEqual(['upstream clients', 'database', 'database health', 'reloaded upstream clients', 'http server and sync schedules']);
     await until('migrated', async () => (s.state === 'ready' ? true : undefined), 10_000, 20);
     const stopping = s.stop();
     expect(s.state).toBe('stopping');

@@ -46,3 +46,39 @@ describe('ExporterMetrics.familyShapes', () => {
     expect(byShape).not.toContain('process_cpu');
   });
 });
+
+describe('ExporterMetrics.forgetSource', () => {
+  it("removes every series of the source, histograms' buckets and labelled counters included, and nothing of another source", async () => {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    for (const source of ['gone', 'kept']) {
+      metrics.syncObserver(source);
+      metrics.auditScheduled(source);
+      metrics.upstreamUp.set({ source }, 1);
+      metrics.upstreamRequestDuration.observe({ source, endpoint: 'analytics', code: '200' }, 0.2);
+      metrics.upstreamAttemptFailures.inc({ source, endpoint: 'analytics', reason: 'http_503' });
+    }
+    metrics.databaseUp.set(1);
+    const sources = async () => {
+      const seen = new Map<string, Set<string>>();
+      for (const family of await metrics.families()) {
+        for (const sample of family.samples) {
+          const source = sample.labels.find(([name]) => name === 'source')?.[1] ?? '';
+          seen.set(source, (seen.get(source) ?? new Set()).add(family.name));
+        }
+      }
+      return seen;
+    };
+    const before = await sources();
+    expect(before.get('gone')).toEqual(before.get('kept'));
+    expect(before.get('gone')!.size).toBeGreaterThan(20);
+    await metrics.forgetSource('gone');
+    const after = await sources();
+    expect(after.has('gone')).toBe(false);
+    expect(after.get('kept')).toEqual(before.get('kept'));
+    expect(after.get('')).toEqual(before.get(''));
+    // Added again, its series start afresh at 0.
+    metrics.syncObserver('gone');
+    const again = (await metrics.families()).find((f) => f.name === 'analytics_exporter_sync_runs_total')!;
+    expect(again.samples.filter((s) => s.labels.some(([n, v]) => n === 'source' && v === 'gone')).map((s) => s.value)).toEqual([0]);
+  });
+});

@@ -82,6 +82,7 @@ describe('the generated rule file', () => {
       'AnalyticsSyncUnstableInstants',
       'AnalyticsSyncWindowsParked',
       'AnalyticsAuditDriftLeft',
+      'AnalyticsConfigReloadFailed',
     ]);
   });
 });
@@ -161,6 +162,7 @@ describe('parameters', () => {
         syncUnstableInstants: { count: 5, range: '3h', for: '1h' },
         syncWindowsParked: { for: '1m' },
         auditDriftLeft: { for: '2h' },
+        configReloadFailed: { for: '20m' },
         databaseSchema: 'stats',
         rateRange: '10m',
       }),
@@ -194,6 +196,9 @@ describe('parameters', () => {
     ]);
     expect(alert('AnalyticsSyncWindowsParked', file).for).toBe('1m');
     expect(alert('AnalyticsAuditDriftLeft', file).for).toBe('2h');
+    const reload = alert('AnalyticsConfigReloadFailed', file);
+    expect([reload.for, reload.expr]).toEqual(['20m', 'analytics_exporter_config_last_reload_successful{job="analytics-exporter"} == 0']);
+    expect(reload.annotations.description).toContain('failed at least 20 minutes ago');
     expect(records(file).map((rule) => rule.record)).toEqual([
       'source:analytics_exporter_sync_lag_seconds',
       'instance_source:analytics_exporter_sync_records:rate10m',
