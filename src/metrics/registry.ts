@@ -17,6 +17,7 @@ import { DEFAULT_SOURCE } from '../config.js';
 import { AuditMetrics } from './audit.js';
 import { authThrottledCounter, connectionsRefusedCounter } from './http.js';
 import { recordFieldsNewCounter } from './record-fields.js';
+import { reloadGauges } from './reload.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
 
@@ -392,53 +393,15 @@ export class ExporterMetrics {
 
   /**
    * Adds the gauges of WEB_CONFIG_FILE's reloads (only a server with one has them, so that no
-   * alert sees a 0 for a file that does not exist), as Prometheus's own
-   * `prometheus_config_last_reload_successful` does, and records the load at start as a success.
-   *
-   * @returns `record(ok)`: call once per reload, with whether the new configuration was taken up.
+   * alert sees a 0 for a file that does not exist); see {@link reloadGauges}.
    */
   trackWebConfigReloads(): (ok: boolean) => void {
-    const successful = new Gauge({
-      name: `${METRIC_PREFIX}web_config_last_reload_successful`,
-      help: 'Whether the last reload of WEB_CONFIG_FILE (and the files it names) succeeded (1) or failed and left the previous configuration in use (0).',
-      registers: [this.registry],
-    });
-    const lastSuccess = new Gauge({
-      name: `${METRIC_PREFIX}web_config_last_reload_success_timestamp_seconds`,
-      help: 'Unix time of the last successful load of WEB_CONFIG_FILE (and the files it names), at start or on a change.',
-      registers: [this.registry],
-    });
-    const record = (ok: boolean): void => {
-      successful.set(ok ? 1 : 0);
-      if (ok) lastSuccess.set(Date.now() / 1000);
-    };
-    record(true);
-    return record;
+    return reloadGauges(this.registry, `${METRIC_PREFIX}web_config_`, 'WEB_CONFIG_FILE (and the files it names)', 'the previous configuration');
   }
 
-  /**
-   * The CONFIG_FILE reload gauges of `serve` (SIGHUP, `POST /-/reload`), as Prometheus's own
-   * `prometheus_config_last_reload_*`; the start counts as a successful load.
-   *
-   * @returns `record(ok)`: call once per reload, with whether the file read was taken up.
-   */
+  /** The CONFIG_FILE reload gauges of `serve` (SIGHUP, `POST /-/reload`); see {@link reloadGauges}. */
   trackConfigReloads(): (ok: boolean) => void {
-    const successful = new Gauge({
-      name: `${METRIC_PREFIX}config_last_reload_successful`,
-      help: 'Whether the last reload of CONFIG_FILE (SIGHUP or POST /-/reload) succeeded (1) or failed and left the previous sources in use (0).',
-      registers: [this.registry],
-    });
-    const lastSuccess = new Gauge({
-      name: `${METRIC_PREFIX}config_last_reload_success_timestamp_seconds`,
-      help: 'Unix time of the last successful load of CONFIG_FILE, at start or on a reload.',
-      registers: [this.registry],
-    });
-    const record = (ok: boolean): void => {
-      successful.set(ok ? 1 : 0);
-      if (ok) lastSuccess.set(Date.now() / 1000);
-    };
-    record(true);
-    return record;
+    return reloadGauges(this.registry, `${METRIC_PREFIX}config_`, 'CONFIG_FILE (SIGHUP or POST /-/reload)', 'the previous sources');
   }
 
   /**
