@@ -4,6 +4,7 @@
  * concurrency cap: the bounds that keep one address from spending the server's password checks.
  */
 import type { Logger } from '../log.js';
+import { IntervalCount } from './interval-count.js';
 
 /** Failed logins one client address may spend per minute, by default (AUTH_FAILURE_BUDGET). */
 export const DEFAULT_AUTH_FAILURE_BUDGET = 10;
@@ -128,55 +129,25 @@ export type AuthRefusal = 'budget' | 'busy';
  * client's address; never a user name or a password). {@link close} logs what is still counted.
  */
 export class AuthRefusalLog {
-  readonly #log: Logger;
-  readonly #intervalMs: number;
-  #loggedAt: number | undefined;
-  #counted: Record<AuthRefusal, number> = { budget: 0, busy: 0 };
-  #since = 0;
-  #lastRemote: string | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #count: IntervalCount<AuthRefusal>;
 
   constructor(log: Logger, intervalMs: number = AUTH_REFUSAL_LOG_INTERVAL_MS) {
-    this.#log = log;
-    this.#intervalMs = intervalMs;
+    this.#count = new IntervalCount<AuthRefusal>(['budget', 'busy'], intervalMs, ({ count, byKind, since, lastRemote }) =>
+      log.warn(
+        { count, reasons: byKind, since, lastRemote, intervalMs },
+        `${count} login attempt${count === 1 ? '' : 's'} since ${since} refused with 429 without a password check ` +
+          `(budget: the address spent its failed logins, AUTH_FAILURE_BUDGET; busy: as many checks ran as allowed); at most one such line every ${intervalMs / 1000} s`,
+      ),
+    );
   }
 
   /** Counts one refused attempt from `remote` (the client's address, when known). */
   record(reason: AuthRefusal, remote: string | undefined): void {
-    const now = Date.now();
-    if (this.#counted.budget + this.#counted.busy === 0) this.#since = now;
-    this.#counted[reason] += 1;
-    this.#lastRemote = remote;
-    if (this.#loggedAt === undefined || now - this.#loggedAt >= this.#intervalMs) {
-      this.#flush();
-      return;
-    }
-    this.#timer ??= setTimeout(
-      () => {
-        this.#timer = undefined;
-        this.#flush();
-      },
-      this.#loggedAt + this.#intervalMs - now,
-    ).unref();
+    this.#count.record(reason, remote);
   }
 
   /** Logs what was counted since the last line, if anything, and stops the timer (the server closed). */
   close(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#flush();
-  }
-
-  #flush(): void {
-    const count = this.#counted.budget + this.#counted.busy;
-    if (count === 0) return;
-    const since = new Date(this.#since).toISOString();
-    this.#log.warn(
-      { count, reasons: { ...this.#counted }, since, lastRemote: this.#lastRemote, intervalMs: this.#intervalMs },
-      `${count} login attempt${count === 1 ? '' : 's'} since ${since} refused with 429 without a password check ` +
-        `(budget: the address spent its failed logins, AUTH_FAILURE_BUDGET; busy: as many checks ran as allowed); at most one such line every ${this.#intervalMs / 1000} s`,
-    );
-    this.#counted = { budget: 0, busy: 0 };
-    this.#loggedAt = Date.now();
+    this.#count.close();
   }
 }

@@ -10,6 +10,7 @@
 import type { Server } from 'node:net';
 import type { Socket } from 'node:net';
 import type { Logger } from '../log.js';
+import { IntervalCount } from './interval-count.js';
 
 /** Why a connection was refused: its client address held its limit (`per_client`), or the server held its own (`total`). */
 export type RefusalReason = 'per_client' | 'total';
@@ -78,80 +79,38 @@ export class ClientConnections {
   }
 }
 
-interface ReasonCount {
-  count: number;
-  since: number;
-  lastRemote: string | undefined;
-  loggedAt: number | undefined;
-  timer: NodeJS.Timeout | undefined;
-}
-
 /**
- * Logs refused connections at warn, at most one line per reason per `intervalMs` (the pattern of
- * src/serve/malformed.ts): the first refusal at once, those that follow within the interval in one
+ * Logs refused connections at warn, at most one line per reason per `intervalMs`
+ * ({@link IntervalCount}): the first refusal at once, those that follow within the interval in one
  * line with their count when it ends. {@link close} logs what is still counted.
  */
 export class RefusedConnectionLog {
-  readonly #log: Logger;
-  readonly #intervalMs: number;
-  readonly #limits: Record<RefusalReason, number>;
-  readonly #reasons = new Map<RefusalReason, ReasonCount>();
+  readonly #counts: Record<RefusalReason, IntervalCount<RefusalReason>>;
 
   constructor(log: Logger, limits: Record<RefusalReason, number>, intervalMs: number = REFUSED_LOG_INTERVAL_MS) {
-    this.#log = log;
-    this.#limits = limits;
-    this.#intervalMs = intervalMs;
+    const count = (reason: RefusalReason): IntervalCount<RefusalReason> =>
+      new IntervalCount<RefusalReason>([reason], intervalMs, ({ count, since, lastRemote }) => {
+        const limit = limits[reason];
+        const why =
+          reason === 'per_client'
+            ? `their client address held ${limit} connections already (METRICS_MAX_CONNECTIONS_PER_CLIENT)`
+            : `the server held ${limit} connections already (METRICS_MAX_CONNECTIONS)`;
+        log.warn(
+          { reason, count, since, lastRemote, limit, intervalMs },
+          `refused ${count} connection${count === 1 ? '' : 's'} since ${since}: ${why}; at most one such line every ${intervalMs / 1000} s`,
+        );
+      });
+    this.#counts = { per_client: count('per_client'), total: count('total') };
   }
 
   /** Counts one refused connection from `remote` (the client's address, when known). */
   record(reason: RefusalReason, remote: string | undefined): void {
-    let state = this.#reasons.get(reason);
-    if (state === undefined) {
-      state = { count: 0, since: 0, lastRemote: undefined, loggedAt: undefined, timer: undefined };
-      this.#reasons.set(reason, state);
-    }
-    const now = Date.now();
-    if (state.count === 0) state.since = now;
-    state.count += 1;
-    state.lastRemote = remote;
-    if (state.loggedAt === undefined || now - state.loggedAt >= this.#intervalMs) {
-      this.#flush(reason, state);
-      return;
-    }
-    const pending = state;
-    pending.timer ??= setTimeout(
-      () => {
-        pending.timer = undefined;
-        this.#flush(reason, pending);
-      },
-      state.loggedAt + this.#intervalMs - now,
-    ).unref();
+    this.#counts[reason].record(reason, remote);
   }
 
   /** Logs what was counted since each reason's last line and stops the timers (the server closed). */
   close(): void {
-    for (const [reason, state] of this.#reasons) {
-      clearTimeout(state.timer);
-      state.timer = undefined;
-      this.#flush(reason, state);
-    }
-  }
-
-  #flush(reason: RefusalReason, state: ReasonCount): void {
-    if (state.count === 0) return;
-    const { count } = state;
-    const since = new Date(state.since).toISOString();
-    const limit = this.#limits[reason];
-    const why =
-      reason === 'per_client'
-        ? `their client address held ${limit} connections already (METRICS_MAX_CONNECTIONS_PER_CLIENT)`
-        : `the server held ${limit} connections already (METRICS_MAX_CONNECTIONS)`;
-    this.#log.warn(
-      { reason, count, since, lastRemote: state.lastRemote, limit, intervalMs: this.#intervalMs },
-      `refused ${count} connection${count === 1 ? '' : 's'} since ${since}: ${why}; at most one such line every ${this.#intervalMs / 1000} s`,
-    );
-    state.count = 0;
-    state.loggedAt = Date.now();
+    for (const count of Object.values(this.#counts)) count.close();
   }
 }
 

@@ -5,6 +5,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
+import { IntervalCount } from './interval-count.js';
 
 /** At most one log line about malformed requests per this many milliseconds. */
 export const MALFORMED_LOG_INTERVAL_MS = 60_000;
@@ -35,61 +36,25 @@ export function requestTarget(target: string | undefined): URL | undefined {
  * the last client's address; never the request's bytes). {@link close} logs what is still counted.
  */
 export class MalformedRequestLog {
-  readonly #log: Logger;
-  readonly #intervalMs: number;
-  /** When the last line was logged (Date.now()), or undefined before the first. */
-  #loggedAt: number | undefined;
-  #counted: Record<MalformedKind, number> = { target: 0, http: 0 };
-  #since = 0;
-  #lastRemote: string | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #count: IntervalCount<MalformedKind>;
 
   constructor(log: Logger, intervalMs: number = MALFORMED_LOG_INTERVAL_MS) {
-    this.#log = log;
-    this.#intervalMs = intervalMs;
+    this.#count = new IntervalCount<MalformedKind>(['target', 'http'], intervalMs, ({ count, byKind, since, lastRemote }) =>
+      log.warn(
+        { count, kinds: byKind, since, lastRemote, intervalMs },
+        `${count} malformed request${count === 1 ? '' : 's'} since ${since} answered 400 (a target that is not a URL, or bytes that are not HTTP); at most one such line every ${intervalMs / 1000} s`,
+      ),
+    );
   }
 
   /** Counts one malformed request from `remote` (the client's address, when known). */
   record(kind: MalformedKind, remote: string | undefined): void {
-    if (this.#total() === 0) this.#since = Date.now();
-    this.#counted[kind] += 1;
-    this.#lastRemote = remote;
-    const now = Date.now();
-    if (this.#loggedAt === undefined || now - this.#loggedAt >= this.#intervalMs) {
-      this.#flush();
-      return;
-    }
-    // One timer per interval: the count so far is logged when the interval ends.
-    this.#timer ??= setTimeout(
-      () => {
-        this.#timer = undefined;
-        this.#flush();
-      },
-      this.#loggedAt + this.#intervalMs - now,
-    ).unref();
+    this.#count.record(kind, remote);
   }
 
   /** Logs what was counted since the last line, if anything, and stops the timer (the server closed). */
   close(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#flush();
-  }
-
-  #total(): number {
-    return this.#counted.target + this.#counted.http;
-  }
-
-  #flush(): void {
-    const count = this.#total();
-    if (count === 0) return;
-    const since = new Date(this.#since).toISOString();
-    this.#log.warn(
-      { count, kinds: { ...this.#counted }, since, lastRemote: this.#lastRemote, intervalMs: this.#intervalMs },
-      `${count} malformed request${count === 1 ? '' : 's'} since ${since} answered 400 (a target that is not a URL, or bytes that are not HTTP); at most one such line every ${this.#intervalMs / 1000} s`,
-    );
-    this.#counted = { target: 0, http: 0 };
-    this.#loggedAt = Date.now();
+    this.#count.close();
   }
 }
 
