@@ -3,7 +3,7 @@
  * line, `sync progress` lines at most every 10 s once a run lasts that long, and the summary, with
  * no line per window at info; on a terminal (tmux's pseudo-terminal), the same readable lines.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
+import { startServe } from '../helpers/serve-child.js';
 import { simulatorEnv } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
 
@@ -50,22 +51,13 @@ describe("serve's sync log", () => {
   it('as JSON: a start line, progress lines every 10 s or more, the summary; windows only at debug', async () => {
     // 250 ms an E6 request, one at a time: the run lasts well over 10 s.
     const s = await sim({ faults: { latencyMs: 250 } });
-    const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
-      env: env(s, { LOG_FORMAT: 'json', SYNC_CONCURRENCY: '1' }),
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-    closers.push(async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
-    });
-    await until('the sync summary', async () => (stderr.includes('"msg":"sync run succeeded"') ? true : undefined), 120_000, 100);
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0);
+    const server = startServe(env(s, { LOG_FORMAT: 'json', SYNC_CONCURRENCY: '1' }), { closers });
+    await until('the sync summary', async () => (server.output().includes('"msg":"sync run succeeded"') ? true : undefined), 120_000, 100);
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
 
-    const lines = stderr
+    const lines = server
+      .output()
       .split('\n')
       .filter((l) => l !== '')
       .map((l) => JSON.parse(l) as { level: string; msg: string; time: string; [k: string]: unknown });

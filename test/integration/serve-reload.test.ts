@@ -8,7 +8,6 @@
  * back), its replacement runs on the new settings, and the stored records end exactly E6's.
  * POST /-/reload is behind WEB_CONFIG_FILE's basic auth: a request without credentials reloads nothing.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +22,7 @@ import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { createMetricsServer } from '../../src/serve/http.js';
 import { UpstreamMetrics } from '../../src/serve/scrape.js';
 import { loadWebConfig, WebConfigSource } from '../../src/serve/webconfig.js';
-import { CLI_PATH } from '../helpers/cli.js';
+import { spawnServe } from '../helpers/serve-child.js';
 import { expectExactDataset } from '../helpers/sync.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { until } from '../helpers/wait.js';
@@ -60,23 +59,13 @@ function writeSourcesTo(file: string, ...entries: string[]): void {
   writeFileSync(file, `sources:\n${entries.join('\n')}\n`);
 }
 
-interface ServeChild {
-  url: string;
-  stderr: () => string;
-  kill: (signal: NodeJS.Signals) => void;
-  exited: Promise<number | null>;
-}
-
 /** `serve` as a child process on `configFile` and `schema`; each source's first sync starts with it (at start, or when a reload adds it). */
-async function serve(configFile: string, schema: string): Promise<ServeChild> {
-  const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
+function serve(configFile: string, schema: string): ReturnType<typeof spawnServe> {
+  return spawnServe(
+    {
       CONFIG_FILE: configFile,
       DATABASE_URL: db.url,
       DATABASE_SCHEMA: schema,
-      METRICS_LISTEN: '127.0.0.1:0',
       // The yearly schedule never fires: only the first syncs run.
       SYNC_SCHEDULE: '0 0 1 1 *',
       SYNC_START_DATE: START,
@@ -85,17 +74,8 @@ async function serve(configFile: string, schema: string): Promise<ServeChild> {
       SYNC_CONCURRENCY: '1',
       UPSTREAM_MAX_ATTEMPTS: '1',
     },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  bed.closers.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  const url = await until('serve listening', async () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1]);
-  return { url, stderr: () => stderr, kill: (signal) => child.kill(signal), exited };
+    bed.closers,
+  );
 }
 
 async function get(url: string, method = 'GET') {
@@ -132,7 +112,7 @@ describe('serve reloads CONFIG_FILE', () => {
     const { url } = server;
     const reloads = () =>
       server
-        .stderr()
+        .output()
         .split('\n')
         .filter((line) => line.includes('"msg":"CONFIG_FILE reload')).length;
 
@@ -165,9 +145,9 @@ describe('serve reloads CONFIG_FILE', () => {
       while (scraping) scrapes.push((await get(`${url}/metrics`)).status);
     })();
     writeSources(entry(sim, 'first'), entry(sim, 'second'));
-    server.kill('SIGHUP');
+    server.child.kill('SIGHUP');
     await until('the reload logged', async () => (reloads() >= 1 ? true : undefined));
-    expect(server.stderr()).toContain('"added":["second"],"removed":[],"changed":{},"unchanged":["first"]');
+    expect(server.output()).toContain('"added":["second"],"removed":[],"changed":{},"unchanged":["first"]');
     metrics = await get(`${url}/metrics`);
     expect(metrics.status).toBe(200);
     expect(sourcesIn(metrics.body)).toEqual(new Set(['first', 'second']));
@@ -195,10 +175,10 @@ describe('serve reloads CONFIG_FILE', () => {
     expect(broken.status).toBe(400);
     expect(broken.body).toContain('sources[1].rate_limit');
     expect(broken.body).not.toContain(SECRET);
-    expect(server.stderr()).toMatch(/"level":"error".*"msg":"CONFIG_FILE reload failed, so the last good configuration stays in use: CONFIG_FILE/);
+    expect(server.output()).toMatch(/"level":"error".*"msg":"CONFIG_FILE reload failed, so the last good configuration stays in use: CONFIG_FILE/);
     expect(
       server
-        .stderr()
+        .output()
         .split('\n')
         .filter((line) => line.includes('reload failed'))
         .join('\n'),
@@ -231,13 +211,13 @@ describe('serve reloads CONFIG_FILE', () => {
     const changed = await get(`${url}/-/reload`, 'POST');
     expect(changed.status).toBe(200);
     expect(changed.body).toContain('0 source(s) added, 0 removed, 1 changed');
-    expect(server.stderr()).toContain('"changed":{"first":["labels.environment"]}');
+    expect(server.output()).toContain('"changed":{"first":["labels.environment"]}');
     const relabelled = await get(`${url}/probe?source=first`);
     expect(relabelled.body).toContain('source="first",environment="renamed"');
     expect(relabelled.body).not.toContain('environment="first"');
 
     // Still running, and stops as usual.
-    server.kill('SIGTERM');
+    server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
   }, 120_000);
 
@@ -260,10 +240,10 @@ describe('serve reloads CONFIG_FILE', () => {
     const changed = await get(`${server.url}/-/reload`, 'POST');
     expect(changed.status).toBe(200);
     expect(changed.body).toContain('0 source(s) added, 0 removed, 1 changed');
-    expect(server.stderr()).toContain('"changed":{"only":["sync.pageSize"]}');
+    expect(server.output()).toContain('"changed":{"only":["sync.pageSize"]}');
     // Stopped as at shutdown: the run is interrupted, only whole windows are stored.
     expect((await runs('only', schema))[0]).toBe('interrupted');
-    expect(server.stderr()).toContain('"msg":"sync run interrupted');
+    expect(server.output()).toContain('"msg":"sync run interrupted');
     // The replacement's first run, on the new settings, loads the rest: the stored records are exactly E6's.
     await until(
       'the new run done',
@@ -279,7 +259,7 @@ describe('serve reloads CONFIG_FILE', () => {
     );
     expect(partial.rows[0]!.mismatched).toBe(0);
     expect(await expectExactDataset(bed.pool, schema, sim, new Date(START), new Date(END))).toBe(3_000);
-    server.kill('SIGTERM');
+    server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
   }, 120_000);
 

@@ -9,12 +9,11 @@
  * sync_runs was started by exactly one of the two processes, and the runs are split between them or
  * a tick of one found the lock held. Counts are asserted, not timings.
  */
-import { spawn } from 'node:child_process';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '@analytics-exporter/simulator';
-import { CLI_PATH } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
+import { startServe } from '../helpers/serve-child.js';
 import { canonicalJson, simulatorEnv, storedMultiset } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
 
@@ -47,10 +46,8 @@ describe('two serve replicas on one PostgreSQL, each with the schedule', () => {
     closers.push(() => s.close());
 
     const spawnReplica = (name: string): Replica => {
-      const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
-        env: {
-          PATH: process.env.PATH ?? '',
-          HOME: process.env.HOME ?? '',
+      const server = startServe(
+        {
           ...simulatorEnv(s),
           DATABASE_URL: db.url,
           DATABASE_SCHEMA: SCHEMA,
@@ -58,30 +55,23 @@ describe('two serve replicas on one PostgreSQL, each with the schedule', () => {
           SYNC_WINDOW: '1h',
           SYNC_SCHEDULE: '*/2 * * * * *',
           AUDIT_SCHEDULE: 'off',
-          METRICS_LISTEN: '127.0.0.1:0',
           LOG_FORMAT: 'json',
           LOG_LEVEL: 'info',
         },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-      closers.push(async () => {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-        await exited;
-      });
+        { closers },
+      );
       return {
         name,
         lines: () =>
-          stderr
+          server
+            .output()
             .split('\n')
             .filter((l) => l.startsWith('{'))
             .map((l) => JSON.parse(l) as { msg: string; level: string }),
-        url: () => until(`${name} listening`, () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1], 30_000, 50),
+        url: () => server.listening(30_000, 50),
         stop: () => {
-          child.kill('SIGTERM');
-          return exited;
+          server.child.kill('SIGTERM');
+          return server.exited;
         },
       };
     };

@@ -5,12 +5,13 @@
  * second signal exits at once with 128 + the signal number, as `sync` does. After every case the
  * next `sync` leaves the exact dataset.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH, runCliInProcess } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
+import { spawnServe } from '../helpers/serve-child.js';
 import { expectExactDataset, simulatorEnv } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
 
@@ -44,28 +45,9 @@ function env(s: Simulator, schema: string): Record<string, string> {
   };
 }
 
-interface ServeChild {
-  child: ChildProcess;
-  url: string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
 /** Starts `serve` (its startup sync loads START..now; the yearly schedule never fires) and waits for its URL. */
-async function serve(childEnv: Record<string, string>): Promise<ServeChild> {
-  const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...childEnv, METRICS_LISTEN: '127.0.0.1:0', SYNC_SCHEDULE: '0 0 1 1 *' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  closers.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  const url = await until('serve listening', async () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1]);
-  return { child, url, stderr: () => stderr, exited };
+function serve(childEnv: Record<string, string>): ReturnType<typeof spawnServe> {
+  return spawnServe({ ...childEnv, SYNC_SCHEDULE: '0 0 1 1 *' }, closers);
 }
 
 async function committedWindows(schema: string): Promise<number> {
@@ -109,7 +91,7 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
     expect(code).toBe(0);
     expect(stopMs).toBeLessThan(STOP_BOUND_MS);
     expect(await refused(server.url)).toBe(true);
-    const stderr = server.stderr();
+    const stderr = server.output();
     expect(stderr).toContain('"msg":"sync run interrupted');
     expect(stderr).toContain('"drained":true,"msg":"stopped"');
     const runs = await bed.pool.query<{ status: string; windows: number }>(`select status, windows from ${schema}.sync_runs`);
@@ -142,13 +124,13 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
         server.child.kill(signal);
         // Draining: no new connections, and the process still waits for the sync.
         await until('the server refusing connections', () => refused(server.url));
-        expect(server.stderr()).toContain('"msg":"shutting down: draining HTTP and the running sync');
+        expect(server.output()).toContain('"msg":"shutting down: draining HTTP and the running sync');
         expect(server.child.exitCode).toBeNull();
         const signalled = performance.now();
         server.child.kill(signal);
         expect(await server.exited).toBe(status);
         expect(performance.now() - signalled).toBeLessThan(2_000);
-        expect(server.stderr()).toContain('"msg":"second signal: exiting at once"');
+        expect(server.output()).toContain('"msg":"second signal: exiting at once"');
       } finally {
         await locker.query('rollback');
         locker.release();
@@ -171,7 +153,7 @@ describe('serve on SIGTERM and SIGINT during a sync', () => {
     const stopMs = performance.now() - signalled;
     expect(code).toBe(0);
     expect(stopMs).toBeLessThan(STOP_BOUND_MS);
-    const stderr = server.stderr();
+    const stderr = server.output();
     // The run ends at once (the window reader leaves the request waiting on its token behind); the
     // token request itself, which takes no signal, is what keeps the upstream client from closing.
     expect(stderr).toContain('"msg":"sync run interrupted; committed windows are kept');
