@@ -5,12 +5,11 @@
  */
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { Serve } from '../../src/serve/lifecycle.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { useTestDatabase } from '../helpers/db.js';
-import { simulatorEnv } from '../helpers/sync.js';
+import { serveTestConfig } from '../helpers/serve-config.js';
 import { until } from '../helpers/wait.js';
 
 const db = useTestDatabase();
@@ -25,14 +24,7 @@ afterAll(async () => {
 });
 
 function serve(env: Record<string, string> = {}): Serve {
-  const config = loadConfig({
-    ...simulatorEnv(sim),
-    DATABASE_URL: db.url,
-    DATABASE_SCHEMA: `lifecycle_${++schemaCounter}`,
-    METRICS_LISTEN: '127.0.0.1:0',
-    SYNC_SCHEDULE: 'off',
-    ...env,
-  });
+  const config = serveTestConfig(sim, db.url, `lifecycle_${++schemaCounter}`, env);
   return new Serve(config, silentLogger);
 }
 

@@ -11,14 +11,13 @@ import bcrypt from 'bcryptjs';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { createTestPki } from '../helpers/certs.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { captureLog, type CapturedLog } from '../helpers/log-capture.js';
 import { scratchDir } from '../helpers/scratch.js';
-import { simulatorEnv } from '../helpers/sync.js';
+import { serveTestConfig } from '../helpers/serve-config.js';
 
 const db = useTestDatabase();
 let sim: Simulator;
@@ -36,15 +35,7 @@ afterAll(async () => {
 });
 
 async function serve(capture: CapturedLog, env: Record<string, string> = {}): Promise<RunningServer> {
-  const config = loadConfig({
-    ...simulatorEnv(sim),
-    DATABASE_URL: db.url,
-    DATABASE_SCHEMA: `malformed_${++schemaCounter}`,
-    METRICS_LISTEN: '127.0.0.1:0',
-    SYNC_SCHEDULE: 'off',
-    UPSTREAM_MAX_ATTEMPTS: '1',
-    ...env,
-  });
+  const config = serveTestConfig(sim, db.url, `malformed_${++schemaCounter}`, { UPSTREAM_MAX_ATTEMPTS: '1', ...env });
   const s = await startServe(config, createLogger('info', { format: 'json', destination: capture }));
   running.push(s);
   return s;

@@ -6,13 +6,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
-import { loadConfig } from '../../src/config.js';
 import { parseExposition } from '../../src/exposition/index.js';
 import { silentLogger } from '../../src/log.js';
 import { NO_FAULTS, startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
-import { simulatorEnv } from '../helpers/sync.js';
+import { serveTestConfig } from '../helpers/serve-config.js';
 import { until } from '../helpers/wait.js';
 
 const db = useTestDatabase();
@@ -33,15 +32,7 @@ afterAll(async () => {
 });
 
 async function serve(env: Record<string, string> = {}): Promise<RunningServer> {
-  const config = loadConfig({
-    ...simulatorEnv(sim),
-    DATABASE_URL: db.url,
-    DATABASE_SCHEMA: `serve_${++schemaCounter}`,
-    METRICS_LISTEN: '127.0.0.1:0',
-    SYNC_SCHEDULE: 'off',
-    UPSTREAM_MAX_ATTEMPTS: '1',
-    ...env,
-  });
+  const config = serveTestConfig(sim, db.url, `serve_${++schemaCounter}`, { UPSTREAM_MAX_ATTEMPTS: '1', ...env });
   const server = await startServe(config, silentLogger);
   running.push(server);
   return server;
