@@ -11,6 +11,7 @@ import { loadConfig } from '../../src/config.js';
 import { loadCommandConfig } from '../../src/commands/common.js';
 import { ConfigError } from '../../src/errors.js';
 import { readClientFiles } from '../../src/upstream/files.js';
+import { sourceEntry } from '../helpers/source-entry.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ae-config-file-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -39,17 +40,8 @@ function write(text: string, name = `sources-${++files}.yaml`): string {
 
 const SECRET = 'file-source-secret-42';
 
-/** A valid source entry, as YAML lines indented for a `sources:` list; `extra` lines are appended to it. */
-function entry(name: string, extra: string[] = []): string {
-  return [
-    `  - name: ${name}`,
-    `    statistics_url: https://${name}.example.test/api`,
-    `    auth_url: https://auth.${name}.example.test`,
-    `    client_id: client-${name}`,
-    `    client_secret: ${SECRET}`,
-    ...extra.map((line) => `    ${line}`),
-  ].join('\n');
-}
+/** A valid source entry with the file's SECRET, as {@link sourceEntry}. */
+const entry = (name: string, extra: string[] = []): string => sourceEntry(name, SECRET, extra);
 
 /** The error a command stops with: a broken rule, or a file a setting names that cannot be used. */
 function configError(env: Record<string, string>): ConfigError {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig, type SourceConfig } from '../../src/config.js';
 import { changedKeys, diffSources, isEmptyDiff } from '../../src/serve/reload.js';
+import { sourceEntry } from '../helpers/source-entry.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ae-reload-diff-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -16,17 +17,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 let files = 0;
 const SECRET = 'reload-secret-value-7';
 
-/** A source entry of a `sources:` list; `extra` lines are appended to it. */
-function entry(name: string, extra: string[] = []): string {
-  return [
-    `  - name: ${name}`,
-    `    statistics_url: https://${name}.example.test/api`,
-    `    auth_url: https://auth.${name}.example.test`,
-    `    client_id: client-${name}`,
-    `    client_secret: ${SECRET}`,
-    ...extra.map((line) => `    ${line}`),
-  ].join('\n');
-}
+/** A valid source entry with the file's SECRET, as {@link sourceEntry}. */
+const entry = (name: string, extra: string[] = []): string => sourceEntry(name, SECRET, extra);
 
 /** The sources loadConfig reads from a file holding `entries`. */
 function sources(...entries: string[]): SourceConfig[] {
