@@ -11,7 +11,6 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
-import { createLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import type { WindowFields } from '../../src/sync/derived.js';
 import {
@@ -24,10 +23,11 @@ import {
   type KnownFields,
 } from '../../src/sync/derived/contract.js';
 import { catalogueRecords } from '../../src/sync/derived/catalogue.js';
-import { runSync, type SyncObserver, type SyncResult } from '../../src/sync/run.js';
+import type { SyncObserver, SyncResult } from '../../src/sync/run.js';
 import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { MemoryStore } from '../helpers/memory-store.js';
+import { runUnitSync } from '../helpers/unit-sync.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2026-11-01T00:00:00Z');
@@ -115,21 +115,10 @@ function harness(data: readonly FakeRecord[]) {
     },
   };
   const run = async (env: Record<string, string> = {}, range?: { from: Date; to: Date }): Promise<Exclude<SyncResult, { status: 'locked' }>> => {
-    const config = loadConfig({ SYNC_PAGE_SIZE: '10', SYNC_CONCURRENCY: '2', ...env });
-    const result = await runSync(
-      {
-        store,
-        client: e6,
-        config: config.sources[0]!.sync,
-        tables: config.tables,
-        schema: 'unit',
-        log: createLogger('debug', { destination: log, format: 'json' }),
-        observer,
-      },
-      { now: () => NOW, ...(range ?? { from: new Date(T0), to: new Date(T0 + 6 * HOUR) }) },
-    );
-    if (result.status === 'locked') throw new Error('locked');
-    return result;
+    return runUnitSync({ store, client: e6, log, level: 'debug', observer }, env, {
+      now: () => NOW,
+      ...(range ?? { from: new Date(T0), to: new Date(T0 + 6 * HOUR) }),
+    });
   };
   const warnings = (field: string) => log.lines().filter((l) => l.level === 'warn' && l.field === field);
   const value = async (name: string) => (await metrics.families()).find((f) => f.name === name)!.samples[0]!.value;

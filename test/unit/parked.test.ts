@@ -7,17 +7,16 @@
  * still fails the run.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { loadConfig } from '../../src/config.js';
 import { InconsistentWindowError, TokenError, UpstreamError } from '../../src/errors.js';
-import { createLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { isWindowFault } from '../../src/sync/park.js';
 import { smallerPageSizes } from '../../src/sync/oversize.js';
-import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
+import type { SyncObserver, SyncOptions, SyncResult } from '../../src/sync/run.js';
 import type { ParkedEvent, WindowSummary } from '../../src/sync/summary.js';
 import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
 import { MemoryStore } from '../helpers/memory-store.js';
 import { captureLog } from '../helpers/log-capture.js';
+import { runUnitSync } from '../helpers/unit-sync.js';
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
@@ -48,25 +47,12 @@ function harness(data: readonly FakeRecord[]) {
   const committed: WindowSummary[] = [];
   const log = captureLog();
   const run = async (options: SyncOptions = {}, env: Record<string, string> = {}): Promise<Exclude<SyncResult, { status: 'locked' }>> => {
-    const config = loadConfig({ SYNC_PAGE_SIZE: '10', SYNC_CONCURRENCY: '2', SYNC_MIN_SPLIT: '1s', ...env });
-    const result = await runSync(
-      {
-        store,
-        client: e6,
-        config: config.sources[0]!.sync,
-        tables: config.tables,
-        schema: 'unit',
-        log: createLogger('info', { format: 'json', destination: log }),
-        observer: {
-          ...gauge,
-          windowParked: (e) => parked.push(e),
-          windowCommitted: (w) => (committed.push(w), gauge.windowCommitted?.(w)),
-        },
-      },
-      { now: () => NOW, ...options },
-    );
-    if (result.status === 'locked') throw new Error('the run found its lock held');
-    return result;
+    const observer: SyncObserver = {
+      ...gauge,
+      windowParked: (e) => parked.push(e),
+      windowCommitted: (w) => (committed.push(w), gauge.windowCommitted?.(w)),
+    };
+    return runUnitSync({ store, client: e6, log, level: 'info', observer }, { SYNC_MIN_SPLIT: '1s', ...env }, { now: () => NOW, ...options });
   };
   const parkedGauge = async (): Promise<number | undefined> =>
     (await metrics.registry.getSingleMetric('analytics_exporter_sync_windows_parked')!.get()).values.find((v) => v.labels.source === 'default')?.value;
