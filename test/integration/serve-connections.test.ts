@@ -11,16 +11,13 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, request, type Dispatcher } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import { createLogger } from '../../src/log.js';
-import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createTestPki } from '../helpers/certs.js';
 import { useTestDatabase } from '../helpers/db.js';
-import { captureLog, type CapturedLog } from '../helpers/log-capture.js';
+import { captureLog } from '../helpers/log-capture.js';
 import { scratchDir } from '../helpers/scratch.js';
+import { useLoggedServes } from '../helpers/serve-in-process.js';
 import { requireOpenFiles, startSlowloris } from '../helpers/slowloris.js';
-import { serveTestConfig } from '../helpers/serve-config.js';
 import { untilTrue } from '../helpers/wait.js';
 
 const ATTACK_CONNECTIONS = 2000;
@@ -29,28 +26,10 @@ const SCRAPE_CONCURRENCY = 2;
 const PER_CLIENT = 32;
 
 const db = useTestDatabase();
-let sim: Simulator;
-const running: RunningServer[] = [];
-let schemaCounter = 0;
 
-beforeAll(async () => {
-  // The attack's sockets, the server's side of those it admits, the scrapes, PostgreSQL and the simulator.
-  requireOpenFiles(ATTACK_CONNECTIONS + 300);
-  sim = await startSimulator({ port: 0, records: 200, end: new Date(), start: new Date(Date.now() - 86_400_000) });
-});
-afterEach(async () => {
-  while (running.length) await running.pop()!.stop();
-});
-afterAll(async () => {
-  await sim?.close();
-});
-
-async function serve(capture: CapturedLog, env: Record<string, string> = {}): Promise<RunningServer> {
-  const config = serveTestConfig(sim, db.url, `connections_${++schemaCounter}`, { UPSTREAM_MAX_ATTEMPTS: '1', ...env });
-  const s = await startServe(config, createLogger('info', { format: 'json', destination: capture }));
-  running.push(s);
-  return s;
-}
+// The attack's sockets, the server's side of those it admits, the scrapes, PostgreSQL and the simulator.
+beforeAll(() => requireOpenFiles(ATTACK_CONNECTIONS + 300));
+const { serve } = useLoggedServes(db, 'connections');
 
 /** `count` GETs of /metrics from 127.0.0.1, each on a new connection, `concurrency` at a time: the status of each (0 = no response). */
 async function scrapes(url: string, dispatcher: Dispatcher | undefined, count: number, concurrency: number): Promise<number[]> {

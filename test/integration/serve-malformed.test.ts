@@ -9,37 +9,15 @@ import { connect as connectTls } from 'node:tls';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import { createLogger } from '../../src/log.js';
-import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { createTestPki } from '../helpers/certs.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { captureLog, type CapturedLog } from '../helpers/log-capture.js';
 import { scratchDir } from '../helpers/scratch.js';
-import { serveTestConfig } from '../helpers/serve-config.js';
+import { useLoggedServes } from '../helpers/serve-in-process.js';
 
 const db = useTestDatabase();
-let sim: Simulator;
-const running: RunningServer[] = [];
-let schemaCounter = 0;
-
-beforeAll(async () => {
-  sim = await startSimulator({ port: 0, records: 200, end: new Date(), start: new Date(Date.now() - 86_400_000) });
-});
-afterEach(async () => {
-  while (running.length) await running.pop()!.stop();
-});
-afterAll(async () => {
-  await sim?.close();
-});
-
-async function serve(capture: CapturedLog, env: Record<string, string> = {}): Promise<RunningServer> {
-  const config = serveTestConfig(sim, db.url, `malformed_${++schemaCounter}`, { UPSTREAM_MAX_ATTEMPTS: '1', ...env });
-  const s = await startServe(config, createLogger('info', { format: 'json', destination: capture }));
-  running.push(s);
-  return s;
-}
+const { serve, running } = useLoggedServes(db, 'malformed');
 
 /** The target's request line not a URL (the handler's parse fails) / bytes Node's HTTP parser refuses. */
 const BAD_TARGET = 'GET //[ HTTP/1.1\r\nHost: localhost\r\n\r\n';
