@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { Agent, request, type Dispatcher } from 'undici';
 import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createTestPki } from '../helpers/certs.js';
+import { runConcurrently } from '../helpers/concurrent.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { scratchDir } from '../helpers/scratch.js';
@@ -33,23 +34,15 @@ const { serve } = useLoggedServes(db, 'connections');
 
 /** `count` GETs of /metrics from 127.0.0.1, each on a new connection, `concurrency` at a time: the status of each (0 = no response). */
 async function scrapes(url: string, dispatcher: Dispatcher | undefined, count: number, concurrency: number): Promise<number[]> {
-  const statuses: number[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        next += 1;
-        try {
-          const response = await request(`${url}/metrics`, { reset: true, headersTimeout: 15_000, bodyTimeout: 15_000, ...(dispatcher ? { dispatcher } : {}) });
-          await response.body.text();
-          statuses.push(response.statusCode);
-        } catch {
-          statuses.push(0);
-        }
-      }
-    }),
-  );
-  return statuses;
+  return runConcurrently(count, concurrency, async () => {
+    try {
+      const response = await request(`${url}/metrics`, { reset: true, headersTimeout: 15_000, bodyTimeout: 15_000, ...(dispatcher ? { dispatcher } : {}) });
+      await response.body.text();
+      return response.statusCode;
+    } catch {
+      return 0;
+    }
+  });
 }
 
 /** The value of `analytics_exporter_http_connections_refused_total{reason}` in a /metrics body, or undefined. */

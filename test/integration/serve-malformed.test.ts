@@ -11,6 +11,7 @@ import bcrypt from 'bcryptjs';
 import { request } from 'undici';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createTestPki } from '../helpers/certs.js';
+import { runConcurrently } from '../helpers/concurrent.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { captureLog, type CapturedLog } from '../helpers/log-capture.js';
 import { scratchDir } from '../helpers/scratch.js';
@@ -69,17 +70,7 @@ function rawStatusesUntilClose(url: string, raw: string): Promise<number[]> {
  * still be counted by serve when the one that replaces it arrives.
  */
 async function rawStatuses(url: string, raw: string, count: number, concurrency = 16, ca?: string): Promise<number[]> {
-  const statuses: number[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        next += 1;
-        statuses.push(await rawStatus(url, raw, ca));
-      }
-    }),
-  );
-  return statuses;
+  return runConcurrently(count, concurrency, () => rawStatus(url, raw, ca));
 }
 
 const malformedLines = (capture: CapturedLog) => capture.lines().filter((l) => typeof l.msg === 'string' && /malformed/.test(l.msg));
