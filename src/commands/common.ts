@@ -11,7 +11,7 @@ import { requireDemoSimulator } from '../demo.js';
 import { databaseSecrets } from '../config/database.js';
 import { ConfigError, InvalidArgumentError, registerSecret } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
-import { EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
+import { EXIT_OK, EXIT_USAGE, reportFailure, type ExitStatus } from './exit.js';
 import { readClientFiles } from '../upstream/files.js';
 import { configOverrides } from './options.js';
 
@@ -78,7 +78,7 @@ export function loadConfigForCommand(command: Command, upstream = false): Config
 /**
  * The body of a command that does one thing on the database and exits (migrate, rollup rebuild,
  * fields): loads the configuration (exit 2 on a broken rule), opens the configured database with
- * one connection, runs `work`, closes it, and sets exit status 0, or the failure's (1; 2 for bad
+ * one connection, runs `work`, closes it, and sets exit status `work`'s (0 when it returns none), or the failure's (1; 2 for bad
  * usage, src/failures.ts) with it logged as `<what> failed` (a DATA_DIR held by another process
  * named with its holder). The application
  * layer is loaded only here, so --help and bad configuration answer without pg.
@@ -89,7 +89,7 @@ export function loadConfigForCommand(command: Command, upstream = false): Config
 export async function runDatabaseCommand(
   command: Command,
   what: string,
-  work: (pool: Pool, config: Config, log: Logger) => Promise<void>,
+  work: (pool: Pool, config: Config, log: Logger) => Promise<ExitStatus | void>,
   checkUsage?: (config: Config) => void,
 ): Promise<void> {
   const config = loadConfigForCommand(command);
@@ -107,8 +107,7 @@ export async function runDatabaseCommand(
   try {
     const db = await openDatabase(config, log, 1);
     try {
-      await work(db.pool, config, log);
-      process.exitCode = EXIT_OK;
+      process.exitCode = (await work(db.pool, config, log)) ?? EXIT_OK;
     } finally {
       await db.close();
     }

@@ -11,12 +11,12 @@ import { z } from 'zod';
 import type { Config, SourceConfig } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { InvalidArgumentError } from '../errors.js';
-import { createLogger, type Logger } from '../log.js';
+import type { Logger } from '../log.js';
 import { selectSources } from '../app/sources.js';
 import type { UnderLock } from '../app/state.js';
 import { parseIsoDate } from '../time.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure, type ExitStatus } from './exit.js';
-import { loadConfigForCommand } from './common.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { runDatabaseCommand } from './common.js';
 
 /** An instant given as `flag`: ISO 8601 with a zone. */
 function instant(flag: string) {
@@ -78,43 +78,30 @@ async function runState<T>(
   work: (pool: Pool, config: Config, log: Logger, sources: SourceConfig[]) => Promise<UnderLock<T>>,
   print: (value: T) => void,
 ): Promise<void> {
-  const config = loadConfigForCommand(command);
-  if (config === undefined) return;
-  let sources: SourceConfig[];
-  try {
-    sources = selectSources(config, names);
-  } catch (err) {
-    if (!(err instanceof InvalidArgumentError)) throw err;
-    process.stderr.write(`analytics-exporter ${what}: ${err.message}\n`);
-    process.exitCode = EXIT_USAGE;
-    return;
-  }
-  const { openDatabase } = await import('../app/runtime.js');
-  const log = createLogger(config.logLevel, { format: config.logFormat });
-  let status: ExitStatus;
-  try {
-    const db = await openDatabase(config, log, 1);
-    try {
-      const done = await work(db.pool, config, log, sources);
+  let sources: SourceConfig[] = [];
+  await runDatabaseCommand(
+    command,
+    what,
+    async (pool, config, log) => {
+      let done: UnderLock<T>;
+      try {
+        done = await work(pool, config, log, sources);
+      } catch (err) {
+        if (!(err instanceof InvalidArgumentError)) throw err;
+        process.stderr.write(`analytics-exporter ${what}: ${err.message}\n`);
+        return EXIT_USAGE;
+      }
       if (done.locked) {
         process.stderr.write(lockedMessage(what, done.source));
-        status = EXIT_FAILURE;
-      } else {
-        print(done.value);
-        status = EXIT_OK;
+        return EXIT_FAILURE;
       }
-    } finally {
-      await db.close();
-    }
-  } catch (err) {
-    if (err instanceof InvalidArgumentError) {
-      process.stderr.write(`analytics-exporter ${what}: ${err.message}\n`);
-      status = EXIT_USAGE;
-    } else {
-      status = reportFailure(log, err, `${what} failed`);
-    }
-  }
-  process.exitCode = status;
+      print(done.value);
+      return EXIT_OK;
+    },
+    (config) => {
+      sources = selectSources(config, names);
+    },
+  );
 }
 
 const EXIT_HELP = "\nExit status: 0 done; 1 another process holds the source's sync lock, or the database failed; 2 bad usage (the message names the flag).";
