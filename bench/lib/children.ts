@@ -5,6 +5,8 @@
  * PATH and HOME), as the CLI tests do, so nothing of the caller's shell leaks in.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -240,4 +242,26 @@ export async function runScriptChild<T>(script: string, args: string[]): Promise
   if (code !== 0) throw new Error(`${script} exited ${code}:\n${stderr.slice(-4000)}`);
   const last = stdout.trim().split('\n').pop() ?? '';
   return JSON.parse(last) as T;
+}
+
+/**
+ * A fake platform on 127.0.0.1 for serve's scrape benches: E0 answers a token, E7 answers `bytes`
+ * as Prometheus text, anything else 404. Close `server` when done.
+ */
+export async function startE7Upstream(bytes: Buffer): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    if (path === '/connect/token') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ access_token: 'bench-token', token_type: 'Bearer', expires_in: 3600 }));
+    } else if (path === '/analytics/prometheus') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': bytes.length });
+      res.end(bytes);
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }

@@ -16,10 +16,8 @@
  * token and E7 with the fixed bytes.
  */
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
-import { startServeChild, upstreamEnv } from '../lib/children.js';
+import { startE7Upstream, startServeChild, upstreamEnv } from '../lib/children.js';
 import { withFreshDatabase, type BenchContext } from '../lib/context.js';
 
 export interface HostileUpstreamPlan {
@@ -114,21 +112,7 @@ async function scrape(url: string): Promise<{ seconds: number; status: number; b
 }
 
 async function runCase(ctx: BenchContext, plan: HostileUpstreamPlan, name: HostileUpstreamCase['name'], bytes: Buffer): Promise<HostileUpstreamCase> {
-  const upstream = createServer((req, res) => {
-    req.resume();
-    const path = new URL(req.url ?? '/', 'http://x').pathname;
-    if (path === '/connect/token') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ access_token: 'bench-token', token_type: 'Bearer', expires_in: 3600 }));
-    } else if (path === '/analytics/prometheus') {
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': bytes.length });
-      res.end(bytes);
-    } else {
-      res.writeHead(404).end();
-    }
-  });
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-  const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  const { server: upstream, url: upstreamUrl } = await startE7Upstream(bytes);
   try {
     return await withFreshDatabase(ctx, 'bench_hostile_upstream', async (db) => {
       // Its 50 concurrent scrapes come from one address: above the default 32 connections per client.

@@ -10,10 +10,8 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { startServeChild, upstreamEnv } from '../lib/children.js';
+import { startE7Upstream, startServeChild, upstreamEnv } from '../lib/children.js';
 import { withFreshDatabase, type BenchContext } from '../lib/context.js';
 import { median } from '../lib/stats.js';
 
@@ -96,21 +94,7 @@ export async function largeScrapeSuite(ctx: BenchContext, spec: LargeScrapeSpec)
   }
   ctx.log(`large scrape: promtool check metrics on ${(bytes.length / 1e6).toFixed(1)} MB: ${promtool.map((s) => s.toFixed(3)).join(', ')} s`);
 
-  const upstream = createServer((req, res) => {
-    req.resume();
-    const path = new URL(req.url ?? '/', 'http://x').pathname;
-    if (path === '/connect/token') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ access_token: 'bench-token', token_type: 'Bearer', expires_in: 3600 }));
-    } else if (path === '/analytics/prometheus') {
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': bytes.length });
-      res.end(bytes);
-    } else {
-      res.writeHead(404).end();
-    }
-  });
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-  const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  const { server: upstream, url: upstreamUrl } = await startE7Upstream(bytes);
   try {
     return await withFreshDatabase(ctx, 'bench_large_scrape', async (db) => {
       const first: number[] = [];
