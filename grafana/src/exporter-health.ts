@@ -75,6 +75,11 @@ function single(title: string, description: string, unit: string, expr: string, 
     .span(4);
 }
 
+/** A count per source that should stay 0: a wide stat, without decimals, red from `red`. */
+function sourceCount(title: string, description: string, expr: string, red: number): stat.PanelBuilder {
+  return single(title, description, 'short', expr, '{{source}}').decimals(0).thresholds(thresholds(1, red)).height(8).span(6);
+}
+
 /**
  * Builds the "Exporter health" dashboard (Prometheus): upstream reads, requests and tokens, the
  * sync's progress and lag, and the process.
@@ -320,17 +325,12 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
       ),
     )
     .withPanel(
-      single(
+      sourceCount(
         'Quarantined records',
         'Records the sync quarantined in the time range (increase of sync_records_quarantined_total), per source: records E6 sent that PostgreSQL cannot store, kept as sent in the table records_quarantine instead of records: found by the sync (a string holding U+0000 or an unpaired surrogate, nesting deeper than 1000 levels: json_path, reason) or refused by the database for a data reason (a number numeric cannot hold, a CHECK constraint: sqlstate, message). A re-loaded window counts its records again. The Analytics history dashboard lists them.',
-        'short',
         `sum by (source) (increase(${m('sync_records_quarantined_total')}[$__range]))`,
-        '{{source}}',
-      )
-        .decimals(0)
-        .thresholds(thresholds(1, QUARANTINE_RED))
-        .height(8)
-        .span(6),
+        QUARANTINE_RED,
+      ),
     )
     .withPanel(
       graph(
@@ -345,33 +345,23 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
       ),
     )
     .withPanel(
-      single(
+      sourceCount(
         'Parked windows',
         'Windows parked in the ledger now, per source (sync_windows_parked): not loadable for a reason of their own (a response over UPSTREAM_MAX_BODY even at one record a page, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS). The watermark passed them; their records are missing until a run over them (sync --from/--to, the audit) loads them. Which and why: sync_windows where status = parked.',
-        'short',
         `max by (source) (${m('sync_windows_parked')})`,
-        '{{source}}',
-      )
-        .decimals(0)
-        .thresholds(thresholds(1, 1))
-        .height(8)
-        .span(6),
+        1,
+      ),
     )
 
     // The audit inside serve (AUDIT_SCHEDULE): windows compared with E6, repaired, or left differing.
     .withRow(new dashboard.RowBuilder('Audit (verify)'))
     .withPanel(
-      single(
+      sourceCount(
         'Windows still differing from E6',
         'Windows whose stored records (records and records_quarantine) still differed in number from what E6 holds after the last audit and its repairs (audit_drift_windows), per source. 0 when every window found differing was loaded again; above 0, their repair failed: the log names each window (alert AnalyticsAuditDriftLeft).',
-        'short',
         `max by (source) (${m('audit_drift_windows')})`,
-        '{{source}}',
-      )
-        .decimals(0)
-        .thresholds(thresholds(1, QUARANTINE_RED))
-        .height(8)
-        .span(6),
+        QUARANTINE_RED,
+      ),
     )
     .withPanel(
       graph(
