@@ -23,10 +23,11 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startThrowawayCluster } from '../test/helpers/postgres.js';
 import { ROOT, requireBuild } from './lib/children.js';
+
 import type { BenchContext } from './lib/context.js';
 import { machineTicks, stealShare } from './lib/cpu.js';
 import { describeMachine } from './lib/machine.js';
-import { renderMarkdown, verdicts, type Report } from './lib/report.js';
+import { renderMarkdown, targetResults, verdicts, type Report } from './lib/report.js';
 import { dashboardsSuite, type DashboardsSpec } from './suites/dashboards.js';
 import { etlSuite, profileEtl, type EtlSpec } from './suites/etl.js';
 import { measureSizes, sizeResult, type SizeResult } from './suites/growth.js';
@@ -89,6 +90,9 @@ function requestSets(etl: EtlSpec): RequestsSet[] {
     },
   ];
 }
+
+/** Where the full run's report goes (and bench/results.json beside it). */
+const DEFAULT_OUT = join(ROOT, 'BENCHMARKS.md');
 
 const PLANS: Record<'full' | 'quick', Plan> = {
   full: {
@@ -168,7 +172,7 @@ async function main(): Promise<void> {
         quick: { type: 'boolean', default: false },
         profile: { type: 'boolean', default: false },
         only: { type: 'string' },
-        out: { type: 'string', default: join(ROOT, 'BENCHMARKS.md') },
+        out: { type: 'string', default: DEFAULT_OUT },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -264,7 +268,11 @@ async function main(): Promise<void> {
     if (existsSync(findings)) report.findings = readFileSync(findings, 'utf8');
 
     writeFileSync(values.out, renderMarkdown(report));
-    log(`wrote ${values.out}; ${missed.length === 0 ? 'every target met' : `missed: ${missed.map((v) => v.name).join('; ')}`}`);
+    // bench/results.json beside BENCHMARKS.md; another --out gets its own (x.md → x.results.json),
+    // so a partial or quick run never overwrites the committed figures.
+    const results = values.out === DEFAULT_OUT ? join(ROOT, 'bench', 'results.json') : `${values.out.replace(/\.md$/, '')}.results.json`;
+    writeFileSync(results, `${JSON.stringify(targetResults(report), null, 2)}\n`);
+    log(`wrote ${values.out} and ${results}; ${missed.length === 0 ? 'every target met' : `missed: ${missed.map((v) => v.name).join('; ')}`}`);
   } finally {
     rmSync(scratch, { recursive: true, force: true });
     await cluster.stop();
