@@ -68,7 +68,8 @@ export interface LinkClock {
   sleep: (ms: number) => Promise<unknown>;
 }
 
-const REAL_CLOCK: LinkClock = { now: () => performance.now(), sleep: (ms) => sleepMs(ms) };
+// Unref'd: a body still waiting for the link when the simulator closes must not hold the process.
+const REAL_CLOCK: LinkClock = { now: () => performance.now(), sleep: (ms) => sleepMs(ms, undefined, { ref: false }) };
 
 /**
  * One link shared by every response: a token bucket in bytes that fills at the link's rate up to

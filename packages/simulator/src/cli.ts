@@ -106,7 +106,7 @@ const FLAGS = [
   [
     'bandwidth',
     '--bandwidth <rate>',
-    'E0/E6/E7 bodies share one link of this rate, after gzip: e.g. 100mbit, 1gbit, 512kbit, or bytes: 12.5MB, 1MiB (default unlimited)',
+    'E6/E7 bodies share one link of this rate, after gzip: e.g. 100mbit, 1gbit, 512kbit, or bytes: 12.5MB, 1MiB (default unlimited)',
   ],
   [
     'outOfRangeEvery',
