@@ -65,8 +65,9 @@ export class Responder {
 
   /**
    * Writes a body according to a transport-level fault, or normally. An E6 or E7 body
-   * (`wire.endpoint`) is paced by the simulator's link when it has one (`bandwidth`; the faults'
-   * bodies are not paced) and counted in `stats.bodyBytes` as written, after compression.
+   * (`wire.endpoint`) is paced by the simulator's link when it has one (`bandwidth`; not the bodies
+   * of `reset-mid-body`, `slow-body` and `wrong-content-type`) and counted in `stats.bodyBytes` as
+   * written, after compression.
    *
    * @param wire.gzip compress the body (`Content-Encoding: gzip`): the cut of `malformed-json` is
    *   compressed whole, `reset-mid-body` and `slow-body` cut or stall the compressed bytes.
