@@ -97,6 +97,8 @@ export interface SimulatorSpec {
   end: Date;
   /** Delay before every request, in milliseconds (`--latency`). */
   latencyMs?: number;
+  /** More flags of `simulate`, e.g. `['--gzip', 'auto', '--bandwidth', '100mbit']`. */
+  extraArgs?: string[];
 }
 
 /** Starts `dist/cli.js simulate` on an ephemeral loopback port. */
@@ -117,6 +119,7 @@ export async function startSimulatorChild(spec: SimulatorSpec): Promise<Simulato
     spec.end.toISOString(),
   ];
   if (spec.latencyMs) args.push('--latency', `${spec.latencyMs}ms`);
+  if (spec.extraArgs) args.push(...spec.extraArgs);
   const child = track(spawn(process.execPath, args, { env: baseEnv({ LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] }));
   const match = await waitForLine(child, /listening on (http:\/\/[^\s:]+:\d+)/, 'the simulator');
   child.stdout?.resume();

@@ -10,6 +10,7 @@ import { auditMet, renderAudit, type AuditBenchResult } from '../suites/audit.js
 import { hostileVerdict, renderHostile, type HostileResult } from '../suites/hostile.js';
 import type { SlowResult } from '../suites/slow.js';
 import { memoryPerSource, type ScrapeLoad, type SourcesResult } from '../suites/sources.js';
+import { renderWire, wireVerdict, type WireResult } from '../suites/wire.js';
 import type { Machine } from './machine.js';
 import { fixed, int, median, mib, range, verdict } from './stats.js';
 
@@ -78,6 +79,7 @@ export interface Report {
   dashboards?: DashboardsResult;
   sources?: SourcesResult;
   hostile?: HostileResult;
+  wire?: WireResult;
   profile?: ProfiledRun;
   findings?: string;
   /** Key figures of the code before the performance changes (bench/before.json), shown beside this run's. */
@@ -283,6 +285,7 @@ export function verdicts(report: Report): Verdict[] {
     });
   }
   if (report.hostile) out.push({ name: '12. Hostile clients', ...hostileVerdict(report.hostile) });
+  if (report.wire) out.push(wireVerdict(report.wire));
   return out.sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -574,6 +577,7 @@ export function renderMarkdown(report: Report): string {
   if (report.sources) push(...renderSources(report.sources));
   if (report.audit) push(...renderAudit(report.audit));
   if (report.hostile) push(...renderHostile(report.hostile));
+  if (report.wire) push(...renderWire(report.wire));
 
   const { profile } = report;
   if (profile) {

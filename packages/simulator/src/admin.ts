@@ -9,6 +9,8 @@
  * - `POST /admin/delete` `{ "records": [record, …] }` or `{ "from": ISO, "to": ISO, "count": n }`:
  *   deletes one record equal to each given one, or `n` records spread over those whose timestamp
  *   lies in `[from, to]`; answers `{ deleted, records }`. A record not found deletes nothing (404).
+ * - `GET /admin/stats`: the simulator's request, response and wire counts since start
+ *   (`SimulatorStats`), for a benchmark that runs the simulator as a process of its own.
  */
 import type http from 'node:http';
 import { z } from 'zod';
@@ -16,6 +18,7 @@ import type { Dataset } from './dataset.js';
 import { InvalidArgumentError } from './errors.js';
 import { analyticsRecordSchema, type AnalyticsRecord } from './records.js';
 import type { Responder } from './respond.js';
+import type { SimulatorStats } from './settings.js';
 import { parseIsoDateTime } from './time.js';
 import type { RecordView } from './view.js';
 
@@ -63,8 +66,10 @@ export class AdminEndpoints {
   readonly #dataset: Dataset;
   readonly #view: RecordView;
   readonly #respond: Responder;
+  readonly #stats: SimulatorStats;
 
-  constructor(dataset: Dataset, view: RecordView, respond: Responder) {
+  constructor(dataset: Dataset, view: RecordView, respond: Responder, stats: SimulatorStats) {
+    this.#stats = stats;
     this.#dataset = dataset;
     this.#view = view;
     this.#respond = respond;
@@ -73,6 +78,11 @@ export class AdminEndpoints {
   /** Answers one request to a path under `/admin/`. */
   async handle(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
     const respond = this.#respond;
+    if (path === '/admin/stats') {
+      if (req.method === 'GET') respond.sendJson(res, 200, this.#stats);
+      else respond.sendJson(res, 405, { error: 'method_not_allowed', error_description: `${path} accepts GET` }, { allow: 'GET' });
+      return;
+    }
     if (path !== '/admin/records' && path !== '/admin/delete') {
       respond.sendJson(res, 404, { error: 'not_found', error_description: `no resource at ${path}` });
       return;

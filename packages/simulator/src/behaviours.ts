@@ -3,6 +3,7 @@
  * and each off by default: a page size cap (honest or lying), a hidden filter time, admin
  * requests, gzip, out-of-range numbers. Checked once at start.
  */
+import { BANDWIDTH_RULE, bandwidthSchema } from './bandwidth.js';
 import { InvalidArgumentError } from './errors.js';
 import { GZIP_MODES, type GzipMode } from './gzip.js';
 import { DEFAULT_OUT_OF_RANGE_VALUES } from './out-of-range.js';
@@ -36,6 +37,12 @@ export interface BehaviourOptions {
   admin?: boolean;
   /** gzip of E6 and E7 bodies: `off` (default), `on` (always, asked or not), `auto` (when `Accept-Encoding` allows gzip). */
   gzip?: GzipMode;
+  /**
+   * The bodies of E6 and E7 answers share one link of this rate (see bandwidth.ts): text as the
+   * flag takes it (`100mbit`, `12.5MB`) or a number of bytes per second. Bodies are compressed
+   * first. Undefined (default) = as fast as the connection goes.
+   */
+  bandwidth?: string | number;
   /** Every Nth base record (1-based) carries `"amount": <number numeric cannot hold>` in E6. 0 (default) = none. */
   outOfRangeEvery?: number;
   /** The numbers used in turn, as JSON texts. Default `1e200000`, `-1e200000`, `1e-20000`. */
@@ -50,6 +57,8 @@ export interface Behaviours {
   filterTimeLagMs: number;
   admin: boolean;
   gzip: GzipMode;
+  /** Bytes per second of the shared link; 0 = unlimited. */
+  bandwidthBytesPerSecond: number;
   /** 0 = none. */
   outOfRangeEvery: number;
   outOfRangeValues: readonly string[];
@@ -67,6 +76,7 @@ export function resolveBehaviours(options: BehaviourOptions): Behaviours {
     filterTimeLagMs: options.filterTimeLagMs ?? 0,
     admin: options.admin === true,
     gzip: options.gzip ?? 'off',
+    bandwidthBytesPerSecond: 0,
     outOfRangeEvery: options.outOfRangeEvery ?? 0,
     outOfRangeValues: options.outOfRangeValues ?? DEFAULT_OUT_OF_RANGE_VALUES,
   };
@@ -79,5 +89,10 @@ export function resolveBehaviours(options: BehaviourOptions): Behaviours {
     (!(GZIP_MODES as readonly unknown[]).includes(b.gzip) && `gzip must be off, on or auto; got ${String(b.gzip)}`) ||
     (!whole(b.outOfRangeEvery, Number.MAX_SAFE_INTEGER) && `outOfRangeEvery must be a whole number ≥ 0; got ${b.outOfRangeEvery}`);
   if (problem) throw new InvalidArgumentError(problem);
+  if (options.bandwidth !== undefined) {
+    const parsed = bandwidthSchema.safeParse(options.bandwidth);
+    if (!parsed.success) throw new InvalidArgumentError(`bandwidth ${BANDWIDTH_RULE}; got ${JSON.stringify(options.bandwidth)}`);
+    b.bandwidthBytesPerSecond = parsed.data;
+  }
   return b;
 }

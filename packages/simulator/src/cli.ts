@@ -20,6 +20,7 @@ import {
 import { describeError, InvalidArgumentError } from './errors.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { createLogger, LOG_FORMATS, LOG_LEVELS, type Logger } from './log.js';
+import { bandwidthSchema } from './bandwidth.js';
 import { PAGE_SIZE_ECHOES, MAX_FILTER_TIME_LAG_MS } from './behaviours.js';
 import { GZIP_MODES } from './gzip.js';
 import { RECORD_ORDERS } from './order.js';
@@ -102,6 +103,11 @@ const FLAGS = [
   ],
   ['admin', '--admin', 'serve POST /admin/records and POST /admin/delete (add late records, delete records); default off: 404'],
   ['gzip', '--gzip <mode>', 'gzip E6/E7 bodies: off (default), on (always, asked or not) or auto (when Accept-Encoding allows gzip)'],
+  [
+    'bandwidth',
+    '--bandwidth <rate>',
+    'E6/E7 bodies share one link of this rate, after gzip: e.g. 100mbit, 1gbit, 512kbit, or bytes: 12.5MB, 1MiB (default unlimited)',
+  ],
   [
     'outOfRangeEvery',
     '--out-of-range-every <n>',
@@ -232,6 +238,7 @@ const flagsSchema = z.object({
     .optional(),
   admin: z.boolean().optional(),
   gzip: z.enum(GZIP_MODES, { error: 'must be off, on or auto' }).optional(),
+  bandwidth: bandwidthSchema.optional(),
   outOfRangeEvery: wholeNumber(0, Number.MAX_SAFE_INTEGER).optional(),
 });
 
@@ -330,6 +337,7 @@ function simulatorOptions(flags: Flags, logger: Logger, now: number): SimulatorO
     filterTimeLagMs: flags.filterTimeLag,
     admin: flags.admin,
     gzip: flags.gzip,
+    bandwidth: flags.bandwidth,
     outOfRangeEvery: flags.outOfRangeEvery,
     tls:
       flags.tlsCert !== undefined && flags.tlsKey !== undefined

@@ -114,7 +114,7 @@ export class DataEndpoints {
     const body = `{"pageNumber":${pageNumber},"pageSize":${echoed},"totalRecords":${totalRecords},"totalPages":${totalPages},"data":${data}}`;
     const malformed = this.#c.everyNth('malformed', faults.malformedEvery) ? 'malformed-json' : undefined;
     if (queued === undefined && malformed !== undefined) this.#c.markInjected(res, 'malformed-every');
-    this.#c.respond.deliver(res, 'application/json; charset=utf-8', body, queued ?? malformed, gzip);
+    this.#c.respond.deliver(res, 'application/json; charset=utf-8', body, queued ?? malformed, { endpoint: 'analytics', gzip });
   }
 
   /**
@@ -140,6 +140,9 @@ export class DataEndpoints {
     }
     let body = `${lines.join('\n')}\n`;
     if (queued === 'bad-envelope') body = 'userlogin_event_count customer=Acme 12 extra\nthis is not a sample line\n';
-    this.#c.respond.deliver(res, 'text/plain; version=0.0.4; charset=utf-8', body, queued === 'bad-envelope' ? undefined : queued, gzip);
+    this.#c.respond.deliver(res, 'text/plain; version=0.0.4; charset=utf-8', body, queued === 'bad-envelope' ? undefined : queued, {
+      endpoint: 'prometheus',
+      gzip,
+    });
   }
 }

@@ -4,6 +4,7 @@
  * demo mode (`npm start` with STATISTICS_URL unset) and by the `analytics-simulator` program.
  */
 export { MAX_ADMIN_BODY_BYTES, MAX_ADMIN_RECORDS } from './admin.js';
+export { BANDWIDTH_RULE, LINK_CHUNK_BYTES, Link, parseBandwidth, writePaced, type LinkClock } from './bandwidth.js';
 export { MAX_FILTER_TIME_LAG_MS, PAGE_SIZE_ECHOES, type BehaviourOptions, type PageSizeEcho } from './behaviours.js';
 export { configureSimulateCommand, DEFAULT_SIMULATE_PORT, runSimulate, type SimulateIo } from './cli.js';
 export { CHECKPOINT_RECORDS } from './counts.js';
@@ -48,5 +49,6 @@ export {
   type SimulatorRequestEvent,
   type SimulatorStats,
   type SimulatorTlsOptions,
+  type WireEndpoint,
 } from './settings.js';
 export { parseIsoDateTime } from './time.js';

@@ -5,21 +5,26 @@
  */
 import type http from 'node:http';
 import { gzipSync } from 'node:zlib';
-import type { FaultSettings, QueuedFault, SimulatorStats } from './settings.js';
+import { writePaced, type Link } from './bandwidth.js';
+import type { FaultSettings, QueuedFault, SimulatorStats, WireEndpoint } from './settings.js';
 
 /** The response helpers of one simulator. */
 export class Responder {
   readonly #stats: SimulatorStats;
   readonly #faults: FaultSettings;
   readonly #closed: () => boolean;
+  /** The shared link bodies are paced on (`bandwidth`); undefined = unpaced. */
+  readonly #link: Link | undefined;
   /** Timers of `slow-body` answers still stalling; cleared by {@link clearStalls} on close. */
   readonly #stallTimers = new Set<NodeJS.Timeout>();
 
   /**
    * @param faults read at each answer (`stallMs`).
    * @param closed true once the simulator is closing: nothing more is written.
+   * @param link paces the bodies of {@link deliver}; undefined = as fast as the connection goes.
    */
-  constructor(stats: SimulatorStats, faults: FaultSettings, closed: () => boolean) {
+  constructor(stats: SimulatorStats, faults: FaultSettings, closed: () => boolean, link?: Link) {
+    this.#link = link;
     this.#stats = stats;
     this.#faults = faults;
     this.#closed = closed;
@@ -59,30 +64,44 @@ export class Responder {
   }
 
   /**
-   * Writes a body according to a transport-level fault, or normally.
+   * Writes a body according to a transport-level fault, or normally. An E6 or E7 body
+   * (`wire.endpoint`) is paced by the simulator's link when it has one (`bandwidth`; not the bodies
+   * of `reset-mid-body`, `slow-body` and `wrong-content-type`) and counted in `stats.bodyBytes` as
+   * written, after compression.
    *
-   * @param gzip compress the body (`Content-Encoding: gzip`): the cut of `malformed-json` is
+   * @param wire.gzip compress the body (`Content-Encoding: gzip`): the cut of `malformed-json` is
    *   compressed whole, `reset-mid-body` and `slow-body` cut or stall the compressed bytes.
    */
-  deliver(res: http.ServerResponse, contentType: string, body: string, fault: QueuedFault | undefined, gzip = false): void {
+  deliver(
+    res: http.ServerResponse,
+    contentType: string,
+    body: string,
+    fault: QueuedFault | undefined,
+    wire: { endpoint?: WireEndpoint; gzip?: boolean } = {},
+  ): void {
     if (this.#closed() || res.destroyed) return;
+    const { endpoint } = wire;
+    const count = (n: number): void => {
+      if (endpoint !== undefined) this.#stats.bodyBytes[endpoint] += n;
+    };
     if (fault === 'wrong-content-type') {
-      this.send(
-        res,
-        200,
-        'text/html; charset=utf-8',
-        '<!DOCTYPE html>\n<html><head><title>Service unavailable</title></head><body><h1>Down for maintenance</h1></body></html>\n',
-      );
+      const page = '<!DOCTYPE html>\n<html><head><title>Service unavailable</title></head><body><h1>Down for maintenance</h1></body></html>\n';
+      count(Buffer.byteLength(page));
+      this.send(res, 200, 'text/html; charset=utf-8', page);
       return;
     }
+    const gzip = wire.gzip === true;
     const text = fault === 'malformed-json' ? body.slice(0, Math.max(1, Math.floor(body.length / 2))) : body;
     const bytes = gzip ? gzipSync(text) : Buffer.from(text, 'utf8');
+    if (gzip && endpoint !== undefined) this.#stats.gzipResponses[endpoint]++;
     const headers: http.OutgoingHttpHeaders = gzip
       ? { 'content-type': contentType, 'content-length': bytes.length, 'content-encoding': 'gzip', vary: 'accept-encoding' }
       : { 'content-type': contentType, 'content-length': bytes.length };
     if (fault === 'reset-mid-body') {
       this.writeHead(res, 200, headers);
-      res.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => res.socket?.destroy());
+      const half = bytes.subarray(0, Math.floor(bytes.length / 2));
+      count(half.length);
+      res.write(half, () => res.socket?.destroy());
       return;
     }
     if (fault === 'slow-body') {
@@ -90,7 +109,9 @@ export class Responder {
       res.flushHeaders();
       const timer = setTimeout(() => {
         this.#stallTimers.delete(timer);
-        if (!res.destroyed) res.end(bytes);
+        if (res.destroyed) return;
+        count(bytes.length);
+        res.end(bytes);
       }, this.#faults.stallMs);
       this.#stallTimers.add(timer);
       res.once('close', () => {
@@ -100,7 +121,13 @@ export class Responder {
       return;
     }
     this.writeHead(res, 200, headers);
-    res.end(bytes);
+    if (this.#link === undefined || endpoint === undefined) {
+      count(bytes.length);
+      res.end(bytes);
+      return;
+    }
+    // The connection is the only thing a failed write can spoil: drop it rather than the process.
+    void writePaced(res, bytes, this.#link, count).catch(() => res.destroy());
   }
 
   /** Drops the stalled `slow-body` answers' timers (on close). */

@@ -11,6 +11,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AdminEndpoints } from './admin.js';
+import { Link } from './bandwidth.js';
 import { resolveBehaviours } from './behaviours.js';
 import { Dataset } from './dataset.js';
 import { DataEndpoints } from './endpoints.js';
@@ -28,6 +29,7 @@ import {
   DEFAULT_CLIENT_SECRET,
   DEFAULT_SCOPE,
   DEFAULT_TOKEN_LIFETIME_SECONDS,
+  emptyStats,
   faultLabel,
   NO_FAULTS,
   type FaultRequest,
@@ -92,9 +94,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const injected = new WeakMap<http.ServerResponse, string>();
   const queue: QueueEntry[] = [];
   const random = mulberry32(dataset.seed ^ 0x2545f491);
-  const stats: SimulatorStats = { tokenRequests: 0, analyticsRequests: 0, prometheusRequests: 0, otherRequests: 0, responses: {} };
+  const stats: SimulatorStats = emptyStats();
   let closed = false;
-  const respond = new Responder(stats, faults, () => closed);
+  const link = behaviours.bandwidthBytesPerSecond > 0 ? new Link(behaviours.bandwidthBytesPerSecond) : undefined;
+  const respond = new Responder(stats, faults, () => closed, link);
   const token = new TokenEndpoint(
     {
       clientId: options.clientId ?? DEFAULT_CLIENT_ID,
@@ -137,7 +140,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     return Math.max(1, Math.ceil((1 - bucket.tokens) / limit.perSecond));
   };
 
-  const admin = behaviours.admin ? new AdminEndpoints(dataset, view, respond) : undefined;
+  const admin = behaviours.admin ? new AdminEndpoints(dataset, view, respond, stats) : undefined;
   const data = new DataEndpoints({
     dataset,
     view,

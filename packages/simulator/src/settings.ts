@@ -199,6 +199,30 @@ export interface SimulatorStats {
   otherRequests: number;
   /** Responses by status code, e.g. `{ '200': 12, '429': 3 }`. */
   responses: Record<string, number>;
+  /**
+   * Body bytes of E6 and E7 answers written to the connection (pages, Prometheus text, and the
+   * transport faults of those), by endpoint: after gzip, so the bytes on the wire; headers and
+   * error answers not counted. A body cut short by the client counts what was written.
+   */
+  bodyBytes: Record<WireEndpoint, number>;
+  /** Of those answers, how many went with `Content-Encoding: gzip`, by endpoint. */
+  gzipResponses: Record<WireEndpoint, number>;
+}
+
+/** The endpoints whose bodies {@link SimulatorStats.bodyBytes} counts. */
+export type WireEndpoint = 'analytics' | 'prometheus';
+
+/** Stats at start: every count 0. */
+export function emptyStats(): SimulatorStats {
+  return {
+    tokenRequests: 0,
+    analyticsRequests: 0,
+    prometheusRequests: 0,
+    otherRequests: 0,
+    responses: {},
+    bodyBytes: { analytics: 0, prometheus: 0 },
+    gzipResponses: { analytics: 0, prometheus: 0 },
+  };
 }
 
 /** A running simulator. */

@@ -630,14 +630,22 @@ describe('fault injection', () => {
     expect(bad.text.split('\n').some((line) => line !== '' && !/^[a-z_]+\{.*\} \d+$/.test(line))).toBe(true);
   });
 
-  it('counts requests and responses by status', async () => {
+  it('counts requests, responses by status, and the body bytes of E6 and E7 answers', async () => {
     const s = await startExtra({ records: 10 });
     const t = await tokenFor(s);
-    await analytics(t, { startDate: s.dataset.start }, s);
+    const page = await analytics(t, { startDate: s.dataset.start }, s);
     await analytics(undefined, { startDate: s.dataset.start }, s);
-    await prometheus(t, {}, s);
+    const text = await prometheus(t, {}, s);
     await call(`${s.url}/other`);
-    expect(s.stats).toEqual({ tokenRequests: 1, analyticsRequests: 2, prometheusRequests: 1, otherRequests: 1, responses: { '200': 3, '401': 1, '404': 1 } });
+    expect(s.stats).toEqual({
+      tokenRequests: 1,
+      analyticsRequests: 2,
+      prometheusRequests: 1,
+      otherRequests: 1,
+      responses: { '200': 3, '401': 1, '404': 1 },
+      bodyBytes: { analytics: Buffer.byteLength(page.text), prometheus: Buffer.byteLength(text.text) },
+      gzipResponses: { analytics: 0, prometheus: 0 },
+    });
   });
 
   it('closes promptly with a stalled response and idle keep-alive connections open', async () => {
