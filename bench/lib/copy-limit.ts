@@ -27,7 +27,7 @@ function copyText(value: string): string {
 /**
  * Writes the records of [start, end) of the simulator dataset with `records` base records (the
  * simulator's defaults otherwise, as `simulate` uses them) as COPY rows of
- * (payload, event_time, window_start, window_end, run_id).
+ * (source, payload, event_time, window_start, run_id).
  *
  * @param fields when given, filled with each window's field catalogue (window start in ms →
  *   the records' top-level fields, as the sync catalogues a page: src/sync/derived.ts).
@@ -50,7 +50,7 @@ export async function writeCopyFile(
       fields.set(windowStart, window);
       catalogueRecords([record], [0], [ms], window);
     }
-    chunk += `${DEFAULT_SOURCE}\t${copyText(JSON.stringify(record))}\t${record.timestamp}\t${new Date(windowStart).toISOString()}\t${new Date(windowStart + spec.windowMs).toISOString()}\t1\n`;
+    chunk += `${DEFAULT_SOURCE}\t${copyText(JSON.stringify(record))}\t${record.timestamp}\t${new Date(windowStart).toISOString()}\t1\n`;
     rows++;
     if (chunk.length > 1 << 20) {
       if (!out.write(chunk)) await once(out, 'drain');
@@ -84,7 +84,7 @@ export async function migrateSchema(databaseUrl: string, schema: string, windowS
  * @throws when psql fails.
  */
 export async function timePsqlCopy(databaseUrl: string, schema: string, file: string): Promise<number> {
-  const command = `\\copy "${schema}".records (source, payload, event_time, window_start, window_end, run_id) from '${file.replaceAll("'", "''")}'`;
+  const command = `\\copy "${schema}".records (source, payload, event_time, window_start, run_id) from '${file.replaceAll("'", "''")}'`;
   const started = performance.now();
   const child = spawn('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', databaseUrl, '-c', command], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },

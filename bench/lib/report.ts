@@ -11,6 +11,7 @@ import { hostileVerdict, renderHostile, type HostileResult } from '../suites/hos
 import type { SlowResult } from '../suites/slow.js';
 import { memoryPerSource, type ScrapeLoad, type SourcesResult } from '../suites/sources.js';
 import { renderWire, wireVerdict, type WireResult } from '../suites/wire.js';
+import { footprintVerdict, renderFootprint } from './footprint.js';
 import type { Machine } from './machine.js';
 import { fixed, int, median, mib, range, verdict } from './stats.js';
 
@@ -207,6 +208,7 @@ export function verdicts(report: Report): Verdict[] {
         },
       ],
     });
+    if (etl.footprint) out.push(footprintVerdict(etl.footprint.withDerived, etl.footprint.bare));
   }
   if (sizes && sizes.length >= 2) {
     const base = sizes.find((s) => s.records === report.memoryBaseRecords);
@@ -424,6 +426,7 @@ export function renderMarkdown(report: Report): string {
         `The sync's own summary line, which times the run without process start, configuration and migrations, says ${int(median(etl.rounds.map((r) => Number(r.sync.summary?.recordsPerSecond ?? 0))))} records/s (median); the ratio uses the end-to-end figure.`,
       '',
     );
+    if (etl.footprint) push(...renderFootprint(etl.footprint.withDerived, etl.footprint.bare));
   }
 
   const { sizes } = report;

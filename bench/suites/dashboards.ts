@@ -146,7 +146,7 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
       );
       await client.query(
         `insert into ${tables.windows} (source, window_start, window_end, record_count, total_records, pages, run_id)
-           select source, window_start, window_end, count(*), count(*), ceil(count(*) / 1000.0), 1 from ${tables.records} group by 1, 2, 3`,
+           select source, window_start, window_start + interval '1 day', count(*), count(*), ceil(count(*) / 1000.0), 1 from ${tables.records} group by 1, 2`,
       );
       await client.query(`insert into ${tables.state} (source, watermark) values ($2, $1) on conflict (source) do update set watermark = $1`, [
         DATA_END,

@@ -10,6 +10,7 @@ import { postgresCpuSeconds, processCpuSeconds } from '../lib/cpu.js';
 import { runScriptChild, runSyncChild, startSimulatorChild, upstreamEnv, type MeasuredRun } from '../lib/children.js';
 import { DATA_END, countRecords, daysBefore, withFreshDatabase, type BenchContext } from '../lib/context.js';
 import { migrateSchema, timePsqlCopy, writeCopyFile } from '../lib/copy-limit.js';
+import { measureFootprint, type Footprint } from '../lib/footprint.js';
 import { summarizeProfile, type ProfileSummary } from '../lib/profile.js';
 import { median } from '../lib/stats.js';
 
@@ -52,6 +53,8 @@ export interface EtlResult {
   spec: EtlSpec;
   rows: number;
   rounds: EtlRound[];
+  /** 15. Bytes per record: the first round's databases after its sync with and without the derived tables. */
+  footprint: { withDerived: Footprint; bare: Footprint } | undefined;
   median: {
     syncRate: number;
     copyRate: number;
@@ -83,6 +86,8 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
   const rows = await writeCopyFile(copyFile, { records: spec.records, start, end: DATA_END, windowMs: 86_400_000 });
   const sim = await startSimulatorChild({ records: spec.records, start, end: DATA_END });
   const rounds: EtlRound[] = [];
+  let footprint: EtlResult['footprint'];
+  const footprints: Partial<{ withDerived: Footprint; bare: Footprint }> = {};
   try {
     for (let round = 1; round <= spec.rounds; round++) {
       // The store's limit: psql \copy into a freshly migrated, empty records table.
@@ -117,6 +122,7 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         const stored = await countRecords(db.url);
         if (stored !== rows || run.summary?.records !== rows)
           throw new Error(`sync stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
+        if (round === 1) footprints.withDerived = await measureFootprint(db.url, rows);
         return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
       });
 
@@ -130,6 +136,7 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         const stored = await countRecords(db.url);
         if (stored !== rows || run.summary?.records !== rows)
           throw new Error(`sync without derived tables stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
+        if (round === 1) footprints.bare = await measureFootprint(db.url, rows);
         return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
       });
 
@@ -155,6 +162,12 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         derivedRatio: syncRate / bareRate,
       };
       rounds.push(result);
+      if (round === 1 && footprints.withDerived !== undefined && footprints.bare !== undefined) {
+        footprint = { withDerived: footprints.withDerived, bare: footprints.bare };
+        ctx.log(
+          `etl: ${(footprint.withDerived.total / rows).toFixed(1)} bytes per record on disk (${(footprint.bare.total / rows).toFixed(1)} without derived tables)`,
+        );
+      }
       ctx.log(
         `etl round ${round}/${spec.rounds}: sync ${Math.round(syncRate)}/s (${etl.run.wallSeconds.toFixed(2)} s), \\copy ${Math.round(copyRate)}/s, fetch-only ${Math.round(fetchRate)}/s, ratio ${result.ratio.toFixed(2)}; ` +
           `without rollups and catalogue ${Math.round(bareRate)}/s (${bare.run.wallSeconds.toFixed(2)} s), with ÷ without ${result.derivedRatio.toFixed(2)}`,
@@ -167,6 +180,7 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
     spec,
     rows,
     rounds,
+    footprint,
     median: {
       syncRate: median(rounds.map((r) => r.syncRate)),
       copyRate: median(rounds.map((r) => r.copyRate)),

@@ -155,7 +155,7 @@ export function copyLines(chunks: readonly Buffer[]): Buffer[] {
 
 /**
  * The rows RecordsCopy (records-copy.ts) writes for one window: each kept record of a page as a line of
- * COPY's text format (`source`, payload, event_time, window_start, window_end, run_id, tab-separated),
+ * COPY's text format (`source`, payload, event_time, window_start, run_id, tab-separated),
  * as the UTF-8 bytes sent. The payload is the record's exact JSON text from the page's text
  * ({@link dataElementByteSpans}), escaped as COPY's text format requires.
  */
@@ -172,7 +172,7 @@ export class CopyRows {
 
   constructor(source: string, window: Window, runId: number) {
     this.prefixText = `${copyText(source)}\t`;
-    this.suffixText = `\t${new Date(window.start).toISOString()}\t${new Date(window.end).toISOString()}\t${runId}\n`;
+    this.suffixText = `\t${new Date(window.start).toISOString()}\t${runId}\n`;
     this.prefix = Buffer.from(this.prefixText, 'utf8');
     this.suffix = Buffer.from(this.suffixText, 'utf8');
     this.between = Buffer.concat([this.suffix, this.prefix]);

@@ -102,10 +102,11 @@ export class Derived {
     const parts =
       only === undefined
         ? [...this.keptBeyondSql(), `chosen as (select k.* from kept k left join loaded l on l.text = k.payload::text where k.copy > coalesce(l.n, 0))`]
-        : [`chosen as (select k.* from pg_temp.sync_kept_records k where k.n = any($4::bigint[]))`];
+        : // $2 (the window's end) is named only so that both forms take the same parameters.
+          [`chosen as (select k.* from pg_temp.sync_kept_records k where k.n = any($4::bigint[]) and $2::timestamptz > $1)`];
     parts.push(`back as (
-         insert into ${this.t.records} (source, payload, event_time, window_start, window_end, run_id)
-         select $3, payload, event_time, $1, $2, run_id from chosen order by n
+         insert into ${this.t.records} (source, payload, event_time, window_start, run_id)
+         select $3, payload, event_time, $1, run_id from chosen order by n
          returning payload
        )`);
     for (const table of this.tables) parts.push(...(table.restoreWindowSql?.() ?? []));

@@ -168,7 +168,7 @@ export class RecordsCopy {
 
   /** A COPY into records; `main`: the chunk's, whose failure {@link failure} keeps. */
   private open(main: boolean): CopyStreamQuery {
-    const stream = this.db.query(copyFrom(`copy ${this.target.t.records} (source, payload, event_time, window_start, window_end, run_id) from stdin`));
+    const stream = this.db.query(copyFrom(`copy ${this.target.t.records} (source, payload, event_time, window_start, run_id) from stdin`));
     // Listening also keeps a failure from being an unhandled 'error' event.
     stream.on('error', (err: Error) => {
       if (main) this.failure ??= err;

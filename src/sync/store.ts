@@ -291,11 +291,11 @@ export function prepareInsertRecords(target: WindowTarget, page: PageRows): Prep
   if (page.keep.length === 0) return undefined;
   const { t, source, window, runId } = target;
   const text = 'text' in page ? page.text : keptRecordsText(page.records, page.keep);
-  const insert = `insert into ${t.records} (source, payload, event_time, window_start, window_end, run_id)
-     select $7::text, r.payload, e.event_time, $1, $2, $3
-       from jsonb_array_elements($4::jsonb -> 'data') with ordinality as r(payload, n)
-       join unnest($5::int[], $6::timestamptz[]) as e(n, event_time) using (n)`;
-  const values = [new Date(window.start), new Date(window.end), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes), source];
+  const insert = `insert into ${t.records} (source, payload, event_time, window_start, run_id)
+     select $6::text, r.payload, e.event_time, $1, $2
+       from jsonb_array_elements($3::jsonb -> 'data') with ordinality as r(payload, n)
+       join unnest($4::int[], $5::timestamptz[]) as e(n, event_time) using (n)`;
+  const values = [new Date(window.start), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes), source];
   return { text: insert, values };
 }
 

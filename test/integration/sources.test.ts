@@ -261,15 +261,21 @@ describe('several sources in one database (real PostgreSQL)', () => {
     const loaded = await runSync({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema: scratch, log: silentLogger }, { from: START, to: END });
     expect(loaded).toMatchObject({ status: 'succeeded', records: 400 });
     await migrateUpTo(bed.pool, schema, previous);
-    const copy = async (table: string, columns: string): Promise<void> => {
-      await bed.pool.query(`insert into ${schema}.${table} (${columns}) overriding system value select ${columns} from ${scratch}.${table}`);
+    const copy = async (table: string, columns: string, from = `select ${columns} from ${scratch}.${table}`): Promise<void> => {
+      await bed.pool.query(`insert into ${schema}.${table} (${columns}) overriding system value ${from}`);
       // Identities continue after the ids copied, as they would after the previous release's own inserts.
       if (columns.startsWith('id,')) {
         await bed.pool.query(`select setval(pg_get_serial_sequence($1, 'id'), max(id)) from ${schema}.${table}`, [`${schema}.${table}`]);
       }
     };
     await bed.pool.query(`create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01Z') to ('2026-11-01Z')`);
-    await copy('records', 'id, payload, event_time, window_start, window_end, loaded_at, run_id');
+    // This release keeps a record's window end and load time in the ledger only (20261129000000000_footprint).
+    await copy(
+      'records',
+      'id, payload, event_time, window_start, window_end, loaded_at, run_id',
+      `select r.id, r.payload, r.event_time, r.window_start, w.window_end, w.loaded_at, r.run_id
+         from ${scratch}.records r join ${scratch}.sync_windows w using (source, window_start)`,
+    );
     await copy('sync_windows', 'window_start, window_end, record_count, total_records, pages, loaded_at, run_id, expired_at');
     await copy('sync_runs', 'id, started_at, finished_at, status, range_start, range_end, windows, pages, records, error');
     await bed.pool.query(`update ${schema}.sync_state set watermark = (select watermark from ${scratch}.sync_state)`);
@@ -294,7 +300,8 @@ describe('several sources in one database (real PostgreSQL)', () => {
         `select count(*)::int as n, md5(string_agg(concat_ws(' ', ${columns}), E'\\n' order by ${columns})) as digest from ${target}.${table}`,
       );
     const tables: [string, string][] = [
-      ['records', 'id, payload::text, event_time, window_start, window_end, loaded_at, run_id'],
+      // The columns every later migration keeps (20261129000000000_footprint moves window_end and loaded_at to the ledger).
+      ['records', 'id, payload::text, event_time, window_start, run_id'],
       ['sync_windows', 'window_start, window_end, record_count, total_records, pages, run_id'],
       ['sync_runs', 'id, started_at, status, range_start, range_end, records'],
       ['record_fields', 'path, view_column, types::text, records, first_seen, last_seen'],

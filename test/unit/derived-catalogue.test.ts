@@ -77,10 +77,13 @@ const row = (path: string, column: string | null, types: string[], extra: Partia
 describe('typedViewSql', () => {
   it('types each scalar field, quotes names and keys, and leaves out object-only fields', () => {
     const sql = typedViewSql(new Tables('s'), [row("it's", 'it_s', ['number']), row('o', 'o', ['object']), row('when', 'when', ['date-time'])]);
-    expect(sql).toContain(`case when jsonb_typeof(payload -> 'it''s') = 'number' then (payload ->> 'it''s')::numeric end as "it_s"`);
-    expect(sql).toContain(`"s".records_try_timestamptz(payload ->> 'when') end as "when"`);
+    expect(sql).toContain(`case when jsonb_typeof(r.payload -> 'it''s') = 'number' then (r.payload ->> 'it''s')::numeric end as "it_s"`);
+    expect(sql).toContain(`"s".records_try_timestamptz(r.payload ->> 'when') end as "when"`);
     expect(sql).not.toContain(`as "o"`);
-    expect(sql.startsWith('create view "s".records_typed as select id, source, event_time, window_start, window_end, run_id, loaded_at, ')).toBe(true);
+    expect(sql.startsWith('create view "s".records_typed as select r.id, r.source, r.event_time, r.window_start, w.window_end, r.run_id, w.loaded_at, ')).toBe(
+      true,
+    );
+    expect(sql.endsWith(' from "s".records r left join "s".sync_windows w on w.source = r.source and w.window_start = r.window_start')).toBe(true);
   });
 });
 

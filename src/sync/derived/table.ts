@@ -18,6 +18,8 @@ export interface SchemaTables {
   readonly schema: string;
   readonly records: string;
   readonly quarantine: string;
+  /** The ledger (sync_windows): records_typed takes each record's window end and load time from it. */
+  readonly windows: string;
   readonly hourly: string;
   readonly hourlyDistinct: string;
   readonly fields: string;

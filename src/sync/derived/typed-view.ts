@@ -13,8 +13,22 @@ import type { DerivedTable, SchemaTables } from './table.js';
 /** Name under which derived_settings keeps the definition records_typed was created with. */
 const VIEW_SETTING = 'typed_view';
 
-/** The columns records_typed takes from `records` itself; a field column never takes these names. */
+/**
+ * The columns records_typed takes from `records` itself and from the record's window in
+ * sync_windows (its end and when it was loaded, kept once per window); a field column never takes
+ * these names.
+ */
 const VIEW_BASE_COLUMNS = ['id', 'source', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at'] as const;
+/** Each base column as records_typed selects it: `r` is the record, `w` its window's ledger row. */
+const VIEW_BASE_SELECT: Record<(typeof VIEW_BASE_COLUMNS)[number], string> = {
+  id: 'r.id',
+  source: 'r.source',
+  event_time: 'r.event_time',
+  window_start: 'r.window_start',
+  window_end: 'w.window_end',
+  run_id: 'r.run_id',
+  loaded_at: 'w.loaded_at',
+};
 
 /**
  * The column name of a field in records_typed: the name itself when it is a plain lower-case SQL
@@ -45,8 +59,8 @@ export function typedViewSql(t: SchemaTables, fields: readonly FieldRow[]): stri
   const columns = fields.flatMap((f) => {
     if (f.column === null || f.viewType === null) return [];
     const key = quoteLiteral(f.path);
-    const value = `payload -> ${key}`;
-    const text = `payload ->> ${key}`;
+    const value = `r.payload -> ${key}`;
+    const text = `r.payload ->> ${key}`;
     const expr =
       f.viewType === 'numeric'
         ? `case when jsonb_typeof(${value}) = 'number' then (${text})::numeric end`
@@ -57,7 +71,8 @@ export function typedViewSql(t: SchemaTables, fields: readonly FieldRow[]): stri
             : text;
     return [`${expr} as ${quoteIdent(f.column)}`];
   });
-  return `create view ${t.typedView} as select ${[...VIEW_BASE_COLUMNS, ...columns].join(', ')} from ${t.records}`;
+  const base = VIEW_BASE_COLUMNS.map((c) => VIEW_BASE_SELECT[c]);
+  return `create view ${t.typedView} as select ${[...base, ...columns].join(', ')} from ${t.records} r left join ${t.windows} w on w.source = r.source and w.window_start = r.window_start`;
 }
 
 /** records_typed of one schema. */
