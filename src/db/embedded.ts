@@ -8,15 +8,58 @@
  * process every connection shares one backend (transactions of different connections are
  * serialised at query level, not isolated). It is for trying things out and small single-process
  * deployments; set DATABASE_URL for anything else.
+ *
+ * Footprint: PGlite runs PostgreSQL as a single-user backend (no checkpointer, no autovacuum), so
+ * its WAL is removed only by checkpoints the process asks for, and PostgreSQL's checkpoints keep
+ * old segments for reuse. With PostgreSQL's defaults (16 MB segments, min_wal_size 80 MB,
+ * wal_recycle on, and only the checkpoint of close) a 30-day demo sync left 147 MB of WAL beside
+ * 109 MB of data. Now: 1 MB segments for a new folder, wal_recycle off, and a checkpoint whenever
+ * the WAL passes 64 MB (wal-guard.ts); at rest the WAL is one segment.
+ *
+ * Durability: none of this changes whether a commit is in the WAL before it returns
+ * (synchronous_commit and full_page_writes stay on); a checkpoint only writes pages back sooner, so
+ * a process that dies mid-run recovers as before, and from less WAL. PGlite itself starts
+ * PostgreSQL with `-F` (fsync off, its default start parameters, kept as they are): a crash of the
+ * process loses nothing the OS has, a crash of the machine can. That is PGlite's trade, and one more
+ * reason for DATABASE_URL in production.
  */
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { DatabaseOpenError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errnoText, lockDataDir, type DataDirLock } from './datadir-lock.js';
+import { startWalGuard } from './wal-guard.js';
 
 /** Connections the socket server multiplexes onto the one backend. */
 export const EMBEDDED_MAX_CONNECTIONS = 8;
+
+/**
+ * Settings of the embedded database, as `-c name=value` start parameters appended to PGlite's own
+ * (which stay in force): `wal_recycle=off`, so that a checkpoint deletes the segments it no longer
+ * needs instead of renaming them for reuse (up to min_wal_size, 80 MB, or more after a backfill),
+ * and only the current segment is left at rest.
+ */
+export const EMBEDDED_SETTINGS: readonly string[] = ['wal_recycle=off'];
+
+/**
+ * initdb's arguments for a new folder (appended to PGlite's own): WAL segments of 1 MB instead of
+ * 16 MB, so the segment left at rest is 1 MB. The segment size is fixed when the folder is created;
+ * an existing folder keeps its own.
+ */
+export const EMBEDDED_INITDB_ARGS: readonly string[] = ['--wal-segsize=1'];
+
+/**
+ * PGlite's options for the embedded database in `dataDir`: its default start parameters plus
+ * {@link EMBEDDED_SETTINGS}, and {@link EMBEDDED_INITDB_ARGS} for a first start. Exported so
+ * that tests initialise folders exactly as the exporter does.
+ */
+export function pgliteOptions(dataDir: string): PGliteOptions {
+  return {
+    dataDir,
+    startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS.flatMap((setting) => ['-c', setting])],
+    initDbStartParams: [...EMBEDDED_INITDB_ARGS],
+  };
+}
 
 export interface EmbeddedDatabase {
   /**
@@ -26,7 +69,14 @@ export interface EmbeddedDatabase {
   url: string;
   /** Absolute path of the data folder. */
   dataDir: string;
-  /** Stops the socket server and closes PGlite (flushing it to disk). Idempotent. */
+  /**
+   * Checkpoints now if the WAL is over its bound (what the once-a-second timer does; wal-guard.ts).
+   * Never throws.
+   *
+   * @returns whether it ran a CHECKPOINT.
+   */
+  checkWal(): Promise<boolean>;
+  /** Stops the WAL guard and the socket server and closes PGlite (flushing it to disk). Idempotent. */
   close(): Promise<void>;
 }
 
@@ -45,7 +95,7 @@ export async function startEmbeddedDatabase(dataDir: string, log: Logger, lock?:
   const dir = held.dir;
   let db: PGlite;
   try {
-    db = await PGlite.create(dir);
+    db = await PGlite.create(pgliteOptions(dir));
   } catch (err) {
     held.release();
     throw new DatabaseOpenError(`cannot open the embedded database in ${dir}: ${errnoText(err)}`, { cause: err });
@@ -63,12 +113,16 @@ export async function startEmbeddedDatabase(dataDir: string, log: Logger, lock?:
     { dataDir: dir },
     'DATABASE_URL is unset: using the embedded PGlite database, held by this process alone (a second process on DATA_DIR is refused); set DATABASE_URL for production',
   );
+  const url = `postgres://postgres@${conn}/postgres?sslmode=disable`;
+  const walGuard = startWalGuard(dir, url, log);
   let closed: Promise<void> | undefined;
   return {
-    url: `postgres://postgres@${conn}/postgres?sslmode=disable`,
+    url,
     dataDir: dir,
+    checkWal: () => walGuard.check(),
     close: () =>
       (closed ??= (async () => {
+        await walGuard.stop();
         await server.stop().catch(() => undefined);
         await db.close().catch(() => undefined);
         held.release();

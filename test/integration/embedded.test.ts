@@ -1,6 +1,7 @@
 import { rmSync } from 'node:fs';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
+import { EMBEDDED_WAL_LIMIT_BYTES, walBytes } from '../../src/db/wal-guard.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
@@ -9,6 +10,8 @@ import { runSync } from '../../src/sync/run.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { MIGRATIONS } from '../helpers/migrations.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
+
+const MIB = 1024 * 1024;
 
 describe('embedded PGlite database', () => {
   // Two starts of PGlite (WebAssembly) and a sync: well within the default timeout on a quiet machine, not on a loaded one.
@@ -61,4 +64,38 @@ describe('embedded PGlite database', () => {
       return parts.map((r) => r.name);
     }
   }, 90_000);
+
+  // 120,000 rows of about 1 kB: about 130 MB of WAL, twice the guard's bound. PGlite's backend is
+  // single-user: without the guard nothing checkpoints before close, and with PostgreSQL's defaults
+  // (min_wal_size 80 MB, wal_recycle on, 16 MB segments) the checkpoint of close keeps 80 MB or more.
+  it('keeps its WAL bounded while writing and leaves one small segment at rest', async () => {
+    const dir = await initialisedDataDir('ae-pglite-wal-');
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    let db = await startEmbeddedDatabase(dir, silentLogger);
+    let pool = createPool(db.url, silentLogger, { max: 1 });
+    const { rows: segment } = await pool.query<{ bytes: string }>(`select setting as bytes from pg_settings where name = 'wal_segment_size'`);
+    expect(Number(segment[0]!.bytes)).toBe(MIB);
+    await pool.query('create table filler (id int primary key, body text not null)');
+    let peak = 0;
+    let checkpoints = 0;
+    for (let batch = 0; batch < 12; batch++) {
+      await pool.query(`insert into filler select i, repeat(md5(i::text), 32) from generate_series($1::int, $1::int + 9999) i`, [batch * 10_000]);
+      peak = Math.max(peak, walBytes(dir));
+      // What the guard's timer does every second, here after each batch, so the bound does not depend on timing.
+      if (await db.checkWal()) checkpoints++;
+    }
+    await pool.end();
+    await db.close();
+    expect(checkpoints).toBeGreaterThan(0);
+    // The bound plus one batch (about 11 MB) written after the last check.
+    expect(peak).toBeLessThanOrEqual(EMBEDDED_WAL_LIMIT_BYTES + 16 * MIB);
+    expect(walBytes(dir)).toBeLessThanOrEqual(2 * MIB);
+
+    db = await startEmbeddedDatabase(dir, silentLogger);
+    pool = createPool(db.url, silentLogger, { max: 1 });
+    const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from filler');
+    expect(rows[0]!.n).toBe(120_000);
+    await pool.end();
+    await db.close();
+  }, 120_000);
 });
