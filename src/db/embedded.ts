@@ -14,7 +14,9 @@
  * old segments for reuse. With PostgreSQL's defaults (16 MB segments, min_wal_size 80 MB,
  * wal_recycle on, and only the checkpoint of close) a 30-day demo sync left 147 MB of WAL beside
  * 109 MB of data. Now: 1 MB segments for a new folder, wal_recycle off, and a checkpoint whenever
- * the WAL passes 64 MB (wal-guard.ts); at rest the WAL is one segment.
+ * the WAL passes 64 MB (pglite-options.ts, maintenance.ts); at rest the WAL is one segment. Nor is
+ * there autovacuum: maintenance.ts applies its rule once a minute, so that the rows each run's
+ * lookback loads again do not pile up as dead tuples.
  *
  * Durability: none of this changes whether a commit is in the WAL before it returns
  * (synchronous_commit and full_page_writes stay on); a checkpoint only writes pages back sooner, so
@@ -23,43 +25,16 @@
  * process loses nothing the OS has, a crash of the machine can. That is PGlite's trade, and one more
  * reason for DATABASE_URL in production.
  */
-import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
+import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { DatabaseOpenError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { errnoText, lockDataDir, type DataDirLock } from './datadir-lock.js';
-import { startWalGuard } from './wal-guard.js';
+import { pgliteOptions } from './pglite-options.js';
+import { startMaintenance, type AutovacuumPass } from './maintenance.js';
 
 /** Connections the socket server multiplexes onto the one backend. */
 export const EMBEDDED_MAX_CONNECTIONS = 8;
-
-/**
- * Settings of the embedded database, as `-c name=value` start parameters appended to PGlite's own
- * (which stay in force): `wal_recycle=off`, so that a checkpoint deletes the segments it no longer
- * needs instead of renaming them for reuse (up to min_wal_size, 80 MB, or more after a backfill),
- * and only the current segment is left at rest.
- */
-export const EMBEDDED_SETTINGS: readonly string[] = ['wal_recycle=off'];
-
-/**
- * initdb's arguments for a new folder (appended to PGlite's own): WAL segments of 1 MB instead of
- * 16 MB, so the segment left at rest is 1 MB. The segment size is fixed when the folder is created;
- * an existing folder keeps its own.
- */
-export const EMBEDDED_INITDB_ARGS: readonly string[] = ['--wal-segsize=1'];
-
-/**
- * PGlite's options for the embedded database in `dataDir`: its default start parameters plus
- * {@link EMBEDDED_SETTINGS}, and {@link EMBEDDED_INITDB_ARGS} for a first start. Exported so
- * that tests initialise folders exactly as the exporter does.
- */
-export function pgliteOptions(dataDir: string): PGliteOptions {
-  return {
-    dataDir,
-    startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS.flatMap((setting) => ['-c', setting])],
-    initDbStartParams: [...EMBEDDED_INITDB_ARGS],
-  };
-}
 
 export interface EmbeddedDatabase {
   /**
@@ -70,13 +45,15 @@ export interface EmbeddedDatabase {
   /** Absolute path of the data folder. */
   dataDir: string;
   /**
-   * Checkpoints now if the WAL is over its bound (what the once-a-second timer does; wal-guard.ts).
+   * Checkpoints now if the WAL is over its bound (what the once-a-second timer does; maintenance.ts).
    * Never throws.
    *
    * @returns whether it ran a CHECKPOINT.
    */
   checkWal(): Promise<boolean>;
-  /** Stops the WAL guard and the socket server and closes PGlite (flushing it to disk). Idempotent. */
+  /** Vacuums and analyses now what autovacuum would (what the once-a-minute timer does; maintenance.ts). Never throws. */
+  autovacuum(): Promise<AutovacuumPass>;
+  /** Stops the maintenance and the socket server and closes PGlite (flushing it to disk). Idempotent. */
   close(): Promise<void>;
 }
 
@@ -114,15 +91,16 @@ export async function startEmbeddedDatabase(dataDir: string, log: Logger, lock?:
     'DATABASE_URL is unset: using the embedded PGlite database, held by this process alone (a second process on DATA_DIR is refused); set DATABASE_URL for production',
   );
   const url = `postgres://postgres@${conn}/postgres?sslmode=disable`;
-  const walGuard = startWalGuard(dir, url, log);
+  const maintenance = startMaintenance(dir, url, log);
   let closed: Promise<void> | undefined;
   return {
     url,
     dataDir: dir,
-    checkWal: () => walGuard.check(),
+    checkWal: () => maintenance.checkWal(),
+    autovacuum: () => maintenance.autovacuum(),
     close: () =>
       (closed ??= (async () => {
-        await walGuard.stop();
+        await maintenance.stop();
         await server.stop().catch(() => undefined);
         await db.close().catch(() => undefined);
         held.release();

@@ -9,7 +9,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { pgliteOptions } from '../../src/db/embedded.js';
+import { pgliteOptions } from '../../src/db/pglite-options.js';
 import { until } from './wait.js';
 
 /**

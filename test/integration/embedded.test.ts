@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
-import { EMBEDDED_WAL_LIMIT_BYTES, walBytes } from '../../src/db/wal-guard.js';
+import { EMBEDDED_WAL_LIMIT_BYTES, walBytes } from '../../src/db/maintenance.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
@@ -97,5 +97,42 @@ describe('embedded PGlite database', () => {
     expect(rows[0]!.n).toBe(120_000);
     await pool.end();
     await db.close();
+  }, 120_000);
+
+  // Each run's lookback deletes the rows of its windows and loads them again. PGlite's backend is
+  // single-user, without autovacuum: without the exporter's own pass every reload leaves its rows
+  // behind as dead tuples and the table grows by its size each time (six loads: six times the size).
+  it('vacuums and analyses what autovacuum would, so reloaded rows do not pile up', async () => {
+    const dir = await initialisedDataDir('ae-pglite-vacuum-');
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const db = await startEmbeddedDatabase(dir, silentLogger);
+    const pool = createPool(db.url, silentLogger, { max: 1 });
+    try {
+      await pool.query('create table reloaded (id int primary key, body text not null)');
+      const load = () => pool.query(`insert into reloaded select i, repeat(md5(i::text), 4) from generate_series(1, 20000) i`);
+      await load();
+      const sizeOf = async () => Number((await pool.query<{ bytes: string }>(`select pg_table_size('reloaded') as bytes`)).rows[0]!.bytes);
+      const once = await sizeOf();
+      const passes = [];
+      for (let reload = 0; reload < 5; reload++) {
+        await pool.query('delete from reloaded');
+        await load();
+        // Statistics reach pg_stat_all_tables at most once a second; this makes them reach it now.
+        await pool.query('select pg_stat_force_next_flush()');
+        await pool.query('select 1');
+        passes.push(await db.autovacuum());
+      }
+      expect(passes.every((p) => p.vacuumed.includes('public.reloaded'))).toBe(true);
+      expect(passes[0]!.analyzed).toContain('public.reloaded');
+      // The live rows and the dead ones of the last reload, whose space the next load reuses.
+      expect(await sizeOf()).toBeLessThanOrEqual(2.5 * once);
+      const { rows } = await pool.query<{ n: number; analyzed: boolean }>(
+        `select n_live_tup::int as n, last_analyze is not null as analyzed from pg_stat_all_tables where relname = 'reloaded'`,
+      );
+      expect(rows[0]).toEqual({ n: 20_000, analyzed: true });
+    } finally {
+      await pool.end();
+      await db.close();
+    }
   }, 120_000);
 });
