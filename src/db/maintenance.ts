@@ -4,11 +4,15 @@
  * autovacuum, and the backend requests no checkpoint when max_wal_size is passed (PostgreSQL does
  * that only under a postmaster). Without them WAL grows with every write until the database is
  * closed (about 150 MB for the 30-day demo sync, 0.75 kB a record), and the rows each run's lookback
- * deletes and loads again stay as dead tuples for ever (about 350 records every 15 minutes with the
- * default schedule: the tables grow by the size of their data every few weeks).
+ * deletes and loads again stay as dead tuples for ever (with the defaults, SYNC_LOOKBACK 1h every 15
+ * minutes, an hour of records 96 times a day: at the demo's rate four dead rows for every new one).
  *
  * - WAL: once a second, the size of `pg_wal`; past {@link EMBEDDED_WAL_LIMIT_BYTES}, a CHECKPOINT
- *   (with `wal_recycle=off`, pglite-options.ts, it deletes the segments before it).
+ *   (with `wal_recycle=off`, pglite-options.ts, it deletes the segments before it). The backend runs
+ *   one statement at a time, so the WAL can pass the limit by what one statement writes: a sync's
+ *   window transaction (about 70 MB for 40,000 records), or the first read of pages a bulk load left
+ *   without hint bits, which with data checksums (initdb's default since PostgreSQL 18) logs each
+ *   page whole: the ANALYZE after a 1,000,000-record sync, 270 MB. The next check removes it.
  * - Vacuum: once a minute, autovacuum's rule with its default settings: VACUUM a table whose dead
  *   tuples exceed 50 + 20% of its live ones, ANALYZE one whose changes since the last ANALYZE exceed
  *   50 + 10% of them (pg_stat_all_tables).
@@ -77,12 +81,47 @@ export interface Maintenance {
    * throws: a failure is logged (warn) and the next pass tries again, with what it did by then.
    */
   autovacuum(): Promise<AutovacuumPass>;
-  /** Stops the timers, waits for the work in flight and closes its connection. Idempotent. */
+  /** Stops the timers, waits for the work in flight and closes its connections. Idempotent. */
   stop(): Promise<void>;
 }
 
+/** A connection of its own for one kind of work, opened when first needed and again after a failure. */
+class Session {
+  private client: pg.Client | undefined;
+
+  constructor(private readonly url: string) {}
+
+  /** Runs `sql` on the connection. @throws the connection's or the statement's error (the connection is then dropped). */
+  async query<R extends pg.QueryResultRow>(sql: string): Promise<pg.QueryResult<R>> {
+    try {
+      if (this.client === undefined) {
+        const fresh = new pg.Client({ connectionString: this.url });
+        // A connection the socket server drops is replaced at the next query.
+        fresh.on('error', () => {
+          if (this.client === fresh) this.client = undefined;
+        });
+        this.client = fresh;
+        await fresh.connect();
+      }
+      return await this.client.query<R>(sql);
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+}
+
 /**
- * Starts the maintenance of the embedded database in `dataDir`, served at `url`.
+ * Starts the maintenance of the embedded database in `dataDir`, served at `url`. The checkpoints
+ * and the vacuum passes have a connection each: a pass waits for the gap between two of a sync's
+ * window transactions before each of its statements, and the WAL must not wait for the whole pass
+ * (a 1,000,000-record sync reached 400 MB of WAL behind one when they shared a connection).
  *
  * @param options.walLimitBytes WAL before a checkpoint (default {@link EMBEDDED_WAL_LIMIT_BYTES});
  *   `walIntervalMs` and `autovacuumIntervalMs` between timed passes (defaults
@@ -96,44 +135,18 @@ export function startMaintenance(
   options: { walLimitBytes?: number; walIntervalMs?: number; autovacuumIntervalMs?: number } = {},
 ): Maintenance {
   const limitBytes = options.walLimitBytes ?? EMBEDDED_WAL_LIMIT_BYTES;
-  let client: pg.Client | undefined;
+  const walSession = new Session(url);
+  const vacuumSession = new Session(url);
   let stopped = false;
-  // One statement at a time on the one connection: the checks and passes queue behind each other.
-  let queue: Promise<unknown> = Promise.resolve();
-  const serial = <T>(work: () => Promise<T>): Promise<T> => {
-    const next = queue.then(work);
-    queue = next.catch(() => undefined);
-    return next;
-  };
-
-  async function connection(): Promise<pg.Client> {
-    if (client === undefined) {
-      const fresh = new pg.Client({ connectionString: url });
-      // A connection the socket server drops is replaced at the next pass.
-      fresh.on('error', () => {
-        if (client === fresh) client = undefined;
-      });
-      client = fresh;
-      await fresh.connect();
-    }
-    return client;
-  }
-
-  async function dropConnection(): Promise<void> {
-    const failed = client;
-    client = undefined;
-    await failed?.end().catch(() => undefined);
-  }
 
   async function checkWalOnce(): Promise<boolean> {
     try {
       const before = walBytes(dataDir);
       if (before <= limitBytes || stopped) return false;
-      await (await connection()).query('CHECKPOINT');
+      await walSession.query('CHECKPOINT');
       log.debug({ walBytesBefore: before, walBytesAfter: walBytes(dataDir) }, 'embedded database: checkpoint to bound its WAL');
       return true;
     } catch (err) {
-      await dropConnection();
       log.warn({ err }, 'embedded database: the checkpoint that bounds its WAL failed; trying again at the next check');
       return false;
     }
@@ -143,31 +156,30 @@ export function startMaintenance(
     const pass: AutovacuumPass = { vacuumed: [], analyzed: [] };
     if (stopped) return pass;
     try {
-      const db = await connection();
-      const { rows } = await db.query<{ name: string; vacuum: boolean; analyze: boolean }>(DUE_SQL);
+      const { rows } = await vacuumSession.query<{ name: string; vacuum: boolean; analyze: boolean }>(DUE_SQL);
       for (const row of rows) {
         if (stopped) break;
         // The names come from the catalogue, quoted by format('%I.%I').
-        await db.query(row.vacuum ? `VACUUM ${row.analyze ? '(ANALYZE) ' : ''}${row.name}` : `ANALYZE ${row.name}`);
+        await vacuumSession.query(row.vacuum ? `VACUUM ${row.analyze ? '(ANALYZE) ' : ''}${row.name}` : `ANALYZE ${row.name}`);
         if (row.vacuum) pass.vacuumed.push(row.name);
         if (row.analyze) pass.analyzed.push(row.name);
       }
       if (rows.length > 0) log.debug(pass, 'embedded database: autovacuum pass');
     } catch (err) {
-      await dropConnection();
       log.warn({ err }, 'embedded database: an autovacuum pass failed; trying again at the next pass');
     }
     return pass;
   }
 
+  // A call while the same work runs shares it.
   let walPending: Promise<boolean> | undefined;
   const checkWal = (): Promise<boolean> =>
-    (walPending ??= serial(checkWalOnce).finally(() => {
+    (walPending ??= checkWalOnce().finally(() => {
       walPending = undefined;
     }));
   let vacuumPending: Promise<AutovacuumPass> | undefined;
   const autovacuum = (): Promise<AutovacuumPass> =>
-    (vacuumPending ??= serial(autovacuumOnce).finally(() => {
+    (vacuumPending ??= autovacuumOnce().finally(() => {
       vacuumPending = undefined;
     }));
   const timers = [
@@ -184,8 +196,8 @@ export function startMaintenance(
       (ended ??= (async () => {
         stopped = true;
         for (const timer of running) clearInterval(timer);
-        await queue;
-        await dropConnection();
+        await Promise.all([walPending, vacuumPending]);
+        await Promise.all([walSession.close(), vacuumSession.close()]);
       })()),
   };
 }
