@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests,paced,dashboards,sources,audit,hostile,wire] [-- --out FILE]`
+ * `npm run bench [-- --quick] [-- --profile] [-- --only etl,growth,slow,metrics,large-scrape,requests,paced,dashboards,sources,audit,hostile,wire,embedded] [-- --out FILE]`
  *
  * Builds nothing itself (`npm run bench` runs `npm run build` first), starts a throwaway
  * PostgreSQL cluster (test/helpers/postgres.ts) and runs the benchmarks of the issue:
@@ -12,7 +12,8 @@
  * 1, 4 and 16 sources in CONFIG_FILE: memory per source, scrape latency and CPU (bench/suites/sources.ts), 11. the audit's E6
  * requests over a year of hourly windows with 0 and k drifted ones (bench/suites/audit.ts), 12. scrapes from one address while
  * another attacks serve: 2,000 slowloris connections, plain and TLS (bench/suites/hostile.ts), 14. `sync` over a
- * 100mbit link with and without gzip (bench/suites/wire.ts). Prints the
+ * 100mbit link with and without gzip (bench/suites/wire.ts), 16. the embedded default's ./data
+ * against the same records in PostgreSQL, and `sync` into PGlite at scale (bench/suites/embedded.ts). Prints the
  * tables and writes them to BENCHMARKS.md with the machine's description and bench/findings.md.
  *
  * Needs: the PostgreSQL server binaries (as the tests do: `apt-get install postgresql`, or
@@ -42,6 +43,7 @@ import { auditSuite, type AuditSpec } from './suites/audit.js';
 import { hostileSuite, type HostileSpec } from './suites/hostile.js';
 import { wireSuite, type WireSpec } from './suites/wire.js';
 import { QUICK_HOSTILE_AUTH_PLAN } from './suites/hostile-auth.js';
+import { embeddedSuite, type EmbeddedSpec } from './suites/embedded.js';
 
 interface Plan {
   etl: EtlSpec;
@@ -62,6 +64,7 @@ interface Plan {
   audit: AuditSpec;
   hostile: HostileSpec;
   wire: WireSpec;
+  embedded: EmbeddedSpec;
 }
 
 /** 6.: the ETL's data set, and dense data: whole-minute timestamps (about 21 records a minute, and 10× that) with ties reshuffled per request. */
@@ -128,6 +131,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
       upstream: { series: 1_000_000, labelPairs: 1_000_000, atLimitSeries: 200_000, singleScrapes: 50, concurrency: 50, concurrentRounds: 5 },
     },
     wire: { records: 1_000_000, days: 25, rounds: 3, bandwidth: '100mbit' },
+    embedded: { days: 30, scale: { records: 1_000_000, days: 25 } },
   },
   // The same benchmarks at a fifth of the ETL
   // size, half the slow one and half the scrapes; three ETL rounds and growth runs, two of the
@@ -152,6 +156,7 @@ const PLANS: Record<'full' | 'quick', Plan> = {
       upstream: { series: 1_000_000, labelPairs: 1_000_000, atLimitSeries: 200_000, singleScrapes: 20, concurrency: 50, concurrentRounds: 2 },
     },
     wire: { records: 200_000, days: 25, rounds: 1, bandwidth: '100mbit' },
+    embedded: { days: 30, scale: { records: 100_000, days: 25 } },
   },
 };
 
@@ -161,7 +166,21 @@ const PLANS: Record<'full' | 'quick', Plan> = {
  */
 const V8_DEFAULT_HEAP = ['--heap-growing-percent=0'];
 
-const SUITES = ['etl', 'growth', 'slow', 'metrics', 'large-scrape', 'requests', 'paced', 'dashboards', 'sources', 'audit', 'hostile', 'wire'] as const;
+const SUITES = [
+  'etl',
+  'growth',
+  'slow',
+  'metrics',
+  'large-scrape',
+  'requests',
+  'paced',
+  'dashboards',
+  'sources',
+  'audit',
+  'hostile',
+  'wire',
+  'embedded',
+] as const;
 type Suite = (typeof SUITES)[number];
 
 function usage(message: string): never {
@@ -254,6 +273,7 @@ async function main(): Promise<void> {
     if (only.has('audit')) report.audit = await auditSuite(ctx, plan.audit);
     if (only.has('hostile')) report.hostile = await hostileSuite(ctx, plan.hostile);
     if (only.has('wire')) report.wire = await wireSuite(ctx, plan.wire);
+    if (only.has('embedded')) report.embedded = await embeddedSuite(ctx, plan.embedded);
 
     const missed = verdicts(report).filter((v) => !v.met);
     const etlMissed = missed.some((v) => /^(1|2|4)\./.test(v.name));

@@ -8,6 +8,7 @@ import type { PacedResult } from '../suites/paced.js';
 import type { RequestsResult } from '../suites/requests.js';
 import { auditMet, renderAudit, type AuditBenchResult } from '../suites/audit.js';
 import { hostileVerdict, renderHostile, type HostileResult } from '../suites/hostile.js';
+import { embeddedVerdict, renderEmbedded, type EmbeddedResult } from '../suites/embedded.js';
 import type { SlowResult } from '../suites/slow.js';
 import { memoryPerSource, type ScrapeLoad, type SourcesResult } from '../suites/sources.js';
 import { renderWire, wireVerdict, type WireResult } from '../suites/wire.js';
@@ -81,6 +82,7 @@ export interface Report {
   sources?: SourcesResult;
   hostile?: HostileResult;
   wire?: WireResult;
+  embedded?: EmbeddedResult;
   profile?: ProfiledRun;
   findings?: string;
   /** Key figures of the code before the performance changes (bench/before.json), shown beside this run's. */
@@ -288,6 +290,7 @@ export function verdicts(report: Report): Verdict[] {
   }
   if (report.hostile) out.push({ name: '12. Hostile clients', ...hostileVerdict(report.hostile) });
   if (report.wire) out.push(wireVerdict(report.wire));
+  if (report.embedded) out.push(embeddedVerdict(report.embedded));
   return out.sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -581,6 +584,7 @@ export function renderMarkdown(report: Report): string {
   if (report.audit) push(...renderAudit(report.audit));
   if (report.hostile) push(...renderHostile(report.hostile));
   if (report.wire) push(...renderWire(report.wire));
+  if (report.embedded) push(...renderEmbedded(report.embedded));
 
   const { profile } = report;
   if (profile) {

@@ -9,6 +9,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
+import { pgliteOptions } from '../../src/db/pglite-options.js';
 import { until } from './wait.js';
 
 /**
@@ -34,7 +35,8 @@ async function template(): Promise<string> {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
   if (creator) {
-    const db = await PGlite.create(data);
+    // The exporter's own options: initdb's WAL segment size is fixed in the folder it creates.
+    const db = await PGlite.create(pgliteOptions(data));
     await db.close();
     writeFileSync(join(dir, READY), '');
     return data;

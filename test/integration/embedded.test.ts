@@ -1,6 +1,7 @@
 import { rmSync } from 'node:fs';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
+import { EMBEDDED_WAL_LIMIT_BYTES, walBytes } from '../../src/db/maintenance.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
@@ -9,6 +10,8 @@ import { runSync } from '../../src/sync/run.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { MIGRATIONS } from '../helpers/migrations.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
+
+const MIB = 1024 * 1024;
 
 describe('embedded PGlite database', () => {
   // Two starts of PGlite (WebAssembly) and a sync: well within the default timeout on a quiet machine, not on a loaded one.
@@ -61,4 +64,75 @@ describe('embedded PGlite database', () => {
       return parts.map((r) => r.name);
     }
   }, 90_000);
+
+  // 120,000 rows of about 1 kB: about 130 MB of WAL, twice the guard's bound. PGlite's backend is
+  // single-user: without the guard nothing checkpoints before close, and with PostgreSQL's defaults
+  // (min_wal_size 80 MB, wal_recycle on, 16 MB segments) the checkpoint of close keeps 80 MB or more.
+  it('keeps its WAL bounded while writing and leaves one small segment at rest', async () => {
+    const dir = await initialisedDataDir('ae-pglite-wal-');
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    let db = await startEmbeddedDatabase(dir, silentLogger);
+    let pool = createPool(db.url, silentLogger, { max: 1 });
+    const { rows: segment } = await pool.query<{ bytes: string }>(`select setting as bytes from pg_settings where name = 'wal_segment_size'`);
+    expect(Number(segment[0]!.bytes)).toBe(MIB);
+    await pool.query('create table filler (id int primary key, body text not null)');
+    let peak = 0;
+    let checkpoints = 0;
+    for (let batch = 0; batch < 12; batch++) {
+      await pool.query(`insert into filler select i, repeat(md5(i::text), 32) from generate_series($1::int, $1::int + 9999) i`, [batch * 10_000]);
+      peak = Math.max(peak, walBytes(dir));
+      // What the guard's timer does every second, here after each batch, so the bound does not depend on timing.
+      if (await db.checkWal()) checkpoints++;
+    }
+    await pool.end();
+    await db.close();
+    expect(checkpoints).toBeGreaterThan(0);
+    // The bound plus one batch (about 11 MB) written after the last check.
+    expect(peak).toBeLessThanOrEqual(EMBEDDED_WAL_LIMIT_BYTES + 16 * MIB);
+    expect(walBytes(dir)).toBeLessThanOrEqual(2 * MIB);
+
+    db = await startEmbeddedDatabase(dir, silentLogger);
+    pool = createPool(db.url, silentLogger, { max: 1 });
+    const { rows } = await pool.query<{ n: number }>('select count(*)::int as n from filler');
+    expect(rows[0]!.n).toBe(120_000);
+    await pool.end();
+    await db.close();
+  }, 120_000);
+
+  // Each run's lookback deletes the rows of its windows and loads them again. PGlite's backend is
+  // single-user, without autovacuum: without the exporter's own pass every reload leaves its rows
+  // behind as dead tuples and the table grows by its size each time (six loads: six times the size).
+  it('vacuums and analyses what autovacuum would, so reloaded rows do not pile up', async () => {
+    const dir = await initialisedDataDir('ae-pglite-vacuum-');
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const db = await startEmbeddedDatabase(dir, silentLogger);
+    const pool = createPool(db.url, silentLogger, { max: 1 });
+    try {
+      await pool.query('create table reloaded (id int primary key, body text not null)');
+      const load = () => pool.query(`insert into reloaded select i, repeat(md5(i::text), 4) from generate_series(1, 20000) i`);
+      await load();
+      const sizeOf = async () => Number((await pool.query<{ bytes: string }>(`select pg_table_size('reloaded') as bytes`)).rows[0]!.bytes);
+      const once = await sizeOf();
+      const passes = [];
+      for (let reload = 0; reload < 5; reload++) {
+        await pool.query('delete from reloaded');
+        await load();
+        // Statistics reach pg_stat_all_tables at most once a second; this makes them reach it now.
+        await pool.query('select pg_stat_force_next_flush()');
+        await pool.query('select 1');
+        passes.push(await db.autovacuum());
+      }
+      expect(passes.every((p) => p.vacuumed.includes('public.reloaded'))).toBe(true);
+      expect(passes[0]!.analyzed).toContain('public.reloaded');
+      // The live rows and the dead ones of the last reload, whose space the next load reuses.
+      expect(await sizeOf()).toBeLessThanOrEqual(2.5 * once);
+      const { rows } = await pool.query<{ n: number; analyzed: boolean }>(
+        `select n_live_tup::int as n, last_analyze is not null as analyzed from pg_stat_all_tables where relname = 'reloaded'`,
+      );
+      expect(rows[0]).toEqual({ n: 20_000, analyzed: true });
+    } finally {
+      await pool.end();
+      await db.close();
+    }
+  }, 120_000);
 });
