@@ -13,6 +13,8 @@ export default defineConfig({
           // Unit files leave no state behind (no servers, no globals; fake timers are restored in
           // afterEach), so they share a worker's module cache instead of re-importing per file.
           isolate: false,
+          // …except the secrets src/redact.ts registers, which each file forgets when it ends.
+          setupFiles: ['test/helpers/forget-secrets.ts'],
           testTimeout: 30_000,
         },
       },
@@ -24,6 +26,7 @@ export default defineConfig({
           // own servers, simulators and databases and closes them in its hooks, and the code under
           // test keeps no process-wide state but its shutdown handlers, which tests never install.
           isolate: false,
+          setupFiles: ['test/helpers/forget-secrets.ts'],
           // One throwaway PostgreSQL cluster for the run; files isolate themselves with a database each.
           globalSetup: ['test/global-setup.ts'],
           testTimeout: 30_000,
