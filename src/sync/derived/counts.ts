@@ -38,7 +38,13 @@ export function mergeRollupCounts(into: RollupCounts, from: RollupCounts): void 
   }
   for (const [key, g] of from.distinct) {
     const target = into.distinct.get(key);
-    if (target === undefined) into.distinct.set(key, g);
-    else for (const v of g.seen) target.seen.add(v);
+    if (target === undefined) {
+      into.distinct.set(key, g);
+      continue;
+    }
+    // The smaller set is added to the larger, which the window keeps.
+    const [small, large] = g.seen.size > target.seen.size ? [target.seen, g.seen] : [g.seen, target.seen];
+    for (const v of small) large.add(v);
+    target.seen = large;
   }
 }
