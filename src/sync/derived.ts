@@ -19,9 +19,10 @@ import type { PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { FieldCatalogue, type WindowFields } from './derived/catalogue.js';
 import type { FieldChange, KnownFields } from './derived/contract.js';
-import { countPage, inexactCounts, type RollupCounts } from './derived/counts.js';
+import type { RollupCounts } from './derived/counts.js';
 import { DistinctRollup } from './derived/distinct.js';
 import { HourlyRollup } from './derived/hourly.js';
+import { PageWalk, type PageObservations } from './derived/page-walk.js';
 import { untimedHourOf } from './derived/sql.js';
 import type { DerivedTable, Query, Queryable, RollupTable, SchemaTables } from './derived/table.js';
 import { TypedView } from './derived/typed-view.js';
@@ -33,6 +34,7 @@ export { compareCodePoints } from './derived/code-points.js';
 export { inexactCounts, mergeRollupCounts, type RollupCounts } from './derived/counts.js';
 export { mergeSources, readFields, viewType, type FieldRow } from './derived/fields.js';
 export type { DistinctGroup, RollupGroup } from './derived/groups.js';
+export type { PageObservations } from './derived/page-walk.js';
 export { columnName, typedViewSql } from './derived/typed-view.js';
 
 /**
@@ -44,6 +46,8 @@ export class Derived {
   private readonly distinct: DistinctRollup;
   private readonly catalogue: FieldCatalogue;
   private readonly view: TypedView;
+  /** The one walk of each page's records that feeds the catalogue and the rollups. */
+  private readonly walk: PageWalk;
   /** Every derived table, in the order their statements run. */
   private readonly tables: readonly DerivedTable[];
   /** Those rebuilt from `records` and pruned by ROLLUP_RETENTION. */
@@ -58,6 +62,11 @@ export class Derived {
     this.distinct = new DistinctRollup(t, rollup);
     this.catalogue = new FieldCatalogue(t, rollup);
     this.view = new TypedView(t);
+    this.walk = new PageWalk({
+      dimensions: this.hourly.enabled ? rollup.dimensions : undefined,
+      distinctBy: this.distinct.enabled ? rollup.distinctBy : [],
+      distinct: this.distinct.enabled ? rollup.distinct : [],
+    });
     this.tables = [this.hourly, this.distinct, this.catalogue, this.view];
     this.rollups = [this.hourly, this.distinct];
   }
@@ -157,20 +166,30 @@ export class Derived {
   }
 
   /**
-   * Counts the kept records of a page into rollup groups ({@link RollupCounts}), work done while
-   * the page waits for the writer. Stops counting (`exact` false) at the first value whose text
-   * the parsed record cannot give exactly.
+   * What a page's kept records give the derived tables, in one walk of their top-level fields
+   * (src/sync/derived/page-walk.ts), work done while the page waits for the writer: the field
+   * catalogue's statistics (record_fields; see catalogueRecords) and the rollup groups
+   * ({@link RollupCounts}: `exact` false, without groups, when a value's text is not one the
+   * parsed record gives exactly).
    *
    * @param records the page's parsed records (E6 `data`).
    * @param keep positions of the records stored, ascending.
    * @param eventTimes per kept record, its event time in milliseconds or null.
+   * @param catalogue FIELD_CATALOGUE: whether to gather the fields (else `fields` is empty).
+   * @returns `rollup` undefined when ROLLUP_DIMENSIONS is off.
+   */
+  observePage(records: readonly unknown[], keep: readonly number[], eventTimes: readonly (number | null)[], catalogue: boolean): PageObservations {
+    return this.walk.observe(records, keep, eventTimes, catalogue);
+  }
+
+  /**
+   * Counts the kept records of a page into rollup groups ({@link RollupCounts}): {@link observePage}
+   * without the catalogue.
+   *
    * @returns undefined when ROLLUP_DIMENSIONS is off.
    */
   countRollup(records: readonly unknown[], keep: readonly number[], eventTimes: readonly (number | null)[]): RollupCounts | undefined {
-    if (!this.hourly.enabled) return undefined;
-    const counts: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
-    const distinct = this.distinct.enabled ? this.distinct.counter(counts.distinct) : undefined;
-    return countPage(records, keep, eventTimes, this.hourly.counter(counts.hourly), distinct) ? counts : inexactCounts();
+    return this.walk.observe(records, keep, eventTimes, false).rollup;
   }
 
   /**

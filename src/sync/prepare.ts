@@ -4,7 +4,7 @@
  * counts of the derived tables.
  */
 import type { AnalyticsPage } from '../upstream/analytics.js';
-import { catalogueRecords, type Derived, type FieldStats, type RollupCounts, type WindowFields } from './derived.js';
+import type { Derived, RollupCounts, WindowFields } from './derived.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import type { LeafPlace } from './reader.js';
 import { storablePage } from './storable.js';
@@ -79,9 +79,9 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPl
     storable.text === undefined
       ? { records: page.data, keep, eventTimes }
       : { text: storable.text, ...(storable.bytes && { bytes: storable.bytes }), keep, eventTimes };
-  // FIELD_CATALOGUE=off: no field statistics to gather (Derived.addWindowRecords would ignore them).
-  const fields: WindowFields = catalogue ? catalogueRecords(page.data, keep, eventTimes) : new Map<string, FieldStats>();
-  const rollup = derived.countRollup(page.data, keep, eventTimes);
+  // One walk of the kept records for the catalogue and the rollups; FIELD_CATALOGUE=off: no field
+  // statistics to gather (Derived.addWindowRecords would ignore them).
+  const { fields, rollup } = derived.observePage(page.data, keep, eventTimes, catalogue);
   return {
     totalRecords: page.totalRecords,
     totalPages: page.totalPages,

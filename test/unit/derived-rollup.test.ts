@@ -86,6 +86,25 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     ]);
   });
 
+  it("merges a page's groups into the window's whichever page saw more values, counts summed", () => {
+    const page = (users: string[]) =>
+      derived.countRollup(
+        users.map((userId) => ({ eventType: 'view', customerId: 'c1', userId })),
+        users.map((_, i) => i),
+        users.map(() => at1030),
+      )!;
+    for (const [a, b] of [
+      [['u1'], ['u2', 'u3', 'u1']],
+      [['u2', 'u3', 'u1'], ['u4']],
+    ]) {
+      const into = page(a!);
+      mergeRollupCounts(into, page(b!));
+      const rows = JSON.parse(derived.windowCountsQuery('prod', window, into)!.values[3] as string) as { a: string[] }[];
+      expect(rows.map((r) => r.a)).toEqual([[...new Set([...a!, ...b!])].sort()]);
+      expect([...into.hourly.values()].map((g) => g.records)).toEqual([a!.length + b!.length]);
+    }
+  });
+
   it("hands records_daily_distinct each day's union of the window's groups, the untimed records' in the window start's day", async () => {
     const night = { start: Date.parse('2026-11-01T22:00:00Z'), end: Date.parse('2026-11-02T02:00:00Z') };
     const day1 = new Date('2026-11-01T00:00:00Z');

@@ -8,43 +8,14 @@
 import type { RollupConfig } from '../../config.js';
 import type { PoolClient } from '../../db/pool.js';
 import type { Window } from '../windows.js';
+import type { WindowFields } from './field-types.js';
+import { PageWalk } from './page-walk.js';
 import type { DerivedTable, Queryable, SchemaTables } from './table.js';
 
-/** Examples in the catalogue are cut to this many characters (of their JSON text). */
-export const EXAMPLE_MAX_CHARS = 40;
+export { EXAMPLE_MAX_CHARS, ISO_DATE_TIME_PATTERN, jsonType, SECRET_FIELD_PATTERN, type FieldStats, type WindowFields } from './field-types.js';
 
-/** Field names whose example is never kept: they suggest a secret or a credential. */
-export const SECRET_FIELD_PATTERN = '(pass|secret|token|auth|cred|key|session|cookie|signature|ssn|card|iban|cvv)';
-
-/**
- * An ISO 8601 date-time with a zone: a field whose strings all match it is typed timestamptz in
- * records_typed. A string matching it that is still no instant (February 30th) becomes null there.
- */
-export const ISO_DATE_TIME_PATTERN =
-  '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])[T ]([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?(Z|[+-]([01]\\d|2[0-3])(:?[0-5]\\d)?)$';
-
-/** {@link ISO_DATE_TIME_PATTERN} for JavaScript. */
-const ISO_DATE_TIME = new RegExp(ISO_DATE_TIME_PATTERN);
-/** {@link SECRET_FIELD_PATTERN} for JavaScript, case-insensitive. */
-const SECRET_FIELD = new RegExp(SECRET_FIELD_PATTERN, 'i');
-
-/** What a window's records hold of one top-level field, merged into record_fields at commit. */
-export interface FieldStats {
-  /** JSON types seen (`date-time` for an ISO 8601 date-time string). */
-  types: Set<string>;
-  /** Records holding the field. */
-  records: number;
-  /** Earliest and latest event time of those records, in milliseconds (±Infinity when none had one). */
-  first: number;
-  last: number;
-  /** Whether one of them had no event time (its window start counts then). */
-  untimed: boolean;
-  /** A non-null value's JSON text, cut to {@link EXAMPLE_MAX_CHARS}; null for a secret-like name. */
-  example: string | null;
-}
-
-/** Field name → its stats over some records. */
-export type WindowFields = Map<string, FieldStats>;
+/** The walk {@link catalogueRecords} runs: the catalogue's alone (it keeps only scratch arrays between pages). */
+const CATALOGUE_WALK = new PageWalk();
 
 /** A source's catalogue as the contract reads it: field name (a top-level key) → the JSON types seen. */
 export type KnownFields = Map<string, Set<string>>;
@@ -60,32 +31,9 @@ export interface FieldChange {
 }
 
 /**
- * The JSON type of a parsed value as record_fields names it (`string`, `date-time`, `number`,
- * `boolean`, `object`, `array`, `null`); `known`, the types its field already has, spares the
- * date-time pattern when both `string` and `date-time` are among them (either answer then adds
- * nothing, so `string` is returned).
- */
-export function jsonType(value: unknown, known?: ReadonlySet<string>): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'array';
-  // The cheap checks first: most strings are not date-times.
-  if (typeof value === 'string') {
-    if (value.length < 16 || value.charCodeAt(4) !== 45) return 'string';
-    if (known !== undefined && known.has('date-time') && known.has('string')) return 'string';
-    return ISO_DATE_TIME.test(value) ? 'date-time' : 'string';
-  }
-  return typeof value === 'object' ? 'object' : typeof value; // number, boolean
-}
-
-/** A value's JSON text cut to {@link EXAMPLE_MAX_CHARS} characters (the last one an ellipsis when cut). */
-function exampleOf(value: unknown): string {
-  const text = JSON.stringify(value);
-  return text.length > EXAMPLE_MAX_CHARS ? `${text.slice(0, EXAMPLE_MAX_CHARS - 1)}…` : text;
-}
-
-/**
  * Adds the top-level fields of the kept records of a page to `into` (work done while the page
- * waits for the writer, so the window's transaction only merges the result).
+ * waits for the writer, so the window's transaction only merges the result): one walk of the
+ * records, as the sync's own ({@link PageWalk}) without rollups.
  *
  * @param records the page's parsed records (E6 `data`).
  * @param keep positions of the records stored, ascending.
@@ -97,40 +45,7 @@ export function catalogueRecords(
   eventTimes: readonly (number | null)[],
   into: WindowFields = new Map(),
 ): WindowFields {
-  for (let k = 0; k < keep.length; k++) {
-    const record = records[keep[k]!];
-    if (typeof record !== 'object' || record === null || Array.isArray(record)) continue;
-    const seen = eventTimes[k] ?? null;
-    // Object.keys rather than Object.entries: no array of pairs per record.
-    const keys = Object.keys(record);
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i]!;
-      const value = (record as Record<string, unknown>)[key];
-      const stats = into.get(key);
-      const type = jsonType(value, stats?.types);
-      if (stats === undefined) {
-        into.set(key, {
-          types: new Set([type]),
-          records: 1,
-          first: seen ?? Infinity,
-          last: seen ?? -Infinity,
-          untimed: seen === null,
-          example: value === null || SECRET_FIELD.test(key) ? null : exampleOf(value),
-        });
-      } else {
-        stats.types.add(type);
-        stats.records++;
-        if (seen === null) {
-          stats.untimed = true;
-        } else {
-          if (seen < stats.first) stats.first = seen;
-          if (seen > stats.last) stats.last = seen;
-        }
-        if (stats.example === null && value !== null && !SECRET_FIELD.test(key)) stats.example = exampleOf(value);
-      }
-    }
-  }
-  return into;
+  return CATALOGUE_WALK.observe(records, keep, eventTimes, true, into).fields;
 }
 
 /**

@@ -1,11 +1,9 @@
 /**
  * A window's rollup groups, counted from the parsed records of its pages while each waits for the
  * writer, so that PostgreSQL only inserts them at the commit: records_hourly's groups and
- * records_hourly_distinct's, in one pass over each page's records.
+ * records_hourly_distinct's, in one walk over each page's records (page-walk.ts).
  */
 import type { DistinctGroup, RollupGroup } from './groups.js';
-import { HOUR_MS } from './sql.js';
-import type { RecordCounter } from './table.js';
 
 /** A window's (or a page's) rollup groups, keyed by their group key (hour and values). */
 export interface RollupCounts {
@@ -28,45 +26,25 @@ export function inexactCounts(): RollupCounts {
 
 /**
  * Adds `from` into `into` (a window's counts from its pages). `from` is consumed: `into` takes
- * over its distinct groups' sets rather than copying them.
+ * over its groups (and their distinct values' sets) rather than copying them.
  */
 export function mergeRollupCounts(into: RollupCounts, from: RollupCounts): void {
   into.exact &&= from.exact;
   if (!into.exact) return;
   for (const [key, g] of from.hourly) {
     const seen = into.hourly.get(key);
-    if (seen === undefined) into.hourly.set(key, { ...g });
+    if (seen === undefined) into.hourly.set(key, g);
     else seen.records += g.records;
   }
   for (const [key, g] of from.distinct) {
     const target = into.distinct.get(key);
-    if (target === undefined) into.distinct.set(key, g);
-    else for (const v of g.seen) target.seen.add(v);
+    if (target === undefined) {
+      into.distinct.set(key, g);
+      continue;
+    }
+    // The smaller set is added to the larger, which the window keeps.
+    const [small, large] = g.seen.size > target.seen.size ? [target.seen, g.seen] : [g.seen, target.seen];
+    for (const v of small) large.add(v);
+    target.seen = large;
   }
-}
-
-/**
- * Feeds each kept record of a page, with its event hour, to the counters (two named ones rather
- * than a list: a call site per counter stays monomorphic on the hot path).
- *
- * @param keep positions of the records stored, ascending.
- * @param eventTimes per kept record, its event time in milliseconds or null.
- * @returns false at the first record a counter could not count exactly (the counts are then incomplete).
- */
-export function countPage(
-  records: readonly unknown[],
-  keep: readonly number[],
-  eventTimes: readonly (number | null)[],
-  countHourly: RecordCounter,
-  countDistinct: RecordCounter | undefined,
-): boolean {
-  for (let k = 0; k < keep.length; k++) {
-    const record = records[keep[k]!];
-    const ms = eventTimes[k] ?? null;
-    // The stored event_time keeps whole milliseconds (toward zero), and date_trunc floors it.
-    const hour = ms === null ? null : Math.floor(Math.trunc(ms) / HOUR_MS) * HOUR_MS;
-    if (!countHourly.add(record, hour)) return false;
-    if (countDistinct !== undefined && !countDistinct.add(record, hour)) return false;
-  }
-  return true;
 }

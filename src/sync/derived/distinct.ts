@@ -16,10 +16,10 @@ import type { Logger } from '../../log.js';
 import type { Window } from '../windows.js';
 import { sortCodePoints } from './code-points.js';
 import { DailyDistinct } from './daily.js';
-import { findLeaf, groupKey, NOT_EXACT, setLeaf, textAt, type DistinctGroup, type GroupTree } from './groups.js';
+import { groupKey, type DistinctGroup } from './groups.js';
 import { deleteSetting, relationExists, saveSetting, settingIs } from './settings.js';
 import { BUCKET_SQL, columnList, DAY_MS, recordsetColumns, recordsetPick, untimedHourOf, valuesAgg, windowRecordsSql } from './sql.js';
-import type { Query, Queryable, RecordCounter, RollupTable, SchemaTables } from './table.js';
+import type { Query, Queryable, RollupTable, SchemaTables } from './table.js';
 
 /** Name under which derived_settings keeps what records_hourly_distinct was built for. */
 const DISTINCT_SETTING = 'rollup_distinct';
@@ -76,50 +76,6 @@ function dailyRows(groups: ReadonlyMap<string, DistinctGroup>, untimedHour: numb
   return unionRows(groups, (g) => Math.floor((g.hour ?? untimedHour) / DAY_MS) * DAY_MS);
 }
 
-/** Counts a page's records into records_hourly_distinct's groups (a class, not a closure: its call site on the hot path stays monomorphic and inlined). */
-class DistinctCounter implements RecordCounter {
-  private readonly values: (string | null)[];
-  /** Leaves: per ROLLUP_DISTINCT field (by position), its group once the record's values gave one. */
-  private readonly tree: GroupTree = new Map();
-
-  constructor(
-    private readonly by: readonly RollupDimension[],
-    private readonly fields: readonly RollupDimension[],
-    private readonly into: Map<string, DistinctGroup>,
-  ) {
-    this.values = new Array<string | null>(by.length);
-  }
-
-  add(record: unknown, hour: number | null): boolean {
-    const by = this.values;
-    for (let i = 0; i < this.by.length; i++) {
-      const v = textAt(record, this.by[i]!.path);
-      if (v === NOT_EXACT) return false;
-      by[i] = v;
-    }
-    let fields: (DistinctGroup | undefined)[] | undefined;
-    for (let j = 0; j < this.fields.length; j++) {
-      const v = textAt(record, this.fields[j]!.path);
-      if (v === NOT_EXACT) return false;
-      if (v === null) continue;
-      if (fields === undefined) {
-        fields = findLeaf(this.tree, hour, by) as (DistinctGroup | undefined)[] | undefined;
-        if (fields === undefined) setLeaf(this.tree, hour, by, (fields = new Array<DistinctGroup | undefined>(this.fields.length)));
-      }
-      const group = fields[j];
-      if (group !== undefined) {
-        group.seen.add(v);
-        continue;
-      }
-      const values = [...by, String(j)];
-      const created = { hour, values, seen: new Set([v]) };
-      this.into.set(groupKey(hour, values), created);
-      fields[j] = created;
-    }
-    return true;
-  }
-}
-
 /** records_hourly_distinct and records_daily_distinct of one schema for one ROLLUP_DISTINCT and ROLLUP_DISTINCT_BY. */
 export class DistinctRollup implements RollupTable {
   /** Whether they are kept (rollups on and ROLLUP_DISTINCT not `none`). */
@@ -142,11 +98,6 @@ export class DistinctRollup implements RollupTable {
       this.byCols,
       this.distinct.map((d) => d.column),
     );
-  }
-
-  /** A counter of a page's records into `into`, keyed by {@link groupKey}. */
-  counter(into: Map<string, DistinctGroup>): RecordCounter {
-    return new DistinctCounter(this.by, this.distinct, into);
   }
 
   /** Nothing: a window's rows are replaced when it commits ({@link windowReplace}), by the same statement that inserts them. */

@@ -1,7 +1,7 @@
 /**
  * Rollup groups counted from parsed records: a value's `#>>` text where the parsed record gives it
- * exactly, the key of a group, and the nested maps that find a record's group without building
- * that key per record.
+ * exactly and the key of a group (page-walk.ts finds a record's group through nested maps, without
+ * building that key per record).
  */
 
 /** What {@link textAt} returns for a value whose `#>>` text the parsed record cannot give exactly. */
@@ -51,31 +51,4 @@ export interface DistinctGroup {
   values: (string | null)[];
   /** The field's distinct non-null values (their `#>>` text). */
   seen: Set<string>;
-}
-
-/**
- * Maps nested by the hour, then by each value in order (null a key of its own), down to a leaf: a
- * page's groups found without building a {@link groupKey} per record (the values are the parsed
- * record's own strings, so a lookup allocates nothing; the key is built once per new group).
- */
-export type GroupTree = Map<number | string | null, unknown>;
-
-/** The leaf of `hour` and `values` in `tree`, undefined when there is none yet. */
-export function findLeaf(tree: GroupTree, hour: number | null, values: readonly (string | null)[]): unknown {
-  let node = tree.get(hour);
-  for (let i = 0; i < values.length && node !== undefined; i++) node = (node as GroupTree).get(values[i]!);
-  return node;
-}
-
-/** Sets the leaf of `hour` and `values` in `tree`, creating the maps on the way. */
-export function setLeaf(tree: GroupTree, hour: number | null, values: readonly (string | null)[], leaf: unknown): void {
-  let map = tree;
-  let key: number | string | null = hour;
-  for (let i = 0; i < values.length; i++) {
-    let next = map.get(key) as GroupTree | undefined;
-    if (next === undefined) map.set(key, (next = new Map()));
-    map = next;
-    key = values[i]!;
-  }
-  map.set(key, leaf);
 }

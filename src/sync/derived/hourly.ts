@@ -13,10 +13,10 @@
 import type { RollupConfig, RollupDimension } from '../../config.js';
 import { quoteIdent, type PoolClient } from '../../db/pool.js';
 import type { Logger } from '../../log.js';
-import { findLeaf, groupKey, NOT_EXACT, setLeaf, textAt, type GroupTree, type RollupGroup } from './groups.js';
+import { groupKey, type RollupGroup } from './groups.js';
 import { deleteSetting, relationExists, saveSetting, settingIs } from './settings.js';
 import { BUCKET_SQL, columnList, nullMatchedKeys, recordsetColumns, recordsetPick, windowRecordsSql } from './sql.js';
-import type { Query, Queryable, RecordCounter, RollupTable, SchemaTables } from './table.js';
+import type { Query, Queryable, RollupTable, SchemaTables } from './table.js';
 
 /** Name under which derived_settings keeps the shape and dimensions records_hourly was built for. */
 const ROLLUP_SETTING = 'rollup_dimensions';
@@ -26,18 +26,6 @@ const ROLLUP_SETTING = 'rollup_dimensions';
  * dimensions.
  */
 const ROLLUP_SHAPE = 3;
-
-/** Adds one record to the group of `hour` and `values` (copied when the group is new), found through `tree`. */
-function countGroup(groups: Map<string, RollupGroup>, tree: GroupTree, hour: number | null, values: readonly (string | null)[]): void {
-  const seen = findLeaf(tree, hour, values) as RollupGroup | undefined;
-  if (seen !== undefined) {
-    seen.records++;
-    return;
-  }
-  const group = { hour, values: [...values], records: 1 };
-  groups.set(groupKey(hour, values), group);
-  setLeaf(tree, hour, values, group);
-}
 
 /**
  * The groups as JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "n": records}`, a
@@ -68,31 +56,6 @@ function groupRows(groups: ReadonlyMap<string, RollupGroup>, untimedHour: number
   return JSON.stringify(rows);
 }
 
-/** Counts a page's records into records_hourly's groups (a class, not a closure: its call site on the hot path stays monomorphic and inlined). */
-class HourlyCounter implements RecordCounter {
-  private readonly values: (string | null)[];
-  /** The page's groups by hour then values ({@link GroupTree}). */
-  private readonly tree: GroupTree = new Map();
-
-  constructor(
-    private readonly dims: readonly RollupDimension[],
-    private readonly into: Map<string, RollupGroup>,
-  ) {
-    this.values = new Array<string | null>(dims.length);
-  }
-
-  add(record: unknown, hour: number | null): boolean {
-    const dims = this.dims;
-    for (let i = 0; i < dims.length; i++) {
-      const v = textAt(record, dims[i]!.path);
-      if (v === NOT_EXACT) return false;
-      this.values[i] = v;
-    }
-    countGroup(this.into, this.tree, hour, this.values);
-    return true;
-  }
-}
-
 /** records_hourly of one schema for one ROLLUP_DIMENSIONS. */
 export class HourlyRollup implements RollupTable {
   /** Whether records_hourly is kept (ROLLUP_DIMENSIONS other than `off`). */
@@ -112,11 +75,6 @@ export class HourlyRollup implements RollupTable {
   /** The dimensions' paths, the parameters of {@link addGroupsSql}. */
   get paths(): string[][] {
     return this.dims.map((d) => d.path);
-  }
-
-  /** A counter of a page's records into `into`, keyed by {@link groupKey}. */
-  counter(into: Map<string, RollupGroup>): RecordCounter {
-    return new HourlyCounter(this.dims, into);
   }
 
   /**

@@ -35,21 +35,10 @@ export interface Query {
   values: unknown[];
 }
 
-/** A page's counting for one counted rollup, made per page (it keeps the page's lookup state). */
-export interface RecordCounter {
-  /**
-   * Adds one kept record of the page to the page's groups, off the writer; `hour` is the UTC hour
-   * of its event time in milliseconds (null without one). Returns false, leaving the groups
-   * incomplete, when the record holds a value whose `#>>` text only PostgreSQL gives exactly: the
-   * window's rows are then grouped from its stored records instead.
-   */
-  add(record: unknown, hour: number | null): boolean;
-}
-
 /**
  * One derived table (or tables that change together) of a schema. Every statement runs in the
- * caller's transaction. Its per-page work (a {@link RecordCounter}, the catalogue's field
- * statistics) and its part of a window's commit carry its own shapes: they are the module's own
+ * caller's transaction. Its per-page work (rollup groups, the catalogue's field statistics: one
+ * walk of each page's records, src/sync/derived/page-walk.ts) and its part of a window's commit carry its own shapes: they are the module's own
  * methods, which the facade (src/sync/derived.ts) calls at those stages.
  */
 export interface DerivedTable {

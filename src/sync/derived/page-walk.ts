@@ -1,0 +1,349 @@
+/**
+ * One walk over the kept records of a page, done while it waits for the writer, that yields what
+ * every derived table needs of it: the field catalogue's observations (each top-level key with
+ * its JSON type, record_fields), records_hourly's groups and records_hourly_distinct's values.
+ * Each record's top-level fields are visited once; what the catalogue and the rollups read of a
+ * record comes from that visit.
+ *
+ * Records of one page mostly share a shape (the same keys in the same order with the same JSON
+ * types): a record is walked down a trie of (key, type) steps to its shape, and the catalogue
+ * counts records per shape, turned into per-field statistics once at the page's end. The shape
+ * also knows where each rollup field's top-level key sits among its keys, so the rollup values are
+ * picked from the walk without looking the keys up again. Nothing here assumes a field.
+ */
+import type { RollupDimension } from '../../config.js';
+import type { RollupCounts } from './counts.js';
+import { exampleOf, isSecretField, TYPE_NAMES, typeCode, type WindowFields } from './field-types.js';
+import { groupKey, NOT_EXACT, textAt, type DistinctGroup, type RollupGroup } from './groups.js';
+import { HOUR_MS } from './sql.js';
+
+/** What the rollups read of each record: empty lists for a table not kept. */
+export interface WalkRollup {
+  /** ROLLUP_DIMENSIONS (records_hourly); undefined when ROLLUP_DIMENSIONS is off (no rollup counted). */
+  dimensions: readonly RollupDimension[] | undefined;
+  /** ROLLUP_DISTINCT_BY, then ROLLUP_DISTINCT (records_hourly_distinct); empty when it is not kept. */
+  distinctBy: readonly RollupDimension[];
+  distinct: readonly RollupDimension[];
+}
+
+/** What one walk of a page gives. */
+export interface PageObservations {
+  /** The kept records' top-level fields (empty when the catalogue was not asked for). */
+  fields: WindowFields;
+  /** The kept records' rollup groups; undefined with ROLLUP_DIMENSIONS=off. */
+  rollup: RollupCounts | undefined;
+}
+
+/** Children a trie node scans in order before it indexes them in a map (a page of many shapes). */
+const SCANNED_CHILDREN = 16;
+
+/** A shape: the keys and types of some of the page's records, in order, and what those records add to the catalogue. */
+interface Shape {
+  keys: string[];
+  types: number[];
+  /** The values of the shape's first record: each field's example is that of the first record holding a non-null value. */
+  values: unknown[];
+  /** Per rollup path (as {@link PageWalk}'s `heads`), the position of its top-level key among `keys`, or -1. */
+  picks: Int32Array;
+  records: number;
+  first: number;
+  last: number;
+  untimed: boolean;
+}
+
+/** A step of the shape trie: a key with the type of its value, after the steps above it. */
+interface ShapeNode {
+  key: string;
+  type: number;
+  children: ShapeNode[];
+  /** The children by type and key, once there are more than {@link SCANNED_CHILDREN}. */
+  index: Map<string, ShapeNode> | undefined;
+  /** The shape of records whose keys end here. */
+  shape: Shape | undefined;
+}
+
+function node(key: string, type: number): ShapeNode {
+  return { key, type, children: [], index: undefined, shape: undefined };
+}
+
+/** The child of `parent` for `key` with a value of `type`, made when there is none. */
+function child(parent: ShapeNode, key: string, type: number): ShapeNode {
+  const children = parent.children;
+  if (parent.index === undefined) {
+    for (let c = 0; c < children.length; c++) {
+      const kid = children[c]!;
+      if (kid.key === key && kid.type === type) return kid;
+    }
+    const kid = node(key, type);
+    if (children.length < SCANNED_CHILDREN) {
+      children.push(kid);
+      return kid;
+    }
+    parent.index = new Map(children.map((k) => [TYPE_NAMES[k.type]! + '\u0000' + k.key, k]));
+    parent.index.set(TYPE_NAMES[type]! + '\u0000' + key, kid);
+    return kid;
+  }
+  const name = TYPE_NAMES[type]! + '\u0000' + key;
+  let kid = parent.index.get(name);
+  if (kid === undefined) parent.index.set(name, (kid = node(key, type)));
+  return kid;
+}
+
+/**
+ * Adds the shapes' records to `into`, field by field, in the shapes' order of appearance (so a
+ * field's example is the first non-null value the records showed, as one record at a time gives).
+ */
+function addShapes(shapes: readonly Shape[], into: WindowFields): void {
+  for (const s of shapes) {
+    for (let i = 0; i < s.keys.length; i++) {
+      const key = s.keys[i]!;
+      const type = TYPE_NAMES[s.types[i]!]!;
+      const value = s.values[i];
+      const stats = into.get(key);
+      if (stats === undefined) {
+        into.set(key, {
+          types: new Set([type]),
+          records: s.records,
+          first: s.first,
+          last: s.last,
+          untimed: s.untimed,
+          example: value === null || isSecretField(key) ? null : exampleOf(value),
+        });
+        continue;
+      }
+      stats.types.add(type);
+      stats.records += s.records;
+      if (s.first < stats.first) stats.first = s.first;
+      if (s.last > stats.last) stats.last = s.last;
+      if (s.untimed) stats.untimed = true;
+      if (stats.example === null && value !== null && !isSecretField(key)) stats.example = exampleOf(value);
+    }
+  }
+}
+
+/**
+ * `payload #>> path` from the value at the path's first key (`value`, undefined when the record
+ * has no such key), as {@link textAt} gives it from the record.
+ */
+function textFrom(value: unknown, rest: readonly string[] | undefined): string | null | typeof NOT_EXACT {
+  if (rest !== undefined) return textAt(value, rest);
+  if (value === null || value === undefined) return null;
+  return typeof value === 'string' ? value : NOT_EXACT;
+}
+
+/** A map of group maps nested by value (null a key of its own), down to a leaf. */
+type Tree = Map<string | null, unknown>;
+
+/** The map of `values[from…to)` under `tree`, creating the maps on the way. */
+function descend(tree: Tree, values: readonly (string | null)[], from: number, to: number): Tree {
+  let map = tree;
+  for (let i = from; i < to; i++) {
+    const v = values[i]!;
+    let next = map.get(v) as Tree | undefined;
+    if (next === undefined) map.set(v, (next = new Map()));
+    map = next;
+  }
+  return map;
+}
+
+/**
+ * The walk of a run's pages for one ROLLUP_* setting (one per run: {@link observe} keeps nothing
+ * of a page but reusable scratch arrays).
+ */
+export class PageWalk {
+  /** Whether rollup groups are counted (ROLLUP_DIMENSIONS other than `off`). */
+  readonly rolls: boolean;
+  /** Top-level key of each rollup path: the dimensions, then ROLLUP_DISTINCT_BY, then ROLLUP_DISTINCT. */
+  private readonly heads: string[];
+  /** The rest of each rollup path below its top-level key (undefined for a top-level field). */
+  private readonly rests: (string[] | undefined)[];
+  private readonly paths: string[][];
+  private readonly dims: number;
+  private readonly by: number;
+  private readonly fieldCount: number;
+  /** Scratch per record: each rollup path's text, then the walk's keys, types and values. */
+  private readonly texts: (string | null)[];
+  private readonly keys: string[] = [];
+  private readonly types: number[] = [];
+  private readonly values: unknown[] = [];
+
+  /** @param rollup what the rollups read; undefined for the catalogue alone. */
+  constructor(rollup?: WalkRollup) {
+    const dimensions = rollup?.dimensions;
+    const by = dimensions === undefined ? [] : (rollup?.distinctBy ?? []);
+    const distinct = dimensions === undefined ? [] : (rollup?.distinct ?? []);
+    this.rolls = dimensions !== undefined;
+    this.paths = [...(dimensions ?? []), ...(distinct.length > 0 ? by : []), ...distinct].map((d) => d.path);
+    this.heads = this.paths.map((p) => p[0] ?? '');
+    this.rests = this.paths.map((p) => (p.length > 1 ? p.slice(1) : undefined));
+    this.dims = dimensions?.length ?? 0;
+    this.by = distinct.length > 0 ? by.length : 0;
+    this.fieldCount = distinct.length;
+    this.texts = new Array<string | null>(this.paths.length).fill(null);
+  }
+
+  /**
+   * Walks the kept records of a page once.
+   *
+   * @param records the page's parsed records (E6 `data`).
+   * @param keep positions of the records stored, ascending.
+   * @param eventTimes per kept record, its event time in milliseconds or null.
+   * @param catalogue whether to gather the fields (FIELD_CATALOGUE), added to `into` when given.
+   * @returns the fields, and the rollup groups unless ROLLUP_DIMENSIONS is off: `exact` false (and
+   *   no groups) when a rollup value's `#>>` text is not one the parsed record gives exactly
+   *   (src/sync/derived/groups.ts's textAt).
+   */
+  observe(
+    records: readonly unknown[],
+    keep: readonly number[],
+    eventTimes: readonly (number | null)[],
+    catalogue: boolean,
+    into: WindowFields = new Map(),
+  ): PageObservations {
+    const rollup: RollupCounts | undefined = this.rolls ? { exact: true, hourly: new Map(), distinct: new Map() } : undefined;
+    const root = node('', 0);
+    const shapes: Shape[] = [];
+    const texts = this.texts;
+    let counting = rollup !== undefined;
+    // Groups of the hour last seen, then every hour's (records of a page mostly share an hour).
+    const hourTrees = new Map<number | null, { hourly: Tree; distinct: Tree }>();
+    let lastHour: number | null | undefined;
+    let trees: { hourly: Tree; distinct: Tree } | undefined;
+    for (let k = 0; k < keep.length; k++) {
+      const record = records[keep[k]!];
+      const ms = eventTimes[k] ?? null;
+      let shape: Shape | undefined;
+      if (catalogue && typeof record === 'object' && record !== null && !Array.isArray(record)) {
+        shape = this.#shapeOf(root, record as Record<string, unknown>, shapes);
+        shape.records++;
+        if (ms === null) shape.untimed = true;
+        else {
+          if (ms < shape.first) shape.first = ms;
+          if (ms > shape.last) shape.last = ms;
+        }
+      }
+      if (!counting) continue;
+      if (!this.#readTexts(record, shape)) {
+        counting = false;
+        if (!catalogue) break;
+        continue;
+      }
+      // The stored event_time keeps whole milliseconds (toward zero), and date_trunc floors it.
+      const hour = ms === null ? null : Math.floor(Math.trunc(ms) / HOUR_MS) * HOUR_MS;
+      if (hour !== lastHour || trees === undefined) {
+        trees = hourTrees.get(hour);
+        if (trees === undefined) hourTrees.set(hour, (trees = { hourly: new Map(), distinct: new Map() }));
+        lastHour = hour;
+      }
+      this.#countHourly(rollup!, trees.hourly, hour);
+      if (this.fieldCount > 0) this.#countDistinct(rollup!, trees.distinct, hour);
+    }
+    texts.fill(null);
+    this.values.fill(undefined);
+    if (catalogue) addShapes(shapes, into);
+    if (rollup !== undefined && !counting) return { fields: into, rollup: { exact: false, hourly: new Map(), distinct: new Map() } };
+    return { fields: into, rollup };
+  }
+
+  /** Walks `record`'s keys down the trie from `root` to its shape, made (and listed in `shapes`) when new; the walk's values stay in the scratch arrays. */
+  #shapeOf(root: ShapeNode, record: Record<string, unknown>, shapes: Shape[]): Shape {
+    const keys = this.keys;
+    const types = this.types;
+    const values = this.values;
+    let at = root;
+    let n = 0;
+    // for…in over a parsed record: its own keys in Object.keys order, without an array per record.
+    for (const key in record) {
+      const value = record[key];
+      const type = typeCode(value);
+      at = child(at, key, type);
+      keys[n] = key;
+      types[n] = type;
+      values[n] = value;
+      n++;
+    }
+    if (at.shape !== undefined) return at.shape;
+    const shapeKeys = keys.slice(0, n);
+    const picks = new Int32Array(this.heads.length);
+    for (let p = 0; p < picks.length; p++) picks[p] = shapeKeys.indexOf(this.heads[p]!);
+    const shape: Shape = {
+      keys: shapeKeys,
+      types: types.slice(0, n),
+      values: values.slice(0, n),
+      picks,
+      records: 0,
+      first: Infinity,
+      last: -Infinity,
+      untimed: false,
+    };
+    shapes.push(shape);
+    at.shape = shape;
+    return shape;
+  }
+
+  /**
+   * Sets each rollup path's text of `record`: from the walk's values when its shape is known,
+   * else read from the record.
+   *
+   * @returns false when one is not exact.
+   */
+  #readTexts(record: unknown, shape: Shape | undefined): boolean {
+    const texts = this.texts;
+    for (let p = 0; p < texts.length; p++) {
+      let v: string | null | typeof NOT_EXACT;
+      if (shape !== undefined) {
+        const at = shape.picks[p]!;
+        v = textFrom(at < 0 ? undefined : this.values[at], this.rests[p]);
+      } else {
+        v = textAt(record, this.paths[p]!);
+      }
+      if (v === NOT_EXACT) return false;
+      texts[p] = v;
+    }
+    return true;
+  }
+
+  /** Counts the record whose texts were just read into records_hourly's group of `hour` and the dimension values. */
+  #countHourly(rollup: RollupCounts, tree: Tree, hour: number | null): void {
+    const texts = this.texts;
+    const n = this.dims;
+    const parent = descend(tree, texts, 0, n - 1);
+    const last = n === 0 ? '' : texts[n - 1]!;
+    const group = parent.get(last) as RollupGroup | undefined;
+    if (group !== undefined) {
+      group.records++;
+      return;
+    }
+    const values = texts.slice(0, n);
+    const created: RollupGroup = { hour, values, records: 1 };
+    rollup.hourly.set(groupKey(hour, values), created);
+    parent.set(last, created);
+  }
+
+  /** Adds the record's non-null ROLLUP_DISTINCT values to their records_hourly_distinct groups of `hour` and the ROLLUP_DISTINCT_BY values. */
+  #countDistinct(rollup: RollupCounts, tree: Tree, hour: number | null): void {
+    const texts = this.texts;
+    const from = this.dims;
+    const by = this.by;
+    let leaf: (DistinctGroup | undefined)[] | undefined;
+    for (let j = 0; j < this.fieldCount; j++) {
+      const v = texts[from + by + j]!;
+      if (v === null) continue;
+      if (leaf === undefined) {
+        const parent = by === 0 ? tree : descend(tree, texts, from, from + by - 1);
+        const last = by === 0 ? '' : texts[from + by - 1]!;
+        leaf = parent.get(last) as (DistinctGroup | undefined)[] | undefined;
+        if (leaf === undefined) parent.set(last, (leaf = new Array<DistinctGroup | undefined>(this.fieldCount)));
+      }
+      const group = leaf[j];
+      if (group !== undefined) {
+        group.seen.add(v);
+        continue;
+      }
+      const values = [...texts.slice(from, from + by), String(j)];
+      const created: DistinctGroup = { hour, values, seen: new Set([v]) };
+      rollup.distinct.set(groupKey(hour, values), created);
+      leaf[j] = created;
+    }
+  }
+}
