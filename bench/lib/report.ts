@@ -52,6 +52,32 @@ function round(value: number, digits: number): number {
   return Number(value.toFixed(digits));
 }
 
+/**
+ * Our side of the comparison with a general-purpose loader (issue 27 item 4), in the shape the
+ * issue measured dlt in: wall, records/s, peak RSS, database size. dlt is not on the registries
+ * this machine reaches, so its figures are quoted from the issue, not measured here.
+ */
+function renderPeer(etl: EtlResult): string[] {
+  const rss = median(etl.rounds.map((r) => r.sync.peakRssBytes));
+  const bareRss = median(etl.rounds.map((r) => r.bare.peakRssBytes));
+  const size = (f: { total: number } | undefined) => (f === undefined ? '–' : `${(f.total / 1e6).toFixed(0)} MB`);
+  return [
+    `### Beside a general-purpose loader: ${int(etl.rows)} records, ${etl.spec.days} days`,
+    '',
+    'Our side measured by this run (median of its rounds; database size of round 1: every table, index and TOAST of the schema). ' +
+      "dlt's rows are quoted from issue 27 (measured by its author on this machine, same simulator and PostgreSQL 15, three alternating rounds); dlt is not on the registries this machine reaches, so the bench cannot run it.",
+    '',
+    '| Loader | wall (s) | records/s | peak RSS | database |',
+    '|---|---:|---:|---:|---:|',
+    `| \`sync\`, defaults (every derived table on) | ${etl.median.syncSeconds.toFixed(2)} | ${int(etl.median.syncRate)} | ${mib(rss)} | ${size(etl.footprint?.withDerived)} |`,
+    `| \`sync\`, ROLLUP_DIMENSIONS=off, FIELD_CATALOGUE=off | ${etl.median.bareSeconds.toFixed(2)} | ${int(etl.median.bareRate)} | ${mib(bareRss)} | ${size(etl.footprint?.bare)} |`,
+    '| dlt `rest_api`, defaults (quoted; 1,000,000 records) | 55.1 | 18,149 | – | – |',
+    '| dlt, tuned as its documentation suggests (quoted; 1,000,000 records) | 33.4 | 29,940 | – | – |',
+    '| dlt, eight string columns in a hand-written Arrow schema, CSV loading, unknown fields and nested values dropped (quoted; 1,000,000 records) | 9.07 | 110,254 | – | 198 MB |',
+    '',
+  ];
+}
+
 /** Whether a p99 with more sources is flat against the one with one source (see {@link TARGETS.p99FlatRatio}). */
 export function p99Flat(oneMs: number, manyMs: number): boolean {
   return manyMs <= oneMs * TARGETS.p99FlatRatio || manyMs - oneMs <= TARGETS.p99SlackMs;
@@ -430,6 +456,7 @@ export function renderMarkdown(report: Report): string {
       '',
     );
     if (etl.footprint) push(...renderFootprint(etl.footprint.withDerived, etl.footprint.bare));
+    push(...renderPeer(etl));
   }
 
   const { sizes } = report;
