@@ -5,7 +5,7 @@
  * streams these rows).
  */
 import { InvalidArgumentError } from '../errors.js';
-import { dataElementByteSpans } from '../upstream/page-text.js';
+import { pageByteSpans } from '../upstream/page-text.js';
 import type { PageRows } from './page-rows.js';
 import type { Window } from './windows.js';
 
@@ -157,7 +157,7 @@ export function copyLines(chunks: readonly Buffer[]): Buffer[] {
  * The rows RecordsCopy (records-copy.ts) writes for one window: each kept record of a page as a line of
  * COPY's text format (`source`, payload, event_time, window_start, window_end, run_id, tab-separated),
  * as the UTF-8 bytes sent. The payload is the record's exact JSON text from the page's text
- * ({@link dataElementByteSpans}), escaped as COPY's text format requires.
+ * ({@link pageByteSpans}), escaped as COPY's text format requires.
  */
 export class CopyRows {
   private readonly prefixText: string;
@@ -192,8 +192,9 @@ export class CopyRows {
     }
     // The page's text in UTF-8 (as E6 sent it, or encoded once), each record's payload copied from
     // it as bytes: the same bytes as encoding each record's text, without a string per record.
+    // The bytes E6 sent were scanned once already (window membership, reader.ts): that scan is reused.
     const bytes = page.bytes ?? Buffer.from(page.text, 'utf8');
-    const spans = dataElementByteSpans(bytes);
+    const spans = pageByteSpans(bytes)?.spans;
     if (spans === undefined || keep[keep.length - 1]! >= spans.length / 2) {
       throw new InvalidArgumentError('a page to store has no data array holding its records in its text');
     }
