@@ -38,6 +38,24 @@ describe('IsoWriter', () => {
       { numRuns: 500 },
     );
   });
+
+  it('writes the instants of a page, mostly of one day, as toISOString does (its fast path within a day)', () => {
+    const step = fc.oneof(fc.integer({ min: -2000, max: 90_000_000 }), fc.double({ min: -1, max: 1, noNaN: true }), fc.constantFrom(0, 1, -1, 86_400_000));
+    const start = fc.oneof(instant, fc.constantFrom(0, 86_399_999, 253_402_300_799_000, -1, 1_767_225_599_999));
+    fc.assert(
+      fc.property(start, fc.array(step, { minLength: 1, maxLength: 50 }), (first, steps) => {
+        const iso = new IsoWriter();
+        const out = Buffer.alloc(40);
+        let ms = first;
+        for (const d of steps) {
+          ms += d;
+          if (Number.isNaN(new Date(ms).getTime())) continue;
+          expect(out.toString('latin1', 3, iso.write(out, 3, ms))).toBe(new Date(ms).toISOString());
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
 });
 
 /** Records with strings heavy in what COPY escapes, and non-ASCII text. */
