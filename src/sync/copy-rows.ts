@@ -203,13 +203,15 @@ export class CopyRows {
     // it as bytes: the same bytes as encoding each record's text, without a string per record.
     // The bytes E6 sent were scanned once already (window membership, reader.ts): that scan is reused.
     const bytes = page.bytes ?? Buffer.from(page.text, 'utf8');
-    const spans = pageByteSpans(bytes)?.spans;
-    if (spans === undefined || keep[keep.length - 1]! >= spans.length / 2) {
+    const scan = pageByteSpans(bytes);
+    const spans = scan?.spans;
+    if (scan === undefined || spans === undefined || keep[keep.length - 1]! >= spans.length / 2) {
       throw new InvalidArgumentError('a page to store has no data array holding its records in its text');
     }
     // Valid JSON has a backslash only in escapes and a tab, LF or CR only as whitespace, all rare:
-    // when the page has none, no payload needs COPY's escaping and its bytes are copied as they are.
-    const plain = !COPY_SPECIAL_BYTES.some((b) => bytes.includes(b));
+    // when no record holds one (the scan tells), no payload needs COPY's escaping and its bytes are
+    // copied as they are.
+    const plain = !scan.escapes && !scan.controls;
     let size = 0;
     for (let k = 0; k < keep.length; k++) size += spans[2 * keep[k]! + 1]! - spans[2 * keep[k]!]!;
     const fixed = this.prefix.length + 1 + MAX_ISO_BYTES + this.suffix.length;
@@ -287,5 +289,3 @@ const LETTER_N = 0x4e;
 const LETTER_T = 0x74;
 const LETTER_R = 0x72;
 const LETTER_LOWER_N = 0x6e;
-/** Bytes COPY's text format escapes inside a column ({@link COPY_SPECIAL}). */
-const COPY_SPECIAL_BYTES = [BACKSLASH, LF, CR, TAB];

@@ -140,6 +140,8 @@ export function dataElementSpans(text: string): Span[] | undefined {
 const KIND_QUOTE = 1;
 const KIND_OPEN = 2;
 const KIND_CLOSE = 3;
+/** A tab, LF or CR: whitespace outside strings (inside them valid JSON holds none raw). */
+const KIND_CONTROL = 4;
 /** What each byte is to the scan of a container: 0 for most. */
 const BYTE_KIND = new Uint8Array(256);
 BYTE_KIND[QUOTE] = KIND_QUOTE;
@@ -147,6 +149,13 @@ BYTE_KIND[OPEN_BRACE] = KIND_OPEN;
 BYTE_KIND[OPEN_BRACKET] = KIND_OPEN;
 BYTE_KIND[CLOSE_BRACE] = KIND_CLOSE;
 BYTE_KIND[CLOSE_BRACKET] = KIND_CLOSE;
+BYTE_KIND[0x09] = KIND_CONTROL;
+BYTE_KIND[0x0a] = KIND_CONTROL;
+BYTE_KIND[0x0d] = KIND_CONTROL;
+
+/** Whether the scan met a backslash inside a string (an escape), and a tab, LF or CR inside a container, since last reset. */
+let sawBackslash = false;
+let sawControl = false;
 
 /** The index after the closing quote of the string whose opening quote is at `i` in UTF-8 bytes. */
 function byteStringEnd(bytes: Uint8Array, i: number): number {
@@ -154,7 +163,10 @@ function byteStringEnd(bytes: Uint8Array, i: number): number {
   for (i++; i < n; i++) {
     const c = bytes[i];
     if (c === QUOTE) return i + 1;
-    if (c === BACKSLASH) i++; // the escaped byte is never the end
+    if (c === BACKSLASH) {
+      sawBackslash = true;
+      i++; // the escaped byte is never the end
+    }
   }
   throw new NotJson('unterminated string');
 }
@@ -178,9 +190,14 @@ function byteValueEnd(bytes: Uint8Array, i: number): number {
         for (i++; i < n; i++) {
           const c = bytes[i]!;
           if (c === QUOTE) break;
-          if (c === BACKSLASH) i++;
+          if (c === BACKSLASH) {
+            sawBackslash = true;
+            i++;
+          }
         }
         if (i >= n) break;
+      } else if (kind === KIND_CONTROL) {
+        sawControl = true;
       } else if (kind === KIND_OPEN) {
         if (++depth > deepest) deepest = depth;
       } else if (kind === KIND_CLOSE && --depth === 0) {
@@ -227,6 +244,8 @@ let arrayDepth = 0;
 function byteArrayElements(bytes: Uint8Array, i: number, spans: number[]): number {
   i = byteSkipWhitespace(bytes, i + 1);
   arrayDepth = 0;
+  sawBackslash = false;
+  sawControl = false;
   if (bytes[i] === CLOSE_BRACKET) return i + 1;
   for (;;) {
     const end = byteValueEnd(bytes, i);
@@ -263,6 +282,13 @@ export interface ByteSpans {
    * (0 when no element is an object or array): a record's parsed value nests no deeper.
    */
   maxDepth: number;
+  /**
+   * Whether an element's text holds a backslash (an escape: valid JSON has none elsewhere), and
+   * a tab, LF or CR (whitespace inside an element: none raw in a string of valid JSON). Without
+   * either, no byte of the elements needs COPY's text-format escaping.
+   */
+  escapes: boolean;
+  controls: boolean;
 }
 
 const SCANNED = new WeakMap<Uint8Array, ByteSpans | null>();
@@ -292,6 +318,8 @@ function scanDataElements(bytes: Uint8Array): ByteSpans | undefined {
     // The last `data` member's elements; undefined while there is none, or when it is no array.
     let spans: number[] | undefined;
     let maxDepth = 0;
+    let escapes = false;
+    let controls = false;
     if (bytes[i] !== CLOSE_BRACE) {
       for (;;) {
         if (bytes[i] !== QUOTE) return undefined;
@@ -305,6 +333,8 @@ function scanDataElements(bytes: Uint8Array): ByteSpans | undefined {
           spans = [];
           end = byteArrayElements(bytes, i, spans);
           maxDepth = arrayDepth;
+          escapes = sawBackslash;
+          controls = sawControl;
         } else {
           if (data) spans = undefined;
           end = byteValueEnd(bytes, i);
@@ -316,7 +346,7 @@ function scanDataElements(bytes: Uint8Array): ByteSpans | undefined {
         i = byteSkipWhitespace(bytes, i + 1);
       }
     }
-    return spans === undefined ? undefined : { spans, maxDepth };
+    return spans === undefined ? undefined : { spans, maxDepth, escapes, controls };
   } catch (err) {
     if (err instanceof NotJson || err instanceof SyntaxError) return undefined;
     throw err;

@@ -248,7 +248,7 @@ describe('dataElementByteSpans', () => {
     );
   });
 
-  it('gives with the spans (pageByteSpans, once per bytes) the deepest nesting of an element', () => {
+  it('gives with the spans (pageByteSpans, once per bytes) the deepest nesting of an element, and whether one holds an escape or a tab, LF or CR', () => {
     const depthOf = (element: string): number => {
       let depth = 0;
       let deepest = 0;
@@ -269,12 +269,18 @@ describe('dataElementByteSpans', () => {
         expect(found.spans).toEqual(dataElementByteSpans(bytes));
         const elements = dataElementSpans(text)!.map((s) => text.slice(s.start, s.end));
         expect(found.maxDepth).toBe(Math.max(0, ...elements.map(depthOf)));
+        expect(found.escapes).toBe(elements.some((e) => e.includes('\\')));
+        expect(found.controls).toBe(elements.some((e) => /[\t\n\r]/.test(e)));
       }),
       { numRuns: 500 },
     );
     expect(pageByteSpans(Buffer.from('{"data":[1,"[",{"a":[[]]},[]]}'))?.maxDepth).toBe(3);
     expect(pageByteSpans(Buffer.from('{"data":[[[[]]]],"data":[{}]}'))?.maxDepth).toBe(1);
     expect(pageByteSpans(Buffer.from('{"data":[1]'))).toBeUndefined();
+    // What lies outside the elements does not count: the envelope's escapes, whitespace between elements.
+    expect(pageByteSpans(Buffer.from('{"n\\u0061me":"\\"",\n"data":[\t{"a":1},\r\n"b"\n],"x":"\\n"}'))).toMatchObject({ escapes: false, controls: false });
+    expect(pageByteSpans(Buffer.from('{"data":[{"a":\n1}]}'))).toMatchObject({ escapes: false, controls: true });
+    expect(pageByteSpans(Buffer.from('{"data":[1,"\\/"]}'))).toMatchObject({ escapes: true, controls: false });
   });
 
   it('handles empty data, escaped and duplicated keys, a data that is no array, deep nesting', () => {
