@@ -50,16 +50,25 @@ export function intersection(a: TextBag, b: TextBag): TextBag {
 }
 
 /**
- * A 30-bit hash of bytes [start, end) (FNV-1a style over 32-bit words, then mixed): equal bytes
- * give equal hashes; a hash is never taken for equality. 30 bits keep it a small integer in V8.
+ * A 30-bit hash of bytes [start, end) (two multiply-xor lanes over little-endian 32-bit words, the
+ * tail byte by byte, then mixed): equal bytes give equal hashes wherever they lie; a hash is never
+ * taken for equality. 30 bits keep it a small integer in V8.
  */
 export function recordHash(bytes: Uint8Array, start: number, end: number): number {
+  return hashView(new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength), start, end);
+}
+
+/** {@link recordHash} through a view of the bytes (DataView reads a word at any offset in one load). */
+function hashView(view: DataView, start: number, end: number): number {
   let h = Math.imul(end - start, 0x9e3779b1);
+  let g = 0x2545f491;
   let i = start;
-  for (const last = end - 3; i < last; i += 4) {
-    h = Math.imul(h ^ (bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24)), 0x01000193);
+  for (const last = end - 7; i < last; i += 8) {
+    h = Math.imul(h ^ view.getInt32(i, true), 0x01000193);
+    g = Math.imul(g ^ view.getInt32(i + 4, true), 0x01000193);
   }
-  for (; i < end; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
+  for (; i < end; i++) h = Math.imul(h ^ view.getUint8(i), 0x01000193);
+  h ^= Math.imul(g, 0x9e3779b1);
   h ^= h >>> 15;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
@@ -100,8 +109,9 @@ export class PageKeys {
   hashes(): Int32Array {
     if (this.#hashes !== undefined) return this.#hashes;
     const { bytes, spans } = this;
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const out = new Int32Array(this.length);
-    for (let i = 0; i < out.length; i++) out[i] = recordHash(bytes, spans[2 * i]!, spans[2 * i + 1]!);
+    for (let i = 0; i < out.length; i++) out[i] = hashView(view, spans[2 * i]!, spans[2 * i + 1]!);
     return (this.#hashes = out);
   }
 
