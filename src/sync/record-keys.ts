@@ -80,6 +80,8 @@ export class PageKeys {
   /** Records on the page. */
   readonly length: number;
   #hashes: Int32Array | undefined;
+  /** `bytes` as a Buffer, to decode texts from. */
+  readonly #buffer: Buffer;
 
   /**
    * @param bytes UTF-8 bytes holding every record's text.
@@ -93,6 +95,7 @@ export class PageKeys {
     readonly texts?: readonly string[],
   ) {
     this.length = spans.length / 2;
+    this.#buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
   /** The keys of a page (cached with the page: the reader asks once per part it meets). */
@@ -118,7 +121,7 @@ export class PageKeys {
   /** The exact text of record `i`. */
   text(i: number): string {
     if (this.texts !== undefined) return this.texts[i]!;
-    return Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength).toString('utf8', this.spans[2 * i], this.spans[2 * i + 1]);
+    return this.#buffer.toString('utf8', this.spans[2 * i], this.spans[2 * i + 1]);
   }
 
   /** Bytes of record `i`'s text. */
