@@ -27,13 +27,18 @@
  * Records that arrive or go between the requests make the sums disagree: the cuts are then asked,
  * never assumed.
  *
+ * A guess is found without a string per record (record-keys.ts): the two parts' records are
+ * matched by a hash of their bytes, and only records whose hashes match are compared, by their
+ * exact texts; a guess is always a multiset of exact texts.
+ *
  * Cost in memory: a part with an open cut is held until its window's count answers (a window's
  * pages at most), and while the count waits for the next window's first part, that window reads
  * past the reader's budget.
  */
 import { InconsistentWindowError } from '../errors.js';
 import type { AnalyticsPage } from '../upstream/analytics.js';
-import { dataElementSpans, stringifyJson } from '../upstream/page-text.js';
+import { sharedTexts, type PartKeys, type TextBag } from './record-keys.js';
+export type { TextBag } from './record-keys.js';
 import type { Window } from './windows.js';
 
 /**
@@ -44,35 +49,11 @@ import type { Window } from './windows.js';
  */
 export type ToDateRule = 'auto' | 'inclusive' | 'exclusive';
 
-/** A multiset of record texts: text → copies. */
-export type TextBag = Map<string, number>;
-
-/** A part read whole: its range, E6's `totalRecords` for it, and its records' texts (computed when first needed). */
+/** A part read whole: its range, E6's `totalRecords` for it, and its records as keys (made when first needed). */
 export interface PartRead {
   part: Window;
   total: number;
-  texts: () => TextBag;
-}
-
-/**
- * Each record of a page as text, to compare records exactly: its text in the body where there is
- * one (so records differing only in digits JSON.parse rounds away stay different), else its JSON
- * serialisation.
- */
-export function recordTexts(page: AnalyticsPage): string[] {
-  const text = page.text;
-  const spans = text === undefined ? undefined : dataElementSpans(text);
-  return page.data.map((record, i) => {
-    const span = spans?.[i];
-    return span !== undefined && text !== undefined ? text.slice(span.start, span.end) : stringifyJson(record);
-  });
-}
-
-/** The multiset of `texts`. */
-export function bagOf(texts: Iterable<string>): TextBag {
-  const bag: TextBag = new Map();
-  for (const text of texts) bag.set(text, (bag.get(text) ?? 0) + 1);
-  return bag;
+  keys: () => PartKeys;
 }
 
 /** Whether two multisets are equal. */
@@ -80,17 +61,6 @@ export function sameBag(a: TextBag, b: TextBag): boolean {
   if (a.size !== b.size) return false;
   for (const [key, count] of a) if (b.get(key) !== count) return false;
   return true;
-}
-
-/** The multiset intersection (each text as many times as the smaller count). */
-export function intersection(a: TextBag, b: TextBag): TextBag {
-  const [small, large] = a.size <= b.size ? [a, b] : [b, a];
-  const out: TextBag = new Map();
-  for (const [key, count] of small) {
-    const other = large.get(key);
-    if (other !== undefined) out.set(key, Math.min(count, other));
-  }
-  return out;
 }
 
 /**
@@ -120,25 +90,6 @@ export function bagSize(bag: TextBag | undefined): number {
   let n = 0;
   for (const count of bag?.values() ?? []) n += count;
   return n;
-}
-
-/**
- * Which of `texts` (one part's records, in order) a boundary set drops: one record per copy in
- * `drop`, which is consumed. A text of `drop` the part does not hold (E6 changed between the
- * requests) drops nothing.
- *
- * @returns the indexes into `texts` to drop.
- */
-export function dropIndexes(texts: readonly string[], drop: TextBag): Set<number> {
-  const out = new Set<number>();
-  if (drop.size === 0) return out;
-  for (let i = 0; i < texts.length; i++) {
-    const left = drop.get(texts[i]!);
-    if (left === undefined || left === 0) continue;
-    drop.set(texts[i]!, left - 1);
-    out.add(i);
-  }
-  return out;
 }
 
 /**
@@ -287,7 +238,7 @@ export interface WindowSettle {
   window: Window;
   /** Every part of the window, read (ranges and totals). */
   parts: readonly Pick<PartRead, 'part' | 'total'>[];
-  /** Its last part (ending at the window's end), texts included. */
+  /** Its last part (ending at the window's end), keys included. */
   last: PartRead | undefined;
   open: readonly OpenCut[];
   /** The first part of the next window when it starts at this one's end in the run (undefined when it will not be read). */
@@ -339,7 +290,7 @@ export class Boundaries {
     }
     const left = !atWindowStart || earlierInRun ? await this.ends.take(cut) : undefined;
     if (left === undefined) return { drop: await ask() };
-    const guess = intersection(left.texts(), mine.texts());
+    const guess = sharedTexts(left.keys(), mine.keys());
     if (guess.size === 0) return { drop: undefined };
     if (startProof !== undefined && (await startProof.settled)) return { drop: undefined };
     if (this.rule === 'inclusive') return { drop: guess };
@@ -365,7 +316,7 @@ export class Boundaries {
     const last = w.last;
     if (next !== undefined && last !== undefined) {
       // The next window's start goes into this count when it is open too (its first part sees the same guess).
-      const guess = intersection(last.texts(), next.texts());
+      const guess = sharedTexts(last.keys(), next.keys());
       if (guess.size > 0 && this.rule === 'auto') {
         chain.push(next);
         guesses.set(next.part.start, guess);

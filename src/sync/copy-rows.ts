@@ -5,7 +5,7 @@
  * streams these rows).
  */
 import { InvalidArgumentError } from '../errors.js';
-import { dataElementByteSpans } from '../upstream/page-text.js';
+import { pageByteSpans } from '../upstream/page-text.js';
 import type { PageRows } from './page-rows.js';
 import type { Window } from './windows.js';
 
@@ -58,35 +58,44 @@ export class IsoWriter {
    * @returns the index after the last byte written.
    */
   write(out: Buffer, at: number, ms: number): number {
-    if (!(Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS)) return at + out.write(new Date(ms).toISOString(), at, 'latin1');
-    let rest = ms % MS_PER_DAY;
-    const dayStart = ms - rest;
-    if (dayStart !== this.bytesDay) {
+    // Within the day of the last call (most records of a page): the time of day is a small
+    // integer, and no division of the whole instant (a double) is needed.
+    let rest = ms - this.bytesDay;
+    if (!(rest >= 0 && rest < MS_PER_DAY && Number.isInteger(rest))) {
+      if (!(Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS)) return at + out.write(new Date(ms).toISOString(), at, 'latin1');
+      rest = ms % MS_PER_DAY;
+      const dayStart = ms - rest;
       this.bytesDay = dayStart;
       const date = new Date(dayStart).toISOString();
       for (let i = 0; i < DATE_BYTES; i++) this.dateBytes[i] = date.charCodeAt(i);
     }
+    rest |= 0;
     const dateBytes = this.dateBytes;
     for (let i = 0; i < DATE_BYTES; i++) out[at + i] = dateBytes[i]!;
     at += DATE_BYTES;
-    const hours = Math.floor(rest / 3_600_000);
+    const hours = (rest / 3_600_000) | 0;
     rest -= hours * 3_600_000;
-    const minutes = Math.floor(rest / 60_000);
+    const minutes = (rest / 60_000) | 0;
     rest -= minutes * 60_000;
-    const seconds = Math.floor(rest / 1000);
+    const seconds = (rest / 1000) | 0;
     const millis = rest - seconds * 1000;
-    out[at] = DIGIT_0 + Math.floor(hours / 10);
-    out[at + 1] = DIGIT_0 + (hours % 10);
+    const hoursTens = (hours / 10) | 0;
+    const minutesTens = (minutes / 10) | 0;
+    const secondsTens = (seconds / 10) | 0;
+    const hundreds = (millis / 100) | 0;
+    const tens = ((millis - hundreds * 100) / 10) | 0;
+    out[at] = DIGIT_0 + hoursTens;
+    out[at + 1] = DIGIT_0 + hours - hoursTens * 10;
     out[at + 2] = COLON;
-    out[at + 3] = DIGIT_0 + Math.floor(minutes / 10);
-    out[at + 4] = DIGIT_0 + (minutes % 10);
+    out[at + 3] = DIGIT_0 + minutesTens;
+    out[at + 4] = DIGIT_0 + minutes - minutesTens * 10;
     out[at + 5] = COLON;
-    out[at + 6] = DIGIT_0 + Math.floor(seconds / 10);
-    out[at + 7] = DIGIT_0 + (seconds % 10);
+    out[at + 6] = DIGIT_0 + secondsTens;
+    out[at + 7] = DIGIT_0 + seconds - secondsTens * 10;
     out[at + 8] = DOT;
-    out[at + 9] = DIGIT_0 + Math.floor(millis / 100);
-    out[at + 10] = DIGIT_0 + (Math.floor(millis / 10) % 10);
-    out[at + 11] = DIGIT_0 + (millis % 10);
+    out[at + 9] = DIGIT_0 + hundreds;
+    out[at + 10] = DIGIT_0 + tens;
+    out[at + 11] = DIGIT_0 + millis - hundreds * 100 - tens * 10;
     out[at + 12] = LETTER_Z;
     return at + 13;
   }
@@ -157,7 +166,7 @@ export function copyLines(chunks: readonly Buffer[]): Buffer[] {
  * The rows RecordsCopy (records-copy.ts) writes for one window: each kept record of a page as a line of
  * COPY's text format (`source`, payload, event_time, window_start, run_id, tab-separated),
  * as the UTF-8 bytes sent. The payload is the record's exact JSON text from the page's text
- * ({@link dataElementByteSpans}), escaped as COPY's text format requires.
+ * ({@link pageByteSpans}), escaped as COPY's text format requires.
  */
 export class CopyRows {
   private readonly prefixText: string;
@@ -192,14 +201,17 @@ export class CopyRows {
     }
     // The page's text in UTF-8 (as E6 sent it, or encoded once), each record's payload copied from
     // it as bytes: the same bytes as encoding each record's text, without a string per record.
+    // The bytes E6 sent were scanned once already (window membership, reader.ts): that scan is reused.
     const bytes = page.bytes ?? Buffer.from(page.text, 'utf8');
-    const spans = dataElementByteSpans(bytes);
-    if (spans === undefined || keep[keep.length - 1]! >= spans.length / 2) {
+    const scan = pageByteSpans(bytes);
+    const spans = scan?.spans;
+    if (scan === undefined || spans === undefined || keep[keep.length - 1]! >= spans.length / 2) {
       throw new InvalidArgumentError('a page to store has no data array holding its records in its text');
     }
     // Valid JSON has a backslash only in escapes and a tab, LF or CR only as whitespace, all rare:
-    // when the page has none, no payload needs COPY's escaping and its bytes are copied as they are.
-    const plain = !COPY_SPECIAL_BYTES.some((b) => bytes.includes(b));
+    // when no record holds one (the scan tells), no payload needs COPY's escaping and its bytes are
+    // copied as they are.
+    const plain = !scan.escapes && !scan.controls;
     let size = 0;
     for (let k = 0; k < keep.length; k++) size += spans[2 * keep[k]! + 1]! - spans[2 * keep[k]!]!;
     const fixed = this.prefix.length + 1 + MAX_ISO_BYTES + this.suffix.length;
@@ -207,10 +219,19 @@ export class CopyRows {
     this.out = out;
     // One copy between rows: a row's last columns and the next row's first are always the same bytes.
     let at = this.prefix.copy(out, 0);
+    // Where `between` was first written: the later copies are made within `out` (no view to make).
+    let between = -1;
+    const betweenLength = this.between.length;
     for (let k = 0; k < keep.length; k++) {
       const start = spans[2 * keep[k]!]!;
       const end = spans[2 * keep[k]! + 1]!;
-      if (k > 0) at += this.between.copy(out, at);
+      if (between >= 0) {
+        out.copyWithin(at, between, between + betweenLength);
+        at += betweenLength;
+      } else if (k > 0) {
+        between = at;
+        at += this.between.copy(out, at);
+      }
       at = plain ? at + bytes.copy(out, at, start, end) : this.copyEscaped(bytes, start, end, at);
       out[at++] = TAB;
       const ms = eventTimes[k] ?? null;
@@ -268,5 +289,3 @@ const LETTER_N = 0x4e;
 const LETTER_T = 0x74;
 const LETTER_R = 0x72;
 const LETTER_LOWER_N = 0x6e;
-/** Bytes COPY's text format escapes inside a column ({@link COPY_SPECIAL}). */
-const COPY_SPECIAL_BYTES = [BACKSLASH, LF, CR, TAB];

@@ -6,7 +6,8 @@
  */
 import { InconsistentWindowError } from '../errors.js';
 import type { AnalyticsPage } from '../upstream/analytics.js';
-import { bagOf, recordTexts, sameBag, type TextBag } from './boundary.js';
+import { sameBag } from './boundary.js';
+import { bagOf, PageKeys, type TextBag } from './record-keys.js';
 import { iso, type Window } from './windows.js';
 
 /** How the reader asks E6 for pages of a range (its queue, budgets and envelope checks). */
@@ -38,7 +39,7 @@ export async function pageThrough(io: RangeRequests, range: Window, pageSize?: n
   const pages = [first, ...rest];
   let consistent = pages.reduce((sum, page) => sum + page.data.length, 0) === total;
   for (const page of pages) if (page.totalRecords !== total) consistent = false;
-  return { total, consistent, pages, keys: bagOf(pages.flatMap(recordTexts)) };
+  return { total, consistent, pages, keys: bagOf(pages.flatMap((page) => PageKeys.of(page).allTexts())) };
 }
 
 /**

@@ -27,10 +27,11 @@
  */
 import { AbortedError, InconsistentWindowError } from '../errors.js';
 import type { AnalyticsPage } from '../upstream/analytics.js';
-import { bagOf, Boundaries, countRange, dropIndexes, recordTexts, SplitProof, type PartRead, type TextBag, WindowBounds } from './boundary.js';
+import { Boundaries, countRange, SplitProof, type PartRead, WindowBounds } from './boundary.js';
 import { readAtSmallerPages, whenTooLarge } from './oversize.js';
 import { pagedTwice, type PagedRead, type RangeRequests } from './paged.js';
 import type { E6Pages } from './ports.js';
+import { bagOf, dropIndexes, PageKeys, PartKeys, type TextBag } from './record-keys.js';
 import type { Leaf, WindowReaderOptions, WindowReadStats } from './reader-options.js';
 import { ProfileCells, splitOverflow, splitRange } from './split.js';
 import { iso, type Window } from './windows.js';
@@ -304,14 +305,13 @@ export class WindowReader<T> {
    * known what it drops of the part before it (boundary.ts).
    */
   async #leaf(state: WindowState<T>, part: Window, pages: readonly AnalyticsPage[], startProof: SplitProof | undefined): Promise<void> {
-    let texts: string[][] | undefined;
-    const textsOf = (): string[][] => (texts ??= pages.map(recordTexts));
-    let bag: TextBag | undefined;
-    const read: PartRead = { part, total: pages[0]!.totalRecords, texts: () => (bag ??= bagOf(textsOf().flat())) };
+    let keys: PartKeys | undefined;
+    const keysOf = (): PartKeys => (keys ??= new PartKeys(pages.map((page) => PageKeys.of(page))));
+    const read: PartRead = { part, total: pages[0]!.totalRecords, keys: keysOf };
     let counted = false; // (the estimate learns where records fall, those at the window's start too)
     const hand = (drop: TextBag | undefined): void =>
       pages.forEach((page, p) => {
-        const dropped = drop === undefined ? EMPTY : dropIndexes(textsOf()[p]!, drop);
+        const dropped = drop === undefined ? EMPTY : dropIndexes(keysOf().pages[p]!, drop);
         if (!counted) for (const i of dropped) this.#count1(state, this.#o.eventTime(page.data[i]!));
         this.#hold(state, { part, page: this.#o.prepare(page, { part, window: state.window, drop: dropped }), records: page.data.length }, counted);
       });
@@ -339,7 +339,7 @@ export class WindowReader<T> {
   async #askBoundary(state: WindowState<T>, cut: number): Promise<TextBag> {
     const range = { start: cut, end: cut };
     const first = await this.#firstPage(state, range);
-    return first.data.length === first.totalRecords ? bagOf(recordTexts(first)) : (await this.#pagedTwice(state, range)).keys;
+    return first.data.length === first.totalRecords ? bagOf(PageKeys.of(first).allTexts()) : (await this.#pagedTwice(state, range)).keys;
   }
 
   /**

@@ -6,7 +6,7 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 import type { AnalyticsPage } from '../upstream/analytics.js';
-import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, stringifyJson, type Span } from '../upstream/page-text.js';
+import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, pageByteSpans, stringifyJson, type Span } from '../upstream/page-text.js';
 
 /**
  * Records nesting deeper than this (objects and arrays, the record itself being level 1) are
@@ -40,13 +40,17 @@ export interface QuarantinedRecord {
  * (raw control characters are invalid JSON), or a raw surrogate (never from UTF-8 off the wire).
  */
 const MAY_HOLD_UNSTORABLE_STRING = /\\u0000|\\u[dD][89abAB]|\\u[dD][c-fC-F]|[\ud800-\udfff]/;
+/** `\u`, the start of every escape that can give a string U+0000 or a surrogate. */
+const BACKSLASH_U = Buffer.from('\\u', 'latin1');
 
 /**
  * {@link MAY_HOLD_UNSTORABLE_STRING}'s test, cheaper on the common page: one without any `\u`
  * escape (a plain substring search) needs only the raw-surrogate test, which V8 answers without
- * a scan for a one-byte string.
+ * a scan for a one-byte string, and none when the text was decoded from `bytes` (valid UTF-8).
  */
-function mayHoldUnstorableString(text: string): boolean {
+function mayHoldUnstorableString(text: string, bytes: Buffer | undefined): boolean {
+  // Valid UTF-8 (AnalyticsPage.bytes is only kept when it is) encodes no surrogate: only an escape can make one.
+  if (bytes !== undefined) return bytes.includes(BACKSLASH_U) && MAY_HOLD_UNSTORABLE_STRING.test(text);
   return text.includes('\\u') ? MAY_HOLD_UNSTORABLE_STRING.test(text) : ANY_SURROGATE.test(text);
 }
 
@@ -79,11 +83,14 @@ export interface StorablePage {
  * @throws {InvalidArgumentError} when `page.text` is not the JSON text of the page's body.
  */
 export function storablePage(page: AnalyticsPage): StorablePage {
-  const { text } = page;
-  const strings = text === undefined || mayHoldUnstorableString(text);
+  const { text, bytes } = page;
+  const strings = text === undefined || mayHoldUnstorableString(text, bytes);
   const numbers = text === undefined;
+  // With nothing but depth to check, the scan of the page's bytes (shared with membership and the
+  // COPY rows) tells it for every record at once: a parsed record nests no deeper than its text.
+  const shallow = !strings && !numbers && bytes !== undefined && (pageByteSpans(bytes)?.maxDepth ?? Infinity) <= MAX_RECORD_DEPTH;
   let found: Omit<QuarantinedRecord, 'text'>[] | undefined;
-  for (let i = 0; i < page.data.length; i++) {
+  for (let i = 0; !shallow && i < page.data.length; i++) {
     const problem = findUnstorable(page.data[i], { strings, numbers });
     if (problem !== undefined) (found ??= []).push({ index: i, path: problem.path, reason: problem.problem });
   }

@@ -140,6 +140,8 @@ export function dataElementSpans(text: string): Span[] | undefined {
 const KIND_QUOTE = 1;
 const KIND_OPEN = 2;
 const KIND_CLOSE = 3;
+/** A tab, LF or CR: whitespace outside strings (inside them valid JSON holds none raw). */
+const KIND_CONTROL = 4;
 /** What each byte is to the scan of a container: 0 for most. */
 const BYTE_KIND = new Uint8Array(256);
 BYTE_KIND[QUOTE] = KIND_QUOTE;
@@ -147,6 +149,13 @@ BYTE_KIND[OPEN_BRACE] = KIND_OPEN;
 BYTE_KIND[OPEN_BRACKET] = KIND_OPEN;
 BYTE_KIND[CLOSE_BRACE] = KIND_CLOSE;
 BYTE_KIND[CLOSE_BRACKET] = KIND_CLOSE;
+BYTE_KIND[0x09] = KIND_CONTROL;
+BYTE_KIND[0x0a] = KIND_CONTROL;
+BYTE_KIND[0x0d] = KIND_CONTROL;
+
+/** Whether the scan met a backslash inside a string (an escape), and a tab, LF or CR inside a container, since last reset. */
+let sawBackslash = false;
+let sawControl = false;
 
 /** The index after the closing quote of the string whose opening quote is at `i` in UTF-8 bytes. */
 function byteStringEnd(bytes: Uint8Array, i: number): number {
@@ -154,18 +163,26 @@ function byteStringEnd(bytes: Uint8Array, i: number): number {
   for (i++; i < n; i++) {
     const c = bytes[i];
     if (c === QUOTE) return i + 1;
-    if (c === BACKSLASH) i++; // the escaped byte is never the end
+    if (c === BACKSLASH) {
+      sawBackslash = true;
+      i++; // the escaped byte is never the end
+    }
   }
   throw new NotJson('unterminated string');
 }
+
+/** Deepest nesting of the last container {@link byteValueEnd} walked (1: the container itself). */
+let lastDepth = 0;
 
 /** {@link valueEnd} over UTF-8 bytes: outside strings JSON is ASCII, and no byte of a multi-byte character is below 0x80. */
 function byteValueEnd(bytes: Uint8Array, i: number): number {
   const n = bytes.length;
   const first = bytes[i];
+  lastDepth = 0;
   if (first === QUOTE) return byteStringEnd(bytes, i);
   if (first === OPEN_BRACE || first === OPEN_BRACKET) {
     let depth = 0;
+    let deepest = 0;
     while (i < n) {
       const kind = BYTE_KIND[bytes[i]!]!;
       if (kind === KIND_QUOTE) {
@@ -173,11 +190,20 @@ function byteValueEnd(bytes: Uint8Array, i: number): number {
         for (i++; i < n; i++) {
           const c = bytes[i]!;
           if (c === QUOTE) break;
-          if (c === BACKSLASH) i++;
+          if (c === BACKSLASH) {
+            sawBackslash = true;
+            i++;
+          }
         }
         if (i >= n) break;
-      } else if (kind === KIND_OPEN) depth++;
-      else if (kind === KIND_CLOSE && --depth === 0) return i + 1;
+      } else if (kind === KIND_CONTROL) {
+        sawControl = true;
+      } else if (kind === KIND_OPEN) {
+        if (++depth > deepest) deepest = depth;
+      } else if (kind === KIND_CLOSE && --depth === 0) {
+        lastDepth = deepest;
+        return i + 1;
+      }
       i++;
     }
     throw new NotJson('unterminated container');
@@ -207,6 +233,9 @@ function isDataKey(bytes: Uint8Array, start: number, end: number): boolean {
   return bytes.subarray(start, end).includes(BACKSLASH) && JSON.parse(new TextDecoder().decode(bytes.subarray(start, end))) === 'data';
 }
 
+/** Deepest nesting of an element of the last array {@link byteArrayElements} walked (1: an object or array element itself; 0: none). */
+let arrayDepth = 0;
+
 /**
  * The elements of the array whose `[` is at `i`, pushed flat onto `spans` as [start, end) pairs.
  *
@@ -214,9 +243,13 @@ function isDataKey(bytes: Uint8Array, start: number, end: number): boolean {
  */
 function byteArrayElements(bytes: Uint8Array, i: number, spans: number[]): number {
   i = byteSkipWhitespace(bytes, i + 1);
+  arrayDepth = 0;
+  sawBackslash = false;
+  sawControl = false;
   if (bytes[i] === CLOSE_BRACKET) return i + 1;
   for (;;) {
     const end = byteValueEnd(bytes, i);
+    if (lastDepth > arrayDepth) arrayDepth = lastDepth;
     spans.push(i, end);
     i = byteSkipWhitespace(bytes, end);
     const c = bytes[i];
@@ -237,12 +270,56 @@ function byteArrayElements(bytes: Uint8Array, i: number, spans: number[]): numbe
  *   when the bytes are not a JSON object with a `data` array.
  */
 export function dataElementByteSpans(bytes: Uint8Array): number[] | undefined {
+  return scanDataElements(bytes)?.spans;
+}
+
+/** The records of an E6 body found in its UTF-8 bytes ({@link pageByteSpans}). */
+export interface ByteSpans {
+  /** [start, end) of each element of `data`, flat: `[start0, end0, start1, end1, …]`, in bytes. */
+  spans: number[];
+  /**
+   * Deepest nesting of objects and arrays in an element's text, the element itself being level 1
+   * (0 when no element is an object or array): a record's parsed value nests no deeper.
+   */
+  maxDepth: number;
+  /**
+   * Whether an element's text holds a backslash (an escape: valid JSON has none elsewhere), and
+   * a tab, LF or CR (whitespace inside an element: none raw in a string of valid JSON). Without
+   * either, no byte of the elements needs COPY's text-format escaping.
+   */
+  escapes: boolean;
+  controls: boolean;
+}
+
+const SCANNED = new WeakMap<Uint8Array, ByteSpans | null>();
+
+/**
+ * {@link dataElementByteSpans} of a page's bytes with the deepest nesting of its records, found
+ * once per bytes and cached with them (a WeakMap: gone with the bytes): window membership, the
+ * storable checks and the COPY rows all read the same scan.
+ *
+ * @returns undefined when the bytes are not a JSON object with a `data` array. The bytes must
+ *   not change once scanned.
+ */
+export function pageByteSpans(bytes: Uint8Array): ByteSpans | undefined {
+  let found = SCANNED.get(bytes);
+  if (found === undefined) {
+    found = scanDataElements(bytes) ?? null;
+    SCANNED.set(bytes, found);
+  }
+  return found ?? undefined;
+}
+
+function scanDataElements(bytes: Uint8Array): ByteSpans | undefined {
   try {
     let i = byteSkipWhitespace(bytes, 0);
     if (bytes[i] !== OPEN_BRACE) return undefined;
     i = byteSkipWhitespace(bytes, i + 1);
     // The last `data` member's elements; undefined while there is none, or when it is no array.
     let spans: number[] | undefined;
+    let maxDepth = 0;
+    let escapes = false;
+    let controls = false;
     if (bytes[i] !== CLOSE_BRACE) {
       for (;;) {
         if (bytes[i] !== QUOTE) return undefined;
@@ -255,6 +332,9 @@ export function dataElementByteSpans(bytes: Uint8Array): number[] | undefined {
         if (data && bytes[i] === OPEN_BRACKET) {
           spans = [];
           end = byteArrayElements(bytes, i, spans);
+          maxDepth = arrayDepth;
+          escapes = sawBackslash;
+          controls = sawControl;
         } else {
           if (data) spans = undefined;
           end = byteValueEnd(bytes, i);
@@ -266,7 +346,7 @@ export function dataElementByteSpans(bytes: Uint8Array): number[] | undefined {
         i = byteSkipWhitespace(bytes, i + 1);
       }
     }
-    return spans;
+    return spans === undefined ? undefined : { spans, maxDepth, escapes, controls };
   } catch (err) {
     if (err instanceof NotJson || err instanceof SyntaxError) return undefined;
     throw err;

@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { unstorableEscapes } from '../../src/sync/storable.js';
-import { dataElementByteSpans, dataElementSpans, dataTextWithout, escapeLoneSurrogates, stringifyJson } from '../../src/upstream/page-text.js';
+import { dataElementByteSpans, dataElementSpans, dataTextWithout, escapeLoneSurrogates, pageByteSpans, stringifyJson } from '../../src/upstream/page-text.js';
 
 /** A small deterministic generator of choices, seeded by fast-check (so a failure replays). */
 function chooser(seed: number): (n: number) => number {
@@ -246,6 +246,41 @@ describe('dataElementByteSpans', () => {
       }),
       { numRuns: 500 },
     );
+  });
+
+  it('gives with the spans (pageByteSpans, once per bytes) the deepest nesting of an element, and whether one holds an escape or a tab, LF or CR', () => {
+    const depthOf = (element: string): number => {
+      let depth = 0;
+      let deepest = 0;
+      for (let i = 0; i < element.length; i++) {
+        const c = element[i];
+        if (c === '"') for (i++; element[i] !== '"'; i++) if (element[i] === '\\') i++;
+        if (c === '[' || c === '{') deepest = Math.max(deepest, ++depth);
+        if (c === ']' || c === '}') depth--;
+      }
+      return deepest;
+    };
+    fc.assert(
+      fc.property(body, (b) => {
+        const text = writeBody(b);
+        const bytes = Buffer.from(text, 'utf8');
+        const found = pageByteSpans(bytes)!;
+        expect(pageByteSpans(bytes)).toBe(found);
+        expect(found.spans).toEqual(dataElementByteSpans(bytes));
+        const elements = dataElementSpans(text)!.map((s) => text.slice(s.start, s.end));
+        expect(found.maxDepth).toBe(Math.max(0, ...elements.map(depthOf)));
+        expect(found.escapes).toBe(elements.some((e) => e.includes('\\')));
+        expect(found.controls).toBe(elements.some((e) => /[\t\n\r]/.test(e)));
+      }),
+      { numRuns: 500 },
+    );
+    expect(pageByteSpans(Buffer.from('{"data":[1,"[",{"a":[[]]},[]]}'))?.maxDepth).toBe(3);
+    expect(pageByteSpans(Buffer.from('{"data":[[[[]]]],"data":[{}]}'))?.maxDepth).toBe(1);
+    expect(pageByteSpans(Buffer.from('{"data":[1]'))).toBeUndefined();
+    // What lies outside the elements does not count: the envelope's escapes, whitespace between elements.
+    expect(pageByteSpans(Buffer.from('{"n\\u0061me":"\\"",\n"data":[\t{"a":1},\r\n"b"\n],"x":"\\n"}'))).toMatchObject({ escapes: false, controls: false });
+    expect(pageByteSpans(Buffer.from('{"data":[{"a":\n1}]}'))).toMatchObject({ escapes: false, controls: true });
+    expect(pageByteSpans(Buffer.from('{"data":[1,"\\/"]}'))).toMatchObject({ escapes: true, controls: false });
   });
 
   it('handles empty data, escaped and duplicated keys, a data that is no array, deep nesting', () => {

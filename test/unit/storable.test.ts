@@ -11,7 +11,7 @@ const url = new URL('https://stats.test/analytics?pageNumber=1');
 
 /** The page as the store sees it: its records, and the text and quarantine storablePage gives. */
 const keep = (page: AnalyticsPage) => ({ ...page, text: undefined, ...storablePage(page) });
-const keepDecoded = (res: Pick<RawResponse, 'headers' | 'body'>, requestedPage: number, at: URL) => keep(decodePage(res, requestedPage, at));
+const keepDecoded = (res: Pick<RawResponse, 'headers' | 'body' | 'bytes'>, requestedPage: number, at: URL) => keep(decodePage(res, requestedPage, at));
 
 describe('records PostgreSQL jsonb cannot store: quarantined, not refused', () => {
   const nested = (levels: number): unknown => (levels === 0 ? 1 : [nested(levels - 1)]);
@@ -55,16 +55,35 @@ describe('records PostgreSQL jsonb cannot store: quarantined, not refused', () =
   });
 });
 
-describe('records PostgreSQL jsonb cannot store, on a page read from E6 (decodePage)', () => {
+// A page read off the wire carries its bytes (valid UTF-8 only: never a raw unpaired surrogate);
+// a fake's or a test's may carry its text only. Both must be kept alike.
+describe.each([
+  ['text', false],
+  ['text and UTF-8 bytes', true],
+])('records PostgreSQL jsonb cannot store, on a page read from E6 (decodePage, %s)', (_carries, withBytes) => {
+  const res = (headers: Record<string, string>, body: string): Pick<RawResponse, 'headers' | 'body' | 'bytes'> =>
+    withBytes && Buffer.from(body, 'utf8').toString('utf8') === body ? { headers, body, bytes: Buffer.from(body, 'utf8') } : { headers, body };
   const decode = (data: string[], envelope = '') =>
     keepDecoded(
-      {
-        headers: { 'content-type': 'application/json' },
-        body: `{"pageNumber":1,"pageSize":${Math.max(1, data.length)},"totalRecords":${data.length},"totalPages":1,${envelope}"data":[${data.join(',')}]}`,
-      },
+      res(
+        { 'content-type': 'application/json' },
+        `{"pageNumber":1,"pageSize":${Math.max(1, data.length)},"totalRecords":${data.length},"totalPages":1,${envelope}"data":[${data.join(',')}]}`,
+      ),
       1,
       url,
     );
+
+  it('keeps records of 1000 levels and a paired surrogate, stored from the body as sent (its bytes when it has them)', () => {
+    const records = [`{"d":${'['.repeat(999)}${']'.repeat(999)}}`, '{"e":"😀","f":"\ud83d\ude00"}'];
+    const page = decode(records);
+    expect(page.quarantined).toBeUndefined();
+    expect(page.text).toContain(records.join(','));
+    expect(page.bytes !== undefined).toBe(withBytes);
+    // One level more, on a page with no string to fear: found by depth alone.
+    const deeper = decode(['{"a":1}', `{"d":${'['.repeat(1000)}${']'.repeat(1000)}}`, '{"b":[[{}]]}']);
+    expect(deeper.quarantined?.map((q) => [q.index, q.path])).toEqual([[1, expect.stringMatching(/^\$\.d\[0\]/)]]);
+    expect(deeper.text).toBe(`{"data":[{"a":1},null,{"b":[[{}]]}]}`);
+  });
 
   it('quarantines the record with its exact text and stores the others from theirs, null in its place', () => {
     const records = ['{"id":12345678901234567891,"a":1.10}', ' {"name":"a\\u0000b", "n": 1e400 } ', '{"emoji":"\\ud83d\\ude00","e":2.50E+3}'];
@@ -97,7 +116,7 @@ describe('records PostgreSQL jsonb cannot store, on a page read from E6 (decodeP
   it('keeps the body as sent when the pre-check clears it; otherwise stores {"data":[…]} of exact records, without the envelope', () => {
     for (const a of ['"ø"', '1e400', '[[[]]]']) {
       const plain = `{"pageNumber":1,"pageSize":1,"totalRecords":1,"totalPages":1,"data":[{"a":${a}}]}`;
-      const page = keep(decodePage({ headers: {}, body: plain }, 1, url));
+      const page = keep(decodePage(res({}, plain), 1, url));
       expect(page.text).toBe(plain);
       expect(page.quarantined).toBeUndefined();
     }
@@ -121,7 +140,7 @@ describe('records PostgreSQL jsonb cannot store, on a page read from E6 (decodeP
 
   it('stores a duplicated data member as JSON.parse and PostgreSQL read it: the last', () => {
     const body = '{"data":[{"s":"\\u0000"}],"pageNumber":1,"pageSize":1,"totalRecords":1,"totalPages":1,"d\\u0061ta":[{"a":"\\ud83d\\ude00"}]}';
-    const page = keep(decodePage({ headers: {}, body }, 1, url));
+    const page = keep(decodePage(res({}, body), 1, url));
     expect(page.data).toEqual([{ a: '😀' }]);
     expect(page.quarantined).toBeUndefined();
     expect(page.text).toBe('{"data":[{"a":"\\ud83d\\ude00"}]}');
