@@ -90,6 +90,7 @@ class OwnPart {
   readonly #exposition: OwnExposition;
   #pending: Promise<OwnSnapshot> | undefined;
   readonly #rendered = new Map<'text' | 'openmetrics', { from: OwnSnapshot; bytes: Buffer }>();
+  readonly #probes = new Map<string, { from: OwnSnapshot; bytes: Buffer }>();
 
   constructor(metrics: ExporterMetrics) {
     this.#exposition = new OwnExposition(metrics.registry);
@@ -105,13 +106,21 @@ class OwnPart {
   }
 
   /**
-   * The families themselves, for /probe, which keeps one source's series of them (shared with
-   * other requests: never change them).
+   * The own series of one source (those labelled `source="<name>"`) for /probe, serialised in
+   * `format` once per collection: the same bytes while the collection is the same.
    *
+   * @param source a configured source's name (one entry per source and format is kept).
    * @throws what prom-client's collection throws.
    */
-  async families(): Promise<readonly MetricFamily[]> {
-    return (await this.#collect()).families;
+  async probe(source: string, format: 'text' | 'openmetrics'): Promise<Buffer> {
+    const snapshot = await this.#collect();
+    const key = `${format} ${source}`;
+    const rendered = this.#probes.get(key);
+    if (rendered?.from === snapshot) return rendered.bytes;
+    const families = sourceFamilies(snapshot.families, source);
+    const bytes = format === 'openmetrics' ? serializeOpenMetricsBuffer(families, { eof: false }) : serializeTextBuffer(families);
+    this.#probes.set(key, { from: snapshot, bytes });
+    return bytes;
   }
 
   /** @throws what prom-client's collection throws. */
@@ -316,10 +325,10 @@ export function createMetricsServer(deps: ServerDeps): Server {
         const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);
         const upstream = await deps.upstream.collectSource(probe.source, scrapeBudgetMs(timeoutMs));
         const format = negotiateFormat(req.headers.accept);
-        const families = sourceFamilies(await own.families(), probe.source);
+        const ownPart = await own.probe(probe.source, format);
         return format === 'openmetrics'
-          ? sendParts(res, OPENMETRICS_CONTENT_TYPE, [serializeOpenMetricsBuffer(families, { eof: false }), upstream.openMetrics, OPENMETRICS_EOF], head)
-          : sendParts(res, TEXT_CONTENT_TYPE, [serializeTextBuffer(families), upstream.text], head);
+          ? sendParts(res, OPENMETRICS_CONTENT_TYPE, [ownPart, upstream.openMetrics, OPENMETRICS_EOF], head)
+          : sendParts(res, TEXT_CONTENT_TYPE, [ownPart, upstream.text], head);
       }
       default: {
         const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);
