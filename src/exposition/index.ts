@@ -11,7 +11,7 @@ export { normalizeFamilies } from './normalize.js';
 export type { SerializeOptions } from './format.js';
 export { formatValue } from './format.js';
 export { TEXT_CONTENT_TYPE, serializeText, serializeTextBuffer } from './text.js';
-export { OPENMETRICS_CONTENT_TYPE, serializeOpenMetrics, serializeOpenMetricsBuffer } from './openmetrics.js';
+export { OPENMETRICS_CONTENT_TYPE, openMetricsClaims, serializeOpenMetrics, serializeOpenMetricsBuffer, serializeOpenMetricsFamily } from './openmetrics.js';
 export { canonicalFloat } from './openmetrics-points.js';
 export { negotiateFormat } from './negotiate.js';
 export type { SourceFamilies } from './merge.js';

@@ -95,6 +95,31 @@ export function serializeOpenMetricsBuffer(families: readonly MetricFamily[], op
   return out.toBuffer();
 }
 
+/**
+ * One family of an exposition in OpenMetrics, as {@link serializeOpenMetricsBuffer} writes it
+ * among the others, for a caller that keeps each family's bytes apart (the exporter's own part,
+ * src/metrics/own-part.ts). `family` must be normalized as part of the whole list (see
+ * {@link normalizeFamilies}); `claim` is the exposition's (see {@link openMetricsClaims}), asked
+ * at most once.
+ *
+ * @returns the family's bytes, and the names it asked `claim` for (undefined: it asked nothing)
+ *   with the answer: the same family, given the same answer, writes the same bytes. Never throws.
+ */
+export function serializeOpenMetricsFamily(
+  family: MetricFamily,
+  claim: (names: string[]) => boolean,
+): { bytes: Buffer; claimed?: { names: string[]; taken: boolean } } {
+  const out = new Lines();
+  let claimed: { names: string[]; taken: boolean } | undefined;
+  writeOpenMetricsFamily(out, family, (names) => {
+    const taken = claim(names);
+    claimed = { names, taken };
+    return taken;
+  });
+  const bytes = out.toBuffer();
+  return claimed === undefined ? { bytes } : { bytes, claimed };
+}
+
 function writeOpenMetrics(out: Lines, families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean }): void {
   const clean = options.normalized === true ? families : normalizeFamilies(families).families;
   const claim = openMetricsClaims(new Map(clean.map((family) => [family.name, family.type])));

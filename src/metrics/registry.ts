@@ -5,8 +5,8 @@
  * The upstream and sync code report through observer interfaces (ClientObserver, SyncObserver);
  * this module turns those events into metrics, so neither depends on prom-client.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValueWithName } from 'prom-client';
-import type { MetricFamily, MetricType, Sample } from '../exposition/index.js';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { MetricFamily } from '../exposition/index.js';
 import type { ClientObserver } from '../upstream/analytics.js';
 import type { SyncObserver, SyncResult } from '../sync/run.js';
 import type { SkipReason } from '../sync/schedule.js';
@@ -18,29 +18,9 @@ import { AuditMetrics } from './audit.js';
 import { authThrottledCounter, connectionsRefusedCounter } from './http.js';
 import { recordFieldsNewCounter } from './record-fields.js';
 import { reloadGauges } from './reload.js';
+import { OMITTED_DEFAULT_METRICS, familyType, toFamily } from './own-part.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
-
-/**
- * prom-client's three gauges named `_total` (a suffix promtool's lint reserves for counters). Each
- * is the sum of the per-type gauge of the name without it (`nodejs_active_handles{type}`), which is
- * served, so they are left out rather than renamed onto that family: `sum(nodejs_active_handles)`.
- */
-const OMITTED_DEFAULT_METRICS: ReadonlySet<string> = new Set(['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']);
-
-const FAMILY_TYPES: ReadonlySet<string> = new Set<MetricType>(['counter', 'gauge', 'histogram', 'summary', 'untyped']);
-
-/** One prom-client metric as an exposition family: samples named by `metricName` (histogram and summary parts), label values as text. */
-function toFamily(metric: MetricObjectWithValues<MetricValueWithName<string>>): MetricFamily {
-  const samples: Sample[] = metric.values.map((value) => {
-    const labels: Array<[string, string]> = [];
-    for (const [name, labelValue] of Object.entries(value.labels)) if (labelValue !== undefined) labels.push([name, String(labelValue)]);
-    const sample: Sample = { name: value.metricName ?? metric.name, labels, value: value.value };
-    return sample;
-  });
-  const type = String(metric.type);
-  return { name: metric.name, type: FAMILY_TYPES.has(type) ? (type as MetricType) : 'untyped', help: metric.help, samples };
-}
 
 /** Why a scheduled sync tick did not run (sync_skipped_total's `reason`; src/sync/schedule.ts). */
 const SKIP_REASONS: readonly SkipReason[] = ['running', 'locked'];
@@ -318,8 +298,7 @@ export class ExporterMetrics {
     const families: MetricFamily[] = [];
     for (const metric of this.registry.getMetricsAsArray()) {
       if (OMITTED_DEFAULT_METRICS.has(metric.name)) continue;
-      const type = String(metric.type);
-      families.push({ name: metric.name, type: FAMILY_TYPES.has(type) ? (type as MetricType) : 'untyped', help: metric.help, samples: [] });
+      families.push({ name: metric.name, type: familyType(metric.type), help: metric.help, samples: [] });
     }
     return families;
   }

@@ -18,6 +18,7 @@ import {
   type MetricFamily,
 } from '../exposition/index.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
+import { OwnExposition, type OwnSnapshot } from '../metrics/own-part.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './scrape.js';
 import { VERSION } from '../version.js';
 import { answerClientError, MalformedRequestLog, requestTarget } from './malformed.js';
@@ -79,46 +80,58 @@ const OPENMETRICS_EOF = Buffer.from('# EOF\n');
 
 /**
  * The exporter's own part of `/metrics` bodies: its families from prom-client's objects,
- * serialised in the format asked for (OpenMetrics without `# EOF`). Scrapes that arrive in the
- * same turn of the event loop share one collection: under a burst of concurrent scrapes the
- * default metrics (which read /proc) are collected once per turn rather than once per scrape,
- * and every scrape still sees values taken after it arrived.
+ * serialised in the format asked for (OpenMetrics without `# EOF`), each family's bytes kept
+ * until its values change (src/metrics/own-part.ts). Scrapes that arrive in the same turn of the
+ * event loop share one collection: under a burst of concurrent scrapes the default metrics
+ * (which read /proc) are collected once per turn rather than once per scrape, and every scrape
+ * still sees values taken after it arrived.
  */
 class OwnPart {
-  readonly #metrics: ExporterMetrics;
-  readonly #pending = new Map<'text' | 'openmetrics', Promise<Buffer>>();
-  #pendingFamilies: Promise<MetricFamily[]> | undefined;
+  readonly #exposition: OwnExposition;
+  #pending: Promise<OwnSnapshot> | undefined;
+  readonly #rendered = new Map<'text' | 'openmetrics', { from: OwnSnapshot; bytes: Buffer }>();
+  readonly #probes = new Map<string, { from: OwnSnapshot; bytes: Buffer }>();
 
   constructor(metrics: ExporterMetrics) {
-    this.#metrics = metrics;
+    this.#exposition = new OwnExposition(metrics.registry);
   }
 
-  /**
-   * The families themselves, for /probe, which keeps one source's series of them: requests that
-   * arrive in the same turn share one collection, as scrapes share {@link render}'s.
-   *
-   * @throws what prom-client's collection throws.
-   */
-  families(): Promise<MetricFamily[]> {
-    return (this.#pendingFamilies ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      this.#pendingFamilies = undefined;
-      return this.#metrics.families();
+  /** One collection for every request that arrives in this turn. @throws what prom-client's collection throws. */
+  #collect(): Promise<OwnSnapshot> {
+    return (this.#pending ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      // Requests that arrive from now on start the next collection.
+      this.#pending = undefined;
+      return this.#exposition.collect();
     }));
   }
 
+  /**
+   * The own series of one source (those labelled `source="<name>"`) for /probe, serialised in
+   * `format` once per collection: the same bytes while the collection is the same.
+   *
+   * @param source a configured source's name (one entry per source and format is kept).
+   * @throws what prom-client's collection throws.
+   */
+  async probe(source: string, format: 'text' | 'openmetrics'): Promise<Buffer> {
+    const snapshot = await this.#collect();
+    const key = `${format} ${source}`;
+    const rendered = this.#probes.get(key);
+    if (rendered?.from === snapshot) return rendered.bytes;
+    const families = sourceFamilies(snapshot.families, source);
+    const bytes = format === 'openmetrics' ? serializeOpenMetricsBuffer(families, { eof: false }) : serializeTextBuffer(families);
+    this.#probes.set(key, { from: snapshot, bytes });
+    return bytes;
+  }
+
   /** @throws what prom-client's collection throws. */
-  render(format: 'text' | 'openmetrics'): Promise<Buffer> {
-    let pending = this.#pending.get(format);
-    if (pending === undefined) {
-      pending = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
-        // Scrapes that arrive from now on start the next collection.
-        this.#pending.delete(format);
-        const families = await this.#metrics.families();
-        return format === 'openmetrics' ? serializeOpenMetricsBuffer(families, { eof: false }) : serializeTextBuffer(families);
-      });
-      this.#pending.set(format, pending);
-    }
-    return pending;
+  async render(format: 'text' | 'openmetrics'): Promise<Buffer> {
+    const snapshot = await this.#collect();
+    const rendered = this.#rendered.get(format);
+    // The scrapes of one turn share one body, made once.
+    if (rendered?.from === snapshot) return rendered.bytes;
+    const bytes = format === 'openmetrics' ? this.#exposition.openMetrics(snapshot) : this.#exposition.text(snapshot);
+    this.#rendered.set(format, { from: snapshot, bytes });
+    return bytes;
   }
 }
 
@@ -312,10 +325,10 @@ export function createMetricsServer(deps: ServerDeps): Server {
         const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);
         const upstream = await deps.upstream.collectSource(probe.source, scrapeBudgetMs(timeoutMs));
         const format = negotiateFormat(req.headers.accept);
-        const families = sourceFamilies(await own.families(), probe.source);
+        const ownPart = await own.probe(probe.source, format);
         return format === 'openmetrics'
-          ? sendParts(res, OPENMETRICS_CONTENT_TYPE, [serializeOpenMetricsBuffer(families, { eof: false }), upstream.openMetrics, OPENMETRICS_EOF], head)
-          : sendParts(res, TEXT_CONTENT_TYPE, [serializeTextBuffer(families), upstream.text], head);
+          ? sendParts(res, OPENMETRICS_CONTENT_TYPE, [ownPart, upstream.openMetrics, OPENMETRICS_EOF], head)
+          : sendParts(res, TEXT_CONTENT_TYPE, [ownPart, upstream.text], head);
       }
       default: {
         const timeoutMs = scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], deps.defaultScrapeTimeoutMs);

@@ -124,6 +124,8 @@ class SourceReader {
   readonly #log: Logger;
   #cache: Snapshot | undefined;
   #inflight: Promise<Snapshot> | undefined;
+  /** What `upstream_samples{source}` was last set to (0 by the constructor). */
+  #samplesShown = 0;
   /** The limit (`name=value`) the last read broke, logged at warn once; undefined after a good read. */
   #limitBroken: string | undefined;
 
@@ -147,6 +149,28 @@ class SourceReader {
   }
 
   /**
+   * The cached read while younger than the TTL, its samples shown in `upstream_samples{source}`;
+   * undefined when there is none. Synchronous, so that a scrape whose every source is cached
+   * waits for nothing.
+   */
+  fresh(): Snapshot | undefined {
+    const cached = this.#cache;
+    if (cached === undefined || this.#now() - cached.fetchedAt >= this.#o.cacheTtlMs) return undefined;
+    this.#showSamples(cached.samples);
+    return cached;
+  }
+
+  /**
+   * Sets `upstream_samples{source}` when it changes: every cached scrape of every source would
+   * otherwise set it again, and make the own part's gauge look changed (src/metrics/own-part.ts).
+   */
+  #showSamples(samples: number): void {
+    if (samples === this.#samplesShown) return;
+    this.#samplesShown = samples;
+    this.#o.metrics.upstreamSamples.set({ source: this.#source.name }, samples);
+  }
+
+  /**
    * The read to serve in this scrape: the cached one while younger than the TTL, otherwise a new
    * one (shared with concurrent scrapes) if it finishes within `budgetMs`. Never throws.
    *
@@ -155,11 +179,8 @@ class SourceReader {
   async collect(budgetMs: number): Promise<Snapshot | undefined> {
     const { metrics } = this.#o;
     const source = this.#source.name;
-    const cached = this.#cache;
-    if (cached !== undefined && this.#now() - cached.fetchedAt < this.#o.cacheTtlMs) {
-      metrics.upstreamSamples.set({ source }, cached.samples);
-      return cached;
-    }
+    const cached = this.fresh();
+    if (cached !== undefined) return cached;
     this.#inflight ??= this.#read(budgetMs).finally(() => {
       this.#inflight = undefined;
     });
@@ -173,13 +194,13 @@ class SourceReader {
         // The shared read may still finish for a later scrape; this one cannot wait for it.
         metrics.upstreamUp.set({ source }, 0);
         metrics.upstreamErrors.inc({ source, reason: 'timeout' });
-        metrics.upstreamSamples.set({ source }, 0);
+        this.#showSamples(0);
         return undefined;
       }
-      metrics.upstreamSamples.set({ source }, result.samples);
+      this.#showSamples(result.samples);
       return result;
     } catch {
-      metrics.upstreamSamples.set({ source }, 0);
+      this.#showSamples(0);
       return undefined;
     } finally {
       clearTimeout(timer);
@@ -378,7 +399,9 @@ export class UpstreamMetrics {
    * @param budgetMs how long this scrape may wait, in milliseconds.
    */
   async collect(budgetMs: number): Promise<UpstreamPart> {
-    const reads = await Promise.all([...this.#readers.values()].map((reader) => reader.collect(budgetMs)));
+    const readers = [...this.#readers.values()];
+    let reads: Array<Snapshot | undefined> = readers.map((reader) => reader.fresh());
+    if (reads.includes(undefined)) reads = await Promise.all(readers.map((reader) => reader.collect(budgetMs)));
     const merged = this.#merged;
     if (merged !== undefined && merged.from.length === reads.length && merged.from.every((read, i) => read === reads[i])) return merged.part;
     const part = this.#merge(reads);
