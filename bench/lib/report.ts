@@ -542,7 +542,7 @@ export function renderMarkdown(report: Report): string {
     push(
       '## 5. /metrics under load',
       '',
-      `${int(metrics.spec.scrapes)} scrapes, ${metrics.spec.connections} connections at once (autocannon, keep-alive), ${metrics.rounds.length} rounds; each round starts a fresh \`serve\` (empty cache, METRICS_CACHE_TTL ${metrics.cacheTtlMs / 1000}s, SYNC_SCHEDULE=off) and then a bare \`node:http\` server answering the ${int(metrics.median.bodyBytes)} bytes that \`serve\` answered in that round. autocannon measures latency in whole milliseconds.`,
+      `${int(metrics.spec.scrapes)} scrapes, ${metrics.spec.connections} connections at once (autocannon, keep-alive), ${metrics.rounds.length} rounds; each round starts a fresh \`serve\` (empty cache, METRICS_CACHE_TTL ${metrics.cacheTtlMs / 1000}s, SYNC_SCHEDULE=off), scrapes it once (its first scrape waits for the token and the E7 read: ${metrics.rounds.map((r) => `${r.coldMs.toFixed(0)} ms`).join(', ')} per round, not in the load's latencies), puts the load on it, and then a bare \`node:http\` server answering the ${int(metrics.median.bodyBytes)} bytes that \`serve\` answered in that round. autocannon measures latency in whole milliseconds.`,
       '',
       '| Server | p50 ms | p99 ms | scrapes/s | E7 requests caused | failed scrapes |',
       '|---|---:|---:|---:|---:|---:|',
