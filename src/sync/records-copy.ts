@@ -37,7 +37,7 @@ export interface CopyStored {
  * One window's records streamed into `records` with `COPY … FROM STDIN` (text format) in the
  * caller's transaction: each page's rows are written as the page comes, and PostgreSQL parses and
  * inserts them meanwhile (COPY batches its heap inserts, which an insert … select does row by row).
- * Each payload is the record's exact JSON text from the E6 body (its span, upstream/page-text.ts dataElementByteSpans),
+ * Each payload is the record's exact JSON text from the E6 body (its span, upstream/page-text.ts pageByteSpans),
  * which jsonb parses exactly as it parses the record inside the whole body: stored rows are those
  * store.ts prepareInsertRecords stores. The connection serves nothing else until {@link end} or
  * {@link abort}. A PostgreSQL server only (store.ts supportsCopyFromStdin).

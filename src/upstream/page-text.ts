@@ -259,20 +259,6 @@ function byteArrayElements(bytes: Uint8Array, i: number, spans: number[]): numbe
   }
 }
 
-/**
- * {@link dataElementSpans} over the UTF-8 encoding of the text, for writing records as bytes
- * without encoding each one (src/sync/store.ts, RecordsCopy): the same elements, with the same
- * rules for duplicate and escaped `data` keys, in byte offsets. The bytes must be valid JSON.
- * One pass over the bytes (the `data` array is walked once, element by element); allocates one
- * array for the whole page.
- *
- * @returns the spans flat, `[start0, end0, start1, end1, …]` ([start, end) in bytes), or undefined
- *   when the bytes are not a JSON object with a `data` array.
- */
-export function dataElementByteSpans(bytes: Uint8Array): number[] | undefined {
-  return scanDataElements(bytes)?.spans;
-}
-
 /** The records of an E6 body found in its UTF-8 bytes ({@link pageByteSpans}). */
 export interface ByteSpans {
   /** [start, end) of each element of `data`, flat: `[start0, end0, start1, end1, …]`, in bytes. */
@@ -294,9 +280,11 @@ export interface ByteSpans {
 const SCANNED = new WeakMap<Uint8Array, ByteSpans | null>();
 
 /**
- * {@link dataElementByteSpans} of a page's bytes with the deepest nesting of its records, found
- * once per bytes and cached with them (a WeakMap: gone with the bytes): window membership, the
- * storable checks and the COPY rows all read the same scan.
+ * {@link dataElementSpans} over the UTF-8 encoding of a page's text (the same elements, with the
+ * same rules for duplicate and escaped `data` keys, in byte offsets; the bytes must be valid JSON),
+ * with the deepest nesting of its records and whether they hold an escape or a tab, LF or CR; found
+ * in one pass once per bytes and cached with them (a WeakMap: gone with the bytes): window
+ * membership, the storable checks and the COPY rows all read the same scan.
  *
  * @returns undefined when the bytes are not a JSON object with a `data` array. The bytes must
  *   not change once scanned.

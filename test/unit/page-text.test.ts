@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { unstorableEscapes } from '../../src/sync/storable.js';
-import { dataElementByteSpans, dataElementSpans, dataTextWithout, escapeLoneSurrogates, pageByteSpans, stringifyJson } from '../../src/upstream/page-text.js';
+import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, pageByteSpans, stringifyJson } from '../../src/upstream/page-text.js';
 
 /** A small deterministic generator of choices, seeded by fast-check (so a failure replays). */
 function chooser(seed: number): (n: number) => number {
@@ -222,10 +222,10 @@ describe('dataElementSpans', () => {
   });
 });
 
-/** dataElementByteSpans of the text's UTF-8 bytes, each span as the bytes it covers. */
+/** pageByteSpans' spans of the text's UTF-8 bytes, each span as the bytes it covers. */
 function byteSpanBytes(text: string): Buffer[] | undefined {
   const bytes = Buffer.from(text, 'utf8');
-  const spans = dataElementByteSpans(bytes);
+  const spans = pageByteSpans(bytes)?.spans;
   if (spans === undefined) return undefined;
   expect(spans.length % 2).toBe(0);
   const out: Buffer[] = [];
@@ -236,7 +236,7 @@ function byteSpanBytes(text: string): Buffer[] | undefined {
   return out;
 }
 
-describe('dataElementByteSpans', () => {
+describe('pageByteSpans', () => {
   it('finds in the UTF-8 bytes exactly the elements dataElementSpans finds in the text', () => {
     fc.assert(
       fc.property(body, (b) => {
@@ -266,7 +266,6 @@ describe('dataElementByteSpans', () => {
         const bytes = Buffer.from(text, 'utf8');
         const found = pageByteSpans(bytes)!;
         expect(pageByteSpans(bytes)).toBe(found);
-        expect(found.spans).toEqual(dataElementByteSpans(bytes));
         const elements = dataElementSpans(text)!.map((s) => text.slice(s.start, s.end));
         expect(found.maxDepth).toBe(Math.max(0, ...elements.map(depthOf)));
         expect(found.escapes).toBe(elements.some((e) => e.includes('\\')));
@@ -284,24 +283,24 @@ describe('dataElementByteSpans', () => {
   });
 
   it('handles empty data, escaped and duplicated keys, a data that is no array, deep nesting', () => {
-    expect(dataElementByteSpans(Buffer.from('{"data":[]}'))).toEqual([]);
-    expect(dataElementByteSpans(Buffer.from(' { "data" : [ ] } '))).toEqual([]);
+    expect(pageByteSpans(Buffer.from('{"data":[]}'))?.spans).toEqual([]);
+    expect(pageByteSpans(Buffer.from(' { "data" : [ ] } '))?.spans).toEqual([]);
     expect(byteSpanBytes('{"data":[1,"ø",{"b":[2]},null, true ,-1.5e+3]}')!.map(String)).toEqual(['1', '"ø"', '{"b":[2]}', 'null', 'true', '-1.5e+3']);
     const text = '{"data":[0],"d\\u0061ta":["\\\\","\\\\\\"]","]\\"}"]}';
     expect(byteSpanBytes(text)!.map((s): unknown => JSON.parse(String(s)))).toEqual((JSON.parse(text) as { data: unknown[] }).data);
-    expect(dataElementByteSpans(Buffer.from('{"data":[1],"data":{}}'))).toBeUndefined();
-    expect(dataElementByteSpans(Buffer.from('{"data":{},"data":[1]}'))).toEqual([19, 20]);
+    expect(pageByteSpans(Buffer.from('{"data":[1],"data":{}}'))).toBeUndefined();
+    expect(pageByteSpans(Buffer.from('{"data":{},"data":[1]}'))?.spans).toEqual([19, 20]);
     const deep = `{"data":[${'['.repeat(1_000_000)}${']'.repeat(1_000_000)},{"a":1}]}`;
-    expect(dataElementByteSpans(Buffer.from(deep))).toEqual([9, 9 + 2_000_000, 10 + 2_000_000, 17 + 2_000_000]);
+    expect(pageByteSpans(Buffer.from(deep))?.spans).toEqual([9, 9 + 2_000_000, 10 + 2_000_000, 17 + 2_000_000]);
   });
 
   it('gives undefined, never a throw, for bytes that are not an object with a data array', () => {
     for (const text of ['', '[]', '{}', '{"data":{}}', '{"data":1}', '{"data":[1,]}', '{"data":[1', '{"data":["a]}', '{"data":[1]', 'null', '{"x":1,}']) {
-      expect(dataElementByteSpans(Buffer.from(text)), text).toBeUndefined();
+      expect(pageByteSpans(Buffer.from(text)), text).toBeUndefined();
     }
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 60 }), (bytes) => {
-        const spans = dataElementByteSpans(bytes);
+        const spans = pageByteSpans(bytes)?.spans;
         if (spans !== undefined) for (let k = 0; k < spans.length; k += 2) expect(spans[k]! <= spans[k + 1]! && spans[k + 1]! <= bytes.length).toBe(true);
       }),
       { numRuns: 1000 },
