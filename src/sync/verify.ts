@@ -100,9 +100,10 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
         continue;
       }
       const span = { start: stretch[0]!.start, end: stretch[stretch.length - 1]!.end };
-      const result = await repair(deps, span, options);
+      const { result, committed } = await repair(deps, span, options);
       if (result !== undefined) repairs.push(result);
-      if (result?.status !== 'succeeded') left.push(...stretch);
+      // A run that failed or was stopped keeps the windows it committed before: those are repaired.
+      if (result?.status !== 'succeeded') left.push(...stretch.filter((w) => !committed.some((c) => c.start <= w.start && w.end <= c.end)));
       else if ((result.parked ?? 0) > 0) {
         // The run went on past windows it parked again: those are left.
         const parked = await ctx.store.session((session) => session.parkedWindows(span));
@@ -135,10 +136,26 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
   return result;
 }
 
-/** One repair run over `window` (a stretch of windows that differ); undefined when it threw before it could record a run. */
-async function repair(deps: SyncDeps, window: Window, options: AuditOptions): Promise<SyncResult | undefined> {
+/**
+ * One repair run over `window` (a stretch of windows that differ): its result (undefined when it
+ * threw before it could record a run) and the windows it committed, which stay committed when the
+ * run then fails or is stopped.
+ */
+async function repair(deps: SyncDeps, window: Window, options: AuditOptions): Promise<{ result: SyncResult | undefined; committed: Window[] }> {
+  const committed: Window[] = [];
+  const observer = deps.observer;
+  const watched: SyncDeps = {
+    ...deps,
+    observer: {
+      ...observer,
+      windowCommitted: (summary) => {
+        committed.push(summary.window);
+        observer?.windowCommitted?.(summary);
+      },
+    },
+  };
   try {
-    return await runSync(deps, {
+    const result = await runSync(watched, {
       from: new Date(window.start),
       to: new Date(window.end),
       wait: true,
@@ -146,9 +163,10 @@ async function repair(deps: SyncDeps, window: Window, options: AuditOptions): Pr
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.now ? { now: options.now } : {}),
     });
+    return { result, committed };
   } catch (err) {
     deps.log.error({ window: [iso(window.start), iso(window.end)], err: coerceError(err) }, 'audit: the repair of the windows could not run');
-    return undefined;
+    return { result: undefined, committed };
   }
 }
 

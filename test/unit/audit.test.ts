@@ -269,6 +269,30 @@ describe('auditSource: compare under the lock, then repair through sync runs', (
     expect(store.commits).toEqual([]);
   });
 
+  it('an audit stopped during a repair run counts the windows that run committed as repaired, and leaves only the rest', async () => {
+    vi.useFakeTimers({ now: NOW });
+    const data = hourly(48);
+    const store = seeded(48, data);
+    // Hours 7 to 10 each gained a record: one stretch, so one repair run over four windows.
+    const late = [7, 8, 9, 10].map((h) => record(5000 + h, T0 + h * HOUR + 20 * 60_000));
+    const stop = new AbortController();
+    // The signal comes as the repair's first window commits (Ctrl-C during the audit's repairs).
+    const observer = { windowCommitted: () => stop.abort() };
+    const deps = { store, client: new FakeE6([...data, ...late]), ...settings({ SYNC_SHRINK: 'replace' }), schema: 'unit', log: silentLogger, observer };
+    const result = await onFakeTimers(auditSource(deps, { repair: true, signal: stop.signal, now: () => NOW }));
+    expect(result.drifted.map((w) => w.start)).toEqual([7, 8, 9, 10].map((h) => T0 + h * HOUR));
+    expect(result.repairs.map((r) => r.status)).toEqual(['interrupted']);
+    expect(store.commits.length).toBeGreaterThan(0);
+    expect(store.commits.length).toBeLessThan(4);
+    // Left: the drifted windows the stopped run did not commit, no more.
+    const committed = new Set(store.commits.map((w) => w.start));
+    expect(result.left.map((w) => w.start)).toEqual(result.drifted.map((w) => w.start).filter((start) => !committed.has(start)));
+    expect(auditClean(result)).toBe(false);
+    // The next audit finds exactly those still differing.
+    const again = await onFakeTimers(auditSource({ ...deps, observer: {} }, { repair: false, now: () => NOW }));
+    expect(again.drifted.map((w) => w.start)).toEqual(result.left.map((w) => w.start));
+  });
+
   it("under SYNC_SHRINK=keep, a record deleted upstream is drift once: the repair keeps it and records E6's count, and the next audit finds nothing", async () => {
     vi.useFakeTimers({ now: NOW });
     const data = hourly(48);
