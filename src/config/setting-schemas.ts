@@ -37,10 +37,20 @@ export const durationOrZero = (rule: string) =>
     return ms;
   });
 
-/** A whole number from `min` to `max`. */
+/**
+ * A whole number from `min` to `max`, written in decimal digits: not `1e3`, `0x10` or `1_000`,
+ * which a number coercion would take (`0x10` as 16).
+ */
 export const wholeNumber = (min: number, max: number) => {
   const rule = `must be a whole number from ${min} to ${max}`;
-  return z.coerce.number({ error: rule }).int(rule).min(min, rule).max(max, rule);
+  return z.string().transform((text, ctx) => {
+    const value = /^\s*-?\d+\s*$/.test(text) ? Number(text) : NaN;
+    if (!(Number.isSafeInteger(value) && value >= min && value <= max)) {
+      ctx.addIssue({ code: 'custom', message: rule });
+      return z.NEVER;
+    }
+    return value;
+  });
 };
 
 /** Units of a byte size: binary (KiB = 1024) and decimal (kB = 1000), and bytes. */

@@ -131,6 +131,11 @@ describe('loadConfig', () => {
     ['AUTH_URL', 'not a url', 'must be an http:// or https:// URL'],
     ['UPSTREAM_MAX_ATTEMPTS', '0', 'must be a whole number from 1 to 20'],
     ['UPSTREAM_MAX_ATTEMPTS', 'many', 'must be a whole number from 1 to 20'],
+    // Decimal digits only: a number coercion would read 0x10 as 16 and 1e3 as 1000.
+    ['UPSTREAM_SAMPLE_LIMIT', '0x10', 'must be a whole number from 0 to 100000000'],
+    ['UPSTREAM_LABEL_VALUE_LENGTH_LIMIT', '1e3', 'must be a whole number from 0 to 16777216'],
+    ['METRICS_MAX_CONNECTIONS', '1_000', 'must be a whole number from 1 to 1048576'],
+    ['SYNC_PAGE_SIZE', '10.0', 'must be a whole number from 1 to 1000'],
     ['DATABASE_SCHEMA', 'Robert"; drop', 'must be a lower-case SQL identifier'],
     ['DATABASE_URL', 'mysql://x', 'must be a postgres:// or postgresql:// URL'],
     ['TOKEN_SCOPE', 'a"b', 'must be space-separated scope tokens'],
