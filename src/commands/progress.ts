@@ -16,6 +16,12 @@ export interface TerminalLike {
 /** Columns left free right of the bar: room for the two characters of an echoed ^C, and one more. */
 export const BAR_MARGIN_COLUMNS = 3;
 
+/**
+ * Width assumed when the terminal reports none: 0 columns (a pseudo-terminal nobody sized, as
+ * `script` gives when it is not run from a terminal) or no `columns` at all; cli-progress's own default.
+ */
+export const UNKNOWN_WIDTH_COLUMNS = 80;
+
 /** Back to the start of the line, then erase the whole line (ECMA-48 EL 2): the bar's line is empty again. */
 export const CLEAR_LINE = '\r\x1b[2K';
 
@@ -51,7 +57,8 @@ export class BarAwareStream {
       // bar, and on a bar filling the line it would wrap to a new line; CLEAR_LINE would then clear
       // that one, and the bar would stay on screen above the log lines.
       get columns() {
-        return out.columns === undefined ? undefined : Math.max(1, out.columns - BAR_MARGIN_COLUMNS);
+        const width = out.columns !== undefined && out.columns > 0 ? out.columns : UNKNOWN_WIDTH_COLUMNS;
+        return Math.max(1, width - BAR_MARGIN_COLUMNS);
       },
       write: (chunk, callback) => {
         if (!CURSOR_SAVE_RESTORE.has(chunk)) out.write(chunk, callback);

@@ -52,6 +52,10 @@ describe('BarAwareStream', () => {
     expect(barStream.columns).toBe(117);
     out.columns = 80;
     expect(barStream.columns).toBe(77);
+    // A terminal of unknown width (0 columns: a pseudo-terminal nobody sized) gets 80 columns, not a bar of one.
+    out.columns = 0;
+    expect(barStream.columns).toBe(77);
+    out.columns = 120;
     const done = vi.fn();
     barStream.write('\x1b7', done);
     barStream.write('bar text');
