@@ -4,12 +4,13 @@ import { runDatabaseCommand } from './common.js';
 
 /** Adds `rollup` and its subcommand `rebuild` to the program. */
 export function registerRollupCommand(program: Command): void {
-  const rollup = program.command('rollup').description('the hourly rollup records_hourly');
+  const rollup = program.command('rollup').description('the rollup tables records_hourly and records_hourly_distinct (with records_daily_distinct)');
   rollup
     .command('rebuild')
     .description(
       'rebuild records_hourly and records_hourly_distinct from records for ROLLUP_DIMENSIONS and ROLLUP_DISTINCT (waits for a running sync of the schema)',
     )
+    .addHelpText('after', '\nExit status: 0 rebuilt (rows per table on stdout), 1 the database failed, 2 bad configuration.')
     .action(async (_options: unknown, command: Command) => {
       await runDatabaseCommand(command, 'rollup rebuild', async (pool, config, log) => {
         const { rebuildRollup } = await import('../app/schema.js');

@@ -19,11 +19,11 @@ export function registerServeCommand(program: Command): void {
   program
     .command('serve')
     .description(
-      "serve /metrics (every source's platform E7 text with the exporter's own metrics), /probe?source=NAME (one source's), /healthz and /readyz, and run each source's sync on its schedule (SYNC_SCHEDULE, or the source's sync.schedule in CONFIG_FILE)",
+      "serve /metrics (every source's platform E7 text with the exporter's own metrics), /probe?source=NAME (one source's), /healthz and /readyz, run each source's sync on its schedule (SYNC_SCHEDULE, or the source's sync.schedule in CONFIG_FILE), and audit every source on AUDIT_SCHEDULE (verify --repair)",
     )
     .addHelpText(
       'after',
-      '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nSIGHUP or POST /-/reload reads CONFIG_FILE again (the environment stays as at start); a file that cannot be used keeps the sources in use.\nExit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 bad configuration.',
+      '\nWith nothing configured: the built-in demo simulator and the embedded database under DATA_DIR.\nSIGHUP or POST /-/reload reads CONFIG_FILE again (the environment stays as at start); a file that cannot be used keeps the sources in use.\nExit status: 0 after SIGINT/SIGTERM (the running sync rolls back its open window), 1 when it cannot start, 2 bad configuration.',
     )
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command, true);

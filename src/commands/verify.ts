@@ -46,7 +46,7 @@ export function registerVerifyCommand(program: Command): void {
     ])
     .addHelpText(
       'after',
-      '\nExit status: 0 no difference left; 1 a difference left (found without --repair, or its repair failed), or E6 or the database failed; 2 bad usage.',
+      '\nExit status: 0 no difference left; 1 a difference left (found without --repair, a parked window, or a repair that failed, parked it again or was stopped by a signal),\nor E6 or the database failed: run it again to finish; 2 bad usage.',
     )
     .action(async (raw: unknown, command: Command) => {
       const parsed = verifyOptions.safeParse(raw);

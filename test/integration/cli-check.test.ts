@@ -272,7 +272,7 @@ describe('usage', () => {
     expect(top.stdout).toContain('STATISTICS_URL');
     expect(top.stdout).toContain('Exit status: 0 success, 1 failure, 2 bad usage or configuration.');
     const help: Record<string, string> = {};
-    for (const command of ['check', 'simulate', 'serve', 'sync', 'fields']) {
+    for (const command of ['check', 'simulate', 'serve', 'sync', 'fields', 'migrate', 'verify']) {
       const r = await runCliInProcess([command, '--help']);
       expect(r.code, command).toBe(0);
       expect(r.stdout, command).toContain(`Usage: analytics-exporter ${command}`);
@@ -283,6 +283,10 @@ describe('usage', () => {
     expect(help.serve).toContain("the source's sync.schedule in CONFIG_FILE");
     expect(help.check).toContain('Exit status: 0 every step passed, 1 a step failed, 2 bad configuration');
     expect(help.fields).toContain('2 bad usage, such as a --source that is not configured');
+    // The audit serve runs, and what a verify stopped by Ctrl-C exits with (both found missing by a new user).
+    expect(help.serve).toContain('audit every source on AUDIT_SCHEDULE');
+    expect(help.verify).toContain('was stopped by a signal');
+    expect(help.migrate).toContain('Exit status: 0 done');
     for (const command of ['sync', 'fields']) expect(help[command], command).not.toContain('(default: [])');
   });
 
