@@ -110,8 +110,14 @@ export function registerSyncCommand(program: Command): void {
           case 'aborted':
             // An abort no signal of ours asked for failed the run like any other error.
             if (signals.received() === undefined) break;
-            // The signal came while --wait waited for the lock: nothing was started, nothing to roll back.
-            about[failure.level]({ schema: config.database.schema }, 'stopped while waiting for another sync to release the lock; nothing was loaded');
+            // The signal came before a run started: while --wait waited for the lock, or while the
+            // database was opened and migrated. Nothing was started, nothing to roll back.
+            about[failure.level](
+              { schema: config.database.schema },
+              options.wait === true
+                ? 'stopped while waiting for another sync to release the lock; nothing was loaded'
+                : 'stopped by a signal before the run started; nothing was loaded',
+            );
             return EXIT_OK;
           case 'database_unavailable': {
             const database = describeConfiguredDatabase(config.database);
