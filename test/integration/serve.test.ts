@@ -197,7 +197,7 @@ describe('serve', () => {
 });
 
 describe('npm start (serve with nothing configured)', () => {
-  it('serves upstream samples and loads records within 30 seconds, and stops cleanly on SIGTERM', async () => {
+  it('serves upstream samples and loads records, and stops cleanly on SIGTERM', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'ae-start-'));
     const child = spawn(process.execPath, [CLI_PATH, 'serve'], {
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATA_DIR: dataDir, METRICS_LISTEN: '127.0.0.1:0' },
@@ -208,15 +208,16 @@ describe('npm start (serve with nothing configured)', () => {
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     try {
       const started = Date.now();
-      const url = await until('serve listening', () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1], 30_000, 50);
-      // Within 30 s of the start (until() fails past it): records loaded, upstream samples served.
+      // A bound on waiting, not a judgement of speed (the bench judges that): generous, so that a loaded
+      // machine (a new user's first `npm test` ran it at load 12 and needed more than 27 s) does not fail it.
+      const url = await until('serve listening', () => /serving (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(stderr)?.[1], 90_000, 50);
       const body = await until(
         'records loaded and upstream samples served',
         async () => {
           const b = (await get(`${url}/metrics`)).body;
           return (sampleValue(b, 'analytics_exporter_sync_records_total') ?? 0) > 0 && b.includes('userlogin_event_count') ? b : undefined;
         },
-        Math.max(1, 30_000 - (Date.now() - started)),
+        Math.max(1, 90_000 - (Date.now() - started)),
         200,
       );
       expect(body).toMatch(/^userlogin_event_count\{/m);
@@ -229,5 +230,5 @@ describe('npm start (serve with nothing configured)', () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
     expect(stderr).toContain('"msg":"stopped"');
-  }, 60_000);
+  }, 120_000);
 });
