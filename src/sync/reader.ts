@@ -115,11 +115,12 @@ export class WindowReader<T> {
       cells: undefined,
     }));
     this.#signal = options.signal ? AbortSignal.any([options.signal, this.#stop.signal]) : this.#stop.signal;
-    // Queued requests are never sent once stopped: end every window still waiting for one.
+    // Queued requests are never sent once stopped: end every window still waiting for one (a signal's stop reads as run.ts's).
     this.#signal.addEventListener(
       'abort',
       () => {
-        for (const state of this.#states) this.#fail(state, new AbortedError('sync interrupted'), true);
+        const reason = options.signal?.aborted ? 'sync interrupted by a signal' : 'sync interrupted';
+        for (const state of this.#states) this.#fail(state, new AbortedError(reason), true);
       },
       { once: true },
     );
