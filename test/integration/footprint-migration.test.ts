@@ -7,6 +7,7 @@
  * grantor, on columns, on partitions) stay as they were.
  */
 import { runner } from 'node-pg-migrate';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE } from '../../src/db/migrate.js';
@@ -285,5 +286,43 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     expect(reads.rows[0]).toEqual({ analyst: true, dflt: false });
     await bed.pool.query(`alter default privileges in schema ${schema} revoke insert on tables from fp_default`);
     await bed.pool.query(`alter default privileges for role fp_partition_owner in schema ${schema} revoke truncate on tables from fp_default`);
+  });
+
+  it('run by the owner, no superuser: a grant by another grantor is kept, as the owner gives it; the migrating role stays the same', async () => {
+    const schema = 'footprint_owner';
+    for (const role of ['fp_exporter', 'fp_lead', 'fp_analyst']) {
+      await bed.pool.query(`do $$ begin if not exists (select from pg_roles where rolname = '${role}') then create role ${role}; end if; end $$`);
+    }
+    await bed.pool.query(`create schema ${schema} authorization fp_exporter`);
+    await bed.pool.query(`do $$ begin execute format('grant create on database %I to fp_exporter', current_database()); end $$`);
+    // The exporter's own connection: every table its own, as in a deployment without a superuser.
+    const exporter = new pg.Pool({ connectionString: db.url, options: '-c role=fp_exporter', max: 1 });
+    try {
+      await migrateUpTo(exporter, schema, MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
+      await exporter.query(
+        `create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01T00:00:00Z') to ('2026-11-01T00:00:00Z')`,
+      );
+      await exporter.query(
+        `insert into ${schema}.records (source, payload, window_start, window_end, run_id) values ('default', '{}', '2026-10-02T00:00:00Z', '2026-10-03T00:00:00Z', 1)`,
+      );
+      await exporter.query(`grant usage on schema ${schema} to fp_lead`);
+      await exporter.query(`grant select on ${schema}.records to fp_lead with grant option`);
+      await bed.pool.query(`set role fp_lead`);
+      await bed.pool.query(`grant select on ${schema}.records to fp_analyst`);
+      await bed.pool.query(`reset role`);
+
+      expect(await migrate(exporter, schema, silentLogger)).toEqual([FOOTPRINT]);
+      const { rows } = await exporter.query<{ line: string }>(
+        `select concat_ws(' ', pg_get_userbyid(c.relowner), pg_get_userbyid(a.grantor), pg_get_userbyid(a.grantee), a.privilege_type, a.is_grantable::text) as line
+           from pg_class c cross join lateral aclexplode(c.relacl) a where c.oid = $1::regclass and a.grantee <> c.relowner order by 1`,
+        [`${schema}.records`],
+      );
+      expect(rows.map((r) => r.line)).toEqual(['fp_exporter fp_exporter fp_analyst SELECT false', 'fp_exporter fp_exporter fp_lead SELECT true']);
+      const role = await exporter.query<{ role: string }>(`select current_user as role`);
+      expect(role.rows[0]!.role).toBe('fp_exporter');
+    } finally {
+      // Ended here, before the file's database is dropped under its idle connection.
+      await exporter.end();
+    }
   });
 });
