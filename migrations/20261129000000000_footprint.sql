@@ -16,11 +16,34 @@
 --   ones (source, payload) last, so no 8-byte column waits for the end of a payload.
 --
 -- The table is rebuilt in this one transaction, as 20261125000000000_partitions did: the rows move,
--- ids kept, into partitions of the same names and bounds, and the identity continues after the
--- largest id. Privileges granted on records are granted again on the new table. records_typed
+-- ids kept, into partitions of the same names and bounds. The identity continues where the old
+-- one's sequence was (its last value, or the largest id if above it), not after the largest id
+-- stored: ids whose rows were deleted (a window re-read empty, a partition RETENTION dropped) are
+-- never given again, so a consumer that keeps records by id or reads them past a last-seen id (a
+-- warehouse, a subscription publishing inserts only) never sees one id name two records. The
+-- records table and each partition keep their owner and exactly their privileges: every grant
+-- (WITH GRANT OPTION kept, by its grantor when the migrating role may act as it, else by the
+-- owner), column grants on the columns kept (those on window_end and loaded_at go with the
+-- columns), and what default privileges would have added to the new tables but the old ones did
+-- not hold is revoked. records_typed
 -- (created by the application) depends on records: when it exists it is replaced by a view of the
 -- base columns alone, and derived_settings forgets its definition, so that the next sync creates
 -- it again with the catalogue's columns.
+
+-- A relation's grants but its owner's own, one row per privilege: table-wide (col null) and on
+-- each column (pg_attribute.attacl). A temporary function, dropped again below.
+create function pg_temp.footprint_acl(rel oid)
+  returns table (col name, grantor oid, grantee oid, privilege_type text, is_grantable boolean)
+  language sql stable
+as $$
+  select null::name, a.grantor, a.grantee, a.privilege_type, a.is_grantable
+    from pg_class c cross join lateral aclexplode(c.relacl) a
+   where c.oid = rel and a.grantee <> c.relowner
+  union all
+  select t.attname, a.grantor, a.grantee, a.privilege_type, a.is_grantable
+    from pg_class c join pg_attribute t on t.attrelid = c.oid cross join lateral aclexplode(t.attacl) a
+   where c.oid = rel and t.attnum > 0 and not t.attisdropped and a.grantee <> c.relowner
+$$;
 
 do $$
 declare
@@ -28,7 +51,22 @@ declare
   part record;
   idx record;
   acl record;
+  -- (old relation, new relation): records and each partition, whose owner and grants move over.
+  olds oid[] := array['records'::regclass::oid];
+  news oid[];
+  -- The old identity's sequence: where the new one continues.
+  old_seq text := pg_get_serial_sequence('records', 'id');
+  seq_last bigint;
+  seq_called boolean;
+  next_id bigint;
+  -- The role the migration runs as, restored after granting as another grantor.
+  own_role text := current_setting('role');
+  -- The grants of the relation being copied already given (col, grantor, grantee, privilege).
+  attempted text[];
+  i int;
 begin
+  execute format('select last_value, is_called from %s', old_seq) into seq_last, seq_called;
+
   if typed_view then
     drop view records_typed;
     delete from derived_settings where name = 'typed_view';
@@ -52,6 +90,7 @@ begin
   ) partition by range (window_start);
   create index records_event_time_idx on records (event_time);
   create index records_source_window_start_idx on records (source, window_start);
+  news := array['records'::regclass::oid];
 
   -- The partitions again, under their names and bounds (src/sync/partitions.ts names them); the
   -- old ones' indexes are renamed first so that the new ones take the usual names.
@@ -66,20 +105,62 @@ begin
     end loop;
     execute format('alter table %I rename to %I', part.relname, 'records_previous_' || part.oid);
     execute format('create table %I partition of records %s', part.relname, part.bound);
+    olds := olds || part.oid;
+    news := news || to_regclass(quote_ident(part.relname))::oid;
   end loop;
 
   insert into records (id, event_time, window_start, run_id, source, payload)
     overriding system value
     select id, event_time, window_start, run_id, source, payload from records_previous;
-  perform setval(pg_get_serial_sequence('records', 'id'), coalesce(max(id), 0) + 1, false) from records;
+  -- The next id the old identity would have given, or after the largest id when one was stored
+  -- above it (inserted overriding the identity).
+  select greatest(case when seq_called then seq_last + 1 else seq_last end, coalesce(max(id), 0) + 1) into next_id from records;
+  perform setval(pg_get_serial_sequence('records', 'id'), next_id, false);
 
-  for acl in
-    select a.privilege_type, a.grantee
-      from pg_class c cross join lateral aclexplode(c.relacl) a
-     where c.oid = 'records_previous'::regclass and a.grantee <> c.relowner
-  loop
-    execute format('grant %s on records to %s', acl.privilege_type, case when acl.grantee = 0 then 'public' else quote_ident(pg_get_userbyid(acl.grantee)) end);
+  for i in 1 .. array_length(olds, 1) loop
+    -- The owner (the migrating role may be another member of the owner's role, or a superuser).
+    if (select relowner from pg_class where oid = news[i]) <> (select relowner from pg_class where oid = olds[i]) then
+      execute format('alter table %s owner to %I', news[i]::regclass, (select pg_get_userbyid(relowner) from pg_class where oid = olds[i]));
+    end if;
+    -- What default privileges gave the new relation that the old one did not hold.
+    for acl in
+      select n.col, n.grantee, n.privilege_type
+        from pg_temp.footprint_acl(news[i]) n
+       where not exists (select from pg_temp.footprint_acl(olds[i]) o
+                          where (o.col, o.grantor, o.grantee, o.privilege_type, o.is_grantable) is not distinct from (n.col, n.grantor, n.grantee, n.privilege_type, n.is_grantable))
+    loop
+      execute format('revoke %s%s on %s from %s cascade', acl.privilege_type, coalesce(' (' || quote_ident(acl.col) || ')', ''), news[i]::regclass,
+        case when acl.grantee = 0 then 'public' else quote_ident(pg_get_userbyid(acl.grantee)) end);
+    end loop;
+    -- The old grants on what the new relation has (its columns but window_end and loaded_at), each
+    -- given once: by its grantor once that grantor holds the grant option on the new relation (the
+    -- owner's grants first, then those they allow), and what is left (a grantor the migrating role
+    -- may not act as) by the owner.
+    attempted := array[]::text[];
+    loop
+      select o.*, concat_ws(' ', o.col, o.grantor, o.grantee, o.privilege_type) as key,
+             o.grantor <> c.relowner and pg_has_role(o.grantor, 'member')
+               and exists (select from pg_temp.footprint_acl(news[i]) n
+                            where n.grantee = o.grantor and n.privilege_type = o.privilege_type and n.is_grantable and (n.col is null or n.col = o.col)) as as_grantor
+        into acl
+        from pg_temp.footprint_acl(olds[i]) o join pg_class c on c.oid = news[i]
+       where concat_ws(' ', o.col, o.grantor, o.grantee, o.privilege_type) <> all (attempted)
+         and (o.col is null or exists (select from pg_attribute t where t.attrelid = news[i] and t.attname = o.col and t.attnum > 0 and not t.attisdropped))
+       -- Those a grantor can give now first; the owner's own next; the rest by the owner, last.
+       order by as_grantor desc, (o.grantor = c.relowner) desc, o.col nulls first, o.grantee, o.privilege_type
+       limit 1;
+      exit when not found;
+      attempted := attempted || acl.key;
+      if acl.as_grantor then
+        perform set_config('role', pg_get_userbyid(acl.grantor), true);
+      end if;
+      execute format('grant %s%s on %s to %s%s', acl.privilege_type, coalesce(' (' || quote_ident(acl.col) || ')', ''), news[i]::regclass,
+        case when acl.grantee = 0 then 'public' else quote_ident(pg_get_userbyid(acl.grantee)) end,
+        case when acl.is_grantable then ' with grant option' else '' end);
+      perform set_config('role', own_role, true);
+    end loop;
   end loop;
+  drop function pg_temp.footprint_acl(oid);
 
   drop table records_previous;
 

@@ -2,9 +2,12 @@
  * 20261129000000000_footprint: `records` rebuilt without its primary key index, window_end and
  * loaded_at (kept once per window in sync_windows), its columns reordered. A populated database of
  * the previous release keeps every record exactly, its partitions, its grants and records_typed;
- * the Down part brings the previous shape back.
+ * the Down part brings the previous shape back. The identity continues where the old sequence was
+ * (ids of deleted rows never given again); the owner and every grant (with grant option, by its
+ * grantor, on columns, on partitions) stay as they were.
  */
 import { runner } from 'node-pg-migrate';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE } from '../../src/db/migrate.js';
@@ -159,5 +162,167 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     expect(await recordsDigest(schema, 'records')).toEqual(after);
     expect(await primaryKeys(schema)).toBeGreaterThan(0);
     expect(await columnsOf(`${schema}.records_typed`)).toEqual(['id', 'source', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at']);
+  });
+
+  /** A database as the previous release left it, with `rows` records in one partition (October 2026), ids given by the identity. */
+  async function previousRelease(schema: string, rows: number): Promise<void> {
+    await migrateUpTo(bed.pool, schema, MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
+    await bed.pool.query(
+      `create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01T00:00:00Z') to ('2026-11-01T00:00:00Z')`,
+    );
+    await bed.pool.query(
+      `insert into ${schema}.records (source, payload, event_time, window_start, window_end, run_id)
+       select 'default', jsonb_build_object('n', n), '2026-10-02T00:00:00Z', '2026-10-02T00:00:00Z', '2026-10-03T00:00:00Z', 1 from generate_series(1, $1) n`,
+      [rows],
+    );
+  }
+
+  it('continues the identity after the last id the old one gave, also when the rows holding the largest ids were deleted', async () => {
+    const schema = 'footprint_ids';
+    await previousRelease(schema, 10);
+    // The newest rows deleted (a window re-read empty, a partition RETENTION dropped): ids 8–10 were given, none holds them now.
+    await bed.pool.query(`delete from ${schema}.records where id > 7`);
+    const given = await bed.pool.query<{ max: string }>(`select max(id)::text as max from ${schema}.records`);
+    expect(given.rows[0]!.max).toBe('7');
+
+    expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+    const { rows } = await bed.pool.query<{ id: string }>(
+      `insert into ${schema}.records (source, payload, event_time, window_start, run_id)
+       values ('default', '{}', null, '2026-10-04T00:00:00Z', 2), ('default', '{}', null, '2026-10-04T00:00:00Z', 2) returning id::text`,
+    );
+    expect(rows.map((r) => r.id)).toEqual(['11', '12']);
+    const kept = await bed.pool.query<{ ids: string }>(`select string_agg(id::text, ',' order by id) as ids from ${schema}.records where run_id = 1`);
+    expect(kept.rows[0]!.ids).toBe('1,2,3,4,5,6,7');
+  });
+
+  it('continues after the largest id when a row was stored above the sequence, and from 1 on an empty table', async () => {
+    await previousRelease('footprint_above', 3);
+    await bed.pool.query(
+      `insert into footprint_above.records (id, source, payload, window_start, window_end, run_id) overriding system value
+       values (100, 'default', '{}', '2026-10-02T00:00:00Z', '2026-10-03T00:00:00Z', 1)`,
+    );
+    await migrateUpTo(bed.pool, 'footprint_empty', MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
+    for (const [schema, next] of [
+      ['footprint_above', '101'],
+      ['footprint_empty', '1'],
+    ] as const) {
+      expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+      if (schema === 'footprint_empty') {
+        await bed.pool.query(
+          `create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01T00:00:00Z') to ('2026-11-01T00:00:00Z')`,
+        );
+      }
+      const { rows } = await bed.pool.query<{ id: string }>(
+        `insert into ${schema}.records (source, payload, window_start, run_id) values ('default', '{}', '2026-10-04T00:00:00Z', 2) returning id::text`,
+      );
+      expect(rows[0]!.id).toBe(next);
+    }
+  });
+
+  it('keeps the owner and every grant of records and its partitions: with grant option, by its grantor, on columns; adds none from default privileges', async () => {
+    const schema = 'footprint_grants';
+    const roles = ['fp_lead', 'fp_analyst', 'fp_columns', 'fp_partition', 'fp_default', 'fp_partition_owner'];
+    for (const role of roles) {
+      await bed.pool.query(`do $$ begin if not exists (select from pg_roles where rolname = '${role}') then create role ${role}; end if; end $$`);
+    }
+    await previousRelease(schema, 5);
+    const part = `${schema}.records_20261001_20261101`;
+    await bed.pool.query(`grant usage on schema ${schema} to fp_lead, fp_partition_owner`);
+    await bed.pool.query(`grant create on schema ${schema} to fp_partition_owner`);
+    await bed.pool.query(`alter table ${part} owner to fp_partition_owner`);
+    // Table-wide, with grant option; a grant made by that grantee (grantor fp_lead); one to PUBLIC.
+    await bed.pool.query(`grant select, insert on ${schema}.records to fp_lead with grant option`);
+    await bed.pool.query(`set role fp_lead`);
+    await bed.pool.query(`grant select on ${schema}.records to fp_analyst`);
+    await bed.pool.query(`reset role`);
+    await bed.pool.query(`grant references on ${schema}.records to public`);
+    // Column grants, one on a column the migration drops (it goes with the column).
+    await bed.pool.query(`grant select (id, event_time, payload) on ${schema}.records to fp_columns`);
+    await bed.pool.query(`grant update (run_id) on ${schema}.records to fp_columns with grant option`);
+    await bed.pool.query(`grant select (window_end) on ${schema}.records to fp_columns`);
+    // The partition's own grants (its owner's), table-wide and on a column.
+    await bed.pool.query(`grant select, delete on ${part} to fp_partition with grant option`);
+    await bed.pool.query(`grant update (source) on ${part} to fp_partition`);
+    // Default privileges set after the old tables were created: the new ones must not gain them.
+    await bed.pool.query(`alter default privileges in schema ${schema} grant insert on tables to fp_default`);
+    await bed.pool.query(`alter default privileges for role fp_partition_owner in schema ${schema} grant truncate on tables to fp_default`);
+
+    const grantsOf = async (): Promise<string[]> => {
+      const { rows } = await bed.pool.query<{ line: string }>(
+        `select concat_ws(' ', c.relname, pg_get_userbyid(c.relowner), coalesce(x.col, '-'), pg_get_userbyid(a.grantor),
+                          case when a.grantee = 0 then 'PUBLIC' else pg_get_userbyid(a.grantee) end, a.privilege_type, a.is_grantable::text) as line
+           from pg_class c join pg_namespace n on n.oid = c.relnamespace
+           cross join lateral (select null::name as col, c.relacl as acl
+                               union all select t.attname, t.attacl from pg_attribute t where t.attrelid = c.oid and t.attnum > 0 and not t.attisdropped) x
+           cross join lateral aclexplode(x.acl) a
+          where n.nspname = $1 and c.relname in ('records', 'records_20261001_20261101') and a.grantee <> c.relowner
+          order by 1`,
+        [schema],
+      );
+      return rows.map((r) => r.line);
+    };
+    const before = await grantsOf();
+    // What the setup made, read back: the comparison below is of something.
+    expect(before).toEqual(
+      expect.arrayContaining([
+        'records postgres - postgres fp_lead SELECT true',
+        'records postgres - fp_lead fp_analyst SELECT false',
+        'records postgres - postgres PUBLIC REFERENCES false',
+        'records postgres run_id postgres fp_columns UPDATE true',
+        'records postgres window_end postgres fp_columns SELECT false',
+        'records_20261001_20261101 fp_partition_owner - fp_partition_owner fp_partition DELETE true',
+        'records_20261001_20261101 fp_partition_owner source fp_partition_owner fp_partition UPDATE false',
+      ]),
+    );
+
+    expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+    expect(await grantsOf()).toEqual(before.filter((line) => !line.includes(' window_end ')).sort());
+    const role = await bed.pool.query<{ role: string }>(`select current_user as role`);
+    expect(role.rows[0]!.role).toBe('postgres');
+    const reads = await bed.pool.query<{ analyst: boolean; dflt: boolean }>(
+      `select has_table_privilege('fp_analyst', $1, 'select') as analyst, has_table_privilege('fp_default', $1, 'insert') as dflt`,
+      [`${schema}.records`],
+    );
+    expect(reads.rows[0]).toEqual({ analyst: true, dflt: false });
+    await bed.pool.query(`alter default privileges in schema ${schema} revoke insert on tables from fp_default`);
+    await bed.pool.query(`alter default privileges for role fp_partition_owner in schema ${schema} revoke truncate on tables from fp_default`);
+  });
+
+  it('run by the owner, no superuser: a grant by another grantor is kept, as the owner gives it; the migrating role stays the same', async () => {
+    const schema = 'footprint_owner';
+    for (const role of ['fp_exporter', 'fp_lead', 'fp_analyst']) {
+      await bed.pool.query(`do $$ begin if not exists (select from pg_roles where rolname = '${role}') then create role ${role}; end if; end $$`);
+    }
+    await bed.pool.query(`create schema ${schema} authorization fp_exporter`);
+    await bed.pool.query(`do $$ begin execute format('grant create on database %I to fp_exporter', current_database()); end $$`);
+    // The exporter's own connection: every table its own, as in a deployment without a superuser.
+    const exporter = new pg.Pool({ connectionString: db.url, options: '-c role=fp_exporter', max: 1 });
+    try {
+      await migrateUpTo(exporter, schema, MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
+      await exporter.query(
+        `create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01T00:00:00Z') to ('2026-11-01T00:00:00Z')`,
+      );
+      await exporter.query(
+        `insert into ${schema}.records (source, payload, window_start, window_end, run_id) values ('default', '{}', '2026-10-02T00:00:00Z', '2026-10-03T00:00:00Z', 1)`,
+      );
+      await exporter.query(`grant usage on schema ${schema} to fp_lead`);
+      await exporter.query(`grant select on ${schema}.records to fp_lead with grant option`);
+      await bed.pool.query(`set role fp_lead`);
+      await bed.pool.query(`grant select on ${schema}.records to fp_analyst`);
+      await bed.pool.query(`reset role`);
+
+      expect(await migrate(exporter, schema, silentLogger)).toEqual([FOOTPRINT]);
+      const { rows } = await exporter.query<{ line: string }>(
+        `select concat_ws(' ', pg_get_userbyid(c.relowner), pg_get_userbyid(a.grantor), pg_get_userbyid(a.grantee), a.privilege_type, a.is_grantable::text) as line
+           from pg_class c cross join lateral aclexplode(c.relacl) a where c.oid = $1::regclass and a.grantee <> c.relowner order by 1`,
+        [`${schema}.records`],
+      );
+      expect(rows.map((r) => r.line)).toEqual(['fp_exporter fp_exporter fp_analyst SELECT false', 'fp_exporter fp_exporter fp_lead SELECT true']);
+      const role = await exporter.query<{ role: string }>(`select current_user as role`);
+      expect(role.rows[0]!.role).toBe('fp_exporter');
+    } finally {
+      // Ended here, before the file's database is dropped under its idle connection.
+      await exporter.end();
+    }
   });
 });
