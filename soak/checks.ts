@@ -8,7 +8,7 @@ import { judgeFlat, type FlatVerdict } from './flat.js';
 import type { LateInjector } from './late.js';
 import type { Check, SoakResult } from './report.js';
 import { partitionExists, readExpiredLedger, type RetentionPlan } from './retention.js';
-import type { Sample } from './sampler.js';
+import { SCRAPE_TIMEOUT_SECONDS, type Sample } from './sampler.js';
 import type { SoakSource } from './sources.js';
 import { AT, type Replica, type ReplicaSample, type TimelineRecord } from './timeline.js';
 import { verifyWindows, type WindowCheck } from './verify.js';
@@ -244,11 +244,12 @@ export async function endChecks(i: EndInputs): Promise<{
     const failed = r.samples.filter((x) => x.scrapeStatus !== 200);
     const hostile = during(r);
     const slowest = Math.max(0, ...r.samples.map((x) => x.scrapeMs));
+    const overTimeout = r.samples.filter((x) => x.scrapeStatus === 200 && x.scrapeMs > SCRAPE_TIMEOUT_SECONDS * 1000).length;
     checks.push({
       name: `replica ${r.name}: /metrics answered 200 to every scrape, also in the hostile minutes`,
       pass: r.samples.length > 0 && failed.length === 0 && hostile.length > 0,
       detail:
-        `${r.samples.length - failed.length}/${r.samples.length} scrapes 200 (${hostile.filter((x) => x.scrapeStatus === 200).length}/${hostile.length} in the hostile minutes, slowest there ${Math.max(0, ...hostile.map((x) => x.scrapeMs)).toFixed(0)} ms), slowest ${slowest.toFixed(0)} ms` +
+        `${r.samples.length - failed.length}/${r.samples.length} scrapes 200 (${hostile.filter((x) => x.scrapeStatus === 200).length}/${hostile.length} in the hostile minutes, slowest there ${Math.max(0, ...hostile.map((x) => x.scrapeMs)).toFixed(0)} ms), slowest ${slowest.toFixed(0)} ms, ${overTimeout} slower than the ${SCRAPE_TIMEOUT_SECONDS} s scrape timeout sent (a Prometheus would have given up on those)` +
         `${
           failed.length
             ? `; failed at ${failed

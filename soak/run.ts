@@ -192,6 +192,8 @@ async function main(): Promise<void> {
         partitionPresent: () => partitionExists(admin, SCHEMA, plan.partition),
         authorization,
       });
+      // A sample across the kill of its process is no sample of a live replica.
+      if (r.current !== serve || !r.alive) continue;
       r.samples.push({ ...sample, life: r.lives.length - 1, harnessLagMs: lag.max / 1e6 });
       lag.reset();
     }

@@ -24,6 +24,8 @@ export class Replica {
   /** Seconds since the soak's start at which it was killed, and serving again. */
   killedAt: number | undefined;
   restartedAt: number | undefined;
+  /** From the moment it is to be killed until it serves again: its samples then are discarded. */
+  killing = false;
   constructor(
     readonly name: string,
     readonly env: Record<string, string>,
@@ -36,7 +38,7 @@ export class Replica {
   }
 
   get alive(): boolean {
-    return this.lives.length > 0 && !isGone(this.current);
+    return this.lives.length > 0 && !this.killing && !isGone(this.current);
   }
 
   async start(): Promise<ServeProcess> {
@@ -116,6 +118,7 @@ export class Timeline {
       r.killAt = t;
       b.killedAt = t;
       const started = performance.now() - t * 1000;
+      b.killing = true;
       this.#run(async () => {
         b.current.child.kill('SIGKILL');
         await b.current.exited;
@@ -125,6 +128,7 @@ export class Timeline {
         } catch (err) {
           r.restartError = (err as Error).message;
         }
+        b.killing = false;
       });
     }
     if (r.postAt === undefined && due(AT.post)) {
