@@ -147,6 +147,14 @@ export async function endChecks(i: EndInputs): Promise<{
       `(limit: the audit period ${i.auditEveryMs / 1000} s + 60 s for the audit's own run, sampled every 5 s); ${i.late.tally.deletions} deleted upstream and kept`,
   });
 
+  const firstLate = Math.min(...lateRecords.map((r) => r.insertedAt));
+  const lastLate = Math.max(...lateRecords.map((r) => r.insertedAt));
+  notes.push(
+    `gamma's late records: ${lateRecords.length} in ${i.late.tally.batches} batches from ${lateRecords.length ? `${((firstLate - i.t0Wall) / 60_000).toFixed(1)} min (once its backfill was done)` : 'never'} to ` +
+      `${lateRecords.length ? `${((lastLate - i.t0Wall) / 60_000).toFixed(1)} min` : '-'} (none in the last audit period and a minute, so each had an audit to find it), at random instants up to ${(i.late.tally.maxAgeMs / 3_600_000).toFixed(1)} h back, ` +
+      `never within SYNC_LOOKBACK and a window of the watermark; ${i.late.tally.skipped} batches left out while gamma's watermark lagged the clock; ${i.late.tally.deletions} records deleted upstream, each with two late records in its window (a deletion and an arrival in one audit segment cancel out, as the README says).`,
+  );
+
   // Parked windows: only those holding quarantined records may be.
   const { rows: parked } = await admin.query<{ source: string; start: Date; reason: string | null; quarantined: string }>(
     `select w.source, w.window_start as start, w.reason,
