@@ -170,7 +170,7 @@ export function renderMarkdown(result: SoakResult): string {
     '',
     ...result.notes.map((n) => `- ${n}`),
     '',
-    `"Flat", per replica (replica A over the whole run, replica B from its restart), the hostile minutes and 30 s after them left out: the first 20 % of samples is warm-up. Level: the median of the last 20 % against the median of the 20–40 % band (RSS at most +10 %; descriptors and handles at most +2; connections at most +1). Peak: the maximum of the second half at most the maximum of the first half plus a slack (descriptors and handles 4, connections 2). DB connections are both replicas' together (one application_name), sampled with A. ${result.replicas.map((r) => `${r.name}: ${r.samples.length} samples`).join(', ')}.`,
+    `"Flat", per replica (replica A over the whole run, replica B from its restart), the hostile minutes and 30 s after them left out: the first 20 % of samples is warm-up. Level: the median of the last 20 % against the median of the 20–40 % band (RSS at most +10 %; descriptors and handles at most +2; connections at most +1). Peak: the maximum of the second half at most the maximum of the first half plus a slack (descriptors and handles 4, connections 2). DB connections are both replicas' together (one application_name), sampled with A, from B's restart on (each pool is sized at its start for the sources then, so before it the level follows delta's addition at 1/3 and B's first pool). ${result.replicas.map((r) => `${r.name}: ${r.samples.length} samples`).join(', ')}.`,
     '',
     mdTable([FLAT_HEADER, ...flatRows(result.flat)]),
     '',
