@@ -4,7 +4,7 @@
  * ROLLUP_DISTINCT user_id=userId by customer_id=customerId; the field catalogue on).
  *
  * The truth is, per committed window, the records `records` holds for it, or, for a window
- * RETENTION expired, the simulator's records of its range: retention drops records and keeps
+ * RETENTION expired, what the simulator serves for its range (by E6's filter time): retention drops records and keeps
  * the rollups and the catalogue's counts. From it:
  * - records_hourly: records per (hour of the event time, window start, event_type, customer_id);
  * - records_hourly_distinct: the user_id values of each (hour, window start, customer_id), as the
@@ -16,6 +16,7 @@
  */
 import type pg from 'pg';
 import type { Simulator } from '@analytics-exporter/simulator';
+import { multisetMinus } from './verify.js';
 
 const MS_PER_HOUR = 3_600_000;
 const MS_PER_DAY = 86_400_000;
@@ -71,11 +72,13 @@ const text = (v: unknown): string => (v === undefined || v === null ? '<null>' :
 
 /**
  * Checks the derived tables of `source` in `schema` (through `client`) against its stored records
- * and, for expired windows, `sim`'s dataset. Run it after the window check: it trusts `records`.
+ * and, for expired windows, what `sim` serves for them (by E6's filter time, which may be hidden).
+ * Run it after the window check: it trusts `records`.
  *
+ * @param start SYNC_START_DATE: the first window keeps the records at its start.
  * @returns the verdict with counts and the first problems; throws only for database errors.
  */
-export async function verifyDerived(client: pg.Client, schema: string, source: string, sim: Simulator): Promise<DerivedCheck> {
+export async function verifyDerived(client: pg.Client, schema: string, source: string, sim: Simulator, start: Date): Promise<DerivedCheck> {
   const s = client.escapeIdentifier(schema);
   const problems: string[] = [];
   const note = (problem: string) => void (problems.length < 10 && problems.push(problem));
@@ -94,9 +97,12 @@ export async function verifyDerived(client: pg.Client, schema: string, source: s
   const expiredStarts = new Set<number>();
   for (const w of expired) {
     expiredStarts.add(w.start.getTime());
-    for (const record of sim.dataset.iterate(w.start, w.end, false)) {
-      const eventMs = Date.parse(record.timestamp);
-      truth.push({ windowStartMs: w.start.getTime(), eventMs, payload: record as unknown as Record<string, unknown> });
+    // What E6 served for the window, by its filter time (hidden or not): less its start's boundary set unless it is the first window (as soak/verify.ts).
+    const served = sim.servedJson(w.start, w.end);
+    const texts = w.start.getTime() === start.getTime() ? served : multisetMinus(served, sim.servedJson(w.start, w.start));
+    for (const text of texts) {
+      const record = JSON.parse(text) as Record<string, unknown>;
+      truth.push({ windowStartMs: w.start.getTime(), eventMs: Date.parse(String(record.timestamp)), payload: record });
     }
   }
 

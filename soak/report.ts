@@ -3,7 +3,7 @@ import type { Machine } from '../bench/lib/machine.js';
 import type { FaultTally } from './faults.js';
 import type { DerivedCheck } from './derived.js';
 import type { FlatVerdict } from './flat.js';
-import type { Sample } from './sampler.js';
+import type { ReplicaSample } from './timeline.js';
 import type { WindowCheck } from './verify.js';
 
 /** One pass/fail line of the verdict. */
@@ -25,30 +25,29 @@ export interface SoakResult {
   loadStart: number;
   loadEnd: number;
   steal: number | undefined;
-  /** serve's environment, secrets and the database URL left out. */
+  /** serve's environment, secrets and the database URL left out; how AUDIT_SCHEDULE was chosen. */
   settings: Record<string, string>;
+  auditNote: string;
   /** The CONFIG_FILE sources, one line each (order, data), and how retention was set up, one line. */
   sources: { name: string; description: string }[];
   retention: string;
   sampleEverySeconds: number;
-  samples: Sample[];
+  /** Each replica's samples and its CPU seconds (its last process). */
+  replicas: { name: string; samples: ReplicaSample[]; cpuSeconds: number | undefined }[];
   flat: FlatVerdict[];
   checks: Check[];
-  /** From serve's /metrics at the end (totals, and runs and failures by source), and sync_runs rows by source and status (serve's runs only). */
+  /** Lines of figures beside the checks (the hostile minutes). */
+  notes: string[];
+  /** By replica and source, from its /metrics over its lives: runs succeeded, failed, ticks skipped because the other held the lock; sync_runs rows by source and status. */
   syncs: {
-    runs: number;
-    failures: number;
-    skipped: number;
-    bySource: Record<string, { runs: number; failures: number }>;
+    byReplica: Record<string, Record<string, { ok: number; failed: number; locked: number }>>;
     byStatus: Record<string, Record<string, number>>;
   };
   /** By source: what its fault driver injected, its simulator's responses by status, and its requests by endpoint. */
   faults: Record<string, FaultTally>;
   responses: Record<string, Record<string, number>>;
   requests: Record<string, { token: number; analytics: number; prometheus: number }>;
-  serveCpuSeconds: number | undefined;
   postgresCpuSeconds: number | undefined;
-  shutdown: { code: number | null; signal: string | null; seconds: number };
   finalSync: { pass: boolean; wallSeconds: number; detail: string };
   /** By source; undefined where the check could not run. */
   windowChecks: Record<string, WindowCheck | undefined>;
@@ -64,7 +63,7 @@ export function mib(bytes: number): string {
 }
 
 function fmt(verdict: FlatVerdict, value: number): string {
-  return verdict.rule.name === 'RSS' ? mib(value) : Number.isFinite(value) ? String(Math.round(value * 10) / 10) : 'n/a';
+  return verdict.rule.name.endsWith('RSS') ? mib(value) : Number.isFinite(value) ? String(Math.round(value * 10) / 10) : 'n/a';
 }
 
 function flatRows(flat: FlatVerdict[]): string[][] {
@@ -95,7 +94,7 @@ export function renderTable(result: SoakResult): string {
     '',
     pad(result.checks.map((c) => [c.pass ? 'PASS' : 'FAIL', c.name, c.detail])),
     '',
-    `syncs: ${result.syncs.runs} runs, ${result.syncs.runs - result.syncs.failures} succeeded, ${result.syncs.failures} failed, ${result.syncs.skipped} ticks skipped; sync_runs by source and status ${JSON.stringify(result.syncs.byStatus)}`,
+    `syncs by replica and source: ${JSON.stringify(result.syncs.byReplica)}; sync_runs rows by source and status ${JSON.stringify(result.syncs.byStatus)}`,
     `upstream responses by source and status: ${JSON.stringify(result.responses)}`,
   ];
   return lines.join('\n');
@@ -107,8 +106,8 @@ function mdTable(rows: string[][]): string {
 }
 
 /** About ten rows spread over the soak: the shape of each resource over time. */
-function timeline(samples: Sample[]): string[][] {
-  const rows = [['t (min)', 'RSS', 'heap used', 'fds', 'handles', 'DB conns', 'syncs ok', 'syncs failed', 'scrape ms']];
+function timeline(samples: ReplicaSample[]): string[][] {
+  const rows = [['t (min)', 'process', 'RSS', 'heap used', 'fds', 'handles', 'DB conns', 'syncs ok', 'syncs failed', 'scrape ms']];
   const picks = new Set<number>();
   for (let k = 0; k <= 10; k++) picks.add(Math.min(samples.length - 1, Math.round((k * (samples.length - 1)) / 10)));
   for (const i of [...picks].sort((a, b) => a - b)) {
@@ -116,6 +115,7 @@ function timeline(samples: Sample[]): string[][] {
     if (s === undefined) continue;
     rows.push([
       (s.t / 60).toFixed(1),
+      s.life === 0 ? 'first' : 'restarted',
       mib(s.rssBytes),
       mib(s.heapUsedBytes),
       String(s.fds),
@@ -142,7 +142,7 @@ export function renderMarkdown(result: SoakResult): string {
   const out = [
     `# Soak: ${result.minutes} minutes, ${pass ? 'PASSED' : 'FAILED'}`,
     '',
-    `Written by \`npm run soak -- --minutes ${result.minutes}\` (soak/run.ts) on ${result.finishedAt.toISOString()}. It ran \`serve\` with a CONFIG_FILE of ${result.sources.length} sources, each an in-process simulator injecting faults, and a throwaway PostgreSQL, scraped /metrics and /readyz every ${result.sampleEverySeconds} s as Prometheus would, sampled the process, stopped it with SIGTERM, ran one \`sync\` without faults, compared every committed window of each source with its simulator's records, and every rollup and the field catalogue with the records.`,
+    `Written by \`npm run soak -- --minutes ${result.minutes}\` (soak/run.ts) on ${result.finishedAt.toISOString()}. It ran two \`serve\` replicas (A and B) on one PostgreSQL schema (a throwaway cluster) with a CONFIG_FILE of three sources, each an in-process simulator with its own faults, and a fourth added by a reload; WEB_CONFIG_FILE basic auth on both; SYNC_SHRINK=keep; the audit inside serve. Events at shares of the run: SIGHUP adding \`delta\` at 1/3, replica B killed with SIGKILL and restarted at 1/2, \`POST /-/reload\` changing alpha's schedule at 2/3, a hostile client on 127.0.0.2 (2,000 slowloris connections and a wrong-password flood per replica) from 80 % to 86.7 %. Each replica was scraped (/metrics, /readyz, with the right password) and sampled every ${result.sampleEverySeconds} s. At the end both got SIGTERM, one \`sync\` ran without faults, and every committed window of each source was compared with its simulator's records (quarantine and records deleted upstream and kept included), and every rollup and the field catalogue with the records. ${result.auditNote}`,
     '',
     '## Sources and retention',
     '',
@@ -168,23 +168,26 @@ export function renderMarkdown(result: SoakResult): string {
     '',
     mdTable([['', 'check', 'detail'], ...result.checks.map((c) => [c.pass ? 'PASS' : '**FAIL**', c.name, c.detail])]),
     '',
-    `"Flat": the first 20 % of samples is warm-up. Level: the median of the last 20 % against the median of the 20–40 % band (RSS at most +10 %; descriptors and handles at most +2; connections at most +1). Peak: the maximum of the second half at most the maximum of the first half plus a slack (descriptors and handles 4, connections 1). ${result.samples.length} samples.`,
+    ...result.notes.map((n) => `- ${n}`),
+    '',
+    `"Flat", per replica (replica A over the whole run, replica B from its restart), the hostile minutes and 30 s after them left out: the first 20 % of samples is warm-up. Level: the median of the last 20 % against the median of the 20–40 % band (RSS at most +10 %; descriptors and handles at most +2; connections at most +1). Peak: the maximum of the second half at most the maximum of the first half plus a slack (descriptors and handles 4, connections 2). DB connections are both replicas' together (one application_name), sampled with A, from B's restart on (each pool is sized at its start for the sources then, so before it the level follows delta's addition at 1/3 and B's first pool). ${result.replicas.map((r) => `${r.name}: ${r.samples.length} samples`).join(', ')}.`,
     '',
     mdTable([FLAT_HEADER, ...flatRows(result.flat)]),
     '',
-    '### Over time',
-    '',
-    mdTable(timeline(result.samples)),
-    '',
+    ...result.replicas.flatMap((r) => [`### Replica ${r.name} over time`, '', mdTable(timeline(r.samples)), '']),
     '## Syncs',
     '',
-    `- ${result.syncs.runs} runs in serve (sync_runs_total), **${result.syncs.runs - result.syncs.failures} succeeded, ${result.syncs.failures} failed**, ${result.syncs.skipped} ticks skipped while a run was going.`,
     ...sourceNames.map((name) => {
-      const runs = result.syncs.bySource[name];
+      const per = Object.entries(result.syncs.byReplica)
+        .map(([replica, bySource]) => {
+          const v = bySource[name];
+          return v ? `${replica} ${v.ok} succeeded, ${v.failed} failed, ${v.locked} ticks skipped (lock held by the other)` : `${replica} none`;
+        })
+        .join('; ');
       const status = Object.entries(result.syncs.byStatus[name] ?? {})
         .map(([k, v]) => `${k} ${v}`)
         .join(', ');
-      return `- \`${name}\`: ${runs ? `${runs.runs - runs.failures} succeeded, ${runs.failures} failed` : 'no figures'}; sync_runs rows by status: ${status || 'none'}.`;
+      return `- \`${name}\`: ${per}; sync_runs rows by status: ${status || 'none'}.`;
     }),
     `- Final \`sync\` without faults: ${result.finalSync.detail}.`,
     ...sourceNames.map((name) => {
@@ -199,18 +202,22 @@ export function renderMarkdown(result: SoakResult): string {
         ? `- Derived tables of \`${name}\`: records_hourly ${d.rows.hourly} rows (${d.expiredRows.hourly} of expired windows), records_hourly_distinct ${d.rows.hourlyDistinct} (${d.expiredRows.hourlyDistinct} of expired windows), records_daily_distinct ${d.rows.dailyDistinct}, record_fields ${d.rows.fields} fields, records_typed ${d.typedRows} rows${d.problems.length ? `; problems: ${d.problems.join('; ')}` : '; all equal'}.`
         : `- Derived tables of \`${name}\`: not checked.`;
     }),
-    `- serve CPU ${result.serveCpuSeconds?.toFixed(1) ?? 'n/a'} s, PostgreSQL CPU ${result.postgresCpuSeconds?.toFixed(1) ?? 'n/a'} s over the soak.`,
+    `- serve CPU ${result.replicas.map((r) => `${r.name} ${r.cpuSeconds?.toFixed(1) ?? 'n/a'} s`).join(', ')} (B: its restarted process), PostgreSQL CPU ${result.postgresCpuSeconds?.toFixed(1) ?? 'n/a'} s over the soak.`,
     '',
     '## Faults injected',
     '',
-    `- Standing, on each source's simulator: 429 on every 17th E6/E7 request (Retry-After 1 s), 503 on a seeded 4 % of them, truncated JSON on every 29th E6 response, tokens revoked 90 s after issue (expires_in says 3600), 2 ms latency on every request.`,
+    `- Standing, on alpha's simulator: 429 on every 17th E6/E7 request (Retry-After 1 s), 503 on a seeded 4 % of them, truncated JSON on every 29th E6 response, tokens revoked 90 s after issue (expires_in says 3600), 2 ms latency on every request.`,
     ...sourceNames.flatMap((name) => {
       const f = result.faults[name];
       const r = result.requests[name];
-      if (f === undefined || r === undefined) return [];
+      if (r === undefined) return [];
       return [
-        `- \`${name}\`, one-shot, one at a time: ${queued(f)}.`,
-        `- \`${name}\`, records arriving while a window is paged: armed ${f.arrivalsArmed} times, ${f.arrivalsPerArming} records each; late records behind its watermark (within SYNC_LOOKBACK): ${f.lateRecords} in ${f.lateBatches} batches (${f.lateSkipped} batches left out while its watermark lagged the clock).`,
+        ...(f === undefined
+          ? []
+          : [
+              `- \`${name}\`, one-shot, one at a time: ${queued(f)}.`,
+              `- \`${name}\`, records arriving while a window is paged: armed ${f.arrivalsArmed} times, ${f.arrivalsPerArming} records each; late records behind its watermark (within SYNC_LOOKBACK): ${f.lateRecords} in ${f.lateBatches} batches (${f.lateSkipped} batches left out while its watermark lagged the clock).`,
+            ]),
         `- \`${name}\`, simulator requests: ${r.token} token, ${r.analytics} E6, ${r.prometheus} E7; responses by status: ${Object.entries(
           result.responses[name] ?? {},
         )

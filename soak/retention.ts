@@ -34,12 +34,14 @@ export interface RetentionPlan {
 /**
  * Plans retention for a soak of `minutes` starting at `startedAt`.
  *
+ * @param daysBack UTC midnights back to the oldest partition kept (1: yesterday's); the one
+ *   dropped is the day before it.
  * @param windowMs SYNC_WINDOW; SYNC_START_DATE is aligned to it so the first window starts there.
  * @returns the plan; RETENTION is whole seconds.
  */
-export function planRetention(startedAt: Date, minutes: number, windowMs: number): RetentionPlan {
-  const yesterday = Math.floor(startedAt.getTime() / MS_PER_DAY) * MS_PER_DAY - MS_PER_DAY;
-  const syncStart = new Date(yesterday - WINDOWS_IN_DROPPED * windowMs);
+export function planRetention(startedAt: Date, minutes: number, windowMs: number, daysBack = 1): RetentionPlan {
+  const oldestKept = Math.floor(startedAt.getTime() / MS_PER_DAY) * MS_PER_DAY - daysBack * MS_PER_DAY;
+  const syncStart = new Date(oldestKept - WINDOWS_IN_DROPPED * windowMs);
   const dropped = partitionRange(syncStart.getTime(), 'day');
   const dropDue = startedAt.getTime() + (minutes * 60_000) / 2;
   const retentionMs = Math.round((dropDue - dropped.end) / 1000) * 1000;

@@ -13,6 +13,11 @@ export interface SourceSample {
   /** sync_watermark_timestamp_seconds, in seconds since the epoch. */
   watermarkSeconds: number;
   upstreamUp: number;
+  /** sync_skipped_total{reason="locked"}: ticks this replica skipped because another process held the source's lock. */
+  skippedLocked: number;
+  /** audit_windows_repaired_total and audit_last_run_timestamp_seconds (NaN before the first audit). */
+  auditRepaired: number;
+  auditLastRunSeconds: number;
 }
 
 /** Figures of one sample; times in seconds since the soak's serve started. */
@@ -41,6 +46,10 @@ export interface Sample {
   partitionsDropped: number;
   /** Whether the partition retention is to drop still exists (1) or not (0), asked of PostgreSQL. */
   partitionPresent: number;
+  /** nodejs_eventloop_lag_max_seconds of serve (NaN when the scrape failed). */
+  loopLagMaxSeconds: number;
+  /** config_last_reload_success_timestamp_seconds (NaN when the scrape failed). */
+  configReloadSeconds: number;
   /** By source name. */
   sources: Record<string, SourceSample>;
 }
@@ -107,6 +116,19 @@ export function valuesBySource(text: string): Map<string, Map<string, number>> {
   return out;
 }
 
+/** Per value of `source`: the value of `name`'s sample whose label `label` is `value` (as sync_skipped_total{reason="locked"}). */
+function bySourceWhere(text: string, name: string, label: string, value: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const match = /^[^{]+\{(.*)\}\s+(\S+)/.exec(line);
+    if (!match || !match[1]!.includes(`${label}="${value}"`)) continue;
+    const source = /(?:^|,)source="([^"]*)"/.exec(match[1]!);
+    if (source) out.set(source[1]!, (out.get(source[1]!) ?? 0) + Number(match[2]));
+  }
+  return out;
+}
+
 /** Connections serve holds to database `dbName`, counted by PostgreSQL; the harness's own connection excluded. */
 export async function serveConnections(admin: pg.Client, dbName: string): Promise<number> {
   const { rows } = await admin.query<{ n: string }>(
@@ -136,6 +158,8 @@ export interface SampleTarget {
   sources: readonly string[];
   /** Asks PostgreSQL whether the partition still exists. */
   partitionPresent: () => Promise<boolean>;
+  /** The Authorization header of the scrapes (WEB_CONFIG_FILE basic auth), if any. */
+  authorization?: string;
 }
 
 /**
@@ -146,12 +170,14 @@ export interface SampleTarget {
  */
 export async function takeSample(t: number, target: SampleTarget): Promise<Sample> {
   const { pid, baseUrl, admin, dbName } = target;
-  const scrape = await get(`${baseUrl}/metrics`, { 'x-prometheus-scrape-timeout-seconds': String(SCRAPE_TIMEOUT_SECONDS) });
-  const ready = await get(`${baseUrl}/readyz`);
+  const auth: Record<string, string> = target.authorization === undefined ? {} : { authorization: target.authorization };
+  const scrape = await get(`${baseUrl}/metrics`, { 'x-prometheus-scrape-timeout-seconds': String(SCRAPE_TIMEOUT_SECONDS), ...auth });
+  const ready = await get(`${baseUrl}/readyz`, auth);
   const values = scrape.status === 200 ? valuesByName(scrape.text) : new Map<string, number>();
   const metric = (name: string) => values.get(name) ?? Number.NaN;
   const perSource = scrape.status === 200 ? valuesBySource(scrape.text) : new Map<string, Map<string, number>>();
   const ofSource = (name: string, source: string) => perSource.get(name)?.get(source) ?? Number.NaN;
+  const locked = bySourceWhere(scrape.status === 200 ? scrape.text : '', 'analytics_exporter_sync_skipped_total', 'reason', 'locked');
   const sources: Record<string, SourceSample> = {};
   for (const source of target.sources) {
     sources[source] = {
@@ -159,6 +185,9 @@ export async function takeSample(t: number, target: SampleTarget): Promise<Sampl
       syncFailures: ofSource('analytics_exporter_sync_failures_total', source),
       watermarkSeconds: ofSource('analytics_exporter_sync_watermark_timestamp_seconds', source),
       upstreamUp: ofSource('analytics_exporter_upstream_up', source),
+      skippedLocked: locked.get(source) ?? (scrape.status === 200 && perSource.get('analytics_exporter_sync_runs_total')?.has(source) ? 0 : Number.NaN),
+      auditRepaired: ofSource('analytics_exporter_audit_windows_repaired_total', source),
+      auditLastRunSeconds: ofSource('analytics_exporter_audit_last_run_timestamp_seconds', source),
     };
   }
   return {
@@ -176,6 +205,8 @@ export async function takeSample(t: number, target: SampleTarget): Promise<Sampl
     readyStatus: ready.status,
     partitionsDropped: metric('analytics_exporter_retention_partitions_dropped_total'),
     partitionPresent: (await target.partitionPresent()) ? 1 : 0,
+    loopLagMaxSeconds: metric('nodejs_eventloop_lag_max_seconds'),
+    configReloadSeconds: metric('analytics_exporter_config_last_reload_success_timestamp_seconds'),
     sources,
   };
 }

@@ -4,7 +4,9 @@
  * and no row lies outside a committed window. An expired window (RETENTION dropped its
  * partition) must hold no row; its records are left out of the comparison. Records have no id, so
  * windows are compared as multisets of canonical JSON (identical records counted as often as
- * they occur).
+ * they occur). Records PostgreSQL refused are looked for in `records_quarantine` (their text exactly
+ * as E6 sent it), and records deleted upstream after their window was loaded are expected still
+ * stored (SYNC_SHRINK=keep keeps them).
  */
 import type pg from 'pg';
 import type { Simulator } from '@analytics-exporter/simulator';
@@ -19,6 +21,9 @@ export interface WindowCheck {
   expiredRecords: number;
   /** Rows in the records table, and records the simulator has for the kept windows. */
   storedRecords: number;
+  /** Rows in records_quarantine, and records deleted upstream that the windows kept (SYNC_SHRINK=keep). */
+  quarantined: number;
+  keptDeleted: number;
   expectedRecords: number;
   /** The watermark the windows must end at. */
   watermark: Date | undefined;
@@ -34,7 +39,7 @@ function sameMultiset(a: string[], b: string[]): boolean {
 }
 
 /** `a` without one copy of each element of `b` (as multisets). */
-function multisetMinus(a: string[], b: string[]): string[] {
+export function multisetMinus(a: string[], b: string[]): string[] {
   const drop = new Map<string, number>();
   for (const x of b) drop.set(x, (drop.get(x) ?? 0) + 1);
   return a.filter((x) => {
@@ -45,13 +50,27 @@ function multisetMinus(a: string[], b: string[]): string[] {
   });
 }
 
+/** A record deleted upstream after its window was loaded: its timestamp (never on a window boundary) and its canonical JSON. */
+export interface KeptRecord {
+  ms: number;
+  json: string;
+}
+
 /**
  * Compares the rows of `source` in the tables of `schema` (through `client`) with `sim`'s dataset.
  *
  * @param start where the first sync started (SYNC_START_DATE): the first window must begin there.
+ * @param kept records deleted upstream that the windows must still hold.
  * @returns the verdict with counts and the first problems; never throws for a mismatch, only for database errors.
  */
-export async function verifyWindows(client: pg.Client, schema: string, source: string, sim: Simulator, start: Date): Promise<WindowCheck> {
+export async function verifyWindows(
+  client: pg.Client,
+  schema: string,
+  source: string,
+  sim: Simulator,
+  start: Date,
+  kept: readonly KeptRecord[] = [],
+): Promise<WindowCheck> {
   const s = client.escapeIdentifier(schema);
   const problems: string[] = [];
   const note = (problem: string) => void (problems.length < 10 && problems.push(problem));
@@ -68,6 +87,16 @@ export async function verifyWindows(client: pg.Client, schema: string, source: s
     [source],
   );
 
+  const { rows: quarantineRows } = await client.query<{ windowStartMs: string; text: string }>(
+    `select (extract(epoch from window_start) * 1000)::bigint as "windowStartMs", payload_text as text from ${s}.records_quarantine where source = $1`,
+    [source],
+  );
+  const quarantine = new Map<number, string[]>();
+  for (const row of quarantineRows) {
+    const key = Number(row.windowStartMs);
+    quarantine.set(key, [...(quarantine.get(key) ?? []), row.text]);
+  }
+  let keptDeleted = 0;
   const stored = new Map<number, string[]>();
   for (const row of records) {
     const key = Number(row.windowStartMs);
@@ -91,26 +120,31 @@ export async function verifyWindows(client: pg.Client, schema: string, source: s
     if (window.expired) {
       expiredWindows++;
       expiredRecords += sim.dataset.count(window.start, window.end, false);
-      const left = stored.get(from)?.length ?? 0;
+      const left = (stored.get(from)?.length ?? 0) + (quarantine.get(from)?.length ?? 0);
       stored.delete(from);
+      quarantine.delete(from);
       if (left > 0) note(`${name} is expired, yet ${left} of its rows are stored`);
       continue;
     }
     // What E6 serves for the window (startDate = start, toDate = end), less what it serves at its
     // start when a window before it keeps those (src/sync/boundary.ts: the earlier part keeps a
     // record E6 returns with both).
-    const served = sim.servedJson(window.start, window.end).map((text) => canonicalJson(JSON.parse(text)));
-    const expected =
-      from === start.getTime()
-        ? served
-        : multisetMinus(
-            served,
-            sim.servedJson(window.start, window.start).map((text) => canonicalJson(JSON.parse(text))),
-          );
+    const servedTexts = sim.servedJson(window.start, window.end);
+    const expectedTexts = from === start.getTime() ? servedTexts : multisetMinus(servedTexts, sim.servedJson(window.start, window.start));
+    // Refused records: in the quarantine, as sent.
+    const quarantined = quarantine.get(from) ?? [];
+    quarantine.delete(from);
+    const notServed = multisetMinus(quarantined, expectedTexts);
+    if (notServed.length > 0) note(`${name}: ${notServed.length} quarantined records E6 does not serve for it`);
+    const keptHere = kept.filter((k) => k.ms > from && k.ms < to).map((k) => k.json);
+    keptDeleted += keptHere.length;
+    const expected = [...multisetMinus(expectedTexts, quarantined).map((text) => canonicalJson(JSON.parse(text))), ...keptHere];
     expectedRecords += expected.length;
     const got = stored.get(from) ?? [];
     stored.delete(from);
-    if (Number(window.recordCount) !== got.length) note(`${name}: sync_windows says ${window.recordCount} records, the table holds ${got.length}`);
+    // record_count: the rows stored, with or without the quarantined ones.
+    if (Number(window.recordCount) !== got.length + quarantined.length && Number(window.recordCount) !== got.length)
+      note(`${name}: sync_windows says ${window.recordCount} records, the tables hold ${got.length} + ${quarantined.length} quarantined`);
     if (!sameMultiset(got, expected)) {
       const missing = expected.filter((x) => !got.includes(x)).length;
       const extra = got.filter((x) => !expected.includes(x)).length;
@@ -120,6 +154,7 @@ export async function verifyWindows(client: pg.Client, schema: string, source: s
   if (watermark !== undefined && cursor !== watermark.getTime())
     note(`the windows end at ${new Date(cursor).toISOString()}, the watermark is ${watermark.toISOString()}`);
   for (const [key, list] of stored) note(`${list.length} rows belong to no committed window (window_start ${new Date(key).toISOString()})`);
+  for (const [key, list] of quarantine) note(`${list.length} quarantined rows belong to no committed window (window_start ${new Date(key).toISOString()})`);
 
   return {
     pass: problems.length === 0,
@@ -127,6 +162,8 @@ export async function verifyWindows(client: pg.Client, schema: string, source: s
     expiredWindows,
     expiredRecords,
     storedRecords: records.length,
+    quarantined: quarantineRows.length,
+    keptDeleted,
     expectedRecords,
     watermark,
     problems,
