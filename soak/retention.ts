@@ -4,7 +4,7 @@
  * With PARTITION_INTERVAL=day and SYNC_START_DATE {@link WINDOWS_IN_DROPPED} windows before
  * yesterday's UTC midnight, the oldest partition of `records` is the day before yesterday, holding
  * those windows. RETENTION is
- * chosen so that this partition becomes wholly older than now − RETENTION halfway through the
+ * chosen so that this partition becomes wholly older than now − RETENTION at 40 % of the
  * soak (its end, yesterday's midnight, equals the cutoff then): serve's next sync run after that
  * drops it and marks its windows expired in the ledger. The other partitions stay.
  */
@@ -32,18 +32,28 @@ export interface RetentionPlan {
 }
 
 /**
+ * When the partition becomes droppable, as a share of the soak: 0.4, clear of the SIGHUP at 1/3
+ * and of replica B's SIGKILL at 1/2. At 1/2 (before 2026-11-27) the drop and the kill fell on
+ * the same second: the 30-minute soak saw the partition gone at 15.0 min while both replicas'
+ * `retention_partitions_dropped_total` read 0 (B dropped it and was killed before a sample
+ * counted it), and failed the check.
+ */
+export const DROP_SHARE = 0.4;
+
+/**
  * Plans retention for a soak of `minutes` starting at `startedAt`.
+ * @param dropShare when the partition becomes droppable, as a share of the soak ({@link DROP_SHARE}).
  *
  * @param daysBack UTC midnights back to the oldest partition kept (1: yesterday's); the one
  *   dropped is the day before it.
  * @param windowMs SYNC_WINDOW; SYNC_START_DATE is aligned to it so the first window starts there.
  * @returns the plan; RETENTION is whole seconds.
  */
-export function planRetention(startedAt: Date, minutes: number, windowMs: number, daysBack = 1): RetentionPlan {
+export function planRetention(startedAt: Date, minutes: number, windowMs: number, daysBack = 1, dropShare = DROP_SHARE): RetentionPlan {
   const oldestKept = Math.floor(startedAt.getTime() / MS_PER_DAY) * MS_PER_DAY - daysBack * MS_PER_DAY;
   const syncStart = new Date(oldestKept - WINDOWS_IN_DROPPED * windowMs);
   const dropped = partitionRange(syncStart.getTime(), 'day');
-  const dropDue = startedAt.getTime() + (minutes * 60_000) / 2;
+  const dropDue = startedAt.getTime() + minutes * 60_000 * dropShare;
   const retentionMs = Math.round((dropDue - dropped.end) / 1000) * 1000;
   return {
     syncStart,

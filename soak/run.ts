@@ -10,7 +10,7 @@
  * deletions days back that only the audit can find, soak/late.ts). Events at shares of the run
  * (soak/timeline.ts): `delta` added by SIGHUP at 1/3, replica B SIGKILLed and restarted at 1/2,
  * alpha's schedule changed by `POST /-/reload` at 2/3, a hostile client on 127.0.0.2 from 80 % to
- * 86.7 % (soak/hostile.ts). RETENTION drops the oldest day partition halfway (soak/retention.ts);
+ * 86.7 % (soak/hostile.ts). RETENTION drops the oldest day partition at 40 % (soak/retention.ts);
  * serve's database connections are terminated every few minutes. Every 5 seconds each replica is
  * scraped (/metrics, /readyz) and sampled (soak/sampler.ts). At the end both get SIGTERM (each
  * must exit 0), the faults go off, one `sync` runs, and soak/checks.ts judges: windows exact
@@ -96,7 +96,7 @@ async function main(): Promise<void> {
   await admin.connect();
   const machine = await describeMachine(cluster.url);
 
-  // Planned from now, just before serve starts: the drop falls halfway through the run.
+  // Planned from now, just before serve starts: the drop falls at 40 % of the run (DROP_SHARE), clear of the reload and the kill.
   const plan = planRetention(new Date(), minutes, WINDOW_MS, HISTORY_DAYS);
   const syncStart = plan.syncStart;
   const denseStart = new Date(Math.floor((Date.now() - DENSE_BEFORE_MS) / WINDOW_MS) * WINDOW_MS);
