@@ -4,7 +4,7 @@
  */
 import type pg from 'pg';
 import { verifyDerived, type DerivedCheck } from './derived.js';
-import { judgeFlat, type FlatVerdict } from './flat.js';
+import { judgeFlat, MIN_FLAT_SECONDS, quantile, type FlatVerdict } from './flat.js';
 import type { LateInjector } from './late.js';
 import type { Check, SoakResult } from './report.js';
 import { partitionExists, readExpiredLedger, type RetentionPlan } from './retention.js';
@@ -17,8 +17,10 @@ import { verifyWindows, type WindowCheck } from './verify.js';
 const MAX_END_LAG_MS = 3 * 60_000;
 /** A reload must show on /metrics within one scrape interval (5 s) plus this, in seconds. */
 const RELOAD_SLACK_SECONDS = 1;
-/** Samples this long after the hostile minutes are left out of the flatness series too, in seconds. */
-const HOSTILE_AFTERMATH_SECONDS = 30;
+/** Samples this long after the hostile minutes are left out of the flatness series too, in seconds (at most 2 % of a short run). */
+const hostileAftermathSeconds = (runSeconds: number) => Math.min(30, 0.02 * runSeconds);
+/** The level rules' baseline starts this long after the last reload, in seconds (at most 5 % of a short run). */
+const reloadSettleSeconds = (runSeconds: number) => Math.min(60, 0.05 * runSeconds);
 
 /** What {@link endChecks} needs. */
 export interface EndInputs {
@@ -37,23 +39,60 @@ export interface EndInputs {
   finalSync: SoakResult['finalSync'];
 }
 
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+/**
+ * Where the level rules read the same configuration: from a settling time after the last reload
+ * (alpha's schedule made faster, after delta's addition) to the hostile minutes, and from the
+ * hostile minutes' aftermath to the end, in seconds since the soak's start.
+ */
+export interface SteadySpan {
+  baselineFrom: number;
+  baselineTo: number;
+  endFrom: number;
+}
 
-function flatFor(label: string, samples: Sample[]): FlatVerdict[] {
-  const finite = (pick: (s: Sample) => number) => samples.map(pick).filter(Number.isFinite);
+/**
+ * The flatness verdicts of one replica's samples (the hostile minutes already left out). RSS,
+ * descriptors and handles judge their level within {@link SteadySpan} (a fourth source and a
+ * faster schedule legitimately hold more); heap used judges its level over the whole series,
+ * across those changes, with a wider ratio: a leak of the runs' objects grows the heap whatever
+ * the configuration, where RSS also follows V8's and malloc's sizing.
+ */
+export function flatFor(label: string, samples: readonly Sample[], steady: SteadySpan): FlatVerdict[] {
+  const finite = (pick: (s: Sample) => number, from = -Infinity, to = Infinity) =>
+    samples
+      .filter((s) => s.t >= from && s.t < to)
+      .map(pick)
+      .filter(Number.isFinite);
+  const min = (seconds: number) => (seconds / 60).toFixed(1);
+  const steadyBands = (pick: (s: Sample) => number) => ({
+    baseline: finite(pick, steady.baselineFrom, steady.baselineTo),
+    end: finite(pick, steady.endFrom),
+    label: `${min(steady.baselineFrom)}–${min(steady.baselineTo)} min vs ${min(steady.endFrom)} min–end`,
+  });
+  const asMiB = (v: number) => `${(v / 2 ** 20).toFixed(1)} MiB`;
   return [
     judgeFlat(
       finite((s) => s.rssBytes),
-      { name: `${label} RSS`, maxGrowthRatio: 0.1 },
-      (v) => `${(v / 2 ** 20).toFixed(1)} MiB`,
+      { name: `${label} RSS`, maxGrowthRatio: 0.1, level: 'floor' },
+      asMiB,
+      steadyBands((s) => s.rssBytes),
+    ),
+    judgeFlat(
+      finite((s) => s.heapUsedBytes),
+      { name: `${label} heap used, whole run`, maxGrowthRatio: 0.15, level: 'floor' },
+      asMiB,
     ),
     judgeFlat(
       finite((s) => s.fds),
       { name: `${label} open fds`, levelSlack: 2, peakSlack: 4 },
+      String,
+      steadyBands((s) => s.fds),
     ),
     judgeFlat(
       finite((s) => s.handles),
       { name: `${label} active handles`, levelSlack: 2, peakSlack: 4 },
+      String,
+      steadyBands((s) => s.handles),
     ),
   ];
 }
@@ -137,7 +176,7 @@ export async function endChecks(i: EndInputs): Promise<{
   delays.sort((x, y) => x - y);
   const missing = lateRecords.length - delays.length;
   const limit = i.auditEveryMs / 1000 + 60;
-  const f = (v: number | undefined) => (v === undefined ? 'n/a' : `${v.toFixed(0)} s`);
+  const f = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? 'n/a' : `${v.toFixed(0)} s`);
   checks.push({
     name: `gamma's late records (beyond SYNC_LOOKBACK) found by the audit within one period`,
     pass: lateRecords.length > 0 && missing === 0 && (delays.at(-1) ?? Infinity) <= limit,
@@ -213,11 +252,17 @@ export async function endChecks(i: EndInputs): Promise<{
 
   // Flatness, per replica (B from its restart), the hostile minutes and their aftermath left out.
   const hostileFrom = tl.hostileFrom ?? Infinity;
-  const hostileTo = (tl.hostileTo ?? hostileFrom) + HOSTILE_AFTERMATH_SECONDS;
+  const aftermath = hostileAftermathSeconds(i.runSeconds);
+  const hostileTo = (tl.hostileTo ?? hostileFrom) + aftermath;
   const calm = (x: ReplicaSample) => x.t < hostileFrom || x.t > hostileTo;
+  const steady: SteadySpan = {
+    baselineFrom: (tl.postAt ?? AT.post * i.runSeconds) + reloadSettleSeconds(i.runSeconds),
+    baselineTo: hostileFrom,
+    endFrom: hostileTo,
+  };
   const flat = [
-    ...flatFor('A', a.samples.filter(calm)),
-    ...flatFor('B after restart', b.samples.filter((x) => x.life === b.lives.length - 1 && b.lives.length > 1).filter(calm)),
+    ...flatFor('A', a.samples.filter(calm), steady),
+    ...flatFor('B after restart', b.samples.filter((x) => x.life === b.lives.length - 1 && b.lives.length > 1).filter(calm), steady),
     // Both replicas' connections from B's restart on: each pool is sized at its start for the sources then (README, Reload), so
     // before it the level follows the sources added (delta at 1/3) and B's first pool, not a leak.
     judgeFlat(
@@ -228,10 +273,13 @@ export async function endChecks(i: EndInputs): Promise<{
       { name: 'DB connections (both replicas, from B restart)', levelSlack: 1, peakSlack: 2 },
     ),
   ];
-  for (const v of flat) checks.push({ name: `${v.rule.name} flat`, pass: v.pass, detail: v.reason });
+  // A short run's bands hold a few samples each, inside its warm-up and B's backfill after its restart: shown, not judged.
+  const judged = i.runSeconds >= MIN_FLAT_SECONDS;
+  const unjudged = `not judged (a soak shorter than ${MIN_FLAT_SECONDS / 60} minutes has bands of a few samples inside its warm-up): `;
+  for (const v of flat) checks.push({ name: `${v.rule.name} flat`, pass: v.pass, detail: (judged ? '' : unjudged) + v.reason, judged });
   const during = (r: Replica) => r.samples.filter((x) => !calm(x) && x.t <= (tl.hostileTo ?? -1));
   notes.push(
-    `Hostile minutes ${f(tl.hostileFrom)}–${f(tl.hostileTo)} (left out of the flatness series, with ${HOSTILE_AFTERMATH_SECONDS} s after): ` +
+    `Hostile minutes ${f(tl.hostileFrom)}–${f(tl.hostileTo)} (left out of the flatness series, with ${aftermath.toFixed(0)} s after): ` +
       replicas
         .map(
           (r) =>

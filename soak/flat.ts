@@ -4,9 +4,14 @@
  * The first 20 % of a soak is warm-up (the backfill at startup, V8 sizing its heap, the pool
  * opening its connections) and is judged by nothing but the maxima. Two rules:
  *
- * - **Level**: the median of the last 20 % of samples against the median of the 20 %–40 % band,
- *   as a ratio (RSS: at most +10 %) or as an absolute slack (descriptors, handles, connections).
- *   Medians ignore the spikes of one sync run in flight at sampling time.
+ * - **Level**: the median of an end band of samples against the median of a baseline band, as a
+ *   ratio (RSS: at most +10 %) or as an absolute slack (descriptors, handles, connections).
+ *   Medians ignore the spikes of one sync run in flight at sampling time. By default the bands
+ *   are the last 20 % and the 20 %–40 % of the series; a caller whose process changed its work
+ *   in between (a source added, a schedule made faster) passes {@link LevelBands} that lie within
+ *   one configuration, since a process that does more holds more, and that is no leak (the
+ *   30-minute soak of 2026-11-27 stepped A's RSS from 127 to 145 MiB at the SIGHUP that added a
+ *   fourth source, its heap used from 30 to 34 MiB, and neither grew after).
  * - **Peak**: the high samples of the second half against the maximum over the first half plus a
  *   slack: a leak of a few descriptors per run pushes new peaks, again and again; a flat process
  *   does not. "High" is the second half's 99th percentile (nearest rank), not its maximum: one
@@ -15,6 +20,7 @@
  *   2026-11-27 saw one such sample, 56 descriptors, among 180 of at most 45); a leak repeats, and
  *   moves the level too. The maximum is still reported.
  */
+import { median as medianOfSome } from '../bench/lib/stats.js';
 
 /** How one resource may move between the baseline band and the end. */
 export interface FlatRule {
@@ -26,7 +32,28 @@ export interface FlatRule {
   levelSlack?: number;
   /** Peak rule: 99th percentile of the second half ≤ max of the first half + slack, when set. */
   peakSlack?: number;
+  /**
+   * What the level rule reads of a band: its median (the default), or its floor, the 10th
+   * percentile (nearest rank). Memory takes the floor: between two collections a Node process's
+   * RSS and heap swing by a quarter within a minute (115–153 MiB in one minute of a soak), while
+   * what a leak holds is never given back, so it raises the floor the swings return to.
+   */
+  level?: 'median' | 'floor';
 }
+
+/** The share {@link FlatRule.level} `floor` reads. */
+export const FLOOR_SHARE = 0.1;
+
+/** The two bands the level rule compares, when not the default 20–40 % and last 20 % of the series. */
+export interface LevelBands {
+  baseline: readonly number[];
+  end: readonly number[];
+  /** Where the bands lie, for the reason, e.g. "21.0–24.0 min vs 26.5–30.0 min". */
+  label: string;
+}
+
+/** Fewer samples than this in a band given by {@link LevelBands} and the level cannot be judged: the verdict fails. */
+export const MIN_BAND_SAMPLES = 5;
 
 /** Figures of one series and the verdict of its rule. */
 export interface FlatVerdict {
@@ -35,9 +62,9 @@ export interface FlatVerdict {
   mid: number;
   last: number;
   max: number;
-  /** Median of the 20 %–40 % band. */
+  /** Median (or floor, by {@link FlatRule.level}) of the baseline band (the 20 %–40 % band unless {@link LevelBands} were given). */
   baseline: number;
-  /** Median of the last 20 %. */
+  /** Median (or floor) of the end band (the last 20 % unless {@link LevelBands} were given). */
   end: number;
   firstHalfMax: number;
   secondHalfMax: number;
@@ -48,15 +75,15 @@ export interface FlatVerdict {
   reason: string;
 }
 
+/** Flatness is judged in soaks at least this long, in seconds; a shorter run shows its figures, unjudged. */
+export const MIN_FLAT_SECONDS = 20 * 60;
+
 /** Fewer samples than this and the bands are too thin to judge: the verdict fails. */
 export const MIN_SAMPLES = 10;
 
-/** Median of a non-empty list (mean of the middle two for an even length). */
+/** Median of a list (bench's median), NaN for an empty one: a band with no samples judges nothing. */
 export function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  return values.length === 0 ? Number.NaN : medianOfSome(values);
 }
 
 /** Samples of `values` whose position lies in [fromShare, toShare) of the series (shares 0..1); never empty for a non-empty series. */
@@ -78,35 +105,46 @@ export function quantile(values: readonly number[], share: number): number {
  * Judges one series of samples (in time order, equally spaced) by `rule`.
  *
  * @param format renders a value in the reason, e.g. bytes as MiB.
- * @returns the figures and the verdict; a series shorter than {@link MIN_SAMPLES} fails.
+ * @param bands the level rule's bands, when not the default shares of `values`.
+ * @returns the figures and the verdict; a series shorter than {@link MIN_SAMPLES}, or a band of
+ *   `bands` shorter than {@link MIN_BAND_SAMPLES}, fails.
  */
-export function judgeFlat(values: readonly number[], rule: FlatRule, format: (value: number) => string = String): FlatVerdict {
+export function judgeFlat(values: readonly number[], rule: FlatRule, format: (value: number) => string = String, bands?: LevelBands): FlatVerdict {
   const n = values.length;
+  const levelOf = (xs: readonly number[]) => (rule.level === 'floor' ? quantile(xs, FLOOR_SHARE) : median(xs));
   const figures = {
     first: values[0] ?? Number.NaN,
     mid: values[n >> 1] ?? Number.NaN,
     last: values[n - 1] ?? Number.NaN,
     max: n === 0 ? Number.NaN : Math.max(...values),
-    baseline: median(band(values, 0.2, 0.4)),
-    end: median(band(values, 0.8, 1)),
+    baseline: levelOf(bands?.baseline ?? band(values, 0.2, 0.4)),
+    end: levelOf(bands?.end ?? band(values, 0.8, 1)),
     firstHalfMax: n === 0 ? Number.NaN : Math.max(...values.slice(0, Math.ceil(n / 2))),
     secondHalfMax: n === 0 ? Number.NaN : Math.max(...values.slice(Math.ceil(n / 2))),
     secondHalfHigh: quantile(values.slice(Math.ceil(n / 2)), 0.99),
   };
   if (n < MIN_SAMPLES) return { rule, ...figures, pass: false, reason: `${n} samples; at least ${MIN_SAMPLES} are needed to judge` };
+  if (bands && Math.min(bands.baseline.length, bands.end.length) < MIN_BAND_SAMPLES) {
+    const counts = `${bands.baseline.length} and ${bands.end.length} samples in the level's bands (${bands.label})`;
+    return { rule, ...figures, pass: false, reason: `${counts}; at least ${MIN_BAND_SAMPLES} each are needed to judge` };
+  }
+  const levelName = rule.level === 'floor' ? `floor (p${FLOOR_SHARE * 100})` : 'median';
   const reasons: string[] = [];
+  if (bands) reasons.push(`level ${bands.label}`);
   let pass = true;
   if (rule.maxGrowthRatio !== undefined) {
     const limit = figures.baseline * (1 + rule.maxGrowthRatio);
     const ok = figures.end <= limit;
     pass &&= ok;
     const growth = figures.baseline > 0 ? ((figures.end / figures.baseline - 1) * 100).toFixed(1) : 'n/a';
-    reasons.push(`end median ${format(figures.end)} ${ok ? '≤' : '>'} ${format(figures.baseline)} + ${(rule.maxGrowthRatio * 100).toFixed(0)} % (${growth} %)`);
+    reasons.push(
+      `end ${levelName} ${format(figures.end)} ${ok ? '≤' : '>'} ${format(figures.baseline)} + ${(rule.maxGrowthRatio * 100).toFixed(0)} % (${growth} %)`,
+    );
   }
   if (rule.levelSlack !== undefined) {
     const ok = figures.end <= figures.baseline + rule.levelSlack;
     pass &&= ok;
-    reasons.push(`end median ${format(figures.end)} ${ok ? '≤' : '>'} baseline ${format(figures.baseline)} + ${rule.levelSlack}`);
+    reasons.push(`end ${levelName} ${format(figures.end)} ${ok ? '≤' : '>'} baseline ${format(figures.baseline)} + ${rule.levelSlack}`);
   }
   if (rule.peakSlack !== undefined) {
     const ok = figures.secondHalfHigh <= figures.firstHalfMax + rule.peakSlack;

@@ -2,7 +2,7 @@
 import type { Machine } from '../bench/lib/machine.js';
 import type { FaultTally } from './faults.js';
 import type { DerivedCheck } from './derived.js';
-import type { FlatVerdict } from './flat.js';
+import { MIN_FLAT_SECONDS, type FlatVerdict } from './flat.js';
 import type { ReplicaSample } from './timeline.js';
 import type { WindowCheck } from './verify.js';
 
@@ -11,6 +11,18 @@ export interface Check {
   name: string;
   pass: boolean;
   detail: string;
+  /** false: shown with its figures but not counted (the flatness of a run too short to judge it). */
+  judged?: boolean;
+}
+
+/** A check's verdict as the report shows it: PASS, FAIL or "not judged". */
+export function verdictOf(check: Check): 'PASS' | 'FAIL' | 'not judged' {
+  return check.judged === false ? 'not judged' : check.pass ? 'PASS' : 'FAIL';
+}
+
+/** Whether a soak passed: every judged check passed. */
+export function soakPassed(checks: readonly Check[]): boolean {
+  return checks.every((c) => c.judged === false || c.pass);
 }
 
 /** Everything a soak measured, for {@link renderTable} and {@link renderMarkdown}. */
@@ -63,7 +75,7 @@ export function mib(bytes: number): string {
 }
 
 function fmt(verdict: FlatVerdict, value: number): string {
-  return verdict.rule.name.endsWith('RSS') ? mib(value) : Number.isFinite(value) ? String(Math.round(value * 10) / 10) : 'n/a';
+  return /RSS|heap used/.test(verdict.rule.name) ? mib(value) : Number.isFinite(value) ? String(Math.round(value * 10) / 10) : 'n/a';
 }
 
 function flatRows(flat: FlatVerdict[]): string[][] {
@@ -79,7 +91,7 @@ function flatRows(flat: FlatVerdict[]): string[][] {
   ]);
 }
 
-const FLAT_HEADER = ['resource', 'start', 'mid', 'end', 'max', 'median 20–40 %', 'median last 20 %', 'verdict'];
+const FLAT_HEADER = ['resource', 'start', 'mid', 'end', 'max', 'baseline median', 'end median', 'verdict'];
 
 function pad(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
@@ -92,7 +104,7 @@ export function renderTable(result: SoakResult): string {
     '',
     pad([FLAT_HEADER, ...flatRows(result.flat)]),
     '',
-    pad(result.checks.map((c) => [c.pass ? 'PASS' : 'FAIL', c.name, c.detail])),
+    pad(result.checks.map((c) => [verdictOf(c), c.name, c.detail])),
     '',
     `syncs by replica and source: ${JSON.stringify(result.syncs.byReplica)}; sync_runs rows by source and status ${JSON.stringify(result.syncs.byStatus)}`,
     `upstream responses by source and status: ${JSON.stringify(result.responses)}`,
@@ -131,7 +143,8 @@ function timeline(samples: ReplicaSample[]): string[][] {
 
 /** soak/RESULT.md. */
 export function renderMarkdown(result: SoakResult): string {
-  const pass = result.checks.every((c) => c.pass);
+  const pass = soakPassed(result.checks);
+  const unjudged = result.checks.some((c) => c.judged === false);
   const m = result.machine;
   const queued = (tally: FaultTally) =>
     Object.entries(tally.queued)
@@ -140,7 +153,7 @@ export function renderMarkdown(result: SoakResult): string {
   const sourceNames = result.sources.map((x) => x.name);
   const logs = Object.entries(result.logCounts).sort((a, b) => b[1] - a[1]);
   const out = [
-    `# Soak: ${result.minutes} minutes, ${pass ? 'PASSED' : 'FAILED'}`,
+    `# Soak: ${result.minutes} minutes, ${pass ? 'PASSED' : 'FAILED'}${unjudged ? ` (flatness not judged: shorter than ${MIN_FLAT_SECONDS / 60} minutes)` : ''}`,
     '',
     `Written by \`npm run soak -- --minutes ${result.minutes}\` (soak/run.ts) on ${result.finishedAt.toISOString()}. It ran two \`serve\` replicas (A and B) on one PostgreSQL schema (a throwaway cluster) with a CONFIG_FILE of three sources, each an in-process simulator with its own faults, and a fourth added by a reload; WEB_CONFIG_FILE basic auth on both; SYNC_SHRINK=keep; the audit inside serve. Events at shares of the run: SIGHUP adding \`delta\` at 1/3, replica B killed with SIGKILL and restarted at 1/2, \`POST /-/reload\` changing alpha's schedule at 2/3, a hostile client on 127.0.0.2 (2,000 slowloris connections and a wrong-password flood per replica) from 80 % to 86.7 %. Each replica was scraped (/metrics, /readyz, with the right password) and sampled every ${result.sampleEverySeconds} s. At the end both got SIGTERM, one \`sync\` ran without faults, and every committed window of each source was compared with its simulator's records (quarantine and records deleted upstream and kept included), and every rollup and the field catalogue with the records. ${result.auditNote}`,
     '',
@@ -166,11 +179,11 @@ export function renderMarkdown(result: SoakResult): string {
     '',
     '## Verdicts',
     '',
-    mdTable([['', 'check', 'detail'], ...result.checks.map((c) => [c.pass ? 'PASS' : '**FAIL**', c.name, c.detail])]),
+    mdTable([['', 'check', 'detail'], ...result.checks.map((c) => [verdictOf(c) === 'FAIL' ? '**FAIL**' : verdictOf(c), c.name, c.detail])]),
     '',
     ...result.notes.map((n) => `- ${n}`),
     '',
-    `"Flat", per replica (replica A over the whole run, replica B from its restart), the hostile minutes and 30 s after them left out: the first 20 % of samples is warm-up. Level: the median of the last 20 % against the median of the 20–40 % band (RSS at most +10 %; descriptors and handles at most +2; connections at most +1). Peak: the 99th percentile of the second half (nearest rank: its maximum leaves out one sample in a hundred, a coincidence of several runs in flight; a leak repeats its peaks and moves the level) at most the maximum of the first half plus a slack (descriptors and handles 4, connections 2). DB connections are both replicas' together (one application_name), sampled with A, from B's restart on (each pool is sized at its start for the sources then, so before it the level follows delta's addition at 1/3 and B's first pool). ${result.replicas.map((r) => `${r.name}: ${r.samples.length} samples`).join(', ')}.`,
+    `"Flat", per replica (replica A over the whole run, replica B from its restart), the hostile minutes and 30 s after them (2 % of a run shorter than 25 minutes) left out: the first 20 % of samples is warm-up. Level: an end band against a baseline band, for memory by their floors (the 10th percentile: RSS and heap swing by a quarter between collections within a minute, and a leak raises the floor they return to; RSS at most +10 %, heap used at most +15 %), for descriptors, handles and connections by their medians (at most +2, +2 and +1). For RSS, descriptors and handles both bands lie in the last configuration: the baseline from a minute (5 % of a short run) after the POST reload to the hostile minutes, the end from their aftermath to the end. Before that the work changes: a fourth source at 1/3 and a faster schedule at 2/3 hold more memory and more sockets, which is no leak. Heap used is judged over the whole series (the 20–40 % band against the last 20 %), across those changes, as the guard a configuration cannot explain: a leak of the runs' objects grows the heap whatever the sources. Peak: the 99th percentile of the second half (nearest rank: its maximum leaves out one sample in a hundred, a coincidence of several runs in flight; a leak repeats its peaks and moves the level) at most the maximum of the first half plus a slack (descriptors and handles 4, connections 2). DB connections are both replicas' together (one application_name), sampled with A, from B's restart on (each pool is sized at its start for the sources then, so before it the level follows delta's addition at 1/3 and B's first pool), bands 20–40 % and last 20 %. ${result.replicas.map((r) => `${r.name}: ${r.samples.length} samples`).join(', ')}.`,
     '',
     mdTable([FLAT_HEADER, ...flatRows(result.flat)]),
     '',

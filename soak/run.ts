@@ -36,7 +36,7 @@ import { endChecks } from './checks.js';
 import { parseCli, revision, succeededBySource } from './cli.js';
 import { drainQueuedFaults, FaultDriver } from './faults.js';
 import { LateInjector } from './late.js';
-import { renderMarkdown, renderTable, type SoakResult } from './report.js';
+import { renderMarkdown, renderTable, soakPassed, type SoakResult } from './report.js';
 import { partitionExists, planRetention } from './retention.js';
 import { takeSample } from './sampler.js';
 import { startSources } from './sources.js';
@@ -321,7 +321,7 @@ async function main(): Promise<void> {
   };
   process.stdout.write(`${renderTable(result)}\n`);
   writeFileSync(out, renderMarkdown(result));
-  const pass = result.checks.every((c) => c.pass);
+  const pass = soakPassed(result.checks);
   log(`${pass ? 'PASSED' : 'FAILED'}; wrote ${out}`);
 
   // Every sample, for looking closer than the report's medians (the folder is kept, like serve's logs).

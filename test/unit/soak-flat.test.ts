@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { judgeFlat, quantile } from '../../soak/flat.js';
+import { judgeFlat, MIN_BAND_SAMPLES, quantile } from '../../soak/flat.js';
+import { soakPassed, verdictOf } from '../../soak/report.js';
 
 const rule = { name: 'open fds', levelSlack: 2, peakSlack: 4 };
 
@@ -36,5 +37,57 @@ describe('soak flatness: the peak rule', () => {
   it('fails a level that grows, peaks or not', () => {
     const values = Array.from({ length: 200 }, (_, i) => 30 + Math.floor(i / 20));
     expect(judgeFlat(values, rule).pass).toBe(false);
+  });
+});
+
+describe('soak flatness: the level rule', () => {
+  it('reads the bands it is given, not the default shares, and names them', () => {
+    // A step at 1/3 (a source added) and flat after: the default bands see +20 %, the bands of one configuration see none.
+    const values = Array.from({ length: 300 }, (_, i) => (i < 100 ? 100 : 120) + (i % 3));
+    const memory = { name: 'RSS', maxGrowthRatio: 0.1 };
+    expect(judgeFlat(values, memory).pass).toBe(false);
+    const v = judgeFlat(values, memory, String, { baseline: values.slice(150, 200), end: values.slice(250), label: 'after the step' });
+    expect(v.pass).toBe(true);
+    expect(v.reason).toContain('level after the step');
+  });
+
+  it('fails growth within the given bands', () => {
+    const values = Array.from({ length: 300 }, (_, i) => 100 + i / 5);
+    const v = judgeFlat(values, { name: 'RSS', maxGrowthRatio: 0.1 }, String, { baseline: values.slice(150, 200), end: values.slice(250), label: 'b' });
+    expect(v.pass).toBe(false);
+  });
+
+  it('fails a band too thin to judge', () => {
+    const values = Array.from({ length: 300 }, () => 100);
+    const v = judgeFlat(values, { name: 'RSS', maxGrowthRatio: 0.1 }, String, {
+      baseline: values.slice(0, MIN_BAND_SAMPLES - 1),
+      end: values.slice(250),
+      label: 'thin',
+    });
+    expect(v.pass).toBe(false);
+    expect(v.reason).toMatch(/at least 5 each/);
+  });
+
+  it('judges memory by the floor its swings return to: swings pass, a rising floor fails', () => {
+    const rule = { name: 'RSS', maxGrowthRatio: 0.1, level: 'floor' as const };
+    // Between collections the level swings 100-150; the end band happens to catch more highs: its median is +25 %, its floor is not.
+    const swings = Array.from({ length: 300 }, (_, i) => (i >= 240 ? (i % 2 === 0 ? 150 : 100) : i % 4 === 0 ? 150 : 100));
+    expect(judgeFlat(swings, { ...rule, level: 'median' }).pass).toBe(false);
+    expect(judgeFlat(swings, rule).pass).toBe(true);
+    // What a leak holds is never given back: the floor rises with it.
+    const leak = swings.map((v, i) => v + i / 6);
+    const v = judgeFlat(leak, rule);
+    expect(v.pass).toBe(false);
+    expect(v.reason).toContain('floor (p10)');
+  });
+});
+
+describe('soak verdict', () => {
+  it('counts judged checks only, and shows the unjudged as such', () => {
+    const short = { name: 'A RSS flat', pass: false, detail: 'not judged', judged: false };
+    expect(verdictOf(short)).toBe('not judged');
+    expect(soakPassed([{ name: 'final sync', pass: true, detail: '' }, short])).toBe(true);
+    expect(soakPassed([{ name: 'final sync', pass: false, detail: '' }, short])).toBe(false);
+    expect(soakPassed([{ ...short, judged: true }])).toBe(false);
   });
 });
