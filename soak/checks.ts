@@ -84,13 +84,13 @@ export function flatFor(label: string, samples: readonly Sample[], steady: Stead
     ),
     judgeFlat(
       finite((s) => s.fds),
-      { name: `${label} open fds`, levelSlack: 2, peakSlack: 4 },
+      { name: `${label} open fds`, levelSlack: 2, peakSlack: 4, level: 'floor' },
       String,
       steadyBands((s) => s.fds),
     ),
     judgeFlat(
       finite((s) => s.handles),
-      { name: `${label} active handles`, levelSlack: 2, peakSlack: 4 },
+      { name: `${label} active handles`, levelSlack: 2, peakSlack: 4, level: 'floor' },
       String,
       steadyBands((s) => s.handles),
     ),

@@ -36,7 +36,11 @@ export interface FlatRule {
    * What the level rule reads of a band: its median (the default), or its floor, the 10th
    * percentile (nearest rank). Memory takes the floor: between two collections a Node process's
    * RSS and heap swing by a quarter within a minute (115–153 MiB in one minute of a soak), while
-   * what a leak holds is never given back, so it raises the floor the swings return to.
+   * what a leak holds is never given back, so it raises the floor the swings return to. The same
+   * for descriptors and handles: at rest a replica holds 34, a run in flight 40-58 for seconds,
+   * and how many samples of a band catch a run is a coincidence of schedules (the soak of
+   * 2026-11-27 19:06 saw B's median go 34 -> 37 with its floor at 34 throughout); a leaked
+   * descriptor stays open, so it raises the floor. Leaks while runs are in flight: the peak rule.
    */
   level?: 'median' | 'floor';
 }
