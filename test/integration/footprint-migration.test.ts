@@ -13,8 +13,11 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE } from '../../src/db/migrate.js';
+import { withClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
+import { ensurePartitions } from '../../src/sync/partitions.js';
 import { runSync } from '../../src/sync/run.js';
+import { Tables } from '../../src/sync/store.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
@@ -454,10 +457,21 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       );
       expect(identity.rows[0]!.line).toBe('records f, records_20261001_20261101 f');
       await bed.pool.query(`delete from ${records} where window_start = '2026-10-02T00:00:00Z' and id = 1`);
+      // A partition the sync creates afterwards takes FULL from records, and a window's delete there.
+      const [created] = await withClient(bed.pool, (c) => ensurePartitions(c, new Tables(schema), [Date.parse('2026-11-02T00:00:00Z')], 'month'));
+      const next = await bed.pool.query<{ identity: string }>(`select relreplident::text as identity from pg_class where oid = $1::regclass`, [
+        `${schema}.${created!.name}`,
+      ]);
+      expect(next.rows[0]!.identity).toBe('f');
+      await bed.pool.query(`insert into ${records} (source, payload, window_start, run_id) values ('default', '{}', '2026-11-02T00:00:00Z', 2)`);
+      await bed.pool.query(`delete from ${records} where window_start >= '2026-11-02T00:00:00Z' and window_start < '2026-11-03T00:00:00Z'`);
+
+      const publishedUp = await published();
+      expect(publishedUp).toContain(`fp_pub_root ${created!.name}`);
 
       await migrateDown(schema);
       expect(await membership()).toEqual(after);
-      expect(await published()).toEqual(publishedBefore);
+      expect(await published()).toEqual(publishedUp);
     } finally {
       for (const name of publications) await bed.pool.query(`drop publication if exists ${name}`);
     }
