@@ -20,6 +20,7 @@ import { runSync } from '../../src/sync/run.js';
 import { Tables } from '../../src/sync/store.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
+import { holds, privilegeLines } from '../helpers/privileges.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
 
 const db = useTestDatabase();
@@ -87,6 +88,15 @@ async function migrateDown(schema: string): Promise<void> {
     checkOrder: true,
     logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
   });
+}
+
+/** Whether the publication `name` names `relation` itself (pg_publication_rel). */
+async function publishes(name: string, relation: string): Promise<boolean> {
+  const { rows } = await bed.pool.query<{ ok: boolean }>(
+    `select exists (select from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid where p.pubname = $1 and pr.prrelid = $2::regclass) as ok`,
+    [name, relation],
+  );
+  return rows[0]!.ok;
 }
 
 async function createRoles(...roles: string[]): Promise<void> {
@@ -267,20 +277,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     await bed.pool.query(`alter default privileges in schema ${schema} grant insert on tables to fp_default`);
     await bed.pool.query(`alter default privileges for role fp_partition_owner in schema ${schema} grant truncate on tables to fp_default`);
 
-    const grantsOf = async (): Promise<string[]> => {
-      const { rows } = await bed.pool.query<{ line: string }>(
-        `select concat_ws(' ', c.relname, pg_get_userbyid(c.relowner), coalesce(x.col, '-'), pg_get_userbyid(a.grantor),
-                          case when a.grantee = 0 then 'PUBLIC' else pg_get_userbyid(a.grantee) end, a.privilege_type, a.is_grantable::text) as line
-           from pg_class c join pg_namespace n on n.oid = c.relnamespace
-           cross join lateral (select null::name as col, c.relacl as acl
-                               union all select t.attname, t.attacl from pg_attribute t where t.attrelid = c.oid and t.attnum > 0 and not t.attisdropped) x
-           cross join lateral aclexplode(x.acl) a
-          where n.nspname = $1 and c.relname in ('records', 'records_20261001_20261101') and a.grantee <> c.relowner
-          order by 1`,
-        [schema],
-      );
-      return rows.map((r) => r.line);
-    };
+    const grantsOf = () => privilegeLines(bed.pool, [`${schema}.records`, part]);
     const before = await grantsOf();
     // What the setup made, read back: the comparison below is of something.
     expect(before).toEqual(
@@ -366,28 +363,15 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     await bed.pool.query(`grant select (id, event_type) on ${view} to fp_columns`);
     await bed.pool.query(`alter default privileges in schema ${schema} grant insert on tables to fp_default`);
 
-    const accessOf = async (): Promise<string[]> => {
-      const { rows } = await bed.pool.query<{ line: string }>(
-        `select concat_ws(' ', pg_get_userbyid(c.relowner), coalesce(x.col, '-'), pg_get_userbyid(a.grantor),
-                          case when a.grantee = 0 then 'PUBLIC' else pg_get_userbyid(a.grantee) end, a.privilege_type, a.is_grantable::text) as line
-           from pg_class c
-          cross join lateral (select null::name as col, c.relacl as acl
-                              union all select t.attname, t.attacl from pg_attribute t where t.attrelid = c.oid and t.attnum > 0 and not t.attisdropped) x
-          cross join lateral aclexplode(x.acl) a
-          where c.oid = $1::regclass and a.grantee <> c.relowner
-          order by 1`,
-        [view],
-      );
-      return rows.map((r) => r.line);
-    };
+    const accessOf = () => privilegeLines(bed.pool, [view]);
     const before = await accessOf();
     expect(before).toEqual([
-      'fp_view_owner - fp_lead fp_analyst SELECT false',
-      'fp_view_owner - fp_view_owner PUBLIC SELECT false',
-      'fp_view_owner - fp_view_owner fp_lead SELECT true',
-      'fp_view_owner - fp_view_owner fp_reader SELECT false',
-      'fp_view_owner event_type fp_view_owner fp_columns SELECT false',
-      'fp_view_owner id fp_view_owner fp_columns SELECT false',
+      'records_typed fp_view_owner - fp_lead fp_analyst SELECT false',
+      'records_typed fp_view_owner - fp_view_owner PUBLIC SELECT false',
+      'records_typed fp_view_owner - fp_view_owner fp_lead SELECT true',
+      'records_typed fp_view_owner - fp_view_owner fp_reader SELECT false',
+      'records_typed fp_view_owner event_type fp_view_owner fp_columns SELECT false',
+      'records_typed fp_view_owner id fp_view_owner fp_columns SELECT false',
     ]);
 
     expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
@@ -396,11 +380,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     expect(await accessOf()).toEqual(kept);
     await migrateDown(schema);
     expect(await accessOf()).toEqual(kept);
-    const reads = await bed.pool.query<{ analyst: boolean; dflt: boolean }>(
-      `select has_table_privilege('fp_analyst', $1, 'select') as analyst, has_table_privilege('fp_default', $1, 'insert') as dflt`,
-      [view],
-    );
-    expect(reads.rows[0]).toEqual({ analyst: true, dflt: false });
+    expect([await holds(bed.pool, 'fp_analyst', view, 'select'), await holds(bed.pool, 'fp_default', view, 'insert')]).toEqual([true, false]);
     await bed.pool.query(`alter default privileges in schema ${schema} revoke insert on tables from fp_default`);
   });
 
@@ -489,15 +469,12 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       expect(await columnsOf(`${schema}.records`)).toContain('window_end');
       await bed.pool.query(`alter publication fp_pub_columns set (publish = 'insert, truncate')`);
       expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
-      const { rows } = await bed.pool.query<{ n: number }>(
-        `select count(*)::int as n from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid where p.pubname = 'fp_pub_columns' and pr.prrelid = $1::regclass`,
-        [`${schema}.records`],
-      );
-      expect(rows[0]!.n).toBe(1);
+      expect(await publishes('fp_pub_columns', `${schema}.records`)).toBe(true);
     } finally {
       await bed.pool.query(`drop publication if exists fp_pub_columns`);
     }
   });
+
   it('run by a role that may not alter a publication of records: fails naming it, changes nothing; migrates once that role owns it', async () => {
     const schema = 'footprint_pub_owner';
     await createRoles('fp_exporter');
@@ -514,11 +491,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       expect(await columnsOf(`${schema}.records`)).toContain('window_end');
       await bed.pool.query(`alter publication fp_pub_foreign owner to fp_exporter`);
       expect(await migrate(exporter, schema, silentLogger)).toEqual([FOOTPRINT]);
-      const { rows } = await bed.pool.query<{ n: number }>(
-        `select count(*)::int as n from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid where p.pubname = 'fp_pub_foreign' and pr.prrelid = $1::regclass`,
-        [`${schema}.records`],
-      );
-      expect(rows[0]!.n).toBe(1);
+      expect(await publishes('fp_pub_foreign', `${schema}.records`)).toBe(true);
     } finally {
       await bed.pool.query(`drop publication if exists fp_pub_foreign`);
       await exporter.end();

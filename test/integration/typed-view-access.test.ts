@@ -13,6 +13,7 @@ import { createLogger, silentLogger, type Logger } from '../../src/log.js';
 import { runSync } from '../../src/sync/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { captureLog } from '../helpers/log-capture.js';
+import { holds, privilegeLines } from '../helpers/privileges.js';
 import { simClient, syncSettings } from '../helpers/sync.js';
 
 const db = useTestDatabase();
@@ -51,22 +52,9 @@ async function createRoles(...roles: string[]): Promise<void> {
   }
 }
 
-/** records_typed's owner, then one line per privilege of another role: column (or -), grantor, grantee, privilege, grant option. */
-async function accessOf(schema: string): Promise<{ owner: string; grants: string[] }> {
-  const view = `${schema}.records_typed`;
-  const owner = await bed.pool.query<{ owner: string }>(`select pg_get_userbyid(relowner) as owner from pg_class where oid = $1::regclass`, [view]);
-  const { rows } = await bed.pool.query<{ line: string }>(
-    `select concat_ws(' ', coalesce(x.col, '-'), pg_get_userbyid(a.grantor), case when a.grantee = 0 then 'PUBLIC' else pg_get_userbyid(a.grantee) end,
-                      a.privilege_type, a.is_grantable::text) as line
-       from pg_class c
-      cross join lateral (select null::name as col, c.relacl as acl
-                          union all select t.attname, t.attacl from pg_attribute t where t.attrelid = c.oid and t.attnum > 0 and not t.attisdropped) x
-      cross join lateral aclexplode(x.acl) a
-      where c.oid = $1::regclass and a.grantee <> c.relowner
-      order by 1`,
-    [view],
-  );
-  return { owner: owner.rows[0]!.owner, grants: rows.map((r) => r.line) };
+/** records_typed's privileges of other roles, one line each with its owner (test/helpers/privileges.ts). */
+function accessOf(schema: string): Promise<string[]> {
+  return privilegeLines(bed.pool, [`${schema}.records_typed`]);
 }
 
 async function columnsOf(schema: string): Promise<string[]> {
@@ -100,38 +88,28 @@ describe('records_typed recreated for a new field (real PostgreSQL)', () => {
     await bed.pool.query(`alter default privileges in schema ${schema} grant insert on tables to tv_default`);
     const before = await accessOf(schema);
     // What the setup made, read back: the comparison below is of something.
-    expect(before).toEqual({
-      owner: 'tv_owner',
-      grants: [
-        '- tv_lead tv_analyst SELECT false',
-        '- tv_owner PUBLIC SELECT false',
-        '- tv_owner tv_lead REFERENCES true',
-        '- tv_owner tv_lead SELECT true',
-        '- tv_owner tv_reader SELECT false',
-        'event_type tv_owner tv_columns SELECT false',
-      ],
-    });
+    expect(before).toEqual([
+      'records_typed tv_owner - tv_lead tv_analyst SELECT false',
+      'records_typed tv_owner - tv_owner PUBLIC SELECT false',
+      'records_typed tv_owner - tv_owner tv_lead REFERENCES true',
+      'records_typed tv_owner - tv_owner tv_lead SELECT true',
+      'records_typed tv_owner - tv_owner tv_reader SELECT false',
+      'records_typed tv_owner event_type tv_owner tv_columns SELECT false',
+    ]);
 
     const third = new Date(HALF.getTime() + HOUR_MS);
     await sync(bed.pool, s, schema, HALF, third);
     expect(await columnsOf(schema)).toContain('score');
     // The same, but that tv_lead's grant to tv_analyst is now the owner's.
-    const kept = {
-      owner: 'tv_owner',
-      grants: before.grants.map((line) => line.replace('- tv_lead tv_analyst', '- tv_owner tv_analyst')).sort(),
-    };
+    const kept = before.map((line) => line.replace('- tv_lead tv_analyst', '- tv_owner tv_analyst')).sort();
     expect(await accessOf(schema)).toEqual(kept);
 
     // Owned by the syncing role (every grant now by it): the next field keeps the grants as they are.
     await bed.pool.query(`alter view ${view} owner to postgres`);
     await sync(bed.pool, s, schema, third, END);
     expect(await columnsOf(schema)).toContain('grade');
-    expect(await accessOf(schema)).toEqual({ owner: 'postgres', grants: kept.grants.map((line) => line.replace(' tv_owner ', ' postgres ')).sort() });
-    const reads = await bed.pool.query<{ analyst: boolean; dflt: boolean }>(
-      `select has_table_privilege('tv_analyst', $1, 'select') as analyst, has_table_privilege('tv_default', $1, 'insert') as dflt`,
-      [view],
-    );
-    expect(reads.rows[0]).toEqual({ analyst: true, dflt: false });
+    expect(await accessOf(schema)).toEqual(kept.map((line) => line.replaceAll(' tv_owner ', ' postgres ')).sort());
+    expect([await holds(bed.pool, 'tv_analyst', view, 'select'), await holds(bed.pool, 'tv_default', view, 'insert')]).toEqual([true, false]);
     await bed.pool.query(`alter default privileges in schema ${schema} revoke insert on tables from tv_default`);
   });
 
@@ -151,7 +129,7 @@ describe('records_typed recreated for a new field (real PostgreSQL)', () => {
       await bed.pool.query(`grant select on ${schema}.records_typed to tv_reader`);
       const before = await accessOf(schema);
       const columns = await columnsOf(schema);
-      expect(before.owner).toBe('tv_view_owner');
+      expect(before).toEqual(['records_typed tv_view_owner - tv_view_owner tv_reader SELECT false']);
 
       const log = captureLog();
       await sync(exporter, s, schema, HALF, END, createLogger('info', { format: 'json', destination: log }));
