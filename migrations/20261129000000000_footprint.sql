@@ -27,8 +27,19 @@
 -- columns), and what default privileges would have added to the new tables but the old ones did
 -- not hold is revoked. records_typed
 -- (created by the application) depends on records: when it exists it is replaced by a view of the
--- base columns alone, and derived_settings forgets its definition, so that the next sync creates
--- it again with the catalogue's columns.
+-- base columns alone, which keeps its owner and privileges the same way (on the columns it keeps),
+-- and derived_settings forgets its definition, so that the next sync creates it again with the
+-- catalogue's columns (src/sync/derived/typed-view.ts keeps them then too).
+--
+-- Logical replication: each publication that named records or a partition (pg_publication_rel)
+-- names the new relation again, with its column list (but window_end and loaded_at) and its row
+-- filter; a publication FOR ALL TABLES or FOR TABLES IN SCHEMA takes the new relations by itself.
+-- The old relations' replica identity was their primary key (or FULL, as docs/deploy.md asks):
+-- the new ones, without a primary key, get REPLICA IDENTITY FULL when the old one had it, or when a
+-- publication that publishes updates or deletes covers them (else the sync's deletes would fail);
+-- such a publication with a column list (which FULL would not fit) fails the migration.
+-- A publication the migrating role may not alter (not its owner) fails the migration, naming it,
+-- rather than lose records from it.
 
 -- A relation's grants but its owner's own, one row per privilege: table-wide (col null) and on
 -- each column (pg_attribute.attacl). A temporary function, dropped again below.
@@ -48,7 +59,12 @@ $$;
 do $$
 declare
   typed_view boolean := to_regclass('records_typed') is not null;
+  -- The view's old relation, kept until its owner and grants have moved over.
+  old_view oid := to_regclass('records_typed');
   part record;
+  pub record;
+  -- What follows `add table <relation>` for one publication: column list and row filter.
+  clause text;
   idx record;
   acl record;
   -- (old relation, new relation): records and each partition, whose owner and grants move over.
@@ -68,7 +84,7 @@ begin
   execute format('select last_value, is_called from %s', old_seq) into seq_last, seq_called;
 
   if typed_view then
-    drop view records_typed;
+    alter view records_typed rename to records_typed_previous;
     delete from derived_settings where name = 'typed_view';
   end if;
 
@@ -117,6 +133,14 @@ begin
   select greatest(case when seq_called then seq_last + 1 else seq_last end, coalesce(max(id), 0) + 1) into next_id from records;
   perform setval(pg_get_serial_sequence('records', 'id'), next_id, false);
 
+  if typed_view then
+    create view records_typed as
+      select r.id, r.source, r.event_time, r.window_start, w.window_end, r.run_id, w.loaded_at
+        from records r left join sync_windows w on w.source = r.source and w.window_start = r.window_start;
+    olds := olds || old_view;
+    news := news || 'records_typed'::regclass::oid;
+  end if;
+
   for i in 1 .. array_length(olds, 1) loop
     -- The owner (the migrating role may be another member of the owner's role, or a superuser).
     if (select relowner from pg_class where oid = news[i]) <> (select relowner from pg_class where oid = olds[i]) then
@@ -159,31 +183,83 @@ begin
         case when acl.is_grantable then ' with grant option' else '' end);
       perform set_config('role', own_role, true);
     end loop;
+
+    -- The publications naming the old relation name the new one (the column list without the
+    -- columns gone; null when none is left, which fails below rather than publish every column).
+    for pub in
+      select p.pubname, pr.oid from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid where pr.prrelid = olds[i] order by p.pubname
+    loop
+      clause := '';
+      -- Column lists and row filters exist from PostgreSQL 15 (the columns too: read them only then).
+      if current_setting('server_version_num')::int >= 150000 then
+        execute $sql$
+          select case when pr.prattrs is null then ''
+                      else ' (' || (select string_agg(quote_ident(a.attname), ', ' order by a.attnum)
+                                      from pg_attribute a join pg_attribute n on n.attrelid = $2 and n.attname = a.attname and n.attnum > 0 and not n.attisdropped
+                                     where a.attrelid = pr.prrelid and a.attnum = any (pr.prattrs::int2[])) || ')' end
+                 || coalesce(' where (' || pg_get_expr(pr.prqual, pr.prrelid) || ')', '')
+            from pg_publication_rel pr where pr.oid = $1$sql$
+          into clause using pub.oid, news[i];
+      end if;
+      begin
+        if clause is null then
+          raise exception 'its column list names only columns this migration removes (window_end, loaded_at)';
+        end if;
+        execute format('alter publication %I add table %s%s', pub.pubname, news[i]::regclass, clause);
+      exception when others then
+        raise exception 'publication % cannot be given % again: %', pub.pubname, news[i]::regclass, sqlerrm
+          using hint = 'run the migration as the publication''s owner (or a superuser), or change the publication (alter publication … drop table) and add the table again after it';
+      end;
+    end loop;
   end loop;
   drop function pg_temp.footprint_acl(oid);
 
-  drop table records_previous;
+  -- Replica identity: FULL as before, or instead of the primary key when a publication that
+  -- publishes updates or deletes covers the relation (by name, through a parent, its schema, all tables).
+  for i in 1 .. array_length(olds, 1) loop
+    if (select relkind from pg_class where oid = news[i]) in ('r', 'p')
+       and ((select relreplident from pg_class where oid = olds[i]) = 'f'
+            or ((select relreplident from pg_class where oid = olds[i]) in ('d', 'i')
+                and exists (select from pg_publication p join pg_publication_tables t on t.pubname = p.pubname
+                              join pg_namespace n on n.nspname = t.schemaname join pg_class c on c.relnamespace = n.oid and c.relname = t.tablename
+                             where (p.pubupdate or p.pubdelete) and c.oid in (select relid from pg_partition_ancestors(news[i])))))
+    then
+      execute format('alter table %s replica identity full', news[i]::regclass);
+      -- A column list must then hold every column for updates and deletes to pass: a publication
+      -- publishing them with a shorter one would fail every re-load of a window, so fail here.
+      clause := null;
+      if current_setting('server_version_num')::int >= 150000 then
+        execute $sql$
+          select string_agg(p.pubname, ', ' order by p.pubname)
+            from pg_publication p join pg_publication_rel pr on pr.prpubid = p.oid
+           where (p.pubupdate or p.pubdelete) and pr.prrelid in (select relid from pg_partition_ancestors($1))
+             and cardinality(pr.prattrs::int2[]) < (select count(*) from pg_attribute where attrelid = $1 and attnum > 0 and not attisdropped)$sql$
+          into clause using news[i];
+      end if;
+      if clause is not null then
+        raise exception 'publication % publishes updates or deletes of % with a column list: without a primary key its replica identity is FULL, which a column list must hold entirely', clause, news[i]::regclass
+          using hint = 'publish inserts only (alter publication … set (publish = ''insert, truncate'')) or drop the column list, then migrate again';
+      end if;
+    end if;
+  end loop;
 
   if typed_view then
-    create view records_typed as
-      select r.id, r.source, r.event_time, r.window_start, w.window_end, r.run_id, w.loaded_at
-        from records r left join sync_windows w on w.source = r.source and w.window_start = r.window_start;
+    drop view records_typed_previous;
   end if;
+  drop table records_previous;
 end
 $$;
 
 -- Down Migration
 -- The previous shape, window_end and loaded_at taken from sync_windows (a record whose window has no
--- ledger row gets its window_start as end and now() as load time), the primary key again, and
--- records_typed, when it exists, of the base columns until the next sync recreates it.
+-- ledger row gets its window_start as end and now() as load time), and the primary key again. The
+-- table is altered in place, so it keeps its owner, grants and publications. records_typed stays as
+-- it is (it reads both columns from sync_windows, which the previous release also fills), with its
+-- owner and grants; derived_settings forgets its definition, so that the previous release's next
+-- sync creates it again as that release defines it.
 do $$
-declare
-  typed_view boolean := to_regclass('records_typed') is not null;
 begin
-  if typed_view then
-    drop view records_typed;
-    delete from derived_settings where name = 'typed_view';
-  end if;
+  delete from derived_settings where name = 'typed_view';
   alter table records add column window_end timestamptz;
   alter table records add column loaded_at timestamptz not null default now();
   update records r
@@ -193,8 +269,5 @@ begin
   update records set window_end = window_start where window_end is null;
   alter table records alter column window_end set not null;
   alter table records add primary key (id, window_start);
-  if typed_view then
-    create view records_typed as select id, source, event_time, window_start, window_end, run_id, loaded_at from records;
-  end if;
 end
 $$;

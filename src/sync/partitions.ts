@@ -112,7 +112,9 @@ export async function listPartitions(db: PoolClient, t: Tables): Promise<Partiti
  * `starts` need (see {@link missingPartitions}). Partitions are shared by every source, whose runs
  * go on at once: a transaction-level advisory lock per schema makes one run at a time read the
  * catalogue and create what is missing (`if not exists` alone does not make two concurrent
- * creations of one table safe).
+ * creations of one table safe). A partition gets `REPLICA IDENTITY FULL` when `records` has it
+ * (PostgreSQL does not pass it on), so that a publication publishing deletes of `records`
+ * (docs/deploy.md, logical replication) takes a window's delete in a new partition too.
  *
  * @returns the partitions created, in time order (empty when every start has its partition).
  * @throws the database's error (pg DatabaseError) when the catalogue cannot be read or a table created.
@@ -128,6 +130,12 @@ export async function ensurePartitions(db: PoolClient, t: Tables, starts: readon
         `create table if not exists ${quoteIdent(t.schema)}.${quoteIdent(p.name)} partition of ${t.records}
            for values from ('${new Date(p.start).toISOString()}') to ('${new Date(p.end).toISOString()}')`,
       );
+    }
+    if (missing.length > 0) {
+      const { rows } = await db.query<{ full: boolean }>(`select relreplident = 'f' as full from pg_class where oid = $1::regclass`, [t.records]);
+      if (rows[0]?.full === true) {
+        for (const p of missing) await db.query(`alter table ${quoteIdent(t.schema)}.${quoteIdent(p.name)} replica identity full`);
+      }
     }
     return missing;
   });

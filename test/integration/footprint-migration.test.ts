@@ -4,17 +4,23 @@
  * the previous release keeps every record exactly, its partitions, its grants and records_typed;
  * the Down part brings the previous shape back. The identity continues where the old sequence was
  * (ids of deleted rows never given again); the owner and every grant (with grant option, by its
- * grantor, on columns, on partitions) stay as they were.
+ * grantor, on columns, on partitions) stay as they were, records_typed's too (Up and Down); the
+ * publications naming records or a partition name the new relations, with a replica identity that
+ * takes a window's delete, or the migration fails naming the publication.
  */
 import { runner } from 'node-pg-migrate';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE } from '../../src/db/migrate.js';
+import { withClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
+import { ensurePartitions } from '../../src/sync/partitions.js';
 import { runSync } from '../../src/sync/run.js';
+import { Tables } from '../../src/sync/store.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
+import { holds, privilegeLines } from '../helpers/privileges.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
 
 const db = useTestDatabase();
@@ -67,6 +73,36 @@ async function primaryKeys(schema: string): Promise<number> {
     [schema],
   );
   return rows[0]!.n;
+}
+
+/** The footprint migration's Down part, on `schema` (its last migration). */
+async function migrateDown(schema: string): Promise<void> {
+  await runner({
+    databaseUrl: db.url,
+    dir: MIGRATIONS_DIR,
+    direction: 'down',
+    count: 1,
+    schema,
+    migrationsSchema: schema,
+    migrationsTable: MIGRATIONS_TABLE,
+    checkOrder: true,
+    logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+  });
+}
+
+/** Whether the publication `name` names `relation` itself (pg_publication_rel). */
+async function publishes(name: string, relation: string): Promise<boolean> {
+  const { rows } = await bed.pool.query<{ ok: boolean }>(
+    `select exists (select from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid where p.pubname = $1 and pr.prrelid = $2::regclass) as ok`,
+    [name, relation],
+  );
+  return rows[0]!.ok;
+}
+
+async function createRoles(...roles: string[]): Promise<void> {
+  for (const role of roles) {
+    await bed.pool.query(`do $$ begin if not exists (select from pg_roles where rolname = '${role}') then create role ${role}; end if; end $$`);
+  }
 }
 
 describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
@@ -147,21 +183,15 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
 
     // Down: the previous shape, each record's window end and load time from its ledger row, the primary key.
     const after = await recordsDigest(schema, 'ledger');
-    await runner({
-      databaseUrl: db.url,
-      dir: MIGRATIONS_DIR,
-      direction: 'down',
-      count: 1,
-      schema,
-      migrationsSchema: schema,
-      migrationsTable: MIGRATIONS_TABLE,
-      checkOrder: true,
-      logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
-    });
+    await migrateDown(schema);
     expect(await columnsOf(`${schema}.records`)).toEqual(['id', 'event_time', 'window_start', 'run_id', 'source', 'payload', 'window_end', 'loaded_at']);
     expect(await recordsDigest(schema, 'records')).toEqual(after);
     expect(await primaryKeys(schema)).toBeGreaterThan(0);
-    expect(await columnsOf(`${schema}.records_typed`)).toEqual(['id', 'source', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at']);
+    // records_typed as the sync left it (it reads both from the ledger), its definition forgotten for the previous release to recreate.
+    expect(await columnsOf(`${schema}.records_typed`)).toEqual(expect.arrayContaining(['window_end', 'loaded_at', 'event_type', 'customer_id']));
+    const typedDown = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records_typed where event_type is not null`);
+    expect(typedDown.rows[0]!.n).toBe(700);
+    expect((await bed.pool.query(`select 1 from ${schema}.derived_settings where name = 'typed_view'`)).rows).toEqual([]);
   });
 
   /** A database as the previous release left it, with `rows` records in one partition (October 2026), ids given by the identity. */
@@ -247,20 +277,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     await bed.pool.query(`alter default privileges in schema ${schema} grant insert on tables to fp_default`);
     await bed.pool.query(`alter default privileges for role fp_partition_owner in schema ${schema} grant truncate on tables to fp_default`);
 
-    const grantsOf = async (): Promise<string[]> => {
-      const { rows } = await bed.pool.query<{ line: string }>(
-        `select concat_ws(' ', c.relname, pg_get_userbyid(c.relowner), coalesce(x.col, '-'), pg_get_userbyid(a.grantor),
-                          case when a.grantee = 0 then 'PUBLIC' else pg_get_userbyid(a.grantee) end, a.privilege_type, a.is_grantable::text) as line
-           from pg_class c join pg_namespace n on n.oid = c.relnamespace
-           cross join lateral (select null::name as col, c.relacl as acl
-                               union all select t.attname, t.attacl from pg_attribute t where t.attrelid = c.oid and t.attnum > 0 and not t.attisdropped) x
-           cross join lateral aclexplode(x.acl) a
-          where n.nspname = $1 and c.relname in ('records', 'records_20261001_20261101') and a.grantee <> c.relowner
-          order by 1`,
-        [schema],
-      );
-      return rows.map((r) => r.line);
-    };
+    const grantsOf = () => privilegeLines(bed.pool, [`${schema}.records`, part]);
     const before = await grantsOf();
     // What the setup made, read back: the comparison below is of something.
     expect(before).toEqual(
@@ -322,6 +339,161 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       expect(role.rows[0]!.role).toBe('fp_exporter');
     } finally {
       // Ended here, before the file's database is dropped under its idle connection.
+      await exporter.end();
+    }
+  });
+  it('keeps the owner and every grant of records_typed across Up and Down: to a role, with grant option, by its grantor, to PUBLIC, on a kept column', async () => {
+    const schema = 'footprint_typed';
+    await createRoles('fp_view_owner', 'fp_reader', 'fp_lead', 'fp_analyst', 'fp_columns', 'fp_default');
+    await previousRelease(schema, 3);
+    const view = `${schema}.records_typed`;
+    // records_typed as the previous release created it: the base columns and a field.
+    await bed.pool.query(
+      `create view ${view} as select id, source, event_time, window_start, window_end, run_id, loaded_at, payload ->> 'eventType' as event_type from ${schema}.records`,
+    );
+    await bed.pool.query(`grant usage on schema ${schema} to fp_lead`);
+    await bed.pool.query(`alter view ${view} owner to fp_view_owner`);
+    await bed.pool.query(`grant select on ${view} to fp_reader`);
+    await bed.pool.query(`grant select on ${view} to fp_lead with grant option`);
+    await bed.pool.query(`set role fp_lead`);
+    await bed.pool.query(`grant select on ${view} to fp_analyst`);
+    await bed.pool.query(`reset role`);
+    await bed.pool.query(`grant select on ${view} to public`);
+    // One column the base view keeps, one it does not (its grant goes with it until the sync recreates the column).
+    await bed.pool.query(`grant select (id, event_type) on ${view} to fp_columns`);
+    await bed.pool.query(`alter default privileges in schema ${schema} grant insert on tables to fp_default`);
+
+    const accessOf = () => privilegeLines(bed.pool, [view]);
+    const before = await accessOf();
+    expect(before).toEqual([
+      'records_typed fp_view_owner - fp_lead fp_analyst SELECT false',
+      'records_typed fp_view_owner - fp_view_owner PUBLIC SELECT false',
+      'records_typed fp_view_owner - fp_view_owner fp_lead SELECT true',
+      'records_typed fp_view_owner - fp_view_owner fp_reader SELECT false',
+      'records_typed fp_view_owner event_type fp_view_owner fp_columns SELECT false',
+      'records_typed fp_view_owner id fp_view_owner fp_columns SELECT false',
+    ]);
+
+    expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+    expect(await columnsOf(view)).toEqual(['id', 'source', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at']);
+    const kept = before.filter((line) => !line.includes(' event_type '));
+    expect(await accessOf()).toEqual(kept);
+    await migrateDown(schema);
+    expect(await accessOf()).toEqual(kept);
+    expect([await holds(bed.pool, 'fp_analyst', view, 'select'), await holds(bed.pool, 'fp_default', view, 'insert')]).toEqual([true, false]);
+    await bed.pool.query(`alter default privileges in schema ${schema} revoke insert on tables from fp_default`);
+  });
+
+  it('keeps records and its partitions in the publications that name them (column list, row filter, via the root), with a replica identity that lets the sync delete', async () => {
+    const schema = 'footprint_pub';
+    await previousRelease(schema, 4);
+    const records = `${schema}.records`;
+    const part = `${schema}.records_20261001_20261101`;
+    const publications = ['fp_pub_root', 'fp_pub_via_root', 'fp_pub_part', 'fp_pub_filtered', 'fp_pub_all'];
+    await bed.pool.query(`create publication fp_pub_root for table ${records}`);
+    await bed.pool.query(`create publication fp_pub_via_root for table ${records} with (publish_via_partition_root = true)`);
+    await bed.pool.query(`create publication fp_pub_part for table ${part}`);
+    await bed.pool.query(
+      `create publication fp_pub_filtered for table ${records} (id, source, payload, window_end) where (source <> 'private') with (publish_via_partition_root = true, publish = 'insert')`,
+    );
+    await bed.pool.query(`create publication fp_pub_all for all tables`);
+    try {
+      const membership = async (): Promise<string[]> => {
+        const { rows } = await bed.pool.query<{ line: string }>(
+          `select concat_ws(' ', p.pubname, c.relname,
+                            (select string_agg(a.attname, ',' order by a.attnum) from pg_attribute a where a.attrelid = c.oid and a.attnum = any (pr.prattrs::int2[])),
+                            pg_get_expr(pr.prqual, pr.prrelid)) as line
+             from pg_publication_rel pr join pg_publication p on p.oid = pr.prpubid join pg_class c on c.oid = pr.prrelid
+            order by 1`,
+        );
+        return rows.map((r) => r.line);
+      };
+      const published = async (): Promise<string[]> => {
+        const { rows } = await bed.pool.query<{ line: string }>(
+          `select pubname || ' ' || tablename as line from pg_publication_tables where schemaname = $1 and pubname = any ($2) order by 1`,
+          [schema, publications],
+        );
+        return rows.map((r) => r.line);
+      };
+      const before = await membership();
+      expect(before).toEqual([
+        "fp_pub_filtered records id,payload,window_end,source (source <> 'private'::text)",
+        'fp_pub_part records_20261001_20261101',
+        'fp_pub_root records',
+        'fp_pub_via_root records',
+      ]);
+      const publishedBefore = await published();
+      expect(publishedBefore).toContain('fp_pub_all records_20261001_20261101');
+
+      expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+      // window_end goes with the column; its place in the list follows the new column order.
+      const after = ["fp_pub_filtered records id,source,payload (source <> 'private'::text)", ...before.slice(1)];
+      expect(await membership()).toEqual(after);
+      expect(await published()).toEqual(publishedBefore);
+      // Without a primary key, FULL lets the published tables take a window's delete.
+      const identity = await bed.pool.query<{ line: string }>(
+        `select string_agg(relname || ' ' || relreplident::text, ', ' order by relname) as line from pg_class where oid in ($1::regclass, $2::regclass)`,
+        [records, part],
+      );
+      expect(identity.rows[0]!.line).toBe('records f, records_20261001_20261101 f');
+      await bed.pool.query(`delete from ${records} where window_start = '2026-10-02T00:00:00Z' and id = 1`);
+      // A partition the sync creates afterwards takes FULL from records, and a window's delete there.
+      const [created] = await withClient(bed.pool, (c) => ensurePartitions(c, new Tables(schema), [Date.parse('2026-11-02T00:00:00Z')], 'month'));
+      const next = await bed.pool.query<{ identity: string }>(`select relreplident::text as identity from pg_class where oid = $1::regclass`, [
+        `${schema}.${created!.name}`,
+      ]);
+      expect(next.rows[0]!.identity).toBe('f');
+      await bed.pool.query(`insert into ${records} (source, payload, window_start, run_id) values ('default', '{}', '2026-11-02T00:00:00Z', 2)`);
+      await bed.pool.query(`delete from ${records} where window_start >= '2026-11-02T00:00:00Z' and window_start < '2026-11-03T00:00:00Z'`);
+
+      const publishedUp = await published();
+      expect(publishedUp).toContain(`fp_pub_root ${created!.name}`);
+
+      await migrateDown(schema);
+      expect(await membership()).toEqual(after);
+      expect(await published()).toEqual(publishedUp);
+    } finally {
+      for (const name of publications) await bed.pool.query(`drop publication if exists ${name}`);
+    }
+  });
+  it('refuses a publication that publishes deletes of records with a column list (FULL would not fit it), naming it, and migrates once it publishes inserts only', async () => {
+    const schema = 'footprint_pub_columns';
+    await previousRelease(schema, 2);
+    // Valid before: the list holds the primary key (id, window_start), the old replica identity.
+    await bed.pool.query(`create publication fp_pub_columns for table ${schema}.records (id, window_start, payload) with (publish_via_partition_root = true)`);
+    try {
+      await expect(migrate(bed.pool, schema, silentLogger)).rejects.toThrow(
+        /publication fp_pub_columns publishes updates or deletes of .*records.* with a column list/,
+      );
+      // Rolled back whole: the previous shape, still in the publication.
+      expect(await columnsOf(`${schema}.records`)).toContain('window_end');
+      await bed.pool.query(`alter publication fp_pub_columns set (publish = 'insert, truncate')`);
+      expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+      expect(await publishes('fp_pub_columns', `${schema}.records`)).toBe(true);
+    } finally {
+      await bed.pool.query(`drop publication if exists fp_pub_columns`);
+    }
+  });
+
+  it('run by a role that may not alter a publication of records: fails naming it, changes nothing; migrates once that role owns it', async () => {
+    const schema = 'footprint_pub_owner';
+    await createRoles('fp_exporter');
+    await bed.pool.query(`create schema ${schema} authorization fp_exporter`);
+    await bed.pool.query(`do $$ begin execute format('grant create on database %I to fp_exporter', current_database()); end $$`);
+    const exporter = new pg.Pool({ connectionString: db.url, options: '-c role=fp_exporter', max: 1 });
+    try {
+      await migrateUpTo(exporter, schema, MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
+      // A replication administrator's publication (here the superuser's).
+      await bed.pool.query(`create publication fp_pub_foreign for table ${schema}.records`);
+      await expect(migrate(exporter, schema, silentLogger)).rejects.toThrow(
+        /publication fp_pub_foreign cannot be given .*records again: must be owner of publication/,
+      );
+      expect(await columnsOf(`${schema}.records`)).toContain('window_end');
+      await bed.pool.query(`alter publication fp_pub_foreign owner to fp_exporter`);
+      expect(await migrate(exporter, schema, silentLogger)).toEqual([FOOTPRINT]);
+      expect(await publishes('fp_pub_foreign', `${schema}.records`)).toBe(true);
+    } finally {
+      await bed.pool.query(`drop publication if exists fp_pub_foreign`);
       await exporter.end();
     }
   });

@@ -9,6 +9,7 @@ import type { Logger } from '../../log.js';
 import { mergeSources, readFields, type FieldRow } from './fields.js';
 import { relationExists } from './settings.js';
 import type { DerivedTable, SchemaTables } from './table.js';
+import { readViewAccess, restoreViewAccess } from './view-access.js';
 
 /** Name under which derived_settings keeps the definition records_typed was created with. */
 const VIEW_SETTING = 'typed_view';
@@ -86,8 +87,12 @@ export class TypedView implements DerivedTable {
 
   /**
    * Names the catalogue's new fields' columns and recreates records_typed when its definition
-   * changed. Objects depending on the view (a user's view over it) block the recreation: the
-   * window still commits, the view stays as it was, and a warning says so.
+   * changed. The recreated view keeps the old one's owner (given back with `alter view … owner to`
+   * when it is not the role running the sync) and every privilege other roles held on it, PUBLIC's
+   * and column grants included, WITH GRANT OPTION kept (view-access.ts); its owner becomes the
+   * grantor of each. Objects depending on the view (a user's view over it), or an owner or a grant
+   * this role may not give back, block the recreation: the window still commits, the view stays as
+   * it was, and a warning says so.
    */
   async refresh(db: PoolClient, log: Logger): Promise<void> {
     // Sources load concurrently: one transaction at a time names columns and recreates the view
@@ -111,8 +116,10 @@ export class TypedView implements DerivedTable {
     if (rows[0]?.value === definition && (await relationExists(db, this.t.typedView))) return;
     await db.query('savepoint typed_view');
     try {
+      const access = await readViewAccess(db, this.t.typedView);
       await db.query(`drop view if exists ${this.t.typedView}`);
       await db.query(definition);
+      if (access !== null) await restoreViewAccess(db, this.t.typedView, access);
       await db.query(
         `insert into ${this.t.derivedSettings} (name, value) values ($1, to_jsonb($2::text))
            on conflict (name) do update set value = excluded.value, updated_at = now()`,
@@ -121,7 +128,10 @@ export class TypedView implements DerivedTable {
       await db.query('release savepoint typed_view');
     } catch (err) {
       await db.query('rollback to savepoint typed_view');
-      log.warn({ err }, 'records_typed could not be recreated for the new fields (does an object depend on it?); it stays as it was');
+      log.warn(
+        { err },
+        'records_typed could not be recreated for the new fields (does an object depend on it, or may this role not give it back to its owner?); it stays as it was',
+      );
     }
   }
 
