@@ -225,6 +225,33 @@ async function hourlyAndTruth(schema: string, from: Date, to: Date): Promise<{ r
 }
 
 describe('records_hourly across RETENTION (real PostgreSQL)', () => {
+  it("keeps the hours of records at the dropped partition's end cut (E6 returns them with both windows next to it)", async () => {
+    // The 30-minute soak of 2026-11-27 20:42 found records_hourly missing rows of (hour 00:00, window 23:55) after
+    // RETENTION dropped the day partition ending at 00:00: records at exactly the cut belong to the earlier window
+    // (src/sync/boundary.ts), whose partition goes; their hour is the next day's and must stay counted.
+    const start = new Date('2026-08-25T00:00:00Z');
+    const end = new Date('2026-09-05T00:00:00Z');
+    const cut = new Date('2026-09-01T00:00:00Z');
+    const now = Date.parse('2026-10-15T00:00:00Z');
+    const s = await sim({ records: 200, start, end });
+    s.insertRecords(s.dataset.plausibleRecords(7, cut, cut, true, 4242));
+    const schema = `hourly_cut_${++schemaCounter}`;
+    await migrate(bed.pool, schema, silentLogger);
+    const base = { SYNC_WINDOW: '1d', ROLLUP_DIMENSIONS: 'event_type=eventType' };
+    await sync(s, schema, base, { from: start, to: end, now: () => now });
+    const loaded = await hourlyAndTruth(schema, start, end);
+    expect(loaded.rollup).toEqual(loaded.truth);
+    expect(loaded.truth.filter((l) => l.startsWith('2026-09-01T00')).length).toBeGreaterThan(0);
+    const dropped: DroppedPartition[][] = [];
+    await sync(s, schema, { ...base, RETENTION: '40d' }, { to: end, now: () => now }, dropped);
+    expect(dropped.map((d) => d.map((p) => p.name))).toEqual([['records_20260801_20260901']]);
+    const after = await hourlyAndTruth(schema, start, end);
+    expect(after.rollup).toEqual(loaded.rollup);
+    // The 7 were stored in the earlier window (its partition went): the hour still counts them, the records no longer hold them.
+    const atCut = (lines: string[]) => lines.filter((l) => l.startsWith('2026-09-01T00')).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+    expect(atCut(after.rollup) - atCut(after.truth)).toBe(7);
+  });
+
   it('keeps the hours of a dropped partition, and a --from reload of its expired windows counts them once', async () => {
     const start = new Date('2026-08-20T00:00:00Z');
     const end = new Date('2026-10-10T00:00:00Z');
