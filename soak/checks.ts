@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { verifyDerived, type DerivedCheck } from './derived.js';
 import { judgeFlat, MIN_FLAT_SECONDS, quantile, type FlatVerdict } from './flat.js';
 import type { LateInjector } from './late.js';
-import type { Check, SoakResult } from './report.js';
+import { mib, type Check, type SoakResult } from './report.js';
 import { partitionExists, readExpiredLedger, type RetentionPlan } from './retention.js';
 import { SCRAPE_TIMEOUT_SECONDS, type Sample } from './sampler.js';
 import type { SoakSource } from './sources.js';
@@ -69,18 +69,17 @@ export function flatFor(label: string, samples: readonly Sample[], steady: Stead
     end: finite(pick, steady.endFrom),
     label: `${min(steady.baselineFrom)}–${min(steady.baselineTo)} min vs ${min(steady.endFrom)} min–end`,
   });
-  const asMiB = (v: number) => `${(v / 2 ** 20).toFixed(1)} MiB`;
   return [
     judgeFlat(
       finite((s) => s.rssBytes),
       { name: `${label} RSS`, maxGrowthRatio: 0.1, level: 'floor' },
-      asMiB,
+      mib,
       steadyBands((s) => s.rssBytes),
     ),
     judgeFlat(
       finite((s) => s.heapUsedBytes),
       { name: `${label} heap used, whole run`, maxGrowthRatio: 0.15, level: 'floor' },
-      asMiB,
+      mib,
     ),
     judgeFlat(
       finite((s) => s.fds),

@@ -4,9 +4,9 @@
  * The first 20 % of a soak is warm-up (the backfill at startup, V8 sizing its heap, the pool
  * opening its connections) and is judged by nothing but the maxima. Two rules:
  *
- * - **Level**: the median of an end band of samples against the median of a baseline band, as a
- *   ratio (RSS: at most +10 %) or as an absolute slack (descriptors, handles, connections).
- *   Medians ignore the spikes of one sync run in flight at sampling time. By default the bands
+ * - **Level**: the median (or the floor, {@link FlatRule.level}) of an end band of samples against
+ *   that of a baseline band, as a ratio (RSS: at most +10 %) or as an absolute slack (descriptors,
+ *   handles, connections). Both ignore the spikes of one sync run in flight at sampling time. By default the bands
  *   are the last 20 % and the 20 %–40 % of the series; a caller whose process changed its work
  *   in between (a source added, a schedule made faster) passes {@link LevelBands} that lie within
  *   one configuration, since a process that does more holds more, and that is no leak (the

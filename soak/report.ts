@@ -91,7 +91,7 @@ function flatRows(flat: FlatVerdict[]): string[][] {
   ]);
 }
 
-const FLAT_HEADER = ['resource', 'start', 'mid', 'end', 'max', 'baseline median', 'end median', 'verdict'];
+const FLAT_HEADER = ['resource', 'start', 'mid', 'end', 'max', 'baseline level', 'end level', 'verdict'];
 
 function pad(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
