@@ -5,7 +5,9 @@
  *
  * The truth is, per committed window, the records `records` holds for it, or, for a window
  * RETENTION expired, what the simulator serves for its range (by E6's filter time): retention drops records and keeps
- * the rollups and the catalogue's counts. From it:
+ * the rollups and the catalogue's counts. A record inserted upstream (a late arrival) less than
+ * `graceMs` (one audit period and the audit's run) before its window expired is left out of that
+ * truth and counted: no audit had to run between its arrival and the drop. From it:
  * - records_hourly: records per (hour of the event time, window start, event_type, customer_id);
  * - records_hourly_distinct: the user_id values of each (hour, window start, customer_id), as the
  *   elements of its rows' `distinct_values` arrays;
@@ -15,7 +17,7 @@
  * Tables are compared row by row (a missing, extra or different row is a problem).
  */
 import type pg from 'pg';
-import type { Simulator } from '@analytics-exporter/simulator';
+import type { Insertion, Simulator } from '@analytics-exporter/simulator';
 import { multisetMinus } from './verify.js';
 
 const MS_PER_HOUR = 3_600_000;
@@ -27,6 +29,8 @@ export interface DerivedCheck {
   /** Rows compared per table (the expected side), and of them those from expired windows. */
   rows: { hourly: number; hourlyDistinct: number; dailyDistinct: number; fields: number };
   expiredRows: { hourly: number; hourlyDistinct: number };
+  /** Records of expired windows left out: inserted upstream less than `graceMs` before their window expired. */
+  arrivedTooLate: number;
   /** Rows of records_typed for the source. */
   typedRows: number;
   /** Up to 10 problems. */
@@ -70,15 +74,49 @@ function compare(table: string, expected: Counts, actual: Counts, note: (p: stri
 
 const text = (v: unknown): string => (v === undefined || v === null ? '<null>' : typeof v === 'string' ? v : JSON.stringify(v));
 
+/** Arrival times (ms) per record text of `insertions`, one per copy, earliest first. */
+export function arrivalTimes(insertions: readonly Insertion[]): Map<string, number[]> {
+  const out = new Map<string, number[]>();
+  for (const { json, insertedAtMs } of insertions) {
+    const times = out.get(json);
+    if (times) times.push(insertedAtMs);
+    else out.set(json, [insertedAtMs]);
+  }
+  for (const times of out.values()) times.sort((a, b) => a - b);
+  return out;
+}
+
+/**
+ * Splits the record texts E6 serves for an expired window into those an audit had to load
+ * before the window expired and the late arrivals that came after `deadlineMs` (its expiry less
+ * one audit period and the audit's run). A text not in `arrivals` is a record upstream had from
+ * the start. Each copy of a text consumes one arrival time of `arrivals` (earliest first), so
+ * pass a fresh map per soak and the windows in any order: a text belongs to one window.
+ *
+ * @returns `kept` in the order given, and how many were `left` out.
+ */
+export function inTimeForExpiry(texts: readonly string[], arrivals: Map<string, number[]>, deadlineMs: number): { kept: string[]; left: number } {
+  const kept: string[] = [];
+  let left = 0;
+  for (const text of texts) {
+    const at = arrivals.get(text)?.shift();
+    if (at !== undefined && at > deadlineMs) left++;
+    else kept.push(text);
+  }
+  return { kept, left };
+}
+
 /**
  * Checks the derived tables of `source` in `schema` (through `client`) against its stored records
  * and, for expired windows, what `sim` serves for them (by E6's filter time, which may be hidden).
  * Run it after the window check: it trusts `records`.
  *
  * @param start SYNC_START_DATE: the first window keeps the records at its start.
+ * @param graceMs how long before a window's expiry (`sync_windows.expired_at`) an inserted record
+ *   must have arrived to be expected in its derived rows: the audit period plus its run.
  * @returns the verdict with counts and the first problems; throws only for database errors.
  */
-export async function verifyDerived(client: pg.Client, schema: string, source: string, sim: Simulator, start: Date): Promise<DerivedCheck> {
+export async function verifyDerived(client: pg.Client, schema: string, source: string, sim: Simulator, start: Date, graceMs: number): Promise<DerivedCheck> {
   const s = client.escapeIdentifier(schema);
   const problems: string[] = [];
   const note = (problem: string) => void (problems.length < 10 && problems.push(problem));
@@ -90,8 +128,10 @@ export async function verifyDerived(client: pg.Client, schema: string, source: s
     [source],
   );
   for (const r of stored) truth.push({ windowStartMs: Number(r.windowStartMs), eventMs: Number(r.eventMs ?? r.windowStartMs), payload: r.payload });
-  const { rows: expired } = await client.query<{ start: Date; end: Date }>(
-    `select window_start as start, window_end as "end" from ${s}.sync_windows where source = $1 and expired_at is not null`,
+  const arrivals = arrivalTimes(sim.dataset.insertions());
+  let arrivedTooLate = 0;
+  const { rows: expired } = await client.query<{ start: Date; end: Date; expiredAt: Date }>(
+    `select window_start as start, window_end as "end", expired_at as "expiredAt" from ${s}.sync_windows where source = $1 and expired_at is not null`,
     [source],
   );
   const expiredStarts = new Set<number>();
@@ -100,7 +140,9 @@ export async function verifyDerived(client: pg.Client, schema: string, source: s
     // What E6 served for the window, by its filter time (hidden or not): less its start's boundary set unless it is the first window (as soak/verify.ts).
     const served = sim.servedJson(w.start, w.end);
     const texts = w.start.getTime() === start.getTime() ? served : multisetMinus(served, sim.servedJson(w.start, w.start));
-    for (const text of texts) {
+    const { kept, left } = inTimeForExpiry(texts, arrivals, w.expiredAt.getTime() - graceMs);
+    arrivedTooLate += left;
+    for (const text of kept) {
       const record = JSON.parse(text) as Record<string, unknown>;
       truth.push({ windowStartMs: w.start.getTime(), eventMs: Date.parse(String(record.timestamp)), payload: record });
     }
@@ -183,6 +225,7 @@ export async function verifyDerived(client: pg.Client, schema: string, source: s
     pass: problems.length === 0,
     rows: { hourly: hourly.size, hourlyDistinct: hourlyDistinct.size, dailyDistinct: dailyDistinct.size, fields: fields.size },
     expiredRows: { hourly: expiredHourly, hourlyDistinct: expiredDistinct },
+    arrivedTooLate,
     typedRows,
     problems,
   };

@@ -12,13 +12,15 @@
  *   one configuration, since a process that does more holds more, and that is no leak (the
  *   30-minute soak of 2026-11-27 stepped A's RSS from 127 to 145 MiB at the SIGHUP that added a
  *   fourth source, its heap used from 30 to 34 MiB, and neither grew after).
- * - **Peak**: the high samples of the second half against the maximum over the first half plus a
- *   slack: a leak of a few descriptors per run pushes new peaks, again and again; a flat process
- *   does not. "High" is the second half's 99th percentile (nearest rank), not its maximum: one
- *   sample that caught several sources' runs in flight at once (each with its upstream sockets and
- *   database connections) is a coincidence of schedules, not a leak (the 30-minute soak of
- *   2026-11-27 saw one such sample, 56 descriptors, among 180 of at most 45); a leak repeats, and
- *   moves the level too. The maximum is still reported.
+ * - **Peak**, for a resource with a hard bound (the pools' connections): the high samples of the
+ *   second half against the maximum over the first half plus a slack. "High" is the second half's
+ *   99th percentile (nearest rank), not its maximum: one sample that caught several runs in
+ *   flight at once is a coincidence of schedules. Descriptors and handles show their peaks
+ *   ({@link FlatRule.showPeak}) without judging them: their peaks are how many runs a sample
+ *   happens to catch in flight, and moved by up to 6 between two bands of one configuration
+ *   while the floor held still (four 30-minute soaks of 2026-11-27: floors of 34 descriptors and
+ *   9 handles at both ends of every series; A's peaks 51 then 57 in one run, B's 48 then 54 in
+ *   another), while a leaked descriptor stays open and raises the floor the level rule judges.
  */
 import { median as medianOfSome } from '../bench/lib/stats.js';
 
@@ -32,6 +34,8 @@ export interface FlatRule {
   levelSlack?: number;
   /** Peak rule: 99th percentile of the second half ≤ max of the first half + slack, when set. */
   peakSlack?: number;
+  /** Without {@link peakSlack}: show the halves' maxima in the reason, unjudged. */
+  showPeak?: boolean;
   /**
    * What the level rule reads of a band: its median (the default), or its floor, the 10th
    * percentile (nearest rank). Memory takes the floor: between two collections a Node process's
@@ -156,6 +160,8 @@ export function judgeFlat(values: readonly number[], rule: FlatRule, format: (va
     reasons.push(
       `2nd-half p99 ${format(figures.secondHalfHigh)} ${ok ? '≤' : '>'} 1st-half max ${format(figures.firstHalfMax)} + ${rule.peakSlack} (2nd-half max ${format(figures.secondHalfMax)})`,
     );
+  } else if (rule.showPeak) {
+    reasons.push(`peaks shown, not judged: 1st-half max ${format(figures.firstHalfMax)}, 2nd-half max ${format(figures.secondHalfMax)}`);
   }
   return { rule, ...figures, pass, reason: reasons.join('; ') };
 }

@@ -52,6 +52,16 @@ interface InsertedEntry {
   json: string;
   eventIndex: number;
   customerKey: string;
+  /** Wall-clock time of the {@link Dataset.insert} call, in ms since the epoch. */
+  insertedAtMs: number;
+}
+
+/** One inserted record as {@link Dataset.insertions} lists it. */
+export interface Insertion {
+  /** The record's JSON text, as E6 serves it. */
+  json: string;
+  /** Wall-clock time the record was inserted, in milliseconds since the epoch. */
+  insertedAtMs: number;
 }
 
 /** A reference to one merged record: a base index, or an inserted entry. */
@@ -148,6 +158,14 @@ export class Dataset {
     return this.#inserted.length;
   }
 
+  /**
+   * Every record added with {@link insert}, in insertion order, with when it was inserted: lets
+   * a test tell a record that arrived in time to be loaded from one that arrived too late.
+   */
+  insertions(): Insertion[] {
+    return [...this.#inserted].sort((x, y) => x.seq - y.seq).map((e) => ({ json: e.json, insertedAtMs: e.insertedAtMs }));
+  }
+
   /** The customers of the generated data, in id order. */
   customers(): Customer[] {
     return this.#maker.customers.map(({ index, id, name }) => ({ index, id, name }));
@@ -218,6 +236,7 @@ export class Dataset {
    */
   insert(records: readonly AnalyticsRecord[]): void {
     const added: InsertedEntry[] = [];
+    const insertedAtMs = Date.now();
     records.forEach((input, n) => {
       const parsed = analyticsRecordSchema.safeParse(input);
       if (!parsed.success) {
@@ -232,6 +251,7 @@ export class Dataset {
         json: JSON.stringify(record),
         eventIndex: EVENT_TYPES.indexOf(record.eventType),
         customerKey: `${record.customerId}\u0000${record.customerName}`,
+        insertedAtMs,
       });
     });
     this.#insertSeq += records.length;

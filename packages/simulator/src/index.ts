@@ -8,7 +8,7 @@ export { BANDWIDTH_RULE, LINK_CHUNK_BYTES, Link, parseBandwidth, writePaced, typ
 export { MAX_FILTER_TIME_LAG_MS, PAGE_SIZE_ECHOES, type BehaviourOptions, type PageSizeEcho } from './behaviours.js';
 export { configureSimulateCommand, DEFAULT_SIMULATE_PORT, runSimulate, type SimulateIo } from './cli.js';
 export { CHECKPOINT_RECORDS } from './counts.js';
-export { createDataset, Dataset } from './dataset.js';
+export { createDataset, Dataset, type Insertion } from './dataset.js';
 export {
   DEFAULT_CUSTOMERS,
   DEFAULT_DUPLICATE_EVERY,

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { InvalidArgumentError } from '../src/errors.js';
 import { CHECKPOINT_RECORDS, Dataset, EVENT_TYPES, parseIsoDateTime, type AnalyticsRecord, type EventCount } from '../src/index.js';
 
@@ -256,6 +256,25 @@ describe('Dataset.insert', () => {
     expect(() => d.insert([good, { ...good, timestamp: '2026-10-10' }])).toThrow(/inserted record 1: timestamp/);
     expect(() => d.insert([{ ...good, eventType: 'Nope' as never }])).toThrow(/eventType/);
     expect(d.insertedRecords).toBe(0);
+  });
+
+  it('lists insertions in insertion order with the time of each insert call', () => {
+    vi.useFakeTimers({ now: new Date('2026-11-01T00:00:00Z'), toFake: ['Date'] });
+    try {
+      const d = new Dataset({ records: 10, start, end });
+      const later = { ...d.record(8), userId: 'later' };
+      const earlier = { ...d.record(1), userId: 'earlier' };
+      d.insert([later]);
+      vi.setSystemTime(new Date('2026-11-01T00:05:00Z'));
+      d.insert([earlier]);
+      // Merged by timestamp for queries, listed by insertion for this accessor.
+      expect(d.insertions()).toEqual([
+        { json: JSON.stringify(later), insertedAtMs: Date.parse('2026-11-01T00:00:00Z') },
+        { json: JSON.stringify(earlier), insertedAtMs: Date.parse('2026-11-01T00:05:00Z') },
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('counts customers that exist only in inserted records', () => {
