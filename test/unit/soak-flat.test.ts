@@ -34,6 +34,20 @@ describe('soak flatness: the peak rule', () => {
     expect(v.reason).toMatch(/2nd-half p99 56 > 1st-half max 36 \+ 4/);
   });
 
+  it('shows, without judging, the peaks of a rule with showPeak, and still fails a floor that rises', () => {
+    // Peaks 49 then 57 in one configuration, the floor at 34 throughout (replica A, soak of 2026-11-27 20:42).
+    const shown = { name: 'open fds', levelSlack: 2, showPeak: true, level: 'floor' as const };
+    const values = Array.from({ length: 200 }, (_, i) => 34 + (i % 4));
+    values[40] = 49;
+    for (const i of [150, 151, 170]) values[i] = 57;
+    const v = judgeFlat(values, shown);
+    expect(v.pass).toBe(true);
+    expect(v.reason).toContain('peaks shown, not judged: 1st-half max 49, 2nd-half max 57');
+    // One descriptor leaked every 10 samples stays open: the floor rises.
+    const leaking = values.map((x, i) => x + Math.floor(i / 10));
+    expect(judgeFlat(leaking, shown).pass).toBe(false);
+  });
+
   it('fails a level that grows, peaks or not', () => {
     const values = Array.from({ length: 200 }, (_, i) => 30 + Math.floor(i / 20));
     expect(judgeFlat(values, rule).pass).toBe(false);
