@@ -180,8 +180,11 @@ async function main(): Promise<void> {
   const clock = setInterval(() => timeline.tick((performance.now() - t0) / 1000), 1_000);
   for (let next = t0 + SAMPLE_EVERY_MS; next <= endAt; next += SAMPLE_EVERY_MS) {
     await sleep(Math.max(0, next - performance.now()));
-    for (const r of replicas) {
-      if (!r.alive) continue;
+    const harnessLagMs = lag.max / 1e6;
+    lag.reset();
+    // Both replicas at once: a slow scrape of one (the hostile minutes) must not delay the other's sample.
+    const sampleOne = async (r: Replica): Promise<void> => {
+      if (!r.alive) return;
       const serve = r.current;
       const sample = await takeSample((performance.now() - t0) / 1000, {
         pid: serve.pid,
@@ -193,10 +196,10 @@ async function main(): Promise<void> {
         authorization,
       });
       // A sample across the kill of its process is no sample of a live replica.
-      if (r.current !== serve || !r.alive) continue;
-      r.samples.push({ ...sample, life: r.lives.length - 1, harnessLagMs: lag.max / 1e6 });
-      lag.reset();
-    }
+      if (r.current !== serve || !r.alive) return;
+      r.samples.push({ ...sample, life: r.lives.length - 1, harnessLagMs });
+    };
+    await Promise.all(replicas.map(sampleOne));
     await late.poll().catch(() => undefined);
     if (performance.now() >= nextReport) {
       nextReport += 60_000;
