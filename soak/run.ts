@@ -21,6 +21,7 @@
  *
  * Needs Linux (/proc) and the PostgreSQL server binaries, as the tests do.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -31,7 +32,7 @@ import { requireBuild, runSyncChild } from '../bench/lib/children.js';
 import { machineTicks, postgresCpuSeconds, processCpuSeconds, stealShare } from '../bench/lib/cpu.js';
 import { describeMachine } from '../bench/lib/machine.js';
 import { parseDuration } from '../src/time.js';
-import { createTestDatabase, startThrowawayCluster } from '../test/helpers/postgres.js';
+import { createTestDatabase, findPostgresBinaries, startThrowawayCluster } from '../test/helpers/postgres.js';
 import { endChecks } from './checks.js';
 import { parseCli, revision, succeededBySource } from './cli.js';
 import { drainQueuedFaults, FaultDriver } from './faults.js';
@@ -338,7 +339,16 @@ async function main(): Promise<void> {
     ];
     writeFileSync(join(scratch, `samples-${r.name}.csv`), [header.join(','), ...r.samples.map((x) => row(x).join(','))].join('\n') + '\n');
   }
-  log(`serve's logs, CONFIG_FILE and samples kept in ${scratch}`);
+  if (!pass) {
+    // Evidence for a failed check: the schema's tables (pg_restore reads them) and each upstream's late arrivals with their times.
+    try {
+      execFileSync(join(findPostgresBinaries().binDir, 'pg_dump'), ['-Fc', '-n', SCHEMA, '-f', join(scratch, 'schema.dump'), db.url], { stdio: 'ignore' });
+    } catch (err) {
+      log(`pg_dump of ${SCHEMA} failed: ${(err as Error).message}`);
+    }
+    for (const x of sources) writeFileSync(join(scratch, `insertions-${x.name}.json`), JSON.stringify(x.sim.dataset.insertions()));
+  }
+  log(`serve's logs, CONFIG_FILE and samples${pass ? '' : ", the schema (schema.dump) and the upstreams' late arrivals"} kept in ${scratch}`);
 
   await admin.end();
   for (const x of sources) await x.sim.close();

@@ -50,6 +50,22 @@ export function multisetMinus(a: string[], b: string[]): string[] {
   });
 }
 
+/**
+ * What a mismatched window's first missing and extra records are, for the report: each one's
+ * timestamp, event type and user, and when it was inserted upstream when it is a late arrival.
+ */
+function evidence(missing: readonly string[], extra: readonly string[], sim: Simulator): string {
+  const arrivals = new Map<string, number>();
+  for (const x of sim.dataset.insertions()) arrivals.set(canonicalJson(JSON.parse(x.json)), x.insertedAtMs);
+  const show = (text: string): string => {
+    const r = JSON.parse(text) as Record<string, unknown>;
+    const at = arrivals.get(text);
+    return `${String(r.timestamp)} ${String(r.eventType)} ${String(r.userId)}${at === undefined ? '' : ` (inserted upstream at ${new Date(at).toISOString()})`}`;
+  };
+  const list = (texts: readonly string[]) => (texts.length ? texts.slice(0, 3).map(show).join(', ') : 'none');
+  return `missing: ${list(missing)}; not in the dataset: ${list(extra)}`;
+}
+
 /** A record deleted upstream after its window was loaded: its timestamp (never on a window boundary) and its canonical JSON. */
 export interface KeptRecord {
   ms: number;
@@ -77,8 +93,9 @@ export async function verifyWindows(
 
   const { rows: state } = await client.query<{ watermark: Date | null }>(`select watermark from ${s}.sync_state where source = $1`, [source]);
   const watermark = state[0]?.watermark ?? undefined;
-  const { rows: windows } = await client.query<{ start: Date; end: Date; recordCount: string; expired: boolean }>(
-    `select window_start as start, window_end as "end", record_count as "recordCount", expired_at is not null as expired
+  const { rows: windows } = await client.query<{ start: Date; end: Date; recordCount: string; expired: boolean; runId: string; loadedAt: Date }>(
+    `select window_start as start, window_end as "end", record_count as "recordCount", expired_at is not null as expired,
+            run_id as "runId", loaded_at as "loadedAt"
        from ${s}.sync_windows where source = $1 order by window_start`,
     [source],
   );
@@ -146,9 +163,12 @@ export async function verifyWindows(
     if (Number(window.recordCount) !== got.length + quarantined.length && Number(window.recordCount) !== got.length)
       note(`${name}: sync_windows says ${window.recordCount} records, the tables hold ${got.length} + ${quarantined.length} quarantined`);
     if (!sameMultiset(got, expected)) {
-      const missing = expected.filter((x) => !got.includes(x)).length;
-      const extra = got.filter((x) => !expected.includes(x)).length;
-      note(`${name}: ${got.length} stored, ${expected.length} expected (${missing} missing, ${extra} not in the dataset)`);
+      const missing = expected.filter((x) => !got.includes(x));
+      const extra = got.filter((x) => !expected.includes(x));
+      note(
+        `${name}: ${got.length} stored, ${expected.length} expected (${missing.length} missing, ${extra.length} not in the dataset); ` +
+          `loaded by run ${window.runId} at ${window.loadedAt.toISOString()}; ${evidence(missing, extra, sim)}`,
+      );
     }
   }
   if (watermark !== undefined && cursor !== watermark.getTime())
