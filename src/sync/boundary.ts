@@ -10,7 +10,15 @@
  *   c; an exclusive one only with the later part, and then B(c) is empty.
  * - owner: the EARLIER part keeps B(c); the later part drops it, as a multiset of exact record
  *   texts. A window whose start has no earlier window loaded (in this run or in the ledger)
- *   keeps it instead: no other window would.
+ *   keeps it instead: no other window would. A window whose earlier window is in the ledger but
+ *   not in the run drops only the texts of B(c) that window stores: a record that came to the cut
+ *   after it was loaded (E6 delivers late) is kept by the later window, else no window would hold
+ *   it until the earlier one is loaded again. The same holds inside a run: a record that comes to
+ *   c between the reads of the two parts is in the later part only (no guess sees it), and stays
+ *   there. Either way the record is stored once, in the later window; a run that loads both
+ *   windows again puts it back in the earlier one. A run that loads the earlier window alone
+ *   (`state reset` of it) keeps B(c) whole and stores such a record twice until the later window
+ *   is loaded again; the audit sees that one (the later window's count is over E6's).
  * - guess of c, G(c): the texts the two parts next to c share. B(c) ⊆ G(c); they differ only when
  *   two records with the same text lie on either side of c.
  *
@@ -262,10 +270,13 @@ export class Boundaries {
    * @param rule UPSTREAM_TO_DATE.
    * @param committedEnds ends of windows in the ledger: a window starting at one drops its start's
    *   boundary set (the window before keeps it); a window with no window before it keeps it.
+   * @param heldBefore of a boundary set at a committed end, what the window ending there stores
+   *   (the window starting there drops only that); default: all of it.
    */
   constructor(
     readonly rule: ToDateRule,
     readonly committedEnds: ReadonlySet<number> = new Set(),
+    readonly heldBefore?: (cut: number, boundarySet: TextBag) => Promise<TextBag>,
   ) {}
 
   /**
@@ -289,7 +300,12 @@ export class Boundaries {
       return { drop: undefined };
     }
     const left = !atWindowStart || earlierInRun ? await this.ends.take(cut) : undefined;
-    if (left === undefined) return { drop: await ask() };
+    if (left === undefined) {
+      const asked = await ask();
+      // The window before is in the ledger, not in the run: drop what it stores, keep what came later.
+      const fromLedger = atWindowStart && !earlierInRun && this.heldBefore !== undefined && asked.size > 0;
+      return { drop: fromLedger ? await this.heldBefore(cut, asked) : asked };
+    }
     const guess = sharedTexts(left.keys(), mine.keys());
     if (guess.size === 0) return { drop: undefined };
     if (startProof !== undefined && (await startProof.settled)) return { drop: undefined };

@@ -10,6 +10,7 @@ import type { FieldChange, KnownFields } from './derived/contract.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import type { ParkedWindow } from './parked.js';
 import type { Partition, DroppedPartition } from './partitions.js';
+import type { TextBag } from './record-keys.js';
 import type { RunStatus } from './store.js';
 import type { StoredWindow, Window } from './windows.js';
 
@@ -141,6 +142,13 @@ export interface StoreSession {
   auditWindows(range: Window): Promise<StoredWindow[]>;
   /** Committed windows overlapping `range` with E6's count for each, and the last one before it. */
   ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]>;
+  /**
+   * Of `boundarySet` (E6's record texts at the instant `end`, a multiset), those the ledger window
+   * ending at `end` stores, as records (equal as jsonb) or quarantined (the same text). A window
+   * parked or expired there owns all of them (it is loaded later, or RETENTION dropped what it
+   * held); with no window there, none (boundary.ts).
+   */
+  heldAtEnd(end: number, boundarySet: TextBag): Promise<TextBag>;
   /**
    * The source's field catalogue (record_fields): each top-level field name with the JSON types
    * seen; empty before its first window with records (or with FIELD_CATALOGUE off since).

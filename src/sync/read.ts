@@ -38,6 +38,7 @@ export async function openReader(
     prepare: (page, place) => preparePage(rules, page, place),
     toDate: config.toDate,
     committedEnds: new Set([...ledger, ...parked].map((w) => w.end)),
+    heldBefore: (cut, boundarySet) => session.heldAtEnd(cut, boundarySet),
     timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(ledger),

@@ -3,7 +3,7 @@
  * what the boundary rule drops of it, and what reading a window took.
  */
 import type { AnalyticsPage, AnalyticsRecord } from '../upstream/analytics.js';
-import type { ToDateRule } from './boundary.js';
+import type { TextBag, ToDateRule } from './boundary.js';
 import type { RecordEstimate } from './split.js';
 import type { Window } from './windows.js';
 
@@ -56,6 +56,13 @@ export interface WindowReaderOptions<T> {
    * the run or here, keeps it.
    */
   committedEnds?: ReadonlySet<number>;
+  /**
+   * Of the boundary set at the start of a run window whose earlier window is in the ledger but not
+   * in the run, the texts that earlier window stores: all the run window drops (boundary.ts). A
+   * record that came to the cut after that window was loaded is stored by none of them otherwise.
+   * Default: the whole boundary set.
+   */
+  heldBefore?: (cut: number, boundarySet: TextBag) => Promise<TextBag>;
   /**
    * The event times of the records a prepared page keeps (null for none), so the estimate learns
    * where in a window records fall without reading them twice. Without it, later windows are cut

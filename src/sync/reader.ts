@@ -97,7 +97,7 @@ export class WindowReader<T> {
     this.#client = client;
     this.#o = options;
     this.#pageSize = options.pageSize;
-    this.#boundaries = new Boundaries(options.toDate ?? 'auto', options.committedEnds);
+    this.#boundaries = new Boundaries(options.toDate ?? 'auto', options.committedEnds, options.heldBefore);
     this.#states = windows.map((window) => ({
       window,
       queue: [],

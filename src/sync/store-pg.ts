@@ -14,6 +14,7 @@ import type { Derived, RollupCounts, WindowFields } from './derived.js';
 import type { FieldChange, KnownFields } from './derived/contract.js';
 import { isolateRefused } from './isolate.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
+import type { TextBag } from './record-keys.js';
 import { dropExpiredPartitions, ensurePartitions, type DroppedPartition, type Partition } from './partitions.js';
 import { parkedWindows, parkWindow, type ParkedWindow } from './parked.js';
 import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowStored, WindowWriter } from './ports.js';
@@ -29,6 +30,7 @@ import {
   finishRun,
   insertQuarantined,
   ledgerCounts,
+  heldAtEnd,
   prepareInsertQuarantined,
   prepareInsertRecords,
   readWatermark,
@@ -133,6 +135,10 @@ export class PgSession implements StoreSession {
 
   ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]> {
     return ledgerCounts(this.db, this.o.tables, this.o.source, range);
+  }
+
+  heldAtEnd(end: number, boundarySet: TextBag): Promise<TextBag> {
+    return heldAtEnd(this.db, this.o.tables, this.o.source, end, boundarySet);
   }
 
   catalogueTypes(): Promise<KnownFields> {

@@ -133,6 +133,45 @@ export async function ledgerCounts(db: PoolClient, t: Tables, source: string, ra
 }
 
 /**
+ * Of `boundarySet` (E6 record texts at the instant `end`, a multiset), those the ledger window of
+ * `source` ending at `end` stores: records whose payload equals the text as jsonb (texts jsonb
+ * refuses match none, through records_try_jsonb), and quarantined records of the same text. A
+ * parked or expired window there owns them all; no window there, none. Reads only.
+ *
+ * @returns a multiset, each text at most as often as in `boundarySet`.
+ */
+export async function heldAtEnd(
+  db: Pick<PoolClient, 'query'>,
+  t: Tables,
+  source: string,
+  end: number,
+  boundarySet: ReadonlyMap<string, number>,
+): Promise<Map<string, number>> {
+  const { rows: windows } = await db.query<{ start: Date; owns: boolean }>(
+    `select window_start as start, (status = 'parked' or expired_at is not null) as owns from ${t.windows} where source = $1 and window_end = $2`,
+    [source, new Date(end)],
+  );
+  const window = windows[0];
+  if (window === undefined) return new Map();
+  if (window.owns) return new Map(boundarySet);
+  const texts = [...boundarySet.keys()];
+  const { rows } = await db.query<{ i: number; n: number }>(
+    // One pass over the window's rows (a hash join on the payload), not one per text.
+    `with b as (select text, i, ${t.tryJsonb}(text) as payload from unnest($3::text[]) with ordinality as u(text, i)),
+          r as (select b.i, count(*) as n from b join ${t.records} r on r.payload = b.payload where r.source = $1 and r.window_start = $2 group by b.i),
+          q as (select b.i, count(*) as n from b join ${t.quarantine} q on q.payload_text = b.text where q.source = $1 and q.window_start = $2 group by b.i)
+     select b.i::int as i, (coalesce(r.n, 0) + coalesce(q.n, 0))::int as n from b left join r using (i) left join q using (i)`,
+    [source, window.start, texts],
+  );
+  const held = new Map<string, number>();
+  for (const { i, n } of rows) {
+    const text = texts[i - 1]!;
+    if (n > 0) held.set(text, Math.min(n, boundarySet.get(text)!));
+  }
+  return held;
+}
+
+/**
  * Marks the source's runs left `running` by a process that died (SIGKILL, power loss) as
  * `abandoned`. Called while holding the source's sync lock, so no live run of it is among them
  * (other sources' runs are theirs to mark).

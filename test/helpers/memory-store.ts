@@ -13,6 +13,7 @@ import type { ParkedWindow } from '../../src/sync/parked.js';
 import type { DroppedPartition, Partition } from '../../src/sync/partitions.js';
 import { dataRefusal } from '../../src/db/refusal.js';
 import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowStored, WindowWriter } from '../../src/sync/ports.js';
+import type { TextBag } from '../../src/sync/record-keys.js';
 import { subtractWindows, type Window } from '../../src/sync/windows.js';
 
 export interface StoredRecord {
@@ -273,6 +274,30 @@ class MemorySession implements StoreSession {
     const within = committed.filter((w) => overlaps(w, range));
     const before = committed.filter((w) => w.end <= range.start).sort((a, b) => b.end - a.end)[0];
     return [...within, ...(before ? [before] : [])].map((w) => ({ start: w.start, end: w.end, totalRecords: w.totalRecords }));
+  }
+
+  async heldAtEnd(end: number, boundarySet: TextBag): Promise<TextBag> {
+    this.#check();
+    const window = this.store.ledger.find((w) => w.end === end);
+    if (window === undefined) return new Map();
+    if (window.parked !== undefined || window.expired) return new Map(boundarySet);
+    // Stored payloads compare as parsed (jsonb equality, up to key order: the tests' records keep theirs), quarantined ones as text.
+    const stored = new Map<string, number>();
+    const add = (key: string) => stored.set(key, (stored.get(key) ?? 0) + 1);
+    for (const r of this.store.records) if (r.window.start === window.start) add(JSON.stringify(r.payload));
+    for (const q of this.store.quarantine) if (q.window.start === window.start) add(q.text);
+    const held: TextBag = new Map();
+    for (const [text, count] of boundarySet) {
+      let key = text;
+      try {
+        key = JSON.stringify(JSON.parse(text));
+      } catch {
+        // not JSON: only a quarantined text can match it
+      }
+      const n = Math.min(count, (stored.get(key) ?? 0) + (key === text ? 0 : (stored.get(text) ?? 0)));
+      if (n > 0) held.set(text, n);
+    }
+    return held;
   }
 
   #ledger(where: (w: LedgerRow) => boolean): Window[] {
