@@ -212,7 +212,7 @@ export function renderMarkdown(result: SoakResult): string {
     ...sourceNames.map((name) => {
       const d = result.derivedChecks[name];
       return d
-        ? `- Derived tables of \`${name}\`: records_hourly ${d.rows.hourly} rows (${d.expiredRows.hourly} of expired windows), records_hourly_distinct ${d.rows.hourlyDistinct} (${d.expiredRows.hourlyDistinct} of expired windows), records_daily_distinct ${d.rows.dailyDistinct}, record_fields ${d.rows.fields} fields, records_typed ${d.typedRows} rows${d.problems.length ? `; problems: ${d.problems.join('; ')}` : '; all equal'}${d.arrivedTooLate ? `; ${d.arrivedTooLate} records of expired windows left out: they arrived upstream less than one audit period + 60 s before their window expired` : ''}.`
+        ? `- Derived tables of \`${name}\`: records_hourly ${d.rows.hourly} rows (${d.expiredRows.hourly} of expired windows), records_hourly_distinct ${d.rows.hourlyDistinct} (${d.expiredRows.hourlyDistinct} of expired windows), records_daily_distinct ${d.rows.dailyDistinct}, record_fields ${d.rows.fields} fields, records_typed ${d.typedRows} rows${d.problems.length ? `; problems: ${d.problems.join('; ')}` : '; all equal'}${d.arrivedTooLate ? `; ${d.arrivedTooLate} records of expired windows optional: they arrived upstream less than one audit period + 60 s before their window expired, so an audit may or may not have loaded them` : ''}.`
         : `- Derived tables of \`${name}\`: not checked.`;
     }),
     `- serve CPU ${result.replicas.map((r) => `${r.name} ${r.cpuSeconds?.toFixed(1) ?? 'n/a'} s`).join(', ')} (B: its restarted process), PostgreSQL CPU ${result.postgresCpuSeconds?.toFixed(1) ?? 'n/a'} s over the soak.`,
