@@ -30,7 +30,7 @@ describe('boundary sets at a cut where a ledger window ends', () => {
   it('drops the whole set without heldBefore, and asks the store nothing for an empty set', async () => {
     expect(await new Boundaries('auto', new Set([CUT])).quick(start, part, () => Promise.resolve(asked))).toEqual({ drop: asked });
     const b = new Boundaries('auto', new Set([CUT]), () => Promise.reject(new Error('not asked')));
-    expect(await b.quick(start, part, () => Promise.resolve(new Map()))).toEqual({ drop: new Map() });
+    expect(await b.quick(start, part, () => Promise.resolve(new Map<string, number>()))).toEqual({ drop: new Map() });
   });
 
   it('keeps the set at the start of a window with no window before it', async () => {
