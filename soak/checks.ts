@@ -15,6 +15,8 @@ import { verifyWindows, type WindowCheck } from './verify.js';
 
 /** At the end, the watermark may lag the clock by at most this. */
 const MAX_END_LAG_MS = 3 * 60_000;
+/** What an audit's own run may take on top of its period: a record had an audit to find it within period + this. */
+const AUDIT_RUN_SECONDS = 60;
 /** A reload must show on /metrics within one scrape interval (5 s) plus this, in seconds. */
 const RELOAD_SLACK_SECONDS = 1;
 /** Samples this long after the hostile minutes are left out of the flatness series too, in seconds (at most 2 % of a short run). */
@@ -25,7 +27,7 @@ const reloadSettleSeconds = (runSeconds: number) => Math.min(60, 0.05 * runSecon
 /** The check's note on late arrivals of expired windows that no audit had to load (soak/derived.ts). */
 const tooLate = (d: DerivedCheck): string =>
   d.arrivedTooLate
-    ? `; ${d.arrivedTooLate} records of expired windows optional (arrived < one audit period + 60 s before their window expired: loaded or not)`
+    ? `; ${d.arrivedTooLate} records of expired windows optional (arrived < one audit period + ${AUDIT_RUN_SECONDS} s before their window expired: loaded or not)`
     : '';
 
 /** What {@link endChecks} needs. */
@@ -161,7 +163,7 @@ export async function endChecks(i: EndInputs): Promise<{
       });
     }
     try {
-      const d = await verifyDerived(admin, schema, x.name, x.sim, i.syncStart, i.auditEveryMs + 60_000);
+      const d = await verifyDerived(admin, schema, x.name, x.sim, i.syncStart, i.auditEveryMs + AUDIT_RUN_SECONDS * 1000);
       derivedChecks[x.name] = d;
       checks.push({
         name: `rollups and catalogue of ${x.name} equal to its records`,
@@ -180,7 +182,7 @@ export async function endChecks(i: EndInputs): Promise<{
   const delays = lateRecords.filter((r) => r.foundAt !== undefined).map((r) => (r.foundAt! - r.insertedAt) / 1000);
   delays.sort((x, y) => x - y);
   const missing = lateRecords.length - delays.length;
-  const limit = i.auditEveryMs / 1000 + 60;
+  const limit = i.auditEveryMs / 1000 + AUDIT_RUN_SECONDS;
   const f = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? 'n/a' : `${v.toFixed(0)} s`);
   checks.push({
     name: `gamma's late records (beyond SYNC_LOOKBACK) found by the audit within one period`,
@@ -188,7 +190,7 @@ export async function endChecks(i: EndInputs): Promise<{
     detail:
       `${delays.length}/${lateRecords.length} found, ${i.late.tally.batches} batches up to ${(i.late.tally.maxAgeMs / 3_600_000).toFixed(1)} h back; ` +
       `delay insertion → stored: min ${f(delays[0])}, median ${f(quantile(delays, 0.5))}, p90 ${f(quantile(delays, 0.9))}, max ${f(delays.at(-1))} ` +
-      `(limit: the audit period ${i.auditEveryMs / 1000} s + 60 s for the audit's own run, sampled every 5 s); ${i.late.tally.deletions} deleted upstream and kept`,
+      `(limit: the audit period ${i.auditEveryMs / 1000} s + ${AUDIT_RUN_SECONDS} s for the audit's own run, sampled every 5 s); ${i.late.tally.deletions} deleted upstream and kept`,
   });
 
   const firstLate = Math.min(...lateRecords.map((r) => r.insertedAt));

@@ -56,11 +56,10 @@ export function multisetMinus(a: string[], b: string[]): string[] {
 
 /**
  * What a mismatched window's first missing and extra records are, for the report: each one's
- * timestamp, event type and user, and when it was inserted upstream when it is a late arrival.
+ * timestamp, event type and user, and when it was inserted upstream when it is a late arrival
+ * (`arrivals`: insertion time by canonical JSON).
  */
-function evidence(missing: readonly string[], extra: readonly string[], sim: Simulator): string {
-  const arrivals = new Map<string, number>();
-  for (const x of sim.dataset.insertions()) arrivals.set(canonicalJson(JSON.parse(x.json)), x.insertedAtMs);
+function evidence(missing: readonly string[], extra: readonly string[], arrivals: ReadonlyMap<string, number>): string {
   const show = (text: string): string => {
     const r = JSON.parse(text) as Record<string, unknown>;
     const at = arrivals.get(text);
@@ -71,15 +70,8 @@ function evidence(missing: readonly string[], extra: readonly string[], sim: Sim
 }
 
 /** The elements `a` and `b` share, as multisets (each as often as in the one holding fewer). */
-export function multisetIntersection(a: readonly string[], b: readonly string[]): string[] {
-  const left = new Map<string, number>();
-  for (const x of b) left.set(x, (left.get(x) ?? 0) + 1);
-  return a.filter((x) => {
-    const n = left.get(x) ?? 0;
-    if (n === 0) return false;
-    left.set(x, n - 1);
-    return true;
-  });
+export function multisetIntersection(a: string[], b: string[]): string[] {
+  return multisetMinus(a, multisetMinus(a, b));
 }
 
 /** A record deleted upstream after its window was loaded: its timestamp (never on a window boundary) and its canonical JSON. */
@@ -198,13 +190,18 @@ export async function verifyWindows(
     earlier.expected = multisetMinus(earlier.expected, moved);
     later.expected = [...later.expected, ...moved];
   }
+  let arrivals: Map<string, number> | undefined;
   for (const { name, expected, got, loaded } of compared) {
     if (sameMultiset(got, expected)) continue;
+    if (arrivals === undefined) {
+      arrivals = new Map();
+      for (const x of sim.dataset.insertions()) arrivals.set(canonicalJson(JSON.parse(x.json)), x.insertedAtMs);
+    }
     const missing = multisetMinus(expected, got);
     const extra = multisetMinus(got, expected);
     note(
       `${name}: ${got.length} stored, ${expected.length} expected (${missing.length} missing, ${extra.length} not in the dataset); ` +
-        `${loaded}; ${evidence(missing, extra, sim)}`,
+        `${loaded}; ${evidence(missing, extra, arrivals)}`,
     );
   }
   if (watermark !== undefined && cursor !== watermark.getTime())
