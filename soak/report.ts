@@ -20,6 +20,9 @@ export function verdictOf(check: Check): 'PASS' | 'FAIL' | 'not judged' {
   return check.judged === false ? 'not judged' : check.pass ? 'PASS' : 'FAIL';
 }
 
+/** A verdict for the markdown table: a failure in bold. */
+const emphasised = (verdict: ReturnType<typeof verdictOf>): string => (verdict === 'FAIL' ? '**FAIL**' : verdict);
+
 /** Whether a soak passed: every judged check passed. */
 export function soakPassed(checks: readonly Check[]): boolean {
   return checks.every((c) => c.judged === false || c.pass);
@@ -179,7 +182,7 @@ export function renderMarkdown(result: SoakResult): string {
     '',
     '## Verdicts',
     '',
-    mdTable([['', 'check', 'detail'], ...result.checks.map((c) => [verdictOf(c) === 'FAIL' ? '**FAIL**' : verdictOf(c), c.name, c.detail])]),
+    mdTable([['', 'check', 'detail'], ...result.checks.map((c) => [emphasised(verdictOf(c)), c.name, c.detail])]),
     '',
     ...result.notes.map((n) => `- ${n}`),
     '',
