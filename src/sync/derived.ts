@@ -98,7 +98,8 @@ export class Derived {
    * SYNC_SHRINK=keep, once the window's records of this read are all in (before its derived rows
    * are added): inserts again each record {@link deleteWindowRecords} saved as many times as it was
    * stored beyond the copies of the same payload (`payload::text`) this read stored (or had refused
-   * by a constraint or a trigger: quarantined with SQLSTATE class 23 or P0, so jsonb had read it),
+   * by a constraint or a trigger: quarantined with SQLSTATE class 23 or P0, so jsonb had read it, or
+   * left out as its start's boundary set, which the window before owns: `pg_temp.sync_kept_owned`),
    * so the window holds the union of both; what the derived tables subtracted for those records is
    * added back in the same statement (the rollups are then grouped from the window's records: pass
    * inexact counts).
@@ -150,6 +151,8 @@ export class Derived {
            union all
            select payload_text::jsonb::text from ${this.t.quarantine}
             where source = $3 and window_start >= $1 and window_start < $2 and left(sqlstate, 2) in ('23', 'P0')
+           union all
+           select payload::text from pg_temp.sync_kept_owned where payload is not null
          ) as now group by text
        )`,
     ];

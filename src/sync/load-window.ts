@@ -48,8 +48,9 @@ async function storeWindow(
   const fields: WindowFields = new Map();
   const rollup: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
   const breaches = new Map<string, FieldChange>();
-  await writeLeaves(ctx, job, writer, { tally, fields, rollup, breaches });
-  const stored = await writer.end();
+  const owned: string[] = [];
+  await writeLeaves(ctx, job, writer, { tally, fields, rollup, breaches, owned });
+  const stored = await writer.end(owned);
   // What this read returned; quarantined records count as stored: E6 still returns them.
   const returned = stored.records + tally.quarantined + stored.refused.length;
   const kept = stored.kept.records + stored.kept.quarantined;
@@ -77,9 +78,9 @@ async function writeLeaves(
   ctx: LoadContext,
   job: WindowJob,
   writer: WindowWriter,
-  into: { tally: WindowTally; fields: WindowFields; rollup: RollupCounts; breaches: Map<string, FieldChange> },
+  into: { tally: WindowTally; fields: WindowFields; rollup: RollupCounts; breaches: Map<string, FieldChange>; owned: string[] },
 ): Promise<void> {
-  const { tally, fields, rollup, breaches } = into;
+  const { tally, fields, rollup, breaches, owned } = into;
   const observer = ctx.observer;
   const stored = (records: number): void => observer?.pageLoaded?.({ records });
   const countRollup = ctx.derived.countRollup.bind(ctx.derived);
@@ -96,6 +97,7 @@ async function writeLeaves(
       tally.pages++;
       tally.totalRecords += page.length;
       tally.boundary += page.boundary;
+      owned.push(...page.owned);
       tally.outside += page.outside;
       tally.untimed += page.untimed;
       mergeFields(fields, page.fields);

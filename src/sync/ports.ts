@@ -206,9 +206,13 @@ export interface WindowWriter {
    * many times as it was stored beyond the copies of the same text this read stored: the window
    * then holds the multiset union of what was stored and what E6 returned now.
    *
+   * @param owned the exact texts of the records E6 returned at the window's start that the window
+   *   before owns (its start's boundary set, left out: boundary.ts). After `clear(true)` they count
+   *   as returned, so a copy of one stored here before (when the record reached the cut after the
+   *   window before was read) is not kept: the window before holds it now.
    * @throws the database's error when it is no data refusal.
    */
-  end(): Promise<WindowStored>;
+  end(owned?: readonly string[]): Promise<WindowStored>;
   /**
    * Adds the window's rollup groups and catalogued fields to the derived tables (once its records
    * are in). Inexact rollup counts (`exact` false) group the window's stored records instead.

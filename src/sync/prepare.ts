@@ -7,6 +7,7 @@ import type { AnalyticsPage } from '../upstream/analytics.js';
 import type { Derived, RollupCounts, WindowFields } from './derived.js';
 import type { PageRows, QuarantineRow } from './page-rows.js';
 import type { LeafPlace } from './reader.js';
+import { PageKeys } from './record-keys.js';
 import { storablePage } from './storable.js';
 import { recordTime } from './windows.js';
 
@@ -35,6 +36,12 @@ export interface PreparedPage {
   quarantine: QuarantineRow[];
   /** Records left out as the boundary set of the part's start, which the part before it keeps (boundary.ts). */
   boundary: number;
+  /**
+   * The exact texts of the records left out at the window's own start (the window before it owns
+   * them), in page order; empty for a part inside the window. SYNC_SHRINK=keep counts them as
+   * returned: E6 still returns them, so a copy this window stored before is not kept.
+   */
+  owned: string[];
   /** Kept records whose RECORD_TIME_FIELD lies outside the window (E6 filters on another time). */
   outside: number;
   untimed: number;
@@ -89,9 +96,16 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPl
     rows,
     quarantine,
     boundary: drop.size,
+    owned: drop.size > 0 && place.part.start === window.start ? ownedTexts(page, drop) : [],
     outside,
     untimed,
     fields,
     rollup,
   };
+}
+
+/** The exact texts of `page`'s records at `drop` (the page's keys are cached: the reader made them). */
+function ownedTexts(page: AnalyticsPage, drop: ReadonlySet<number>): string[] {
+  const keys = PageKeys.of(page);
+  return [...drop].sort((a, b) => a - b).map((i) => keys.text(i));
 }

@@ -36,6 +36,7 @@ import {
   readWatermark,
   recordWindow,
   restoreKeptQuarantine,
+  saveOwned,
   startRun,
   supportsCopyFromStdin,
   type PreparedQuery,
@@ -194,9 +195,10 @@ abstract class PgWindowWriter implements WindowWriter {
   abstract write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void>;
   abstract abort(reason: Error): Promise<Error | undefined>;
 
-  async end(): Promise<WindowStored> {
+  async end(owned: readonly string[] = []): Promise<WindowStored> {
     const stored = await this.store();
     if (!this.#keep) return { ...stored, kept: { records: 0, quarantined: 0 } };
+    await saveOwned(this.db, this.target.t, owned);
     const restored = await this.#restoreKeptRecords();
     // Records refused on their way back (a constraint added since) are kept in the quarantine.
     await insertQuarantined(this.db, this.target, restored.refused);

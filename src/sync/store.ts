@@ -252,7 +252,8 @@ export async function clearWindowRest(db: PoolClient, t: Tables, source: string,
 /**
  * Creates, when the session has none yet, the temporary tables where a window's stored rows wait
  * while it is re-read under SYNC_SHRINK=keep (emptied at each commit): `sync_kept_records` for
- * Derived.deleteWindowRecords, `sync_kept_quarantine` for {@link clearWindowRest}.
+ * Derived.deleteWindowRecords, `sync_kept_quarantine` for {@link clearWindowRest}, and
+ * `sync_kept_owned` for {@link saveOwned}.
  */
 export async function createKeptTables(db: Pick<PoolClient, 'query'>): Promise<void> {
   await db.query(
@@ -261,14 +262,27 @@ export async function createKeptTables(db: Pick<PoolClient, 'query'>): Promise<v
      ) on commit delete rows;
      create temp table if not exists sync_kept_quarantine (
        payload_text text not null, json_path text, reason text, sqlstate text, message text, event_time timestamptz, run_id bigint not null
-     ) on commit delete rows`,
+     ) on commit delete rows;
+     create temp table if not exists sync_kept_owned (payload_text text not null, payload jsonb) on commit delete rows`,
   );
+}
+
+/**
+ * SYNC_SHRINK=keep: saves the texts of the records this read of the window left out as its start's
+ * boundary set (the window before owns them: E6 still returns them) in the session's temporary
+ * table, with each as jsonb (null when jsonb refuses it), so that the union counts them as
+ * returned ({@link restoreKeptQuarantine}, Derived.restoreKeptRecords).
+ */
+export async function saveOwned(db: Pick<PoolClient, 'query'>, t: Tables, texts: readonly string[]): Promise<void> {
+  if (texts.length === 0) return;
+  await db.query(`insert into pg_temp.sync_kept_owned (payload_text, payload) select x, ${t.tryJsonb}(x) from unnest($1::text[]) as x`, [texts]);
 }
 
 /**
  * SYNC_SHRINK=keep, once the window's quarantined records of this read are in: inserts again each
  * quarantined record saved by {@link clearWindowRest} as many times as it was stored beyond the
- * copies of the same text this read quarantined (the union of both, by `payload_text`). A record
+ * copies of the same text this read quarantined or left out as its start's boundary set
+ * ({@link saveOwned}) (the union of both, by `payload_text`). A record
  * FIELD_CONTRACT=freeze quarantined (reason `contract:`) that this read stored in `records`
  * instead (the contract is `evolve` now, or its field is known since) counts as returned too,
  * compared as jsonb: it is loaded, not lost upstream.
@@ -282,8 +296,11 @@ export async function restoreKeptQuarantine(db: PoolClient, target: WindowTarget
     `with kept as (
        select k.*, row_number() over (partition by payload_text) as copy from pg_temp.sync_kept_quarantine k
      ), loaded as (
-       select payload_text, count(*) as n from ${t.quarantine}
-        where source = $3 and window_start >= $1 and window_start < $2 group by payload_text
+       select payload_text, count(*) as n from (
+         select payload_text from ${t.quarantine} where source = $3 and window_start >= $1 and window_start < $2
+         union all
+         select payload_text from pg_temp.sync_kept_owned
+       ) as now group by payload_text
      ), stored as (
        select c.payload_text, count(*) as n
          from (select distinct payload_text, ${t.tryJsonb}(payload_text) as payload from pg_temp.sync_kept_quarantine where reason like $4) c

@@ -409,17 +409,24 @@ class MemoryWindowWriter implements WindowWriter {
     return undefined;
   }
 
-  async end(): Promise<WindowStored> {
+  async end(owned: readonly string[] = []): Promise<WindowStored> {
     const stored = { records: this.#records.length, refused: [...this.#refused] };
     if (!this.#keep) return { ...stored, kept: { records: 0, quarantined: 0 } };
     // The multiset union by payload text: each stored copy beyond this read's copies of the same
-    // text (records, and those a constraint or trigger refused) is kept, in the quarantine when
-    // the store refuses it now.
+    // text (records, those a constraint or trigger refused, and those left out as the window's
+    // start's boundary set) is kept, in the quarantine when the store refuses it now.
     const keyOf = (r: StoredRecord) => JSON.stringify(r.payload);
     const refusedByRule = this.#refused.filter((q) => /^(23|P0)/.test(q.sqlstate!)).map((q) => ({ payload: JSON.parse(q.text) as unknown }) as StoredRecord);
+    const ownedRecords = owned.flatMap((text) => {
+      try {
+        return [{ payload: JSON.parse(text) as unknown } as StoredRecord];
+      } catch {
+        return [];
+      }
+    });
     const records: StoredRecord[] = [];
     const back: MemoryStore['quarantine'] = [];
-    for (const r of beyond(this.store.recordsOf(this.of.window), [...this.#records, ...refusedByRule], keyOf)) {
+    for (const r of beyond(this.store.recordsOf(this.of.window), [...this.#records, ...refusedByRule, ...ownedRecords], keyOf)) {
       const error = this.store.refuse?.(r.payload);
       const refusal = error === undefined ? undefined : dataRefusal(error);
       if (error !== undefined && refusal === undefined) throw Object.assign(new Error(error.message), error);
@@ -431,7 +438,7 @@ class MemoryWindowWriter implements WindowWriter {
     const loadedNow = this.#records.map((r) => ({ text: JSON.stringify(r.payload), reason: 'contract:' }) as QuarantineRow);
     const quarantined = beyond<QuarantineRow>(
       this.store.quarantine.filter((q) => inside(q.window, this.of.window)),
-      [...this.#quarantine, ...loadedNow],
+      [...this.#quarantine, ...loadedNow, ...owned.map((text) => ({ text }) as QuarantineRow)],
       (q) => (q.reason?.startsWith('contract:') ? asJson(q.text) : q.text),
     ).map((q) => ({ ...(q as MemoryStore['quarantine'][number]), window: this.of.window }));
     this.#records.push(...records);

@@ -288,6 +288,28 @@ describe('a sync run against an in-memory store and a fake E6', () => {
       expect([copies(500), copies(501), copies(502)]).toEqual([1, 3, 0]);
     });
 
+    it('under keep, a record that reached a cut late moves to the window before when both are read again, stored once', async () => {
+      // The fake E6's toDate is inclusive: a record at T0 + 1h comes with both windows, and [T0, T0 + 1h) owns it.
+      const atCut = T0 + HOUR;
+      const late = [record(700, atCut, { eventType: 'late' }), record(701, atCut, { note: 'a\u0000b' })];
+      const { store, e6, events, run } = harness(data);
+      await run({ from: FROM, to: TO });
+      e6.records = [...data, ...late];
+      // [T0, T0 + 1h) is not read again: [T0 + 1h, …) stores what it does not hold (one record, one quarantined).
+      await run({ from: new Date(atCut), to: TO }, { SYNC_SHRINK: 'keep' });
+      const where = () => [
+        ...store.records.filter((r) => (r.payload as FakeRecord).id === 700).map((r) => r.window.start),
+        ...store.quarantine.filter((q) => q.text.includes('"id":701')).map((q) => q.window.start),
+      ];
+      expect(where()).toEqual([atCut, atCut]);
+      // Both windows again: the earlier one owns them now; the later one keeps no copy as if E6 had deleted it.
+      const shrunkBefore = events.shrunk.length;
+      expect(loaded(await run({ from: FROM, to: TO }, { SYNC_SHRINK: 'keep' })).status).toBe('succeeded');
+      expect(where()).toEqual([T0, T0]);
+      expect(events.shrunk.slice(shrunkBefore)).toEqual([]);
+      expect(storedIds(store)).toEqual(ids([...data.filter((r) => Date.parse(r.timestamp) < TO.getTime()), late[0]!]));
+    });
+
     it('keeps quarantined records E6 no longer returns under keep', async () => {
       const bad = record(900, T0 + HOUR + 90_000, { note: 'a\u0000b' });
       const { store, e6, run } = harness([...data, bad]);
