@@ -18,9 +18,9 @@
  *   there. Either way the record is stored once, in the later window; a run that loads both
  *   windows again puts it back in the earlier one (under SYNC_SHRINK=keep the later window's
  *   union counts what it drops at its start as returned: PreparedPage.owned, WindowWriter.end).
- *   A run that loads the earlier window alone
- *   (`state reset` of it) keeps B(c) whole and stores such a record twice until the later window
- *   is loaded again; the audit sees that one (the later window's count is over E6's).
+ *   A run that loads the earlier window alone (`state reset` of it) keeps B(c) whole and stores
+ *   such a record twice until the later window is loaded again; the audit sees that one (the
+ *   later window's count is over E6's).
  * - guess of c, G(c): the texts the two parts next to c share. B(c) ⊆ G(c); they differ only when
  *   two records with the same text lie on either side of c.
  *
