@@ -80,7 +80,7 @@ export function flatFor(label: string, samples: readonly Sample[], steady: Stead
   return [
     judgeFlat(
       finite((s) => s.rssBytes),
-      { name: `${label} RSS`, maxGrowthRatio: 0.1, level: 'floor' },
+      { name: `${label} RSS`, maxGrowthRatio: 0.1, level: 'lowest' },
       mib,
       steadyBands((s) => s.rssBytes),
     ),

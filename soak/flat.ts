@@ -4,7 +4,7 @@
  * The first 20 % of a soak is warm-up (the backfill at startup, V8 sizing its heap, the pool
  * opening its connections) and is judged by nothing but the maxima. Two rules:
  *
- * - **Level**: the median (or the floor, {@link FlatRule.level}) of an end band of samples against
+ * - **Level**: the median (or the floor, or the lowest sample: {@link FlatRule.level}) of an end band of samples against
  *   that of a baseline band, as a ratio (RSS: at most +10 %) or as an absolute slack (descriptors,
  *   handles, connections). Both ignore the spikes of one sync run in flight at sampling time. By default the bands
  *   are the last 20 % and the 20 %–40 % of the series; a caller whose process changed its work
@@ -45,8 +45,17 @@ export interface FlatRule {
    * and how many samples of a band catch a run is a coincidence of schedules (the soak of
    * 2026-11-27 19:06 saw B's median go 34 -> 37 with its floor at 34 throughout); a leaked
    * descriptor stays open, so it raises the floor. Leaks while runs are in flight: the peak rule.
+   *
+   * `lowest`, the band's minimum, for RSS: V8 and malloc give memory back in steps, at a major
+   * collection, sometimes minutes after a burst of work. After the hostile minutes of the soak
+   * of 2026-11-28 00:27, A's RSS stayed at 151–157 MiB for 3 minutes of its 3.5-minute end band
+   * (heap used 29–47 MiB, as before them) and then fell to 115 MiB, under its baseline: the band's
+   * 10th percentile read 129 MiB (+10.4 %, failed). A leak is resident in every sample, the
+   * lowest included, so the minimum rises with it and with nothing else. In the 12 RSS series of
+   * six 30-minute soaks (2026-11-27/28) the minimum moved by −4.4 % to +2.4 % between the bands,
+   * the 10th percentile by −8.3 % to +11.2 %.
    */
-  level?: 'median' | 'floor';
+  level?: 'median' | 'floor' | 'lowest';
 }
 
 /** The share {@link FlatRule.level} `floor` reads. */
@@ -119,7 +128,8 @@ export function quantile(values: readonly number[], share: number): number {
  */
 export function judgeFlat(values: readonly number[], rule: FlatRule, format: (value: number) => string = String, bands?: LevelBands): FlatVerdict {
   const n = values.length;
-  const levelOf = (xs: readonly number[]) => (rule.level === 'floor' ? quantile(xs, FLOOR_SHARE) : median(xs));
+  const levelOf = (xs: readonly number[]) =>
+    rule.level === 'floor' ? quantile(xs, FLOOR_SHARE) : rule.level === 'lowest' ? (xs.length === 0 ? Number.NaN : Math.min(...xs)) : median(xs);
   const figures = {
     first: values[0] ?? Number.NaN,
     mid: values[n >> 1] ?? Number.NaN,
@@ -136,7 +146,7 @@ export function judgeFlat(values: readonly number[], rule: FlatRule, format: (va
     const counts = `${bands.baseline.length} and ${bands.end.length} samples in the level's bands (${bands.label})`;
     return { rule, ...figures, pass: false, reason: `${counts}; at least ${MIN_BAND_SAMPLES} each are needed to judge` };
   }
-  const levelName = rule.level === 'floor' ? `floor (p${FLOOR_SHARE * 100})` : 'median';
+  const levelName = rule.level === 'floor' ? `floor (p${FLOOR_SHARE * 100})` : rule.level === 'lowest' ? 'lowest' : 'median';
   const reasons: string[] = [];
   if (bands) reasons.push(`level ${bands.label}`);
   let pass = true;

@@ -94,6 +94,21 @@ describe('soak flatness: the level rule', () => {
     expect(v.pass).toBe(false);
     expect(v.reason).toContain('floor (p10)');
   });
+  it('judges RSS by its lowest sample: memory given back late passes, a leak fails', () => {
+    const rule = { name: 'RSS', maxGrowthRatio: 0.1, level: 'lowest' as const };
+    // Baseline 115-140; the end band holds 152-157 for most of its length after a burst, then falls to 115 (replica A, soak of 2026-11-28 00:27).
+    const baseline = Array.from({ length: 36 }, (_, i) => (i % 3 === 0 ? 140 : 115 + (i % 5)));
+    const late = [...Array.from({ length: 36 }, (_, i) => 152 + (i % 6)), 137, 128, 129, 135, 115, 115];
+    const bands = { baseline, end: late, label: 'baseline vs end' };
+    const all = [...baseline, ...late];
+    expect(judgeFlat(all, { ...rule, level: 'floor' }, String, bands).pass).toBe(false);
+    expect(judgeFlat(all, rule, String, bands).pass).toBe(true);
+    // A leak is resident in every sample: the lowest rises with it.
+    const leaking = late.map((v) => v + 15);
+    const v = judgeFlat([...baseline, ...leaking], rule, String, { ...bands, end: leaking });
+    expect(v.pass).toBe(false);
+    expect(v.reason).toContain('end lowest 130 > 115');
+  });
 });
 
 describe('soak verdict', () => {
