@@ -9,7 +9,6 @@
  * takes a window's delete, or the migration fails naming the publication.
  */
 import { runner } from 'node-pg-migrate';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE } from '../../src/db/migrate.js';
@@ -313,34 +312,29 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     await bed.pool.query(`create schema ${schema} authorization fp_exporter`);
     await bed.pool.query(`do $$ begin execute format('grant create on database %I to fp_exporter', current_database()); end $$`);
     // The exporter's own connection: every table its own, as in a deployment without a superuser.
-    const exporter = new pg.Pool({ connectionString: db.url, options: '-c role=fp_exporter', max: 1 });
-    try {
-      await migrateUpTo(exporter, schema, MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
-      await exporter.query(
-        `create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01T00:00:00Z') to ('2026-11-01T00:00:00Z')`,
-      );
-      await exporter.query(
-        `insert into ${schema}.records (source, payload, window_start, window_end, run_id) values ('default', '{}', '2026-10-02T00:00:00Z', '2026-10-03T00:00:00Z', 1)`,
-      );
-      await exporter.query(`grant usage on schema ${schema} to fp_lead`);
-      await exporter.query(`grant select on ${schema}.records to fp_lead with grant option`);
-      await bed.pool.query(`set role fp_lead`);
-      await bed.pool.query(`grant select on ${schema}.records to fp_analyst`);
-      await bed.pool.query(`reset role`);
+    const exporter = db.pool({ options: '-c role=fp_exporter', max: 1 });
+    await migrateUpTo(exporter, schema, MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
+    await exporter.query(
+      `create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01T00:00:00Z') to ('2026-11-01T00:00:00Z')`,
+    );
+    await exporter.query(
+      `insert into ${schema}.records (source, payload, window_start, window_end, run_id) values ('default', '{}', '2026-10-02T00:00:00Z', '2026-10-03T00:00:00Z', 1)`,
+    );
+    await exporter.query(`grant usage on schema ${schema} to fp_lead`);
+    await exporter.query(`grant select on ${schema}.records to fp_lead with grant option`);
+    await bed.pool.query(`set role fp_lead`);
+    await bed.pool.query(`grant select on ${schema}.records to fp_analyst`);
+    await bed.pool.query(`reset role`);
 
-      expect(await migrate(exporter, schema, silentLogger)).toEqual([FOOTPRINT]);
-      const { rows } = await exporter.query<{ line: string }>(
-        `select concat_ws(' ', pg_get_userbyid(c.relowner), pg_get_userbyid(a.grantor), pg_get_userbyid(a.grantee), a.privilege_type, a.is_grantable::text) as line
-           from pg_class c cross join lateral aclexplode(c.relacl) a where c.oid = $1::regclass and a.grantee <> c.relowner order by 1`,
-        [`${schema}.records`],
-      );
-      expect(rows.map((r) => r.line)).toEqual(['fp_exporter fp_exporter fp_analyst SELECT false', 'fp_exporter fp_exporter fp_lead SELECT true']);
-      const role = await exporter.query<{ role: string }>(`select current_user as role`);
-      expect(role.rows[0]!.role).toBe('fp_exporter');
-    } finally {
-      // Ended here, before the file's database is dropped under its idle connection.
-      await exporter.end();
-    }
+    expect(await migrate(exporter, schema, silentLogger)).toEqual([FOOTPRINT]);
+    const { rows } = await exporter.query<{ line: string }>(
+      `select concat_ws(' ', pg_get_userbyid(c.relowner), pg_get_userbyid(a.grantor), pg_get_userbyid(a.grantee), a.privilege_type, a.is_grantable::text) as line
+         from pg_class c cross join lateral aclexplode(c.relacl) a where c.oid = $1::regclass and a.grantee <> c.relowner order by 1`,
+      [`${schema}.records`],
+    );
+    expect(rows.map((r) => r.line)).toEqual(['fp_exporter fp_exporter fp_analyst SELECT false', 'fp_exporter fp_exporter fp_lead SELECT true']);
+    const role = await exporter.query<{ role: string }>(`select current_user as role`);
+    expect(role.rows[0]!.role).toBe('fp_exporter');
   });
   it('keeps the owner and every grant of records_typed across Up and Down: to a role, with grant option, by its grantor, to PUBLIC, on a kept column', async () => {
     const schema = 'footprint_typed';
@@ -480,7 +474,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     await createRoles('fp_exporter');
     await bed.pool.query(`create schema ${schema} authorization fp_exporter`);
     await bed.pool.query(`do $$ begin execute format('grant create on database %I to fp_exporter', current_database()); end $$`);
-    const exporter = new pg.Pool({ connectionString: db.url, options: '-c role=fp_exporter', max: 1 });
+    const exporter = db.pool({ options: '-c role=fp_exporter', max: 1 });
     try {
       await migrateUpTo(exporter, schema, MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
       // A replication administrator's publication (here the superuser's).
@@ -494,7 +488,6 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       expect(await publishes('fp_pub_foreign', `${schema}.records`)).toBe(true);
     } finally {
       await bed.pool.query(`drop publication if exists fp_pub_foreign`);
-      await exporter.end();
     }
   });
 });

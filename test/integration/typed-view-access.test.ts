@@ -4,7 +4,6 @@
  * stay as they were, and default privileges add nothing; an owner the syncing role may not give the
  * view back to leaves the view as it was, with a warning, and the window commits.
  */
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { migrate } from '../../src/db/migrate.js';
@@ -121,28 +120,24 @@ describe('records_typed recreated for a new field (real PostgreSQL)', () => {
     await bed.pool.query(`do $$ begin execute format('grant create on database %I to tv_exporter', current_database()); end $$`);
     // The exporter may act as the view's owner (drop the view), but that role may not create in the schema.
     await bed.pool.query(`grant tv_view_owner to tv_exporter`);
-    const exporter = new pg.Pool({ connectionString: db.url, options: '-c role=tv_exporter', max: 2 });
-    try {
-      await migrate(exporter, schema, silentLogger);
-      await sync(exporter, s, schema, START, HALF);
-      await bed.pool.query(`alter view ${schema}.records_typed owner to tv_view_owner`);
-      await bed.pool.query(`grant select on ${schema}.records_typed to tv_reader`);
-      const before = await accessOf(schema);
-      const columns = await columnsOf(schema);
-      expect(before).toEqual(['records_typed tv_view_owner - tv_view_owner tv_reader SELECT false']);
+    const exporter = db.pool({ options: '-c role=tv_exporter', max: 2 });
+    await migrate(exporter, schema, silentLogger);
+    await sync(exporter, s, schema, START, HALF);
+    await bed.pool.query(`alter view ${schema}.records_typed owner to tv_view_owner`);
+    await bed.pool.query(`grant select on ${schema}.records_typed to tv_reader`);
+    const before = await accessOf(schema);
+    const columns = await columnsOf(schema);
+    expect(before).toEqual(['records_typed tv_view_owner - tv_view_owner tv_reader SELECT false']);
 
-      const log = captureLog();
-      await sync(exporter, s, schema, HALF, END, createLogger('info', { format: 'json', destination: log }));
-      expect(await accessOf(schema)).toEqual(before);
-      expect(await columnsOf(schema)).toEqual(columns);
-      const warned = log.lines().filter((l) => String(l.msg).startsWith('records_typed could not be recreated'));
-      // One for each window with a new field (score, then grade), each tried again and refused.
-      expect(warned).toHaveLength(2);
-      for (const line of warned) expect(JSON.stringify(line.err)).toContain('permission denied for schema typed_owner');
-      const stored = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records where payload ? 'score' or payload ? 'grade'`);
-      expect(stored.rows[0]!.n).toBe(10);
-    } finally {
-      await exporter.end();
-    }
+    const log = captureLog();
+    await sync(exporter, s, schema, HALF, END, createLogger('info', { format: 'json', destination: log }));
+    expect(await accessOf(schema)).toEqual(before);
+    expect(await columnsOf(schema)).toEqual(columns);
+    const warned = log.lines().filter((l) => String(l.msg).startsWith('records_typed could not be recreated'));
+    // One for each window with a new field (score, then grade), each tried again and refused.
+    expect(warned).toHaveLength(2);
+    for (const line of warned) expect(JSON.stringify(line.err)).toContain('permission denied for schema typed_owner');
+    const stored = await bed.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.records where payload ? 'score' or payload ? 'grade'`);
+    expect(stored.rows[0]!.n).toBe(10);
   });
 });
