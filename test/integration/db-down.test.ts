@@ -133,6 +133,8 @@ describe('the database down at start', () => {
     expect(stderr + bodies.join('\n')).not.toContain(PASSWORD);
 
     const pool = new pg.Pool({ connectionString: database.url, max: 1 });
+    // pg-pool's end() resolves before its sockets close: a database dropped right after must not make an uncaught error.
+    pool.on('error', () => undefined);
     try {
       expect(await expectExactDataset(pool, schema, sim, SIM_START, new Date(SIM_END.getTime() + 1))).toBe(5000);
     } finally {
