@@ -6,7 +6,7 @@
  * STATISTICS_URL is then a configuration error.
  */
 import { createRequire } from 'node:module';
-import { loadConfig, type Config, type UpstreamConfig } from './config.js';
+import { loadConfig, type Config, type UpstreamConfig, type UpstreamRequests } from './config.js';
 import { ConfigError } from './errors.js';
 import type { Logger } from './log.js';
 
@@ -66,10 +66,12 @@ function demoUpstreamConfig(url: string, clientId: string, clientSecret: string)
 /**
  * Starts the demo simulator on 127.0.0.1 (ephemeral port) with the demo data up to now.
  *
+ * @param requests how the client calls it (SourceConfig.demo: UPSTREAM_TIMEOUT, UPSTREAM_RATE_LIMIT, …);
+ *   the settings' defaults when absent.
  * @returns the upstream configuration pointing at it, and `close()` to stop it.
  * @throws {ConfigError} (variable STATISTICS_URL) when the simulator package is not installed.
  */
-export async function startDemoUpstream(log: Logger): Promise<{ config: UpstreamConfig; close: () => Promise<void> }> {
+export async function startDemoUpstream(log: Logger, requests?: UpstreamRequests): Promise<{ config: UpstreamConfig; close: () => Promise<void> }> {
   // Loaded here, so that commands against the platform never load the simulator.
   const simulator = await importSimulator();
   if (simulator === undefined) throw notInstalled();
@@ -82,5 +84,5 @@ export async function startDemoUpstream(log: Logger): Promise<{ config: Upstream
     ...demoDatasetBounds(Date.now()),
   });
   log.warn({ url: running.url }, 'STATISTICS_URL is unset: using the built-in simulator with DEMO DATA, not the platform');
-  return { config: demoUpstreamConfig(running.url, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET), close: () => running.close() };
+  return { config: { ...demoUpstreamConfig(running.url, DEMO_CLIENT_ID, DEMO_CLIENT_SECRET), ...requests }, close: () => running.close() };
 }

@@ -123,7 +123,7 @@ async function checkSource(
   log: Logger,
   now: () => number,
 ): Promise<void> {
-  const demo = source.upstream === undefined ? await startDemoUpstream(log) : undefined;
+  const demo = source.upstream === undefined ? await startDemoUpstream(log, source.demo) : undefined;
   const upstream = source.upstream ?? demo!.config;
   const client = AnalyticsClient.fromConfig(upstream, { log });
   try {

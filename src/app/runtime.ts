@@ -65,7 +65,7 @@ export async function openUpstream(config: Config, log: Logger, observer?: Clien
  * platform, or the in-process demo simulator for the environment's source without STATISTICS_URL.
  */
 export async function openSourceUpstream(source: SourceConfig, log: Logger, observer?: ClientObserver): Promise<Upstream> {
-  const demo = source.upstream === undefined ? await startDemoUpstream(log) : undefined;
+  const demo = source.upstream === undefined ? await startDemoUpstream(log, source.demo) : undefined;
   const client = AnalyticsClient.fromConfig(source.upstream ?? demo!.config, { log, ...(observer ? { observer } : {}) });
   return {
     client,
@@ -100,7 +100,8 @@ export interface Upstreams {
  * @throws when the demo simulator cannot start; the clients themselves connect lazily.
  */
 export async function openUpstreams(config: Config, log: Logger, observerFor?: (source: string) => ClientObserver): Promise<Upstreams> {
-  const demo = config.sources.some((source) => source.upstream === undefined) ? await startDemoUpstream(log) : undefined;
+  const demoSource = config.sources.find((source) => source.upstream === undefined);
+  const demo = demoSource === undefined ? undefined : await startDemoUpstream(log, demoSource.demo);
   const sources = config.sources.map((source) => ({
     source,
     client: sourceClient(source.name, source.upstream ?? demo!.config, log, observerFor?.(source.name)),

@@ -22,6 +22,7 @@ import {
   type TlsFileSettings,
   type UpstreamConfig,
   type UpstreamLimits,
+  type UpstreamRequests,
 } from './types.js';
 
 /**
@@ -180,6 +181,15 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
   if (v.FIELD_CONTRACT === 'freeze' && v.FIELD_CATALOGUE === 'off')
     check('FIELD_CONTRACT', `'freeze' needs FIELD_CATALOGUE=on (the catalogue it compares records with)`);
   if (fromFile && v.STATISTICS_URL === undefined) check('STATISTICS_URL', 'is required');
+  const requests: UpstreamRequests = {
+    timeoutMs: v.UPSTREAM_TIMEOUT,
+    maxBodyBytes: v.UPSTREAM_MAX_BODY,
+    maxAttempts: v.UPSTREAM_MAX_ATTEMPTS,
+    retryMaxDelayMs: v.UPSTREAM_RETRY_MAX_DELAY,
+    ...(v.UPSTREAM_RATE_LIMIT !== undefined
+      ? { rateLimit: { ratePerSecond: v.UPSTREAM_RATE_LIMIT, burst: v.UPSTREAM_RATE_BURST ?? Math.ceil(v.UPSTREAM_RATE_LIMIT) } }
+      : {}),
+  };
   let upstream: UpstreamConfig | undefined;
   if (v.STATISTICS_URL !== undefined) {
     if (v.AUTH_URL === undefined) check('AUTH_URL', `is required when ${key('STATISTICS_URL')} is set`);
@@ -203,13 +213,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
       tokenAuthMethod: v.TOKEN_AUTH_METHOD,
       scope: v.TOKEN_SCOPE,
       tls,
-      timeoutMs: v.UPSTREAM_TIMEOUT,
-      maxBodyBytes: v.UPSTREAM_MAX_BODY,
-      maxAttempts: v.UPSTREAM_MAX_ATTEMPTS,
-      retryMaxDelayMs: v.UPSTREAM_RETRY_MAX_DELAY,
-      ...(v.UPSTREAM_RATE_LIMIT !== undefined
-        ? { rateLimit: { ratePerSecond: v.UPSTREAM_RATE_LIMIT, burst: v.UPSTREAM_RATE_BURST ?? Math.ceil(v.UPSTREAM_RATE_LIMIT) } }
-        : {}),
+      ...requests,
     };
   }
 
@@ -233,7 +237,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
     labelLimit: v.UPSTREAM_LABEL_LIMIT,
     labelValueLengthLimit: v.UPSTREAM_LABEL_VALUE_LENGTH_LIMIT,
   };
-  return { name, labels, upstream, sync, limits };
+  return { name, labels, upstream, ...(upstream === undefined ? { demo: requests } : {}), sync, limits };
 }
 
 /**

@@ -73,6 +73,9 @@ export interface UpstreamConfig {
   rateLimit?: RateLimit;
 }
 
+/** How the client sends its requests, whatever the platform: the part of {@link UpstreamConfig} the demo simulator takes too. */
+export type UpstreamRequests = Pick<UpstreamConfig, 'timeoutMs' | 'maxBodyBytes' | 'maxAttempts' | 'retryMaxDelayMs' | 'rateLimit'>;
+
 /** The client's TLS files (TLS_CLIENT_CERT_FILE and TLS_CLIENT_KEY_FILE together, TLS_CA_FILE), as paths. */
 export interface TlsFileSettings {
   cert?: SettingFile;
@@ -208,6 +211,12 @@ export interface SourceConfig {
   labels: Readonly<Record<string, string>>;
   /** Absent for the environment's source when STATISTICS_URL is unset: the built-in simulator (demo mode). */
   upstream: UpstreamConfig | undefined;
+  /**
+   * Without `upstream` (demo mode): how the client calls the built-in simulator, from the same
+   * settings (UPSTREAM_TIMEOUT, UPSTREAM_MAX_BODY, UPSTREAM_MAX_ATTEMPTS, UPSTREAM_RETRY_MAX_DELAY,
+   * UPSTREAM_RATE_LIMIT, UPSTREAM_RATE_BURST), so that they apply to the demo too.
+   */
+  demo?: UpstreamRequests;
   /** How this source is synced; the tables it is synced into are {@link Config.tables}, the same for every source. */
   sync: SyncConfig;
   /** What serve reads of this source's E7 text at most. */
