@@ -10,12 +10,36 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { InvalidArgumentError } from '../errors.js';
 import { classifyFailure } from '../failures.js';
-import { createLogger } from '../log.js';
+import { DRAIN_TIMEOUT_MS } from '../app/drain.js';
+import { createLogger, type Logger } from '../log.js';
 import { selectSources } from '../app/sources.js';
 import type { AuditOutcome } from '../app/verify.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
 import { loadConfigForCommand } from './common.js';
-import { handleSignals, parseIsoOption } from './sync.js';
+import { handleShutdownSignals, type Shutdown } from './shutdown.js';
+import { parseIsoOption } from './sync.js';
+
+/**
+ * SIGINT/SIGTERM for `verify`: the first signal aborts `controller` (a comparison ends without
+ * repairs, a repair run rolls back the window it is loading) and exits 1 after `drainTimeoutMs` if
+ * the audit has not stopped by then, since a difference may be left (README, The audit: `verify`);
+ * a second signal exits at once with 128 + its number.
+ */
+export function handleVerifySignals(controller: AbortController, log: Logger, drainTimeoutMs = DRAIN_TIMEOUT_MS): Shutdown {
+  return handleShutdownSignals({
+    log,
+    stopping: 'stopping: the comparison ends without repairs, and a repair under way rolls back its current window (send the signal again to exit at once)',
+    stop: () => controller.abort(),
+    bound: {
+      ms: drainTimeoutMs,
+      exitCode: EXIT_FAILURE,
+      level: 'warn',
+      message:
+        'the audit did not stop in time (it waits on a request that cannot be cancelled); exiting without it: the database rolls back an open window, repaired windows are kept, differences may be left',
+    },
+    forced: 'second signal: exiting at once; an open window is rolled back by the database',
+  });
+}
 
 /** The command's own options, as commander hands them over (dates already parsed by {@link parseIsoOption}). */
 const verifyOptions = z
@@ -69,7 +93,7 @@ export function registerVerifyCommand(program: Command): void {
       const { verifySources } = await import('../app/verify.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
       const controller = new AbortController();
-      const signals = handleSignals(controller, log);
+      const signals = handleVerifySignals(controller, log);
       /** One source's exit status; its lines carry `source`. */
       const outcomeExitCode = ({ result, error, log: about }: AuditOutcome): number => {
         if (result !== undefined) return result.left.length === 0 ? EXIT_OK : EXIT_FAILURE;
