@@ -118,6 +118,13 @@ export function quantile(values: readonly number[], share: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(share * sorted.length) - 1))]!;
 }
 
+/** What each {@link FlatRule.level} reads of a band, and its name in the reason (the lowest sample is the 0 quantile). */
+const LEVELS: Record<NonNullable<FlatRule['level']>, { of: (xs: readonly number[]) => number; name: string }> = {
+  median: { of: (xs) => median(xs), name: 'median' },
+  floor: { of: (xs) => quantile(xs, FLOOR_SHARE), name: `floor (p${FLOOR_SHARE * 100})` },
+  lowest: { of: (xs) => quantile(xs, 0), name: 'lowest' },
+};
+
 /**
  * Judges one series of samples (in time order, equally spaced) by `rule`.
  *
@@ -128,15 +135,14 @@ export function quantile(values: readonly number[], share: number): number {
  */
 export function judgeFlat(values: readonly number[], rule: FlatRule, format: (value: number) => string = String, bands?: LevelBands): FlatVerdict {
   const n = values.length;
-  const levelOf = (xs: readonly number[]) =>
-    rule.level === 'floor' ? quantile(xs, FLOOR_SHARE) : rule.level === 'lowest' ? (xs.length === 0 ? Number.NaN : Math.min(...xs)) : median(xs);
+  const level = LEVELS[rule.level ?? 'median'];
   const figures = {
     first: values[0] ?? Number.NaN,
     mid: values[n >> 1] ?? Number.NaN,
     last: values[n - 1] ?? Number.NaN,
     max: n === 0 ? Number.NaN : Math.max(...values),
-    baseline: levelOf(bands?.baseline ?? band(values, 0.2, 0.4)),
-    end: levelOf(bands?.end ?? band(values, 0.8, 1)),
+    baseline: level.of(bands?.baseline ?? band(values, 0.2, 0.4)),
+    end: level.of(bands?.end ?? band(values, 0.8, 1)),
     firstHalfMax: n === 0 ? Number.NaN : Math.max(...values.slice(0, Math.ceil(n / 2))),
     secondHalfMax: n === 0 ? Number.NaN : Math.max(...values.slice(Math.ceil(n / 2))),
     secondHalfHigh: quantile(values.slice(Math.ceil(n / 2)), 0.99),
@@ -146,7 +152,6 @@ export function judgeFlat(values: readonly number[], rule: FlatRule, format: (va
     const counts = `${bands.baseline.length} and ${bands.end.length} samples in the level's bands (${bands.label})`;
     return { rule, ...figures, pass: false, reason: `${counts}; at least ${MIN_BAND_SAMPLES} each are needed to judge` };
   }
-  const levelName = rule.level === 'floor' ? `floor (p${FLOOR_SHARE * 100})` : rule.level === 'lowest' ? 'lowest' : 'median';
   const reasons: string[] = [];
   if (bands) reasons.push(`level ${bands.label}`);
   let pass = true;
@@ -156,13 +161,13 @@ export function judgeFlat(values: readonly number[], rule: FlatRule, format: (va
     pass &&= ok;
     const growth = figures.baseline > 0 ? ((figures.end / figures.baseline - 1) * 100).toFixed(1) : 'n/a';
     reasons.push(
-      `end ${levelName} ${format(figures.end)} ${ok ? '≤' : '>'} ${format(figures.baseline)} + ${(rule.maxGrowthRatio * 100).toFixed(0)} % (${growth} %)`,
+      `end ${level.name} ${format(figures.end)} ${ok ? '≤' : '>'} ${format(figures.baseline)} + ${(rule.maxGrowthRatio * 100).toFixed(0)} % (${growth} %)`,
     );
   }
   if (rule.levelSlack !== undefined) {
     const ok = figures.end <= figures.baseline + rule.levelSlack;
     pass &&= ok;
-    reasons.push(`end ${levelName} ${format(figures.end)} ${ok ? '≤' : '>'} baseline ${format(figures.baseline)} + ${rule.levelSlack}`);
+    reasons.push(`end ${level.name} ${format(figures.end)} ${ok ? '≤' : '>'} baseline ${format(figures.baseline)} + ${rule.levelSlack}`);
   }
   if (rule.peakSlack !== undefined) {
     const ok = figures.secondHalfHigh <= figures.firstHalfMax + rule.peakSlack;
