@@ -1,5 +1,5 @@
 /**
- * The end-of-soak check of the tables derived from `records` (src/sync/derived.ts), per source,
+ * The end-of-soak check of the tables derived from `records` (src/sync/derived/index.ts), per source,
  * with the soak's settings (ROLLUP_DIMENSIONS event_type=eventType,customer_id=customerId;
  * ROLLUP_DISTINCT user_id=userId by customer_id=customerId; the field catalogue on).
  *

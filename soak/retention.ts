@@ -9,7 +9,7 @@
  * drops it and marks its windows expired in the ledger. The other partitions stay.
  */
 import type pg from 'pg';
-import { partitionName, partitionRange } from '../src/sync/partitions.js';
+import { partitionName, partitionRange } from '../src/sync/store/pg/partitions.js';
 import { formatDuration } from '../src/time.js';
 import type { Window } from '../src/sync/windows.js';
 

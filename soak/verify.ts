@@ -8,7 +8,7 @@
  * as E6 sent it), and records deleted upstream after their window was loaded are expected still
  * stored (SYNC_SHRINK=keep keeps them). A record E6 returns at a cut with both windows belongs to
  * the earlier one, or to the later one when it came to the cut after the earlier one was read
- * (src/sync/boundary.ts: stored once either way); those are counted.
+ * (src/sync/membership/boundary.ts: stored once either way); those are counted.
  */
 import type pg from 'pg';
 import type { Simulator } from '@analytics-exporter/simulator';
@@ -26,7 +26,7 @@ export interface WindowCheck {
   /** Rows in records_quarantine, and records deleted upstream that the windows kept (SYNC_SHRINK=keep). */
   quarantined: number;
   keptDeleted: number;
-  /** Records at a cut stored by the later window: they came after the earlier window was loaded (src/sync/boundary.ts). */
+  /** Records at a cut stored by the later window: they came after the earlier window was loaded (src/sync/membership/boundary.ts). */
   keptByLater: number;
   expectedRecords: number;
   /** The watermark the windows must end at. */
@@ -154,7 +154,7 @@ export async function verifyWindows(
       continue;
     }
     // What E6 serves for the window (startDate = start, toDate = end), less what it serves at its
-    // start when a window before it keeps those (src/sync/boundary.ts: the earlier part keeps a
+    // start when a window before it keeps those (src/sync/membership/boundary.ts: the earlier part keeps a
     // record E6 returns with both).
     const servedTexts = sim.servedJson(window.start, window.end);
     const expectedTexts = from === start.getTime() ? servedTexts : multisetMinus(servedTexts, sim.servedJson(window.start, window.start));
@@ -175,7 +175,7 @@ export async function verifyWindows(
     const boundary = from === start.getTime() ? [] : sim.servedJson(window.start, window.start).map((text) => canonicalJson(JSON.parse(text)));
     compared.push({ name, from, to, expected, got, boundary, loaded: `loaded by run ${window.runId} at ${window.loadedAt.toISOString()}` });
   }
-  // A record at a cut that came after the earlier window was loaded is kept by the later one (src/sync/boundary.ts).
+  // A record at a cut that came after the earlier window was loaded is kept by the later one (src/sync/membership/boundary.ts).
   let keptByLater = 0;
   for (let i = 1; i < compared.length; i++) {
     const earlier = compared[i - 1]!;

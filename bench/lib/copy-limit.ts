@@ -14,9 +14,9 @@ import { migrate } from '../../src/db/migrate.js';
 import { createPool, withClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { createDataset } from '@analytics-exporter/simulator';
-import { catalogueRecords, type FieldStats, type WindowFields } from '../../src/sync/derived.js';
-import { ensurePartitions } from '../../src/sync/partitions.js';
-import { Tables } from '../../src/sync/store.js';
+import { catalogueRecords, type FieldStats, type WindowFields } from '../../src/sync/derived/index.js';
+import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
+import { Tables } from '../../src/sync/store/pg/sql.js';
 import { alignDown } from '../../src/sync/windows.js';
 
 /** COPY text format: backslash, newline, carriage return and tab are escaped. */
@@ -30,7 +30,7 @@ function copyText(value: string): string {
  * (source, payload, event_time, window_start, run_id).
  *
  * @param fields when given, filled with each window's field catalogue (window start in ms →
- *   the records' top-level fields, as the sync catalogues a page: src/sync/derived.ts).
+ *   the records' top-level fields, as the sync catalogues a page: src/sync/derived/index.ts).
  * @returns the number of rows written.
  */
 export async function writeCopyFile(

@@ -1,6 +1,6 @@
 /**
  * The upstream side's limit: reads the same windows as `sync` would, with the same client and
- * window reader (src/upstream/analytics.ts, src/sync/reader.ts: the same splits, the same
+ * window reader (src/upstream/analytics.ts, src/sync/read/reader.ts: the same splits, the same
  * concurrency), but discards every page instead of writing it. Run as a child process by the
  * bench (`node --import tsx bench/lib/fetch-only.ts '<json>'`); prints one JSON line: records,
  * pages (leaves), E6 requests, seconds from the first request to the last page, and the

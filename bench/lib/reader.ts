@@ -1,11 +1,11 @@
 /**
- * Reads windows through the sync's own window reader (src/sync/reader.ts), configured as
- * src/sync/run.ts configures it, but discarding the pages: for the upstream's limit (fetch-only)
+ * Reads windows through the sync's own window reader (src/sync/read/reader.ts), configured as
+ * src/sync/run/run.ts configures it, but discarding the pages: for the upstream's limit (fetch-only)
  * and the requests-per-window benchmark.
  */
 import type { SyncConfig } from '../../src/config.js';
-import { WindowReader } from '../../src/sync/reader.js';
-import { RecordEstimate } from '../../src/sync/split.js';
+import { WindowReader } from '../../src/sync/read/reader.js';
+import { RecordEstimate } from '../../src/sync/read/slices.js';
 import { recordTime, type Window } from '../../src/sync/windows.js';
 import type { AnalyticsClient } from '../../src/upstream/analytics.js';
 

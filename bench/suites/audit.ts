@@ -1,5 +1,5 @@
 /**
- * 11. The audit's cost (`verify`, src/sync/audit.ts): E6 requests to compare a year of hourly
+ * 11. The audit's cost (`verify`, src/sync/audit/compare.ts): E6 requests to compare a year of hourly
  * windows (8,760) with E6, with no drift and with k windows that differ, against the budgets of
  * issue 24: at most 20 with no drift, at most 1 + 2·k·⌈log2 8,760⌉ with k. The year is seeded in
  * PostgreSQL from what the simulator serves (test/helpers/audit-seed.ts, as a sync stores it);
@@ -11,7 +11,7 @@
 import { loadConfig } from '../../src/config.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { auditSource, type AuditResult } from '../../src/sync/verify.js';
+import { auditSource, type AuditResult } from '../../src/sync/audit/source.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { HOUR_MS, seedHourlyHistory } from '../../test/helpers/audit-seed.js';

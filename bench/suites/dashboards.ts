@@ -5,7 +5,7 @@
  * schema holding N records over 30 days.
  *
  * The data is loaded fast, not through a sync: migrate, create the partitions the range needs
- * (src/sync/partitions.ts, PARTITION_INTERVAL's default, month), `psql \copy` the simulator's
+ * (src/sync/store/pg/partitions.ts, PARTITION_INTERVAL's default, month), `psql \copy` the simulator's
  * records (bench/lib/copy-limit.ts), rebuild records_hourly, records_hourly_distinct and records_daily_distinct as `rollup rebuild` does
  * (Derived.rebuildRollup), merge each one-day window's field catalogue as a sync's commit does
  * (catalogueRecords, Derived.addWindowRecords), write the ledger a sync would have written (one
@@ -17,9 +17,9 @@ import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana
 import { DEFAULT_SOURCE, loadConfig } from '../../src/config.js';
 import { createPool, withClient, withTransaction, type PoolClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { Derived, type WindowFields } from '../../src/sync/derived.js';
-import { ensurePartitions, listPartitions } from '../../src/sync/partitions.js';
-import { Tables } from '../../src/sync/store.js';
+import { Derived, type WindowFields } from '../../src/sync/derived/index.js';
+import { ensurePartitions, listPartitions } from '../../src/sync/store/pg/partitions.js';
+import { Tables } from '../../src/sync/store/pg/sql.js';
 import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
 import { renderSql, type Selection } from '../../grafana/src/interpolate.js';
 import { migrateSchema, timePsqlCopy, writeCopyFile } from '../lib/copy-limit.js';
@@ -85,7 +85,7 @@ interface Target {
 }
 
 const SCHEMA = 'analytics';
-/** records_daily_distinct of {@link SCHEMA} (src/sync/derived.ts names it; Tables does not). */
+/** records_daily_distinct of {@link SCHEMA} (src/sync/derived/index.ts names it; Tables does not). */
 const DAILY = `${SCHEMA}.records_daily_distinct`;
 
 function loadDashboard(): Dashboard {
@@ -296,7 +296,7 @@ export function renderDashboards(result: DashboardsResult): string[] {
     '',
     `Every SQL query of grafana/dashboards/analytics-history.json (each panel and each query variable, variables evaluated in order and "All" customers selected), with Grafana's macros expanded by grafana/src/interpolate.ts, ` +
       `for a ${spec.rangesDays.map((d) => `${d}-day`).join(' and a ')} range ending at the data's end; 1 warm-up, then the median of ${spec.runs} runs, in ms (client wall time over loopback, one connection). ` +
-      `Data: the simulator's records over ${spec.days} days (one-day windows) loaded by \`psql \\copy\` into monthly partitions made by src/sync/partitions.ts, records_hourly, records_hourly_distinct and records_daily_distinct rebuilt from them (Derived.rebuildRollup, as \`rollup rebuild\`, default ROLLUP_* settings), ` +
+      `Data: the simulator's records over ${spec.days} days (one-day windows) loaded by \`psql \\copy\` into monthly partitions made by src/sync/store/pg/partitions.ts, records_hourly, records_hourly_distinct and records_daily_distinct rebuilt from them (Derived.rebuildRollup, as \`rollup rebuild\`, default ROLLUP_* settings), ` +
       'the field catalogue merged window by window (catalogueRecords and Derived.addWindowRecords, as a sync commits), one succeeded run with a ledger window per day, then ANALYZE. ' +
       '"catalogue s" is the merge only: the fields are gathered while the COPY file is written, as a sync gathers them while a page waits for the writer.',
     '',

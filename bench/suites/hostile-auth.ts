@@ -21,7 +21,7 @@ import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { ROOT, startServeChild, upstreamEnv, type ServerChild } from '../lib/children.js';
 import { withFreshDatabase, type BenchContext } from '../lib/context.js';
 import { median } from '../lib/stats.js';
-import { BasicAuth } from '../../src/serve/basic-auth.js';
+import { BasicAuth } from '../../src/serve/web/basic-auth.js';
 
 export interface HostileAuthPlan {
   /** Concurrent wrong-password attackers from one address. */

@@ -513,7 +513,7 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
 
 /**
  * Issue 26 item 5: the fields and JSON types each source's catalogue gained after its first run
- * (record_field_changes, src/sync/contract.ts), newest first.
+ * (record_field_changes, src/sync/run/field-contract.ts), newest first.
  */
 function withSchemaChanges(builder: dashboard.DashboardBuilder): void {
   builder.withRow(new dashboard.RowBuilder('Schema changes')).withPanel(

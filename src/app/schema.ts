@@ -1,20 +1,20 @@
 /**
- * The application layer of the tables derived from `records` (src/sync/derived.ts): migrating a
+ * The application layer of the tables derived from `records` (src/sync/derived/index.ts): migrating a
  * schema together with its rollup, rebuilding the rollup on demand, and reading the field
  * catalogue, for the commands migrate, rollup rebuild and fields. (A sync run checks the rollup
- * itself, under its own lock: src/sync/run.ts.)
+ * itself, under its own lock: src/sync/run/run.ts.)
  */
 import type { Config } from '../config.js';
 import { migrate } from '../db/migrate.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { Derived, readFields, type FieldRow } from '../sync/derived.js';
-import { schemaLockName } from '../sync/context.js';
-import { Tables } from '../sync/store.js';
+import { Derived, readFields, type FieldRow } from '../sync/derived/index.js';
+import { schemaLockName } from '../sync/run/context.js';
+import { Tables } from '../sync/store/pg/sql.js';
 
 /**
  * Runs `fn` on a client holding the schema's sync lock exclusively (waiting for the running syncs
- * of every source, which hold it shared: src/sync/run.ts), in one transaction. records_hourly is
+ * of every source, which hold it shared: src/sync/run/run.ts), in one transaction. records_hourly is
  * one table for every source, so its rebuild excludes them all.
  */
 async function underSyncLock<T>(

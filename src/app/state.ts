@@ -1,7 +1,7 @@
 /**
  * The application layer of the `state` commands: each source's state read, its watermark moved, its
- * windows marked for re-load (src/sync/state.ts), each under the source's sync lock — the lock a
- * sync run of it takes (src/sync/context.ts sourceLockName) — tried, never waited for: a source
+ * windows marked for re-load (src/sync/store/pg/ledger-state.ts), each under the source's sync lock — the lock a
+ * sync run of it takes (src/sync/run/context.ts sourceLockName) — tried, never waited for: a source
  * whose lock another process holds is reported as locked. The schema is migrated first, as by
  * every database command.
  */
@@ -9,9 +9,17 @@ import type { Config, SourceConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { sourceLockName } from '../sync/context.js';
-import { markForReload, readSourceState, setWatermark, type ReloadMarks, type SourceState, type WatermarkMove, type WindowGroup } from '../sync/state.js';
-import { Tables } from '../sync/store.js';
+import { sourceLockName } from '../sync/run/context.js';
+import {
+  markForReload,
+  readSourceState,
+  setWatermark,
+  type ReloadMarks,
+  type SourceState,
+  type WatermarkMove,
+  type WindowGroup,
+} from '../sync/store/pg/ledger-state.js';
+import { Tables } from '../sync/store/pg/sql.js';
 import { iso, type Window } from '../sync/windows.js';
 
 /** The outcome of work under a source's lock: its value, or the source whose lock another process holds. */
@@ -45,7 +53,7 @@ export async function showState(pool: Pool, config: Config, log: Logger, sources
 }
 
 /**
- * Moves `source`'s watermark to `to` (src/sync/state.ts setWatermark: forward past a stretch not
+ * Moves `source`'s watermark to `to` (src/sync/store/pg/ledger-state.ts setWatermark: forward past a stretch not
  * loaded only with `force`), counting from the configured START_DATE when it has none.
  *
  * @throws {InvalidArgumentError} when refused (naming --force and the first unloaded stretch); the database's error.
@@ -64,7 +72,7 @@ export async function moveWatermark(
   );
 }
 
-/** Marks `source`'s windows overlapping `range` for re-load by its next resumed run (src/sync/state.ts markForReload). */
+/** Marks `source`'s windows overlapping `range` for re-load by its next resumed run (src/sync/store/pg/ledger-state.ts markForReload). */
 export async function resetWindows(pool: Pool, config: Config, log: Logger, reset: { source: SourceConfig; range: Window }): Promise<UnderLock<ReloadMarks>> {
   await migrate(pool, config.database.schema, log);
   return underSourceLock(pool, config, reset.source.name, (db, t) => markForReload(db, t, reset.source.name, reset.range));

@@ -9,7 +9,7 @@ import type { Config, SourceConfig } from '../config.js';
 import { requireDemoSimulator } from '../demo.js';
 import { ConfigError, displayUrl } from '../errors.js';
 import { createLogger } from '../log.js';
-import { readWebConfigSetting } from '../serve/webconfig.js';
+import { readWebConfigSetting } from '../serve/web/webconfig.js';
 import { configOverrides } from './options.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
 import { loadCommandConfig } from './common.js';

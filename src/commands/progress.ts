@@ -3,7 +3,7 @@
  * (never inside it), and once the bar is cleared, the run's summary.
  */
 import { describeError } from '../errors.js';
-import type { SyncObserver, SyncResult } from '../sync/run.js';
+import type { SyncObserver, SyncResult } from '../sync/run/run.js';
 
 /** The terminal side of a stream: process.stderr, or a test's fake. Writes are synchronous (a TTY's are). */
 export interface TerminalLike {

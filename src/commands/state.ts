@@ -1,6 +1,6 @@
 /**
  * `analytics-exporter state show|set-watermark|reset`: each source's sync state, read and repaired
- * without SQL (src/app/state.ts, src/sync/state.ts). Each runs under the source's sync lock, tried
+ * without SQL (src/app/state.ts, src/sync/store/pg/ledger-state.ts). Each runs under the source's sync lock, tried
  * once: exit 1 naming the source when another process holds it (a run, an audit, another state
  * command). Exit 2 for bad usage, naming the flag: an unknown --source, a missing flag, an instant
  * that is not ISO 8601 with a zone, --from not before --to, a watermark moved forward past windows

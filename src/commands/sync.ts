@@ -3,7 +3,7 @@
  * each source (or of those named), for cron or a Kubernetes CronJob. Exit 0 when every source
  * succeeded, found another run holding its lock, or stopped cleanly by SIGINT/SIGTERM (current
  * window rolled back, committed windows intact); 1 when any failed, parked a window it could not
- * load (src/sync/park.ts: the run went on, but its data is not exact) or still has a window an
+ * load (src/sync/run/park.ts: the run went on, but its data is not exact) or still has a window an
  * earlier run parked, after all finished; 2 bad usage (an unknown --source); 130/143 when a
  * second signal forces the exit.
  */

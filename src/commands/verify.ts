@@ -1,6 +1,6 @@
 /**
  * `analytics-exporter verify [--source NAME]... [--from ISO] [--to ISO] [--repair]`: compares what
- * the database holds for each ledger window with what E6 holds now (src/sync/audit.ts), and with
+ * the database holds for each ledger window with what E6 holds now (src/sync/audit/compare.ts), and with
  * `--repair` loads the windows that differ again as `sync` would. Exit 0 when no difference is
  * left; 1 when one is (found without --repair, or its repair failed) or E6 or the database failed;
  * 2 bad usage. The metrics of the audit are `serve`'s (AUDIT_SCHEDULE): a one-shot `verify` has
@@ -13,7 +13,7 @@ import { classifyFailure } from '../failures.js';
 import { DRAIN_TIMEOUT_MS } from '../app/drain.js';
 import { createLogger, type Logger } from '../log.js';
 import { selectSources } from '../app/sources.js';
-import type { AuditOutcome } from '../app/verify.js';
+import type { AuditOutcome } from '../app/audit.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
 import { loadConfigForCommand } from './common.js';
 import { handleShutdownSignals, type Shutdown } from './shutdown.js';
@@ -90,7 +90,7 @@ export function registerVerifyCommand(program: Command): void {
         process.exitCode = EXIT_USAGE;
         return;
       }
-      const { verifySources } = await import('../app/verify.js');
+      const { verifySources } = await import('../app/audit.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
       const controller = new AbortController();
       const signals = handleVerifySignals(controller, log);

@@ -302,7 +302,7 @@ const SETTING_TABLE = {
     help: "'off' stops maintaining the field catalogue record_fields and the view records_typed",
     schema: z.enum(['on', 'off'], { error: "must be 'on' or 'off'" }),
   },
-  // Issue 26 item 5: schema changes (src/sync/contract.ts); per source as `sync.field_contract`.
+  // Issue 26 item 5: schema changes (src/sync/run/field-contract.ts); per source as `sync.field_contract`.
   FIELD_CONTRACT: {
     flag: '--field-contract',
     default: 'evolve',
@@ -331,7 +331,7 @@ const SETTING_TABLE = {
     schema: durationOrZero('30s'),
   },
   METRICS_SCRAPE_TIMEOUT: { flag: '--metrics-scrape-timeout', default: '10s', help: 'scrape timeout when Prometheus sends none', schema: duration('10s') },
-  // Connection limits of serve (src/serve/connections.ts). 32 per client: a scraper uses one or two.
+  // Connection limits of serve (src/serve/web/connections.ts). 32 per client: a scraper uses one or two.
   // 1024 in all: 32 addresses at their limit, a few MiB of sockets, far below the file descriptors
   // Node takes at start (it raises its soft limit to the hard one); more addresses are the network's to stop.
   METRICS_MAX_CONNECTIONS_PER_CLIENT: {

@@ -5,7 +5,7 @@
  *
  * Files a setting names are paths here ({@link SettingFile}); the module that uses a file reads it
  * (the client's secret and TLS files: src/upstream/files.ts; the database's TLS files:
- * src/db/tls.ts; WEB_CONFIG_FILE: src/serve/webconfig.ts).
+ * src/db/tls.ts; WEB_CONFIG_FILE: src/serve/web/webconfig.ts).
  */
 import type { DatabaseTlsSettings } from './database.js';
 import type { SettingFile } from './setting-file.js';
@@ -26,7 +26,7 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
-/** PARTITION_INTERVAL: the length of the partitions of `records` the sync creates, in UTC (src/sync/partitions.ts). */
+/** PARTITION_INTERVAL: the length of the partitions of `records` the sync creates, in UTC (src/sync/store/pg/partitions.ts). */
 export const PARTITION_INTERVALS = ['month', 'week', 'day'] as const;
 export type PartitionInterval = (typeof PARTITION_INTERVALS)[number];
 
@@ -119,7 +119,7 @@ export interface SyncConfig {
    * (the API's time resolution is not published).
    */
   minSplitMs: number;
-  /** UPSTREAM_TO_DATE: how records E6 returns with two parts next to a cut are found (src/sync/boundary.ts; the reference is silent on toDate). */
+  /** UPSTREAM_TO_DATE: how records E6 returns with two parts next to a cut are found (src/sync/membership/boundary.ts; the reference is silent on toDate). */
   toDate: 'auto' | 'inclusive' | 'exclusive';
   /**
    * A committed window re-read with fewer records than are stored (E6's retention, a deletion):
@@ -130,7 +130,7 @@ export interface SyncConfig {
   schedule: string | undefined;
   /** Path of the record's event-time field (split on dots); undefined when `none`. */
   recordTimeField: string[] | undefined;
-  /** FIELD_CONTRACT: what a record bringing a new top-level field or type does (src/sync/contract.ts). */
+  /** FIELD_CONTRACT: what a record bringing a new top-level field or type does (src/sync/run/field-contract.ts). */
   fieldContract: FieldContractMode;
 }
 
@@ -146,7 +146,7 @@ export interface TablesConfig {
   partitionInterval: PartitionInterval;
   /** Each run drops partitions whose range ends at or before now minus this; undefined when `off`. */
   retentionMs: number | undefined;
-  /** The tables derived from `records` (ROLLUP_*, FIELD_CATALOGUE; src/sync/derived.ts). */
+  /** The tables derived from `records` (ROLLUP_*, FIELD_CATALOGUE; src/sync/derived/index.ts). */
   rollup: RollupConfig;
 }
 
@@ -191,7 +191,7 @@ export interface ServeConfig {
   maxConnections: number;
   /** Prefix added to upstream metric names; undefined for none. */
   upstreamPrefix: string | undefined;
-  /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE): the file's path, read by serve (src/serve/webconfig.ts); undefined for plain HTTP without auth. */
+  /** TLS and basic auth of the HTTP server (WEB_CONFIG_FILE): the file's path, read by serve (src/serve/web/webconfig.ts); undefined for plain HTTP without auth. */
   webConfigFile: string | undefined;
   /** Failed basic-auth logins one client address may spend per minute (AUTH_FAILURE_BUDGET); 0 for no budget. */
   authFailureBudget: number;

@@ -1,9 +1,9 @@
 /**
- * The metrics of the audit inside serve (AUDIT_SCHEDULE, src/sync/verify.ts), per source; a
+ * The metrics of the audit inside serve (AUDIT_SCHEDULE, src/sync/audit/source.ts), per source; a
  * one-shot `verify` serves none. The registry (registry.ts) owns one and forwards its events.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { AuditResult } from '../sync/verify.js';
+import type { AuditResult } from '../sync/audit/source.js';
 
 export class AuditMetrics {
   readonly verifiedThrough: Gauge<'source'>;

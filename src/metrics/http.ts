@@ -1,7 +1,7 @@
 /**
  * The counters of serve's own HTTP server (issue 25): connections closed on arrival by the
- * connection limits (src/serve/connections.ts) and login attempts refused without a password check
- * (src/serve/basic-auth.ts, auth-budget.ts). The registry (registry.ts) only registers them.
+ * connection limits (src/serve/web/connections.ts) and login attempts refused without a password check
+ * (src/serve/web/basic-auth.ts, auth-budget.ts). The registry (registry.ts) only registers them.
  */
 import { Counter, type Registry } from 'prom-client';
 

@@ -8,9 +8,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { MetricFamily } from '../exposition/index.js';
 import type { ClientObserver } from '../upstream/analytics.js';
-import type { SyncObserver, SyncResult } from '../sync/run.js';
-import type { SkipReason } from '../sync/schedule.js';
-import type { AuditResult } from '../sync/verify.js';
+import type { SyncObserver, SyncResult } from '../sync/run/run.js';
+import type { AuditResult } from '../sync/audit/source.js';
 import { REVISION, VERSION } from '../version.js';
 import { failureReason } from '../failures.js';
 import { DEFAULT_SOURCE } from '../config.js';
@@ -22,7 +21,13 @@ import { OMITTED_DEFAULT_METRICS, familyType, toFamily } from './own-part.js';
 
 export const METRIC_PREFIX = 'analytics_exporter_';
 
-/** Why a scheduled sync tick did not run (sync_skipped_total's `reason`; src/sync/schedule.ts). */
+/** Why a scheduled sync tick did not run (sync_skipped_total's `reason`; src/serve/cron.ts). */
+/**
+ * Why a scheduled tick did not run: `running`, the scheduler's previous run was still going;
+ * `locked`, the run found the source's sync lock (or the schema's) held by another process.
+ */
+export type SkipReason = 'running' | 'locked';
+
 const SKIP_REASONS: readonly SkipReason[] = ['running', 'locked'];
 
 /** Buckets of upstream request durations, in seconds: 5 ms to 30 s. */
@@ -241,9 +246,9 @@ export class ExporterMetrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
-  // Schema changes (issue 26 item 5, src/sync/contract.ts).
+  // Schema changes (issue 26 item 5, src/sync/run/field-contract.ts).
   readonly recordFieldsNew = recordFieldsNewCounter(this.registry, METRIC_PREFIX);
-  // The audit inside serve (AUDIT_SCHEDULE, src/sync/verify.ts); a one-shot `verify` serves no metrics.
+  // The audit inside serve (AUDIT_SCHEDULE, src/sync/audit/source.ts); a one-shot `verify` serves no metrics.
   readonly #audit = new AuditMetrics(this.registry, METRIC_PREFIX);
   // serve's own HTTP server: connection limits and password checks (src/metrics/http.ts).
   readonly httpConnectionsRefused = connectionsRefusedCounter(this.registry, METRIC_PREFIX);
@@ -412,7 +417,7 @@ export class ExporterMetrics {
     this.#audit.scheduled(source);
   }
 
-  /** Records an audit of `source` that finished (src/sync/verify.ts). */
+  /** Records an audit of `source` that finished (src/sync/audit/source.ts). */
   recordAudit(source: string, result: AuditResult): void {
     this.#audit.record(source, result);
   }

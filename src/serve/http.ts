@@ -2,7 +2,7 @@
  * The HTTP server of `serve`: GET/HEAD `/metrics` (every source), `/probe?source=NAME` (one
  * source), `/healthz` (alive), `/readyz` (database reachable and migrated), `/` (a landing page),
  * POST `/-/reload` (CONFIG_FILE read again); 404 for other paths, 405 for other methods; 400 for
- * a request whose target is not a URL or that is not HTTP, before anything else (src/serve/malformed.ts).
+ * a request whose target is not a URL or that is not HTTP, before anything else (src/serve/web/malformed.ts).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
@@ -21,12 +21,12 @@ import type { ExporterMetrics } from '../metrics/registry.js';
 import { OwnExposition, type OwnSnapshot } from '../metrics/own-part.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader, type UpstreamMetrics } from './scrape.js';
 import { VERSION } from '../version.js';
-import { answerClientError, MalformedRequestLog, requestTarget } from './malformed.js';
-import { BasicAuth } from './basic-auth.js';
-import { limitConnections, REFUSAL_REASONS } from './connections.js';
-import { AuthRefusalLog, DEFAULT_AUTH_FAILURE_BUDGET, FailureBudget } from './auth-budget.js';
-import { BcryptWorker } from './bcrypt-worker.js';
-import { matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './webconfig.js';
+import { answerClientError, MalformedRequestLog, requestTarget } from './web/malformed.js';
+import { BasicAuth } from './web/basic-auth.js';
+import { limitConnections, REFUSAL_REASONS } from './web/connections.js';
+import { AuthRefusalLog, DEFAULT_AUTH_FAILURE_BUDGET, FailureBudget } from './web/auth-budget.js';
+import { BcryptWorker } from './web/bcrypt-worker.js';
+import { matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './web/webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */
 export const HEADERS_TIMEOUT_MS = 10_000;

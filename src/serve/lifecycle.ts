@@ -18,7 +18,7 @@ import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
 import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
 import { ExporterMetrics } from '../metrics/registry.js';
-import type { SyncScheduler } from '../sync/schedule.js';
+import type { SyncScheduler } from './cron.js';
 import type { Config } from '../config.js';
 import { settledWithin } from '../settle.js';
 import { DRAIN_TIMEOUT_MS, openDatabase, openUpstreams, type Database } from '../app/runtime.js';
@@ -26,11 +26,11 @@ import { ServeDatabase } from './database.js';
 import { createMetricsServer } from './http.js';
 import { UpstreamMetrics } from './scrape.js';
 import { ServeSources, type ReloadResult } from './sources.js';
-import { nextState, type ServeState } from './state.js';
+import { nextState, type ServeState } from './lifecycle-state.js';
 import { TeardownStack } from './teardown.js';
-import { readWebConfigSetting, WebConfigSource, type WebConfig } from './webconfig.js';
+import { readWebConfigSetting, WebConfigSource, type WebConfig } from './web/webconfig.js';
 
-export type { ServeState } from './state.js';
+export type { ServeState } from './lifecycle-state.js';
 export type { ReloadResult } from './sources.js';
 
 /** How long requests in flight (a scrape waiting on the upstream) get to finish before their connections are cut. */

@@ -6,12 +6,12 @@ import type { Config, SourceConfig } from '../config.js';
 import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
-import { sourceSyncDeps } from '../sync/context.js';
-import { countParkedWindows } from '../sync/parked.js';
-import { runSync } from '../sync/run.js';
-import { SyncScheduler } from '../sync/schedule.js';
-import { Tables } from '../sync/store.js';
-import { auditSource, type AuditResult } from '../sync/verify.js';
+import { sourceSyncDeps } from '../sync/run/context.js';
+import { countParkedWindows } from '../sync/store/pg/parked.js';
+import { runSync } from '../sync/run/run.js';
+import { SyncScheduler } from './cron.js';
+import { Tables } from '../sync/store/pg/sql.js';
+import { auditSource, type AuditResult } from '../sync/audit/source.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { Upstreams } from '../app/runtime.js';
 import type { ServeDatabase } from './database.js';
@@ -117,7 +117,7 @@ export function buildAuditSchedulers(context: SchedulesContext): Map<string, Syn
 
 /**
  * Builds (does not start) one source's audit scheduler (AUDIT_SCHEDULE): `verify --repair` of the
- * source on the schedule (src/sync/verify.ts), its outcome in the audit metrics. An audit that
+ * source on the schedule (src/sync/audit/source.ts), its outcome in the audit metrics. An audit that
  * fails (E6 or the database down) is logged and left to the next tick.
  *
  * @returns undefined when AUDIT_SCHEDULE is `off`.

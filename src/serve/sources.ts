@@ -17,8 +17,8 @@
  */
 import type { Config, SourceConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
-import type { SyncScheduler } from '../sync/schedule.js';
-import type { AuditResult } from '../sync/verify.js';
+import type { SyncScheduler } from './cron.js';
+import type { AuditResult } from '../sync/audit/source.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import { settledWithin } from '../settle.js';
 import { DRAIN_TIMEOUT_MS, sourceClient, type SourceClient } from '../app/runtime.js';

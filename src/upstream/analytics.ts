@@ -157,8 +157,8 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
  * records than pageSize or than the page's share of totalRecords, totalPages agreeing with
  * totalRecords, no empty page before the last, every record a JSON object. A page holding fewer
  * records than its envelope promises passes (an upstream that clamps the page size while echoing
- * the size asked): whether a part is complete is the reader's question (src/sync/reader.ts). What a store can keep of the records is the store's question
- * (src/sync/storable.ts).
+ * the size asked): whether a part is complete is the reader's question (src/sync/read/reader.ts). What a store can keep of the records is the store's question
+ * (src/sync/rows/storable.ts).
  *
  * @param body the parsed JSON of the response.
  * @param requestedPage the pageNumber sent, from 1.
@@ -196,7 +196,7 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
   // Fewer records than the envelope promises is not refused here: an upstream that clamps the page
   // size may echo the size asked, and only the reader, which knows what it asked and what each part
   // holds, can tell a short page from a complete one (it never takes a short one as complete:
-  // src/sync/reader.ts). More records than that, or none of a page that should hold some, is.
+  // src/sync/read/reader.ts). More records than that, or none of a page that should hold some, is.
   if (page.data.length > expectedLength || (page.data.length === 0 && expectedLength > 0)) {
     const where = page.data.length === 0 && page.pageNumber < expectedPages ? `an empty page before the last (totalPages ${page.totalPages}): ` : '';
     throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);

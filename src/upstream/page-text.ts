@@ -1,7 +1,7 @@
 /**
  * The E6 body's own text (reference E6: `{pageNumber, pageSize, totalRecords, totalPages, data}`):
  * where each record of `data` lies in it, so that a page can be stored from the text as sent while
- * some of its records are left out (the store's quarantine, src/sync/storable.ts), and the JSON
+ * some of its records are left out (the store's quarantine, src/sync/rows/storable.ts), and the JSON
  * text of a record that has no text of its own.
  *
  * Glossary: a *span* is the [start, end) range of UTF-16 code units one JSON value occupies in a

@@ -8,7 +8,7 @@
  * its backoff waited on the global timers, so vitest's fake timers drive it.
  */
 import { UpstreamError } from '../../src/errors.js';
-import type { E6Pages } from '../../src/sync/ports.js';
+import type { E6Pages } from '../../src/sync/store/ports.js';
 import type { AnalyticsPage, AnalyticsRecord, PageQuery } from '../../src/upstream/analytics.js';
 import { withRetries, type RetryPolicy } from '../../src/upstream/retry.js';
 

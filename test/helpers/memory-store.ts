@@ -1,19 +1,29 @@
 /**
- * An in-memory SyncStore (src/sync/ports.ts) for the run's unit tests: the ledger, the watermark,
+ * An in-memory SyncStore (src/sync/store/ports.ts) for the run's unit tests: the ledger, the watermark,
  * the runs, the records and the quarantine of one source, with session advisory locks, window
  * transactions that commit or roll back whole, and faults a test switches on (a record the store
  * refuses, the session lost). What PostgreSQL itself does (SQL, COPY, partitions, the derived
  * tables' rows) is the integration tests' to prove; here the derived tables' counts are only kept
  * as handed over.
  */
-import type { RollupCounts, WindowFields } from '../../src/sync/derived.js';
-import type { FieldChange, KnownFields } from '../../src/sync/derived/contract.js';
-import type { PageRows, QuarantineRow } from '../../src/sync/page-rows.js';
-import type { ParkedWindow } from '../../src/sync/parked.js';
-import type { DroppedPartition, Partition } from '../../src/sync/partitions.js';
+import type { RollupCounts, WindowFields } from '../../src/sync/derived/index.js';
+import type { FieldChange, KnownFields } from '../../src/sync/derived/fields/schema-changes.js';
+import type { PageRows, QuarantineRow } from '../../src/sync/rows/page-rows.js';
+import type { ParkedWindow } from '../../src/sync/store/pg/parked.js';
+import type { DroppedPartition, Partition } from '../../src/sync/store/pg/partitions.js';
 import { dataRefusal } from '../../src/db/refusal.js';
-import type { LockOptions, Locked, RunEnding, StoreSession, StoredWindow, SyncStore, WindowCounts, WindowStored, WindowWriter } from '../../src/sync/ports.js';
-import type { TextBag } from '../../src/sync/record-keys.js';
+import type {
+  LockOptions,
+  Locked,
+  RunEnding,
+  StoreSession,
+  StoredWindow,
+  SyncStore,
+  WindowCounts,
+  WindowStored,
+  WindowWriter,
+} from '../../src/sync/store/ports.js';
+import type { TextBag } from '../../src/sync/membership/record-keys.js';
 import { subtractWindows, type Window } from '../../src/sync/windows.js';
 
 export interface StoredRecord {
@@ -29,7 +39,7 @@ export interface LedgerRow extends Window, WindowCounts {
   expired: boolean;
   /** Set on a parked window (parked.ts): why, and when (ms). */
   parked?: { reason: string; at: number };
-  /** Set on a window `state reset` marked for re-load (src/sync/state.ts). */
+  /** Set on a window `state reset` marked for re-load (src/sync/store/pg/ledger-state.ts). */
   reloadRequested?: boolean;
 }
 

@@ -4,8 +4,8 @@
  */
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import type { E6Pages, SyncStore } from '../../src/sync/ports.js';
-import { runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
+import type { E6Pages, SyncStore } from '../../src/sync/store/ports.js';
+import { runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../../src/sync/run/run.js';
 import type { CapturedLog } from './log-capture.js';
 
 /** What a test's harness keeps across its runs. */

@@ -13,7 +13,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
 import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { runSync } from '../../src/sync/run.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { syncSettings } from '../helpers/sync.js';

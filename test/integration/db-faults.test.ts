@@ -3,7 +3,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import { runSync } from '../../src/sync/run.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
 

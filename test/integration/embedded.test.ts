@@ -6,7 +6,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator } from '@analytics-exporter/simulator';
-import { runSync } from '../../src/sync/run.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { MIGRATIONS } from '../helpers/migrations.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';

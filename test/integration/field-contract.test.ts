@@ -17,7 +17,7 @@ import { renderSql } from '../../grafana/src/interpolate.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { runSync } from '../../src/sync/run.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator } from '@analytics-exporter/simulator';
-import { runSync, type WindowSummary } from '../../src/sync/run.js';
+import { runSync, type WindowSummary } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';
 

@@ -9,7 +9,7 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
-import { runSync } from '../../src/sync/run.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { simClient, syncSettings } from '../helpers/sync.js';
 

@@ -1,6 +1,6 @@
 /**
  * A record that arrives late at exactly a cut between two windows, from an E6 whose toDate is
- * inclusive: E6 returns it with both windows, and the earlier one owns it (src/sync/boundary.ts).
+ * inclusive: E6 returns it with both windows, and the earlier one owns it (src/sync/membership/boundary.ts).
  * When the earlier window was loaded before the record arrived and is not loaded again, the
  * later window must not drop it: nothing else would ever store it. A run that loads both windows
  * again moves it to the earlier one, under either SYNC_SHRINK: under `keep` the later window's
@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
-import { runSync, type SyncResult } from '../../src/sync/run.js';
+import { runSync, type SyncResult } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, expectedMultiset, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';
 

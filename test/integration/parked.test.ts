@@ -12,10 +12,10 @@ import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { countParkedWindows } from '../../src/sync/parked.js';
+import { countParkedWindows } from '../../src/sync/store/pg/parked.js';
 import { startServe } from '../../src/serve/lifecycle.js';
-import { runSync } from '../../src/sync/run.js';
-import { Tables } from '../../src/sync/store.js';
+import { runSync } from '../../src/sync/run/run.js';
+import { Tables } from '../../src/sync/store/pg/sql.js';
 import { runCliInProcess } from '../helpers/cli.js';
 import { FakeE6, record } from '../helpers/fake-e6.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
@@ -155,7 +155,7 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     // Up to 3:00: [1:00, 2:00) closes over it and cannot be loaded.
     expect(await run(t0 + 3 * HOUR)).toMatchObject({ status: 'succeeded', windows: 2, parked: 1, parkedWindows: 2 });
     // A record exactly at a cut belongs to the earlier window (the fake E6's toDate is inclusive:
-    // src/sync/boundary.ts): the first window of history keeps its start too (7), and [2:00, 3:00)
+    // src/sync/membership/boundary.ts): the first window of history keeps its start too (7), and [2:00, 3:00)
     // leaves 2:00 to the parked window before it (5).
     expect(await ledger()).toEqual([
       { start: '00:00', end: '01:00', status: 'committed', records: 7, stored: 7 },

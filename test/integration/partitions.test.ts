@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import type { DroppedPartition } from '../../src/sync/partitions.js';
-import { partitionName, partitionRange } from '../../src/sync/partitions.js';
-import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
+import type { DroppedPartition } from '../../src/sync/store/pg/partitions.js';
+import { partitionName, partitionRange } from '../../src/sync/store/pg/partitions.js';
+import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run/run.js';
 import { parseIsoDateTime } from '../../src/time.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
@@ -228,7 +228,7 @@ describe('records_hourly across RETENTION (real PostgreSQL)', () => {
   it("keeps the hours of records at the dropped partition's end cut (E6 returns them with both windows next to it)", async () => {
     // The 30-minute soak of 2026-11-27 20:42 found records_hourly missing rows of (hour 00:00, window 23:55) after
     // RETENTION dropped the day partition ending at 00:00: records at exactly the cut belong to the earlier window
-    // (src/sync/boundary.ts), whose partition goes; their hour is the next day's and must stay counted.
+    // (src/sync/membership/boundary.ts), whose partition goes; their hour is the next day's and must stay counted.
     const start = new Date('2026-08-25T00:00:00Z');
     const end = new Date('2026-09-05T00:00:00Z');
     const cut = new Date('2026-09-01T00:00:00Z');

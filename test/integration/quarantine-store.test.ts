@@ -5,14 +5,14 @@
  * a page read from E6 with a bad record stores its other records exactly from page.text while the
  * bad one goes to the quarantine.
  */
-import { storablePage, unstorableEscapes } from '../../src/sync/storable.js';
+import { storablePage, unstorableEscapes } from '../../src/sync/rows/storable.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, withClient, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { ensurePartitions } from '../../src/sync/partitions.js';
-import { Tables, clearWindow, insertQuarantined, prepareInsertQuarantined, prepareInsertRecords, type QuarantineRow } from '../../src/sync/store.js';
+import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
+import { Tables, clearWindow, insertQuarantined, prepareInsertQuarantined, prepareInsertRecords, type QuarantineRow } from '../../src/sync/store/pg/sql.js';
 import { decodePage, parsePage } from '../../src/upstream/analytics.js';
 import { dataElementSpans } from '../../src/upstream/page-text.js';
 import { useTestDatabase } from '../helpers/db.js';

@@ -9,7 +9,7 @@ import { migrate } from '../../src/db/migrate.js';
 import type { Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import { runSync } from '../../src/sync/run.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simulatorEnv, syncSettings } from '../helpers/sync.js';

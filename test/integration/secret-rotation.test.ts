@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import type { SyncResult } from '../../src/sync/run.js';
+import type { SyncResult } from '../../src/sync/run/run.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { until } from '../helpers/wait.js';
 

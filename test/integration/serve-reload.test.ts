@@ -21,7 +21,7 @@ import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { createMetricsServer } from '../../src/serve/http.js';
 import { UpstreamMetrics } from '../../src/serve/scrape.js';
-import { loadWebConfig, WebConfigSource } from '../../src/serve/webconfig.js';
+import { loadWebConfig, WebConfigSource } from '../../src/serve/web/webconfig.js';
 import { spawnServe } from '../helpers/serve-child.js';
 import { expectExactDataset } from '../helpers/sync.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';

@@ -11,7 +11,7 @@ import { loadConfig, type Config, type SourceConfig } from '../../src/config.js'
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import { runSync } from '../../src/sync/run.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
 import { canonicalJson, expectedMultiset, simClient, syncSettings } from '../helpers/sync.js';

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import { runSync, type SyncObserver, type SyncResult } from '../../src/sync/run.js';
+import { runSync, type SyncObserver, type SyncResult } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncSettings, watermarkOf } from '../helpers/sync.js';
 
@@ -74,7 +74,7 @@ describe('sync against an E6 whose order is not stable (real PostgreSQL, the sim
     const { s, schema } = await withCrowdedInstant('ties');
     const unstable: number[] = [];
     const result = await sync(s, schema, { SYNC_WINDOW: '1h', SYNC_WINDOW_ATTEMPTS: '2' }, { unstableInstant: (e) => unstable.push(e.records) });
-    // Loud (a parked window: src/sync/park.ts), but the source does not stall at it. The simulator's
+    // Loud (a parked window: src/sync/run/park.ts), but the source does not stall at it. The simulator's
     // toDate is inclusive: the instant ending at 15:42:00 holds its records too (and keeps them), so
     // both instants next to it are read twice and found unstable; either parks the window.
     expect(result).toMatchObject({ status: 'succeeded', windows: 23, parked: 1, parkedWindows: 1 });

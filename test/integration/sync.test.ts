@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import { runSync, type ShrunkWindow, type SyncResult } from '../../src/sync/run.js';
+import { runSync, type ShrunkWindow, type SyncResult } from '../../src/sync/run/run.js';
 import type { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncSettings, watermarkOf } from '../helpers/sync.js';

@@ -1,5 +1,5 @@
 /**
- * records_typed is dropped and created again when a new field arrives (src/sync/derived/typed-view.ts):
+ * records_typed is dropped and created again when a new field arrives (src/sync/derived/fields/typed-view.ts):
  * its owner and every privilege other roles hold on it (PUBLIC's, WITH GRANT OPTION, on a column)
  * stay as they were, and default privileges add nothing; an owner the syncing role may not give the
  * view back to leaves the view as it was, with a warning, and the window commits.
@@ -9,7 +9,7 @@ import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { migrate } from '../../src/db/migrate.js';
 import type { Pool } from '../../src/db/pool.js';
 import { createLogger, silentLogger, type Logger } from '../../src/log.js';
-import { runSync } from '../../src/sync/run.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { holds, privilegeLines } from '../helpers/privileges.js';

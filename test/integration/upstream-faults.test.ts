@@ -19,7 +19,7 @@ import { TokenError, UpstreamError, type FailureReason } from '../../src/errors.
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { startSimulator, type FaultRequest, type Simulator, type SimulatorRequestEvent } from '@analytics-exporter/simulator';
-import { runSync, type SyncResult } from '../../src/sync/run.js';
+import { runSync, type SyncResult } from '../../src/sync/run/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { abortableSleep } from '../../src/upstream/retry.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';

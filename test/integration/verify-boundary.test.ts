@@ -1,6 +1,6 @@
 /**
  * Records exactly at window boundaries, inclusive toDate: the sync's ownership (the earlier window
- * keeps them: src/sync/boundary.ts) and the audit's (src/sync/audit.ts) agree.
+ * keeps them: src/sync/membership/boundary.ts) and the audit's (src/sync/audit/compare.ts) agree.
  */
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

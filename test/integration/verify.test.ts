@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startServe } from '../../src/serve/lifecycle.js';
-import { segmentsFor } from '../../src/sync/audit.js';
+import { segmentsFor } from '../../src/sync/audit/compare.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { runCli } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';

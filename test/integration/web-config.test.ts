@@ -8,7 +8,7 @@ import bcrypt from 'bcryptjs';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
-import { readWebConfigSetting } from '../../src/serve/webconfig.js';
+import { readWebConfigSetting } from '../../src/serve/web/webconfig.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { createLogger, silentLogger, type Logger } from '../../src/log.js';

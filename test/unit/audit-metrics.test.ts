@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import type { AuditResult } from '../../src/sync/verify.js';
+import type { AuditResult } from '../../src/sync/audit/source.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2026-10-01T00:00:00Z');

@@ -1,5 +1,5 @@
 /**
- * The audit (src/sync/audit.ts, src/sync/verify.ts) against an in-memory store and a fake E6 that
+ * The audit (src/sync/audit/compare.ts, src/sync/audit/source.ts) against an in-memory store and a fake E6 that
  * counts its requests: a year of hourly windows with no drift and with k drifted windows, within
  * the request budgets of issue 24 (no drift: at most 20; k windows: at most 1 + 2·k·⌈log2 n⌉);
  * records exactly at a window's end owned by that window; gaps and expired windows; the repair
@@ -12,9 +12,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { compareWithE6, contiguousRuns } from '../../src/sync/audit.js';
-import { auditClean, auditSource } from '../../src/sync/verify.js';
-import type { E6Pages } from '../../src/sync/ports.js';
+import { compareWithE6, contiguousRuns } from '../../src/sync/audit/compare.js';
+import { auditClean, auditSource } from '../../src/sync/audit/source.js';
+import type { E6Pages } from '../../src/sync/store/ports.js';
 import type { Window } from '../../src/sync/windows.js';
 import type { AnalyticsPage, PageQuery } from '../../src/upstream/analytics.js';
 import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';

@@ -1,8 +1,8 @@
 import bcrypt from 'bcryptjs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AuthRefusalLog, budgetKey, FailureBudget } from '../../src/serve/auth-budget.js';
-import { BasicAuth, bcryptCost } from '../../src/serve/basic-auth.js';
-import { BcryptWorker } from '../../src/serve/bcrypt-worker.js';
+import { AuthRefusalLog, budgetKey, FailureBudget } from '../../src/serve/web/auth-budget.js';
+import { BasicAuth, bcryptCost } from '../../src/serve/web/basic-auth.js';
+import { BcryptWorker } from '../../src/serve/web/bcrypt-worker.js';
 import type { Logger } from '../../src/log.js';
 
 const basic = (user: string, password: string): string => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;

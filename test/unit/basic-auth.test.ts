@@ -1,6 +1,6 @@
 import bcrypt from 'bcryptjs';
 import { afterEach, describe, expect, it, vi, type MockInstance } from 'vitest';
-import { BasicAuth, bcryptCost } from '../../src/serve/basic-auth.js';
+import { BasicAuth, bcryptCost } from '../../src/serve/web/basic-auth.js';
 
 const basic = (user: string, password: string): string => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 /** The outcome of one verification, without its Retry-After. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Boundaries, type PartRead } from '../../src/sync/boundary.js';
+import { Boundaries, type PartRead } from '../../src/sync/membership/boundary.js';
 
 // A run whose first window starts at a cut where a ledger window ends (not in the run): E6's boundary set there is asked.
 const CUT = Date.UTC(2026, 9, 31, 12);

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Server } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { ClientConnections, clientKey, limitConnections, RefusedConnectionLog, type RefusalReason } from '../../src/serve/connections.js';
+import { ClientConnections, clientKey, limitConnections, RefusedConnectionLog, type RefusalReason } from '../../src/serve/web/connections.js';
 import { captureLog, type CapturedLog } from '../helpers/log-capture.js';
 
 describe('clientKey', () => {

@@ -1,11 +1,11 @@
 /**
- * The bytes RecordsCopy sends (src/sync/copy-rows.ts, CopyRows and IsoWriter): each kept record's exact
+ * The bytes RecordsCopy sends (src/sync/rows/copy-rows.ts, CopyRows and IsoWriter): each kept record's exact
  * text from the page, escaped for COPY's text format, with its event time written as
  * `toISOString` writes it; checked against a plain string-built reference.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CopyRows, IsoWriter, copyLines, copyRowRecord } from '../../src/sync/copy-rows.js';
+import { CopyRows, IsoWriter, copyLines, copyRowRecord } from '../../src/sync/rows/copy-rows.js';
 
 const WINDOW = { start: Date.UTC(2026, 9, 1), end: Date.UTC(2026, 9, 2) };
 

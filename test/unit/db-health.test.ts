@@ -5,7 +5,7 @@ import { describeDatabase } from '../../src/db/pool.js';
 import { isDatabaseUnavailable } from '../../src/failures.js';
 import { TokenError, UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { SyncScheduler } from '../../src/sync/schedule.js';
+import { SyncScheduler } from '../../src/serve/cron.js';
 import { untilTrue } from '../helpers/wait.js';
 
 function databaseUp(registry: Registry): Gauge {

@@ -8,7 +8,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EXAMPLE_MAX_CHARS, ISO_DATE_TIME_PATTERN, SECRET_FIELD_PATTERN, type WindowFields } from '../../src/sync/derived/field-types.js';
+import { EXAMPLE_MAX_CHARS, ISO_DATE_TIME_PATTERN, SECRET_FIELD_PATTERN, type WindowFields } from '../../src/sync/derived/fields/field-types.js';
 import { PageWalk } from '../../src/sync/derived/page-walk.js';
 
 const HOUR = 3_600_000;

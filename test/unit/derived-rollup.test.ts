@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { Derived, mergeRollupCounts } from '../../src/sync/derived.js';
-import { compareCodePoints } from '../../src/sync/derived/code-points.js';
-import { Tables } from '../../src/sync/store.js';
+import { Derived, mergeRollupCounts } from '../../src/sync/derived/index.js';
+import { compareCodePoints } from '../../src/sync/derived/rollup/code-points.js';
+import { Tables } from '../../src/sync/store/pg/sql.js';
 
 /** PostgreSQL refuses a statement with a parameter it cannot type, as an unused one: each of $1…$n must appear. */
 function expectEveryParameterUsed(query: { text: string; values: unknown[] }): void {

@@ -24,7 +24,7 @@ import {
 import { FAILURES, classifyFailure, failureReason, isDatabaseUnavailable, type FailureKind } from '../../src/failures.js';
 import { databaseError } from '../../src/db/pool.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import type { SyncResult } from '../../src/sync/run.js';
+import type { SyncResult } from '../../src/sync/run/run.js';
 
 /** pg's error for a message from the server, as its protocol parser builds it: SQLSTATE in `code`. */
 function pgError(message: string, code: string): pg.DatabaseError {

@@ -1,6 +1,6 @@
 /**
- * Schema changes (issue 26 item 5): the contract's rules (src/sync/derived/contract.ts), and whole
- * runs against an in-memory store and a fake E6 (src/sync/contract.ts in the run): a field or type
+ * Schema changes (issue 26 item 5): the contract's rules (src/sync/derived/fields/schema-changes.ts), and whole
+ * runs against an in-memory store and a fake E6 (src/sync/run/field-contract.ts in the run): a field or type
  * new after the source's first run is warned about once and counted, FIELD_CONTRACT=freeze
  * quarantines the records bringing one and loads the rest, and evolve plus a reload takes them.
  * The SQL is test/integration/field-contract.test.ts's to prove.
@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import type { WindowFields } from '../../src/sync/derived.js';
+import type { WindowFields } from '../../src/sync/derived/index.js';
 import {
   breaksFreeze,
   contractReason,
@@ -21,9 +21,9 @@ import {
   mayBreakFreeze,
   recordBreaches,
   type KnownFields,
-} from '../../src/sync/derived/contract.js';
-import { catalogueRecords } from '../../src/sync/derived/catalogue.js';
-import type { SyncObserver, SyncResult } from '../../src/sync/run.js';
+} from '../../src/sync/derived/fields/schema-changes.js';
+import { catalogueRecords } from '../../src/sync/derived/fields/catalogue.js';
+import type { SyncObserver, SyncResult } from '../../src/sync/run/run.js';
 import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { MemoryStore } from '../helpers/memory-store.js';

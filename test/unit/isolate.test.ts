@@ -1,11 +1,11 @@
 /**
- * Isolating refused rows (src/sync/isolate.ts) against a fake database that refuses some rows
+ * Isolating refused rows (src/sync/store/pg/isolate.ts) against a fake database that refuses some rows
  * whole batches at a time, and the list of data refusals (src/db/refusal.ts).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DATA_REFUSAL_CLASSES, dataRefusal } from '../../src/db/refusal.js';
-import { isolateRefused } from '../../src/sync/isolate.js';
+import { isolateRefused } from '../../src/sync/store/pg/isolate.js';
 
 /** pg's error shape for a refused row: the SQLSTATE in `code`, COPY's line in `where`. */
 function refusedError(code: string, line?: number): Error {

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { MalformedRequestLog, requestTarget } from '../../src/serve/malformed.js';
+import { MalformedRequestLog, requestTarget } from '../../src/serve/web/malformed.js';
 import { captureLog, type CapturedLog } from '../helpers/log-capture.js';
 
 let capture: CapturedLog;

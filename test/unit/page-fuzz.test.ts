@@ -6,7 +6,7 @@
  * exact and those it cannot store quarantined with their exact text, or a typed error naming E6 in
  * one printable line: never another exception, never an unhandled rejection.
  */
-import { storablePage, type StorablePage } from '../../src/sync/storable.js';
+import { storablePage, type StorablePage } from '../../src/sync/rows/storable.js';
 import fc from 'fast-check';
 import { MockAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

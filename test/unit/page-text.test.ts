@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { unstorableEscapes } from '../../src/sync/storable.js';
+import { unstorableEscapes } from '../../src/sync/rows/storable.js';
 import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, pageByteSpans, stringifyJson } from '../../src/upstream/page-text.js';
 
 /** A small deterministic generator of choices, seeded by fast-check (so a failure replays). */

@@ -1,5 +1,5 @@
 /**
- * A window that cannot be loaded never stalls its source (src/sync/oversize.ts, src/sync/park.ts),
+ * A window that cannot be loaded never stalls its source (src/sync/read/oversize.ts, src/sync/run/park.ts),
  * against the in-memory store and a fake E6 with a body cap: a part over UPSTREAM_MAX_BODY is split
  * in time and an instant read at smaller pages; a window that still fails for a reason of its own
  * (its size, E6 contradicting itself about it) is parked (kept in the ledger with its reason, the watermark passes
@@ -9,10 +9,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { InconsistentWindowError, TokenError, UpstreamError } from '../../src/errors.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { isWindowFault } from '../../src/sync/park.js';
-import { smallerPageSizes } from '../../src/sync/oversize.js';
-import type { SyncObserver, SyncOptions, SyncResult } from '../../src/sync/run.js';
-import type { ParkedEvent, WindowSummary } from '../../src/sync/summary.js';
+import { isWindowFault } from '../../src/sync/run/park.js';
+import { smallerPageSizes } from '../../src/sync/read/oversize.js';
+import type { SyncObserver, SyncOptions, SyncResult } from '../../src/sync/run/run.js';
+import type { ParkedEvent, WindowSummary } from '../../src/sync/run/summary.js';
 import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
 import { MemoryStore } from '../helpers/memory-store.js';
 import { captureLog } from '../helpers/log-capture.js';
@@ -35,7 +35,7 @@ function records(start: number, n: number, step: number, firstId = 1, pad = 0): 
 const ids = (rs: readonly { id: number }[]): number[] => rs.map((r) => r.id).sort((a, b) => a - b);
 const storedIds = (store: MemoryStore): number[] => ids(store.records.map((r) => r.payload as FakeRecord));
 const before = (ms: number) => (r: FakeRecord) => Date.parse(r.timestamp) < ms;
-// A record exactly at a cut belongs to the earlier window (the fake E6's toDate is inclusive: src/sync/boundary.ts), so a window holds (start, end].
+// A record exactly at a cut belongs to the earlier window (the fake E6's toDate is inclusive: src/sync/membership/boundary.ts), so a window holds (start, end].
 const inside = (w: { start: number; end: number }) => (r: FakeRecord) => Date.parse(r.timestamp) > w.start && Date.parse(r.timestamp) <= w.end;
 
 function harness(data: readonly FakeRecord[]) {

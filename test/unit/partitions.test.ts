@@ -1,11 +1,11 @@
 /**
- * The partition arithmetic of src/sync/partitions.ts (ranges, names, what a run must create) and
+ * The partition arithmetic of src/sync/store/pg/partitions.ts (ranges, names, what a run must create) and
  * the planning's skip of expired windows (subtractWindows in src/sync/windows.ts).
  */
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { missingPartitions, partitionName, partitionRange } from '../../src/sync/partitions.js';
+import { missingPartitions, partitionName, partitionRange } from '../../src/sync/store/pg/partitions.js';
 import { subtractWindows } from '../../src/sync/windows.js';
 
 const t = (text: string) => Date.parse(text);

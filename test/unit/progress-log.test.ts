@@ -1,13 +1,13 @@
 /**
- * A run's `sync progress` lines (src/sync/progress-log.ts): their cadence on a clock the test
+ * A run's `sync progress` lines (src/sync/run/progress-log.ts): their cadence on a clock the test
  * moves, their fields, and a whole run's log shape at info (start, progress, summary; no line per
  * window) against the in-memory store.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { PROGRESS_INTERVAL_MS, ProgressLog } from '../../src/sync/progress-log.js';
-import { runSync, type SyncObserver } from '../../src/sync/run.js';
+import { PROGRESS_INTERVAL_MS, ProgressLog } from '../../src/sync/run/progress-log.js';
+import { runSync, type SyncObserver } from '../../src/sync/run/run.js';
 import { FakeE6, record } from '../helpers/fake-e6.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { MemoryStore } from '../helpers/memory-store.js';

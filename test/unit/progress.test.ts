@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { UpstreamError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { BarAwareStream, CLEAR_LINE, formatRunSummary, progressBar, type TerminalLike } from '../../src/commands/progress.js';
-import type { SyncResult } from '../../src/sync/run.js';
+import type { SyncResult } from '../../src/sync/run/run.js';
 
 /** A terminal that records every write, in order; no TTY behind it. */
 function fakeTerminal(columns = 100): TerminalLike & { writes: string[] } {

@@ -7,9 +7,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InconsistentWindowError } from '../../src/errors.js';
 import { mulberry32 } from '@analytics-exporter/simulator';
-import type { ToDateRule } from '../../src/sync/boundary.js';
-import { WindowReader } from '../../src/sync/reader.js';
-import { ProfileCells, RecordEstimate, splitOverflow, splitRange, isSplittable } from '../../src/sync/split.js';
+import type { ToDateRule } from '../../src/sync/membership/boundary.js';
+import { WindowReader } from '../../src/sync/read/reader.js';
+import { ProfileCells, RecordEstimate, splitOverflow, splitRange, isSplittable } from '../../src/sync/read/slices.js';
 import type { Window } from '../../src/sync/windows.js';
 import type { AnalyticsClient, AnalyticsPage, AnalyticsRecord, PageQuery } from '../../src/upstream/analytics.js';
 

@@ -1,5 +1,5 @@
 /**
- * Window membership by hashes (src/sync/record-keys.ts): the records two parts share are found by
+ * Window membership by hashes (src/sync/membership/record-keys.ts): the records two parts share are found by
  * hashing their bytes, but a guess is always a multiset of exact texts. A forced hash collision
  * (two different records with the same hash) must never make them equal, and pages with bytes,
  * with text only, or with parsed records only must give the same texts.
@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { AnalyticsPage, AnalyticsRecord } from '../../src/upstream/analytics.js';
-import { bagOf, dropIndexes, intersection, PageKeys, PartKeys, recordHash, sharedTexts, type TextBag } from '../../src/sync/record-keys.js';
+import { bagOf, dropIndexes, intersection, PageKeys, PartKeys, recordHash, sharedTexts, type TextBag } from '../../src/sync/membership/record-keys.js';
 
 type Mode = 'bytes' | 'text' | 'records';
 

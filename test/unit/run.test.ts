@@ -1,5 +1,5 @@
 /**
- * Whole sync runs (src/sync/run.ts and its steps) against an in-memory store and a fake E6, no
+ * Whole sync runs (src/sync/run/run.ts and its steps) against an in-memory store and a fake E6, no
  * server: the windows planned and the watermark, retries of a transient E6 failure on fake timers,
  * a window E6 now returns shrunk (SYNC_SHRINK keep and replace), records quarantined or refused,
  * the session (and with it the lock) lost mid-run. The SQL is the integration tests' to prove.
@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig, type SyncConfig, type TablesConfig } from '../../src/config.js';
 import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { runSync, sourceLockName, type SyncObserver, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
+import { runSync, sourceLockName, type SyncObserver, type SyncOptions, type SyncResult } from '../../src/sync/run/run.js';
 import { FakeE6, record, type FakeE6Filter, type FakeRecord } from '../helpers/fake-e6.js';
 import { ConnectionLost, MemoryStore } from '../helpers/memory-store.js';
 
@@ -238,7 +238,7 @@ describe('a sync run against an in-memory store and a fake E6', () => {
   describe('a re-read window that lost and gained records upstream', () => {
     // 24 records an hour; the second hour's change between the runs.
     const data = records(T0, 72, 150_000);
-    // (T0 + 1h, T0 + 2h]: a record at a cut belongs to the earlier window (src/sync/boundary.ts; the fake E6's toDate is inclusive).
+    // (T0 + 1h, T0 + 2h]: a record at a cut belongs to the earlier window (src/sync/membership/boundary.ts; the fake E6's toDate is inclusive).
     const second = (r: FakeRecord) => Date.parse(r.timestamp) > T0 + HOUR && Date.parse(r.timestamp) <= T0 + 2 * HOUR;
     const secondIds = data.filter(second).map((r) => r.id);
     const added = (n: number) => Array.from({ length: n }, (_, i) => record(1001 + i, T0 + HOUR + 60_000 + i * 7_000, { eventType: 'new' }));

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { SyncScheduler } from '../../src/sync/schedule.js';
-import type { SyncResult } from '../../src/sync/run.js';
+import { SyncScheduler } from '../../src/serve/cron.js';
+import type { SyncResult } from '../../src/sync/run/run.js';
 
 const done: SyncResult = { status: 'locked' };
 

@@ -1,10 +1,10 @@
 /**
- * The teardown stack of serve (src/serve/teardown.ts) and its state table (src/serve/state.ts):
+ * The teardown stack of serve (src/serve/teardown.ts) and its state table (src/serve/lifecycle-state.ts):
  * releases in reverse, once, each within its bound; a release that throws or hangs; resources
  * registered while a stop is under way or after it.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { nextState, type ServeState } from '../../src/serve/state.js';
+import { nextState, type ServeState } from '../../src/serve/lifecycle-state.js';
 import { TeardownStack } from '../../src/serve/teardown.js';
 
 function stack(): { teardown: TeardownStack; errors: [string, unknown][]; timeouts: string[] } {

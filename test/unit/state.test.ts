@@ -1,5 +1,5 @@
 /**
- * The pure parts of the `state` commands (src/sync/state.ts, src/app/state.ts, src/commands/state.ts):
+ * The pure parts of the `state` commands (src/sync/store/pg/ledger-state.ts, src/app/state.ts, src/commands/state.ts):
  * the first stretch a forward watermark would skip, the union of planned and marked windows, the
  * JSON shape and text of `state show`, the usage rules naming their flags; and, against the
  * in-memory store and a fake E6, that a resumed run loads the windows `state reset` marked wherever
@@ -10,8 +10,8 @@ import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { formatStateText, stateJson } from '../../src/app/state.js';
 import { resetOptions, setWatermarkOptions, showOptions } from '../../src/commands/state.js';
-import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run.js';
-import { firstUnloaded, type SourceState } from '../../src/sync/state.js';
+import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run/run.js';
+import { firstUnloaded, type SourceState } from '../../src/sync/store/pg/ledger-state.js';
 import { unionWindows } from '../../src/sync/windows.js';
 import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
 import { MemoryStore } from '../helpers/memory-store.js';

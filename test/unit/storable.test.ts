@@ -1,9 +1,9 @@
 /**
- * What the store keeps of an E6 page (src/sync/storable.ts): records PostgreSQL jsonb cannot
+ * What the store keeps of an E6 page (src/sync/rows/storable.ts): records PostgreSQL jsonb cannot
  * store are quarantined with their exact text, the others stored from theirs.
  */
 import { describe, expect, it } from 'vitest';
-import { storablePage } from '../../src/sync/storable.js';
+import { storablePage } from '../../src/sync/rows/storable.js';
 import { decodePage, parsePage, type AnalyticsPage } from '../../src/upstream/analytics.js';
 import type { RawResponse } from '../../src/upstream/http.js';
 

@@ -6,8 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { SyncScheduler, type SkipReason } from '../../src/sync/schedule.js';
-import type { SyncResult } from '../../src/sync/run.js';
+import { SyncScheduler, type SkipReason } from '../../src/serve/cron.js';
+import type { SyncResult } from '../../src/sync/run/run.js';
 import { captureLog } from '../helpers/log-capture.js';
 
 const succeeded = { status: 'succeeded', runId: 1 } as unknown as SyncResult;

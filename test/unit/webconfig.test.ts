@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WebConfigSource, loadWebConfig, matchesAllowedSans, type WebConfigReload } from '../../src/serve/webconfig.js';
-import { DEFAULT_TLS12_CIPHER_SUITES, TLS12_CIPHER_SUITES, TLS13_CIPHER_SUITES, cipherList, unservableTlsVersion } from '../../src/serve/tls-suites.js';
+import { WebConfigSource, loadWebConfig, matchesAllowedSans, type WebConfigReload } from '../../src/serve/web/webconfig.js';
+import { DEFAULT_TLS12_CIPHER_SUITES, TLS12_CIPHER_SUITES, TLS13_CIPHER_SUITES, cipherList, unservableTlsVersion } from '../../src/serve/web/tls-suites.js';
 
 // Valid bcrypt hashes' shape; nothing here compares passwords.
 const HASH_A = `$2b$04$${'a'.repeat(53)}`;

@@ -12,9 +12,9 @@
  * picked from the walk without looking the keys up again. Nothing here assumes a field.
  */
 import type { RollupDimension } from '../../config.js';
-import type { RollupCounts } from './counts.js';
-import { exampleOf, isSecretField, TYPE_NAMES, typeCode, type WindowFields } from './field-types.js';
-import { groupKey, NOT_EXACT, textAt, type DistinctGroup, type RollupGroup } from './groups.js';
+import type { RollupCounts } from './rollup/counts.js';
+import { exampleOf, isSecretField, TYPE_NAMES, typeCode, type WindowFields } from './fields/field-types.js';
+import { groupKey, NOT_EXACT, textAt, type DistinctGroup, type RollupGroup } from './rollup/groups.js';
 import { HOUR_MS } from './sql.js';
 
 /** What the rollups read of each record: empty lists for a table not kept. */
@@ -191,7 +191,7 @@ export class PageWalk {
    * @param catalogue whether to gather the fields (FIELD_CATALOGUE), added to `into` when given.
    * @returns the fields, and the rollup groups unless ROLLUP_DIMENSIONS is off: `exact` false (and
    *   no groups) when a rollup value's `#>>` text is not one the parsed record gives exactly
-   *   (src/sync/derived/groups.ts's textAt).
+   *   (src/sync/derived/rollup/groups.ts's textAt).
    */
   observe(
     records: readonly unknown[],

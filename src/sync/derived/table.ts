@@ -2,7 +2,7 @@
  * What every derived table of src/sync/derived/ shares: the tables it may name, what runs its
  * statements, and the stages of the sync it takes part in. A new derived table is one module
  * implementing {@link DerivedTable} ({@link RollupTable} when it is rebuilt from `records`), listed
- * in the facade (src/sync/derived.ts), which also calls its per-page and commit methods.
+ * in the facade (src/sync/derived/index.ts), which also calls its per-page and commit methods.
  */
 import type { PoolClient } from '../../db/pool.js';
 import type { Logger } from '../../log.js';
@@ -12,7 +12,7 @@ export type Queryable = Pick<PoolClient, 'query'>;
 
 /**
  * The qualified, quoted names of one schema's tables that derived tables read and write
- * (src/sync/store.ts's `Tables` is one: a structural type, so this folder never imports the store).
+ * (src/sync/store/pg/sql.ts's `Tables` is one: a structural type, so this folder never imports the store).
  */
 export interface SchemaTables {
   readonly schema: string;
@@ -39,7 +39,7 @@ export interface Query {
  * One derived table (or tables that change together) of a schema. Every statement runs in the
  * caller's transaction. Its per-page work (rollup groups, the catalogue's field statistics: one
  * walk of each page's records, src/sync/derived/page-walk.ts) and its part of a window's commit carry its own shapes: they are the module's own
- * methods, which the facade (src/sync/derived.ts) calls at those stages.
+ * methods, which the facade (src/sync/derived/index.ts) calls at those stages.
  */
 export interface DerivedTable {
   /**

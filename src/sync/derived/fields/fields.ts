@@ -1,0 +1,83 @@
+/** The field catalogue (record_fields) as read back: its rows, merged over sources, and each field's column type in records_typed. */
+import type { Queryable, SchemaTables } from '../table.js';
+
+/** A catalogue row as {@link readFields} returns it. */
+export interface FieldRow {
+  /** The source whose records hold the field. */
+  source: string;
+  /** The field's name (a top-level key of the payload). */
+  path: string;
+  /** Its column in records_typed (null until the field is first catalogued). */
+  column: string | null;
+  /** JSON types seen, sorted (`date-time` for an ISO 8601 date-time string). */
+  types: string[];
+  /** The column's type in records_typed; null when the field has no column (only objects or arrays seen). */
+  viewType: 'text' | 'numeric' | 'boolean' | 'timestamptz' | null;
+  records: number;
+  firstSeen: Date;
+  lastSeen: Date;
+  example: string | null;
+}
+
+/**
+ * One row per field name over every source's catalogue rows (sorted by field name): the types
+ * every source saw (so one records_typed column serves them all), the records summed, the widest
+ * first and last seen, the first example; `source` is the sources' names joined by commas.
+ */
+export function mergeSources(rows: readonly FieldRow[]): FieldRow[] {
+  const byPath = new Map<string, FieldRow>();
+  for (const r of rows) {
+    const m = byPath.get(r.path);
+    if (m === undefined) {
+      byPath.set(r.path, { ...r, types: [...r.types] });
+      continue;
+    }
+    m.source = `${m.source},${r.source}`;
+    m.column ??= r.column;
+    m.types = [...new Set([...m.types, ...r.types])].sort();
+    m.viewType = viewType(m.types);
+    m.records += r.records;
+    if (r.firstSeen < m.firstSeen) m.firstSeen = r.firstSeen;
+    if (r.lastSeen > m.lastSeen) m.lastSeen = r.lastSeen;
+    m.example ??= r.example;
+  }
+  return [...byPath.values()];
+}
+
+/**
+ * The catalogue, ordered by field name then source, with each field's column type in
+ * records_typed (from that source's types: {@link mergeSources} gives the view's).
+ *
+ * @param sources only these sources' rows; default: every source's.
+ * @throws the database's error (a schema not migrated: record_fields does not exist).
+ */
+export async function readFields(db: Queryable, t: SchemaTables, sources?: readonly string[]): Promise<FieldRow[]> {
+  const { rows } = await db.query<{
+    source: string;
+    path: string;
+    column: string | null;
+    types: string[];
+    records: string;
+    firstSeen: Date;
+    lastSeen: Date;
+    example: string | null;
+  }>(
+    `select source, path, view_column as "column", types, records, first_seen as "firstSeen", last_seen as "lastSeen", example
+       from ${t.fields} where $1::text[] is null or source = any($1::text[]) order by path collate "C", source collate "C"`,
+    [sources === undefined ? null : [...sources]],
+  );
+  return rows.map((r) => ({ ...r, records: Number(r.records), viewType: viewType(r.types) }));
+}
+
+/**
+ * The type of a field's column in records_typed from the JSON types seen: one scalar type gives
+ * numeric, boolean, timestamptz (date-time strings) or text; a mix widens to text; only nulls give
+ * text; only objects or arrays give no column (null).
+ */
+export function viewType(types: readonly string[]): FieldRow['viewType'] {
+  const scalar = types.filter((x) => x === 'string' || x === 'date-time' || x === 'number' || x === 'boolean');
+  const nested = types.some((x) => x === 'object' || x === 'array');
+  if (scalar.length === 0) return nested ? null : 'text';
+  if (scalar.length > 1 || nested) return 'text';
+  return scalar[0] === 'number' ? 'numeric' : scalar[0] === 'boolean' ? 'boolean' : scalar[0] === 'date-time' ? 'timestamptz' : 'text';
+}

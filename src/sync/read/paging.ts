@@ -1,0 +1,81 @@
+/**
+ * Reading by pageNumber a range that holds more than a page and cannot be split (an instant of
+ * SYNC_MIN_SPLIT, or a boundary set: boundary.ts). The reference (E6) promises no order of records,
+ * so one paged read may double one record and miss another: the range is paged twice and taken
+ * only when both reads hold the same multiset of record texts (reader.ts).
+ */
+import { InconsistentWindowError } from '../../errors.js';
+import type { AnalyticsPage } from '../../upstream/analytics.js';
+import { sameBag } from '../membership/boundary.js';
+import { bagOf, PageKeys, type TextBag } from '../membership/record-keys.js';
+import { iso, type Window } from '../windows.js';
+
+/** How the reader asks E6 for pages of a range (its queue, budgets and envelope checks). */
+export interface RangeRequests {
+  /** Page 1, checked against its own envelope; at most `pageSize` records a page when given. */
+  firstPage(range: Window, pageSize?: number): Promise<AnalyticsPage>;
+  /** Page `pageNumber` (from 2) at `pageSize`. */
+  request(range: Window, pageNumber: number, pageSize: number): Promise<AnalyticsPage>;
+}
+
+/** One read of a range: its pages, the multiset of their record texts, and whether every page agreed on totalRecords. */
+export interface PagedRead {
+  total: number;
+  consistent: boolean;
+  pages: AnalyticsPage[];
+  keys: TextBag;
+}
+
+/**
+ * Pages through `range` once. Paged at the size page 1 showed E6 serves (never at totalPages,
+ * which an upstream that clamps the size while echoing the asked one gets wrong), and consistent
+ * only when every record of totalRecords came.
+ */
+export async function pageThrough(io: RangeRequests, range: Window, pageSize?: number): Promise<PagedRead> {
+  const first = await io.firstPage(range, pageSize);
+  const total = first.totalRecords;
+  const size = Math.max(1, first.data.length);
+  const rest = await Promise.all(Array.from({ length: Math.max(0, Math.ceil(total / size) - 1) }, (_, i) => io.request(range, i + 2, size)));
+  const pages = [first, ...rest];
+  let consistent = pages.reduce((sum, page) => sum + page.data.length, 0) === total;
+  for (const page of pages) if (page.totalRecords !== total) consistent = false;
+  return { total, consistent, pages, keys: bagOf(pages.flatMap((page) => PageKeys.of(page).allTexts())) };
+}
+
+/**
+ * Pages through `range` twice, until both reads hold the same multiset of records with the same
+ * `totalRecords` throughout.
+ *
+ * @param o `attempts`: pairs of reads (SYNC_WINDOW_ATTEMPTS); `configured`: SYNC_PAGE_SIZE and
+ *   `served`: the page size E6 was found to serve (reader.ts), named in the error; `window`: the window the range is read for; `pageSize`: at most this many
+ *   records a page (oversize.ts); `onUnstable`: told of each pair that disagreed (must not throw).
+ * @returns the second read of the pair that agreed.
+ * @throws {InconsistentWindowError} after `attempts` pairs that disagreed; what a request throws.
+ */
+export async function pagedTwice(
+  io: RangeRequests,
+  range: Window,
+  o: {
+    attempts: number;
+    configured: number;
+    served: number;
+    window: Window;
+    pageSize?: number;
+    onUnstable?: ((event: { instant: Window; records: number; attempt: number }) => void) | undefined;
+  },
+): Promise<PagedRead> {
+  let records = 0;
+  for (let attempt = 1; attempt <= o.attempts; attempt++) {
+    const [first, second] = await Promise.all([pageThrough(io, range, o.pageSize), pageThrough(io, range, o.pageSize)]);
+    records = second.total;
+    if (first.total === second.total && first.consistent && second.consistent && sameBag(first.keys, second.keys)) return second;
+    o.onUnstable?.({ instant: range, records, attempt });
+  }
+  throw new InconsistentWindowError(
+    `instant ${iso(range.start)}..${iso(range.end)} holds ${records} records, more than a page of ${o.pageSize ?? o.served} ` +
+      `(${o.pageSize !== undefined ? 'the smaller pages read after an answer over UPSTREAM_MAX_BODY' : o.served < o.configured ? `the size E6 serves; SYNC_PAGE_SIZE is ${o.configured}` : 'SYNC_PAGE_SIZE'}), ` +
+      `and ${o.attempts} pairs of reads of it (SYNC_WINDOW_ATTEMPTS) returned different records: E6's order within it is not stable, ` +
+      `so paging it could double or lose records; nothing of window ${iso(o.window.start)}..${iso(o.window.end)} was committed. ` +
+      `If the API resolves finer times than SYNC_MIN_SPLIT, lower it`,
+  );
+}

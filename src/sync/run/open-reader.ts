@@ -1,0 +1,67 @@
+/**
+ * Reading a run's windows from E6: the window reader (reader.ts) set up with the run's settings,
+ * its pages prepared for the writer (prepare.ts), and the first parts of each window sized from
+ * what the ledger says earlier windows held.
+ */
+import type { RunContext } from './context.js';
+import { span } from './plan.js';
+import type { StoreSession } from '../store/ports.js';
+import { preparePage, type PageRules, type PreparedPage } from '../read/prepare.js';
+import { WindowReader } from '../read/reader.js';
+import { RecordEstimate } from '../read/slices.js';
+import { iso, recordTime, type Window } from '../windows.js';
+
+/**
+ * The reader of the run's windows; nothing is requested before the first window is loaded.
+ * Close it when the run ends.
+ */
+export async function openReader(
+  ctx: RunContext,
+  session: StoreSession,
+  run: { runId: number; windows: readonly Window[] },
+): Promise<WindowReader<PreparedPage>> {
+  const { settings: config, log, observer, options } = ctx;
+  const { runId, windows } = run;
+  const timeField = config.recordTimeField;
+  const rules: PageRules = { timeField, derived: ctx.derived, catalogue: ctx.tables.rollup.catalogue };
+  // Committed windows in and just before the run: their counts plan parts, their ends tell which
+  // run window has a window before it that keeps its start's boundary set. A parked window keeps
+  // its end's too: it is loaded later (park.ts), and the window after it must not hold them meanwhile.
+  const range = windows.length === 0 ? undefined : span(windows);
+  const ledger = range === undefined ? [] : await session.ledgerCounts(range);
+  const parked = range === undefined ? [] : await session.parkedWindows({ start: range.start - 1, end: range.end });
+  return new WindowReader(ctx.e6, windows, {
+    pageSize: config.pageSize,
+    concurrency: config.concurrency,
+    minSplitMs: config.minSplitMs,
+    instantAttempts: config.windowAttempts,
+    prepare: (page, place) => preparePage(rules, page, place),
+    toDate: config.toDate,
+    committedEnds: new Set([...ledger, ...parked].map((w) => w.end)),
+    heldBefore: (cut, boundarySet) => session.heldAtEnd(cut, boundarySet),
+    timesOf: (prepared) => prepared.rows.eventTimes,
+    eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
+    estimate: new RecordEstimate(ledger),
+    onPageSizeClamped: (event) => {
+      log.warn(
+        { runId, pageSizeAsked: event.asked, pageSizeServed: event.served, pageSizeEchoed: event.echoed },
+        'E6 served fewer records on a page than the page size asked and its totalRecords held: the page was not taken as complete, and this run reads at the size served',
+      );
+      observer?.pageSizeClamped?.(event);
+    },
+    onUnstableInstant: (event) => {
+      log.warn(
+        {
+          runId,
+          instant: [iso(event.instant.start), iso(event.instant.end)],
+          records: event.records,
+          attempt: event.attempt,
+          maxAttempts: config.windowAttempts,
+        },
+        'two reads of an instant holding more than a page returned different records (E6 order not stable); reading it again',
+      );
+      observer?.unstableInstant?.(event);
+    },
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+}

@@ -1,0 +1,216 @@
+/**
+ * What a run tells: its start, a line per window (and warnings for shrunk windows, quarantined
+ * records and records outside their window), its outcome recorded in the ledger, logged and handed
+ * to the observer.
+ */
+import { AbortedError, coerceError, describeError } from '../../errors.js';
+import type { LoadContext, RunContext } from './context.js';
+import { describeChange, type FieldChange } from '../derived/fields/schema-changes.js';
+import type { RunPlan } from './plan.js';
+import type { RunEnding } from '../store/ports.js';
+import type { RunStatus } from '../store/pg/sql.js';
+import type { SyncResult, WindowSummary } from './summary.js';
+import { iso } from '../windows.js';
+
+/** Logs the run's start and tells the observer. */
+export function reportRunStarted(ctx: RunContext, runId: number, plan: RunPlan): void {
+  const { range, windows, watermarkBefore } = plan;
+  ctx.log.info(
+    { runId, from: iso(range.start), to: iso(range.end), windows: windows.length, watermark: watermarkBefore === undefined ? null : iso(watermarkBefore) },
+    'sync run started',
+  );
+  ctx.observer?.runStarted?.({ runId, windows });
+}
+
+/** Logs a committed (or kept) window, warns about what in it needs a look, and tells the observer. */
+export function reportWindow(ctx: LoadContext, summary: WindowSummary & { watermark: number | undefined }): void {
+  const { log, observer, runId } = ctx;
+  const window = [iso(summary.window.start), iso(summary.window.end)];
+  // debug: a backfill commits hundreds of windows, and its progress lines (or the bar) say how it goes.
+  log.debug(
+    {
+      runId,
+      window,
+      records: summary.records,
+      totalRecords: summary.totalRecords,
+      pages: summary.pages,
+      replaced: summary.replaced,
+      ...(summary.quarantined ? { quarantined: summary.quarantined } : {}),
+      ...(summary.boundary ? { boundary: summary.boundary } : {}),
+      ...(summary.outside ? { outside: summary.outside } : {}),
+      ...(summary.untimed ? { untimed: summary.untimed } : {}),
+      requests: summary.requests,
+      ...(summary.splits ? { splits: summary.splits } : {}),
+      ...(summary.instants ? { instants: summary.instants } : {}),
+      durationMs: Math.round(summary.durationSeconds * 1000),
+    },
+    'window committed',
+  );
+  if (summary.shrunk) {
+    const { stored: before, returned, kept, action } = summary.shrunk;
+    log.warn(
+      { runId, window, stored: before, returned, ...(kept === undefined ? {} : { kept }) },
+      action === 'kept'
+        ? 'E6 no longer returns some records stored for this window (retention or deletion upstream); they are kept beside what it returns now (SYNC_SHRINK=keep)'
+        : 'E6 now returns fewer records for this window than were stored; they were replaced (SYNC_SHRINK=replace)',
+    );
+    observer?.windowShrunk?.(summary.shrunk);
+  }
+  const contract = summary.contract ?? 0;
+  if (summary.quarantined > contract) {
+    log.warn(
+      { runId, window, quarantined: summary.quarantined - contract },
+      'E6 returned records PostgreSQL cannot store; they are kept whole in records_quarantine (payload_text, with json_path and reason, or the sqlstate and message the database refused them with) and the rest of the window is committed',
+    );
+  }
+  if (contract > 0) reportContract(ctx, window, contract, summary.contractBreaches ?? []);
+  if (summary.quarantined > 0) observer?.recordsQuarantined?.({ window: summary.window, records: summary.quarantined });
+  reportFieldChanges(ctx, summary);
+  if (summary.outside > 0) {
+    log.warn(
+      { runId, window, outside: summary.outside },
+      'E6 returned records whose RECORD_TIME_FIELD lies outside the window; they are kept, but check that the field is the event time E6 filters on',
+    );
+  }
+  observer?.windowCommitted?.(summary);
+}
+
+/**
+ * Records FIELD_CONTRACT=freeze quarantined in a window: a warning per run for each change refused
+ * (the first window that brings it names it), the later windows' refusals at debug.
+ */
+function reportContract(ctx: LoadContext, window: string[], records: number, breaches: readonly FieldChange[]): void {
+  const first = ctx.contract?.firstBreaches(breaches) ?? [];
+  const line = { runId: ctx.runId, window, quarantined: records, changes: breaches.map(describeChange) };
+  if (first.length === 0) {
+    ctx.log.debug(line, 'records bringing a new field or type were quarantined (FIELD_CONTRACT=freeze)');
+    return;
+  }
+  ctx.log.warn(
+    { ...line, changes: first.map(describeChange) },
+    "records bringing a new top-level field or a new type of one are quarantined in records_quarantine (reason 'contract: …') and the rest of the window is committed (FIELD_CONTRACT=freeze); " +
+      'set FIELD_CONTRACT=evolve and load the window again (sync --from --to) to store them',
+  );
+}
+
+/** Fields and types the source's catalogue gained with a committed window: one warning each, and the observer. */
+function reportFieldChanges(ctx: LoadContext, summary: WindowSummary): void {
+  const changes = summary.fieldChanges ?? [];
+  if (changes.length === 0) return;
+  const window = [iso(summary.window.start), iso(summary.window.end)];
+  for (const change of changes) {
+    ctx.log.warn(
+      { runId: ctx.runId, window, field: change.path, type: change.type, change: change.newField ? 'new field' : 'new type' },
+      `the record schema changed: ${describeChange(change)} appeared in this source's records for the first time (record_fields, record_field_changes)`,
+    );
+  }
+  ctx.observer?.fieldsChanged?.({ window: summary.window, changes });
+}
+
+/** What a run did so far: the sums of its committed windows, and what ended it. */
+export class RunTally {
+  windows = 0;
+  pages = 0;
+  records = 0;
+  quarantined = 0;
+  /** Fields and types the source's catalogue gained. */
+  fieldsNew = 0;
+  /** Windows parked (park.ts), and the source's parked windows in the ledger at the end (for the gauge). */
+  parked = 0;
+  parkedWindows: number | undefined;
+  status: RunStatus = 'succeeded';
+  error: Error | undefined;
+
+  constructor(public watermark: number | undefined) {}
+
+  add(summary: WindowSummary & { watermark: number | undefined }): void {
+    this.windows++;
+    this.pages += summary.pages;
+    this.records += summary.records;
+    this.quarantined += summary.quarantined;
+    this.fieldsNew += summary.fieldChanges?.length ?? 0;
+    this.watermark = summary.watermark;
+  }
+
+  /** A window was parked; the watermark passed it. */
+  park(watermark: number | undefined): void {
+    this.parked++;
+    this.watermark = watermark;
+  }
+
+  /** The run stopped on `thrown`: interrupted by the signal, else failed. */
+  fail(thrown: unknown, signal: AbortSignal | undefined): void {
+    this.error = coerceError(thrown);
+    this.status = this.error instanceof AbortedError || signal?.aborted ? 'interrupted' : 'failed';
+  }
+}
+
+/**
+ * Records the run's end in the ledger, logs it and tells the observer.
+ *
+ * @param run.started `performance.now()` when the run began.
+ * @throws the database's error when the end cannot be recorded, on the run's session nor (after a
+ *   failed run) on a fresh one.
+ */
+export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunTally; started: number }): Promise<SyncResult> {
+  const { tally } = run;
+  const { status, error, windows: committed, pages, records, quarantined, watermark, parked, parkedWindows, fieldsNew } = tally;
+  const durationSeconds = (performance.now() - run.started) / 1000;
+  const ending: RunEnding = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
+  try {
+    await ctx.session.finishRun(ctx.runId, ending);
+  } catch (recording) {
+    // The run's own connection is gone (killed, a failover): record its end on a fresh one, so the
+    // row does not stay `running` for the next run to call abandoned. If that fails too, the
+    // database is unreachable and this throws as before.
+    if (error === undefined) throw recording;
+    await ctx.store.session((fresh) => fresh.finishRun(ctx.runId, ending));
+  }
+  const windowsPlanned = plan.windows.length;
+  const result: SyncResult = {
+    status,
+    runId: ctx.runId,
+    range: plan.range,
+    windowsPlanned,
+    windows: committed,
+    pages,
+    records,
+    quarantined,
+    watermark,
+    durationSeconds,
+    ...(error ? { error } : {}),
+    parked,
+    ...(parkedWindows !== undefined ? { parkedWindows } : {}),
+    ...(fieldsNew ? { fieldsNew } : {}),
+  };
+  const summaryLine = {
+    runId: ctx.runId,
+    status,
+    windows: committed,
+    windowsPlanned,
+    pages,
+    records,
+    quarantined,
+    ...(fieldsNew ? { fieldsNew } : {}),
+    ...(parked ? { parked } : {}),
+    durationMs: Math.round(durationSeconds * 1000),
+    recordsPerSecond: durationSeconds > 0 ? Math.round(records / durationSeconds) : 0,
+    watermark: watermark === undefined ? null : iso(watermark),
+    ...(error ? { err: error } : {}),
+  };
+  if (status === 'succeeded' && parked > 0)
+    ctx.log.warn(
+      summaryLine,
+      `sync run succeeded but parked ${parked} window(s) it could not load (listed above): the data is not exact until they are loaded`,
+    );
+  else if (status === 'succeeded' && (parkedWindows ?? 0) > 0)
+    ctx.log.warn(
+      { ...summaryLine, parkedWindows },
+      `sync run succeeded, but ${parkedWindows} window(s) parked by earlier runs are still not loaded: the data is not exact until they are`,
+    );
+  else if (status === 'succeeded') ctx.log[ctx.showsProgress ? 'debug' : 'info'](summaryLine, 'sync run succeeded');
+  else if (status === 'interrupted') ctx.log.warn(summaryLine, 'sync run interrupted; committed windows are kept, the next run completes the data');
+  else ctx.log.error(summaryLine, 'sync run failed; committed windows are kept, the next run completes the data');
+  ctx.observer?.runFinished?.(result);
+  return result;
+}
