@@ -77,6 +77,21 @@ export default {
       LAYER.sync,
       above('metrics', 'app', 'serve', 'commands', 'cli'),
     ),
+    forbid(
+      'run-and-audit-use-store-ports',
+      'The run and the audit see storage through store/ports.ts only; the app layer builds the PostgreSQL store and hands it over.',
+      '^src/sync/(run|audit)/',
+      ['^src/sync/store/pg/', '^src/db/'],
+    ),
+    forbid(
+      'sync-rooms-below-run',
+      'Reading, membership, rows and derived tables are used by the run; they never reach up to it, to the audit or to the store.',
+      '^src/sync/(read|membership|rows|derived)/',
+      ['^src/sync/(run|audit|store/pg)/'],
+    ),
+    forbid('store-below-run', 'The store implements the ports for the run; it never calls the run or the audit.', '^src/sync/store/', [
+      '^src/sync/(run|audit)/',
+    ]),
     forbid('metrics-below-app', "The exporter's own metrics are read by serve, never the reverse.", LAYER.metrics, above('app', 'serve', 'commands', 'cli')),
     forbid('app-below-commands', 'Applications are called by commands, and never call them.', LAYER.app, above('commands', 'cli')),
     forbid('serve-below-commands', 'The serve side is called by its command, and never calls commands.', LAYER.serve, above('commands', 'cli')),

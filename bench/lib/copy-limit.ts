@@ -16,7 +16,7 @@ import { silentLogger } from '../../src/log.js';
 import { createDataset } from '@analytics-exporter/simulator';
 import { catalogueRecords, type FieldStats, type WindowFields } from '../../src/sync/derived/index.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
-import { Tables } from '../../src/sync/store/pg/sql.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
 import { alignDown } from '../../src/sync/windows.js';
 
 /** COPY text format: backslash, newline, carriage return and tab are escaped. */

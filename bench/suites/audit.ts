@@ -16,6 +16,7 @@ import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { HOUR_MS, seedHourlyHistory } from '../../test/helpers/audit-seed.js';
 import { withFreshDatabase, type BenchContext } from '../lib/context.js';
+import { PgStore } from '../../src/sync/store/pg/store.js';
 
 export interface AuditSpec {
   /** Hourly windows of the history. */
@@ -72,7 +73,8 @@ export async function auditSuite(ctx: BenchContext, spec: AuditSpec): Promise<Au
     try {
       ctx.log(`audit: seeding ${spec.windows} hourly windows`);
       const seededRecords = await seedHourlyHistory(pool, SCHEMA, sim, START, spec.windows);
-      const deps = { pool, client, config: source.sync, tables: config.tables, schema: SCHEMA, log: silentLogger };
+      const store = new PgStore({ pool, schema: SCHEMA, tables: config.tables, log: silentLogger }).forSource(source.name, silentLogger);
+      const deps = { store, client, config: source.sync, tables: config.tables, schema: SCHEMA, log: silentLogger };
       const rows: AuditRow[] = [];
       const audit = async (drifted: number, repair: boolean): Promise<AuditResult> => {
         const before = sim.stats.analyticsRequests;

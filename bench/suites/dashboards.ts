@@ -19,7 +19,7 @@ import { createPool, withClient, withTransaction, type PoolClient } from '../../
 import { silentLogger } from '../../src/log.js';
 import { Derived, type WindowFields } from '../../src/sync/derived/index.js';
 import { ensurePartitions, listPartitions } from '../../src/sync/store/pg/partitions.js';
-import { Tables } from '../../src/sync/store/pg/sql.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
 import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
 import { renderSql, type Selection } from '../../grafana/src/interpolate.js';
 import { migrateSchema, timePsqlCopy, writeCopyFile } from '../lib/copy-limit.js';

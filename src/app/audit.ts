@@ -46,7 +46,7 @@ export async function verifySources(
       try {
         const upstream = await openSourceUpstream(source, sourceLog);
         try {
-          const deps = sourceSyncDeps(config, source, { pool: db.pool, client: upstream.client, log: sourceLog });
+          const deps = sourceSyncDeps(config, source, { store: db.store.forSource(source.name, sourceLog), client: upstream.client, log: sourceLog });
           outcomes.push({ source: source.name, log: sourceLog, result: await auditSource(deps, auditOptions) });
         } finally {
           await upstream.close();

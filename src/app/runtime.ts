@@ -8,12 +8,15 @@ import { createPool, type Pool } from '../db/pool.js';
 import { PLAIN_TLS, readDatabaseTls } from '../db/tls.js';
 import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
+import { PgStore } from '../sync/store/pg/store.js';
 import { AnalyticsClient, type ClientObserver } from '../upstream/analytics.js';
 
 export { DRAIN_TIMEOUT_MS } from './drain.js';
 
 export interface Database {
   pool: Pool;
+  /** The schema's tables, through the store (DATABASE_SCHEMA). */
+  store: PgStore;
   /** True for the embedded PGlite database. */
   embedded: boolean;
   close(): Promise<void>;
@@ -31,7 +34,7 @@ export interface Database {
 export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock): Promise<Database> {
   if (config.database.url !== undefined) {
     const pool = createPool({ url: config.database.url, tls: readDatabaseTls(config.database.tls) }, log, { max: maxConnections });
-    return { pool, embedded: false, close: () => pool.end() };
+    return { pool, store: storeOf(pool, config, log), embedded: false, close: () => pool.end() };
   }
   // Loaded here, so that a process with DATABASE_URL never loads PGlite.
   const { startEmbeddedDatabase } = await import('../db/embedded.js');
@@ -40,12 +43,18 @@ export async function openDatabase(config: Config, log: Logger, maxConnections =
   const pool = createPool({ url: embedded.url, tls: PLAIN_TLS }, log, { max: Math.min(maxConnections, 4) });
   return {
     pool,
+    store: storeOf(pool, config, log),
     embedded: true,
     close: async () => {
       await pool.end().catch(() => undefined);
       await embedded.close();
     },
   };
+}
+
+/** The store of DATABASE_SCHEMA on `pool`. */
+export function storeOf(pool: Pool, config: Config, log: Logger): PgStore {
+  return new PgStore({ pool, schema: config.database.schema, tables: config.tables, log });
 }
 
 export interface Upstream {

@@ -6,30 +6,26 @@
  */
 import type { Config } from '../config.js';
 import { migrate } from '../db/migrate.js';
-import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
+import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
-import { Derived, readFields, type FieldRow } from '../sync/derived/index.js';
+import type { FieldRow } from '../sync/derived/index.js';
 import { schemaLockName } from '../sync/run/context.js';
-import { Tables } from '../sync/store/pg/sql.js';
+import type { PgMaintenance } from '../sync/store/pg/maintenance.js';
+import { storeOf } from './runtime.js';
 
 /**
- * Runs `fn` on a client holding the schema's sync lock exclusively (waiting for the running syncs
- * of every source, which hold it shared: src/sync/run/run.ts), in one transaction. records_hourly is
- * one table for every source, so its rebuild excludes them all.
+ * Runs `fn` on a session holding the schema's sync lock exclusively (waiting for the running syncs
+ * of every source, which hold it shared). records_hourly is one table for every source, so its
+ * rebuild excludes them all.
  */
 async function underSyncLock<T>(
-  pool: Pool,
-  config: Config,
-  fn: (derived: Derived, tables: Tables, client: PoolClient) => Promise<T>,
+  on: { pool: Pool; config: Config; log: Logger },
+  fn: (maintenance: PgMaintenance) => Promise<T>,
   signal?: AbortSignal,
 ): Promise<T> {
-  const schema = config.database.schema;
-  const tables = new Tables(schema);
-  const derived = new Derived(tables, config.tables.rollup);
-  return withClient(pool, async (client) => {
-    const locked = await withAdvisoryLock(client, schemaLockName(schema), { wait: true, ...(signal ? { signal } : {}) }, () =>
-      withTransaction(client, () => fn(derived, tables, client)),
-    );
+  return storeOf(on.pool, on.config, on.log).session(async (session) => {
+    const lock = { wait: true, ...(signal ? { signal } : {}) };
+    const locked = await session.lock(schemaLockName(on.config.database.schema), lock, () => fn(session.maintenance()));
     if (!locked.acquired) throw new Error('unreachable: a waiting advisory lock is always acquired');
     return locked.value;
   });
@@ -54,8 +50,8 @@ export async function migrateDatabase(
   const schema = config.database.schema;
   const applied = await migrate(pool, schema, log);
   // Checked first without the lock, so a start does not wait for another process's sync when nothing changed.
-  const current = await new Derived(new Tables(schema), config.tables.rollup).isRollupCurrent(pool);
-  const rollupRebuilt = !current && (await underSyncLock(pool, config, (derived, _tables, client) => derived.ensureRollup(client, log), options.signal));
+  const current = await storeOf(pool, config, log).session((session) => session.maintenance().isRollupCurrent());
+  const rollupRebuilt = !current && (await underSyncLock({ pool, config, log }, (maintenance) => maintenance.ensureRollup(), options.signal));
   return { applied, rollupRebuilt };
 }
 
@@ -69,16 +65,7 @@ export async function migrateDatabase(
  */
 export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Promise<{ hourly: number | undefined; distinct: number | undefined }> {
   await migrate(pool, config.database.schema, log);
-  return underSyncLock(pool, config, async (derived, tables, client) => {
-    await derived.rebuildRollup(client);
-    const count = async (table: string): Promise<number | undefined> => {
-      const { rows: exists } = await client.query<{ exists: boolean }>('select to_regclass($1) is not null as exists', [table]);
-      if (!exists[0]!.exists) return undefined;
-      const { rows } = await client.query<{ n: string }>(`select count(*) as n from ${table}`);
-      return Number(rows[0]!.n);
-    };
-    return { hourly: await count(tables.hourly), distinct: await count(tables.hourlyDistinct) };
-  });
+  return underSyncLock({ pool, config, log }, (maintenance) => maintenance.rebuildRollup());
 }
 
 /**
@@ -88,7 +75,7 @@ export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Pr
  */
 export async function listFields(pool: Pool, config: Config, log: Logger, sources?: readonly string[]): Promise<FieldRow[]> {
   await migrate(pool, config.database.schema, log);
-  return withClient(pool, (client) => readFields(client, new Tables(config.database.schema), sources));
+  return storeOf(pool, config, log).session((session) => session.maintenance().listFields(sources));
 }
 
 /**

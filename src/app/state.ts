@@ -1,36 +1,32 @@
 /**
  * The application layer of the `state` commands: each source's state read, its watermark moved, its
- * windows marked for re-load (src/sync/store/pg/ledger-state.ts), each under the source's sync lock — the lock a
+ * windows marked for re-load (the ledger: src/sync/store/pg/ledger.ts), each under the source's sync lock — the lock a
  * sync run of it takes (src/sync/run/context.ts sourceLockName) — tried, never waited for: a source
  * whose lock another process holds is reported as locked. The schema is migrated first, as by
  * every database command.
  */
 import type { Config, SourceConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
-import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../db/pool.js';
+import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { sourceLockName } from '../sync/run/context.js';
-import {
-  markForReload,
-  readSourceState,
-  setWatermark,
-  type ReloadMarks,
-  type SourceState,
-  type WatermarkMove,
-  type WindowGroup,
-} from '../sync/store/pg/ledger-state.js';
-import { Tables } from '../sync/store/pg/sql.js';
+import type { ReloadMarks, SourceState, WatermarkMove, WindowGroup } from '../sync/store/ports.js';
+import type { PgLedger } from '../sync/store/pg/ledger.js';
 import { iso, type Window } from '../sync/windows.js';
+import { storeOf } from './runtime.js';
 
 /** The outcome of work under a source's lock: its value, or the source whose lock another process holds. */
 export type UnderLock<T> = { locked: false; value: T } | { locked: true; source: string };
 
 /** Runs `fn` in one transaction on a connection holding `source`'s sync lock, tried once. */
-async function underSourceLock<T>(pool: Pool, config: Config, source: string, fn: (db: PoolClient, t: Tables) => Promise<T>): Promise<UnderLock<T>> {
-  const schema = config.database.schema;
-  const t = new Tables(schema);
-  return withClient(pool, async (client) => {
-    const held = await withAdvisoryLock(client, sourceLockName(schema, source), { wait: false }, () => withTransaction(client, (db) => fn(db, t)));
+async function underSourceLock<T>(
+  on: { pool: Pool; config: Config; log: Logger },
+  source: string,
+  fn: (ledger: PgLedger) => Promise<T>,
+): Promise<UnderLock<T>> {
+  return storeOf(on.pool, on.config, on.log).session(async (session) => {
+    const lockName = sourceLockName(on.config.database.schema, source);
+    const held = await session.lock(lockName, { wait: false }, () => session.transaction(() => fn(session.ledger(source))));
     return held.acquired ? { locked: false, value: held.value } : { locked: true, source };
   });
 }
@@ -45,7 +41,7 @@ export async function showState(pool: Pool, config: Config, log: Logger, sources
   await migrate(pool, config.database.schema, log);
   const states: SourceState[] = [];
   for (const source of sources) {
-    const read = await underSourceLock(pool, config, source.name, (db, t) => readSourceState(db, t, source.name));
+    const read = await underSourceLock({ pool, config, log }, source.name, (ledger) => ledger.state());
     if (read.locked) return read;
     states.push(read.value);
   }
@@ -53,7 +49,7 @@ export async function showState(pool: Pool, config: Config, log: Logger, sources
 }
 
 /**
- * Moves `source`'s watermark to `to` (src/sync/store/pg/ledger-state.ts setWatermark: forward past a stretch not
+ * Moves `source`'s watermark to `to` (PgLedger.setWatermark: forward past a stretch not
  * loaded only with `force`), counting from the configured START_DATE when it has none.
  *
  * @throws {InvalidArgumentError} when refused (naming --force and the first unloaded stretch); the database's error.
@@ -67,15 +63,13 @@ export async function moveWatermark(
   await migrate(pool, config.database.schema, log);
   const start = move.source.sync.startDate;
   const origin = 'at' in start ? start.at.getTime() : (move.now ?? Date.now()) - start.agoMs;
-  return underSourceLock(pool, config, move.source.name, (db, t) =>
-    setWatermark(db, t, move.source.name, { to: move.to.getTime(), force: move.force, origin }),
-  );
+  return underSourceLock({ pool, config, log }, move.source.name, (ledger) => ledger.setWatermark({ to: move.to.getTime(), force: move.force, origin }));
 }
 
-/** Marks `source`'s windows overlapping `range` for re-load by its next resumed run (src/sync/store/pg/ledger-state.ts markForReload). */
+/** Marks `source`'s windows overlapping `range` for re-load by its next resumed run (PgLedger.markForReload). */
 export async function resetWindows(pool: Pool, config: Config, log: Logger, reset: { source: SourceConfig; range: Window }): Promise<UnderLock<ReloadMarks>> {
   await migrate(pool, config.database.schema, log);
-  return underSourceLock(pool, config, reset.source.name, (db, t) => markForReload(db, t, reset.source.name, reset.range));
+  return underSourceLock({ pool, config, log }, reset.source.name, (ledger) => ledger.markForReload(reset.range));
 }
 
 /** ISO 8601 or null: the JSON form of an instant. */

@@ -5,13 +5,11 @@
  * flags, handles signals and progress, and maps the outcomes to an exit status.
  */
 import type { Config } from '../config.js';
-import { withClient, type Pool } from '../db/pool.js';
 import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { sourceSyncDeps } from '../sync/run/context.js';
 import { applyRetention, runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../sync/run/run.js';
-import { pgRetentionSession } from '../sync/store/pg/session.js';
-import { Tables } from '../sync/store/pg/sql.js';
+import type { PgStore } from '../sync/store/pg/store.js';
 import { migrateDatabase } from './schema.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
 import { selectSources } from './sources.js';
@@ -75,7 +73,7 @@ export async function syncSources(
       try {
         const upstream = await openSourceUpstream(source, sourceLog);
         try {
-          const deps = sourceSyncDeps(config, source, { pool: db.pool, client: upstream.client, log: sourceLog, observer });
+          const deps = sourceSyncDeps(config, source, { store: db.store.forSource(source.name, sourceLog), client: upstream.client, log: sourceLog, observer });
           const result = await runSync(deps, { ...runOptions, retention: false });
           return { source: source.name, log: sourceLog, result };
         } finally {
@@ -85,7 +83,7 @@ export async function syncSources(
         return { source: source.name, log: sourceLog, error: coerceError(err) };
       }
     });
-    await retentionAfter({ pool: db.pool, config, log, signal: options.signal }, outcomes);
+    await retentionAfter({ store: db.store, config, log, signal: options.signal }, outcomes);
     return outcomes;
   } finally {
     await db.close();
@@ -98,19 +96,19 @@ export async function syncSources(
  * a failure is logged and the next invocation tries again.
  */
 async function retentionAfter(
-  on: { pool: Pool; config: Config; log: Logger; signal: AbortSignal | undefined },
+  on: { store: PgStore; config: Config; log: Logger; signal: AbortSignal | undefined },
   outcomes: readonly SourceOutcome[],
 ): Promise<void> {
-  const { pool, config, log, signal } = on;
+  const { store, config, log, signal } = on;
   const retentionMs = config.tables.retentionMs;
   const ran = outcomes.flatMap((o) => (o.result !== undefined && o.result.status !== 'locked' ? [o.result] : []));
   if (retentionMs === undefined || ran.length === 0 || ran.some((r) => r.status === 'interrupted') || signal?.aborted) return;
   const schema = config.database.schema;
   try {
-    await withClient(pool, (client) =>
+    await store.session((session) =>
       applyRetention(
         { schema, log },
-        pgRetentionSession(client, new Tables(schema)),
+        { lock: (name, lock, fn) => session.lock(name, lock, fn), maintenance: session.maintenance() },
         { runIds: ran.map((r) => r.runId), cutoff: Date.now() - retentionMs },
         { wait: true, ...(signal ? { signal } : {}) },
       ),

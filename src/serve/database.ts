@@ -5,13 +5,11 @@
  */
 import type { Config, SourceConfig } from '../config.js';
 import { pendingMigrations } from '../db/migrate.js';
-import { describeConfiguredDatabase, withClient } from '../db/pool.js';
+import { describeConfiguredDatabase } from '../db/pool.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { withTimeout } from '../settle.js';
-import { countParkedWindows } from '../sync/store/pg/parked.js';
-import { readWatermark, Tables } from '../sync/store/pg/sql.js';
 import { migrateDatabase } from '../app/schema.js';
 import type { Database } from '../app/runtime.js';
 import { DatabaseHealth } from './health.js';
@@ -99,11 +97,11 @@ export class ServeDatabase {
     // migrations at once on a new schema would both rebuild, and a run started after the first
     // finished would find the second holding that lock and end as `locked`.
     await migrateDatabase(opened.pool, config, log);
-    await withClient(opened.pool, async (client) => {
-      const tables = new Tables(this.#schema);
+    await opened.store.session(async (session) => {
       for (const source of this.#o.sources?.() ?? config.sources) {
-        metrics.setWatermark(source.name, await readWatermark(client, tables, source.name));
-        metrics.setParkedWindows(source.name, await countParkedWindows(client, tables, source.name));
+        const ledger = session.ledger(source.name);
+        metrics.setWatermark(source.name, await ledger.readWatermark());
+        metrics.setParkedWindows(source.name, await ledger.countParked());
       }
     });
     this.#o.onMigrated();

@@ -7,10 +7,9 @@ import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { sourceSyncDeps } from '../sync/run/context.js';
-import { countParkedWindows } from '../sync/store/pg/parked.js';
 import { runSync } from '../sync/run/run.js';
 import { SyncScheduler } from './cron.js';
-import { Tables } from '../sync/store/pg/sql.js';
+import type { PgStore } from '../sync/store/pg/store.js';
 import { auditSource, type AuditResult } from '../sync/audit/source.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { Upstreams } from '../app/runtime.js';
@@ -62,10 +61,12 @@ export function buildSourceScheduler(context: SourceScheduleContext, source: Sou
     run: async (signal) => {
       const started = performance.now();
       try {
-        const { pool } = await database.migrated();
-        const result = await runSync(sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer }), { signal });
+        const { store } = await database.migrated();
+        const result = await runSync(sourceSyncDeps(config, source, { store: store.forSource(source.name, sourceLog), client, log: sourceLog, observer }), {
+          signal,
+        });
         // Another replica runs the source: what its runs loaded or parked shows here too.
-        if (result.status === 'locked') await refreshParked({ pool, tables: new Tables(config.database.schema), source: source.name, metrics, log: sourceLog });
+        if (result.status === 'locked') await refreshParked({ store, source: source.name, metrics, log: sourceLog });
         if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
         else health.reachable();
         return result;
@@ -85,15 +86,9 @@ export function buildSourceScheduler(context: SourceScheduleContext, source: Sou
  * would keep the count it read at start, and AnalyticsSyncWindowsParked would fire for it after
  * the other replica had loaded the window. A failed read is logged at debug and left to the next tick.
  */
-async function refreshParked(o: {
-  pool: Parameters<typeof countParkedWindows>[0];
-  tables: Tables;
-  source: string;
-  metrics: ExporterMetrics;
-  log: Logger;
-}): Promise<void> {
+async function refreshParked(o: { store: PgStore; source: string; metrics: ExporterMetrics; log: Logger }): Promise<void> {
   try {
-    o.metrics.setParkedWindows(o.source, await countParkedWindows(o.pool, o.tables, o.source));
+    o.metrics.setParkedWindows(o.source, await o.store.session((session) => session.ledger(o.source).countParked()));
   } catch (err) {
     o.log.debug({ err }, 'the parked windows could not be read after a locked tick; the next tick tries again');
   }
@@ -130,8 +125,8 @@ export function buildSourceAudit(context: SourceScheduleContext, source: SourceC
   const observer = metrics.syncObserver(source.name);
   metrics.auditScheduled(source.name);
   const run = async (signal: AbortSignal): Promise<AuditResult> => {
-    const { pool } = await database.migrated();
-    const deps = sourceSyncDeps(config, source, { pool, client, log: sourceLog, observer });
+    const { store } = await database.migrated();
+    const deps = sourceSyncDeps(config, source, { store: store.forSource(source.name, sourceLog), client, log: sourceLog, observer });
     const result = await auditSource(deps, { repair: true, signal });
     metrics.recordAudit(source.name, result);
     return result;

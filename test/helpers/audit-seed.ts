@@ -10,7 +10,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { withClient, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
-import { Tables } from '../../src/sync/store/pg/sql.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
 import type { Simulator } from '@analytics-exporter/simulator';
 
 export const HOUR_MS = 3_600_000;

@@ -9,13 +9,16 @@
 import type { RollupCounts, WindowFields } from '../../src/sync/derived/index.js';
 import type { FieldChange, KnownFields } from '../../src/sync/derived/fields/schema-changes.js';
 import type { PageRows, QuarantineRow } from '../../src/sync/rows/page-rows.js';
-import type { ParkedWindow } from '../../src/sync/store/pg/parked.js';
-import type { DroppedPartition, Partition } from '../../src/sync/store/pg/partitions.js';
 import { dataRefusal } from '../../src/db/refusal.js';
 import type {
+  DroppedPartition,
+  Ledger,
   LockOptions,
   Locked,
+  ParkedWindow,
+  Partition,
   RunEnding,
+  SchemaMaintenance,
   StoreSession,
   StoredWindow,
   SyncStore,
@@ -37,9 +40,9 @@ export interface StoredRecord {
 export interface LedgerRow extends Window, WindowCounts {
   runId: number;
   expired: boolean;
-  /** Set on a parked window (parked.ts): why, and when (ms). */
+  /** Set on a parked window : why, and when (ms). */
   parked?: { reason: string; at: number };
-  /** Set on a window `state reset` marked for re-load (src/sync/store/pg/ledger-state.ts). */
+  /** Set on a window `state reset` marked for re-load (PgLedger.markForReload). */
   reloadRequested?: boolean;
 }
 
@@ -123,10 +126,16 @@ class MemorySession implements StoreSession {
   #alive = true;
   readonly #held = new Set<string>();
 
+  readonly ledger: Ledger;
+  readonly maintenance: SchemaMaintenance;
+
   constructor(
     private readonly store: MemoryStore,
     readonly id: number,
-  ) {}
+  ) {
+    this.ledger = new MemoryLedger(store, () => this.#check());
+    this.maintenance = new MemoryMaintenance(store, () => this.#check());
+  }
 
   /** Ends the session: its locks go with it. */
   end(): void {
@@ -181,43 +190,40 @@ class MemorySession implements StoreSession {
     }
   }
 
-  async isRollupCurrent(): Promise<boolean> {
+  async inWindow<T>(of: { window: Window; runId: number }, fn: (writer: WindowWriter) => Promise<T>): Promise<T> {
     this.#check();
-    return true;
+    if (this.store.loseSessionAt?.(of.window)) this.#lose();
+    const writer = new MemoryWindowWriter(this.store, of);
+    const value = await fn(writer);
+    this.#check();
+    writer.commit();
+    return value;
   }
+}
 
-  async ensureRollup(): Promise<void> {
-    this.#check();
-  }
-
-  async ensureTypedViewCurrent(): Promise<void> {
-    this.#check();
-  }
-
-  async pruneRollup(): Promise<number> {
-    this.#check();
-    return 0;
-  }
+/** The ledger of a {@link MemoryStore}, through one session. */
+class MemoryLedger implements Ledger {
+  constructor(
+    private readonly store: MemoryStore,
+    private readonly check: () => void,
+  ) {}
 
   async abandonStaleRuns(): Promise<number> {
-    this.#check();
+    this.check();
     const stale = this.store.runs.filter((r) => r.status === 'running');
     for (const run of stale) run.status = 'abandoned';
     return stale.length;
   }
-
   async readWatermark(): Promise<number | undefined> {
-    this.#check();
+    this.check();
     return this.store.watermark;
   }
-
   async committedWindows(range: Window): Promise<Window[]> {
-    this.#check();
-    return this.#ledger((w) => !w.parked && overlaps(w, range));
+    this.check();
+    return this.#windows((w) => !w.parked && overlaps(w, range));
   }
-
   async parkedWindows(range?: Window): Promise<ParkedWindow[]> {
-    this.#check();
+    this.check();
     return this.store.ledger
       .filter((w) => w.parked && (range === undefined || overlaps(w, range)))
       .sort((a, b) => a.start - b.start)
@@ -231,9 +237,8 @@ class MemorySession implements StoreSession {
         expired: w.expired,
       }));
   }
-
   async parkWindow(of: { window: Window; runId: number }, reason: string): Promise<number | undefined> {
-    this.#check();
+    this.check();
     const { window, runId } = of;
     const parked = { reason, at: Date.now() };
     const held = this.store.ledger.filter((w) => inside(w, window));
@@ -245,24 +250,20 @@ class MemorySession implements StoreSession {
     if (now === undefined || window.start <= now) this.store.watermark = Math.max(now ?? window.end, window.end);
     return this.store.watermark;
   }
-
   async expiredWindows(range: Window): Promise<Window[]> {
-    this.#check();
-    return this.#ledger((w) => w.expired && overlaps(w, range));
+    this.check();
+    return this.#windows((w) => w.expired && overlaps(w, range));
   }
-
   async reloadWindows(): Promise<Window[]> {
-    this.#check();
-    return this.#ledger((w) => w.reloadRequested === true && !w.expired);
+    this.check();
+    return this.#windows((w) => w.reloadRequested === true && !w.expired);
   }
-
   async recordVerified(through: number | undefined): Promise<void> {
-    this.#check();
+    this.check();
     this.store.verifiedThrough = through ?? null;
   }
-
   async auditWindows(range: Window): Promise<StoredWindow[]> {
-    this.#check();
+    this.check();
     const stored = new Map<number, number>();
     for (const row of [...this.store.records, ...this.store.quarantine]) stored.set(row.window.start, (stored.get(row.window.start) ?? 0) + 1);
     return this.store.ledger
@@ -277,17 +278,15 @@ class MemorySession implements StoreSession {
         parked: w.parked !== undefined,
       }));
   }
-
   async ledgerCounts(range: Window): Promise<(Window & { totalRecords: number })[]> {
-    this.#check();
+    this.check();
     const committed = this.store.ledger.filter((w) => !w.parked);
     const within = committed.filter((w) => overlaps(w, range));
     const before = committed.filter((w) => w.end <= range.start).sort((a, b) => b.end - a.end)[0];
     return [...within, ...(before ? [before] : [])].map((w) => ({ start: w.start, end: w.end, totalRecords: w.totalRecords }));
   }
-
   async heldAtEnd(end: number, boundarySet: TextBag): Promise<TextBag> {
-    this.#check();
+    this.check();
     const window = this.store.ledger.find((w) => w.end === end);
     if (window === undefined) return new Map();
     if (window.parked !== undefined || window.expired) return new Map(boundarySet);
@@ -309,30 +308,50 @@ class MemorySession implements StoreSession {
     }
     return held;
   }
-
-  #ledger(where: (w: LedgerRow) => boolean): Window[] {
+  #windows(where: (w: LedgerRow) => boolean): Window[] {
     return this.store.ledger
       .filter(where)
       .sort((a, b) => a.start - b.start)
       .map((w) => ({ start: w.start, end: w.end }));
   }
-
   async startRun(range: Window): Promise<number> {
-    this.#check();
+    this.check();
     const id = this.store.runs.length + 1;
     this.store.runs.push({ id, range, status: 'running' });
     return id;
   }
-
   async finishRun(runId: number, ending: RunEnding): Promise<void> {
-    this.#check();
+    this.check();
     const run = this.store.runs.find((r) => r.id === runId)!;
     run.status = ending.status;
     run.ending = ending;
   }
+}
 
+/** The schema maintenance of a {@link MemoryStore}: partitions asked for and the catalogue as committed; no derived SQL to run. */
+class MemoryMaintenance implements SchemaMaintenance {
+  constructor(
+    private readonly store: MemoryStore,
+    private readonly check: () => void,
+  ) {}
+
+  async isRollupCurrent(): Promise<boolean> {
+    this.check();
+    return true;
+  }
+  async ensureRollup(): Promise<boolean> {
+    this.check();
+    return false;
+  }
+  async ensureTypedViewCurrent(): Promise<void> {
+    this.check();
+  }
+  async pruneRollup(): Promise<number> {
+    this.check();
+    return 0;
+  }
   async catalogueTypes(): Promise<KnownFields> {
-    this.#check();
+    this.check();
     // The catalogue as record_fields keeps it: every name and type a committed window brought.
     const known: KnownFields = new Map();
     for (const { fields } of this.store.derived) {
@@ -344,26 +363,14 @@ class MemorySession implements StoreSession {
     }
     return known;
   }
-
   async ensurePartitions(starts: readonly number[]): Promise<Partition[]> {
-    this.#check();
+    this.check();
     this.store.partitionStarts.push(...starts);
     return [];
   }
-
   async dropExpiredPartitions(): Promise<DroppedPartition[]> {
-    this.#check();
+    this.check();
     return [];
-  }
-
-  async inWindow<T>(of: { window: Window; runId: number }, fn: (writer: WindowWriter) => Promise<T>): Promise<T> {
-    this.#check();
-    if (this.store.loseSessionAt?.(of.window)) this.#lose();
-    const writer = new MemoryWindowWriter(this.store, of);
-    const value = await fn(writer);
-    this.#check();
-    writer.commit();
-    return value;
   }
 }
 

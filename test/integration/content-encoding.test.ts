@@ -17,6 +17,7 @@ import { runSync } from '../../src/sync/run/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 /** UPSTREAM_MAX_BODY's default, in bytes: the client of this file is configured with it. */
 const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
@@ -105,7 +106,7 @@ async function syncIn(m: Mode, schema: string) {
   await migrate(pool, schema, silentLogger);
   const c = client();
   try {
-    const result = await runSync({ pool, client: c, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
+    const result = await runSync(pgDeps({ pool, client: c, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }), { from: FROM, to: TO });
     const { rows } = await pool.query<{ status: string; error: string | null }>(`select status, error from "${schema}".sync_runs`);
     return { result, runs: rows };
   } finally {

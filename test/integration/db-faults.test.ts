@@ -6,6 +6,7 @@ import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run/run.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 let pool: Pool;
@@ -32,7 +33,7 @@ describe('database faults', () => {
     let windows = 0;
     let killed: Promise<number> | undefined;
     const run = runSync(
-      {
+      pgDeps({
         pool,
         client,
         ...syncSettings({ SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '200', SYNC_CONCURRENCY: '1' }),
@@ -50,7 +51,7 @@ describe('database faults', () => {
             }
           },
         },
-      },
+      }),
       { from: START, to: END },
     );
     // Either the run reports failure or, when even recording it fails, rejects: never a crash.
@@ -70,7 +71,7 @@ describe('database faults', () => {
     );
     expect(partial.rows[0]!.stray).toBe(0);
 
-    const next = await runSync({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema: 'faults', log: silentLogger }, { from: START, to: END });
+    const next = await runSync(pgDeps({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema: 'faults', log: silentLogger }), { from: START, to: END });
     expect(next.status).toBe('succeeded');
     await expectExactDataset(pool, 'faults', sim, START, END);
     await client.close();

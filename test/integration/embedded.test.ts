@@ -5,6 +5,7 @@ import { EMBEDDED_WAL_LIMIT_BYTES, walBytes } from '../../src/db/maintenance.js'
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run/run.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
@@ -39,12 +40,12 @@ describe('embedded PGlite database', () => {
     const client = simClient(sim);
     try {
       const deps = { pool, client, schema: 'analytics', log: silentLogger };
-      const first = await runSync({ ...deps, ...syncSettings({ SYNC_WINDOW: '1d' }) }, { from: start, to: end });
+      const first = await runSync(pgDeps({ ...deps, ...syncSettings({ SYNC_WINDOW: '1d' }) }), { from: start, to: end });
       expect(first).toMatchObject({ status: 'succeeded', records: 300 });
       expect(await partitionNames()).toEqual(['records_20260901_20261001', 'records_20261001_20261101']);
       await expectExactDataset(pool, 'analytics', sim, start, end);
       const later = () => Date.parse('2026-10-20T00:00:00Z');
-      const retained = await runSync({ ...deps, ...syncSettings({ SYNC_WINDOW: '1d', RETENTION: '15d' }) }, { to: end, now: later });
+      const retained = await runSync(pgDeps({ ...deps, ...syncSettings({ SYNC_WINDOW: '1d', RETENTION: '15d' }) }), { to: end, now: later });
       expect(retained).toMatchObject({ status: 'succeeded' });
       expect(await partitionNames()).toEqual(['records_20261001_20261101']);
       await expectExactDataset(pool, 'analytics', sim, new Date('2026-10-01T00:00:00Z'), end);

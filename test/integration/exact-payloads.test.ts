@@ -14,6 +14,7 @@ import { runSync } from '../../src/sync/run/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 let pool: Pool;
@@ -66,7 +67,7 @@ describe('stored payloads', () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger, random: () => 0 });
     try {
-      const result = await runSync({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
+      const result = await runSync(pgDeps({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }), { from: FROM, to: TO });
       expect(result).toMatchObject({ status: 'succeeded', records: 3 });
     } finally {
       await client.close();
@@ -106,7 +107,7 @@ describe('stored payloads', () => {
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger, random: () => 0 });
     try {
-      const result = await runSync({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: FROM, to: TO });
+      const result = await runSync(pgDeps({ pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }), { from: FROM, to: TO });
       expect(result).toMatchObject({ status: 'succeeded', records: 2 });
     } finally {
       body = BODY;

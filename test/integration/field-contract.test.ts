@@ -21,6 +21,7 @@ import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -70,10 +71,10 @@ describe('schema changes (real PostgreSQL, the simulator)', () => {
       const run = async (env: Record<string, string> = {}, range = { from: START, to: END }) => {
         const client = simClient(s);
         try {
-          return await runSync(
-            { pool: bed.pool, client, ...syncSettings({ ...ENV, ...env }), schema: SCHEMA, log: logger, observer },
-            { ...range, now: () => END.getTime() },
-          );
+          return await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings({ ...ENV, ...env }), schema: SCHEMA, log: logger, observer }), {
+            ...range,
+            now: () => END.getTime(),
+          });
         } finally {
           await client.close();
         }

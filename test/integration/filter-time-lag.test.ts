@@ -14,6 +14,7 @@ import { startSimulator } from '@analytics-exporter/simulator';
 import { runSync, type WindowSummary } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -52,14 +53,14 @@ describe('sync against an E6 that filters on a hidden time (real PostgreSQL, the
       const committed: WindowSummary[] = [];
       const run = (from: Date) =>
         runSync(
-          {
+          pgDeps({
             pool: bed.pool,
             client,
             ...syncSettings({ SYNC_WINDOW: '1h' }),
             schema,
             log: silentLogger,
             observer: { windowCommitted: (w) => committed.push(w) },
-          },
+          }),
           { from, to: END },
         );
       expect(await run(START)).toMatchObject({ status: 'succeeded', windows: 24, records: served.length });

@@ -16,11 +16,12 @@ import { withClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
 import { runSync } from '../../src/sync/run/run.js';
-import { Tables } from '../../src/sync/store/pg/sql.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
 import { holds, privilegeLines } from '../helpers/privileges.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -117,7 +118,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     const scratch = 'footprint_scratch';
     const schema = 'footprint';
     await migrate(bed.pool, scratch, silentLogger);
-    const loaded = await runSync({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema: scratch, log: silentLogger }, { from: START, to: END });
+    const loaded = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema: scratch, log: silentLogger }), { from: START, to: END });
     expect(loaded).toMatchObject({ status: 'succeeded', records: 700 });
     const previous = MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!;
     await migrateUpTo(bed.pool, schema, previous);
@@ -168,7 +169,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     expect(setting.rows).toEqual([]);
 
     // A sync afterwards: every window replaced exactly, new ids after the largest, records_typed with its fields again.
-    const again = await runSync({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema, log: silentLogger }, { from: START, to: END });
+    const again = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema, log: silentLogger }), { from: START, to: END });
     expect(again).toMatchObject({ status: 'succeeded', records: 700 });
     expect(await expectExactDataset(bed.pool, schema, s, START, END)).toBe(700);
     const ids = await bed.pool.query<{ min: string }>(`select min(id)::text as min from ${schema}.records`);

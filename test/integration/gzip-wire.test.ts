@@ -12,6 +12,7 @@ import { silentLogger } from '../../src/log.js';
 import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { simClient, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -31,7 +32,10 @@ describe('sync against a simulator that gzips when asked (gzip auto)', () => {
     closers.push(() => client.close());
     const schema = `gzip_${bandwidth === undefined ? 'free' : 'paced'}`;
     await migrate(bed.pool, schema, silentLogger);
-    const result = await runSync({ pool: bed.pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }, { from: START, to: END });
+    const result = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings({ SYNC_WINDOW: '1d' }), schema, log: silentLogger }), {
+      from: START,
+      to: END,
+    });
     const served = s.servedJson(START, END);
     expect(result).toMatchObject({ status: 'succeeded', records: served.length });
     // Every E6 answer went compressed, which `auto` does only when the request allows gzip.

@@ -12,6 +12,7 @@ import { silentLogger } from '../../src/log.js';
 import { runSync, type ShrunkWindow } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -78,14 +79,14 @@ describe('a re-read window that lost and gained records upstream (real PostgreSQ
         const shrunk: ShrunkWindow[] = [];
         const run = () =>
           runSync(
-            {
+            pgDeps({
               pool: bed.pool,
               client,
               ...syncSettings({ SYNC_WINDOW: '1h', SYNC_SHRINK: shrink }),
               schema,
               log: silentLogger,
               observer: { windowShrunk: (w) => shrunk.push(w) },
-            },
+            }),
             { from: START, to: END },
           );
         expect(await run()).toMatchObject({ status: 'succeeded', windows: 24, records: 2000 });

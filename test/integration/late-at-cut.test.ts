@@ -13,6 +13,7 @@ import { silentLogger } from '../../src/log.js';
 import { runSync, type SyncResult } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, expectedMultiset, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -38,7 +39,10 @@ async function setup(): Promise<{ s: Simulator; schema: string }> {
 async function sync(s: Simulator, schema: string, from: Date, shrink: Shrink): Promise<SyncResult> {
   const client = simClient(s);
   closers.push(() => client.close());
-  return runSync({ pool: bed.pool, client, ...syncSettings({ SYNC_WINDOW: '1h', SYNC_SHRINK: shrink }), schema, log: silentLogger }, { from, to: DAY_END });
+  return runSync(pgDeps({ pool: bed.pool, client, ...syncSettings({ SYNC_WINDOW: '1h', SYNC_SHRINK: shrink }), schema, log: silentLogger }), {
+    from,
+    to: DAY_END,
+  });
 }
 
 /** Windows holding the late record, by start. */

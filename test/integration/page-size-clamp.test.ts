@@ -12,6 +12,7 @@ import { startSimulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -39,14 +40,14 @@ describe('sync against an E6 that clamps the page size (real PostgreSQL, the sim
     const clamped: { asked: number; served: number; echoed: number }[] = [];
     const run = () =>
       runSync(
-        {
+        pgDeps({
           pool: bed.pool,
           client,
           ...syncSettings({ SYNC_WINDOW: '1h', SYNC_PAGE_SIZE: '1000' }),
           schema,
           log: silentLogger,
           observer: { pageSizeClamped: (e) => clamped.push(e) },
-        },
+        }),
         { from: START, to: END },
       );
     expect(await run()).toMatchObject({ status: 'succeeded', windows: 24, records: 6000 });

@@ -12,16 +12,16 @@ import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { countParkedWindows } from '../../src/sync/store/pg/parked.js';
+import { PgStore } from '../../src/sync/store/pg/store.js';
 import { startServe } from '../../src/serve/lifecycle.js';
 import { runSync } from '../../src/sync/run/run.js';
-import { Tables } from '../../src/sync/store/pg/sql.js';
 import { runCliInProcess } from '../helpers/cli.js';
 import { FakeE6, record } from '../helpers/fake-e6.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, simulatorEnv, syncSettings, watermarkOf } from '../helpers/sync.js';
 import { untilTrue } from '../helpers/wait.js';
 import { captureLog } from '../helpers/log-capture.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -53,10 +53,10 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     const run = async (env: Record<string, string>, range: { from: Date; to: Date }, log = silentLogger) => {
       const client = simClient(s, env);
       try {
-        return await runSync(
-          { pool: bed.pool, client, ...syncSettings({ ...ENV, ...env }), schema, log, observer: metrics.syncObserver('default') },
-          { ...range, now: () => END.getTime() },
-        );
+        return await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings({ ...ENV, ...env }), schema, log, observer: metrics.syncObserver('default') }), {
+          ...range,
+          now: () => END.getTime(),
+        });
       } finally {
         await client.close();
       }
@@ -90,7 +90,8 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     expect(rows[0]!.reason).toContain(`larger than ${64 * 1024 * 1024} bytes (UPSTREAM_MAX_BODY)`);
     expect(await gauge()).toBe(1);
     // What serve reads into the gauge at start.
-    expect(await countParkedWindows(bed.pool, new Tables(schema), 'default')).toBe(1);
+    const store = new PgStore({ pool: bed.pool, schema, tables: syncSettings().tables, log: silentLogger });
+    expect(await store.session((session) => session.ledger('default').countParked())).toBe(1);
     const line = log.lines().find((l) => l.level === 'warn' && String(l.msg).startsWith('window parked'));
     expect(line).toMatchObject({ window: [PARKED.start.toISOString(), PARKED.end.toISOString()], reason: 'response_too_large' });
 
@@ -132,13 +133,13 @@ describe('a window over UPSTREAM_MAX_BODY (real PostgreSQL, the simulator)', () 
     await migrate(bed.pool, schema, silentLogger);
     const run = (to: number, env: Record<string, string> = {}) =>
       runSync(
-        {
+        pgDeps({
           pool: bed.pool,
           client: e6,
           ...syncSettings({ SYNC_WINDOW: '1h', SYNC_PAGE_SIZE: '10', ...env }),
           schema,
           log: silentLogger,
-        },
+        }),
         { from: new Date(t0), to: new Date(to), now: () => t0 + 10 * HOUR },
       );
     const ledger = async () =>

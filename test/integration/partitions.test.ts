@@ -2,13 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
-import type { DroppedPartition } from '../../src/sync/store/pg/partitions.js';
+import type { DroppedPartition } from '../../src/sync/store/ports.js';
 import { partitionName, partitionRange } from '../../src/sync/store/pg/partitions.js';
 import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run/run.js';
 import { parseIsoDateTime } from '../../src/time.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
 import { expectExactDataset, simClient, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -32,7 +33,7 @@ async function sync(
   const client = simClient(s);
   closers.push(() => client.close());
   const observer = { partitionsDropped: (e: { partitions: readonly DroppedPartition[] }) => dropped.push([...e.partitions]) };
-  const result = await runSync({ pool: bed.pool, client, ...syncSettings(env), schema, log: silentLogger, observer }, options);
+  const result = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(env), schema, log: silentLogger, observer }), options);
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   expect(result.error).toBeUndefined();
   return result;

@@ -13,6 +13,7 @@ import { silentLogger } from '../../src/log.js';
 import { runSync } from '../../src/sync/run/run.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const START = new Date('2026-10-31T00:00:00Z');
 const END = new Date('2026-11-01T00:00:00Z');
@@ -32,7 +33,10 @@ describe('embedded PGlite database', () => {
     const client = simClient(sim);
     onTestFinished(() => client.close());
     const run = (shrink: string) =>
-      runSync({ pool, client, schema: 'analytics', log: silentLogger, ...syncSettings({ SYNC_WINDOW: '6h', SYNC_SHRINK: shrink }) }, { from: START, to: END });
+      runSync(pgDeps({ pool, client, schema: 'analytics', log: silentLogger, ...syncSettings({ SYNC_WINDOW: '6h', SYNC_SHRINK: shrink }) }), {
+        from: START,
+        to: END,
+      });
 
     const refused = (t: string) => /e200000|e-20000/.test(t);
     const servedNow = () => sim.servedJson(START, END);

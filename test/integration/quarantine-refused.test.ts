@@ -10,14 +10,14 @@ import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import type { Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { Derived } from '../../src/sync/derived/index.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
 import { runSync, type ShrunkWindow } from '../../src/sync/run/run.js';
-import { PgSyncStore } from '../../src/sync/store/pg/session.js';
-import { Tables, startRun } from '../../src/sync/store/pg/sql.js';
+import { PgStore } from '../../src/sync/store/pg/store.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
 import { withClient } from '../../src/db/pool.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -64,14 +64,14 @@ function sync(sim: Simulator, schema: string, env: Record<string, string> = {}, 
   const client = simClient(sim);
   closers.push(() => client.close());
   return runSync(
-    {
+    pgDeps({
       pool: bed.pool,
       client,
       ...syncSettings({ SYNC_WINDOW: '1d', SYNC_PAGE_SIZE: '1000', ...env }),
       schema,
       log: silentLogger,
       observer: { windowShrunk: (w) => shrunk.push(w) },
-    },
+    }),
     { from: START, to: END },
   );
 }
@@ -178,7 +178,12 @@ describe('records PostgreSQL refuses are quarantined with the SQLSTATE and messa
     const t = new Tables(schema);
     const window = { start: START.getTime(), end: END.getTime() };
     await withClient(bed.pool, (c) => ensurePartitions(c, t, [window.start], 'month'));
-    const runId = await withClient(bed.pool, (c) => startRun(c, t, 'default', window));
+    const { tables } = syncSettings();
+    const store = new PgStore({ pool: bed.pool, schema, tables: { ...tables, partitionInterval: 'month' }, log: silentLogger }).forSource(
+      'default',
+      silentLogger,
+    );
+    const runId = await store.session((session) => session.ledger.startRun(window));
     const depth = (n: number) => `${'['.repeat(n)}1${']'.repeat(n)}`;
     const texts = [
       '{"id":1}',
@@ -193,17 +198,8 @@ describe('records PostgreSQL refuses are quarantined with the SQLSTATE and messa
       '{"id":3,"tab":"a\\tb\\\\c"}',
     ];
     const text = `{"data":[${texts.join(',')}]}`;
-    const { tables } = syncSettings();
-    const store = new PgSyncStore({
-      pool: bed.pool,
-      tables: t,
-      source: 'default',
-      derived: new Derived(t, tables.rollup),
-      partitionInterval: 'month',
-      log: silentLogger,
-    });
     const stored = await store.session(async (session) => {
-      await session.ensureRollup();
+      await session.maintenance.ensureRollup();
       return session.inWindow({ window, runId }, async (w) => {
         await w.clear();
         await w.write({ text, keep: texts.map((_, i) => i), eventTimes: texts.map(() => null) }, [], () => undefined);
@@ -238,23 +234,19 @@ describe('records PostgreSQL refuses are quarantined with the SQLSTATE and messa
     const t = new Tables(schema);
     const window = { start: START.getTime(), end: END.getTime() };
     await withClient(bed.pool, (c) => ensurePartitions(c, t, [window.start], 'month'));
-    const runId = await withClient(bed.pool, (c) => startRun(c, t, 'default', window));
+    const { tables } = syncSettings();
+    const store = new PgStore({ pool: bed.pool, schema, tables: { ...tables, partitionInterval: 'month' }, log: silentLogger }).forSource(
+      'default',
+      silentLogger,
+    );
+    const runId = await store.session((session) => session.ledger.startRun(window));
     const pad = 'p'.repeat(200);
     const page = (from: number) => {
       const texts = Array.from({ length: 20_000 }, (_, i) => (from + i === 1 || from + i === 59_999 ? '{"a":1e200000}' : `{"i":${from + i},"pad":"${pad}"}`));
       return { text: `{"data":[${texts.join(',')}]}`, keep: texts.map((_, i) => i), eventTimes: texts.map(() => null) };
     };
-    const { tables } = syncSettings();
-    const store = new PgSyncStore({
-      pool: bed.pool,
-      tables: t,
-      source: 'default',
-      derived: new Derived(t, tables.rollup),
-      partitionInterval: 'month',
-      log: silentLogger,
-    });
     const stored = await store.session(async (session) => {
-      await session.ensureRollup();
+      await session.maintenance.ensureRollup();
       return session.inWindow({ window, runId }, async (w) => {
         await w.clear();
         for (const from of [0, 20_000, 40_000]) await w.write(page(from), [], () => undefined);

@@ -12,10 +12,27 @@ import { migrate } from '../../src/db/migrate.js';
 import { createPool, withClient, type Pool } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
-import { Tables, clearWindow, insertQuarantined, prepareInsertQuarantined, prepareInsertRecords, type QuarantineRow } from '../../src/sync/store/pg/sql.js';
+import { PgLedger } from '../../src/sync/store/pg/ledger.js';
+import { deleteQuarantined, insertQuarantined, prepareInsertQuarantined, prepareInsertRecords } from '../../src/sync/store/pg/records.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
+import type { QuarantineRow } from '../../src/sync/rows/page-rows.js';
+import type { PoolClient } from '../../src/db/pool.js';
+import type { Window } from '../../src/sync/windows.js';
 import { decodePage, parsePage } from '../../src/upstream/analytics.js';
 import { dataElementSpans } from '../../src/upstream/page-text.js';
 import { useTestDatabase } from '../helpers/db.js';
+
+/** What a window's load clears before it is loaded again: its records, quarantined records and ledger rows. @returns the records deleted. */
+async function clearWindow(db: PoolClient, t: Tables, source: string, window: Window): Promise<number> {
+  const { rowCount } = await db.query(`delete from ${t.records} where source = $3 and window_start >= $1 and window_start < $2`, [
+    new Date(window.start),
+    new Date(window.end),
+    source,
+  ]);
+  await deleteQuarantined(db, { t, source, window });
+  await new PgLedger(db, t, source).clearWindows(window);
+  return rowCount ?? 0;
+}
 
 const db = useTestDatabase();
 let pool: Pool;

@@ -13,6 +13,7 @@ import { runSync } from '../../src/sync/run/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simulatorEnv, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 let pool: Pool;
@@ -47,7 +48,7 @@ async function backfill(schema: string, env: Record<string, string>, limit = LIM
   });
   closers.push(() => client.close());
   await migrate(pool, schema, silentLogger);
-  const result = await runSync({ pool, client, ...syncSettings({ ...SYNC_ENV, ...syncEnv }), schema, log: silentLogger }, { from: START, to: END });
+  const result = await runSync(pgDeps({ pool, client, ...syncSettings({ ...SYNC_ENV, ...syncEnv }), schema, log: silentLogger }), { from: START, to: END });
   return { sim, result, rates };
 }
 

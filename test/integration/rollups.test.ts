@@ -11,12 +11,14 @@ import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { compareCodePoints, Derived } from '../../src/sync/derived/index.js';
 import { runSync, type SyncResult } from '../../src/sync/run/run.js';
-import { Tables } from '../../src/sync/store/pg/sql.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
 import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
 import { renderSql } from '../../grafana/src/interpolate.js';
 import { runCliInProcess } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { simClient, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
+import { countRollup } from '../helpers/rollup-counts.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -62,7 +64,7 @@ async function sync(
 ): Promise<Extract<SyncResult, { runId: number }>> {
   const client = simClient(s);
   closers.push(() => client.close());
-  const result = await runSync({ pool: bed.pool, client, ...syncSettings({ SYNC_WINDOW: '1h', ...env }), schema, log: silentLogger }, options);
+  const result = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings({ SYNC_WINDOW: '1h', ...env }), schema, log: silentLogger }), options);
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }
@@ -377,7 +379,7 @@ describe('records_daily_distinct', () => {
         // What clearing the window at its start does (records_hourly's rows; the distinct ones go with the insert).
         await derived.deleteWindowRecords(client, DEFAULT_SOURCE, window);
         const records = round.users[i]!.map((userId) => ({ eventType: 'view', customerId: 'c1', userId }));
-        const counts = derived.countRollup(records, [0, 1], [window.start + 60_000, window.start + 120_000]);
+        const counts = countRollup(derived, records, [0, 1], [window.start + 60_000, window.start + 120_000]);
         const query = derived.windowCountsQuery(DEFAULT_SOURCE, window, counts)!;
         days.push((await client.query<{ day: Date; cleared: boolean }>(query.text, query.values)).rows);
       }

@@ -16,6 +16,7 @@ import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
 import { canonicalJson, expectedMultiset, simClient, syncSettings } from '../helpers/sync.js';
 import { until } from '../helpers/wait.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -258,7 +259,7 @@ describe('several sources in one database (real PostgreSQL)', () => {
     await migrate(bed.pool, scratch, silentLogger);
     const client = simClient(s);
     closers.push(() => client.close());
-    const loaded = await runSync({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema: scratch, log: silentLogger }, { from: START, to: END });
+    const loaded = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema: scratch, log: silentLogger }), { from: START, to: END });
     expect(loaded).toMatchObject({ status: 'succeeded', records: 400 });
     await migrateUpTo(bed.pool, schema, previous);
     const copy = async (table: string, columns: string, from = `select ${columns} from ${scratch}.${table}`): Promise<void> => {
@@ -326,7 +327,7 @@ describe('several sources in one database (real PostgreSQL)', () => {
 
     // A sync afterwards finds the rollup current (not rebuilt) and stays exact.
     const hourlyOid = await bed.pool.query<{ oid: number }>(`select $1::regclass::oid::int as oid`, [`${schema}.records_hourly`]);
-    const again = await runSync({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema, log: silentLogger }, { from: START, to: END });
+    const again = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema, log: silentLogger }), { from: START, to: END });
     expect(again).toMatchObject({ status: 'succeeded', records: 400 });
     const hourlyOidAfter = await bed.pool.query<{ oid: number }>(`select $1::regclass::oid::int as oid`, [`${schema}.records_hourly`]);
     expect(hourlyOidAfter.rows[0]!.oid).toBe(hourlyOid.rows[0]!.oid);

@@ -10,6 +10,7 @@ import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { runSync, type SyncObserver, type SyncResult } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncSettings, watermarkOf } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -36,7 +37,7 @@ async function sync(
 ): Promise<Extract<SyncResult, { runId: number }>> {
   const client = simClient(s);
   closers.push(() => client.close());
-  const result = await runSync({ pool: bed.pool, client, ...syncSettings(env), schema, log: silentLogger, observer }, { from: DAY_START, to });
+  const result = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(env), schema, log: silentLogger, observer }), { from: DAY_START, to });
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }

@@ -6,6 +6,7 @@ import { runSync, type ShrunkWindow, type SyncResult } from '../../src/sync/run/
 import type { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { expectExactDataset, simClient, syncSettings, watermarkOf } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db, 8);
@@ -41,7 +42,11 @@ async function sync(
   env: Record<string, string> = {},
   options: Parameters<typeof runSync>[1] = {},
 ): Promise<Extract<SyncResult, { runId: number }>> {
-  const result = await runSync({ pool: bed.pool, client: client(s), ...syncSettings(env), schema, log: silentLogger }, { from: START, to: END, ...options });
+  const result = await runSync(pgDeps({ pool: bed.pool, client: client(s), ...syncSettings(env), schema, log: silentLogger }), {
+    from: START,
+    to: END,
+    ...options,
+  });
   if (result.status === 'locked') throw new Error('unexpectedly locked');
   return result;
 }
@@ -99,14 +104,14 @@ describe('sync (in process, real PostgreSQL)', () => {
     const schema = await freshSchema();
     const requests: number[] = [];
     const result = await runSync(
-      {
+      pgDeps({
         pool: bed.pool,
         client: client(s),
         ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '1' }),
         schema,
         log: silentLogger,
         observer: { windowCommitted: (w) => requests.push(w.requests) },
-      },
+      }),
       { from: START, to: END },
     );
     expect(result.status).toBe('succeeded');
@@ -165,14 +170,14 @@ describe('sync (in process, real PostgreSQL)', () => {
     const shrunk: ShrunkWindow[] = [];
     const run = (env: Record<string, string>) =>
       runSync(
-        {
+        pgDeps({
           pool: bed.pool,
           client: client(after),
           ...syncSettings({ SYNC_WINDOW: '6h', ...env }),
           schema,
           log: silentLogger,
           observer: { windowShrunk: (w) => shrunk.push(w) },
-        },
+        }),
         { from: START, to: END },
       );
     const kept = await run({});
@@ -216,7 +221,7 @@ describe('sync (in process, real PostgreSQL)', () => {
     // The first window loads; then every answer is malformed for longer than the client retries.
     let pagesLoaded = 0;
     const result = await runSync(
-      {
+      pgDeps({
         pool: bed.pool,
         client: client(s, { UPSTREAM_MAX_ATTEMPTS: '2' }),
         ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '1000', SYNC_CONCURRENCY: '1' }),
@@ -227,7 +232,7 @@ describe('sync (in process, real PostgreSQL)', () => {
             if (++pagesLoaded === 7) s.queueFault('malformed-json', 2, 'analytics');
           },
         },
-      },
+      }),
       { from: START, to: END },
     );
     expect(result.status).toBe('failed');
@@ -249,12 +254,15 @@ describe('sync (in process, real PostgreSQL)', () => {
     const s = await sim({ records: 10_000, start: START, end: END, faults: { latencyMs: 30 } });
     const schema = await freshSchema();
     const deps = () => ({ pool: bed.pool, client: client(s), ...syncSettings({ SYNC_WINDOW: '6h' }), schema, log: silentLogger });
-    const [a, b] = await Promise.all([runSync(deps(), { from: START, to: END }), runSync(deps(), { from: START, to: END })]);
+    const [a, b] = await Promise.all([runSync(pgDeps(deps()), { from: START, to: END }), runSync(pgDeps(deps()), { from: START, to: END })]);
     expect([a.status, b.status].sort()).toEqual(['locked', 'succeeded']);
     await expectExactDataset(bed.pool, schema, s, START, END);
 
     // With wait, the second runs after the first and changes nothing.
-    const [c, d] = await Promise.all([runSync(deps(), { from: START, to: END, wait: true }), runSync(deps(), { from: START, to: END, wait: true })]);
+    const [c, d] = await Promise.all([
+      runSync(pgDeps(deps()), { from: START, to: END, wait: true }),
+      runSync(pgDeps(deps()), { from: START, to: END, wait: true }),
+    ]);
     expect([c.status, d.status]).toEqual(['succeeded', 'succeeded']);
     await expectExactDataset(bed.pool, schema, s, START, END);
   });
@@ -265,14 +273,14 @@ describe('sync (in process, real PostgreSQL)', () => {
     const controller = new AbortController();
     let pages = 0;
     const result = await runSync(
-      {
+      pgDeps({
         pool: bed.pool,
         client: client(s),
         ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '2' }),
         schema,
         log: silentLogger,
         observer: { pageLoaded: () => void (++pages === 15 && controller.abort()) },
-      },
+      }),
       { from: START, to: END, signal: controller.signal },
     );
     expect(result).toMatchObject({ status: 'interrupted', windows: 1 });
@@ -294,14 +302,14 @@ describe('sync (in process, real PostgreSQL)', () => {
     const schema = await freshSchema();
     let outside = 0;
     const result = await runSync(
-      {
+      pgDeps({
         pool: bed.pool,
         client: client(s),
         ...syncSettings({ RECORD_TIME_FIELD: 'createdAt', SYNC_WINDOW: '6h' }),
         schema,
         log: silentLogger,
         observer: { windowCommitted: (w) => void (outside += w.outside) },
-      },
+      }),
       { from: START, to: END },
     );
     expect(result.status).toBe('succeeded');

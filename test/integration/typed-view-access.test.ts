@@ -14,6 +14,7 @@ import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { holds, privilegeLines } from '../helpers/privileges.js';
 import { simClient, syncSettings } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -38,7 +39,7 @@ async function simulator(): Promise<Simulator> {
 async function sync(pool: Pool, s: Simulator, schema: string, from: Date, to: Date, log: Logger = silentLogger): Promise<void> {
   const client = simClient(s);
   try {
-    const result = await runSync({ pool, client, ...syncSettings({ SYNC_WINDOW: '1h' }), schema, log }, { from, to });
+    const result = await runSync(pgDeps({ pool, client, ...syncSettings({ SYNC_WINDOW: '1h' }), schema, log }), { from, to });
     expect(result.status).toBe('succeeded');
   } finally {
     await client.close();

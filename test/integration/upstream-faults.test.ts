@@ -24,6 +24,7 @@ import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { abortableSleep } from '../../src/upstream/retry.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, expectExactDataset, expectedMultiset, syncSettings, watermarkOf } from '../helpers/sync.js';
+import { pgDeps } from '../helpers/pg-deps.js';
 
 const db = useTestDatabase();
 const bed = useAppPool(db);
@@ -148,7 +149,7 @@ async function run(h: Harness, env: Record<string, string> = {}): Promise<Extrac
   const metricsObserver = h.metrics.syncObserver();
   let commits = 0;
   const result = await runSync(
-    {
+    pgDeps({
       pool: bed.pool,
       client,
       config: config.sources[0]!.sync,
@@ -162,7 +163,7 @@ async function run(h: Harness, env: Record<string, string> = {}): Promise<Extrac
           if (++commits === 1) h.onFirstCommit?.();
         },
       },
-    },
+    }),
     // A fixed "now" an hour after the data, so the run's range is [START or watermark − lookback, END).
     { to: END, now: () => END.getTime() + 3_600_000 },
   );
@@ -501,7 +502,7 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
     );
     closers.push(() => client.close());
     const reload = await runSync(
-      { pool: bed.pool, client, ...syncSettings({ ...SYNC_ENV, SYNC_SHRINK: 'replace' }), schema: h.schema, log: silentLogger },
+      pgDeps({ pool: bed.pool, client, ...syncSettings({ ...SYNC_ENV, SYNC_SHRINK: 'replace' }), schema: h.schema, log: silentLogger }),
       { from: new Date('2026-10-30T12:00:00Z'), to: new Date('2026-10-31T00:00:00Z'), now: () => END.getTime() + 3_600_000 },
     );
     expect(reload.status).toBe('succeeded');

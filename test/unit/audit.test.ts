@@ -87,7 +87,7 @@ class CountingE6 implements E6Pages {
   }
 }
 
-const windowsOf = (store: MemoryStore) => store.session((s) => s.auditWindows({ start: 0, end: 8.64e15 }));
+const windowsOf = (store: MemoryStore) => store.session((s) => s.ledger.auditWindows({ start: 0, end: 8.64e15 }));
 
 afterEach(() => {
   vi.useRealTimers();

@@ -3,7 +3,7 @@ import { formatFieldsTable } from '../../src/app/schema.js';
 import { catalogueRecords, mergeFields } from '../../src/sync/derived/fields/catalogue.js';
 import { mergeSources, viewType, type FieldRow } from '../../src/sync/derived/fields/fields.js';
 import { columnName, typedViewSql } from '../../src/sync/derived/fields/typed-view.js';
-import { Tables } from '../../src/sync/store/pg/sql.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
 
 describe('columnName', () => {
   it('keeps a plain lower-case identifier and sanitises the rest', () => {

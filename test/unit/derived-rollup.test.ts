@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { Derived, mergeRollupCounts } from '../../src/sync/derived/index.js';
 import { compareCodePoints } from '../../src/sync/derived/rollup/code-points.js';
-import { Tables } from '../../src/sync/store/pg/sql.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
+import { countRollup } from '../helpers/rollup-counts.js';
 
 /** PostgreSQL refuses a statement with a parameter it cannot type, as an unused one: each of $1…$n must appear. */
 function expectEveryParameterUsed(query: { text: string; values: unknown[] }): void {
@@ -36,7 +37,7 @@ describe('Derived.windowRollupQuery', () => {
     expect(noDistinct.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId']]);
     expectEveryParameterUsed(noDistinct);
     const counted = derivedFor({ ROLLUP_DISTINCT: 'none' });
-    expectEveryParameterUsed(counted.windowCountsQuery('prod', window, counted.countRollup([{ eventType: 'view' }], [0], [null]))!);
+    expectEveryParameterUsed(counted.windowCountsQuery('prod', window, countRollup(counted, [{ eventType: 'view' }], [0], [null]))!);
     expect(derivedFor({ ROLLUP_DIMENSIONS: 'off' }).windowRollupQuery('prod', window)).toBeUndefined();
   });
 });
@@ -53,7 +54,7 @@ describe('Derived.countRollup and windowCountsQuery', () => {
       { eventType: null, userId: null },
       { eventType: 'skipped' },
     ];
-    const counts = derived.countRollup(records, [0, 1, 2], [at1030, null, at1030])!;
+    const counts = countRollup(derived, records, [0, 1, 2], [at1030, null, at1030])!;
     expect(counts.exact).toBe(true);
     const query = derived.windowCountsQuery('prod', window, counts)!;
     expect(query.text).toContain('insert into "s".records_hourly (source, bucket, window_start');
@@ -76,8 +77,8 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     const at1130 = Date.parse('2026-11-01T11:30:00Z');
     const records = ['u2', 'u1', 'u2', '\u{1F600}', '\uFFFD', 'u3', 'u1'].map((userId) => ({ eventType: 'view', customerId: 'c1', userId }));
     // Two pages: the second's untimed u3 and u1 land in the window start's hour (10:00), with the first page's timed ones.
-    const first = derived.countRollup(records.slice(0, 5), [0, 1, 2, 3, 4], [at1030, at1030, at1130, at1030, at1030])!;
-    const second = derived.countRollup(records.slice(5), [0, 1], [null, null])!;
+    const first = countRollup(derived, records.slice(0, 5), [0, 1, 2, 3, 4], [at1030, at1030, at1130, at1030, at1030])!;
+    const second = countRollup(derived, records.slice(5), [0, 1], [null, null])!;
     mergeRollupCounts(first, second);
     const rows = JSON.parse(derived.windowCountsQuery('prod', window, first)!.values[3] as string) as { b: number; a: string[] }[];
     expect(rows).toEqual([
@@ -88,7 +89,8 @@ describe('Derived.countRollup and windowCountsQuery', () => {
 
   it("merges a page's groups into the window's whichever page saw more values, counts summed", () => {
     const page = (users: string[]) =>
-      derived.countRollup(
+      countRollup(
+        derived,
         users.map((userId) => ({ eventType: 'view', customerId: 'c1', userId })),
         users.map((_, i) => i),
         users.map(() => at1030),
@@ -112,7 +114,8 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     const times = ['2026-11-01T23:30:00Z', '2026-11-01T22:10:00Z', '2026-11-02T01:00:00Z', null, '2026-11-02T01:30:00Z', '2026-11-01T22:20:00Z'];
     const users = ['u2', 'u1', 'u1', 'u3', 'u2', 'u9'];
     const records = users.map((userId, i) => ({ eventType: 'view', customerId: i === 5 ? 'c2' : 'c1', userId }));
-    const counts = derived.countRollup(
+    const counts = countRollup(
+      derived,
       records,
       records.map((_, i) => i),
       times.map((t) => (t === null ? null : Date.parse(t))),
@@ -150,14 +153,14 @@ describe('Derived.countRollup and windowCountsQuery', () => {
 
   it('gives up counting at a value whose text only PostgreSQL knows, and the window is grouped from its records', () => {
     for (const odd of [1.1, true, { a: 1 }, ['x']]) {
-      const counts = derived.countRollup([{ eventType: 'view' }, { eventType: odd }], [0, 1], [at1030, at1030])!;
+      const counts = countRollup(derived, [{ eventType: 'view' }, { eventType: odd }], [0, 1], [at1030, at1030])!;
       expect(counts.exact).toBe(false);
       expect(derived.windowCountsQuery('prod', window, counts)).toEqual(derived.windowRollupQuery('prod', window));
     }
     // A path through an array (its keys are indexes) too, but not a path into a scalar or a missing key.
     const nested = new Derived(new Tables('s'), loadConfig({ ROLLUP_DIMENSIONS: 'plan=meta.plan', ROLLUP_DISTINCT: 'none' }).tables.rollup);
-    expect(nested.countRollup([{ meta: [{ plan: 'pro' }] }], [0], [null])!.exact).toBe(false);
-    expect(nested.countRollup([{ meta: 'pro' }, {}], [0, 1], [null, null])!.exact).toBe(true);
+    expect(countRollup(nested, [{ meta: [{ plan: 'pro' }] }], [0], [null])!.exact).toBe(false);
+    expect(countRollup(nested, [{ meta: 'pro' }, {}], [0, 1], [null, null])!.exact).toBe(true);
   });
 });
 

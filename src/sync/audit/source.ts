@@ -74,7 +74,7 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     // schema's shared (RETENTION does not expire a window being compared).
     const locked = await session.lock(sourceLockName(ctx.schema, ctx.source), lockOptions, () =>
       session.lock(schemaLockName(ctx.schema), { ...lockOptions, shared: true }, async () => {
-        const windows = await session.auditWindows(range);
+        const windows = await session.ledger.auditWindows(range);
         const against = ctx.settings.shrink === 'keep' ? 'seen' : 'stored';
         return { windows, comparison: await compareWithE6(ctx.e6, windows, { against, ...(options.signal ? { signal: options.signal } : {}) }) };
       }),
@@ -106,7 +106,7 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
       if (result?.status !== 'succeeded') left.push(...stretch.filter((w) => !committed.some((c) => c.start <= w.start && w.end <= c.end)));
       else if ((result.parked ?? 0) > 0) {
         // The run went on past windows it parked again: those are left.
-        const parked = await ctx.store.session((session) => session.parkedWindows(span));
+        const parked = await ctx.store.session((session) => session.ledger.parkedWindows(span));
         left.push(...stretch.filter((w) => parked.some((p) => p.start < w.end && w.start < p.end)));
       }
     }
@@ -120,7 +120,7 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     repairs,
   };
   // Of every retained window only: `state show` reads it as the source's verified-through.
-  if (options.from === undefined && options.to === undefined) await ctx.store.session((session) => session.recordVerified(result.verifiedThrough));
+  if (options.from === undefined && options.to === undefined) await ctx.store.session((session) => session.ledger.recordVerified(result.verifiedThrough));
   const summary = { windows: result.windows, drifted: result.drifted.length, left: left.length, requests: result.requests };
   const stopped = options.signal?.aborted === true;
   if (left.length > 0)

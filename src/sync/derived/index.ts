@@ -22,7 +22,6 @@ import type { FieldChange, KnownFields } from './fields/schema-changes.js';
 import type { RollupCounts } from './rollup/counts.js';
 import { DistinctRollup } from './rollup/distinct.js';
 import { HourlyRollup } from './rollup/hourly.js';
-import { PageWalk, type PageObservations } from './page-walk.js';
 import { untimedHourOf } from './sql.js';
 import type { DerivedTable, Query, Queryable, RollupTable, SchemaTables } from './table.js';
 import { TypedView } from './fields/typed-view.js';
@@ -46,8 +45,6 @@ export class Derived {
   private readonly distinct: DistinctRollup;
   private readonly catalogue: FieldCatalogue;
   private readonly view: TypedView;
-  /** The one walk of each page's records that feeds the catalogue and the rollups. */
-  private readonly walk: PageWalk;
   /** Every derived table, in the order their statements run. */
   private readonly tables: readonly DerivedTable[];
   /** Those rebuilt from `records` and pruned by ROLLUP_RETENTION. */
@@ -56,106 +53,41 @@ export class Derived {
   /** @param t the schema's tables (src/sync/store/pg/sql.ts's `Tables`). */
   constructor(
     private readonly t: SchemaTables,
-    rollup: RollupConfig,
+    readonly rollup: RollupConfig,
   ) {
     this.hourly = new HourlyRollup(t, rollup);
     this.distinct = new DistinctRollup(t, rollup);
     this.catalogue = new FieldCatalogue(t, rollup);
     this.view = new TypedView(t);
-    this.walk = new PageWalk({
-      dimensions: this.hourly.enabled ? rollup.dimensions : undefined,
-      distinctBy: this.distinct.enabled ? rollup.distinctBy : [],
-      distinct: this.distinct.enabled ? rollup.distinct : [],
-    });
     this.tables = [this.hourly, this.distinct, this.catalogue, this.view];
     this.rollups = [this.hourly, this.distinct];
   }
 
   /**
-   * Deletes `source`'s stored records of the windows inside `window` and, in the same statement,
-   * what each derived table clears with them (records_hourly's rows by `window_start`, so also
-   * those of windows whose records RETENTION dropped; the records subtracted from record_fields'
-   * counts). records_hourly_distinct's rows are replaced at the window's end ({@link windowCountsQuery}).
+   * Deletes `source`'s records of the windows inside `window` and, in the same statement, what
+   * each derived table clears with them.
    *
+   * @param saveSql a common table expression run on the deleted records (`gone`): SYNC_SHRINK=keep
+   *   sets them aside (store/pg/keep.ts).
    * @returns the number of records deleted.
    */
-  async deleteWindowRecords(db: PoolClient, source: string, window: Window, keep = false): Promise<number> {
-    const parts = [
+  async deleteWindowRecords(db: PoolClient, source: string, window: Window, saveSql?: string): Promise<number> {
+    const ctes = [
       `gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload, event_time, run_id)`,
     ];
-    // SYNC_SHRINK=keep: the records wait in the session's temporary table for restoreKeptRecords.
-    if (keep) parts.push(`saved as (insert into pg_temp.sync_kept_records (payload, event_time, run_id) select payload, event_time, run_id from gone)`);
-    for (const table of this.tables) parts.push(...table.clearWindowSql());
+    if (saveSql !== undefined) ctes.push(saveSql);
+    for (const table of this.tables) ctes.push(...table.clearWindowSql());
     const { rows } = await db.query<{ deleted: string }>(
-      `with ${parts.join(',\n')}
+      `with ${ctes.join(',\n')}
        select count(*) as deleted from gone`,
       [new Date(window.start), new Date(window.end), source],
     );
     return Number(rows[0]!.deleted);
   }
 
-  /**
-   * SYNC_SHRINK=keep, once the window's records of this read are all in (before its derived rows
-   * are added): inserts again each record {@link deleteWindowRecords} saved as many times as it was
-   * stored beyond the copies of the same payload (`payload::text`) this read stored (or had refused
-   * by a constraint or a trigger: quarantined with SQLSTATE class 23 or P0, so jsonb had read it, or
-   * left out as its start's boundary set, which the window before owns: `pg_temp.sync_kept_owned`),
-   * so the window holds the union of both; what the derived tables subtracted for those records is
-   * added back in the same statement (the rollups are then grouped from the window's records: pass
-   * inexact counts).
-   *
-   * @param only the saved records to insert again, by {@link keptRecordsBeyond}'s numbers, instead
-   *   of those beyond this read's copies (which the first of several such inserts would change).
-   * @returns the records inserted again.
-   */
-  async restoreKeptRecords(db: PoolClient, source: string, window: Window, only?: readonly number[]): Promise<number> {
-    const parts =
-      only === undefined
-        ? [...this.keptBeyondSql(), `chosen as (select k.* from kept k left join loaded l on l.text = k.payload::text where k.copy > coalesce(l.n, 0))`]
-        : // $2 (the window's end) is named only so that both forms take the same parameters.
-          [`chosen as (select k.* from pg_temp.sync_kept_records k where k.n = any($4::bigint[]) and $2::timestamptz > $1)`];
-    parts.push(`back as (
-         insert into ${this.t.records} (source, payload, event_time, window_start, run_id)
-         select $3, payload, event_time, $1, run_id from chosen order by n
-         returning payload
-       )`);
-    for (const table of this.tables) parts.push(...(table.restoreWindowSql?.() ?? []));
-    const { rows } = await db.query<{ kept: string }>(
-      `with ${parts.join(',\n')}
-       select count(*) as kept from back`,
-      [new Date(window.start), new Date(window.end), source, ...(only === undefined ? [] : [only])],
-    );
-    return Number(rows[0]!.kept);
-  }
-
-  /**
-   * The saved records {@link restoreKeptRecords} would insert again, by number, for inserting them
-   * in parts when the database refuses some (a constraint added since they were stored).
-   */
-  async keptRecordsBeyond(db: PoolClient, source: string, window: Window): Promise<number[]> {
-    const { rows } = await db.query<{ n: string }>(
-      `with ${this.keptBeyondSql().join(',\n')}
-       select k.n from kept k left join loaded l on l.text = k.payload::text where k.copy > coalesce(l.n, 0) order by k.n`,
-      [new Date(window.start), new Date(window.end), source],
-    );
-    return rows.map((r) => Number(r.n));
-  }
-
-  /** The saved records numbered per payload (`kept`), and this read's copies per payload text (`loaded`). */
-  private keptBeyondSql(): string[] {
-    return [
-      `kept as (select k.*, row_number() over (partition by k.payload::text order by k.n) as copy from pg_temp.sync_kept_records k)`,
-      `loaded as (
-         select text, count(*) as n from (
-           select payload::text as text from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2
-           union all
-           select payload_text::jsonb::text from ${this.t.quarantine}
-            where source = $3 and window_start >= $1 and window_start < $2 and left(sqlstate, 2) in ('23', 'P0')
-           union all
-           select payload::text from pg_temp.sync_kept_owned where payload is not null
-         ) as now group by text
-       )`,
-    ];
+  /** The derived tables' common table expressions undoing their clearing for records inserted back (`back`). */
+  restoreWindowSql(): string[] {
+    return this.tables.flatMap((table) => table.restoreWindowSql?.() ?? []);
   }
 
   /**
@@ -166,33 +98,6 @@ export class Derived {
    */
   windowRollupQuery(source: string, window: Window): Query | undefined {
     return this.windowCountsQuery(source, window, undefined);
-  }
-
-  /**
-   * What a page's kept records give the derived tables, in one walk of their top-level fields
-   * (src/sync/derived/page-walk.ts), work done while the page waits for the writer: the field
-   * catalogue's statistics (record_fields; see catalogueRecords) and the rollup groups
-   * ({@link RollupCounts}: `exact` false, without groups, when a value's text is not one the
-   * parsed record gives exactly).
-   *
-   * @param records the page's parsed records (E6 `data`).
-   * @param keep positions of the records stored, ascending.
-   * @param eventTimes per kept record, its event time in milliseconds or null.
-   * @param catalogue FIELD_CATALOGUE: whether to gather the fields (else `fields` is empty).
-   * @returns `rollup` undefined when ROLLUP_DIMENSIONS is off.
-   */
-  observePage(records: readonly unknown[], keep: readonly number[], eventTimes: readonly (number | null)[], catalogue: boolean): PageObservations {
-    return this.walk.observe(records, keep, eventTimes, catalogue);
-  }
-
-  /**
-   * Counts the kept records of a page into rollup groups ({@link RollupCounts}): {@link observePage}
-   * without the catalogue.
-   *
-   * @returns undefined when ROLLUP_DIMENSIONS is off.
-   */
-  countRollup(records: readonly unknown[], keep: readonly number[], eventTimes: readonly (number | null)[]): RollupCounts | undefined {
-    return this.walk.observe(records, keep, eventTimes, false).rollup;
   }
 
   /**
@@ -220,7 +125,7 @@ export class Derived {
    * At the commit of `source`'s `window`, once its records are all inserted: runs
    * {@link windowCountsQuery} and updates records_daily_distinct for the days it touched.
    *
-   * @param counts the window's groups counted from its pages ({@link countRollup}, merged).
+   * @param counts the window's groups counted from its pages (page-walk.ts, merged).
    */
   async addWindowRollup(db: PoolClient, source: string, window: Window, counts: RollupCounts | undefined): Promise<void> {
     const query = this.windowCountsQuery(source, window, counts);

@@ -11,7 +11,7 @@
  * also knows where each rollup field's top-level key sits among its keys, so the rollup values are
  * picked from the walk without looking the keys up again. Nothing here assumes a field.
  */
-import type { RollupDimension } from '../../config.js';
+import type { RollupConfig, RollupDimension } from '../../config.js';
 import type { RollupCounts } from './rollup/counts.js';
 import { exampleOf, isSecretField, TYPE_NAMES, typeCode, type WindowFields } from './fields/field-types.js';
 import { groupKey, NOT_EXACT, textAt, type DistinctGroup, type RollupGroup } from './rollup/groups.js';
@@ -150,6 +150,12 @@ function descend(tree: Tree, values: readonly (string | null)[], from: number, t
  * The walk of a run's pages for one ROLLUP_* setting (one per run: {@link observe} keeps nothing
  * of a page but reusable scratch arrays).
  */
+/** The walk a run's pages need for these settings: the rollups' paths when ROLLUP_DIMENSIONS is on. */
+export function pageWalkFor(rollup: RollupConfig): PageWalk {
+  const distinct = rollup.enabled ? rollup.distinct : [];
+  return new PageWalk({ dimensions: rollup.enabled ? rollup.dimensions : undefined, distinctBy: distinct.length > 0 ? rollup.distinctBy : [], distinct });
+}
+
 export class PageWalk {
   /** Whether rollup groups are counted (ROLLUP_DIMENSIONS other than `off`). */
   readonly rolls: boolean;

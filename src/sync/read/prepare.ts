@@ -4,7 +4,8 @@
  * counts of the derived tables.
  */
 import type { AnalyticsPage } from '../../upstream/analytics.js';
-import type { Derived, RollupCounts, WindowFields } from '../derived/index.js';
+import type { RollupCounts, WindowFields } from '../derived/index.js';
+import type { PageWalk } from '../derived/page-walk.js';
 import type { PageRows, QuarantineRow } from '../rows/page-rows.js';
 import type { LeafPlace } from './reader.js';
 import { PageKeys } from '../membership/record-keys.js';
@@ -15,8 +16,8 @@ import { recordTime } from '../windows.js';
 export interface PageRules {
   /** RECORD_TIME_FIELD as a path; undefined when records carry none. */
   timeField: string[] | undefined;
-  /** The run's derived tables, which count a page's rollup groups. */
-  derived: Derived;
+  /** The one walk of a page's records that feeds the catalogue and the rollups. */
+  walk: PageWalk;
   /** FIELD_CATALOGUE. */
   catalogue: boolean;
 }
@@ -61,7 +62,7 @@ export interface PreparedPage {
  */
 export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPlace): PreparedPage {
   const { window, drop } = place;
-  const { timeField, derived, catalogue } = rules;
+  const { timeField, walk, catalogue } = rules;
   const keep: number[] = [];
   const eventTimes: (number | null)[] = [];
   const quarantine: QuarantineRow[] = [];
@@ -88,7 +89,7 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPl
       : { text: storable.text, ...(storable.bytes && { bytes: storable.bytes }), keep, eventTimes };
   // One walk of the kept records for the catalogue and the rollups; FIELD_CATALOGUE=off: no field
   // statistics to gather (Derived.addWindowRecords would ignore them).
-  const { fields, rollup } = derived.observePage(page.data, keep, eventTimes, catalogue);
+  const { fields, rollup } = walk.observe(page.data, keep, eventTimes, catalogue);
   return {
     totalRecords: page.totalRecords,
     totalPages: page.totalPages,

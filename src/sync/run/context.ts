@@ -1,23 +1,22 @@
 /**
  * The context of one source's sync run, built once when the run starts and passed first to each of
- * its steps (plan.ts, read.ts, load-window.ts, report.ts, retention.ts) instead of positional
- * parameters: who the run is for, its settings, its store and E6, its logger and observer, and the
- * tables derived from `records`, built once per run.
+ * its steps (plan, open-reader, load-window, report, retention) instead of positional parameters:
+ * who the run is for, its settings, its store and E6, its logger and observer.
  */
 import { DEFAULT_SOURCE, type Config, type SourceConfig, type SyncConfig, type TablesConfig } from '../../config.js';
-import type { Pool } from '../../db/pool.js';
 import type { Logger } from '../../log.js';
 import type { FieldContract } from './field-contract.js';
-import { Derived } from '../derived/index.js';
+import { pageWalkFor, type PageWalk } from '../derived/page-walk.js';
 import type { E6Pages, StoreSession, SyncStore } from '../store/ports.js';
 import type { PreparedPage } from '../read/prepare.js';
 import type { WindowReader } from '../read/reader.js';
-import { PgSyncStore } from '../store/pg/session.js';
-import { Tables } from '../store/pg/sql.js';
 import type { SyncObserver } from './summary.js';
 import type { Window } from '../windows.js';
 
-interface SyncDepsBase {
+/** What a run of one source is given. */
+export interface SyncDeps {
+  /** The source's store (the app layer builds it: store/pg/store.ts for PostgreSQL). */
+  store: SyncStore;
   /** E6 (API reference, E6): the source's analytics client. */
   client: E6Pages;
   /** The source's name: the `source` of every row the run reads and writes; default {@link DEFAULT_SOURCE}. */
@@ -32,21 +31,15 @@ interface SyncDepsBase {
   observer?: SyncObserver;
 }
 
-/** What a run of one source is given: its store, as a PostgreSQL pool or any {@link SyncStore} (tests). */
-export type SyncDeps = SyncDepsBase & ({ pool: Pool; store?: undefined } | { store: SyncStore; pool?: undefined });
-
-/**
- * The deps of a run of `source` (one of `config.sources`) over a PostgreSQL pool, as `sync`,
- * `verify` and serve's schedules build them.
- */
+/** The deps of a run of `source` (one of `config.sources`), as `sync`, `verify` and serve's schedules build them. */
 export function sourceSyncDeps(
   config: Config,
   source: SourceConfig,
-  io: { pool: Pool; client: E6Pages; log: Logger; observer?: SyncObserver | undefined },
+  io: { store: SyncStore; client: E6Pages; log: Logger; observer?: SyncObserver | undefined },
 ): SyncDeps {
-  const { pool, client, log, observer } = io;
+  const { store, client, log, observer } = io;
   return {
-    pool,
+    store,
     client,
     source: source.name,
     config: source.sync,
@@ -87,8 +80,8 @@ export interface RunContext {
   observer: SyncObserver | undefined;
   store: SyncStore;
   e6: E6Pages;
-  /** The derived tables' counting and SQL, built once per run. */
-  derived: Derived;
+  /** The one walk of each page's records that feeds the derived tables, built once per run. */
+  walk: PageWalk;
   options: SyncOptions;
   /** The clock (ms since the epoch). */
   now: () => number;
@@ -124,27 +117,18 @@ export function schemaLockName(schema: string): string {
   return `sync:${schema}`;
 }
 
-/**
- * Builds the run's context: the derived tables once, and the store (PostgreSQL on `deps.pool`
- * unless `deps.store` is given).
- */
+/** Builds the run's context. */
 export function runContext(deps: SyncDeps, options: SyncOptions): RunContext {
-  const source = deps.source ?? DEFAULT_SOURCE;
-  const { tables } = deps;
-  const qualified = new Tables(deps.schema);
-  const derived = new Derived(qualified, tables.rollup);
-  const store =
-    deps.store ?? new PgSyncStore({ pool: deps.pool, tables: qualified, source, derived, partitionInterval: tables.partitionInterval, log: deps.log });
   return {
-    source,
+    source: deps.source ?? DEFAULT_SOURCE,
     schema: deps.schema,
     settings: deps.config,
-    tables,
+    tables: deps.tables,
     log: deps.log,
     observer: deps.observer,
-    store,
+    store: deps.store,
     e6: deps.client,
-    derived,
+    walk: pageWalkFor(deps.tables.rollup),
     options,
     now: options.now ?? Date.now,
     showsProgress: deps.observer?.showsProgress === true,

@@ -78,7 +78,7 @@ export class FieldContract {
    */
   static async open(session: StoreSession, settings: { catalogue: boolean; mode: FieldContractMode }): Promise<FieldContract | undefined> {
     if (!settings.catalogue) return undefined;
-    const known = await session.catalogueTypes();
+    const known = await session.maintenance.catalogueTypes();
     return new FieldContract(settings.mode, known, known.size === 0);
   }
 
@@ -88,7 +88,7 @@ export class FieldContract {
    * text, `json_path` its first new field and `reason` the changes ({@link contractReason}), and
    * the page's field totals and rollup counts are made again from the records it keeps.
    *
-   * @param countRollup the run's rollup counting (Derived.countRollup).
+   * @param countRollup the run's rollup counting (PageWalk.observe without the catalogue).
    */
   freeze(
     page: PreparedPage,

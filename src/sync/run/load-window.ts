@@ -83,7 +83,8 @@ async function writeLeaves(
   const { tally, fields, rollup, breaches, owned } = into;
   const observer = ctx.observer;
   const stored = (records: number): void => observer?.pageLoaded?.({ records });
-  const countRollup = ctx.derived.countRollup.bind(ctx.derived);
+  const countRollup = (records: readonly unknown[], keep: readonly number[], times: readonly (number | null)[]) =>
+    ctx.walk.observe(records, keep, times, false).rollup;
   try {
     for await (const leaf of ctx.reader.leaves(job.index)) {
       // FIELD_CONTRACT=freeze: here, where pages are written in window order, not where they are

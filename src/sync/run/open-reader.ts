@@ -23,13 +23,13 @@ export async function openReader(
   const { settings: config, log, observer, options } = ctx;
   const { runId, windows } = run;
   const timeField = config.recordTimeField;
-  const rules: PageRules = { timeField, derived: ctx.derived, catalogue: ctx.tables.rollup.catalogue };
+  const rules: PageRules = { timeField, walk: ctx.walk, catalogue: ctx.tables.rollup.catalogue };
   // Committed windows in and just before the run: their counts plan parts, their ends tell which
   // run window has a window before it that keeps its start's boundary set. A parked window keeps
   // its end's too: it is loaded later (park.ts), and the window after it must not hold them meanwhile.
   const range = windows.length === 0 ? undefined : span(windows);
-  const ledger = range === undefined ? [] : await session.ledgerCounts(range);
-  const parked = range === undefined ? [] : await session.parkedWindows({ start: range.start - 1, end: range.end });
+  const ledger = range === undefined ? [] : await session.ledger.ledgerCounts(range);
+  const parked = range === undefined ? [] : await session.ledger.parkedWindows({ start: range.start - 1, end: range.end });
   return new WindowReader(ctx.e6, windows, {
     pageSize: config.pageSize,
     concurrency: config.concurrency,
@@ -38,7 +38,7 @@ export async function openReader(
     prepare: (page, place) => preparePage(rules, page, place),
     toDate: config.toDate,
     committedEnds: new Set([...ledger, ...parked].map((w) => w.end)),
-    heldBefore: (cut, boundarySet) => session.heldAtEnd(cut, boundarySet),
+    heldBefore: (cut, boundarySet) => session.ledger.heldAtEnd(cut, boundarySet),
     timesOf: (prepared) => prepared.rows.eventTimes,
     eventTime: (record) => (timeField ? recordTime(record, timeField) : undefined),
     estimate: new RecordEstimate(ledger),

@@ -57,7 +57,7 @@ export async function loadOrPark(ctx: LoadContext, job: WindowJob, tally: RunTal
 /** Parks `window` for `err` in the ledger, and says so. */
 async function park(ctx: LoadContext, window: Window, err: unknown, tally: RunTally): Promise<void> {
   const event: ParkedEvent = { window, reason: failureReason(err), error: describeError(err) };
-  const watermark = await ctx.session.parkWindow({ window, runId: ctx.runId }, event.error);
+  const watermark = await ctx.session.ledger.parkWindow({ window, runId: ctx.runId }, event.error);
   tally.park(watermark);
   const [from, to] = [iso(window.start), iso(window.end)];
   ctx.log.warn(
@@ -75,7 +75,7 @@ async function park(ctx: LoadContext, window: Window, err: unknown, tally: RunTa
  */
 export async function countParked(ctx: LoadContext, tally: RunTally): Promise<void> {
   try {
-    tally.parkedWindows = (await ctx.session.parkedWindows()).filter((w) => !w.expired).length;
+    tally.parkedWindows = (await ctx.session.ledger.parkedWindows()).filter((w) => !w.expired).length;
   } catch {
     tally.parkedWindows = undefined;
   }

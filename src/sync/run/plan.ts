@@ -25,7 +25,7 @@ export interface RunPlan {
  */
 export async function planRun(ctx: RunContext, session: StoreSession, now: number): Promise<RunPlan> {
   const { settings: config, options } = ctx;
-  const watermarkBefore = await session.readWatermark();
+  const watermarkBefore = await session.ledger.readWatermark();
   const range = runRange({
     from: options.from?.getTime(),
     to: options.to?.getTime(),
@@ -47,14 +47,15 @@ export async function planRun(ctx: RunContext, session: StoreSession, now: numbe
   }
   const aligned = planWindows(range.start, range.end, config.windowMs);
   // RETENTION dropped the records of expired windows on purpose: only an explicit --from reloads them.
-  const resumed = aligned.length === 0 || options.from !== undefined ? aligned : subtractWindows(aligned, await session.expiredWindows(span(aligned)));
+  const resumed = aligned.length === 0 || options.from !== undefined ? aligned : subtractWindows(aligned, await session.ledger.expiredWindows(span(aligned)));
   // Windows `state reset` marked are loaded by the next resumed run wherever they lie before its
   // end (before the lookback too); an explicit --from loads its range only.
-  const marked = options.from === undefined ? (await session.reloadWindows()).filter((w) => w.end <= range.end) : [];
+  const marked = options.from === undefined ? (await session.ledger.reloadWindows()).filter((w) => w.end <= range.end) : [];
   const planned = marked.length === 0 ? resumed : unionWindows(resumed, marked);
   // Parked windows too: a window planned over one replaces its ledger rows whole, as it replaces a
   // committed window's, and so loads it again (it then becomes committed).
-  const ledger = planned.length === 0 ? [] : [...(await session.committedWindows(span(planned))), ...(await session.parkedWindows(span(planned)))];
+  const ledger =
+    planned.length === 0 ? [] : [...(await session.ledger.committedWindows(span(planned))), ...(await session.ledger.parkedWindows(span(planned)))];
   const windows = planned.length === 0 ? [] : closeOverCommitted(planned, ledger);
   // The run's row covers the marked windows it loads before its resumed range, from the start of
   // the window loading the first of them (widened over the ledger windows it overlaps). Nothing else

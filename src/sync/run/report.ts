@@ -8,7 +8,7 @@ import type { LoadContext, RunContext } from './context.js';
 import { describeChange, type FieldChange } from '../derived/fields/schema-changes.js';
 import type { RunPlan } from './plan.js';
 import type { RunEnding } from '../store/ports.js';
-import type { RunStatus } from '../store/pg/sql.js';
+import type { RunStatus } from '../store/ports.js';
 import type { SyncResult, WindowSummary } from './summary.js';
 import { iso } from '../windows.js';
 
@@ -158,13 +158,13 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
   const durationSeconds = (performance.now() - run.started) / 1000;
   const ending: RunEnding = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
   try {
-    await ctx.session.finishRun(ctx.runId, ending);
+    await ctx.session.ledger.finishRun(ctx.runId, ending);
   } catch (recording) {
     // The run's own connection is gone (killed, a failover): record its end on a fresh one, so the
     // row does not stay `running` for the next run to call abandoned. If that fails too, the
     // database is unreachable and this throws as before.
     if (error === undefined) throw recording;
-    await ctx.store.session((fresh) => fresh.finishRun(ctx.runId, ending));
+    await ctx.store.session((fresh) => fresh.ledger.finishRun(ctx.runId, ending));
   }
   const windowsPlanned = plan.windows.length;
   const result: SyncResult = {

@@ -10,7 +10,7 @@ import type { SyncObserver } from './summary.js';
 import { iso } from '../windows.js';
 
 /** What retention needs of a session of the store. */
-export type RetentionSession = Pick<StoreSession, 'lock' | 'dropExpiredPartitions'>;
+export type RetentionSession = Pick<StoreSession, 'lock'> & { maintenance: Pick<StoreSession['maintenance'], 'dropExpiredPartitions'> };
 
 /**
  * Under the schema's lock taken exclusively, so no source's window is being written meanwhile,
@@ -34,7 +34,7 @@ export async function applyRetention(
   const { runIds, cutoff } = run;
   const locked = await session.lock(schemaLockName(ctx.schema), lock, async () => {
     try {
-      const dropped = await session.dropExpiredPartitions(cutoff, runIds);
+      const dropped = await session.maintenance.dropExpiredPartitions(cutoff, runIds);
       if (dropped.length === 0) return;
       ctx.log.info(
         {

@@ -57,8 +57,8 @@ export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promis
       // Here rather than when serve and sync migrate: taken the way the run takes its locks (a --wait
       // a signal can end, a serve tick that skips when busy), and exclusive, so no source's window is
       // being loaded while records_hourly is rebuilt.
-      if (!(await session.isRollupCurrent())) {
-        const rebuilt = await session.lock(schemaLockName(ctx.schema), lockOptions, () => session.ensureRollup());
+      if (!(await session.maintenance.isRollupCurrent())) {
+        const rebuilt = await session.lock(schemaLockName(ctx.schema), lockOptions, () => session.maintenance.ensureRollup());
         if (!rebuilt.acquired) return LOCKED;
       }
       const loaded = await session.lock(schemaLockName(ctx.schema), { ...lockOptions, shared: true }, () => runLocked(ctx, session));
@@ -75,12 +75,12 @@ export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promis
 async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncResult> {
   const started = performance.now();
   const now = ctx.now();
-  await session.ensureTypedViewCurrent();
-  const abandoned = await session.abandonStaleRuns();
+  await session.maintenance.ensureTypedViewCurrent();
+  const abandoned = await session.ledger.abandonStaleRuns();
   if (abandoned > 0) ctx.log.warn({ runs: abandoned }, 'marked runs left running by a process that died as abandoned (or whose end could not be recorded)');
 
   const plan = await planRun(ctx, session, now);
-  const runId = await session.startRun(plan.range);
+  const runId = await session.ledger.startRun(plan.range);
   reportRunStarted(ctx, runId, plan);
   const progress = ctx.showsProgress ? undefined : new ProgressLog(ctx.log, { runId, windowsPlanned: plan.windows.length });
   const contract = await FieldContract.open(session, { catalogue: ctx.tables.rollup.catalogue, mode: ctx.settings.fieldContract });
@@ -110,7 +110,7 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
 
 /** Before any window: a row no partition takes would fail its window (there is no DEFAULT partition). */
 async function createPartitions(ctx: LoadContext, plan: RunPlan): Promise<void> {
-  const created = await ctx.session.ensurePartitions(plan.windows.map((w) => w.start));
+  const created = await ctx.session.maintenance.ensurePartitions(plan.windows.map((w) => w.start));
   if (created.length > 0) {
     ctx.log.info({ runId: ctx.runId, partitions: created.map((p) => ({ name: p.name, from: iso(p.start), to: iso(p.end) })) }, 'created partitions of records');
   }
@@ -120,7 +120,7 @@ async function createPartitions(ctx: LoadContext, plan: RunPlan): Promise<void> 
 async function pruneRollup(ctx: LoadContext, now: number): Promise<void> {
   const retentionMs = ctx.tables.rollup.retentionMs;
   if (retentionMs === undefined) return;
-  const pruned = await ctx.session.pruneRollup(now - retentionMs);
+  const pruned = await ctx.session.maintenance.pruneRollup(now - retentionMs);
   if (pruned > 0)
     ctx.log.info({ runId: ctx.runId, rows: pruned, before: iso(now - retentionMs) }, 'deleted records_hourly buckets older than ROLLUP_RETENTION');
 }

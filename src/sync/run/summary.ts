@@ -4,9 +4,9 @@
  */
 import type { FailureReason } from '../../errors.js';
 import type { FieldChange } from '../derived/fields/schema-changes.js';
-import type { DroppedPartition } from '../store/pg/partitions.js';
+import type { DroppedPartition } from '../store/ports.js';
 import type { WindowReadStats } from '../read/reader.js';
-import type { RunStatus } from '../store/pg/sql.js';
+import type { RunStatus } from '../store/ports.js';
 import type { Window } from '../windows.js';
 
 /** Counts of one committed window. */

@@ -17,7 +17,9 @@
  */
 import type { PartitionInterval } from '../../../config.js';
 import { ADVISORY_LOCK_NAMESPACE, quoteIdent, withTransaction, type PoolClient } from '../../../db/pool.js';
-import type { Tables } from './sql.js';
+import type { DroppedPartition, Partition } from '../ports.js';
+import { expireWindows, loadedByRuns } from './ledger.js';
+import type { Tables } from './tables.js';
 import type { Window } from '../../windows.js';
 
 const MS_PER_DAY = 86_400_000;
@@ -27,11 +29,6 @@ const MS_PER_WEEK = 7 * MS_PER_DAY;
 
 /** How long retention waits for the lock on `records` that dropping a partition takes. */
 export const RETENTION_LOCK_TIMEOUT_MS = 10_000;
-
-/** One partition of `records`: its table name (unqualified) and its range of window_start. */
-export interface Partition extends Window {
-  name: string;
-}
 
 /**
  * The range of the partition of `interval` holding `ms` (UTC calendar month, ISO week from Monday,
@@ -141,11 +138,6 @@ export async function ensurePartitions(db: PoolClient, t: Tables, starts: readon
   });
 }
 
-/** A partition dropped by {@link dropExpiredPartitions}, with the ledger windows it marked expired. */
-export interface DroppedPartition extends Partition {
-  windows: number;
-}
-
 /**
  * Retention: drops every partition of `records` whose whole range is older than `cutoff`
  * (end ≤ cutoff: a partly covered partition stays), except one holding a window one of the runs
@@ -169,19 +161,11 @@ export async function dropExpiredPartitions(db: PoolClient, t: Tables, cutoff: n
     const dropped: DroppedPartition[] = [];
     for (const p of await listPartitions(db, t)) {
       if (p.end > cutoff) continue;
-      const bounds = [new Date(p.start), new Date(p.end)];
-      const loadedNow = await db.query(`select 1 from ${t.windows} where run_id = any($3::bigint[]) and window_start >= $1 and window_start < $2 limit 1`, [
-        ...bounds,
-        [...runIds],
-      ]);
-      if (loadedNow.rowCount) continue;
-      const { rowCount } = await db.query(
-        `update ${t.windows} set expired_at = now() where window_start >= $1 and window_start < $2 and expired_at is null`,
-        bounds,
-      );
-      await db.query(`delete from ${t.quarantine} where window_start >= $1 and window_start < $2`, bounds);
+      if (await loadedByRuns(db, t, p, runIds)) continue;
+      const windows = await expireWindows(db, t, p);
+      await db.query(`delete from ${t.quarantine} where window_start >= $1 and window_start < $2`, [new Date(p.start), new Date(p.end)]);
       await db.query(`drop table ${quoteIdent(t.schema)}.${quoteIdent(p.name)}`);
-      dropped.push({ ...p, windows: rowCount ?? 0 });
+      dropped.push({ ...p, windows });
     }
     return dropped;
   });

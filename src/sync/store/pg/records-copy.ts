@@ -12,7 +12,7 @@ import { dataRefusal, type DataRefusal } from '../../../db/refusal.js';
 import { CopyRows, copyLines, copyRowRecord } from '../../rows/copy-rows.js';
 import { isolateRefused } from './isolate.js';
 import type { PageRows } from '../../rows/page-rows.js';
-import type { WindowTarget } from './sql.js';
+import type { WindowTarget } from './tables.js';
 
 /**
  * Bytes of COPY rows sent under one savepoint before it is released and the next one taken: the

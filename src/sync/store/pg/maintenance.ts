@@ -1,0 +1,78 @@
+/**
+ * The schema's upkeep in PostgreSQL ({@link SchemaMaintenance}): the derived tables built for the
+ * settings (rollups, records_typed), the field catalogue read back, and the partitions of
+ * `records`. Each method runs in a transaction of its own on the session's connection.
+ */
+import type { PartitionInterval } from '../../../config.js';
+import { withTransaction, type PoolClient } from '../../../db/pool.js';
+import type { Logger } from '../../../log.js';
+import { readFields, type Derived, type FieldRow } from '../../derived/index.js';
+import type { KnownFields } from '../../derived/fields/schema-changes.js';
+import type { DroppedPartition, Partition, SchemaMaintenance } from '../ports.js';
+import { dropExpiredPartitions, ensurePartitions } from './partitions.js';
+import type { Tables } from './tables.js';
+
+export class PgMaintenance implements SchemaMaintenance {
+  constructor(
+    private readonly db: PoolClient,
+    private readonly t: Tables,
+    private readonly derived: Derived,
+    private readonly o: { source: string | undefined; partitionInterval: PartitionInterval; log: Logger },
+  ) {}
+
+  isRollupCurrent(): Promise<boolean> {
+    return this.derived.isRollupCurrent(this.db);
+  }
+
+  /** @returns whether a rollup table was rebuilt. */
+  ensureRollup(): Promise<boolean> {
+    return withTransaction(this.db, () => this.derived.ensureRollup(this.db, this.o.log));
+  }
+
+  ensureTypedViewCurrent(): Promise<void> {
+    return withTransaction(this.db, () => this.derived.ensureTypedViewCurrent(this.db, this.o.log));
+  }
+
+  pruneRollup(before: number): Promise<number> {
+    // In a transaction: records_daily_distinct's days are recomputed under locks held until its commit.
+    return withTransaction(this.db, () => this.derived.pruneRollup(this.db, before));
+  }
+
+  catalogueTypes(): Promise<KnownFields> {
+    if (this.o.source === undefined) throw new Error('catalogueTypes needs a source');
+    return this.derived.readFieldTypes(this.db, this.o.source);
+  }
+
+  ensurePartitions(starts: readonly number[]): Promise<Partition[]> {
+    return ensurePartitions(this.db, this.t, starts, this.o.partitionInterval);
+  }
+
+  dropExpiredPartitions(cutoff: number, runIds: readonly number[]): Promise<DroppedPartition[]> {
+    return dropExpiredPartitions(this.db, this.t, cutoff, runIds);
+  }
+
+  /**
+   * `rollup rebuild`: drops and recreates the rollup tables for the settings, filled from
+   * `records` (only drops them when off). The caller holds the schema's lock exclusively.
+   *
+   * @returns the rows each table holds afterwards; undefined for a table not kept.
+   */
+  rebuildRollup(): Promise<{ hourly: number | undefined; distinct: number | undefined }> {
+    return withTransaction(this.db, async () => {
+      await this.derived.rebuildRollup(this.db);
+      return { hourly: await this.#count(this.t.hourly), distinct: await this.#count(this.t.hourlyDistinct) };
+    });
+  }
+
+  /** The field catalogue, by field name then source; only `sources`' rows when given. */
+  listFields(sources?: readonly string[]): Promise<FieldRow[]> {
+    return readFields(this.db, this.t, sources);
+  }
+
+  async #count(table: string): Promise<number | undefined> {
+    const { rows: exists } = await this.db.query<{ exists: boolean }>('select to_regclass($1) is not null as exists', [table]);
+    if (!exists[0]!.exists) return undefined;
+    const { rows } = await this.db.query<{ n: string }>(`select count(*) as n from ${table}`);
+    return Number(rows[0]!.n);
+  }
+}
