@@ -17,7 +17,9 @@ import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana
 import { DEFAULT_SOURCE, loadConfig } from '../../src/config.js';
 import { createPool, withClient, withTransaction, type PoolClient } from '../../src/db/pool.js';
 import { silentLogger } from '../../src/log.js';
-import { Derived, type WindowFields } from '../../src/sync/derived/index.js';
+import { Derived, inexactCounts, type WindowFields } from '../../src/sync/derived/index.js';
+import { FieldCatalogue } from '../../src/sync/derived/fields/catalogue.js';
+import { TypedView } from '../../src/sync/derived/fields/typed-view.js';
 import { ensurePartitions, listPartitions } from '../../src/sync/store/pg/partitions.js';
 import { Tables } from '../../src/sync/store/pg/tables.js';
 import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
@@ -118,6 +120,8 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
   // The rollup's dimensions as a default configuration has them (ROLLUP_DIMENSIONS).
   const rollup = loadConfig({}).tables.rollup;
   const derived = new Derived(tables, rollup);
+  const catalogue = new FieldCatalogue(tables, rollup);
+  const view = new TypedView(tables);
   const windowStarts = [...fields.keys()].sort((a, b) => a - b);
   const pool = createPool(url, silentLogger, { max: 1 });
   try {
@@ -135,7 +139,22 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
         `dashboards: records_hourly, records_hourly_distinct and records_daily_distinct rebuilt in ${((t1 - t0) / 1000).toFixed(1)} s; merging the catalogue of ${windowStarts.length} windows`,
       );
       for (const ws of windowStarts) {
-        await withTransaction(client, () => derived.addWindowRecords(client, DEFAULT_SOURCE, { start: ws, end: ws + DAY_MS }, fields.get(ws)!, silentLogger));
+        const window = { start: ws, end: ws + DAY_MS };
+        const commit = {
+          source: DEFAULT_SOURCE,
+          window,
+          runId: 0,
+          rollup: inexactCounts(),
+          fields: fields.get(ws)!,
+          changes: undefined,
+          log: silentLogger,
+          catalogueChanged: false,
+        };
+        // The catalogue's part of a window's commit, and records_typed after it (the rollups were rebuilt whole above).
+        await withTransaction(client, async () => {
+          await catalogue.commitWindow(client, commit);
+          await view.commitWindow(client, commit);
+        });
       }
       const t2 = performance.now();
       // The ledger a sync of the range leaves: one run, a window per day, the watermark.
@@ -297,7 +316,7 @@ export function renderDashboards(result: DashboardsResult): string[] {
     `Every SQL query of grafana/dashboards/analytics-history.json (each panel and each query variable, variables evaluated in order and "All" customers selected), with Grafana's macros expanded by grafana/src/interpolate.ts, ` +
       `for a ${spec.rangesDays.map((d) => `${d}-day`).join(' and a ')} range ending at the data's end; 1 warm-up, then the median of ${spec.runs} runs, in ms (client wall time over loopback, one connection). ` +
       `Data: the simulator's records over ${spec.days} days (one-day windows) loaded by \`psql \\copy\` into monthly partitions made by src/sync/store/pg/partitions.ts, records_hourly, records_hourly_distinct and records_daily_distinct rebuilt from them (Derived.rebuildRollup, as \`rollup rebuild\`, default ROLLUP_* settings), ` +
-      'the field catalogue merged window by window (catalogueRecords and Derived.addWindowRecords, as a sync commits), one succeeded run with a ledger window per day, then ANALYZE. ' +
+      'the field catalogue merged window by window (catalogueRecords and the catalogue commit of each window), one succeeded run with a ledger window per day, then ANALYZE. ' +
       '"catalogue s" is the merge only: the fields are gathered while the COPY file is written, as a sync gathers them while a page waits for the writer.',
     '',
     "The simulator's records have few distinct rollup groups (its customers × event types × hours), so records_hourly stops growing once every group of the range is filled: " +

@@ -11,6 +11,7 @@ import { silentLogger } from '../../src/log.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { compareCodePoints, Derived } from '../../src/sync/derived/index.js';
 import { runSync, type SyncResult } from '../../src/sync/run/run.js';
+import { Rollups } from '../../src/sync/derived/rollup/rollups.js';
 import { Tables } from '../../src/sync/store/pg/tables.js';
 import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
 import { renderSql } from '../../grafana/src/interpolate.js';
@@ -336,6 +337,7 @@ describe('records_daily_distinct', () => {
     const config = loadConfig({ DATABASE_SCHEMA: schema });
     await migrateDatabase(bed.pool, config, silentLogger);
     const derived = new Derived(new Tables(schema), config.tables.rollup);
+    const rollups = new Rollups(new Tables(schema), config.tables.rollup);
     const hourAt = (h: number) => START.getTime() + h * HOUR_MS;
     // Hours 8 and 9 after START (02:00 and 03:00 UTC) are of the same UTC day.
     const windows = [
@@ -380,11 +382,11 @@ describe('records_daily_distinct', () => {
         await derived.deleteWindowRecords(client, DEFAULT_SOURCE, window);
         const records = round.users[i]!.map((userId) => ({ eventType: 'view', customerId: 'c1', userId }));
         const counts = countRollup(derived, records, [0, 1], [window.start + 60_000, window.start + 120_000]);
-        const query = derived.windowCountsQuery(DEFAULT_SOURCE, window, counts)!;
+        const query = rollups.windowQuery(DEFAULT_SOURCE, window, counts)!;
         days.push((await client.query<{ day: Date; cleared: boolean }>(query.text, query.values)).rows);
       }
       expect(days).toEqual([[{ day, cleared: round.cleared }], [{ day, cleared: round.cleared }]]);
-      const update = (client: PoolClient, i: number) => derived.updateDays(client, DEFAULT_SOURCE, windows[i]!, days[i]!);
+      const update = (client: PoolClient, i: number) => rollups.distinct.updateDays(client, DEFAULT_SOURCE, windows[i]!, days[i]!, undefined);
       await update(a, 0);
       // B's update must wait for A's commit: without the day's lock it would not see A's hours.
       const second = update(b, 1);

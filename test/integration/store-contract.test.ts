@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { silentLogger } from '../../src/log.js';
+import { inexactCounts } from '../../src/sync/derived/index.js';
 import type { SyncStore, WindowWriter } from '../../src/sync/store/ports.js';
 import { PgStore } from '../../src/sync/store/pg/store.js';
 import type { Window } from '../../src/sync/windows.js';
@@ -21,7 +22,7 @@ const T0 = Date.parse('2026-10-01T00:00:00Z');
 const w = (from: number, to: number): Window => ({ start: T0 + from * HOUR, end: T0 + to * HOUR });
 const ALL = w(-1000, 1000);
 const page = (texts: readonly string[], at = 0) => ({ text: `{"data":[${texts.join(',')}]}`, keep: texts.map((_, i) => i), eventTimes: texts.map(() => at) });
-const EMPTY_ROLLUP = { exact: false as const };
+const EMPTY_ROLLUP = inexactCounts();
 
 let schemas = 0;
 const stores: [string, () => Promise<SyncStore>][] = [

@@ -2,21 +2,26 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { Derived, mergeRollupCounts } from '../../src/sync/derived/index.js';
 import { compareCodePoints } from '../../src/sync/derived/rollup/code-points.js';
+import { Rollups } from '../../src/sync/derived/rollup/rollups.js';
+import { silentLogger } from '../../src/log.js';
 import { Tables } from '../../src/sync/store/pg/tables.js';
 import { countRollup } from '../helpers/rollup-counts.js';
 
 /** PostgreSQL refuses a statement with a parameter it cannot type, as an unused one: each of $1…$n must appear. */
+/** The rollup tables of `derived`'s settings, whose statement a window's commit runs. */
+const rollupsOf = (derived: Derived) => new Rollups(new Tables('s'), derived.rollup);
+
 function expectEveryParameterUsed(query: { text: string; values: unknown[] }): void {
   const used = new Set([...query.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
   expect([...used].sort((a, b) => a - b)).toEqual(query.values.map((_, i) => i + 1));
 }
 
-describe('Derived.windowRollupQuery', () => {
+describe('Rollups.windowQuery grouped from records', () => {
   const derivedFor = (env: Record<string, string>) => new Derived(new Tables('s'), loadConfig(env).tables.rollup);
   const window = { start: Date.parse('2026-11-01T00:00:00Z'), end: Date.parse('2026-11-02T00:00:00Z') };
 
   it("groups the window's records into records_hourly and records_hourly_distinct in one statement, parameters numbered after the source and window start", () => {
-    const query = derivedFor({}).windowRollupQuery('prod', window)!;
+    const query = rollupsOf(derivedFor({})).windowQuery('prod', window, undefined)!;
     expect(query.text).toContain('insert into "s".records_hourly as h');
     // The window's distinct rows are replaced in the same statement, which returns the days to recompute.
     expect(query.text).toContain('delete from "s".records_hourly_distinct where source = $1 and window_start >= $2 and window_start < $8');
@@ -32,17 +37,17 @@ describe('Derived.windowRollupQuery', () => {
   });
 
   it('leaves records_hourly_distinct out with ROLLUP_DISTINCT=none, and has no statement with ROLLUP_DIMENSIONS=off', () => {
-    const noDistinct = derivedFor({ ROLLUP_DISTINCT: 'none' }).windowRollupQuery('prod', window)!;
+    const noDistinct = rollupsOf(derivedFor({ ROLLUP_DISTINCT: 'none' })).windowQuery('prod', window, undefined)!;
     expect(noDistinct.text).not.toContain('records_hourly_distinct');
     expect(noDistinct.values).toEqual(['prod', new Date(window.start), ['eventType'], ['customerId']]);
     expectEveryParameterUsed(noDistinct);
     const counted = derivedFor({ ROLLUP_DISTINCT: 'none' });
-    expectEveryParameterUsed(counted.windowCountsQuery('prod', window, countRollup(counted, [{ eventType: 'view' }], [0], [null]))!);
-    expect(derivedFor({ ROLLUP_DIMENSIONS: 'off' }).windowRollupQuery('prod', window)).toBeUndefined();
+    expectEveryParameterUsed(rollupsOf(counted).windowQuery('prod', window, countRollup(counted, [{ eventType: 'view' }], [0], [null]))!);
+    expect(rollupsOf(derivedFor({ ROLLUP_DIMENSIONS: 'off' })).windowQuery('prod', window, undefined)).toBeUndefined();
   });
 });
 
-describe('Derived.countRollup and windowCountsQuery', () => {
+describe("the page walk's rollup counts and Rollups.windowQuery", () => {
   const derived = new Derived(new Tables('s'), loadConfig({}).tables.rollup);
   const window = { start: Date.parse('2026-11-01T10:00:00Z'), end: Date.parse('2026-11-01T11:00:00Z') };
   const at1030 = Date.parse('2026-11-01T10:30:00Z');
@@ -56,7 +61,7 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     ];
     const counts = countRollup(derived, records, [0, 1, 2], [at1030, null, at1030])!;
     expect(counts.exact).toBe(true);
-    const query = derived.windowCountsQuery('prod', window, counts)!;
+    const query = rollupsOf(derived).windowQuery('prod', window, counts)!;
     expect(query.text).toContain('insert into "s".records_hourly (source, bucket, window_start');
     expect(query.text).toContain('insert into "s".records_hourly_distinct (source, bucket, window_start');
     // Hourly: the timed and the untimed view by c1 are one group of 2 (same hour); the null/absent one is its own.
@@ -80,7 +85,7 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     const first = countRollup(derived, records.slice(0, 5), [0, 1, 2, 3, 4], [at1030, at1030, at1130, at1030, at1030])!;
     const second = countRollup(derived, records.slice(5), [0, 1], [null, null])!;
     mergeRollupCounts(first, second);
-    const rows = JSON.parse(derived.windowCountsQuery('prod', window, first)!.values[3] as string) as { b: number; a: string[] }[];
+    const rows = JSON.parse(rollupsOf(derived).windowQuery('prod', window, first)!.values[3] as string) as { b: number; a: string[] }[];
     expect(rows).toEqual([
       { b: Date.parse('2026-11-01T10:00:00Z'), v0: 'c1', v1: '0', a: ['u1', 'u2', 'u3', '\uFFFD', '\u{1F600}'] },
       { b: Date.parse('2026-11-01T11:00:00Z'), v0: 'c1', v1: '0', a: ['u2'] },
@@ -101,7 +106,7 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     ]) {
       const into = page(a!);
       mergeRollupCounts(into, page(b!));
-      const rows = JSON.parse(derived.windowCountsQuery('prod', window, into)!.values[3] as string) as { a: string[] }[];
+      const rows = JSON.parse(rollupsOf(derived).windowQuery('prod', window, into)!.values[3] as string) as { a: string[] }[];
       expect(rows.map((r) => r.a)).toEqual([[...new Set([...a!, ...b!])].sort()]);
       expect([...into.hourly.values()].map((g) => g.records)).toEqual([a!.length + b!.length]);
     }
@@ -120,7 +125,7 @@ describe('Derived.countRollup and windowCountsQuery', () => {
       records.map((_, i) => i),
       times.map((t) => (t === null ? null : Date.parse(t))),
     )!;
-    const hourlyBefore = derived.windowCountsQuery('prod', night, counts)!.values[3];
+    const hourlyBefore = rollupsOf(derived).windowQuery('prod', night, counts)!.values[3];
     const queries: { text: string; values: unknown[] }[] = [];
     const db = {
       query: (text: string, values: unknown[]) => {
@@ -136,8 +141,17 @@ describe('Derived.countRollup and windowCountsQuery', () => {
               : [],
         });
       },
-    } as unknown as Parameters<Derived['addWindowRollup']>[0];
-    await derived.addWindowRollup(db, 'prod', night, counts);
+    } as unknown as Parameters<Rollups['commitWindow']>[0];
+    await rollupsOf(derived).commitWindow(db, {
+      source: 'prod',
+      window: night,
+      runId: 1,
+      rollup: counts,
+      fields: new Map(),
+      changes: undefined,
+      log: silentLogger,
+      catalogueChanged: false,
+    });
     const merge = queries.find((q) => q.text.includes('json_to_recordset($2::json)'))!;
     expect(merge.text).toContain('insert into "s".records_daily_distinct as x');
     expect(merge.values[0]).toBe('prod');
@@ -148,14 +162,14 @@ describe('Derived.countRollup and windowCountsQuery', () => {
     ]);
     expect(merge.values.slice(2)).toEqual([['user_id'], [day1]]);
     // The hourly groups' sets are left as they were.
-    expect(derived.windowCountsQuery('prod', night, counts)!.values[3]).toEqual(hourlyBefore);
+    expect(rollupsOf(derived).windowQuery('prod', night, counts)!.values[3]).toEqual(hourlyBefore);
   });
 
   it('gives up counting at a value whose text only PostgreSQL knows, and the window is grouped from its records', () => {
     for (const odd of [1.1, true, { a: 1 }, ['x']]) {
       const counts = countRollup(derived, [{ eventType: 'view' }, { eventType: odd }], [0, 1], [at1030, at1030])!;
       expect(counts.exact).toBe(false);
-      expect(derived.windowCountsQuery('prod', window, counts)).toEqual(derived.windowRollupQuery('prod', window));
+      expect(rollupsOf(derived).windowQuery('prod', window, counts)).toEqual(rollupsOf(derived).windowQuery('prod', window, undefined));
     }
     // A path through an array (its keys are indexes) too, but not a path into a scalar or a missing key.
     const nested = new Derived(new Tables('s'), loadConfig({ ROLLUP_DIMENSIONS: 'plan=meta.plan', ROLLUP_DISTINCT: 'none' }).tables.rollup);

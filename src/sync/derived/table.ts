@@ -1,11 +1,15 @@
 /**
  * What every derived table of src/sync/derived/ shares: the tables it may name, what runs its
- * statements, and the stages of the sync it takes part in. A new derived table is one module
- * implementing {@link DerivedTable} ({@link RollupTable} when it is rebuilt from `records`), listed
- * in the facade (src/sync/derived/index.ts), which also calls its per-page and commit methods.
+ * statements, and the window lifecycle it takes part in (clear, restore, commit). A new derived
+ * table is one module implementing {@link DerivedTable} ({@link RollupTable} when it is rebuilt
+ * from `records`), listed in the facade (index.ts), which loops over its tables at each stage.
+ * What a table learns of each page comes from the one walk of its records (page-walk.ts).
  */
 import type { PoolClient } from '../../db/pool.js';
 import type { Logger } from '../../log.js';
+import type { Window } from '../windows.js';
+import type { FieldChange, WindowFields } from './fields/field-types.js';
+import type { RollupCounts } from './rollup/counts.js';
 
 /** What runs a derived table's statements: a client, inside the caller's transaction. */
 export type Queryable = Pick<PoolClient, 'query'>;
@@ -35,12 +39,23 @@ export interface Query {
   values: unknown[];
 }
 
-/**
- * One derived table (or tables that change together) of a schema. Every statement runs in the
- * caller's transaction. Its per-page work (rollup groups, the catalogue's field statistics: one
- * walk of each page's records, src/sync/derived/page-walk.ts) and its part of a window's commit carry its own shapes: they are the module's own
- * methods, which the facade (src/sync/derived/index.ts) calls at those stages.
- */
+/** A window's commit, once its records are all in: what its pages gave the derived tables. */
+export interface WindowCommit {
+  source: string;
+  window: Window;
+  runId: number;
+  /** The window's rollup groups, merged over its pages (inexact: grouped from its records instead). */
+  rollup: RollupCounts;
+  /** The top-level fields of its records (FIELD_CATALOGUE). */
+  fields: WindowFields;
+  /** The fields and types it brings that the catalogue did not hold (record_field_changes). */
+  changes: readonly FieldChange[] | undefined;
+  log: Logger;
+  /** Set by the catalogue when it gained a field or a type: records_typed may have to change. */
+  catalogueChanged: boolean;
+}
+
+/** One derived table (or tables that change together) of a schema. Every statement runs in the caller's transaction. */
 export interface DerivedTable {
   /**
    * When a source's windows are cleared before a reload: the common table expressions the
@@ -55,13 +70,17 @@ export interface DerivedTable {
    * None: the table is rebuilt from the window's records at its commit instead.
    */
   restoreWindowSql?(): string[];
+  /** At a window's commit, after the tables before it in the facade's list. */
+  commitWindow(db: PoolClient, commit: WindowCommit): Promise<void>;
 }
 
 /**
  * A derived table built from `records` for settings that may change (the rollups): it knows
  * whether it is current, rebuilds itself, and ROLLUP_RETENTION prunes it.
  */
-export interface RollupTable extends DerivedTable {
+export interface RollupTable {
+  clearWindowSql(): string[];
+  restoreWindowSql?(): string[];
   /** Whether it is as these settings want it: built for them with this release's shape, or absent when they keep none. */
   isCurrent(db: Queryable): Promise<boolean>;
   /** Rebuilds it when it is not current, saying so in the log. The caller holds the schema's sync lock. @returns whether it rebuilt. */

@@ -88,7 +88,7 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPl
       ? { records: page.data, keep, eventTimes }
       : { text: storable.text, ...(storable.bytes && { bytes: storable.bytes }), keep, eventTimes };
   // One walk of the kept records for the catalogue and the rollups; FIELD_CATALOGUE=off: no field
-  // statistics to gather (Derived.addWindowRecords would ignore them).
+  // statistics to gather (the catalogue would ignore them).
   const { fields, rollup } = walk.observe(page.data, keep, eventTimes, catalogue);
   return {
     totalRecords: page.totalRecords,

@@ -8,27 +8,23 @@
 import type { RollupConfig } from '../../../config.js';
 import type { PoolClient } from '../../../db/pool.js';
 import type { Window } from '../../windows.js';
-import type { WindowFields } from './field-types.js';
+import type { FieldChange, KnownFields, WindowFields } from './field-types.js';
 import { PageWalk } from '../page-walk.js';
-import type { DerivedTable, Queryable, SchemaTables } from '../table.js';
+import type { DerivedTable, Queryable, SchemaTables, WindowCommit } from '../table.js';
 
-export { EXAMPLE_MAX_CHARS, ISO_DATE_TIME_PATTERN, jsonType, SECRET_FIELD_PATTERN, type FieldStats, type WindowFields } from './field-types.js';
+export {
+  EXAMPLE_MAX_CHARS,
+  ISO_DATE_TIME_PATTERN,
+  jsonType,
+  SECRET_FIELD_PATTERN,
+  type FieldChange,
+  type FieldStats,
+  type KnownFields,
+  type WindowFields,
+} from './field-types.js';
 
 /** The walk {@link catalogueRecords} runs: the catalogue's alone (it keeps only scratch arrays between pages). */
 const CATALOGUE_WALK = new PageWalk();
-
-/** A source's catalogue as the contract reads it: field name (a top-level key) → the JSON types seen. */
-export type KnownFields = Map<string, Set<string>>;
-
-/** A field, or a JSON type of a field, that the catalogue did not hold. */
-export interface FieldChange {
-  /** The field's name (record_fields.path: a top-level key of the payload). */
-  path: string;
-  /** The JSON type, as record_fields names it (`string`, `date-time`, `number`, `boolean`, `object`, `array`, `null`). */
-  type: string;
-  /** Whether the field itself was new (else a known field got a new type). */
-  newField: boolean;
-}
 
 /**
  * Adds the top-level fields of the kept records of a page to `into` (work done while the page
@@ -125,6 +121,12 @@ export class FieldCatalogue implements DerivedTable {
     ];
   }
 
+  /** At a window's commit: its fields merged into the catalogue, and what they bring recorded. */
+  async commitWindow(db: PoolClient, commit: WindowCommit): Promise<void> {
+    if (await this.addWindow(db, commit.source, commit.window, commit.fields)) commit.catalogueChanged = true;
+    if (commit.changes !== undefined) await this.addChanges(db, commit.source, commit.window, commit.runId, commit.changes);
+  }
+
   /** `source`'s catalogue: each field name with the types seen (empty when it has none). */
   async readTypes(db: Queryable, source: string): Promise<KnownFields> {
     const { rows } = await db.query<{ path: string; types: string[] }>(`select path, types from ${this.t.fields} where source = $1`, [source]);
@@ -136,7 +138,7 @@ export class FieldCatalogue implements DerivedTable {
    * (loaded by run `runId`), in the window's transaction; one that is there already stays as first
    * recorded.
    */
-  async addChanges(db: Queryable, source: string, window: Window, runId: number, changes: readonly FieldChange[]): Promise<void> {
+  private async addChanges(db: Queryable, source: string, window: Window, runId: number, changes: readonly FieldChange[]): Promise<void> {
     if (changes.length === 0) return;
     await db.query(
       `insert into ${this.t.fieldChanges} (source, path, type, new_field, window_start, window_end, run_id)
@@ -152,7 +154,7 @@ export class FieldCatalogue implements DerivedTable {
    *
    * @returns whether the catalogue gained a field or a field a type (records_typed may have to change).
    */
-  async addWindow(db: PoolClient, source: string, window: Window, fields: WindowFields): Promise<boolean> {
+  private async addWindow(db: PoolClient, source: string, window: Window, fields: WindowFields): Promise<boolean> {
     if (!this.enabled || fields.size === 0) return false;
     const entries = [...fields];
     // `before` reads the catalogue as it was before this statement: a field new or with a new type

@@ -88,3 +88,16 @@ export function exampleOf(value: unknown): string {
   const text = JSON.stringify(value);
   return text.length > EXAMPLE_MAX_CHARS ? `${text.slice(0, EXAMPLE_MAX_CHARS - 1)}…` : text;
 }
+
+/** A source's catalogue as the contract reads it: field name (a top-level key) → the JSON types seen. */
+export type KnownFields = Map<string, Set<string>>;
+
+/** A field, or a JSON type of a field, that the catalogue did not hold. */
+export interface FieldChange {
+  /** The field's name (record_fields.path: a top-level key of the payload). */
+  path: string;
+  /** The JSON type, as record_fields names it (`string`, `date-time`, `number`, `boolean`, `object`, `array`, `null`). */
+  type: string;
+  /** Whether the field itself was new (else a known field got a new type). */
+  newField: boolean;
+}

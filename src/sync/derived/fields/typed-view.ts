@@ -8,7 +8,7 @@ import { ADVISORY_LOCK_NAMESPACE, quoteIdent, type PoolClient } from '../../../d
 import type { Logger } from '../../../log.js';
 import { mergeSources, readFields, type FieldRow } from './fields.js';
 import { relationExists } from '../settings.js';
-import type { DerivedTable, SchemaTables } from '../table.js';
+import type { DerivedTable, SchemaTables, WindowCommit } from '../table.js';
 import { readViewAccess, restoreViewAccess } from './view-access.js';
 
 /** Name under which derived_settings keeps the definition records_typed was created with. */
@@ -83,6 +83,11 @@ export class TypedView implements DerivedTable {
   /** Nothing: a view holds no rows of its own. */
   clearWindowSql(): string[] {
     return [];
+  }
+
+  /** At a window's commit: recreated when the catalogue gained a field or a type. */
+  async commitWindow(db: PoolClient, commit: WindowCommit): Promise<void> {
+    if (commit.catalogueChanged) await this.refresh(db, commit.log);
   }
 
   /**

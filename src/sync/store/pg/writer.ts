@@ -68,8 +68,7 @@ abstract class PgWindowWriter implements WindowWriter {
   async addDerived(rollup: RollupCounts, fields: WindowFields, changes?: readonly FieldChange[]): Promise<void> {
     // Once the window's records are all in: one statement per window, not one per page.
     const { source, window, runId } = this.target;
-    await this.o.derived.addWindowRollup(this.db, source, window, rollup);
-    await this.o.derived.addWindowRecords(this.db, source, window, fields, this.o.log, changes && { runId, list: changes });
+    await this.o.derived.commitWindow(this.db, { source, window, runId, rollup, fields, changes, log: this.o.log });
   }
 
   record(counts: WindowCounts): Promise<number | undefined> {
