@@ -4,7 +4,7 @@
  * a reader has to follow.
  *
  * Layers, lowest first (a layer imports only the ones below it):
- *   leaves       errors.ts, failures.ts, redact.ts, time.ts, settle.ts, heap.ts, version.ts
+ *   leaves       errors.ts, failures.ts, redact.ts, time.ts, settle.ts, heap.ts, version.ts, types/
  *   config       config.ts, config/ (plain settings and their parsing; no runtime module)
  *   log.ts
  *   exposition/  the Prometheus text format (parse, merge, serialise): pure functions
@@ -19,7 +19,7 @@
  */
 /** Files of a layer, as a path pattern. */
 export const LAYER = {
-  leaves: '^src/(errors|failures|redact|time|settle|heap|version)\\.ts$',
+  leaves: '^src/((errors|failures|redact|time|settle|heap|version)\\.ts$|types/)',
   config: '^src/(config\\.ts|config/)',
   log: '^src/log\\.ts$',
   exposition: '^src/exposition/',

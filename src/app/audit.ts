@@ -29,7 +29,7 @@ export interface AuditOutcome {
  * @throws {InvalidArgumentError} for an unknown `--source` name, before anything is opened; as
  *   openDatabase or the migrations.
  */
-export async function verifySources(
+export async function auditSources(
   config: Config,
   log: Logger,
   options: Omit<AuditOptions, 'now'> & { sources?: readonly string[] },

@@ -90,7 +90,7 @@ export function registerVerifyCommand(program: Command): void {
         process.exitCode = EXIT_USAGE;
         return;
       }
-      const { verifySources } = await import('../app/audit.js');
+      const { auditSources } = await import('../app/audit.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
       const controller = new AbortController();
       const signals = handleVerifySignals(controller, log);
@@ -105,7 +105,7 @@ export function registerVerifyCommand(program: Command): void {
         return reportFailure(about, error, 'verify failed');
       };
       try {
-        const outcomes = await verifySources(config, log, {
+        const outcomes = await auditSources(config, log, {
           ...(options.source ? { sources: options.source } : {}),
           ...(options.from ? { from: options.from } : {}),
           ...(options.to ? { to: options.to } : {}),

@@ -94,4 +94,15 @@ describe('module graph', () => {
     expect([...outside]).toEqual([]);
     expect([...packages].sort()).toEqual(Object.keys(manifest.dependencies).filter((name) => name !== 'pino-pretty'));
   });
+
+  it('every source file lies in one layer of .dependency-cruiser.js, so every file is under its rules', async () => {
+    // A path in a variable: the config is plain JavaScript outside the TypeScript project.
+    const config = '../../.dependency-cruiser.js';
+    const { LAYER } = (await import(config)) as { LAYER: Record<string, string> };
+    const layers = Object.entries(LAYER).filter(([name]) => name !== 'simulator');
+    const files = sources(SRC).map((file) => `src/${rel(file)}`);
+    expect(files.length).toBeGreaterThan(100);
+    const outside = files.filter((file) => layers.filter(([, pattern]) => new RegExp(pattern).test(file)).length !== 1);
+    expect(outside).toEqual([]);
+  });
 });
