@@ -29,11 +29,7 @@ export interface AuditOutcome {
  * @throws {InvalidArgumentError} for an unknown `--source` name, before anything is opened; as
  *   openDatabase or the migrations.
  */
-export async function auditSources(
-  config: Config,
-  log: Logger,
-  options: Omit<AuditOptions, 'now'> & { sources?: readonly string[] },
-): Promise<AuditOutcome[]> {
+export async function auditSources(config: Config, log: Logger, options: Omit<AuditOptions, 'now'> & { sources?: readonly string[] }): Promise<AuditOutcome[]> {
   const sources = selectSources(config, options.sources);
   // One connection for the comparison's lock, one for a repair run.
   const db = await openDatabase(config, log, 2);
