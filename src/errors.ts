@@ -1,11 +1,11 @@
 /**
- * Typed errors. Every error this project throws on purpose is an {@link ExporterError}
- * with a stable `code` (safe to match on, to log and to use as a metric label) and,
- * where the failure came from somewhere else, a `cause`.
+ * Typed errors: one class per failure. Each carries its stable `code` (safe to match on, to log and
+ * to alert on) and, where the failure came from somewhere else, a `cause`; what a failure means
+ * outside the code that threw it (metric reason, exit status, log level) is one table keyed by
+ * class, FAILURES in src/failures.ts. Callers tell failures apart with `instanceof`, never by code.
  *
- * Messages never carry secrets: callers build them from names, statuses and
- * masked values only (see {@link maskSecret}); {@link redactSecrets} (src/redact.ts) masks what
- * an upstream echoed into one.
+ * Messages never carry secrets: callers build them from names, statuses and masked values only
+ * (see {@link maskSecret}); {@link redactSecrets} (src/redact.ts) masks what an upstream echoed into one.
  */
 import { redactSecrets } from './redact.js';
 
@@ -27,39 +27,25 @@ export type ErrorCode =
   | 'ERR_ABORTED';
 
 /**
- * Why an upstream request or a sync run failed, as a bounded metric label value and a log field;
- * finer than {@link ErrorCode} (every body error shares `ERR_UPSTREAM_BODY`, but a truncated body
- * and a page that contradicts itself are different faults to an operator).
- *
- * - `network`, `timeout`, `http_<status>`: transport and status faults;
- * - `invalid_json` (truncated or not JSON), `content_type` (not JSON or text), `invalid_envelope`
- *   (valid JSON of the wrong shape), `inconsistent_page` (a page contradicting itself: totalPages vs
- *   totalRecords, an empty or short page before the last, more records than pageSize, another page
- *   number), `response_too_large`, `content_encoding` (a body in a Content-Encoding the client cannot
- *   decode: unknown, or not valid in the coding it names), `invalid_body` (any other body fault);
- * - `limit`: an E7 text over one of the source's limits (Prometheus's sample_limit, label_limit,
- *   label_value_length_limit: UPSTREAM_SAMPLE_LIMIT and the two beside it);
- * - `token`: no token could be had (E0), for a request or run that needed one;
- * - `secret_file`: a token request (E0) not sent because CLIENT_SECRET_FILE could not be read or was empty;
- * - `inconsistent_window`: the two reads of an instant holding more than a page kept disagreeing (SYNC_WINDOW_ATTEMPTS);
- * - `database`: a query that failed, or the database unreachable or its connection lost, whether
- *   our {@link DatabaseError} or pg's and Node's own error (`ECONNREFUSED`, "Connection terminated");
- * - `aborted`, `other`.
- *
- * Which error gets which reason is the table FAILURES of src/failures.ts.
+ * What a body broke, chosen by the thrower of an {@link UpstreamBodyError}: `invalid_json` (cut
+ * short or not JSON), `content_type`, `invalid_envelope` (JSON of the wrong shape),
+ * `inconsistent_page` (a page contradicting itself), `content_encoding` (a coding the client does
+ * not decode, or bytes not valid in it), `invalid_body` (anything else).
+ */
+export type BodyReason = 'invalid_json' | 'content_type' | 'invalid_envelope' | 'inconsistent_page' | 'content_encoding' | 'invalid_body';
+
+/**
+ * Why a request or a run failed: the `reason` label of every metric counting failures, and a log
+ * field. Which failure has which is the table FAILURES of src/failures.ts; `secret_file` is counted
+ * by the token client itself (a token request not sent: CLIENT_SECRET_FILE unreadable or empty).
  */
 export type FailureReason =
   | 'network'
   | 'timeout'
   | `http_${number}`
-  | 'invalid_json'
-  | 'content_type'
-  | 'invalid_envelope'
-  | 'inconsistent_page'
+  | BodyReason
   | 'response_too_large'
-  | 'invalid_body'
   | 'limit'
-  | 'content_encoding'
   | 'token'
   | 'secret_file'
   | 'inconsistent_window'
@@ -75,84 +61,130 @@ export interface ExporterErrorOptions {
   retryable?: boolean;
   /** The server's Retry-After, in milliseconds from now, when it sent one. */
   retryAfterMs?: number;
-  /** Finer than `code`, for metrics and logs; failureReason (src/failures.ts) derives one when absent. */
-  reason?: FailureReason;
 }
 
-export class ExporterError extends Error {
-  readonly code: ErrorCode;
+/** The base of every error this project throws on purpose; never thrown as it is. */
+export abstract class ExporterError extends Error {
+  abstract readonly code: ErrorCode;
   readonly status: number | undefined;
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
-  /** The fault behind the error, when the thrower knew it better than `code` says (see failureReason in src/failures.ts). */
-  readonly reason: FailureReason | undefined;
 
-  constructor(code: ErrorCode, message: string, options: ExporterErrorOptions = {}) {
+  constructor(message: string, options: ExporterErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
-    this.code = code;
     this.status = options.status;
     this.retryable = options.retryable ?? false;
     this.retryAfterMs = options.retryAfterMs;
-    this.reason = options.reason;
   }
 }
 
 /** A configuration value broke its rule. The CLI exits 2 on it. */
 export class ConfigError extends ExporterError {
-  /** The environment variable (or `--flag`) that was wrong. */
-  readonly variable: string;
+  readonly code = 'ERR_CONFIG';
 
-  constructor(variable: string, message: string, options: ExporterErrorOptions = {}) {
-    super('ERR_CONFIG', message, options);
-    this.variable = variable;
+  constructor(
+    /** The environment variable (or `--flag`) that was wrong. */
+    readonly variable: string,
+    message: string,
+    options: ExporterErrorOptions = {},
+  ) {
+    super(message, options);
   }
 }
 
 /** A caller passed an argument that breaks the reference's rules (E6 query parameters). */
 export class InvalidArgumentError extends ExporterError {
+  readonly code = 'ERR_INVALID_ARGUMENT';
+
   constructor(message: string) {
-    super('ERR_INVALID_ARGUMENT', message);
+    super(message);
+  }
+}
+
+/** A web configuration file (WEB_CONFIG_FILE) that cannot be used; `path` names the key (`tls_server_config.cert_file`), or is empty for the whole file. */
+export class WebConfigError extends ExporterError {
+  readonly code = 'ERR_WEB_CONFIG';
+
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(message);
   }
 }
 
 /** Which upstream endpoint of the reference an error belongs to. */
 export type Endpoint = 'token' | 'analytics' | 'prometheus';
 
-/**
- * The identity host (E0) refused or failed the token request: a network error,
- * a non-2xx status (401 for a wrong client id or secret), or a body that is not
- * a Bearer token.
- */
-export class TokenError extends ExporterError {
-  readonly endpoint: Endpoint = 'token';
+/** A request to the platform (E0, E6, E7) failed; the subclass says how. */
+export abstract class UpstreamError extends ExporterError {
+  constructor(
+    readonly endpoint: Endpoint,
+    message: string,
+    options: ExporterErrorOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/** The upstream answered a status other than 2xx; retryable for 429, 500, 502–504. */
+export class UpstreamHttpError extends UpstreamError {
+  readonly code = 'ERR_UPSTREAM_HTTP';
+  declare readonly status: number;
+
+  constructor(endpoint: Endpoint, status: number, message: string, options: Omit<ExporterErrorOptions, 'status'> = {}) {
+    super(endpoint, message, { ...options, status });
+  }
+}
+
+/** No answer: a socket, DNS or TLS failure, or a connection closed in the middle of the body. */
+export class UpstreamNetworkError extends UpstreamError {
+  readonly code = 'ERR_UPSTREAM_NETWORK';
+}
+
+/** No answer in time: UPSTREAM_TIMEOUT for a connect, the headers or the body, or serve's scrape budget. */
+export class UpstreamTimeoutError extends UpstreamError {
+  readonly code = 'ERR_UPSTREAM_TIMEOUT';
 }
 
 /**
- * An analytics API call (E6, E7) failed after the retries it was allowed:
- * `ERR_UPSTREAM_HTTP` (status set), `ERR_UPSTREAM_NETWORK`, `ERR_UPSTREAM_TIMEOUT`
- * or `ERR_UPSTREAM_BODY` (the body broke the documented shape).
+ * A body that breaks the documented shape. Its {@link BodyReason} is the thrower's: the six share
+ * a code, a retry rule and every catch site, so they are one class with a field, not six.
  */
-export class UpstreamError extends ExporterError {
-  readonly endpoint: Endpoint;
+export class UpstreamBodyError extends UpstreamError {
+  readonly code = 'ERR_UPSTREAM_BODY';
 
-  constructor(code: ErrorCode, endpoint: Endpoint, message: string, options: ExporterErrorOptions = {}) {
-    super(code, message, options);
-    this.endpoint = endpoint;
+  constructor(
+    endpoint: Endpoint,
+    readonly reason: BodyReason,
+    message: string,
+    options: ExporterErrorOptions = {},
+  ) {
+    super(endpoint, message, options);
   }
+}
+
+/**
+ * A body over UPSTREAM_MAX_BODY, as received or once decoded, or an E6 instant over it even at one
+ * record a page (src/sync/read/oversize.ts). Not retried: the same answer would be as large.
+ */
+export class ResponseTooLargeError extends UpstreamError {
+  readonly code = 'ERR_UPSTREAM_BODY';
 }
 
 /** The limits an E7 text is read under, by the names Prometheus's scrape configuration gives them. */
 export type UpstreamLimitName = 'sample_limit' | 'label_limit' | 'label_value_length_limit';
 
 /**
- * An E7 text (`GET /analytics/prometheus`) went over one of its source's limits while it was read:
- * more sample lines than sample_limit (UPSTREAM_SAMPLE_LIMIT), a sample with more labels than
- * label_limit (UPSTREAM_LABEL_LIMIT), or a label value longer than label_value_length_limit
+ * An E7 text went over one of its source's limits while it was read: sample_limit
+ * (UPSTREAM_SAMPLE_LIMIT), label_limit (UPSTREAM_LABEL_LIMIT) or label_value_length_limit
  * (UPSTREAM_LABEL_VALUE_LENGTH_LIMIT, in bytes). The read is abandoned there, as Prometheus fails
  * a scrape over its limits; not retried (the same text would break the same limit).
  */
 export class UpstreamLimitError extends UpstreamError {
+  readonly code = 'ERR_UPSTREAM_LIMIT';
+
   constructor(
     /** Which limit: Prometheus's name for it. */
     readonly limit: UpstreamLimitName,
@@ -160,15 +192,38 @@ export class UpstreamLimitError extends UpstreamError {
     readonly value: number,
     message: string,
   ) {
-    super('ERR_UPSTREAM_LIMIT', 'prometheus', message, { reason: 'limit' });
+    super('prometheus', message);
   }
+}
+
+/** No token could be had (E0), its retries spent: what the token client throws. */
+export abstract class TokenError extends UpstreamError {
+  constructor(message: string, options: ExporterErrorOptions = {}) {
+    super('token', message, options);
+  }
+}
+
+/**
+ * The token request failed: refused (a status, 401 for a wrong client id or secret), not answered
+ * (network, timeout), or not sent (CLIENT_SECRET_FILE unreadable or empty).
+ */
+export class TokenRequestError extends TokenError {
+  readonly code = 'ERR_TOKEN_REQUEST';
+}
+
+/** The identity host answered 2xx with a body that is not a Bearer token. */
+export class TokenResponseError extends TokenError {
+  readonly code = 'ERR_TOKEN_RESPONSE';
+}
+
+/** The identity host's answer could not be read: over UPSTREAM_MAX_BODY, or in a coding the client does not decode. */
+export class TokenBodyError extends TokenError {
+  readonly code = 'ERR_UPSTREAM_BODY';
 }
 
 /** A database operation failed: the message says which and carries the PostgreSQL SQLSTATE where there is one; `cause` is pg's error. */
 export class DatabaseError extends ExporterError {
-  constructor(message: string, options: ExporterErrorOptions = {}) {
-    super('ERR_DATABASE', message, { ...options, reason: 'database' });
-  }
+  readonly code = 'ERR_DATABASE';
 }
 
 /**
@@ -178,31 +233,12 @@ export class DatabaseError extends ExporterError {
 export class DatabaseOpenError extends DatabaseError {}
 
 /**
- * The two reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page) kept
- * disagreeing (SYNC_WINDOW_ATTEMPTS): E6's order within it is not stable, so nothing of its window
- * is committed, and the window is parked (src/sync/run/park.ts).
- */
-export class InconsistentWindowError extends ExporterError {
-  constructor(message: string) {
-    super('ERR_INCONSISTENT_WINDOW', message, { reason: 'inconsistent_window' });
-  }
-}
-
-/** A web configuration file (WEB_CONFIG_FILE) that cannot be used; `path` names the key (`tls_server_config.cert_file`), or is empty for the whole file. */
-export class WebConfigError extends ExporterError {
-  constructor(
-    readonly path: string,
-    message: string,
-  ) {
-    super('ERR_WEB_CONFIG', message);
-  }
-}
-
-/**
  * Another process holds the embedded database's folder (DATA_DIR): one process per embedded
  * database. The CLI exits 1 on it, naming the holder and the way out.
  */
 export class DataDirLockedError extends ExporterError {
+  readonly code = 'ERR_DATA_DIR_LOCKED';
+
   constructor(
     readonly dataDir: string,
     /** What the lock file says of the process holding it; undefined when it says nothing readable. */
@@ -210,17 +246,31 @@ export class DataDirLockedError extends ExporterError {
   ) {
     const who = holder === undefined ? 'another process' : `process ${holder.pid} (${holder.command}), since ${holder.since},`;
     super(
-      'ERR_DATA_DIR_LOCKED',
       `the embedded database in ${dataDir} is in use by ${who} and serves one process at a time: ` +
         'stop that process, or set DATABASE_URL to a PostgreSQL server to run several processes on one database',
     );
   }
 }
 
+/**
+ * The two reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page) kept
+ * disagreeing (SYNC_WINDOW_ATTEMPTS): E6's order within it is not stable, so nothing of its window
+ * is committed, and the window is parked (src/sync/run/park.ts).
+ */
+export class InconsistentWindowError extends ExporterError {
+  readonly code = 'ERR_INCONSISTENT_WINDOW';
+
+  constructor(message: string) {
+    super(message);
+  }
+}
+
 /** The operation was cancelled through its AbortSignal (shutdown, scrape timeout). */
 export class AbortedError extends ExporterError {
+  readonly code = 'ERR_ABORTED';
+
   constructor(message = 'operation aborted', options: ExporterErrorOptions = {}) {
-    super('ERR_ABORTED', message, options);
+    super(message, options);
   }
 }
 

@@ -46,7 +46,7 @@ export function resolveLogFormat(format: LogFormat, destination: LogDestination)
 
 /** An error as it is logged: the same shape at every level of the `cause` chain. */
 export interface SerializedError {
-  /** The class name (`UpstreamError`, `DatabaseError`, `TypeError`, `AggregateError`). */
+  /** The class name (`UpstreamHttpError`, `DatabaseError`, `TypeError`, `AggregateError`). */
   type: string;
   /** The stable code: ours (`ERR_UPSTREAM_HTTP`), an errno (`ECONNREFUSED`) or a PostgreSQL SQLSTATE; absent when the error has none. */
   code?: string;

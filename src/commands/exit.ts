@@ -1,6 +1,6 @@
 /**
  * How a command ends on a failure: logged at the level and with the exit status the failure table
- * (src/failures.ts) gives its kind. The statuses themselves live there, beside the table.
+ * (src/failures.ts) gives its class. The statuses themselves live there, beside the table.
  */
 import { DataDirLockedError } from '../errors.js';
 import { classifyFailure, type ExitStatus } from '../failures.js';

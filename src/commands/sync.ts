@@ -8,7 +8,7 @@
  * second signal forces the exit.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
-import { InvalidArgumentError } from '../errors.js';
+import { AbortedError, InvalidArgumentError } from '../errors.js';
 import { classifyFailure, isDatabaseUnavailable } from '../failures.js';
 import { createLogger, type Logger } from '../log.js';
 import { DRAIN_TIMEOUT_MS } from '../app/drain.js';
@@ -102,31 +102,27 @@ export function registerSyncCommand(program: Command): void {
       const progress = process.stderr.isTTY ? await progressBar(terminal) : undefined;
       /** Reports what stopped a run (or the whole command) and gives its exit status (src/failures.ts). */
       const errorExitCode = (err: unknown, about: Logger): number => {
-        const failure = classifyFailure(err);
-        switch (failure.kind) {
-          case 'invalid_argument':
-            process.stderr.write(`analytics-exporter sync: ${(err as Error).message}\n`);
-            return failure.exitStatus;
-          case 'aborted':
-            // An abort no signal of ours asked for failed the run like any other error.
-            if (signals.received() === undefined) break;
-            // The signal came before a run started: while --wait waited for the lock, or while the
-            // database was opened and migrated. Nothing was started, nothing to roll back.
-            about[failure.level](
-              { schema: config.database.schema },
-              options.wait === true
-                ? 'stopped while waiting for another sync to release the lock; nothing was loaded'
-                : 'stopped by a signal before the run started; nothing was loaded',
-            );
-            return EXIT_OK;
-          case 'database_unavailable': {
-            const database = describeConfiguredDatabase(config.database);
-            about[failure.level](
-              { database, err },
-              `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`,
-            );
-            return failure.exitStatus;
-          }
+        const { exitStatus, level } = classifyFailure(err);
+        if (err instanceof InvalidArgumentError) {
+          process.stderr.write(`analytics-exporter sync: ${err.message}\n`);
+          return exitStatus;
+        }
+        // Stopped by our signal before a run started: while --wait waited for the lock, or while the
+        // database was opened and migrated. Nothing was started, nothing to roll back. (An abort no
+        // signal of ours asked for fails the run like any other error.)
+        if (err instanceof AbortedError && signals.received() !== undefined) {
+          about[level](
+            { schema: config.database.schema },
+            options.wait === true
+              ? 'stopped while waiting for another sync to release the lock; nothing was loaded'
+              : 'stopped by a signal before the run started; nothing was loaded',
+          );
+          return EXIT_OK;
+        }
+        if (isDatabaseUnavailable(err)) {
+          const database = describeConfiguredDatabase(config.database);
+          about[level]({ database, err }, `sync failed: the database ${database} is unreachable or closed the connection (windows committed before are kept)`);
+          return exitStatus;
         }
         return reportFailure(about, err, 'sync failed');
       };

@@ -8,8 +8,7 @@
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { InvalidArgumentError } from '../errors.js';
-import { classifyFailure } from '../failures.js';
+import { AbortedError, InvalidArgumentError } from '../errors.js';
 import { DRAIN_TIMEOUT_MS } from '../app/drain.js';
 import { createLogger, type Logger } from '../log.js';
 import { selectSources } from '../app/sources.js';
@@ -97,7 +96,7 @@ export function registerVerifyCommand(program: Command): void {
       /** One source's exit status; its lines carry `source`. */
       const outcomeExitCode = ({ result, error, log: about }: AuditOutcome): number => {
         if (result !== undefined) return result.left.length === 0 ? EXIT_OK : EXIT_FAILURE;
-        if (classifyFailure(error).kind === 'aborted' && signals.received() !== undefined) {
+        if (error instanceof AbortedError && signals.received() !== undefined) {
           // Nothing it found is known to be repaired: a difference may be left.
           about.warn('verify stopped by a signal before it finished; run it again');
           return EXIT_FAILURE;

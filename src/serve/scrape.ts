@@ -12,7 +12,7 @@
  * sends bytes. A source's read is kept as its serialised part and where each family lies in it,
  * never as sample objects: merging works on those bytes (see mergeParts).
  */
-import { AbortedError, InvalidArgumentError, UpstreamError, UpstreamLimitError, redactSecrets, type UpstreamLimitName } from '../errors.js';
+import { AbortedError, InvalidArgumentError, UpstreamLimitError, UpstreamTimeoutError, redactSecrets, type UpstreamLimitName } from '../errors.js';
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import {
@@ -277,10 +277,7 @@ class SourceReader {
         .catch((err: unknown) => {
           // The scrape's budget ran out: for the scrape, that is the upstream timing out.
           if (err instanceof AbortedError && budget.aborted) {
-            throw new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'prometheus', `E7 did not answer within the scrape's budget of ${budgetMs} ms`, {
-              cause: err,
-              reason: 'timeout',
-            });
+            throw new UpstreamTimeoutError('prometheus', `E7 did not answer within the scrape's budget of ${budgetMs} ms`, { cause: err });
           }
           throw err;
         });

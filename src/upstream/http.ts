@@ -8,14 +8,16 @@ import { rootCertificates } from 'node:tls';
 import { Agent, errors as undiciErrors, request, type Dispatcher } from 'undici';
 import {
   AbortedError,
-  ExporterError,
-  TokenError,
+  ResponseTooLargeError,
+  UpstreamBodyError,
   UpstreamError,
+  UpstreamHttpError,
+  UpstreamNetworkError,
+  UpstreamTimeoutError,
   displayUrl,
   redactSecrets,
+  type BodyReason,
   type Endpoint,
-  type ErrorCode,
-  type FailureReason,
 } from '../errors.js';
 import { ContentDecodingError, contentCodings, decodeContent } from './encoding.js';
 import type { TlsFiles } from './files.js';
@@ -121,10 +123,6 @@ export interface SendOptions {
   inspect?: (chunk: Uint8Array) => void;
 }
 
-function makeError(endpoint: Endpoint, code: ErrorCode, message: string, options: ConstructorParameters<typeof UpstreamError>[3]) {
-  return endpoint === 'token' ? new TokenError(code, message, options) : new UpstreamError(code, endpoint, message, options);
-}
-
 /** Path of the endpoint for messages: never the query string, never credentials. */
 export function describeEndpoint(endpoint: Endpoint, url: URL): string {
   const labels: Record<Endpoint, string> = { token: 'E0', analytics: 'E6', prometheus: 'E7' };
@@ -135,11 +133,11 @@ export function describeEndpoint(endpoint: Endpoint, url: URL): string {
  * Sends one request and reads the whole body, decoded from its Content-Encoding whether or not
  * the request asked for one. Does not retry and does not judge the status.
  *
- * @throws {UpstreamError|TokenError} `ERR_UPSTREAM_TIMEOUT` for connect/headers/body timeouts,
- *   `ERR_UPSTREAM_NETWORK` for socket, DNS and TLS failures (`retryable` when a new attempt may help),
- *   `ERR_UPSTREAM_BODY` with reason `response_too_large` for a body over `maxBodyBytes` (UPSTREAM_MAX_BODY)
- *   as received or once decoded, with reason `content_encoding` for a Content-Encoding other than
- *   gzip, deflate and br (final) or a body not valid in its coding (retryable);
+ * @throws {UpstreamTimeoutError} for connect/headers/body timeouts; {@link UpstreamNetworkError} for
+ *   socket, DNS and TLS failures (`retryable` when a new attempt may help); {@link ResponseTooLargeError}
+ *   for a body over `maxBodyBytes` (UPSTREAM_MAX_BODY) as received or once decoded;
+ *   {@link UpstreamBodyError} `content_encoding` for a Content-Encoding other than gzip, deflate and
+ *   br (final) or a body not valid in its coding (retryable);
  *   {@link AbortedError} when `signal` aborted; what `inspect` threw, as it is.
  */
 export async function send(options: SendOptions): Promise<RawResponse> {
@@ -202,19 +200,16 @@ export async function send(options: SendOptions): Promise<RawResponse> {
     const phase = code === undefined ? undefined : TIMEOUT_PHASES[code];
     if (phase !== undefined) {
       const limit = options.timeoutMs !== undefined ? ` within ${options.timeoutMs} ms (UPSTREAM_TIMEOUT)` : '';
-      throw makeError(options.endpoint, 'ERR_UPSTREAM_TIMEOUT', `${where}: timed out, ${phase}${limit} (${code})`, { cause: err, retryable: true });
+      throw new UpstreamTimeoutError(options.endpoint, `${where}: timed out, ${phase}${limit} (${code})`, { cause: err, retryable: true });
     }
     if (err instanceof undiciErrors.ResponseExceededMaxSizeError) {
-      throw makeError(options.endpoint, 'ERR_UPSTREAM_BODY', `${where}: response larger than ${options.maxBodyBytes} bytes (UPSTREAM_MAX_BODY)`, {
-        cause: err,
-        reason: 'response_too_large',
-      });
+      throw new ResponseTooLargeError(options.endpoint, `${where}: response larger than ${options.maxBodyBytes} bytes (UPSTREAM_MAX_BODY)`, { cause: err });
     }
     const retryable = code !== undefined && RETRYABLE_NETWORK_CODES.has(code);
     // A socket closed after the headers is a body cut off in the middle: say so, not just the code.
     const what = headersReceived && code !== undefined && CUT_OFF_CODES.has(code) ? 'connection closed in the middle of the body' : undefined;
     const text = `${code ?? 'network error'}: ${(err as Error).message}`;
-    throw makeError(options.endpoint, 'ERR_UPSTREAM_NETWORK', `${where}: ${what !== undefined ? `${what} (${text})` : text}`, {
+    throw new UpstreamNetworkError(options.endpoint, `${where}: ${what !== undefined ? `${what} (${text})` : text}`, {
       cause: err,
       retryable,
     });
@@ -238,27 +233,23 @@ async function readInspected(body: AsyncIterable<Uint8Array>, inspect: (chunk: U
  * more than the cap (final, as a body over the cap is), else `content_encoding`: retryable for bytes
  * not valid in their coding (a body cut short), final for a coding the client does not know.
  */
-function decodingError(options: Pick<SendOptions, 'endpoint' | 'maxBodyBytes'>, where: string, err: ContentDecodingError): ExporterError {
+function decodingError(options: Pick<SendOptions, 'endpoint' | 'maxBodyBytes'>, where: string, err: ContentDecodingError): UpstreamError {
   const { endpoint } = options;
   const coding = excerpt(err.coding, 40);
   if (err.fault === 'too_large') {
-    return makeError(
-      endpoint,
-      'ERR_UPSTREAM_BODY',
-      `${where}: response larger than ${options.maxBodyBytes} bytes (UPSTREAM_MAX_BODY) once decoded from ${coding}`,
-      {
-        cause: err,
-        reason: 'response_too_large',
-      },
-    );
-  }
-  if (err.fault === 'unknown') {
-    return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: response in Content-Encoding ${coding}, which the client does not decode (gzip, deflate, br)`, {
+    return new ResponseTooLargeError(endpoint, `${where}: response larger than ${options.maxBodyBytes} bytes (UPSTREAM_MAX_BODY) once decoded from ${coding}`, {
       cause: err,
-      reason: 'content_encoding',
     });
   }
-  return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${where}: ${excerpt(err.message, 200)}`, { cause: err, retryable: true, reason: 'content_encoding' });
+  if (err.fault === 'unknown') {
+    return new UpstreamBodyError(
+      endpoint,
+      'content_encoding',
+      `${where}: response in Content-Encoding ${coding}, which the client does not decode (gzip, deflate, br)`,
+      { cause: err },
+    );
+  }
+  return new UpstreamBodyError(endpoint, 'content_encoding', `${where}: ${excerpt(err.message, 200)}`, { cause: err, retryable: true });
 }
 
 function networkCode(err: unknown): string | undefined {
@@ -274,25 +265,24 @@ function networkCode(err: unknown): string | undefined {
  *
  * @param now current time in milliseconds since the epoch, for HTTP-date Retry-After values.
  */
-export function statusError(endpoint: Endpoint, url: URL, res: RawResponse, now: number, detail = ''): ExporterError {
+export function statusError(endpoint: Endpoint, url: URL, res: RawResponse, now: number, detail = ''): UpstreamHttpError {
   const retryAfterMs = parseRetryAfter(res.headers['retry-after'], now);
   const retryable = RETRYABLE_STATUSES.has(res.status);
   const after = retryAfterMs !== undefined ? `, Retry-After ${Math.ceil(retryAfterMs / 1000)}s` : '';
   const message = `${describeEndpoint(endpoint, url)}: HTTP ${res.status}${after}${detail ? `: ${detail}` : ''}`;
-  return makeError(endpoint, 'ERR_UPSTREAM_HTTP', message, {
-    status: res.status,
+  return new UpstreamHttpError(endpoint, res.status, message, {
     retryable,
     ...(retryable && retryAfterMs !== undefined ? { retryAfterMs } : {}),
   });
 }
 
 /**
- * Builds a body error (`ERR_UPSTREAM_BODY`); such bodies are retried, since truncation is usually transient.
+ * Builds an {@link UpstreamBodyError}; such bodies are retried, since truncation is usually transient.
  *
  * @param reason the kind of body fault, for metrics (`invalid_json`, `content_type`, …); default `invalid_body`.
  */
-export function bodyError(endpoint: Endpoint, url: URL, what: string, cause?: unknown, reason: FailureReason = 'invalid_body'): ExporterError {
-  return makeError(endpoint, 'ERR_UPSTREAM_BODY', `${describeEndpoint(endpoint, url)}: ${what}`, { cause, retryable: true, reason });
+export function bodyError(endpoint: Endpoint, url: URL, what: string, cause?: unknown, reason: BodyReason = 'invalid_body'): UpstreamBodyError {
+  return new UpstreamBodyError(endpoint, reason, `${describeEndpoint(endpoint, url)}: ${what}`, { cause, retryable: true });
 }
 
 /**

@@ -3,7 +3,7 @@
  * Retry-After. Shared by the token client (E0) and the analytics client (E6, E7).
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { AbortedError, ExporterError, coerceError, type Endpoint, type FailureReason } from '../errors.js';
+import { AbortedError, ExporterError, TokenRequestError, coerceError, type Endpoint, type FailureReason } from '../errors.js';
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 
@@ -109,7 +109,7 @@ export async function withRetries<T>(
  * request that needed it.
  */
 export function attemptReason(error: ExporterError): FailureReason {
-  return error.code === 'ERR_TOKEN_REQUEST' && error.status !== undefined ? `http_${error.status}` : failureReason(error);
+  return error instanceof TokenRequestError && error.status !== undefined ? `http_${error.status}` : failureReason(error);
 }
 
 /**

@@ -16,7 +16,15 @@ import { readFile } from 'node:fs/promises';
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { TokenAuthMethod } from '../config.js';
-import { TokenError, registerSecret, type FailureReason } from '../errors.js';
+import {
+  ResponseTooLargeError,
+  TokenBodyError,
+  TokenRequestError,
+  TokenResponseError,
+  UpstreamBodyError,
+  registerSecret,
+  type FailureReason,
+} from '../errors.js';
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import { secretFromFileText } from './files.js';
@@ -118,10 +126,11 @@ export class TokenClient {
    * the cache is empty or due for renewal. Concurrent callers share one in-flight request, and
    * callers within {@link TOKEN_FAILURE_HOLD_MS} of a final failure share that failure.
    *
-   * @throws {TokenError} `ERR_TOKEN_REQUEST` when the identity host refuses (401 invalid_client for
-   *   a wrong id or secret, 400 invalid_scope, …) or cannot be reached after the retries, or when
-   *   the secret file cannot be read or is empty (nothing is sent; the message names the file, never its content);
-   *   `ERR_TOKEN_RESPONSE` when the body is not a Bearer token.
+   * @throws {TokenRequestError} when the identity host refuses (401 invalid_client for a wrong id or
+   *   secret, 400 invalid_scope, …) or cannot be reached after the retries, or when the secret file
+   *   cannot be read or is empty (nothing is sent; the message names the file, never its content);
+   *   {@link TokenResponseError} when the body is not a Bearer token; {@link TokenBodyError} when it
+   *   cannot be read (over UPSTREAM_MAX_BODY, or in a coding the client does not decode).
    */
   async getToken(): Promise<string> {
     const cached = this.#cached;
@@ -205,7 +214,7 @@ export class TokenClient {
       problem = `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
     }
     this.#options.onAttemptFailed?.('secret_file');
-    throw new TokenError('ERR_TOKEN_REQUEST', `token request not sent: CLIENT_SECRET_FILE ${file} ${problem}`);
+    throw new TokenRequestError(`token request not sent: CLIENT_SECRET_FILE ${file} ${problem}`);
   }
 
   /**
@@ -262,7 +271,7 @@ export class TokenClient {
             ? `${oauth.data.error}${oauth.data.error_description ? ` (${excerpt(oauth.data.error_description, 120, secretForms)})` : ''}`
             : excerpt(res.body, 120, secretForms);
           const err = statusError('token', tokenUrl, res, this.#now(), detail);
-          throw new TokenError('ERR_TOKEN_REQUEST', `token request refused: ${err.message}`, {
+          throw new TokenRequestError(`token request refused: ${err.message}`, {
             status: res.status,
             retryable: err.retryable,
             ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}),
@@ -278,7 +287,7 @@ export class TokenClient {
               : parsed.error.issues.map((i) => i.message).join('; ');
           const base = bodyError('token', tokenUrl, `not a Bearer token response: ${what}`);
           // A well-formed answer of the wrong kind will not change on a retry.
-          throw new TokenError('ERR_TOKEN_RESPONSE', base.message);
+          throw new TokenResponseError(base.message);
         }
         this.#options.onTokenRequest?.('success');
         return parsed.data;
@@ -290,11 +299,13 @@ export class TokenClient {
     ).catch((err: unknown) => {
       // The token request had its own retries: the error is final, so an API call's retry loop
       // does not run the whole token retry sequence again for each of its attempts.
-      const e = err as Error & { code?: string; status?: number };
-      if (err instanceof TokenError && err.code !== 'ERR_UPSTREAM_NETWORK' && err.code !== 'ERR_UPSTREAM_TIMEOUT') {
-        throw new TokenError(err.code, err.message, { ...(err.status !== undefined ? { status: err.status } : {}), cause: err.cause });
+      if (err instanceof TokenRequestError) {
+        throw new TokenRequestError(err.message, { ...(err.status !== undefined ? { status: err.status } : {}), cause: err.cause });
       }
-      throw new TokenError('ERR_TOKEN_REQUEST', `token request failed: ${e.message}`, { cause: err });
+      if (err instanceof TokenResponseError) throw new TokenResponseError(err.message, { cause: err.cause });
+      // Counted as `invalid_body`, whatever the body's fault was.
+      if (err instanceof UpstreamBodyError || err instanceof ResponseTooLargeError) throw new TokenBodyError(err.message, { cause: err.cause });
+      throw new TokenRequestError(`token request failed: ${(err as Error).message}`, { cause: err });
     });
   }
 }

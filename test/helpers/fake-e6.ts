@@ -7,7 +7,7 @@
  * requests fail as a 503 would. Requests go through the client's own retry loop (withRetries) with
  * its backoff waited on the global timers, so vitest's fake timers drive it.
  */
-import { UpstreamError } from '../../src/errors.js';
+import { ResponseTooLargeError, UpstreamHttpError } from '../../src/errors.js';
 import type { E6Pages } from '../../src/sync/store/ports.js';
 import type { AnalyticsPage, AnalyticsRecord, PageQuery } from '../../src/upstream/analytics.js';
 import { withRetries, type RetryPolicy } from '../../src/upstream/retry.js';
@@ -73,7 +73,7 @@ export class FakeE6 implements E6Pages {
     this.requests++;
     if (this.failNext > 0) {
       this.failNext--;
-      throw new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'fake E6: HTTP 503', { status: 503, retryable: true });
+      throw new UpstreamHttpError('analytics', 503, 'fake E6: HTTP 503', { retryable: true });
     }
     const fault = this.fault?.(query);
     if (fault !== undefined) throw fault;
@@ -91,9 +91,7 @@ export class FakeE6 implements E6Pages {
     const envelope = { pageNumber, pageSize, totalRecords: inRange.length, totalPages: Math.ceil(inRange.length / pageSize), data };
     const text = JSON.stringify(envelope);
     if (Buffer.byteLength(text) > this.maxBodyBytes) {
-      throw new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', `fake E6: response larger than ${this.maxBodyBytes} bytes (UPSTREAM_MAX_BODY)`, {
-        reason: 'response_too_large',
-      });
+      throw new ResponseTooLargeError('analytics', `fake E6: response larger than ${this.maxBodyBytes} bytes (UPSTREAM_MAX_BODY)`);
     }
     return { ...envelope, data: (JSON.parse(text) as { data: AnalyticsRecord[] }).data, text, bytes: Buffer.from(text, 'utf8') };
   }

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
-import { UpstreamError } from '../../src/errors.js';
+import { ResponseTooLargeError, UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { runSync } from '../../src/sync/run/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
@@ -182,7 +182,8 @@ describe('E6 bodies in a Content-Encoding', () => {
         () => undefined,
         (e: unknown) => e,
       );
-      expect(err).toMatchObject({ code: 'ERR_UPSTREAM_BODY', reason: 'response_too_large' });
+      expect(err).toBeInstanceOf(ResponseTooLargeError);
+      expect(err).toMatchObject({ code: 'ERR_UPSTREAM_BODY' });
       expect((err as Error).message).toContain(`larger than ${MAX_RESPONSE_BYTES} bytes (UPSTREAM_MAX_BODY) once decoded from gzip`);
     } finally {
       await c.close();

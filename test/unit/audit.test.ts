@@ -10,7 +10,7 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { UpstreamError } from '../../src/errors.js';
+import { UpstreamHttpError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { compareWithE6, contiguousRuns } from '../../src/sync/audit/compare.js';
 import { auditClean, auditSource } from '../../src/sync/audit/source.js';
@@ -247,8 +247,7 @@ describe('auditSource: compare under the lock, then repair through sync runs', (
     const e6 = new FakeE6([...data, record(5000, T0 + 7 * HOUR + 60_000), record(5001, T0 + 40 * HOUR + 60_000)]);
     // The counts (pageSize 1) are answered; the repair's reads of the windows fail as a 400 would (no retry).
     const client: E6Pages = {
-      fetchPage: (q, o) =>
-        q.pageSize === 1 ? e6.fetchPage(q, o) : Promise.reject(new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'fake E6: HTTP 400', { status: 400 })),
+      fetchPage: (q, o) => (q.pageSize === 1 ? e6.fetchPage(q, o) : Promise.reject(new UpstreamHttpError('analytics', 400, 'fake E6: HTTP 400'))),
     };
     const store = seeded(48, data);
     const deps = { store, client, ...settings(), schema: 'unit', log: silentLogger };

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DatabaseHealth } from '../../src/serve/health.js';
 import { describeDatabase } from '../../src/db/pool.js';
 import { isDatabaseUnavailable } from '../../src/failures.js';
-import { TokenError, UpstreamError } from '../../src/errors.js';
+import { TokenRequestError, UpstreamNetworkError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { SyncScheduler } from '../../src/serve/cron.js';
 import { untilTrue } from '../helpers/wait.js';
@@ -121,8 +121,8 @@ describe('database error helpers', () => {
   it('never take a platform host that is down for the database', () => {
     // A source's upstream refusing connections fails its run with these: taken for the database,
     // serve would probe it, call it recovered at once and rerun every source's sync in a loop.
-    const e6 = new UpstreamError('ERR_UPSTREAM_NETWORK', 'analytics', 'E6 http://127.0.0.1:1/analytics: ECONNREFUSED', { cause: refused });
-    const e0 = new TokenError('ERR_TOKEN_REQUEST', 'E0 http://127.0.0.1:1/connect/token: ECONNREFUSED', { cause: refused });
+    const e6 = new UpstreamNetworkError('analytics', 'E6 http://127.0.0.1:1/analytics: ECONNREFUSED', { cause: refused });
+    const e0 = new TokenRequestError('E0 http://127.0.0.1:1/connect/token: ECONNREFUSED', { cause: refused });
     expect(isDatabaseUnavailable(e6)).toBe(false);
     expect(isDatabaseUnavailable(e0)).toBe(false);
     expect(isDatabaseUnavailable(new Error('sync run failed', { cause: e6 }))).toBe(false);

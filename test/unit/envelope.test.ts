@@ -1,6 +1,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AbortedError, InconsistentWindowError, InvalidArgumentError, TokenError, UpstreamError } from '../../src/errors.js';
+import {
+  AbortedError,
+  InconsistentWindowError,
+  InvalidArgumentError,
+  TokenRequestError,
+  UpstreamBodyError,
+  UpstreamError,
+  UpstreamHttpError,
+  UpstreamNetworkError,
+  UpstreamTimeoutError,
+} from '../../src/errors.js';
 import { failureReason } from '../../src/failures.js';
 import { formatApiDate, parsePage, validatePageQuery } from '../../src/upstream/analytics.js';
 import { excerpt } from '../../src/upstream/http.js';
@@ -110,12 +120,12 @@ describe('small encoders', () => {
 
 describe('failureReason', () => {
   it.each([
-    [new UpstreamError('ERR_UPSTREAM_NETWORK', 'analytics', 'x'), 'network'],
-    [new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'analytics', 'x'), 'timeout'],
-    [new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'x', { status: 503 }), 'http_503'],
-    [new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x'), 'invalid_body'],
-    [new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'invalid_json' }), 'invalid_json'],
-    [new TokenError('ERR_TOKEN_REQUEST', 'x', { status: 503 }), 'token'],
+    [new UpstreamNetworkError('analytics', 'x'), 'network'],
+    [new UpstreamTimeoutError('analytics', 'x'), 'timeout'],
+    [new UpstreamHttpError('analytics', 503, 'x'), 'http_503'],
+    [new UpstreamBodyError('analytics', 'invalid_body', 'x'), 'invalid_body'],
+    [new UpstreamBodyError('analytics', 'invalid_json', 'x'), 'invalid_json'],
+    [new TokenRequestError('x', { status: 503 }), 'token'],
     [new InconsistentWindowError('reads of an instant disagreed'), 'inconsistent_window'],
     // A class is never matched by its name: an error merely called so is "other".
     [Object.assign(new Error('window changed'), { name: 'InconsistentWindowError' }), 'other'],

@@ -17,8 +17,8 @@ import {
   DatabaseOpenError,
   InconsistentWindowError,
   InvalidArgumentError,
-  UpstreamError,
   UpstreamLimitError,
+  UpstreamTimeoutError,
   WebConfigError,
 } from '../../src/errors.js';
 import { classifyFailure, failureReason, isDatabaseUnavailable } from '../../src/failures.js';
@@ -273,11 +273,7 @@ const FAILURES: Array<[name: string, build: () => unknown, expected: Expected]> 
   ],
   [
     "E7 over the scrape's budget",
-    () =>
-      new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'prometheus', "E7 did not answer within the scrape's budget of 10 ms", {
-        cause: new AbortedError(),
-        reason: 'timeout',
-      }),
+    () => new UpstreamTimeoutError('prometheus', "E7 did not answer within the scrape's budget of 10 ms", { cause: new AbortedError() }),
     fails('ERR_UPSTREAM_TIMEOUT', 'timeout', false),
   ],
   // Survived by serve (the source reads 0), so a warning; an E7 error all the same for `check`.
@@ -333,7 +329,7 @@ const FAILURES: Array<[name: string, build: () => unknown, expected: Expected]> 
 ];
 
 /** The classes src/errors.ts exports that nothing throws as they are: bases of the others. */
-const BASES = ['ExporterError'];
+const BASES = ['ExporterError', 'UpstreamError', 'TokenError'];
 
 describe('every failure', () => {
   it.each(FAILURES)('%s', async (_name, build, expected) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DatabaseError, TokenError, UpstreamError } from '../../src/errors.js';
+import { DatabaseError, TokenRequestError, UpstreamHttpError } from '../../src/errors.js';
 import { MAX_CAUSE_DEPTH, createLogger, resolveLogFormat, serializeError } from '../../src/log.js';
 import { captureLog } from '../helpers/log-capture.js';
 
@@ -32,14 +32,14 @@ describe('serializeError', () => {
   });
 
   it('carries the HTTP status where the error has one', () => {
-    const err = new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'E6: HTTP 503', { status: 503 });
-    expect(serializeError(err)).toEqual({ type: 'UpstreamError', code: 'ERR_UPSTREAM_HTTP', status: 503, message: 'E6: HTTP 503' });
+    const err = new UpstreamHttpError('analytics', 503, 'E6: HTTP 503');
+    expect(serializeError(err)).toEqual({ type: 'UpstreamHttpError', code: 'ERR_UPSTREAM_HTTP', status: 503, message: 'E6: HTTP 503' });
   });
 
   it('adds the stack of every error in the chain when asked', () => {
-    const err = new TokenError('ERR_TOKEN_REQUEST', 'token request failed', { cause: pgRefused });
+    const err = new TokenRequestError('token request failed', { cause: pgRefused });
     const out = serializeError(err, { stack: true });
-    expect(out.stack).toMatch(/^TokenError: token request failed\n\s+at /);
+    expect(out.stack).toMatch(/^TokenRequestError: token request failed\n\s+at /);
     expect(out.cause?.stack).toMatch(/^Error: connect ECONNREFUSED/);
   });
 

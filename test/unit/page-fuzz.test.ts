@@ -10,7 +10,7 @@ import { storablePage, type StorablePage } from '../../src/sync/rows/storable.js
 import fc from 'fast-check';
 import { MockAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExporterError, UpstreamError, type FailureReason } from '../../src/errors.js';
+import { ExporterError, UpstreamBodyError, type FailureReason } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { AnalyticsClient, decodePage, parsePage, type AnalyticsPage } from '../../src/upstream/analytics.js';
 import { stringifyJson } from '../../src/upstream/page-text.js';
@@ -27,7 +27,7 @@ const BODY_REASONS: FailureReason[] = ['content_type', 'invalid_json', 'invalid_
 type Kept = AnalyticsPage & StorablePage;
 const keep = (page: AnalyticsPage): Kept => ({ ...page, text: undefined, ...storablePage(page) });
 
-type Outcome = { page: Kept; error?: undefined } | { page?: undefined; error: UpstreamError };
+type Outcome = { page: Kept; error?: undefined } | { page?: undefined; error: UpstreamBodyError };
 
 /**
  * Decodes `body` and checks the contract: a page that can be stored whole, or a typed E6 body error
@@ -39,15 +39,15 @@ function decode(body: string, requestedPage = 1, headers: Record<string, string>
     page = keep(decodePage({ headers, body }, requestedPage, url));
   } catch (err) {
     expectTypedBodyError(err);
-    return { error: err as UpstreamError };
+    return { error: err as UpstreamBodyError };
   }
   expectStorable(page, body);
   return { page };
 }
 
 function expectTypedBodyError(err: unknown): void {
-  expect(err).toBeInstanceOf(UpstreamError);
-  const e = err as UpstreamError;
+  expect(err).toBeInstanceOf(UpstreamBodyError);
+  const e = err as UpstreamBodyError;
   expect(e.endpoint).toBe('analytics');
   expect(BODY_REASONS).toContain(e.reason);
   expect(e.code).toBe('ERR_UPSTREAM_BODY');

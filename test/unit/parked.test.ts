@@ -7,7 +7,16 @@
  * still fails the run.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { InconsistentWindowError, TokenError, UpstreamError } from '../../src/errors.js';
+import {
+  InconsistentWindowError,
+  ResponseTooLargeError,
+  TokenRequestError,
+  TokenResponseError,
+  UpstreamBodyError,
+  UpstreamHttpError,
+  UpstreamNetworkError,
+  UpstreamTimeoutError,
+} from '../../src/errors.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { isWindowFault } from '../../src/sync/run/park.js';
 import { smallerPageSizes } from '../../src/sync/read/oversize.js';
@@ -187,15 +196,15 @@ describe('an outage', () => {
   const data = records(T0, 36, 5 * MINUTE);
 
   it.each([
-    ['a network fault', new UpstreamError('ERR_UPSTREAM_NETWORK', 'analytics', 'E6: ECONNRESET', { retryable: true })],
-    ['HTTP 503', new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'E6: HTTP 503', { status: 503, retryable: true })],
-    ['a timeout', new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'analytics', 'E6: timed out', { retryable: true })],
-    ['no token', new TokenError('ERR_TOKEN_REQUEST', 'E0: HTTP 503')],
-    ['an HTML error page', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'E6: text/html', { reason: 'content_type', retryable: true })],
+    ['a network fault', new UpstreamNetworkError('analytics', 'E6: ECONNRESET', { retryable: true })],
+    ['HTTP 503', new UpstreamHttpError('analytics', 503, 'E6: HTTP 503', { retryable: true })],
+    ['a timeout', new UpstreamTimeoutError('analytics', 'E6: timed out', { retryable: true })],
+    ['no token', new TokenRequestError('E0: HTTP 503')],
+    ['an HTML error page', new UpstreamBodyError('analytics', 'content_type', 'E6: text/html', { retryable: true })],
     // Body faults of one response: retried by the client, and as likely the service or a proxy as the window.
-    ['invalid page JSON', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'E6: body is not valid JSON', { reason: 'invalid_json', retryable: true })],
-    ['an invalid envelope', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'E6: totalRecords missing', { reason: 'invalid_envelope', retryable: true })],
-    ['a page contradicting itself', new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'E6: page 2 of 1', { reason: 'inconsistent_page', retryable: true })],
+    ['invalid page JSON', new UpstreamBodyError('analytics', 'invalid_json', 'E6: body is not valid JSON', { retryable: true })],
+    ['an invalid envelope', new UpstreamBodyError('analytics', 'invalid_envelope', 'E6: totalRecords missing', { retryable: true })],
+    ['a page contradicting itself', new UpstreamBodyError('analytics', 'inconsistent_page', 'E6: page 2 of 1', { retryable: true })],
   ])('still fails the run (%s): nothing is parked, the watermark stays before the window', async (_name, error) => {
     vi.useFakeTimers();
     const { store, e6, parked, run } = harness(data);
@@ -209,14 +218,14 @@ describe('an outage', () => {
   });
 
   it('tells window faults from outages', () => {
-    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'response_too_large' }))).toBe(true);
+    expect(isWindowFault(new ResponseTooLargeError('analytics', 'x'))).toBe(true);
     expect(isWindowFault(new InconsistentWindowError('x'))).toBe(true);
     // E7 and E0 bodies are not a window's.
-    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'prometheus', 'x', { reason: 'response_too_large' }))).toBe(false);
-    expect(isWindowFault(new TokenError('ERR_TOKEN_RESPONSE', 'x'))).toBe(false);
-    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'content_encoding' }))).toBe(false);
-    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x', { reason: 'invalid_json' }))).toBe(false);
-    expect(isWindowFault(new UpstreamError('ERR_UPSTREAM_BODY', 'analytics', 'x'))).toBe(false);
+    expect(isWindowFault(new ResponseTooLargeError('prometheus', 'x'))).toBe(false);
+    expect(isWindowFault(new TokenResponseError('x'))).toBe(false);
+    expect(isWindowFault(new UpstreamBodyError('analytics', 'content_encoding', 'x'))).toBe(false);
+    expect(isWindowFault(new UpstreamBodyError('analytics', 'invalid_json', 'x'))).toBe(false);
+    expect(isWindowFault(new UpstreamBodyError('analytics', 'invalid_body', 'x'))).toBe(false);
     expect(isWindowFault(new Error('Connection terminated unexpectedly'))).toBe(false);
   });
 });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { UpstreamError } from '../../src/errors.js';
+import { UpstreamHttpError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { BarAwareStream, CLEAR_LINE, formatRunSummary, progressBar, type TerminalLike } from '../../src/commands/progress.js';
 import type { SyncResult } from '../../src/sync/run/run.js';
@@ -134,7 +134,7 @@ describe('formatRunSummary', () => {
   });
 
   it('adds the error of a failed run', () => {
-    const error = new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'E6: HTTP 503', { status: 503 });
+    const error = new UpstreamHttpError('analytics', 503, 'E6: HTTP 503');
     expect(formatRunSummary({ ...result, status: 'failed', windows: 3, error })).toBe(
       'sync failed: 3/24 windows, 52,340 records, 2 quarantined in 12.4 s (4,221 records/s): E6: HTTP 503 (ERR_UPSTREAM_HTTP)',
     );

@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { AbortedError, ExporterError, UpstreamError } from '../../src/errors.js';
+import { AbortedError, ExporterError, UpstreamHttpError } from '../../src/errors.js';
 import { parseRetryAfter, retryDelayMs, withRetries, type RetryPolicy } from '../../src/upstream/retry.js';
 
-const retryable = (extra: { retryAfterMs?: number } = {}) =>
-  new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'HTTP 503', { status: 503, retryable: true, ...extra });
+const retryable = (extra: { retryAfterMs?: number } = {}) => new UpstreamHttpError('analytics', 503, 'HTTP 503', { retryable: true, ...extra });
 
 function recordingPolicy(overrides: Partial<RetryPolicy> = {}): RetryPolicy & { waits: number[] } {
   const waits: number[] = [];
@@ -79,7 +78,7 @@ describe('withRetries', () => {
     await expect(
       withRetries(async () => {
         calls++;
-        throw new UpstreamError('ERR_UPSTREAM_HTTP', 'analytics', 'HTTP 400', { status: 400 });
+        throw new UpstreamHttpError('analytics', 400, 'HTTP 400');
       }, recordingPolicy()),
     ).rejects.toMatchObject({ status: 400 });
     expect(calls).toBe(1);

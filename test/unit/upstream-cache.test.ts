@@ -3,7 +3,7 @@
  * after it, nothing stale; and several sources read side by side, one failing or slow.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { UpstreamError } from '../../src/errors.js';
+import { UpstreamHttpError } from '../../src/errors.js';
 import { parseExposition } from '../../src/exposition/index.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
@@ -54,7 +54,7 @@ describe('UpstreamMetrics cache', () => {
 
   it('serves no upstream sample older than the TTL when a read fails', async () => {
     const clock = { now: 1_000_000 };
-    const { client, reads } = fakeClient(['a_total 1\n', new UpstreamError('ERR_UPSTREAM_HTTP', 'prometheus', 'E7: HTTP 404', { status: 404 })]);
+    const { client, reads } = fakeClient(['a_total 1\n', new UpstreamHttpError('prometheus', 404, 'E7: HTTP 404')]);
     const { metrics, upstream: u } = upstream(client, clock, 1_000);
     expect((await u.collect(1000)).samples).toBe(1);
     clock.now += 1_000;
@@ -152,7 +152,7 @@ describe('UpstreamMetrics with two sources', () => {
 
   it("serves one source's samples when the other fails, with that source's upstream_up 0 and its error counted", async () => {
     const clock = { now: 1_000_000 };
-    const failing = fakeClient([new UpstreamError('ERR_UPSTREAM_HTTP', 'prometheus', 'E7: HTTP 503', { status: 503 })]);
+    const failing = fakeClient([new UpstreamHttpError('prometheus', 503, 'E7: HTTP 503')]);
     const { metrics, u, up } = twoSources(fakeClient(['x 1\n']).client, failing.client, clock);
     const part = await u.collect(1000);
     expect(part.text.toString()).toContain('x{source="a",environment="production"} 1');

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { DatabaseError, InconsistentWindowError, TokenError, UpstreamError } from '../../src/errors.js';
+import {
+  DatabaseError,
+  InconsistentWindowError,
+  TokenRequestError,
+  UpstreamBodyError,
+  UpstreamHttpError,
+  UpstreamNetworkError,
+  UpstreamTimeoutError,
+} from '../../src/errors.js';
 import { failureReason } from '../../src/failures.js';
 import { scrapeBudgetMs, scrapeTimeoutFromHeader } from '../../src/serve/scrape.js';
 import { formatDuration } from '../../src/time.js';
@@ -28,12 +36,12 @@ describe('scrape budget', () => {
 
 describe('failureReason, the one source of upstream_errors_total{reason}', () => {
   it.each([
-    [new UpstreamError('ERR_UPSTREAM_TIMEOUT', 'prometheus', 'x'), 'timeout'],
-    [new UpstreamError('ERR_UPSTREAM_NETWORK', 'prometheus', 'x'), 'network'],
-    [new UpstreamError('ERR_UPSTREAM_HTTP', 'prometheus', 'x', { status: 503 }), 'http_503'],
-    [new UpstreamError('ERR_UPSTREAM_BODY', 'prometheus', 'x'), 'invalid_body'],
-    [new UpstreamError('ERR_UPSTREAM_BODY', 'prometheus', 'x', { reason: 'content_type' }), 'content_type'],
-    [new TokenError('ERR_TOKEN_REQUEST', 'x'), 'token'],
+    [new UpstreamTimeoutError('prometheus', 'x'), 'timeout'],
+    [new UpstreamNetworkError('prometheus', 'x'), 'network'],
+    [new UpstreamHttpError('prometheus', 503, 'x'), 'http_503'],
+    [new UpstreamBodyError('prometheus', 'invalid_body', 'x'), 'invalid_body'],
+    [new UpstreamBodyError('prometheus', 'content_type', 'x'), 'content_type'],
+    [new TokenRequestError('x'), 'token'],
     [new InconsistentWindowError('x'), 'inconsistent_window'],
     [new DatabaseError('x'), 'database'],
     [new Error('x'), 'other'],

@@ -1,17 +1,11 @@
 /**
- * Parts of a window whose E6 answer is over the body cap (UPSTREAM_MAX_BODY: the request fails
- * with `ERR_UPSTREAM_BODY`, reason `response_too_large`). The reader (reader.ts) splits such a part
- * in time, in halves, like an overflow; a part that cannot be split (an instant, one SYNC_MIN_SPLIT)
- * is read at smaller pages, the page size halved each time, down to one record a page. Only a
+ * Parts of a window whose E6 answer is over the body cap (UPSTREAM_MAX_BODY: the request fails with
+ * a {@link ResponseTooLargeError}). The reader (reader.ts) splits such a part in time, in halves,
+ * like an overflow; a part that cannot be split (an instant, one SYNC_MIN_SPLIT) is read at smaller pages, the page size halved each time, down to one record a page. Only a
  * single record over the cap is left, and its window fails with the error (park.ts may park it).
  */
-import { ExporterError, UpstreamError } from '../../errors.js';
+import { ResponseTooLargeError } from '../../errors.js';
 import { iso, type Window } from '../windows.js';
-
-/** Whether `err` is an E6 answer over UPSTREAM_MAX_BODY, as received or once decoded. */
-export function isResponseTooLarge(err: unknown): boolean {
-  return err instanceof ExporterError && err.code === 'ERR_UPSTREAM_BODY' && err.reason === 'response_too_large';
-}
 
 /**
  * `reading`'s value, or, when it fails with an answer over the cap, what `instead` makes of that
@@ -23,7 +17,7 @@ export async function whenTooLarge<T>(reading: Promise<T>, instead: (err: unknow
   try {
     return await reading;
   } catch (err) {
-    if (!isResponseTooLarge(err)) throw err;
+    if (!(err instanceof ResponseTooLargeError)) throw err;
     await instead(err);
     return undefined;
   }
@@ -47,8 +41,8 @@ export function smallerPageSizes(pageSize: number): number[] {
  * @param read reads the instant at the page size given (reader.ts #readInstant); what it throws
  *   other than an answer over the cap ends the whole read.
  * @param where the instant and its window, named in the error.
- * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, reason `response_too_large`, naming the instant and
- *   the window, when even one record a page is over the cap (its cause the last answer's error);
+ * @throws {ResponseTooLargeError} naming the instant and the window, when even one record a page is
+ *   over the cap (its cause the last answer's error);
  *   whatever `read` throws otherwise.
  */
 export async function readAtSmallerPages(
@@ -62,16 +56,15 @@ export async function readAtSmallerPages(
       await read(size);
       return;
     } catch (err) {
-      if (!isResponseTooLarge(err)) throw err;
+      if (!(err instanceof ResponseTooLargeError)) throw err;
       cause = err;
     }
   }
   const { instant, window } = where;
-  throw new UpstreamError(
-    'ERR_UPSTREAM_BODY',
+  throw new ResponseTooLargeError(
     'analytics',
     `E6's answer for ${iso(instant.start)}..${iso(instant.end)} is over UPSTREAM_MAX_BODY even at one record a page, and that instant ` +
       `cannot be split further (SYNC_MIN_SPLIT): nothing of window ${iso(window.start)}..${iso(window.end)} was committed; raise UPSTREAM_MAX_BODY to load it`,
-    { cause, reason: 'response_too_large' },
+    { cause },
   );
 }

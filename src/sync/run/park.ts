@@ -10,7 +10,7 @@
  * Outages are not the window's fault and still fail the run: network, timeouts, HTTP statuses,
  * bodies the client retries, the token (E0), the database, a signal.
  */
-import { describeError, InconsistentWindowError, UpstreamError } from '../../errors.js';
+import { describeError, InconsistentWindowError, ResponseTooLargeError } from '../../errors.js';
 import { failureReason } from '../../failures.js';
 import type { LoadContext, WindowJob } from './context.js';
 import { loadWindow } from './load-window.js';
@@ -32,8 +32,7 @@ import { iso, type Window } from '../windows.js';
  * timeouts, HTTP statuses, the token, the database, a signal).
  */
 export function isWindowFault(err: unknown): boolean {
-  if (err instanceof InconsistentWindowError) return true;
-  return err instanceof UpstreamError && err.endpoint === 'analytics' && err.code === 'ERR_UPSTREAM_BODY' && failureReason(err) === 'response_too_large';
+  return err instanceof InconsistentWindowError || (err instanceof ResponseTooLargeError && err.endpoint === 'analytics');
 }
 
 /**
@@ -64,7 +63,7 @@ async function park(ctx: LoadContext, window: Window, err: unknown, tally: RunTa
     { runId: ctx.runId, window: [from, to], reason: event.reason, error: event.error, watermark: watermark === undefined ? null : iso(watermark) },
     `window parked: it cannot be loaded for a reason of its own, and is kept in sync_windows as parked; the run goes on with the next windows. ` +
       `Load it with sync --from ${from} --to ${to} once the cause is gone` +
-      (event.reason === 'response_too_large' ? ' (raise UPSTREAM_MAX_BODY)' : ''),
+      (err instanceof ResponseTooLargeError ? ' (raise UPSTREAM_MAX_BODY)' : ''),
   );
   ctx.observer?.windowParked?.(event);
 }
