@@ -31,11 +31,7 @@ export async function importSimulator(): Promise<SimulatorModule | undefined> {
   }
 }
 
-/**
- * Checks before anything is opened that a source without upstream can run on the simulator.
- *
- * @throws {ConfigError} (variable STATISTICS_URL) when the simulator package is not installed.
- */
+/** Checks, before anything opens, that a source without upstream has the simulator. @throws {ConfigError} (STATISTICS_URL) */
 export function requireDemoSimulator(config: Config): void {
   if (config.sources.every((source) => source.upstream !== undefined)) return;
   try {
@@ -52,10 +48,8 @@ function demoUpstreamConfig(url: string, clientId: string, clientSecret: string)
 }
 
 /**
- * Starts the simulator on 127.0.0.1 (ephemeral port) with demo data up to now.
- *
- * @param requests SourceConfig.demo; the defaults when absent.
- * @throws {ConfigError} (variable STATISTICS_URL) when the simulator package is not installed.
+ * Starts the simulator on 127.0.0.1 with demo data up to now; `requests`: SourceConfig.demo.
+ * @throws {ConfigError} (STATISTICS_URL) when the simulator package is not installed.
  */
 export async function startDemoUpstream(log: Logger, requests?: UpstreamRequests): Promise<{ config: UpstreamConfig; close: () => Promise<void> }> {
   // Here, so commands against the platform never load it.

@@ -48,7 +48,6 @@ export interface SerializedError {
   type: string;
   /** Ours (`ERR_UPSTREAM_HTTP`), an errno or a SQLSTATE. */
   code?: string;
-  /** HTTP. */
   status?: number;
   message: string;
   /** At `debug` and `trace` only. */
@@ -59,10 +58,7 @@ export interface SerializedError {
 /** Deeper causes are left out (a cycle ends here too). */
 export const MAX_CAUSE_DEPTH = 5;
 
-/**
- * Anything thrown as {@link SerializedError}, secrets masked; an empty message (Node's
- * AggregateError for a host with several addresses) takes its inner errors' messages.
- */
+/** Anything thrown, secrets masked; an empty message (an AggregateError's) takes its inner errors'. */
 export function serializeError(value: unknown, options: { stack?: boolean } = {}): SerializedError {
   return serializeAt(value, options.stack === true, 0);
 }
@@ -100,7 +96,6 @@ function maskedDestination(destination: LogDestination): LogDestination {
 }
 
 export interface LoggerOptions {
-  /** Default `auto`. */
   format?: LogFormat;
   /** Default process.stderr: stdout is for command output. */
   destination?: LogDestination;

@@ -32,12 +32,7 @@ function base64At(bytes: Buffer, offset: number): string {
   return offset === 0 ? text : text.slice(offset + 1);
 }
 
-/**
- * Every form in which `secret` may come back (list: docs/design/secret-masking.md).
- *
- * @param whole a short secret's forms: no Base64 at a shifted alignment.
- * @returns the distinct forms, the secret first.
- */
+/** Every form `secret` may come back in, itself first (docs/design/secret-masking.md); `whole`: a short secret's. */
 export function secretForms(secret: string, whole = false): string[] {
   const plain = new Set([secret, encodeURIComponent(secret), formEncode(secret)]);
   for (const text of [...plain]) plain.add(text.replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase()));
@@ -194,12 +189,7 @@ const transient = new Set<string>();
 let maskers = new Map<string, Masker>();
 const MASKERS_CACHE_SIZE = 16;
 
-/**
- * Masks `value` (ignored when empty) in every text from now on, in all its forms.
- *
- * @param options.transient replaced over time (a token, a secret file's content): only the last
- *   {@link MAX_TRANSIENT_SECRETS} are kept.
- */
+/** Masks `value` (not empty) from now on; `transient` (a token, a file's secret): only the last few are kept. */
 export function registerSecret(value: string, options: { transient?: boolean } = {}): void {
   if (value === '' || lasting.has(value)) return;
   if (options.transient === true) {
@@ -220,12 +210,7 @@ export function clearSecrets(): void {
   maskers = new Map();
 }
 
-/**
- * The last line of defence: each registered secret and each of `secrets`, in all their forms,
- * masked in one scan of `text`; each run of fragments becomes one {@link REDACTED}.
- *
- * @returns `text` itself when there is nothing to mask.
- */
+/** The last line of defence: registered secrets and `secrets`, all forms, masked in one scan; runs become {@link REDACTED}. */
 export function redactSecrets(text: string, secrets: readonly string[] = []): string {
   if (text.length === 0) return text;
   const extra = secrets.filter((s) => s !== '' && !lasting.has(s) && !transient.has(s));

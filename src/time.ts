@@ -51,11 +51,7 @@ export function formatDuration(ms: number): string {
 
 const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|[+-]\d{2}:?\d{2})$/;
 
-/**
- * An ISO 8601 / RFC 3339 date-time with a zone (`Z` or `±HH:MM`); fractions beyond milliseconds cut.
- *
- * @returns milliseconds since the epoch; undefined without time or zone, or for February 30.
- */
+/** ISO 8601 / RFC 3339 with a zone, as epoch ms (sub-ms cut); undefined without time or zone, or for February 30. */
 export function parseIsoDateTime(text: string): number | undefined {
   const m = ISO_DATE_TIME.exec(text);
   if (m === null) return undefined;

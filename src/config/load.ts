@@ -2,7 +2,7 @@
  * loadConfig: the settings table's schemas over environment variables, CLI flags over them and
  * CONFIG_FILE's sources over both, validated once into the plain types of types.ts. Defaults live
  * in the settings table only. A broken rule throws {@link ConfigError} naming the variable, rule
- * and value (secrets masked). Only CONFIG_FILE is read; other files are the users' to read.
+ * and value (secrets masked). Only CONFIG_FILE is read; other files, by the modules that use them.
  */
 import { databaseTlsSettings, type DatabaseTlsSettings, type SslMode } from './database.js';
 import { settingError, type SettingFile, type SettingName } from './setting-file.js';

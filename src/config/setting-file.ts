@@ -17,7 +17,7 @@ export interface SettingName {
 }
 
 export interface SettingFile extends SettingName {
-  /** Relative to CONFIG_FILE's folder already resolved. */
+  /** A relative path of a CONFIG_FILE source is already resolved against its folder. */
   file: string;
 }
 

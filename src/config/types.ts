@@ -7,7 +7,6 @@
 import type { DatabaseTlsSettings } from './database.js';
 import type { SettingFile } from './setting-file.js';
 
-/** RFC 6749 §2.3.1; reference Authentication 3–4. */
 export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';
 
 /** Far above any published API limit, low enough to catch a typo. */
@@ -25,7 +24,6 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 export const PARTITION_INTERVALS = ['month', 'week', 'day'] as const;
 export type PartitionInterval = (typeof PARTITION_INTERVALS)[number];
 
-/** UPSTREAM_RATE_LIMIT and UPSTREAM_RATE_BURST (reference: Limits). */
 export interface RateLimit {
   /** E6 and E7 together; > 0. */
   ratePerSecond: number;
@@ -35,9 +33,8 @@ export interface RateLimit {
 
 /** Where and how to reach the platform (reference: Authentication, E0, E6, E7). */
 export interface UpstreamConfig {
-  /** {statistics_url}: base of E6 and E7. */
   statisticsUrl: URL;
-  /** {auth_url}/connect/token (E0). */
+  /** {auth_url}/connect/token. */
   tokenUrl: URL;
   clientId: string;
   /** Exactly one of `clientSecret` and `clientSecretFile` is set. */
@@ -46,14 +43,12 @@ export interface UpstreamConfig {
   /** The setting the secret came from, for warnings: a variable or CONFIG_FILE key path. */
   clientSecretVariable?: string;
   tokenAuthMethod: TokenAuthMethod;
-  /** Space-separated. */
   scope: string;
   tls: TlsFileSettings;
   /** Connect, headers and body each. */
   timeoutMs: number;
   /** As received and once decoded. */
   maxBodyBytes: number;
-  /** First one included. */
   maxAttempts: number;
   /** Cap on one backoff delay, Retry-After included. */
   retryMaxDelayMs: number;
@@ -61,7 +56,7 @@ export interface UpstreamConfig {
   rateLimit?: RateLimit;
 }
 
-/** The part of {@link UpstreamConfig} the demo simulator's client takes too. */
+/** The request settings, which the demo simulator's client takes too. */
 export type UpstreamRequests = Pick<UpstreamConfig, 'timeoutMs' | 'maxBodyBytes' | 'maxAttempts' | 'retryMaxDelayMs' | 'rateLimit'>;
 
 /** `cert` and `key` together or neither. */
@@ -79,20 +74,17 @@ export interface DatabaseConfig {
   dataDir: string;
 }
 
-/** One source's sync (SYNC_*). */
 export interface SyncConfig {
   startDate: { at: Date } | { agoMs: number };
   /** Windows align to its multiples since the epoch (UTC). */
   windowMs: number;
   settleMs: number;
   lookbackMs: number;
-  /** 1 to 1000. */
   pageSize: number;
   concurrency: number;
   windowAttempts: number;
   /** Parts are cut on its multiples since the epoch. */
   minSplitMs: number;
-  /** UPSTREAM_TO_DATE. */
   toDate: 'auto' | 'inclusive' | 'exclusive';
   shrink: 'keep' | 'replace';
   /** Cron; undefined for `off`. */
@@ -125,10 +117,9 @@ export interface RollupConfig {
   /** ROLLUP_DIMENSIONS other than `off`. */
   enabled: boolean;
   dimensions: RollupDimension[];
-  /** ROLLUP_DISTINCT; empty for `none`. */
+  /** Empty for `none`. */
   distinct: RollupDimension[];
   distinctBy: RollupDimension[];
-  /** FIELD_CATALOGUE. */
   catalogue: boolean;
   /** Undefined: kept forever. */
   retentionMs: number | undefined;
@@ -141,11 +132,9 @@ export interface ServeConfig {
   /** E7 is read for [now − window, now]. */
   metricsWindowMs: number;
   cacheTtlMs: number;
-  /** When Prometheus sends no X-Prometheus-Scrape-Timeout-Seconds. */
   scrapeTimeoutMs: number;
   maxConnectionsPerClient: number;
   maxConnections: number;
-  /** Undefined for none. */
   upstreamPrefix: string | undefined;
   /** A path, read by serve; undefined for plain HTTP without auth. */
   webConfigFile: string | undefined;

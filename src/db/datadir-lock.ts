@@ -28,10 +28,8 @@ export interface DataDirLock {
 }
 
 /**
- * Takes DATA_DIR for this process, creating it if needed; synchronous, so a caller knows first.
- *
- * @throws {DataDirLockedError} naming the holder; {@link DatabaseOpenError} when the folder or the
- *   lock file cannot be created or opened, naming the errno code.
+ * Takes DATA_DIR for this process, creating it; synchronous, so a caller knows first.
+ * @throws {DataDirLockedError} naming the holder; {@link DatabaseOpenError} naming the errno code.
  */
 export function lockDataDir(dataDir: string): DataDirLock {
   const dir = resolve(dataDir);

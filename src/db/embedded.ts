@@ -29,12 +29,9 @@ export interface EmbeddedDatabase {
 }
 
 /**
- * Opens (creating if needed) the PGlite database in `dataDir` and serves it on 127.0.0.1.
- *
- * @param lock DATA_DIR if the caller locked it already; else locked here. Released by `close`, or
- *   when opening fails.
- * @throws {DataDirLockedError} when another process holds DATA_DIR; {@link DatabaseOpenError}
- *   (`ERR_DATABASE`) when the folder cannot be created, locked or opened, naming the errno code.
+ * Opens (creating) PGlite in `dataDir`, served on 127.0.0.1; locks DATA_DIR unless the caller passes its `lock`.
+ * @throws {DataDirLockedError} when another process holds DATA_DIR; {@link DatabaseOpenError} (`ERR_DATABASE`)
+ *   when the folder cannot be created, locked or opened, naming the errno code.
  */
 export async function startEmbeddedDatabase(dataDir: string, log: Logger, lock?: DataDirLock): Promise<EmbeddedDatabase> {
   const held = lock ?? lockDataDir(dataDir);

@@ -83,10 +83,8 @@ class Session {
 }
 
 /**
- * Starts the maintenance of the embedded database in `dataDir`, served at `url`, with a connection
- * each for checkpoints and vacuum (the WAL must not wait behind a whole pass).
- *
- * @param options intervals in milliseconds (0: no timer, explicit calls only) and the WAL limit in bytes.
+ * Starts the maintenance of the embedded database in `dataDir`, served at `url`; a connection each for
+ * checkpoints and vacuum. `options`: intervals in ms (0: no timer) and the WAL limit in bytes.
  */
 export function startMaintenance(
   dataDir: string,

@@ -14,9 +14,7 @@ export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.m
 export const MIGRATIONS_TABLE = 'pgmigrations';
 
 /**
- * Applies every pending migration (or the first `count`) to `schema`, creating it if needed.
- *
- * @returns the names applied now.
+ * Applies the pending migrations (or the first `count`) to `schema`, created if needed; returns their names.
  * @throws {ExporterError} `ERR_DATABASE` naming the failing step; a failed migration is rolled back.
  */
 export async function migrate(pool: Pool, schema: string, log: Logger, options: { count?: number } = {}): Promise<string[]> {

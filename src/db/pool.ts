@@ -11,21 +11,18 @@ import { connectionAttempts, describeTls, fallsBack, isTlsFailure, resolveDataba
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
 
-/** Opening one connection. */
+/** Bound on opening one connection. */
 export const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
- * A pool with an `'error'` listener (an idle client's dropped connection must not crash the process),
- * an `application_name`, and libpq's TLS attempts, a fallback remembered (docs/design/database-tls.md).
- * A TLS failure fails the connect with a {@link DatabaseError} naming the database and settings.
- *
- * @param target resolved, or a URL whose own `ssl*` parameters are read (not PGSSL* variables).
- * @throws {ConfigError} for a URL string whose `ssl*` parameters are invalid.
+ * A pool with an `'error'` listener (an idle client's dropped connection must not crash the process) and libpq's
+ * TLS attempts, a fallback remembered (docs/design/database-tls.md); a TLS failure is a {@link DatabaseError}.
+ * @throws {ConfigError} for a URL string (its own `ssl*` read, not PGSSL*) with invalid `ssl*` parameters.
  */
 export function createPool(target: string | DatabaseTarget, log: Logger, options: { max?: number } = {}): Pool {
   const { url, tls } = typeof target === 'string' ? resolveDatabaseTarget(target) : target;
   const attempts = connectionAttempts(tls);
-  // Only moves forward.
+  // The attempt new connections start with; it only moves forward.
   const state = { attempt: 0 };
   class AttemptClient extends pg.Client {
     constructor(config: pg.ClientConfig) {
@@ -165,11 +162,8 @@ export const ADVISORY_LOCK_NAMESPACE = 0x41455850; // "AEXP"
 export const ADVISORY_LOCK_POLL_MS = 250;
 
 /**
- * Runs `fn` under a session-level advisory lock named `name`, unlocked in `finally` (a crashed
- * process releases it). `wait: false` returns at once; `signal` makes the wait a poll, else it
- * blocks in the database, first come first served; `shared` admits many shared holders.
- *
- * @returns `{ acquired: false }` when held elsewhere and not waiting.
+ * Runs `fn` under a session-level advisory lock `name`, unlocked in `finally`. `wait: false` returns
+ * `{ acquired: false }` at once when it is held; `signal` makes the wait a poll, else it blocks in the database.
  * @throws {AbortedError} when `signal` aborts before the lock was taken (`fn` never ran).
  */
 export async function withAdvisoryLock<T>(

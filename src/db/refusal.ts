@@ -17,10 +17,8 @@ export interface DataRefusal {
 }
 
 /**
- * Whether `err` is the database refusing the data, by {@link DATA_REFUSAL_CLASSES}. A 23514 without
- * a constraint is a row no partition takes: the store's fault, not a data refusal.
- *
- * @returns the SQLSTATE and primary message (not the detail, which may quote the row); else undefined.
+ * The SQLSTATE and primary message (not the detail: it may quote the row) when `err` refuses the data; a
+ * 23514 without a constraint is a row no partition takes, the store's fault. Else undefined.
  */
 export function dataRefusal(err: unknown): DataRefusal | undefined {
   if (typeof err !== 'object' || err === null) return undefined;

@@ -34,11 +34,7 @@ export interface DatabaseTarget {
   tls: DatabaseTls;
 }
 
-/**
- * Reads the TLS settings' files, each once: the roots, the certificate, its key.
- *
- * @throws {ConfigError} naming the setting, for a file that cannot be read or holds no PEM block.
- */
+/** Reads each TLS file once. @throws {ConfigError} naming the setting, for a file unreadable or without PEM. */
 export function readDatabaseTls(settings: DatabaseTlsSettings, readFile: (path: string) => string = readPem): DatabaseTls {
   const read = (setting: SettingFile): PemFile => {
     let pem: string;
@@ -59,9 +55,7 @@ export function readDatabaseTls(settings: DatabaseTlsSettings, readFile: (path: 
 }
 
 /**
- * {@link databaseTlsSettings} with their files read.
- *
- * @param url must parse with `new URL()`; its parameters win over `env`'s PGSSL* variables.
+ * {@link databaseTlsSettings} (the URL's parameters over `env`'s PGSSL*) with their files read.
  * @throws {ConfigError} as {@link databaseTlsSettings} and {@link readDatabaseTls}; never shows the URL.
  */
 export function resolveDatabaseTarget(url: string, env: SslEnvironment = {}, readFile: (path: string) => string = readPem): DatabaseTarget {

@@ -9,10 +9,8 @@ import { isValidMetricName } from './lexical.js';
 import type { MetricFamily, MetricType } from './types.js';
 
 /**
- * Renames families and samples to `prefix + name` (`analytics_` + `x`); the input is not modified.
- *
- * @param prefix `[a-zA-Z_:][a-zA-Z0-9_:]*`, its own separator included.
- * @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for any other prefix.
+ * Renames families and samples to `prefix + name`; the input is not modified.
+ * @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a prefix not `[a-zA-Z_:][a-zA-Z0-9_:]*`.
  */
 export function prefixFamilies(families: readonly MetricFamily[], prefix: string): MetricFamily[] {
   if (typeof prefix !== 'string' || !isValidMetricName(prefix)) {
@@ -33,11 +31,7 @@ function reservedNames(family: MetricFamily): string[] {
   );
 }
 
-/**
- * The names a family reserves in either format: its name, the names its type owns, its sample
- * names (repeats allowed), and OpenMetrics' derived names (`y`, `y_created` of counter `y_total`;
- * `x_created` of histogram or summary `x`).
- */
+/** The names a family reserves in either format: its own, its type's, its samples', OpenMetrics' derived ones. */
 export function reservedNamesOf(name: string, type: MetricType, sampleNames: Iterable<string>): string[] {
   const names = familySampleNames(name, type);
   for (const sampleName of sampleNames) names.push(sampleName);
@@ -60,10 +54,8 @@ export function collidesWithReserved(names: readonly string[], ours: ReadonlySet
 }
 
 /**
- * Our families first, then the upstream's that {@link collidesWithReserved} lets through: the two
- * lists can then be serialised apart and concatenated.
- *
- * @returns the combined list (same objects) and the dropped upstream names, in order. Never throws.
+ * Ours first, then the upstream families {@link collidesWithReserved} lets through (so the two lists
+ * serialise apart); returns the same objects and the dropped names. Never throws.
  */
 export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly MetricFamily[]): { families: MetricFamily[]; dropped: string[] } {
   const ours = reservedNameSet(own);
@@ -84,11 +76,8 @@ export function reservedNameSet(families: readonly MetricFamily[]): Set<string> 
 }
 
 /**
- * Adds a target's labels first to every sample, as Prometheus does with `honor_labels: false`:
- * `x{source="web"}` under `source="prod"` becomes `x{source="prod",exported_source="web"}`.
- *
- * @param targetLabels valid, distinct names, not `le` or `quantile`.
- * @returns new objects, or `families` itself for no labels. Never throws.
+ * Adds `targetLabels` (distinct valid names, not `le`/`quantile`) first to every sample, as Prometheus
+ * with `honor_labels: false`: `x{source="web"}` becomes `x{source="prod",exported_source="web"}`. Never throws.
  */
 export function addTargetLabels(families: readonly MetricFamily[], targetLabels: ReadonlyArray<readonly [string, string]>): readonly MetricFamily[] {
   if (targetLabels.length === 0) return families;
@@ -96,12 +85,7 @@ export function addTargetLabels(families: readonly MetricFamily[], targetLabels:
   return families.map((family) => ({ ...family, samples: family.samples.map((sample) => ({ ...sample, labels: rename(sample.labels) })) }));
 }
 
-/**
- * {@link prefixFamilies} and {@link addTargetLabels} in place, on a family the caller owns: no
- * second sample object per sample.
- *
- * @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for an invalid `prefix`.
- */
+/** {@link prefixFamilies} and {@link addTargetLabels} in place, on a family the caller owns; throws as the former. */
 export function relabelInPlace(family: MetricFamily, prefix: string | undefined, targetLabels: ReadonlyArray<readonly [string, string]>): MetricFamily {
   if (prefix !== undefined) {
     if (typeof prefix !== 'string' || !isValidMetricName(prefix)) {
@@ -139,12 +123,8 @@ export interface SourceFamilies {
 }
 
 /**
- * Joins sources' families (each labelled apart) into one family per name: samples in source
- * order, the first source's help. A later family is dropped whole when its type differs or a name
- * it reserves is a kept family's.
- *
- * @returns new family objects (same samples) in order of first appearance, and the dropped
- *   families by source. Never throws.
+ * One family per name from sources' families (labelled apart): samples in source order, the first help; a
+ * later family whose type differs or whose reserved name is kept elsewhere is dropped whole. Never throws.
  */
 export function mergeSources(parts: readonly SourceFamilies[]): { families: MetricFamily[]; dropped: Array<{ source: string; family: string }> } {
   const byName = new Map<string, MetricFamily>();

@@ -46,11 +46,8 @@ function sampleProblem(sample: unknown, metricNames: NameCache, labelNames: Name
 }
 
 /**
- * Applies the parser's rules to a list that did not come from {@link parseExposition}: a family
- * whose name is bad or taken is left out whole, a bad sample alone. Kept samples are reused; the
- * input is not modified. Exported so callers can count what they would lose.
- *
- * @returns the clean families and what was left out, in input order. Never throws.
+ * The parser's rules over a list not from {@link parseExposition}: a family with a bad or taken name is left out
+ * whole, a bad sample alone; samples reused, input unmodified. Returns what was left out too. Never throws.
  */
 export function normalizeFamilies(families: readonly MetricFamily[]): { families: MetricFamily[]; problems: FamilyProblem[] } {
   const set = new FamilySet();

@@ -57,11 +57,8 @@ function startsWithUnderscore(name: string): boolean {
 }
 
 /**
- * Writes OpenMetrics 1.0.0, typed where its stricter rules allow and `unknown` elsewhere (one block
- * per sample name, so series names match the text format's); `_`-prefixed names are left out.
- * `# EOF` ends it unless `eof` is false. Mapping: docs/design/exposition-merge.md ("OpenMetrics").
- *
- * @returns the body for {@link OPENMETRICS_CONTENT_TYPE}. Never throws.
+ * OpenMetrics 1.0.0, typed where its rules allow, else `unknown` one block per sample name; `_` names left
+ * out; `# EOF` unless `eof` is false. Mapping: docs/design/exposition-merge.md ("OpenMetrics"). Never throws.
  */
 export function serializeOpenMetrics(families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean } = {}): string {
   const out = new Lines();
@@ -77,11 +74,8 @@ export function serializeOpenMetricsBuffer(families: readonly MetricFamily[], op
 }
 
 /**
- * One family as {@link serializeOpenMetricsBuffer} writes it among the others, for a caller that
- * keeps each family's bytes apart. `family` normalized with the whole list; `claim` asked at most once.
- *
- * @returns the bytes and what was asked of `claim` with its answer (same answer, same bytes).
- *   Never throws.
+ * One family's bytes as {@link serializeOpenMetricsBuffer} writes it among the others, and what it asked
+ * `claim` (at most once) with the answer: the same answer gives the same bytes. Never throws.
  */
 export function serializeOpenMetricsFamily(
   family: MetricFamily,

@@ -173,11 +173,8 @@ interface Member {
 }
 
 /**
- * Joins sources' parts into one exposition in both formats, byte for byte what serialising
- * {@link mergeSources} of their families gives, mostly by copying byte ranges.
- *
- * @returns the merged bytes (OpenMetrics without `# EOF`), the sample count, and the dropped
- *   families by source. Never throws.
+ * Joins sources' parts into one exposition in both formats (OpenMetrics without `# EOF`), byte for byte what
+ * serialising {@link mergeSources} of their families gives, mostly by copying byte ranges. Never throws.
  */
 export function mergeParts(parts: readonly SourcePart[]): {
   part: { readonly text: Buffer; readonly openMetrics: Buffer; readonly samples: number };

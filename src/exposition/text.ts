@@ -12,12 +12,7 @@ import type { MetricFamily } from './types.js';
 
 export const TEXT_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
-/**
- * Writes text format 0.0.4, `# TYPE` always; `parseExposition(serializeText(f))` gives back any
- * normalized `f`.
- *
- * @returns the body for {@link TEXT_CONTENT_TYPE}; empty for no families. Never throws.
- */
+/** Text format 0.0.4, `# TYPE` always; `parseExposition(serializeText(f))` gives back a normalized `f`. Never throws. */
 export function serializeText(families: readonly MetricFamily[], options: SerializeOptions = {}): string {
   const out = new Lines();
   writeText(out, families, options);

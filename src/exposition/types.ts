@@ -9,7 +9,7 @@ export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untype
 export const METRIC_TYPES: readonly MetricType[] = ['counter', 'gauge', 'histogram', 'summary', 'untyped'];
 
 export interface Sample {
-  /** The full name: `x_bucket` for a bucket of histogram `x`. */
+  /** `x_bucket` for a bucket of histogram `x`. */
   name: string;
   /** In written order; names unique, none starting with `__`. */
   labels: Array<[string, string]>;
@@ -45,7 +45,7 @@ export type InvalidReason =
   | 'family_mismatch'
   | 'duplicate_series';
 
-/** Every {@link InvalidReason}, to initialise a labelled counter at zero for each. */
+/** To initialise a labelled counter at zero for each. */
 export const INVALID_REASONS: readonly InvalidReason[] = [
   'bad_syntax',
   'bad_metric_name',
@@ -77,7 +77,7 @@ export interface ParseResult {
 
 /** What {@link normalizeFamilies} left out of a family list, and why. */
 export interface FamilyProblem {
-  /** As given (it may itself be the problem). */
+  /** As given. */
   family: string;
   /** Set when one sample was dropped rather than the whole family. */
   sample?: string;

@@ -17,9 +17,9 @@ import { bodyError, createAgent, excerpt, mediaType, send, statusError, type Raw
 import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 import { MIN_CLIENT_SECRET_LENGTH, TokenClient } from './token.js';
 
-/** Reference Limits: pageSize is 1 to 1000. */
+/** Reference Limits. */
 export const MAX_PAGE_SIZE = 1000;
-/** Reference E6: pageSize default. */
+/** Reference E6. */
 export const DEFAULT_PAGE_SIZE = 500;
 /** Kept whole: the reference does not publish its fields. */
 export type AnalyticsRecord = Record<string, unknown>;
@@ -100,11 +100,7 @@ function checkDate(name: string, date: Date | undefined): void {
   }
 }
 
-/**
- * Checks E6 parameters against the reference before anything is sent.
- *
- * @throws {InvalidArgumentError} naming the parameter.
- */
+/** Checks E6 parameters before anything is sent. @throws {InvalidArgumentError} naming the parameter. */
 export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 'toDate'>> & Pick<PageQuery, 'toDate'> {
   if (query.startDate === undefined) throw new InvalidArgumentError('startDate is required (E6)');
   checkDate('startDate', query.startDate);
@@ -122,15 +118,9 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
 }
 
 /**
- * Validates an E6 body against the envelope and against itself (rules: docs/design/e6-pages.md);
- * a page shorter than its envelope promises passes: the reader decides.
- *
- * @param body the parsed JSON.
- * @param requestedPage the pageNumber sent, from 1.
- * @param url only its origin and path appear in messages.
- * @param options the body's text and bytes, carried on the page.
- * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, reason `invalid_envelope` or
- *   `inconsistent_page`. Never anything else.
+ * Validates a parsed E6 body against the envelope and itself (docs/design/e6-pages.md); a short page
+ * passes (the reader decides). `options` are carried on the page; `url` is named by origin and path.
+ * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, `invalid_envelope` or `inconsistent_page`; nothing else.
  */
 export function parsePage(body: unknown, requestedPage: number, url: URL, options: { text?: string; bytes?: Buffer } = {}): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
@@ -165,10 +155,7 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
 
 /**
  * One 2xx E6 response as a validated page: content type (JSON or none), JSON, {@link parsePage}.
- *
- * @param requestedPage the pageNumber sent, from 1.
- * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, reason `content_type`, `invalid_json`,
- *   `invalid_envelope` or `inconsistent_page`. Never anything else, whatever the body.
+ * @throws {UpstreamError} `ERR_UPSTREAM_BODY` as parsePage, or `content_type`, `invalid_json`; nothing else.
  */
 export function decodePage(res: Pick<RawResponse, 'headers' | 'body' | 'bytes'>, requestedPage: number, url: URL): AnalyticsPage {
   const type = mediaType(res.headers);
@@ -216,9 +203,7 @@ export class AnalyticsClient {
   }
 
   /**
-   * A client, its token client and dispatcher, the client's files read now; {@link close} it.
-   * Warns (naming the variable) of a secret shorter than {@link MIN_CLIENT_SECRET_LENGTH}.
-   *
+   * A client with its token client and dispatcher, the client's files read now; {@link close} it.
    * @throws {ConfigError} for an unreadable file or an empty secret file.
    */
   static fromConfig(
@@ -292,10 +277,8 @@ export class AnalyticsClient {
 
   /**
    * Fetches one E6 page, validated ({@link parsePage}), with the body's text.
-   *
-   * @throws {InvalidArgumentError} for parameters the reference forbids (nothing sent);
-   *   {@link UpstreamError} `ERR_UPSTREAM_HTTP` / `_NETWORK` / `_TIMEOUT` / `_BODY` after the retries;
-   *   {@link TokenError} when no token can be had; {@link AbortedError} on `signal`.
+   * @throws {InvalidArgumentError} for parameters the reference forbids (nothing sent); {@link UpstreamError}
+   *   `ERR_UPSTREAM_*` after the retries; {@link TokenError} without a token; {@link AbortedError} on `signal`.
    */
   async fetchPage(query: PageQuery, options: RequestOptions = {}): Promise<AnalyticsPage> {
     const q = validatePageQuery(query);
@@ -309,11 +292,7 @@ export class AnalyticsClient {
     );
   }
 
-  /**
-   * Fetches E7's text for a range: checked to be text, not parsed.
-   *
-   * @throws as {@link fetchPage}, and what `options.inspectBody`'s function throws.
-   */
+  /** E7's text for a range, checked to be text. @throws as {@link fetchPage}, and what `inspectBody`'s function throws. */
   async fetchPrometheusText(query: PrometheusQuery = {}, options: RequestOptions = {}): Promise<string> {
     checkDate('startDate', query.startDate);
     checkDate('toDate', query.toDate);

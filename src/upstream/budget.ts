@@ -46,7 +46,7 @@ export class RequestBudget {
   /** Each acquisition starts once the one before is granted or given up. */
   #queue: Promise<void> = Promise.resolve();
 
-  /** @throws {RangeError} when `ratePerSecond` is not > 0 or `burst` not a whole number ≥ 1. */
+  /** @throws {RangeError} for a rate not > 0 or a burst not a whole number ≥ 1. */
   constructor(options: RequestBudgetOptions) {
     if (!(Number.isFinite(options.ratePerSecond) && options.ratePerSecond > 0)) throw new RangeError(`ratePerSecond must be > 0; got ${options.ratePerSecond}`);
     if (!(Number.isSafeInteger(options.burst) && options.burst >= 1)) throw new RangeError(`burst must be a whole number ≥ 1; got ${options.burst}`);
@@ -72,11 +72,7 @@ export class RequestBudget {
     return this.#limit;
   }
 
-  /**
-   * Waits, in order of arrival, until a request may be sent, and takes its token.
-   *
-   * @throws {AbortedError} when `signal` aborts first (no token taken).
-   */
+  /** Waits in order of arrival and takes a token. @throws {AbortedError} when `signal` aborts first (no token taken). */
   async acquire(signal?: AbortSignal): Promise<void> {
     const started = this.#now();
     const turn = this.#queue.then(() => this.#take(signal));

@@ -57,10 +57,7 @@ export function contentCodings(header: string | string[] | undefined): string[] 
 }
 
 /**
- * Undoes each coding, the last applied first.
- *
- * @param maxBytes the most any decoded stage may hold.
- * @returns `body` itself when it has no coding or is empty.
+ * Undoes each coding, the last first, no stage over `maxBytes`; `body` itself when uncoded or empty.
  * @throws {ContentDecodingError} `unknown` (checked before decoding), `corrupt`, `too_large`.
  */
 export async function decodeContent(body: Uint8Array, header: string | string[] | undefined, maxBytes: number): Promise<Uint8Array> {

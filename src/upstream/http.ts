@@ -26,7 +26,7 @@ export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
 /** The reference names none: RFC 9110's transient ones, and 500 (every request is safe to repeat). */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
 
-/** TLS and DNS-name errors are final. */
+/** Worth a new attempt; TLS and DNS-name errors are final. */
 const RETRYABLE_NETWORK_CODES = new Set([
   'ECONNRESET',
   'ECONNREFUSED',
@@ -114,13 +114,10 @@ export function describeEndpoint(endpoint: Endpoint, url: URL): string {
 }
 
 /**
- * Sends one request and reads the whole body, decoded from its Content-Encoding. Does not retry
- * and does not judge the status.
- *
- * @throws {UpstreamError|TokenError} `ERR_UPSTREAM_TIMEOUT`; `ERR_UPSTREAM_NETWORK` (socket, DNS,
- *   TLS; `retryable` when a new attempt may help); `ERR_UPSTREAM_BODY` with reason
- *   `response_too_large` (over `maxBodyBytes`, received or decoded) or `content_encoding` (unknown
- *   coding: final; corrupt: retryable); {@link AbortedError} on `signal`; what `inspect` threw.
+ * Sends one request and reads the whole body, decoded. Does not retry and does not judge the status.
+ * @throws {UpstreamError|TokenError} `ERR_UPSTREAM_TIMEOUT`; `ERR_UPSTREAM_NETWORK` (`retryable` when a new
+ *   attempt may help); `ERR_UPSTREAM_BODY` with reason `response_too_large` (received or decoded) or
+ *   `content_encoding` (unknown: final; corrupt: retryable); {@link AbortedError} on `signal`; what `inspect` threw.
  */
 export async function send(options: SendOptions): Promise<RawResponse> {
   const started = performance.now();
@@ -241,12 +238,7 @@ function networkCode(err: unknown): string | undefined {
   return undefined;
 }
 
-/**
- * `ERR_UPSTREAM_HTTP` for a non-2xx response: retryable for {@link RETRYABLE_STATUSES}, with
- * Retry-After. The body is quoted only as a short excerpt.
- *
- * @param now milliseconds since the epoch, for HTTP-date Retry-After values.
- */
+/** `ERR_UPSTREAM_HTTP` for a non-2xx response, retryable for {@link RETRYABLE_STATUSES}; `now` in epoch ms. */
 export function statusError(endpoint: Endpoint, url: URL, res: RawResponse, now: number, detail = ''): ExporterError {
   const retryAfterMs = parseRetryAfter(res.headers['retry-after'], now);
   const retryable = RETRYABLE_STATUSES.has(res.status);
@@ -272,7 +264,7 @@ export function excerpt(body: string, max = 120, secrets: readonly string[] = []
   return flat.length > max ? `${flat.slice(0, max)}…` : flat;
 }
 
-/** Lower-cased, without parameters. */
+/** The Content-Type's media type, lower-cased, without parameters. */
 export function mediaType(headers: RawResponse['headers']): string {
   const value = headers['content-type'];
   const text = Array.isArray(value) ? value[0] : value;

@@ -23,14 +23,13 @@ export interface RetryPolicy {
 }
 
 export interface RetryEvent {
-  /** The attempt that failed, from 1. */
+  /** The one that failed, from 1. */
   attempt: number;
   error: ExporterError;
-  /** Milliseconds before the next attempt. */
   delayMs: number;
 }
 
-/** Waits `ms` milliseconds; rejects with {@link AbortedError} when `signal` aborts first. */
+/** Rejects with {@link AbortedError} when `signal` aborts first. */
 export async function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   try {
     await delay(ms, undefined, { signal });
@@ -39,12 +38,7 @@ export async function abortableSleep(ms: number, signal?: AbortSignal): Promise<
   }
 }
 
-/**
- * A Retry-After value (RFC 9110 §10.2.3): delay-seconds or an HTTP-date.
- *
- * @param now milliseconds since the epoch.
- * @returns milliseconds from `now`, ≥ 0; undefined when absent or unparsable.
- */
+/** A Retry-After value (RFC 9110 §10.2.3) as milliseconds ≥ 0 from `now` (epoch ms); undefined when absent or bad. */
 export function parseRetryAfter(value: string | string[] | undefined, now: number): number | undefined {
   const text = Array.isArray(value) ? value[0] : value;
   if (text === undefined) return undefined;
@@ -57,11 +51,7 @@ export function parseRetryAfter(value: string | string[] | undefined, now: numbe
   return Math.max(0, date - now);
 }
 
-/**
- * The delay before attempt `failedAttempt + 1`: Retry-After, else full-jitter backoff.
- *
- * @returns milliseconds; undefined when Retry-After exceeds the cap (the caller gives up).
- */
+/** Milliseconds before attempt `failedAttempt + 1`; undefined when Retry-After exceeds the cap (give up). */
 export function retryDelayMs(failedAttempt: number, error: ExporterError, policy: RetryPolicy): number | undefined {
   if (error.retryAfterMs !== undefined) {
     return error.retryAfterMs <= policy.maxDelayMs ? error.retryAfterMs : undefined;
@@ -72,9 +62,7 @@ export function retryDelayMs(failedAttempt: number, error: ExporterError, policy
 }
 
 /**
- * Runs `attempt` (given its number, from 1) until it succeeds, throws a non-retryable error, or the
- * attempts run out; an {@link ExporterError}'s `retryable` and `retryAfterMs` steer the loop.
- *
+ * Runs `attempt` (given its number, from 1) until it succeeds, throws a non-retryable error, or attempts run out.
  * @throws the last attempt's error (a non-Exporter one at once); {@link AbortedError} on `signal`.
  */
 export async function withRetries<T>(

@@ -90,12 +90,9 @@ export class TokenClient {
   }
 
   /**
-   * A bearer token valid for at least the refresh margin; fetched (E0) only when due, once for
-   * concurrent callers.
-   *
-   * @throws {TokenError} `ERR_TOKEN_REQUEST` when the identity host refuses or cannot be reached
-   *   after the retries, or the secret file is unreadable or empty (nothing sent);
-   *   `ERR_TOKEN_RESPONSE` when the body is not a Bearer token.
+   * A bearer token valid for at least the refresh margin; fetched (E0) only when due, once for concurrent callers.
+   * @throws {TokenError} `ERR_TOKEN_REQUEST` when refused or unreachable after the retries, or the secret file is
+   *   unreadable or empty (nothing sent); `ERR_TOKEN_RESPONSE` when the body is not a Bearer token.
    */
   async getToken(): Promise<string> {
     const cached = this.#cached;
