@@ -118,4 +118,5 @@ export function createLogger(level: LevelWithSilent = 'info', options: LoggerOpt
   );
 }
 
+/** A logger that drops everything, for library use and tests. */
 export const silentLogger: Logger = pino({ level: 'silent' });

@@ -376,16 +376,18 @@ const SETTING_TABLE = {
   },
 } satisfies Record<string, SettingSpec>;
 
-/** A setting as `--help` and the README table show it. */
+/** Documentation of a setting, as `--help` and the README table show it. */
 export interface SettingDoc {
   env: string;
+  /** CLI flag overriding the variable; secrets have none (a flag shows in `ps`). */
   flag?: string;
   secret?: boolean;
+  /** The default as a user would write it; absent = unset by default. */
   default?: string;
   help: string;
 }
 
-/** In the order `--help` and the README list them. */
+/** Every setting, in the order `--help` and the README list them. */
 export const SETTINGS: readonly SettingDoc[] = Object.entries(SETTING_TABLE).map(([env, spec]: [string, SettingSpec]) => ({
   env,
   ...(spec.flag !== undefined ? { flag: spec.flag } : {}),
@@ -415,7 +417,7 @@ export function parseSettings(text: RawEnv, describe: (variable: string, rule: s
   throw new ConfigError(lines[0]!.variable, lines.map((l) => l.text).join('\n'));
 }
 
-/** A value as a message shows it: secrets, a URL's user info and DATABASE_URL's password masked. */
+/** Shows a given value in an error message, masking secrets, a URL's user info and DATABASE_URL's passwords (src/config/database.ts). */
 export function displayValue(variable: string, value: string | undefined): string {
   if (value === undefined) return '(unset)';
   if (SECRET_VARIABLES.has(variable)) return maskSecret(value);

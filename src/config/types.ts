@@ -2,7 +2,7 @@
  * The configuration's plain types, what {@link loadConfig} returns: settings of the whole schema
  * (database, tables, serve, logs) apart from those of one source (upstream, labels, sync). A file
  * a setting names is a path here ({@link SettingFile}), read by the module that uses it. Durations
- * are milliseconds. What each setting means: the README's configuration table.
+ * are milliseconds. What each setting means: its help in the settings table (settings.ts).
  */
 import type { DatabaseTlsSettings } from './database.js';
 import type { SettingFile } from './setting-file.js';
@@ -69,6 +69,7 @@ export interface TlsFileSettings {
 export interface DatabaseConfig {
   /** Without its `ssl*` parameters; undefined: the embedded database under `dataDir`. */
   url: string | undefined;
+  /** TLS of DATABASE_URL, libpq's way: its parameters, else PGSSLMODE and the other PGSSL* variables (src/config/database.ts). */
   tls: DatabaseTlsSettings;
   schema: string;
   dataDir: string;
