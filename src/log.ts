@@ -1,3 +1,7 @@
+/**
+ * The process logger: pino lines on stderr, JSON or pretty, every line masked of every registered
+ * secret (docs/design/secret-masking.md), errors logged as `{type, code, message, cause}`.
+ */
 import { createRequire } from 'node:module';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import type { LogFormat } from './config.js';
@@ -5,10 +9,7 @@ import { coerceError, redactSecrets } from './errors.js';
 
 export type { Logger };
 
-/**
- * Paths pino blanks before a line is written, as a second line of defence: no code
- * path is meant to log these, but if one ever does, the value never reaches a log.
- */
+/** Blanked by pino, a second defence: no code path is meant to log them. */
 export const REDACTED_PATHS = [
   'clientSecret',
   'client_secret',
@@ -28,47 +29,36 @@ export const REDACTED_PATHS = [
   '*.headers.authorization',
 ];
 
-/** Where log lines go: anything with a synchronous `write` (process.stderr, a bar-aware stream, a test's capture). */
+/** Anything with a synchronous `write`. */
 export interface LogDestination {
   write(chunk: string): unknown;
-  /** Whether it is a terminal; decides `auto` ({@link resolveLogFormat}). */
+  /** Decides `auto`. */
   isTTY?: boolean;
 }
 
-/**
- * The format `auto` stands for on `destination`: `pretty` on a terminal (a person reads it),
- * `json` otherwise (a collector parses it). `json` and `pretty` stand for themselves.
- */
+/** `auto` is `pretty` on a terminal, `json` otherwise. */
 export function resolveLogFormat(format: LogFormat, destination: LogDestination): 'json' | 'pretty' {
   if (format !== 'auto') return format;
   return destination.isTTY === true ? 'pretty' : 'json';
 }
 
-/** An error as it is logged: the same shape at every level of the `cause` chain. */
+/** The same shape at every level of the `cause` chain. */
 export interface SerializedError {
-  /** The class name (`UpstreamHttpError`, `DatabaseError`, `TypeError`, `AggregateError`). */
+  /** The class name (`UpstreamHttpError`, `DatabaseError`, `TypeError`). */
   type: string;
-  /** The stable code: ours (`ERR_UPSTREAM_HTTP`), an errno (`ECONNREFUSED`) or a PostgreSQL SQLSTATE; absent when the error has none. */
+  /** Ours (`ERR_UPSTREAM_HTTP`), an errno or a SQLSTATE. */
   code?: string;
-  /** The HTTP status behind the error, when there was one. */
   status?: number;
   message: string;
-  /** Only when asked for (the logger is at `debug` or `trace`). */
+  /** At `debug` and `trace` only. */
   stack?: string;
   cause?: SerializedError;
 }
 
-/** Causes followed below the logged error; deeper ones are left out (a cycle ends here too). */
+/** Deeper causes are left out (a cycle ends here too). */
 export const MAX_CAUSE_DEPTH = 5;
 
-/**
- * Turns anything thrown into the logged shape `{type, code, message}` (plus `status` where there is
- * one, `stack` when `options.stack`, and `cause`, in the same shape, down to {@link MAX_CAUSE_DEPTH}).
- * A non-Error value is coerced first ({@link coerceError}); an error with an empty message (Node's
- * AggregateError for a host with several addresses) takes its inner errors' messages.
- * Messages and stacks are logged with secrets masked ({@link redactSecrets}): errors of this project
- * are built without them, but an upstream's or a library's message may quote one.
- */
+/** Anything thrown, secrets masked; an empty message (an AggregateError's) takes its inner errors'. */
 export function serializeError(value: unknown, options: { stack?: boolean } = {}): SerializedError {
   return serializeAt(value, options.stack === true, 0);
 }
@@ -88,49 +78,30 @@ function serializeAt(value: unknown, withStack: boolean, depth: number): Seriali
   return out;
 }
 
-/** Levels at which a logged error carries its stack. */
 const STACK_LEVELS: ReadonlySet<string> = new Set(['debug', 'trace']);
 
-/**
- * One synchronous pino-pretty formatter in front of `destination` (never a worker transport: a
- * line is on the terminal when `write` returns, so nothing is lost when the process exits). One
- * line per entry, its fields inline; an error is shown whole under its line.
- */
+/** Synchronous pino-pretty, not a worker transport: nothing is lost when the process exits. */
 function prettyDestination(destination: LogDestination): pino.DestinationStream {
-  // Loaded only for a terminal: JSON logs (containers, cron, tests) never need it. pino-pretty is
-  // CommonJS, so require() loads it synchronously, as createLogger must.
+  // Only for a terminal; CommonJS, so require() loads it synchronously, as createLogger must.
   const { prettyFactory } = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   const colorize = destination.isTTY === true && process.env.NO_COLOR === undefined;
   const prettify = prettyFactory({ colorize, singleLine: true, ignore: 'name', translateTime: 'SYS:HH:MM:ss.l', errorLikeObjectKeys: ['err'] });
-  // The JSON line is masked before it is parsed (its JSON-escaped forms), the pretty line after (by the destination).
+  // Masked as JSON (escaped forms) here, as pretty text by the destination.
   return { write: (line: string) => void destination.write(prettify(redactSecrets(line))) };
 }
 
-/**
- * `destination` behind the masking of secrets: every line pino writes, at every level and in
- * every field, has each registered secret masked in all its forms ({@link redactSecrets}) before
- * it is written. A JSON line is masked as written, so JSON-escaped forms are caught too.
- */
+/** Every line masked of every registered secret before it is written. */
 function maskedDestination(destination: LogDestination): LogDestination {
   return { write: (line: string) => destination.write(redactSecrets(line)), ...(destination.isTTY !== undefined ? { isTTY: destination.isTTY } : {}) };
 }
 
 export interface LoggerOptions {
-  /** `auto` (default) follows whether `destination` is a terminal ({@link resolveLogFormat}). */
   format?: LogFormat;
-  /** Default process.stderr: stdout stays free for command output such as `check`'s step lines. */
+  /** Default process.stderr: stdout is for command output. */
   destination?: LogDestination;
 }
 
-/**
- * Creates the process logger: pino lines on stderr, JSON or pretty ({@link LoggerOptions.format}),
- * with secrets redacted by pino before either format sees the line (the fields of
- * {@link REDACTED_PATHS}), every line then masked of every registered secret in all its forms
- * (src/redact.ts), and `err` fields written by {@link serializeError} (the stack only at `debug`
- * and `trace`).
- *
- * @param level pino level name, or `silent`.
- */
+/** The process logger: {@link REDACTED_PATHS} blanked, every line masked, `err` by {@link serializeError}. */
 export function createLogger(level: LevelWithSilent = 'info', options: LoggerOptions = {}): Logger {
   const destination = maskedDestination(options.destination ?? process.stderr);
   const withStack = STACK_LEVELS.has(level);

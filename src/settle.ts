@@ -1,12 +1,9 @@
 /**
- * Bounded waits for shutdown and health checks: wait for a promise at most so long, without
- * cancelling it (what takes no AbortSignal cannot be cancelled, only stopped waiting for).
+ * Bounded waits for shutdown and health checks: a promise waited for at most so long, not
+ * cancelled (what takes no AbortSignal can only be stopped waiting for).
  */
 
-/**
- * Resolves as `promise` does, or rejects with `Error("<what> took longer than <ms> ms")` after `ms`
- * milliseconds. The timer is cleared either way.
- */
+/** As `promise`, or rejects with `Error("<what> took longer than <ms> ms")`. */
 export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -15,7 +12,7 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): P
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Whether `promise` settles (either way) within `ms` milliseconds; it is not cancelled when it does not. */
+/** Whether `promise` settles, either way, within `ms`. */
 export function settledWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<false>((resolve) => {

@@ -1,12 +1,7 @@
 /**
- * Durations and date-times: the one place their text is read and written, for configuration,
- * CLI flags, the simulator's E6/E7 parameters and record timestamps.
- *
- * - duration: Prometheus style, `500ms`, `30s`, `15m`, `1h30m`, `7d`, `1w`; units from largest to
- *   smallest, each at most once.
- * - date-time: ISO 8601 / RFC 3339 with a zone (`Z` or `±HH:MM`), as the reference's examples
- *   write E6/E7's `startDate` and `toDate`; impossible dates (February 30) are refused, never
- *   rolled over.
+ * Durations and date-times: the one place their text is read and written. Durations are
+ * Prometheus style (`1h30m`, units largest first, each once); date-times are ISO 8601 with a zone,
+ * as the reference writes E6/E7's dates, impossible dates refused, never rolled over.
  */
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -18,12 +13,7 @@ const DURATION_UNITS_MS: Record<string, number> = {
   w: 604_800_000,
 };
 
-/**
- * Parses a Prometheus-style duration (`500ms`, `30s`, `15m`, `1h30m`, `7d`) into milliseconds.
- * Units must appear from largest to smallest, each at most once.
- *
- * @returns milliseconds, or `undefined` when the text is not a duration.
- */
+/** `500ms`, `30s`, `15m`, `1h30m`, `7d`, `1w` in milliseconds; undefined when not a duration. */
 export function parseDuration(text: string): number | undefined {
   if (!/^(\d+(ms|s|m|h|d|w))+$/.test(text)) return undefined;
   let total = 0;
@@ -37,16 +27,12 @@ export function parseDuration(text: string): number | undefined {
   return total;
 }
 
-/**
- * Like {@link parseDuration}, and `0` with or without a unit (`0`, `0s`) for "none".
- *
- * @returns milliseconds (0 for zero), or `undefined` when the text is not a duration.
- */
+/** {@link parseDuration}, and `0` with or without a unit. */
 export function parseDurationOrZero(text: string): number | undefined {
   return /^0+(ms|s|m|h|d|w)?$/.test(text) ? 0 : parseDuration(text);
 }
 
-/** `86400000` → `24h`, `5400000` → `1h30m`: a Prometheus-style duration in hours, minutes and seconds. */
+/** `86400000` → `24h`, `5400000` → `1h30m`. */
 export function formatDuration(ms: number): string {
   let rest = Math.floor(ms / 1000);
   let text = '';
@@ -65,13 +51,7 @@ export function formatDuration(ms: number): string {
 
 const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|[+-]\d{2}:?\d{2})$/;
 
-/**
- * Parses an ISO 8601 / RFC 3339 date-time with a zone (`Z` or `±HH:MM`), the form of E6/E7's
- * `startDate` and `toDate` and of record timestamps. Fractions beyond milliseconds are cut.
- *
- * @returns milliseconds since the epoch, or `undefined` for anything else (a date without a
- *   time, no zone, or impossible fields such as February 30).
- */
+/** ISO 8601 / RFC 3339 with a zone, as epoch ms (sub-ms cut); undefined without time or zone, or for February 30. */
 export function parseIsoDateTime(text: string): number | undefined {
   const m = ISO_DATE_TIME.exec(text);
   if (m === null) return undefined;
@@ -86,7 +66,7 @@ export function parseIsoDateTime(text: string): number | undefined {
   if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return undefined;
   const date = new Date(0);
   date.setUTCFullYear(year, month - 1, day);
-  if (date.getUTCMonth() !== month - 1) return undefined; // day overflowed into the next month
+  if (date.getUTCMonth() !== month - 1) return undefined;
   date.setUTCHours(hour, minute, second, millis);
   let offsetMinutes = 0;
   if (zone !== undefined && zone !== 'Z' && zone !== 'z') {
@@ -99,11 +79,7 @@ export function parseIsoDateTime(text: string): number | undefined {
   return date.getTime() - offsetMinutes * 60_000;
 }
 
-/**
- * Parses `text` as {@link parseIsoDateTime} does.
- *
- * @returns the date, or undefined for anything {@link parseIsoDateTime} refuses.
- */
+/** {@link parseIsoDateTime} as a Date. */
 export function parseIsoDate(text: string): Date | undefined {
   const ms = parseIsoDateTime(text);
   return ms === undefined ? undefined : new Date(ms);
@@ -113,11 +89,8 @@ const EVENT_TIME_PREFIX = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}/;
 const ZONE_SUFFIX = /(Z|[+-]\d{2}:?\d{2})$/i;
 
 /**
- * Reads a record's event time (RECORD_TIME_FIELD), more leniently than {@link parseIsoDateTime}:
- * the record schema is not published, so a space may stand for `T` and a time without a zone is
- * read as UTC. Hot: called once per record stored.
- *
- * @returns milliseconds since the epoch, or undefined when the text is not such a date-time.
+ * A record's event time (RECORD_TIME_FIELD), more leniently than {@link parseIsoDateTime} (the
+ * record schema is not published): a space for `T`, no zone read as UTC. Hot: once per record.
  */
 export function parseEventTime(text: string): number | undefined {
   const fast = parseUtcTimestamp(text);
@@ -129,7 +102,7 @@ export function parseEventTime(text: string): number | undefined {
 
 const CHAR_0 = 0x30;
 
-/** The value of the two decimal digits at `i`, or NaN when either is not a digit. */
+/** NaN when either is not a digit. */
 function twoDigits(text: string, i: number): number {
   const a = text.charCodeAt(i) - CHAR_0;
   const b = text.charCodeAt(i + 1) - CHAR_0;
@@ -137,12 +110,8 @@ function twoDigits(text: string, i: number): number {
 }
 
 /**
- * The common shape of an event time, `YYYY-MM-DDTHH:MM:SSZ` or `YYYY-MM-DDTHH:MM:SS.sssZ`, read
- * from its digits without a regular expression or Date.parse: the same milliseconds Date.parse
- * gives for it (test/unit/time.test.ts compares them). Anything else, or a field outside its
- * usual range (a year before 100, hour 24, second 60), is left to {@link parseEventTime}'s general path.
- *
- * @returns milliseconds since the epoch, or undefined when the text is not of that shape.
+ * `YYYY-MM-DDTHH:MM:SS[.sss]Z` from its digits, as Date.parse reads it; anything else, or a field
+ * out of its usual range, is undefined, for the general path.
  */
 function parseUtcTimestamp(text: string): number | undefined {
   const length = text.length;

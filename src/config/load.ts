@@ -1,12 +1,8 @@
 /**
- * loadConfig: the settings table's schemas over environment variables, with CLI flags overriding
- * them and CONFIG_FILE's sources over both, validated once at start into the plain types of
- * src/config/types.ts. Defaults live in the settings table and nowhere else.
- *
- * A broken rule throws {@link ConfigError} naming the variable, the rule and the value given
- * (secrets masked); the CLI turns it into exit status 2. Files the settings name are not read
- * here but by the modules that use them (src/config/types.ts says which); only CONFIG_FILE is
- * read, since it holds the settings themselves.
+ * loadConfig: the settings table's schemas over environment variables, CLI flags over them and
+ * CONFIG_FILE's sources over both, validated once into the plain types of types.ts. Defaults live
+ * in the settings table only. A broken rule throws {@link ConfigError} naming the variable, rule
+ * and value (secrets masked). Only CONFIG_FILE is read; other files, by the modules that use them.
  */
 import { databaseTlsSettings, type DatabaseTlsSettings, type SslMode } from './database.js';
 import { settingError, type SettingFile, type SettingName } from './setting-file.js';
@@ -25,27 +21,21 @@ import {
   type UpstreamRequests,
 } from './types.js';
 
-/**
- * How the rules of one source name its settings and report a broken one: by environment variable
- * for the environment's source, by CONFIG_FILE, line and key path for a source of the file.
- */
+/** One source's settings and how messages name them: by variable, or by CONFIG_FILE line and key path. */
 interface SourceSettings {
-  /** The settings' text (the environment's, with the file's values over them), as the schemas read it. */
+  /** The environment's text with the file's values over it. */
   raw: RawEnv;
-  /** What a message calls the setting: `SYNC_WINDOW` or `sources[0].sync.window`. */
+  /** `SYNC_WINDOW` or `sources[0].sync.window`. */
   key: (variable: string) => string;
-  /** How a message about `variable` names it and shows its value (secrets masked). */
   named: (variable: string) => SettingName;
-  /** The value of a non-secret setting as a message may quote it: as the file writes it (`${NAME}` not expanded), else the environment's. */
+  /** As the file writes it (`${NAME}` not expanded), else the environment's; not for secrets. */
   written: (variable: string) => string | undefined;
 }
 
-/** Throws the ConfigError for a broken rule of `variable`, showing its value (secrets masked). */
 function fail(settings: SourceSettings, variable: string, rule: string): never {
   throw settingError(settings.named(variable), rule);
 }
 
-/** The file a path setting of the source names, with how messages name the setting. */
 function settingFile(settings: SourceSettings, variable: string): SettingFile {
   return { file: settings.raw[variable]!, ...settings.named(variable) };
 }
@@ -62,8 +52,7 @@ function environmentSettings(raw: RawEnv): SourceSettings {
 function fileSettings(file: string, source: FileSource, environment: RawEnv): SourceSettings {
   const raw: RawEnv = { ...environment };
   for (const [variable, value] of source.values) raw[variable] = value.text;
-  // A key the file leaves out is named as the environment variable whose value applies, unless
-  // the environment cannot hold it (the upstream's identity): then as the file key to add.
+  // A key the file leaves out is named by the variable that applies, or the file key to add.
   const key = (variable: string) => {
     const fileKey = (FILE_ONLY_VARIABLES as readonly string[]).includes(variable) ? fileKeyOf(variable) : undefined;
     return source.values.get(variable)?.keyPath ?? (fileKey !== undefined ? `${source.keyPath}.${fileKey}` : variable);
@@ -85,21 +74,15 @@ function fileSettings(file: string, source: FileSource, environment: RawEnv): So
 }
 
 /**
- * Builds the configuration from environment variables and CLI overrides, and from CONFIG_FILE's
- * sources when it is set (src/config/sources-file.ts): each source's values are read by the same
- * schemas and rules as the variables they stand for, and a setting a source leaves out takes the
- * environment's value (SYNC_WINDOW=1d in the environment is every source's default window).
+ * The configuration from the environment, CLI overrides and CONFIG_FILE's sources, each source read
+ * by the same schemas and rules as the variables; a setting a source leaves out takes the
+ * environment's value.
  *
- * @param env usually `process.env`; empty strings count as unset (compose files often set `VAR=`).
- *   Also where CONFIG_FILE's `${NAME}` are looked up.
- * @param overrides values from CLI flags, keyed by environment variable name; they win over `env`.
- * @returns the validated {@link Config}: one source named {@link DEFAULT_SOURCE} without CONFIG_FILE,
- *   the file's sources in its order with it. Files named by `*_FILE` and PGSSL* settings are not
- *   read: commands read each once right after (src/commands/common.ts), so a missing one still
- *   stops the start with the same message.
- * @throws {ConfigError} for the first broken rule, naming the variable, the rule and the value given
- *   (secrets masked); for a source of CONFIG_FILE, the variable is CONFIG_FILE and the message names
- *   the file, the line and the key path. Every broken rule of one reading is listed in the message.
+ * @param env empty strings count as unset; also where CONFIG_FILE's `${NAME}` are looked up.
+ * @param overrides CLI flags by variable name; they win over `env`.
+ * @returns one source, {@link DEFAULT_SOURCE}, without CONFIG_FILE; the file's in its order with it.
+ * @throws {ConfigError} listing every broken rule, named by the first's variable (CONFIG_FILE, with
+ *   file, line and key path, for a source of the file); secrets masked.
  */
 export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, string | undefined> = {}): Config {
   const raw: RawEnv = {};
@@ -107,7 +90,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
     const value = overrides[setting.env] ?? env[setting.env];
     raw[setting.env] = value === '' ? undefined : value;
   }
-  // Defaults are text, read by the same schema as a value given: a default can break no rule unseen.
+  // Defaults are text read by the same schema: a default can break no rule unseen.
   const withDefaults: RawEnv = { ...raw };
   for (const setting of SETTINGS) if (withDefaults[setting.env] === undefined && setting.default !== undefined) withDefaults[setting.env] = setting.default;
 
@@ -118,7 +101,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
   if (v.CONFIG_FILE === undefined) {
     sources = [buildSource(DEFAULT_SOURCE, {}, v, environment, false)];
   } else {
-    // The file names each source's upstream: the same settings in the environment would be ignored or ambiguous.
+    // The file names each source's upstream: these would be ambiguous.
     for (const variable of FILE_ONLY_VARIABLES) {
       if (raw[variable] !== undefined) fail(environment, variable, 'must not be set together with CONFIG_FILE: each source of the file has its own');
     }
@@ -157,10 +140,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
   };
 }
 
-/**
- * One source from its parsed settings: the cross-setting rules, the upstream and the sync.
- * `fromFile`: a source of CONFIG_FILE, which must name its upstream (no demo simulator).
- */
+/** One source: the rules across settings, its upstream (required from the file) and sync. */
 function buildSource(name: string, labels: Record<string, string>, v: ParsedSettings, settings: SourceSettings, fromFile: boolean): SourceConfig {
   const { key } = settings;
   const check = (variable: string, rule: string) => fail(settings, variable, rule);
@@ -177,7 +157,6 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
   }
   if (v.SYNC_MIN_SPLIT > v.SYNC_WINDOW) check('SYNC_MIN_SPLIT', `must not be longer than ${key('SYNC_WINDOW')} (${settings.written('SYNC_WINDOW') ?? '1h'})`);
 
-  // The contract compares records with the catalogue: without one, `freeze` would refuse nothing unseen.
   if (v.FIELD_CONTRACT === 'freeze' && v.FIELD_CATALOGUE === 'off')
     check('FIELD_CONTRACT', `'freeze' needs FIELD_CATALOGUE=on (the catalogue it compares records with)`);
   if (fromFile && v.STATISTICS_URL === undefined) check('STATISTICS_URL', 'is required');
@@ -194,7 +173,6 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
   if (v.STATISTICS_URL !== undefined) {
     if (v.AUTH_URL === undefined) check('AUTH_URL', `is required when ${key('STATISTICS_URL')} is set`);
     if (v.CLIENT_ID === undefined) check('CLIENT_ID', `is required when ${key('STATISTICS_URL')} is set`);
-    // A secret file is read by the client (src/upstream/files.ts), once at start and at every token request.
     if (v.CLIENT_SECRET === undefined && v.CLIENT_SECRET_FILE === undefined) {
       check('CLIENT_SECRET', `is required when ${key('STATISTICS_URL')} is set (or set ${key('CLIENT_SECRET_FILE')})`);
     }
@@ -240,10 +218,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
   return { name, labels, upstream, ...(upstream === undefined ? { demo: requests } : {}), sync, limits };
 }
 
-/**
- * DATABASE_URL without its `ssl*` parameters, and its TLS from them or from the PGSSL* settings
- * (the URL wins, as in libpq). Without DATABASE_URL the PGSSL* settings are validated but unused.
- */
+/** DATABASE_URL without `ssl*` parameters, and its TLS from them or PGSSL* (the URL wins, as in libpq). */
 function databaseTarget(
   url: string | undefined,
   v: { PGSSLMODE?: SslMode | undefined; PGSSLROOTCERT?: string | undefined; PGSSLCERT?: string | undefined; PGSSLKEY?: string | undefined },

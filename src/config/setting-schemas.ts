@@ -1,11 +1,8 @@
-/**
- * The zod schemas settings are read with (src/config/settings.ts): durations, whole numbers, byte
- * sizes, URLs, each reading the text a user writes and failing with the rule it broke.
- */
+/** The zod schemas settings are read with, each reading the text a user writes and failing with its rule. */
 import { z } from 'zod';
 import { parseDuration, parseDurationOrZero } from '../time.js';
 
-/** A positive duration (`30s`, `1h`), read as milliseconds. */
+/** A positive duration (`30s`), in milliseconds. */
 export const duration = (rule: string) =>
   z.string().transform((text, ctx) => {
     const ms = parseDuration(text);
@@ -16,7 +13,7 @@ export const duration = (rule: string) =>
     return ms;
   });
 
-/** A positive duration, or `off` (read as undefined): retention settings that may keep everything. */
+/** A positive duration, or `off` (undefined). */
 export const durationOrOff = (example: string) =>
   z.string().transform((text, ctx): number | undefined => {
     if (text === 'off') return undefined;
@@ -26,7 +23,7 @@ export const durationOrOff = (example: string) =>
     return z.NEVER;
   });
 
-/** A duration that may be zero (`0`, `0s`): settle and lookback can be switched off. */
+/** A duration that may be zero (`0`, `0s`). */
 export const durationOrZero = (rule: string) =>
   z.string().transform((text, ctx) => {
     const ms = parseDurationOrZero(text);
@@ -37,10 +34,7 @@ export const durationOrZero = (rule: string) =>
     return ms;
   });
 
-/**
- * A whole number from `min` to `max`, written in decimal digits: not `1e3`, `0x10` or `1_000`,
- * which a number coercion would take (`0x10` as 16).
- */
+/** Decimal digits only: not `1e3`, `0x10` or `1_000`, which a coercion would take. */
 export const wholeNumber = (min: number, max: number) => {
   const rule = `must be a whole number from ${min} to ${max}`;
   return z.string().transform((text, ctx) => {
@@ -53,10 +47,9 @@ export const wholeNumber = (min: number, max: number) => {
   });
 };
 
-/** Units of a byte size: binary (KiB = 1024) and decimal (kB = 1000), and bytes. */
 const BYTE_UNITS: Readonly<Record<string, number>> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, kB: 1000, MB: 1000 ** 2, GB: 1000 ** 3 };
 
-/** A byte size from `min` to `max` bytes: a whole number of bytes, or a number and a unit (`64MiB`, `1.5 GB`). */
+/** Bytes, or a number and a unit (`64MiB`, `1.5 GB`). */
 export const byteSize = (example: string, min: number, max: number) =>
   z.string().transform((text, ctx) => {
     const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$/.exec(text);
@@ -72,8 +65,6 @@ export const byteSize = (example: string, min: number, max: number) =>
     return bytes;
   });
 
-/** An http:// or https:// URL. */
 export const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
 
-/** The schema, or unset. */
 export const optional = <T extends z.ZodType>(schema: T) => schema.optional();

@@ -12,21 +12,17 @@ import { byteSize, duration, durationOrOff, durationOrZero, httpUrl, optional, w
 import { DEFAULT_SSL_MODE, maskDatabaseUrl, SSL_MODES } from './database.js';
 import { DEFAULT_METRICS_PORT, LOG_FORMATS, LOG_LEVELS, MAX_RATE_LIMIT_PER_SECOND, PARTITION_INTERVALS, type RollupDimension } from './types.js';
 
-/** Column names `records_hourly` uses itself, so no dimension may take them. */
+/** `records_hourly`'s own columns. */
 const ROLLUP_RESERVED_COLUMNS = new Set(['bucket', 'window_start', 'records']);
-/** Column names `records_hourly_distinct` and `records_daily_distinct` use besides those, so no ROLLUP_DISTINCT_BY column may take them. */
+/** The distinct tables' own columns besides those. */
 const DISTINCT_RESERVED_COLUMNS = new Set(['value_column', 'distinct_values', 'day']);
 
-/**
- * One entry per setting: its environment variable (the key), CLI flag, zod schema (reading the
- * variable's text), default (the text a user would write, read by the same schema), help and
- * secrecy.
- */
+/** One setting, keyed by its environment variable; `schema` reads the variable's text. */
 interface SettingSpec {
-  /** CLI flag overriding the variable; secrets have none (a flag shows in `ps`). */
+  /** Secrets have none: a flag shows in `ps`. */
   flag?: string;
   secret?: boolean;
-  /** The default as a user would write it; absent = unset by default. */
+  /** As a user would write it, read by the same schema. */
   default?: string;
   help: string;
   schema: z.ZodType;
@@ -76,7 +72,6 @@ const SETTING_TABLE = {
     help: 'largest upstream response body, as received and once decoded; an E6 part over it is split in time, then read at smaller pages, then its window parked',
     schema: byteSize('64MiB', 64 * 1024, 512 * 1024 ** 2),
   },
-  // E7 limits (issue 25): Prometheus's sample_limit, label_limit and label_value_length_limit, per source.
   UPSTREAM_SAMPLE_LIMIT: {
     flag: '--upstream-sample-limit',
     default: '200000',
@@ -131,7 +126,7 @@ const SETTING_TABLE = {
     schema: optional(
       z.string().superRefine((v, ctx) => {
         if (/^postgres(ql)?:\/\//.test(v) && URL.canParse(v) && new URL(v).port !== '0') return;
-        // URL() rejects a port past 65535 or not a number with the rest: say which part is wrong.
+        // URL() rejects a bad port with the rest: say which part is wrong.
         const port = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?(?:\[[^\]]*\]|[^:/?#]*):([^/?#]*)/.exec(v)?.[1];
         const badPort = port !== undefined && port !== '' && !(/^\d+$/.test(port) && Number(port) >= 1 && Number(port) <= 65535);
         ctx.addIssue({ code: 'custom', message: badPort ? 'must have a port from 1 to 65535 in its host part' : 'must be a postgres:// or postgresql:// URL' });
@@ -166,7 +161,7 @@ const SETTING_TABLE = {
     schema: z.string().transform((text, ctx): { at: Date } | { agoMs: number } => {
       const ago = parseDuration(text);
       if (ago !== undefined) return { agoMs: ago };
-      // A zone is required: a bare date or local time would depend on the host's zone.
+      // A zone is required: else the host's zone would decide.
       const at = parseIsoDateTime(text);
       if (at !== undefined) return { at: new Date(at) };
       ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time with a zone (2026-01-01T00:00:00Z) or a duration before now (30d)' });
@@ -217,7 +212,6 @@ const SETTING_TABLE = {
     help: 'sources `sync` runs at once, 1 to 64 (each its own run, lock and upstream client)',
     schema: wholeNumber(1, 64),
   },
-  // The audit (issue 24 item 6): serve's `verify --repair` of every source.
   AUDIT_SCHEDULE: {
     flag: '--audit-schedule',
     default: '30 3 * * *',
@@ -302,7 +296,6 @@ const SETTING_TABLE = {
     help: "'off' stops maintaining the field catalogue record_fields and the view records_typed",
     schema: z.enum(['on', 'off'], { error: "must be 'on' or 'off'" }),
   },
-  // Issue 26 item 5: schema changes (src/sync/run/field-contract.ts); per source as `sync.field_contract`.
   FIELD_CONTRACT: {
     flag: '--field-contract',
     default: 'evolve',
@@ -331,9 +324,8 @@ const SETTING_TABLE = {
     schema: durationOrZero('30s'),
   },
   METRICS_SCRAPE_TIMEOUT: { flag: '--metrics-scrape-timeout', default: '10s', help: 'scrape timeout when Prometheus sends none', schema: duration('10s') },
-  // Connection limits of serve (src/serve/web/connections.ts). 32 per client: a scraper uses one or two.
-  // 1024 in all: 32 addresses at their limit, a few MiB of sockets, far below the file descriptors
-  // Node takes at start (it raises its soft limit to the hard one); more addresses are the network's to stop.
+  // 32 per client: a scraper uses one or two. 1024 in all: a few MiB of sockets, far below Node's
+  // file descriptor limit; more addresses are the network's to stop.
   METRICS_MAX_CONNECTIONS_PER_CLIENT: {
     flag: '--metrics-max-connections-per-client',
     default: '32',
@@ -364,7 +356,6 @@ const SETTING_TABLE = {
       z
         .string()
         .regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a metric name prefix: letters, digits, _ and :, not starting with a digit')
-        // Every prefixed name would be one Prometheus writes itself (exposition's isPrometheusReservedName), so every upstream family would be dropped.
         .refine(
           (v) => !/^(scrape_|ALERTS)/.test(v),
           'must not start with scrape_ or ALERTS: Prometheus reserves those names, and every upstream family would be dropped',
@@ -409,17 +400,16 @@ const SECRET_VARIABLES = new Set(SETTINGS.filter((s) => s.secret).map((s) => s.e
 
 type SchemaShape<T> = { [K in keyof T]: T[K] extends { schema: infer S extends z.ZodType } ? S : never };
 
-/** The raw schema: one key per environment variable, values as strings (defaults filled in first, as text). */
+/** One key per variable, read from text (defaults filled in first, as text). */
 const envSchema = z.object(
   Object.fromEntries(Object.entries(SETTING_TABLE).map(([env, spec]: [string, SettingSpec]) => [env, spec.schema])) as SchemaShape<typeof SETTING_TABLE>,
 );
 
 export type RawEnv = Record<string, string | undefined>;
 
-/** The settings as their schemas read them: one value per variable, defaults applied. */
 export type ParsedSettings = z.output<typeof envSchema>;
 
-/** Reads settings text with the settings' schemas; every broken rule is listed, the first one's variable named. */
+/** @throws {ConfigError} listing every broken rule, named by the first one's variable. */
 export function parseSettings(text: RawEnv, describe: (variable: string, rule: string) => { variable: string; text: string }): ParsedSettings {
   const parsed = envSchema.safeParse(text);
   if (parsed.success) return parsed.data;
@@ -431,7 +421,6 @@ export function parseSettings(text: RawEnv, describe: (variable: string, rule: s
 export function displayValue(variable: string, value: string | undefined): string {
   if (value === undefined) return '(unset)';
   if (SECRET_VARIABLES.has(variable)) return maskSecret(value);
-  // DATABASE_URL in either of libpq's forms; any other URL without its user info.
   let shown = variable === 'DATABASE_URL' ? maskDatabaseUrl(value) : value;
   if (variable !== 'DATABASE_URL' && URL.canParse(value)) {
     const url = new URL(value);
@@ -444,12 +433,7 @@ export function displayValue(variable: string, value: string | undefined): strin
   return JSON.stringify(shown.length > 200 ? `${shown.slice(0, 200)}…` : shown);
 }
 
-/**
- * Parses ROLLUP_DIMENSIONS: `column=field` pairs separated by commas (`event_type=eventType`), the
- * field dotted for nesting like RECORD_TIME_FIELD, or `none` for a rollup by hour alone.
- *
- * @returns the dimensions, or the rule broken as a message.
- */
+/** ROLLUP_DIMENSIONS: `column=field,…` (field dotted) or `none`; else the rule broken, as a message. */
 export function parseRollupDimensions(text: string): RollupDimension[] | string {
   if (text.trim() === 'none') return [];
   const dimensions: RollupDimension[] = [];

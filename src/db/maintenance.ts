@@ -1,44 +1,23 @@
 /**
- * The background work a postmaster's helpers do for a PostgreSQL server, done for the embedded
- * database. PGlite runs PostgreSQL as a single-user backend: there is no checkpointer, no
- * autovacuum, and the backend requests no checkpoint when max_wal_size is passed (PostgreSQL does
- * that only under a postmaster). Without them WAL grows with every write until the database is
- * closed (about 150 MB for the 30-day demo sync, 0.75 kB a record), and the rows each run's lookback
- * deletes and loads again stay as dead tuples for ever (with the defaults, SYNC_LOOKBACK 1h every 15
- * minutes, an hour of records 96 times a day: at the demo's rate four dead rows for every new one).
- *
- * - WAL: once a second, the size of `pg_wal`; past {@link EMBEDDED_WAL_LIMIT_BYTES}, a CHECKPOINT
- *   (with `wal_recycle=off`, pglite-options.ts, it deletes the segments before it). The backend runs
- *   one statement at a time, so the WAL can pass the limit by what one statement writes: a sync's
- *   window transaction (about 70 MB for 40,000 records), or the first read of pages a bulk load left
- *   without hint bits, which with data checksums (initdb's default since PostgreSQL 18) logs each
- *   page whole: the ANALYZE after a 1,000,000-record sync, 270 MB. The next check removes it.
- * - Vacuum: once a minute, autovacuum's rule with its default settings: VACUUM a table whose dead
- *   tuples exceed 50 + 20% of its live ones, ANALYZE one whose changes since the last ANALYZE exceed
- *   50 + 10% of them (pg_stat_all_tables).
- *
- * Each statement goes through the socket server like any client's, so it waits for a transaction
- * another connection has open instead of running inside it.
+ * What a postmaster's checkpointer and autovacuum would do, done for the embedded database (PGlite
+ * has neither): once a second a CHECKPOINT when `pg_wal` passes its limit; once a minute
+ * autovacuum's rule with its default settings. Statements go through the socket server, so they
+ * wait for other connections' transactions. Design: docs/design/embedded-database.md.
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { Logger } from '../log.js';
 
-/** WAL kept before a checkpoint (what max_wal_size does under a postmaster). */
+/** As max_wal_size under a postmaster. */
 export const EMBEDDED_WAL_LIMIT_BYTES = 64 * 1024 * 1024;
 
-/** How often the size of `pg_wal` is read: a readdir and a stat per segment. */
 export const EMBEDDED_WAL_CHECK_INTERVAL_MS = 1000;
 
-/** How often the tables are looked at for vacuum and analyze: autovacuum_naptime's default. */
+/** autovacuum_naptime's default. */
 export const EMBEDDED_AUTOVACUUM_INTERVAL_MS = 60_000;
 
-/**
- * The tables autovacuum would work on now, by its default settings (autovacuum_vacuum_threshold 50,
- * autovacuum_vacuum_scale_factor 0.2, autovacuum_analyze_threshold 50, autovacuum_analyze_scale_factor
- * 0.1), with their names quoted. TOAST tables are vacuumed with their own table.
- */
+/** The tables autovacuum's default thresholds pick now, names quoted; TOAST goes with its table. */
 const DUE_SQL = `select format('%I.%I', schemaname, relname) as name,
     n_dead_tup > 50 + 0.2 * n_live_tup as vacuum,
     n_mod_since_analyze > 50 + 0.1 * n_live_tup as analyze
@@ -46,15 +25,10 @@ const DUE_SQL = `select format('%I.%I', schemaname, relname) as name,
   where schemaname <> 'pg_toast' and (n_dead_tup > 50 + 0.2 * n_live_tup or n_mod_since_analyze > 50 + 0.1 * n_live_tup)
   order by n_dead_tup desc`;
 
-/** A WAL segment's file name: timeline, log and segment, 8 hex digits each. */
+/** Timeline, log and segment, 8 hex digits each. */
 const SEGMENT_NAME = /^[0-9A-F]{24}$/;
 
-/**
- * Bytes of the WAL segments in `dataDir`/pg_wal (their apparent size; PostgreSQL writes the whole
- * segment when it creates one, so that is also what they occupy).
- *
- * @throws the file system's error when `pg_wal` cannot be read.
- */
+/** Bytes of the segments in `dataDir`/pg_wal. @throws the file system's error. */
 export function walBytes(dataDir: string): number {
   const wal = join(dataDir, 'pg_wal');
   let bytes = 0;
@@ -62,41 +36,32 @@ export function walBytes(dataDir: string): number {
   return bytes;
 }
 
-/** What one pass of {@link Maintenance.autovacuum} did: the tables it vacuumed and analysed (quoted names). */
+/** Quoted table names. */
 export interface AutovacuumPass {
   vacuumed: string[];
   analyzed: string[];
 }
 
 export interface Maintenance {
-  /**
-   * Checkpoints when `pg_wal` holds more than the limit (what the once-a-second timer does).
-   * Never throws: a failure is logged (warn) and the next check tries again.
-   *
-   * @returns whether it ran a CHECKPOINT.
-   */
+  /** Checkpoints when `pg_wal` is over the limit: whether it did. Never throws (logs a failure). */
   checkWal(): Promise<boolean>;
-  /**
-   * Vacuums and analyses the tables autovacuum would (what the once-a-minute timer does). Never
-   * throws: a failure is logged (warn) and the next pass tries again, with what it did by then.
-   */
+  /** One autovacuum pass: what it did. Never throws (logs a failure). */
   autovacuum(): Promise<AutovacuumPass>;
-  /** Stops the timers, waits for the work in flight and closes its connections. Idempotent. */
+  /** Stops the timers, waits for work in flight, closes the connections. Idempotent. */
   stop(): Promise<void>;
 }
 
-/** A connection of its own for one kind of work, opened when first needed and again after a failure. */
+/** A connection for one kind of work, opened when first needed and again after a failure. */
 class Session {
   private client: pg.Client | undefined;
 
   constructor(private readonly url: string) {}
 
-  /** Runs `sql` on the connection. @throws the connection's or the statement's error (the connection is then dropped). */
+  /** @throws the connection's or statement's error; the connection is then dropped. */
   async query<R extends pg.QueryResultRow>(sql: string): Promise<pg.QueryResult<R>> {
     try {
       if (this.client === undefined) {
         const fresh = new pg.Client({ connectionString: this.url });
-        // A connection the socket server drops is replaced at the next query.
         fresh.on('error', () => {
           if (this.client === fresh) this.client = undefined;
         });
@@ -118,15 +83,8 @@ class Session {
 }
 
 /**
- * Starts the maintenance of the embedded database in `dataDir`, served at `url`. The checkpoints
- * and the vacuum passes have a connection each: a pass waits for the gap between two of a sync's
- * window transactions before each of its statements, and the WAL must not wait for the whole pass
- * (a 1,000,000-record sync reached 400 MB of WAL behind one when they shared a connection).
- *
- * @param options.walLimitBytes WAL before a checkpoint (default {@link EMBEDDED_WAL_LIMIT_BYTES});
- *   `walIntervalMs` and `autovacuumIntervalMs` between timed passes (defaults
- *   {@link EMBEDDED_WAL_CHECK_INTERVAL_MS}, {@link EMBEDDED_AUTOVACUUM_INTERVAL_MS}; 0 for no timer,
- *   only explicit calls).
+ * Starts the maintenance of the embedded database in `dataDir`, served at `url`; a connection each for
+ * checkpoints and vacuum. `options`: intervals in ms (0: no timer) and the WAL limit in bytes.
  */
 export function startMaintenance(
   dataDir: string,
@@ -159,7 +117,7 @@ export function startMaintenance(
       const { rows } = await vacuumSession.query<{ name: string; vacuum: boolean; analyze: boolean }>(DUE_SQL);
       for (const row of rows) {
         if (stopped) break;
-        // The names come from the catalogue, quoted by format('%I.%I').
+        // Names from the catalogue, quoted by format('%I.%I').
         await vacuumSession.query(row.vacuum ? `VACUUM ${row.analyze ? '(ANALYZE) ' : ''}${row.name}` : `ANALYZE ${row.name}`);
         if (row.vacuum) pass.vacuumed.push(row.name);
         if (row.analyze) pass.analyzed.push(row.name);

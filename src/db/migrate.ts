@@ -1,27 +1,20 @@
 /**
- * Schema migrations: the numbered plain SQL files in `migrations/` (named `YYYYMMDDhhmmssSSS_name.sql`,
- * node-pg-migrate's UTC-timestamp numbering, so it can order them), applied by node-pg-migrate,
- * each in its own transaction, into the schema named by DATABASE_SCHEMA.
- *
- * node-pg-migrate's own lock is a try-lock that fails a second runner; we hold a blocking
- * advisory lock per schema instead, so two processes starting at once simply take turns.
+ * Schema migrations: the SQL files in `migrations/` (`YYYYMMDDhhmmssSSS_name.sql`), applied by
+ * node-pg-migrate, each in its own transaction, into DATABASE_SCHEMA. A blocking advisory lock per
+ * schema (not node-pg-migrate's try-lock) lets two processes starting at once take turns.
  */
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
 import type { Logger } from '../log.js';
 import { databaseError, quoteIdent, withAdvisoryLock, withClient, type Pool } from './pool.js';
 
-/** The folder of SQL migrations shipped with the package (beside `dist/` and `src/`). */
+/** Shipped beside `dist/` and `src/`. */
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));
-/** Table recording applied migrations, inside the target schema. */
+/** Inside the target schema. */
 export const MIGRATIONS_TABLE = 'pgmigrations';
 
 /**
- * Applies every pending migration to `schema`, creating the schema if needed.
- *
- * @param options.count apply at most this many pending migrations, in order (default: all); tests
- *   use it to leave a database as an older release did.
- * @returns names of the migrations applied now (empty when the schema was current).
+ * Applies the pending migrations (or the first `count`) to `schema`, created if needed; returns their names.
  * @throws {ExporterError} `ERR_DATABASE` naming the failing step; a failed migration is rolled back.
  */
 export async function migrate(pool: Pool, schema: string, log: Logger, options: { count?: number } = {}): Promise<string[]> {
@@ -42,7 +35,7 @@ export async function migrate(pool: Pool, schema: string, log: Logger, options: 
           checkOrder: true,
           logger: { debug: () => undefined, info: (m: string) => log.debug(m), warn: (m: string) => log.warn(m), error: (m: string) => log.error(m) },
         });
-        // The runner leaves search_path on the schema; later users of this client expect the default.
+        // The runner leaves search_path on the schema.
         await client.query('reset search_path');
         return applied.map((m) => m.name);
       });
@@ -55,11 +48,7 @@ export async function migrate(pool: Pool, schema: string, log: Logger, options: 
   }
 }
 
-/**
- * Whether `schema` has every shipped migration applied (for `/readyz` and `check`).
- *
- * @returns the names of pending migrations; empty means current.
- */
+/** The shipped migrations not applied to `schema` (for `/readyz` and `check`). */
 export async function pendingMigrations(pool: Pool, schema: string): Promise<string[]> {
   const { readdir } = await import('node:fs/promises');
   const shipped = (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql')).map((f) => f.replace(/\.sql$/, ''));

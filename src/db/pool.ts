@@ -1,6 +1,6 @@
 /**
- * Database access, callback-scoped: every client is released in `finally`, every
- * transaction ends in COMMIT or ROLLBACK, every advisory lock is unlocked.
+ * Database access, callback-scoped: every client is released in `finally`, every transaction ends
+ * in COMMIT or ROLLBACK, every advisory lock is unlocked.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
@@ -11,29 +11,18 @@ import { connectionAttempts, describeTls, fallsBack, isTlsFailure, resolveDataba
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
 
-/** Bound on opening one connection, in milliseconds. */
+/** Bound on opening one connection. */
 export const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
- * Creates a pool with an `'error'` listener (an idle client's dropped connection must never
- * crash the process) and a recognisable `application_name` for `pg_stat_activity`.
- *
- * TLS is libpq's (src/db/tls.ts): each new connection makes the attempts of its `sslmode` in
- * order (`prefer`: TLS, then plain when the server refuses TLS; `allow`: plain, then TLS when
- * the server rejects plain). A pool remembers a fallback it made: the server's answer is not
- * expected to change while it runs. A certificate that is not accepted, or TLS refused where
- * the mode requires it, fails the connect with a {@link DatabaseError} naming the database and
- * the TLS settings.
- *
- * @param target a {@link DatabaseTarget} (URL without `ssl*` parameters plus resolved TLS, as
- *   the configuration holds it), or a libpq-style URL whose own `ssl*` parameters are read
- *   (libpq's PGSSL* variables are not: pass a target resolved from them).
- * @throws {ConfigError} for a URL string whose `ssl*` parameters are invalid (see {@link resolveDatabaseTarget}).
+ * A pool with an `'error'` listener (an idle client's dropped connection must not crash the process) and libpq's
+ * TLS attempts, a fallback remembered (docs/design/database-tls.md); a TLS failure is a {@link DatabaseError}.
+ * @throws {ConfigError} for a URL string (its own `ssl*` read, not PGSSL*) with invalid `ssl*` parameters.
  */
 export function createPool(target: string | DatabaseTarget, log: Logger, options: { max?: number } = {}): Pool {
   const { url, tls } = typeof target === 'string' ? resolveDatabaseTarget(target) : target;
   const attempts = connectionAttempts(tls);
-  // The attempt new connections start with; it only moves forward (see fallsBack).
+  // The attempt new connections start with; it only moves forward.
   const state = { attempt: 0 };
   class AttemptClient extends pg.Client {
     constructor(config: pg.ClientConfig) {
@@ -79,7 +68,7 @@ export function createPool(target: string | DatabaseTarget, log: Logger, options
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     idleTimeoutMillis: 30_000,
     application_name: 'analytics-exporter',
-    // Detects half-open connections (a database host that vanished) instead of waiting forever.
+    // Detects a database host that vanished.
     keepAlive: true,
     Client: AttemptClient as unknown as new () => pg.ClientBase,
   });
@@ -87,7 +76,6 @@ export function createPool(target: string | DatabaseTarget, log: Logger, options
   return pool;
 }
 
-/** OpenSSL's verdicts on a chain that ends in no root the client trusts. */
 const UNTRUSTED_CHAIN_CODES = new Set([
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
   'UNABLE_TO_GET_ISSUER_CERT',
@@ -97,10 +85,7 @@ const UNTRUSTED_CHAIN_CODES = new Set([
   'CERT_UNTRUSTED',
 ]);
 
-/**
- * What went wrong with TLS, in words, with the setting that would fix it. pg's or Node's own
- * message stays in the error's `cause` (describeError shows both).
- */
+/** What went wrong, with the setting that would fix it; pg's own message stays in `cause`. */
 function describeTlsError(err: unknown): string {
   const e = err as { message?: string; code?: string };
   if (e.message === 'The server does not support SSL connections')
@@ -114,18 +99,14 @@ function describeTlsError(err: unknown): string {
   return "the server's certificate was not accepted";
 }
 
-/** Wraps a database failure as a {@link DatabaseError} (`ERR_DATABASE`), keeping the Postgres SQLSTATE in the message. */
+/** A {@link DatabaseError} (`ERR_DATABASE`), the SQLSTATE kept in the message. */
 export function databaseError(what: string, cause: unknown): DatabaseError {
   const e = cause as { message?: string; code?: string };
   const state = e?.code ? ` [${e.code}]` : '';
   return new DatabaseError(`${what}: ${e?.message ?? String(cause)}${state}`, { cause });
 }
 
-/**
- * Names a database for messages and logs: `host:port/database`, never the user or password.
- *
- * @param url a `postgres://` URL; an unparsable one gives `the configured database` (its text may hold a password).
- */
+/** `host:port/database`, never the user or password; `the configured database` when unparsable. */
 export function describeDatabase(url: string): string {
   try {
     const parsed = new URL(url);
@@ -136,24 +117,16 @@ export function describeDatabase(url: string): string {
   }
 }
 
-/**
- * Names the database a configuration points at, for messages and logs: {@link describeDatabase}
- * of DATABASE_URL, or the embedded database's folder.
- */
+/** {@link describeDatabase} of DATABASE_URL, or the embedded database's folder. */
 export function describeConfiguredDatabase(database: { url?: string | undefined; dataDir: string }): string {
   return database.url !== undefined ? describeDatabase(database.url) : `the embedded database in ${database.dataDir}`;
 }
 
-/**
- * Runs `fn` with a client from the pool and releases it in `finally`. A client whose work
- * threw is released with the error, so pg discards it rather than reusing a broken session.
- */
+/** Runs `fn` with a client, released in `finally`; with the error after a throw, so pg discards it. */
 export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let failure: Error | undefined;
-  // The pool listens for errors of idle clients only: a connection dropped while checked out
-  // (failover, pg_terminate_backend) would otherwise be an unhandled 'error' event and kill the
-  // process. The query in flight rejects with the same error, so noting it is enough here.
+  // The pool listens on idle clients only: a checked-out client's 'error' would kill the process.
   const onError = (err: Error) => {
     failure ??= err;
   };
@@ -169,10 +142,7 @@ export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Prom
   }
 }
 
-/**
- * Runs `fn` inside BEGIN … COMMIT on `client`; any throw rolls back and rethrows.
- * A rollback that fails (connection gone) is swallowed: the server discards the transaction anyway.
- */
+/** BEGIN … COMMIT around `fn`; a throw rolls back (a failed rollback is swallowed) and rethrows. */
 export async function withTransaction<T>(client: PoolClient, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   await client.query('begin');
   try {
@@ -185,28 +155,16 @@ export async function withTransaction<T>(client: PoolClient, fn: (client: PoolCl
   }
 }
 
-/** First key of the two-key advisory lock space, so our locks do not collide with other applications'. */
+/** First key of our two-key advisory locks, apart from other applications'. */
 export const ADVISORY_LOCK_NAMESPACE = 0x41455850; // "AEXP"
 
-/**
- * How often a wait for an advisory lock that can be interrupted tries the lock again, in
- * milliseconds. A blocking `pg_advisory_lock` cannot be interrupted by a signal: only cancelling
- * the statement from another connection would, so an interruptible wait polls instead.
- */
+/** An interruptible wait polls: a blocking `pg_advisory_lock` ignores signals. */
 export const ADVISORY_LOCK_POLL_MS = 250;
 
 /**
- * Takes a session-level advisory lock named by `name` on `client`, runs `fn`, and unlocks in
- * `finally`. The lock lives as long as the connection: a crashed process releases it.
- *
- * @param options.wait true waits until the lock is free; false returns `{ acquired: false }` at once.
- * @param options.shared takes the lock in shared mode (`pg_advisory_lock_shared`): any number of
- *   shared holders at once, none while an exclusive holder has it.
- * @param options.signal makes the wait interruptible: the lock is then tried every
- *   {@link ADVISORY_LOCK_POLL_MS} until it is free or the signal aborts. Without it the wait
- *   blocks inside the database (first come, first served).
- * @returns `{ acquired: true, value }` after `fn`, or `{ acquired: false }` when held elsewhere.
- * @throws {AbortedError} when `options.signal` aborts before the lock was taken (`fn` never ran).
+ * Runs `fn` under a session-level advisory lock `name`, unlocked in `finally`. `wait: false` returns
+ * `{ acquired: false }` at once when it is held; `signal` makes the wait a poll, else it blocks in the database.
+ * @throws {AbortedError} when `signal` aborts before the lock was taken (`fn` never ran).
  */
 export async function withAdvisoryLock<T>(
   client: PoolClient,
@@ -238,7 +196,7 @@ export async function withAdvisoryLock<T>(
   }
 }
 
-/** Quotes an SQL identifier (schema names come from configuration). */
+/** Schema names come from configuration. */
 export function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }

@@ -1,14 +1,11 @@
 /**
- * The family rules of an exposition, which the scanner (parse.ts), {@link normalizeFamilies}
- * (normalize.ts) and the serializers enforce alike: which sample names a family owns, when two
- * label sets name the same series, which samples fit a family, and {@link FamilySet}, the
- * families under construction.
+ * The family rules the scanner, {@link normalizeFamilies} and the serializers enforce alike: which
+ * sample names a family owns, when two label sets are one series, which samples fit a family.
  */
 import { BACKSLASH, CR, QUOTE, isBlank } from './lexical.js';
 import { parseGoFloat } from './number.js';
 import type { InvalidReason, MetricFamily, MetricType, Sample } from './types.js';
 
-/** The metric types by their name in `# TYPE`. */
 export const TYPES_BY_NAME: ReadonlyMap<string, MetricType> = new Map<string, MetricType>([
   ['counter', 'counter'],
   ['gauge', 'gauge'],
@@ -17,10 +14,7 @@ export const TYPES_BY_NAME: ReadonlyMap<string, MetricType> = new Map<string, Me
   ['untyped', 'untyped'],
 ]);
 
-/**
- * The sample names a family owns: `[name]`, plus `_bucket`, `_sum`, `_count` for a histogram and
- * `_sum`, `_count` for a summary. No two families of one exposition may share any of them.
- */
+/** The sample names a family owns; no two families of one exposition may share one. */
 export function familySampleNames(name: string, type: MetricType): string[] {
   if (type === 'histogram') return [name, `${name}_bucket`, `${name}_sum`, `${name}_count`];
   if (type === 'summary') return [name, `${name}_sum`, `${name}_count`];
@@ -28,15 +22,12 @@ export function familySampleNames(name: string, type: MetricType): string[] {
 }
 
 /**
- * A key that is equal for two label sets exactly when they name the same series: label order is
- * ignored and so are labels with empty values. `skip` leaves one label out (`le` or `quantile`,
- * to group a histogram's or summary's samples by their metric). The key is the label set as the
- * text format writes it, names in order: `a="1",b="x\\"y"`; escaping makes it unambiguous, and
- * lets the parser use the text of an already canonical label set as its key without building one.
+ * Equal for two label sets exactly when they are one series (order and empty values ignored): the
+ * set as the text format writes it, names in order, `a="1",b="x\\"y"`. `skip` leaves out `le` or
+ * `quantile`, to group a histogram's or summary's samples by point.
  */
 export function labelSetKey(labels: ReadonlyArray<readonly [string, string]>, skip?: string): string {
-  // Hot path (every sample of every scrape): label names usually come sorted, so the key is built
-  // by concatenation and only an unsorted list pays for an array and a sort.
+  // Hot path: names usually come sorted, so only an unsorted list pays for an array and a sort.
   let key = '';
   let previous = '';
   for (let i = 0; i < labels.length; i++) {
@@ -77,7 +68,6 @@ function labelValue(labels: ReadonlyArray<readonly [string, string]>, name: stri
   return undefined;
 }
 
-/** Why `sample` cannot belong to family `name` of `type`, or undefined when it can. */
 function misfit(name: string, type: MetricType, sample: Sample): InvalidReason | undefined {
   if (sample.name === name) {
     if (type === 'histogram') return 'family_mismatch';
@@ -95,7 +85,7 @@ function misfit(name: string, type: MetricType, sample: Sample): InvalidReason |
   return 'family_mismatch';
 }
 
-/** Help text as we keep it: no leading blanks and no trailing CR (neither survives a round trip), NUL-free. */
+/** No leading blanks, no trailing CR (neither survives a round trip); undefined when empty. */
 export function normalizeHelp(help: string): string | undefined {
   let start = 0;
   let end = help.length;
@@ -104,12 +94,7 @@ export function normalizeHelp(help: string): string | undefined {
   return start === end ? undefined : help.slice(start, end);
 }
 
-/**
- * The name of the family that owns sample name `name`, given the families' types by name:
- * `name` itself when a family has that name, else the histogram (for `_bucket`, `_sum`,
- * `_count`) or summary (for `_sum`, `_count`) it is a suffix name of. Looking suffixes up rather
- * than storing every owned name keeps 100,000 histograms from costing 400,000 map entries.
- */
+/** The family owning sample name `name`, found by suffix (storing every owned name costs 4 entries per histogram). */
 export function owningFamily(name: string, typeOf: (familyName: string) => MetricType | undefined): string | undefined {
   if (typeOf(name) !== undefined) return name;
   for (const suffix of ['_bucket', '_sum', '_count']) {
@@ -125,14 +110,11 @@ export interface Entry {
   family: MetricFamily;
   typeSeen: boolean;
   helpSeen: boolean;
-  /** {@link labelSetKey}s (prefixed by the sample name's suffix, if any) of the samples kept so far; made on the first sample. */
+  /** Series keys kept so far, prefixed by the sample name's suffix. */
   series: Set<string> | undefined;
 }
 
-/**
- * Families under construction, with the rules that keep an exposition unambiguous: each sample
- * name belongs to exactly one family, metadata comes once and before samples, a series once.
- */
+/** Families under construction: each sample name in one family, metadata once and first, a series once. */
 export class FamilySet {
   readonly #byName = new Map<string, Entry>();
   readonly #entries: Entry[] = [];
@@ -155,7 +137,6 @@ export class FamilySet {
     return entry;
   }
 
-  /** Whether every name a family `name` of `type` would own is free (or already `self`'s). */
   #free(name: string, type: MetricType, self: Entry | undefined): boolean {
     for (const owned of familySampleNames(name, type)) {
       const owner = this.#owner(owned);
@@ -195,14 +176,11 @@ export class FamilySet {
     return undefined;
   }
 
-  /** The family of the previous {@link addSample}: consecutive lines mostly share a name, and comparing beats hashing. */
+  /** Consecutive lines mostly share a name: comparing beats hashing. */
   #last: Entry | undefined;
   #lastName = '';
 
-  /**
-   * Adds a parsed sample to the family that owns its name, creating an untyped one if none does.
-   * `labelsKey`, when given, is the sample's {@link labelSetKey}.
-   */
+  /** To the family owning its name, or a new untyped one. `labelsKey`: its {@link labelSetKey}, if known. */
   addSample(sample: Sample, labelsKey?: string): InvalidReason | undefined {
     let owner = this.#last;
     if (owner === undefined || sample.name !== this.#lastName) {
@@ -213,7 +191,7 @@ export class FamilySet {
     return this.append(owner, sample, labelsKey);
   }
 
-  /** A whole family at once (for {@link normalizeFamilies}): its name and owned names must be free. */
+  /** A whole family at once, for {@link normalizeFamilies}. */
   openFamily(name: string, type: MetricType, help: string | undefined): Entry | InvalidReason {
     const owner = this.#owner(name);
     if (owner !== undefined) return owner.family.name === name ? 'duplicate_metadata' : 'family_mismatch';

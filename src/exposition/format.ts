@@ -3,11 +3,7 @@
  * sample values, escaped label values and help, label sets, and the option they share.
  */
 
-/**
- * A sample value as both formats write it, such that Go's `ParseFloat` (and our parser) reads
- * back the same float64: `NaN`, `+Inf`, `-Inf`, `-0`, otherwise JavaScript's shortest
- * round-trip decimal (`0.1`, `1e+21`, `5e-324`).
- */
+/** A value Go's `ParseFloat` reads back exactly: `NaN`, `+Inf`, `-Inf`, `-0`, else the shortest round trip. */
 export function formatValue(value: number): string {
   if (value !== value) return 'NaN';
   if (value === Infinity) return '+Inf';
@@ -26,7 +22,6 @@ function escapeChar(c: string): string {
 
 /** Label values in both formats, and HELP in OpenMetrics: `\` → `\\`, `"` → `\"`, LF → `\n`. */
 export function escapeQuoted(value: string): string {
-  // A loop beats a regular expression call on the short strings label values are.
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);
     if (c === 92 || c === 34 || c === 10) return value.replace(LABEL_VALUE_SPECIALS_ALL, escapeChar);
@@ -50,14 +45,10 @@ export function formatLabels(labels: ReadonlyArray<readonly [string, string]>, f
   return `${out}}`;
 }
 
-/** Options of both serializers (text.ts, openmetrics.ts). */
 export interface SerializeOptions {
   /**
-   * The caller vouches that `families` is normalized, as {@link normalizeFamilies} would return
-   * it, and the serializer skips that step: for {@link parseExposition}'s result, a
-   * {@link prefixFamilies} rename of it, or a subset of either. Saves a set of series keys per
-   * call (100,000 samples: about 0.1 s and 12 MB). Output for a list that is not normalized may
-   * be invalid.
+   * The caller vouches the list is normalized (a parse result, its prefix rename, a subset), so
+   * {@link normalizeFamilies} is skipped: 0.1 s and 12 MB per 100,000 samples. Else output may be invalid.
    */
   normalized?: boolean;
 }

@@ -1,38 +1,27 @@
 /**
- * The limits an exposition is read under, as Prometheus's scrape configuration sets them for a
- * target (`sample_limit`, `label_limit`, `label_value_length_limit`), checked on the bytes as they
- * arrive: E7's body (`GET /analytics/prometheus`, "E7 notes") is checked chunk by chunk while it is
- * received, before any string, sample or label is made of it, so a body over a limit is abandoned
- * at the first line that breaks it.
- *
- * What is counted, on the text format 0.0.4 (and OpenMetrics, whose sample lines have the same
- * label sets):
- * - samples: every line that is neither blank nor a comment (`#`), a line the parser will drop as
- *   invalid included: its cost has been paid by then;
- * - labels: the label pairs of one sample line, as the upstream wrote them (the metric name is
- *   not one; Prometheus's label_limit also counts `__name__` and the target's labels, so a
- *   Prometheus over this exporter needs room for `source`, `job` and `instance` besides);
- * - label value length: bytes of one value once its escapes (`\\`, `\"`, `\n`) are undone, which is
- *   its UTF-8 length as Prometheus measures it (Go's `len`), for a body in valid UTF-8.
+ * Prometheus's scrape limits (`sample_limit`, `label_limit`, `label_value_length_limit`) on E7's
+ * body ("E7 notes"), checked on the bytes chunk by chunk as they arrive, before any string is made,
+ * so a body over a limit is abandoned at the first line that breaks it. Samples are non-blank,
+ * non-comment lines (invalid ones included); labels are the pairs as written; value length is
+ * bytes once unescaped. Design: docs/design/exposition-merge.md ("Limits").
  */
 import type { UpstreamLimitName } from '../errors.js';
 
 /** Limits on one exposition; 0 turns a limit off, as in Prometheus. */
 export interface ExpositionLimits {
-  /** sample_limit: sample lines per exposition. */
   sampleLimit: number;
-  /** label_limit: label pairs per sample line. */
+  /** Label pairs per sample line. */
   labelLimit: number;
-  /** label_value_length_limit: bytes per label value, unescaped. */
+  /** Bytes per label value, unescaped. */
   labelValueLengthLimit: number;
 }
 
 /** The first line that broke a limit. */
 export interface LimitBreach {
   limit: UpstreamLimitName;
-  /** The limit's configured value. */
+  /** The configured value. */
   value: number;
-  /** 1-based line of the body where it broke. */
+  /** 1-based. */
   line: number;
 }
 
@@ -47,9 +36,8 @@ const LBRACE = 0x7b;
 const RBRACE = 0x7d;
 const BOM = [0xef, 0xbb, 0xbf] as const;
 
-/** Where the scanner stands in its line. */
 const LINE_START = 0;
-/** A comment, or the rest of a sample line after its label set: skipped to the line's end. */
+/** A comment, or the rest of a sample line after its label set. */
 const SKIP = 1;
 const NAME = 2;
 const AFTER_NAME = 3;
@@ -57,11 +45,7 @@ const LABELS = 4;
 const VALUE = 5;
 const ESCAPE = 6;
 
-/**
- * Checks an exposition's bytes against {@link ExpositionLimits}, fed in chunks as they are
- * received (a line, a label value or a UTF-8 character may span chunks). Linear in the bytes and
- * allocation-free: every byte is looked at once.
- */
+/** Checks an exposition's bytes, fed in chunks (anything may span chunks); allocation-free. */
 export class ExpositionLimitScanner {
   readonly #limits: ExpositionLimits;
   #state = LINE_START;
@@ -69,7 +53,7 @@ export class ExpositionLimitScanner {
   #labels = 0;
   #valueBytes = 0;
   #line = 1;
-  /** Bytes of a leading byte order mark matched so far; -1 once the body's first bytes are past. */
+  /** Bytes of a leading byte order mark matched; -1 once past. */
   #bom = 0;
   #breach: LimitBreach | undefined;
 
@@ -77,29 +61,22 @@ export class ExpositionLimitScanner {
     this.#limits = limits;
   }
 
-  /** Sample lines seen so far. */
   get samples(): number {
     return this.#samples;
   }
 
-  /**
-   * Reads the next chunk of the body. Never throws.
-   *
-   * @returns the first breach, once one is found (then and on every later call); undefined while
-   *   the body is within its limits.
-   */
+  /** @returns the first breach (then on every later call too); undefined while within limits. Never throws. */
   write(chunk: Uint8Array): LimitBreach | undefined {
     if (this.#breach !== undefined) return this.#breach;
     const { sampleLimit, labelLimit, labelValueLengthLimit } = this.#limits;
     let state = this.#state;
     let i = 0;
-    // The parser skips a leading byte order mark: so does the count (it is not a sample line).
     while (this.#bom >= 0 && i < chunk.length) {
       if (chunk[i] === BOM[this.#bom]) {
         i++;
         if (++this.#bom === BOM.length) this.#bom = -1;
       } else {
-        // A broken mark starts a line that is not a sample the parser can read: count it, skip it.
+        // A broken mark starts a line the parser drops: count it.
         if (this.#bom > 0) {
           state = SKIP;
           if (++this.#samples > sampleLimit && sampleLimit > 0) return this.#break('sample_limit', sampleLimit);
@@ -110,7 +87,6 @@ export class ExpositionLimitScanner {
     for (; i < chunk.length; i++) {
       const c = chunk[i]!;
       if (c === LF) {
-        // A raw newline ends the line whatever it was in (the text format has none in values).
         state = LINE_START;
         this.#line++;
         continue;
@@ -135,7 +111,7 @@ export class ExpositionLimitScanner {
           else if (c !== SPACE && c !== TAB) state = SKIP;
           continue;
         case LABELS:
-          // Every quoted string of the label set is a value (one per pair): counting them needs no names.
+          // Every quoted string of a label set is a value: counting needs no names.
           if (c === QUOTE) {
             if (++this.#labels > labelLimit && labelLimit > 0) return this.#break('label_limit', labelLimit);
             this.#valueBytes = 0;
@@ -149,7 +125,6 @@ export class ExpositionLimitScanner {
             state = LABELS;
             continue;
           }
-          // An escape is two bytes of text for one of the value: count it at its backslash.
           if (c === BACKSLASH) state = ESCAPE;
           if (++this.#valueBytes > labelValueLengthLimit && labelValueLengthLimit > 0) {
             return this.#break('label_value_length_limit', labelValueLengthLimit);
@@ -172,12 +147,7 @@ export class ExpositionLimitScanner {
   }
 }
 
-/**
- * Checks a whole exposition against `limits` (see {@link ExpositionLimitScanner}). Never throws.
- *
- * @param body the exposition as text (measured in UTF-8) or bytes.
- * @returns the first breach, or undefined when it is within every limit.
- */
+/** A whole exposition (text measured as UTF-8) against `limits`: the first breach, or undefined. Never throws. */
 export function checkExpositionLimits(body: string | Uint8Array, limits: ExpositionLimits): LimitBreach | undefined {
   return new ExpositionLimitScanner(limits).write(typeof body === 'string' ? Buffer.from(body) : body);
 }

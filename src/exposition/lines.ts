@@ -1,29 +1,19 @@
 /**
- * The output collector of the serializers: lines joined into flat strings or UTF-8 chunks a few
- * thousand at a time, so that a large exposition never exists as a rope of small strings.
+ * The serializers' output collector: lines joined into flat strings or UTF-8 chunks a few thousand
+ * at a time, since text built by `+=` is a rope several times its own size until flattened.
  */
 
-/**
- * Collects output lines and joins them into flat strings, a few thousand lines at a time. Text
- * built by `+=` is a rope of one object per piece until it is flattened: for 100,000 samples
- * that is several times the size of the text itself, at the moment the serializer returns.
- */
 export class Lines {
   readonly #lines: string[] = [];
   readonly #chunks: string[] = [];
-  /** In part mode, the chunks as UTF-8. */
   readonly #encoded: Buffer[] = [];
   readonly #part: boolean;
-  /** UTF-8 bytes pushed so far, in part mode (see the constructor). */
+  /** UTF-8 bytes pushed so far (part mode only). */
   bytes = 0;
-  /** {@link bytes} where the last family's first sample line starts (after its metadata lines). */
+  /** {@link bytes} at the last family's first sample line. */
   bodyAt = 0;
 
-  /**
-   * @param part part mode, for a large output that {@link toBuffer} ends and whose caller
-   *   records where each family lies: keeps {@link bytes}, and encodes each chunk as soon as it
-   *   is joined, so the output is never held as strings on the collected heap.
-   */
+  /** @param part counts {@link bytes} and encodes each chunk as soon as it is joined. */
   constructor(part = false) {
     this.#part = part;
   }
@@ -49,7 +39,7 @@ export class Lines {
     return text;
   }
 
-  /** The output as UTF-8, written chunk by chunk into one buffer (no joined string on the way). */
+  /** Written chunk by chunk into one buffer, no joined string. */
   toBuffer(): Buffer {
     if (this.#part) {
       this.#flush();

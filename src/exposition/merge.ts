@@ -1,6 +1,7 @@
 /**
- * Combining the upstream's families (E7, "E7 notes") with
- * the exporter's own, so one `/metrics` serves both without two families claiming a name.
+ * Combining the upstream's families (E7) with the exporter's own and with each other, so one
+ * `/metrics` serves all without two families claiming a name. Ours win, the earlier source wins;
+ * a loser is dropped whole. Design: docs/design/exposition-merge.md ("Merging").
  */
 import { InvalidArgumentError } from '../errors.js';
 import { familySampleNames } from './family.js';
@@ -8,16 +9,8 @@ import { isValidMetricName } from './lexical.js';
 import type { MetricFamily, MetricType } from './types.js';
 
 /**
- * Renames families and their samples to `prefix + name` (labels, values and help unchanged), so
- * upstream metrics sit in the exporter's namespace: `prefixFamilies(f, 'analytics_')` turns
- * `userlogin_event_count` into `analytics_userlogin_event_count`. The prefix includes its own
- * separator. Histogram and summary structure survives because every owned name gets the same
- * prefix. The input is not modified.
- *
- * @param prefix must match `[a-zA-Z_:][a-zA-Z0-9_:]*` (so the result is a valid name).
- * @returns new family and sample objects.
- * @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) when `prefix` is empty or not a valid
- *   metric-name start.
+ * Renames families and samples to `prefix + name`; the input is not modified.
+ * @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a prefix not `[a-zA-Z_:][a-zA-Z0-9_:]*`.
  */
 export function prefixFamilies(families: readonly MetricFamily[], prefix: string): MetricFamily[] {
   if (typeof prefix !== 'string' || !isValidMetricName(prefix)) {
@@ -30,12 +23,6 @@ export function prefixFamilies(families: readonly MetricFamily[], prefix: string
   }));
 }
 
-/**
- * Every name a family of ours reserves in either output format: its own name, the names its
- * type owns (`x_bucket`, `x_sum`, `x_count` of histogram `x`), its sample names, and the names
- * OpenMetrics derives (`y` and `y_created` of counter `y_total`; `x_created` of histogram or
- * summary `x`).
- */
 function reservedNames(family: MetricFamily): string[] {
   return reservedNamesOf(
     family.name,
@@ -44,10 +31,7 @@ function reservedNames(family: MetricFamily): string[] {
   );
 }
 
-/**
- * The names a family reserves (see {@link mergeFamilies}), from its name, its type and the names
- * of its samples (repeats allowed), for a caller that keeps those instead of the samples.
- */
+/** The names a family reserves in either format: its own, its type's, its samples', OpenMetrics' derived ones. */
 export function reservedNamesOf(name: string, type: MetricType, sampleNames: Iterable<string>): string[] {
   const names = familySampleNames(name, type);
   for (const sampleName of sampleNames) names.push(sampleName);
@@ -59,40 +43,19 @@ export function reservedNamesOf(name: string, type: MetricType, sampleNames: Ite
   return names;
 }
 
-/**
- * Whether Prometheus writes series of this name itself, so that an upstream's sample of it
- * would pass for Prometheus's own once scraped: `up` and `scrape_*` (the scrape loop's series per
- * target) and `ALERTS*` (`ALERTS`, `ALERTS_FOR_STATE`: the rule evaluator's). An upstream `up 0`
- * served as `up{source="default"} 0` reads as a failed target and trips `up == 0` alerts. Case
- * matters, as in every metric name: `alerts_event_count` is not reserved. Never throws.
- */
+/** Whether Prometheus writes this name itself (`up`, `scrape_*`, `ALERTS*`; case matters). Never throws. */
 export function isPrometheusReservedName(name: string): boolean {
   return name === 'up' || name.startsWith('scrape_') || name.startsWith('ALERTS');
 }
 
-/**
- * Whether an upstream family that reserves `names` (see {@link reservedNamesOf}) must be dropped:
- * one of them is reserved by our families (`ours`, from {@link reservedNameSet}) or by Prometheus
- * ({@link isPrometheusReservedName}). Never throws.
- */
+/** Whether an upstream family reserving `names` must be dropped: ours or Prometheus's take one. Never throws. */
 export function collidesWithReserved(names: readonly string[], ours: ReadonlySet<string>): boolean {
   return names.some((name) => ours.has(name) || isPrometheusReservedName(name));
 }
 
 /**
- * Puts our own families first and the upstream's after them, dropping every upstream family
- * that would collide with one of ours: one for which any name it reserves (see above: its name,
- * the names its type owns, its sample names, and the names OpenMetrics derives from it) equals a
- * name ours reserve (e.g. our histogram `x` reserves `x`, `x_bucket`, `x_sum`, `x_count`,
- * `x_created`; our counter `y_total` reserves `y_total`, `y`, `y_created`), or is one Prometheus
- * writes itself ({@link isPrometheusReservedName}: `up`, `scrape_*`, `ALERTS*`). A colliding family
- * is dropped whole, never merged, so a scrape never mixes our series with the upstream's under
- * one name; and since neither side can claim a name the other reserves, the two lists can be
- * serialised apart and their outputs concatenated. Collisions among upstream families, or among
- * ours, are left to the serializers' normalisation.
- *
- * @returns the combined list (same family objects) and the names of the dropped upstream
- *   families, in upstream order. Never throws.
+ * Ours first, then the upstream families {@link collidesWithReserved} lets through (so the two lists
+ * serialise apart); returns the same objects and the dropped names. Never throws.
  */
 export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly MetricFamily[]): { families: MetricFamily[]; dropped: string[] } {
   const ours = reservedNameSet(own);
@@ -105,10 +68,7 @@ export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly M
   return { families, dropped };
 }
 
-/**
- * Every name `families` reserve (see {@link mergeFamilies}): an upstream family is dropped when
- * {@link reservedNamesOf} it has one of them. Never throws.
- */
+/** Every name `families` reserve ({@link reservedNamesOf}). Never throws. */
 export function reservedNameSet(families: readonly MetricFamily[]): Set<string> {
   const names = new Set<string>();
   for (const family of families) for (const name of reservedNames(family)) names.add(name);
@@ -116,15 +76,8 @@ export function reservedNameSet(families: readonly MetricFamily[]): Set<string> 
 }
 
 /**
- * Adds a target's labels to every sample, first, the way Prometheus attaches target labels with
- * `honor_labels: false`: a sample label that has the name of a target label is kept as
- * `exported_<name>` (prefixed again while that name is taken too). `addTargetLabels(f,
- * [['source', 'prod']])` turns `x{source="web"} 1` into `x{source="prod",exported_source="web"} 1`.
- * The input is not modified; with no target labels it is returned as is.
- *
- * @param targetLabels label pairs with valid, distinct names (not `le` or `quantile`, which
- *   histograms and summaries own).
- * @returns new family and sample objects (the same list when `targetLabels` is empty). Never throws.
+ * Adds `targetLabels` (distinct valid names, not `le`/`quantile`) first to every sample, as Prometheus
+ * with `honor_labels: false`: `x{source="web"}` becomes `x{source="prod",exported_source="web"}`. Never throws.
  */
 export function addTargetLabels(families: readonly MetricFamily[], targetLabels: ReadonlyArray<readonly [string, string]>): readonly MetricFamily[] {
   if (targetLabels.length === 0) return families;
@@ -132,15 +85,7 @@ export function addTargetLabels(families: readonly MetricFamily[], targetLabels:
   return families.map((family) => ({ ...family, samples: family.samples.map((sample) => ({ ...sample, labels: rename(sample.labels) })) }));
 }
 
-/**
- * {@link addTargetLabels} and {@link prefixFamilies} of one family that its caller owns (a
- * parser's result), done in place: no second sample object per sample, which at 100,000 samples
- * is several MB more for the collector. Same rules and validity as those two.
- *
- * @param prefix as in prefixFamilies, or undefined for none.
- * @returns `family`, renamed and labelled.
- * @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) when `prefix` is not a valid metric-name start.
- */
+/** {@link prefixFamilies} and {@link addTargetLabels} in place, on a family the caller owns; throws as the former. */
 export function relabelInPlace(family: MetricFamily, prefix: string | undefined, targetLabels: ReadonlyArray<readonly [string, string]>): MetricFamily {
   if (prefix !== undefined) {
     if (typeof prefix !== 'string' || !isValidMetricName(prefix)) {
@@ -156,12 +101,9 @@ export function relabelInPlace(family: MetricFamily, prefix: string | undefined,
   return family;
 }
 
-/** A sample's labels with the target's first and its own clashing ones renamed `exported_<name>` (see addTargetLabels). */
 function targetLabeller(targetLabels: ReadonlyArray<readonly [string, string]>): (labels: ReadonlyArray<[string, string]>) => Array<[string, string]> {
   const targetNames = new Set(targetLabels.map(([name]) => name));
-  // Label pairs are never mutated once made (serializers sort arrays, not pairs), so every sample
-  // shares the target pairs and keeps its own pairs that need no renaming: at 100,000 upstream
-  // samples a copy of every pair would hold tens of MiB more for as long as the read is cached.
+  // Pairs are never mutated once made, so samples share them: copies would cost tens of MiB.
   const target = targetLabels.map(([name, value]): [string, string] => [name, value]);
   return (labels) => {
     const out = [...target];
@@ -175,27 +117,18 @@ function targetLabeller(targetLabels: ReadonlyArray<readonly [string, string]>):
   };
 }
 
-/** One source's families, for {@link mergeSources}. */
 export interface SourceFamilies {
   source: string;
   families: readonly MetricFamily[];
 }
 
 /**
- * Joins several sources' families (each already labelled apart, e.g. by `source`) into one list
- * with one family per name, so one exposition carries one `# HELP`/`# TYPE` per family: samples
- * of a family that several sources send are appended in source order; the help text is the
- * first source's. A conflict is resolved as {@link mergeFamilies} resolves one with our own
- * families, the earlier claimant keeping the name: a later source's family is dropped whole
- * when its type differs from the kept family of that name, or when a name it reserves is
- * reserved by a kept family of another name (untyped `x_bucket` after histogram `x`).
- *
- * @returns the merged families (new family objects, the same sample objects), in order of first
- *   appearance, and the dropped families by source, in input order. Never throws.
+ * One family per name from sources' families (labelled apart): samples in source order, the first help; a
+ * later family whose type differs or whose reserved name is kept elsewhere is dropped whole. Never throws.
  */
 export function mergeSources(parts: readonly SourceFamilies[]): { families: MetricFamily[]; dropped: Array<{ source: string; family: string }> } {
   const byName = new Map<string, MetricFamily>();
-  /** Reserved name → the kept family that reserves it. */
+  /** Reserved name → kept family. */
   const owner = new Map<string, string>();
   const dropped: Array<{ source: string; family: string }> = [];
   for (const { source, families } of parts) {

@@ -1,6 +1,4 @@
-/**
- * Content negotiation for `/metrics`: which of the two formats an `Accept` header gets.
- */
+/** Content negotiation for `/metrics`: which of the two formats an `Accept` header gets. */
 
 /** q of an Accept media range; NaN for a malformed one. */
 function parseQ(text: string): number {
@@ -8,15 +6,8 @@ function parseQ(text: string): number {
 }
 
 /**
- * Picks the format for an `Accept` header: OpenMetrics only when the header gives
- * `application/openmetrics-text` (version 1.x or 0.0.1, which Prometheus parses alike, or no
- * version) a higher q than `text/plain` (any version). The most specific range decides each
- * type's q: the exact type, else `application/*` or `text/*`, else the full wildcard. Ranges
- * with a malformed q are ignored. Prometheus 2 sends
- * `application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5`
- * and the full wildcard at q=0.1, and gets OpenMetrics; no header, or only the wildcard, gets text.
- *
- * @returns `'openmetrics'` or `'text'`. Never throws.
+ * OpenMetrics only when `application/openmetrics-text` (1.x, 0.0.1 or no version) gets a higher q
+ * than `text/plain`, each type's q from its most specific range; malformed q ignored. Never throws.
  */
 export function negotiateFormat(acceptHeader: string | undefined): 'text' | 'openmetrics' {
   if (acceptHeader === undefined || acceptHeader === '') return 'text';

@@ -1,12 +1,9 @@
-/**
- * Normalising a family list built elsewhere (a merge, a rename, a hand-built list) by the rules
- * the parser applies, so that it serializes to a valid exposition.
- */
+/** The parser's rules over a family list built elsewhere, so that it serializes to a valid exposition. */
 import { FamilySet, TYPES_BY_NAME, normalizeHelp } from './family.js';
 import { isValidLabelName, isValidMetricName } from './lexical.js';
 import type { FamilyProblem, InvalidReason, MetricFamily, Sample } from './types.js';
 
-/** Names {@link sampleProblem} found valid, so that one name on 100,000 samples is checked once. */
+/** Names found valid, so one name on 100,000 samples is checked once. */
 class NameCache {
   readonly #valid = new Set<string>();
   readonly #check: (name: string) => boolean;
@@ -18,7 +15,6 @@ class NameCache {
   ok(name: string): boolean {
     if (this.#valid.has(name)) return true;
     if (!this.#check(name)) return false;
-    // Bounded, so hostile input cannot grow it without limit.
     if (this.#valid.size < 10_000) this.#valid.add(name);
     return true;
   }
@@ -29,7 +25,6 @@ function sampleProblem(sample: unknown, metricNames: NameCache, labelNames: Name
   const { name, labels, value, timestampMs } = sample as Partial<Sample>;
   if (typeof name !== 'string' || !metricNames.ok(name)) return 'bad_metric_name';
   if (!Array.isArray(labels)) return 'bad_syntax';
-  // A set only for long label lists: this runs for every sample of every scrape.
   const names = labels.length > 8 ? new Set<string>() : undefined;
   for (let i = 0; i < labels.length; i++) {
     const pair: unknown = labels[i];
@@ -51,18 +46,8 @@ function sampleProblem(sample: unknown, metricNames: NameCache, labelNames: Name
 }
 
 /**
- * Applies the parser's rules to a family list that did not come straight from
- * {@link parseExposition} (a merge, a rename, a hand-built list), so that it serializes to a
- * valid exposition: names and labels valid, samples that fit their family, each series once,
- * no two families owning the same sample name. Both serializers call it; it is exported so
- * callers can count what they would lose.
- *
- * Families stay in order. A family whose name or owned names are taken by an earlier one is left
- * out whole; so is one with a bad name or type. Of the others, bad samples are left out. A help
- * text loses leading blanks and trailing CRs, and is dropped when it contains NUL or is empty.
- * Kept sample objects are reused, not copied. The input is not modified.
- *
- * @returns the clean families and what was left out, in input order. Never throws.
+ * The parser's rules over a list not from {@link parseExposition}: a family with a bad or taken name is left out
+ * whole, a bad sample alone; samples reused, input unmodified. Returns what was left out too. Never throws.
  */
 export function normalizeFamilies(families: readonly MetricFamily[]): { families: MetricFamily[]; problems: FamilyProblem[] } {
   const set = new FamilySet();

@@ -1,18 +1,11 @@
-/**
- * Numbers of the Prometheus text format: sample values, `le` and `quantile` bounds as Go's
- * `strconv.ParseFloat` reads them (what Prometheus uses), and timestamps as Prometheus's lexer
- * reads them.
- */
+/** Numbers of the text format: floats as Go's `strconv.ParseFloat` reads them, timestamps as promlex does. */
 import { DOT, MINUS, PLUS, UNDERSCORE, isDigit } from './lexical.js';
 
 /**
- * Reads a float the way Go's `strconv.ParseFloat(s, 64)` does, since that is what Prometheus
- * uses for sample values, `le` and `quantile`: decimal with optional exponent (`1`, `-1.5e-3`,
- * `.5`, `5.`), hexadecimal with a binary exponent (`0x1.8p3`), underscores between digits
- * (`1_000`), and case-insensitive `NaN`, `Inf`, `Infinity` (the last two with an optional sign).
+ * Go's `strconv.ParseFloat(s, 64)`, what Prometheus reads values, `le` and `quantile` with:
+ * decimal, hex with a binary exponent (`0x1.8p3`), `1_000`, `NaN`, `[+-]Inf`, `[+-]Infinity`.
  *
- * @returns the number, or `undefined` when Go would return an error: bad syntax, or a finite
- *   literal that rounds to ±Inf (Go's `ErrRange`). Literals that round to zero are fine, as in Go.
+ * @returns undefined where Go errs: bad syntax, or a finite literal rounding to ±Inf (`ErrRange`).
  */
 export function parseGoFloat(s: string): number | undefined {
   const n = s.length;
@@ -50,12 +43,11 @@ export function parseGoFloat(s: string): number | undefined {
   const underscores = s.includes('_');
   if (underscores && !underscoreOK(s)) return undefined;
   const value = Number(underscores ? s.replaceAll('_', '') : s);
-  // Every string that got here is a JavaScript decimal literal too, so NaN cannot happen; an
-  // infinite result is an overflow, which Go reports as ErrRange.
+  // Infinite here is an overflow: Go's ErrRange.
   return Number.isFinite(value) ? value : undefined;
 }
 
-/** Skips `[+-]?[0-9][0-9_]*` from `i`; returns the index after it, or -1 when there is no digit. */
+/** The index after `[+-]?[0-9][0-9_]*` from `i`, or -1 without a digit. */
 function skipExponent(s: string, i: number): number {
   const n = s.length;
   if (i < n && (s.charCodeAt(i) === PLUS || s.charCodeAt(i) === MINUS)) i++;
@@ -101,7 +93,7 @@ function isHexDigit(c: number): boolean {
   return isDigit(c) || (lower >= 0x61 && lower <= 0x66);
 }
 
-/** Go's hexadecimal float: `0x` mantissa (hex digits, one optional dot), then a required `p` exponent. */
+/** Go's hex float: mantissa with one optional dot, then a required `p` exponent. */
 function parseHexFloat(s: string, start: number, negative: boolean): number | undefined {
   const n = s.length;
   let fractionDigits = 0;
@@ -141,10 +133,7 @@ function parseHexFloat(s: string, start: number, negative: boolean): number | un
   return negative ? -value : value;
 }
 
-/**
- * The float64 nearest to `0x<digits> × 2^exponent` (ties to even), or `undefined` when it
- * overflows. Rounds once, at the precision the result has (53 bits, fewer when subnormal).
- */
+/** The float64 nearest `0x<digits> × 2^exponent`, rounded once (ties to even); undefined on overflow. */
 function scaleBinary(digits: string, exponent: number): number | undefined {
   if (digits.length === 0) return 0;
   const bits = (digits.length - 1) * 4 + (32 - Math.clz32(parseInt(digits[0]!, 16)));
@@ -163,8 +152,7 @@ function scaleBinary(digits: string, exponent: number): number | undefined {
     mantissa = kept;
     scale += drop;
   }
-  // Number(mantissa) is exact (at most 2^53) and every step below is a multiplication by a power
-  // of two whose result is still representable, so no second rounding happens.
+  // Exact from here on: powers of two on a 53-bit mantissa, no second rounding.
   let value = Number(mantissa);
   while (scale > 1023) {
     value *= 2 ** 1023;
@@ -178,20 +166,14 @@ function scaleBinary(digits: string, exponent: number): number | undefined {
   return Number.isFinite(value) ? value : undefined;
 }
 
-/**
- * Reads a timestamp: decimal digits only, at most 2^53 − 1 (milliseconds since the epoch).
- *
- * The text format calls the timestamp an int64, but Prometheus's own lexer accepts only
- * `[0-9]+` there: a sign, even `+`, fails the whole scrape. Such lines are therefore dropped
- * (`bad_timestamp`) rather than served.
- */
+/** Milliseconds: digits only (promlex fails a scrape on a sign), at most 2^53 − 1. */
 export function parseTimestamp(s: string): number | undefined {
   for (let i = 0; i < s.length; i++) if (!isDigit(s.charCodeAt(i))) return undefined;
   const value = Number(s);
   return s.length > 0 && Number.isSafeInteger(value) ? value : undefined;
 }
 
-/** The value of `text[start, end)` when it is 1 to 15 decimal digits (so exact), else undefined: counts without a string. */
+/** `text[start, end)` as 1 to 15 digits (exact), without making a string; else undefined. */
 export function digitsValue(text: string, start: number, end: number): number | undefined {
   if (start === end) return undefined;
   let value = 0;

@@ -1,35 +1,27 @@
 /**
- * OpenMetrics 1.0.0's rules for histograms and summaries: a family's samples grouped into
- * MetricPoints, checked, ordered, and their `le` and `quantile` written as canonical numbers.
- * What breaks a rule is answered with undefined, for the writer to serve the family as `unknown`.
+ * OpenMetrics' rules for histograms and summaries: samples grouped into MetricPoints, checked,
+ * ordered, `le`/`quantile` canonical. Undefined where a rule breaks: the family is then `unknown`.
  */
 import { labelSetKey } from './family.js';
 import { parseGoFloat } from './number.js';
 import type { MetricFamily, Sample } from './types.js';
 
-/**
- * A float as OpenMetrics wants `le` and `quantile` label values ("Canonical Numbers"): Go's
- * `strconv.FormatFloat(v, 'g', -1, 64)`, with `.0` appended when that has neither a point nor an
- * exponent: `0.0`, `0.001`, `1.0`, `100000.0`, `1e+06`, `1e-05`, `+Inf`.
- */
+/** OpenMetrics' canonical number: Go's `FormatFloat(v, 'g', -1, 64)`, `.0` added (`1.0`, `1e+06`). */
 export function canonicalFloat(value: number): string {
   if (value !== value) return 'NaN';
   if (value === Infinity) return '+Inf';
   if (value === -Infinity) return '-Inf';
   if (value === 0) return 1 / value < 0 ? '-0.0' : '0.0';
   const magnitude = Math.abs(value);
-  // In [1e-4, 1e6) Go's %g writes fixed notation with the shortest digits, which is what
-  // JavaScript's String() writes there too: no need for the digit surgery below.
+  // In [1e-4, 1e6) Go's %g and String() agree.
   if (magnitude >= 1e-4 && magnitude < 1e6) {
     const fixed = String(value);
     return fixed.includes('.') ? fixed : `${fixed}.0`;
   }
   const sign = value < 0 ? '-' : '';
-  // toExponential() without an argument gives the shortest digits that round-trip, like Go's -1 precision.
   const [mantissa = '', exponentText = '0'] = Math.abs(value).toExponential().split('e');
   const digits = mantissa.replace('.', '');
   const exponent = Number(exponentText);
-  // %g with shortest precision switches to exponent form below 1e-4 and from 1e+6 (Go's eprec = 6).
   if (exponent < -4 || exponent >= 6) {
     const abs = Math.abs(exponent);
     return `${sign}${mantissa}e${exponent < 0 ? '-' : '+'}${abs < 10 ? '0' : ''}${abs}`;
@@ -47,7 +39,6 @@ function labelValueOf(sample: Sample, name: string): string | undefined {
   return undefined;
 }
 
-/** The sample with label `name` set to `value` (same object when it already is). */
 function withLabel(sample: Sample, name: string, value: string): Sample {
   if (labelValueOf(sample, name) === value) return sample;
   return { ...sample, labels: sample.labels.map(([n, v]): [string, string] => (n === name ? [n, value] : [n, v])) };
@@ -55,17 +46,13 @@ function withLabel(sample: Sample, name: string, value: string): Sample {
 
 interface Point {
   timestampMs: number | undefined;
-  /** Buckets (`le`) or quantiles (`quantile`) with their threshold. */
+  /** Buckets or quantiles. */
   parts: Array<{ bound: number; sample: Sample }>;
   count?: Sample;
   sum?: Sample;
 }
 
-/**
- * Groups a histogram's or summary's samples into MetricPoints (one per label set without
- * `le`/`quantile`), in order of first appearance. Undefined when two samples of one point carry
- * different timestamps, which OpenMetrics cannot express as one point.
- */
+/** MetricPoints in order of first appearance; undefined when a point's samples differ in timestamp. */
 function points(family: MetricFamily, samples: readonly Sample[], boundLabel: 'le' | 'quantile'): Point[] | undefined {
   const byMetric = new Map<string, Point>();
   for (const sample of samples) {
@@ -80,19 +67,12 @@ function points(family: MetricFamily, samples: readonly Sample[], boundLabel: 'l
     const suffix = sample.name.slice(family.name.length);
     if (suffix === '_count') point.count = sample;
     else if (suffix === '_sum') point.sum = sample;
-    // normalizeFamilies guarantees a float bound on every bucket and quantile sample.
     else point.parts.push({ bound: parseGoFloat(labelValueOf(sample, boundLabel) ?? '') ?? NaN, sample });
   }
   return [...byMetric.values()];
 }
 
-/**
- * The histogram's samples in OpenMetrics order (per point: buckets by increasing `le`, `_count`,
- * `_sum`) with canonical `le`, or undefined when a point breaks OpenMetrics' histogram rules:
- * at least one bucket and one `+Inf` bucket, unique non-NaN thresholds, cumulative non-negative
- * integer bucket values, `_count` present exactly when `_sum` is and equal to the `+Inf` bucket,
- * a sum that is not NaN or negative and absent when a threshold is negative.
- */
+/** Per point: buckets by `le`, `_count`, `_sum`; undefined when a point breaks a histogram rule. */
 export function histogramSamples(family: MetricFamily, samples: readonly Sample[]): Sample[] | undefined {
   const grouped = points(family, samples, 'le');
   if (grouped === undefined) return undefined;
@@ -119,12 +99,7 @@ export function histogramSamples(family: MetricFamily, samples: readonly Sample[
   return out;
 }
 
-/**
- * The summary's samples in OpenMetrics order (per point: quantiles, `_count`, `_sum`) with
- * canonical `quantile`, or undefined when a point breaks OpenMetrics' summary rules: quantiles
- * unique and within [0, 1], quantile values not negative, `_count` a non-negative integer, `_sum`
- * neither NaN nor negative.
- */
+/** Per point: quantiles, `_count`, `_sum`; undefined when a point breaks a summary rule. */
 export function summarySamples(family: MetricFamily, samples: readonly Sample[]): Sample[] | undefined {
   const grouped = points(family, samples, 'quantile');
   if (grouped === undefined) return undefined;

@@ -13,12 +13,11 @@ import { normalizeFamilies } from './normalize.js';
 import { histogramSamples, summarySamples } from './openmetrics-points.js';
 import type { MetricFamily, MetricType, Sample } from './types.js';
 
-/** Content type of {@link serializeOpenMetrics}'s output. */
 export const OPENMETRICS_CONTENT_TYPE = 'application/openmetrics-text; version=1.0.0; charset=utf-8';
 
 export type OpenMetricsType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'unknown';
 
-/** Milliseconds since the epoch as OpenMetrics' seconds, exactly: 1500 → `1.5`, 7 → `0.007`. */
+/** Exact seconds: 1500 → `1.5`, 7 → `0.007`. */
 function formatSeconds(ms: number): string {
   const sign = ms < 0 ? '-' : '';
   const abs = Math.abs(ms);
@@ -28,7 +27,7 @@ function formatSeconds(ms: number): string {
   return `${sign}${whole}.${String(fraction).padStart(3, '0').replace(/0+$/, '')}`;
 }
 
-/** The metadata lines OpenMetrics writes before a family's samples: `# TYPE`, then `# HELP` when there is help. */
+/** `# TYPE`, then `# HELP` when there is help. */
 export function openMetricsHeader(name: string, type: OpenMetricsType, help: string | undefined): string {
   return `# TYPE ${name} ${type}\n${help === undefined ? '' : `# HELP ${name} ${escapeQuoted(help)}\n`}`;
 }
@@ -41,7 +40,7 @@ function block(out: Lines, name: string, type: OpenMetricsType, help: string | u
   }
 }
 
-/** A family OpenMetrics cannot type, as `unknown` families, one per sample name. */
+/** A family OpenMetrics cannot type: one `unknown` block per sample name. */
 function unknownBlocks(out: Lines, family: MetricFamily, samples: readonly Sample[]): void {
   if (samples.length === 0) return block(out, family.name, 'unknown', family.help, []);
   const byName = new Map<string, Sample[]>();
@@ -58,29 +57,8 @@ function startsWithUnderscore(name: string): boolean {
 }
 
 /**
- * Writes OpenMetrics 1.0.0 text: per family `# TYPE`, `# HELP` (when there is help; escapes
- * `\`, `"`, LF), then its samples; `# EOF` at the end unless `eof` is false (for a caller that
- * appends more families and writes `# EOF` itself). Values as {@link formatValue}, timestamps
- * in seconds (exact decimals of the milliseconds).
- *
- * Types map as follows, and wherever OpenMetrics' stricter rules would be broken the family is
- * written as `unknown` instead (one `unknown` family per sample name, so every sample is still
- * served under the same series name as in the text format):
- * - `untyped` → `unknown`; `gauge` → `gauge`.
- * - `counter` → `counter` named without `_total` (`# TYPE foo counter`, samples `foo_total`),
- *   when the family name ends in `_total` and no value is NaN or negative; a sloppy counter
- *   (`foo` without `_total`, or a negative value) becomes `unknown`.
- * - `histogram` and `summary` keep their type when every point is valid OpenMetrics; their
- *   samples are then grouped per point, buckets sorted by `le`, and `le`/`quantile` written as
- *   canonical numbers ({@link canonicalFloat}).
- * - A typed family whose OpenMetrics-only names (`foo` and `foo_created` for counter
- *   `foo_total`, `x_created` for histogram or summary `x`) another family already uses is
- *   written as `unknown` too, so no two families can claim one sample name.
- *
- * Names starting with `_` are reserved in OpenMetrics: such families, and samples with such a
- * label name, are left out here (the text format keeps them).
- *
- * @returns the body for {@link OPENMETRICS_CONTENT_TYPE}. Never throws.
+ * OpenMetrics 1.0.0, typed where its rules allow, else `unknown` one block per sample name; `_` names left
+ * out; `# EOF` unless `eof` is false. Mapping: docs/design/exposition-merge.md ("OpenMetrics"). Never throws.
  */
 export function serializeOpenMetrics(families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean } = {}): string {
   const out = new Lines();
@@ -88,7 +66,7 @@ export function serializeOpenMetrics(families: readonly MetricFamily[], options:
   return out.toString();
 }
 
-/** {@link serializeOpenMetrics} as UTF-8 bytes, without the whole text as a string on the way (for large outputs). */
+/** {@link serializeOpenMetrics} as UTF-8, never held as one string. */
 export function serializeOpenMetricsBuffer(families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean } = {}): Buffer {
   const out = new Lines();
   writeOpenMetrics(out, families, options);
@@ -96,14 +74,8 @@ export function serializeOpenMetricsBuffer(families: readonly MetricFamily[], op
 }
 
 /**
- * One family of an exposition in OpenMetrics, as {@link serializeOpenMetricsBuffer} writes it
- * among the others, for a caller that keeps each family's bytes apart (the exporter's own part,
- * src/metrics/own-part.ts). `family` must be normalized as part of the whole list (see
- * {@link normalizeFamilies}); `claim` is the exposition's (see {@link openMetricsClaims}), asked
- * at most once.
- *
- * @returns the family's bytes, and the names it asked `claim` for (undefined: it asked nothing)
- *   with the answer: the same family, given the same answer, writes the same bytes. Never throws.
+ * One family's bytes as {@link serializeOpenMetricsBuffer} writes it among the others, and what it asked
+ * `claim` (at most once) with the answer: the same answer gives the same bytes. Never throws.
  */
 export function serializeOpenMetricsFamily(
   family: MetricFamily,
@@ -128,11 +100,8 @@ function writeOpenMetrics(out: Lines, families: readonly MetricFamily[], options
 }
 
 /**
- * Takes the OpenMetrics-only names of a typed family (`foo` and `foo_created` of counter
- * `foo_total`, `x_created` of histogram or summary `x`) when no family of `types` (every family
- * of the exposition, by name) owns them and no earlier typed family took them.
- *
- * @returns a function answering whether it took the names (and then they are taken). Never throws.
+ * The exposition's claims on OpenMetrics-only names (`foo`, `foo_created` of `foo_total`;
+ * `x_created`): granted when no family of `types` owns them and no earlier claim took them.
  */
 export function openMetricsClaims(types: ReadonlyMap<string, MetricType>): (names: string[]) => boolean {
   const typeOf = (name: string): MetricType | undefined => types.get(name);
@@ -144,24 +113,17 @@ export function openMetricsClaims(types: ReadonlyMap<string, MetricType>): (name
   };
 }
 
-/**
- * How {@link writeOpenMetricsFamily} wrote a family: `skipped` (a name starting with `_`),
- * `typed` (one block of its own type: gauge, counter, histogram, summary), `unknown` (one
- * `unknown` block for an untyped family or a counter that could not be typed; `unknownBlocks`
- * for a histogram or summary that could not: one block per sample name).
- */
+/** How a family was written: `unknownBlocks` is one block per sample name, `skipped` a `_` name. */
 export interface OpenMetricsForm {
   form: 'skipped' | 'typed' | 'unknown' | 'unknownBlocks';
-  /** A counter's samples (those written) are all ≥ 0; a histogram's or summary's points are all valid OpenMetrics. */
+  /** A counter's values ≥ 0; a histogram's or summary's points valid OpenMetrics. */
   valid: boolean;
 }
 
 /**
- * For a family whose OpenMetrics sample lines are its text format sample lines byte for byte (a
- * gauge, counter or untyped family, named without a leading `_`, no sample with a timestamp or
- * a label name starting with `_`; E7 sends such families): the metadata lines
- * {@link writeOpenMetricsFamily} would write before them, and how, taking the names it would
- * claim. Undefined for any other family, and nothing is claimed.
+ * For a family whose OpenMetrics sample lines are its text lines byte for byte (gauge, counter or
+ * untyped; no timestamp, no `_` names: what E7 sends), the header {@link writeOpenMetricsFamily}
+ * would write, its claims taken. Undefined, nothing claimed, for any other family.
  */
 export function openMetricsHeaderOfPlain(family: MetricFamily, claim: (names: string[]) => boolean): { header: string; form: OpenMetricsForm } | undefined {
   const { name, type, help, samples } = family;
@@ -176,20 +138,13 @@ export function openMetricsHeaderOfPlain(family: MetricFamily, claim: (names: st
   return { header: openMetricsHeader(counter.name, counter.type, help), form: { form: counter.type === 'counter' ? 'typed' : 'unknown', valid } };
 }
 
-/**
- * How OpenMetrics writes counter family `name`: as counter `foo` for `foo_total` when the name
- * ends in `_total`, `valid` (every value written ≥ 0) and `claim` takes `foo` and `foo_created`;
- * otherwise as `unknown` under its own name (`claim` is then not asked when it need not be).
- */
+/** Counter `foo` for `foo_total` when valid and `claim` grants `foo`, `foo_created`; else `unknown`. */
 export function openMetricsCounter(name: string, valid: boolean, claim: (names: string[]) => boolean): { name: string; type: 'counter' | 'unknown' } {
   const base = name.endsWith('_total') && name.length > '_total'.length ? name.slice(0, -'_total'.length) : undefined;
   return base !== undefined && valid && claim([base, `${base}_created`]) ? { name: base, type: 'counter' } : { name, type: 'unknown' };
 }
 
-/**
- * One family of {@link serializeOpenMetrics}, with `claim` shared by every family of the exposition
- * (see {@link openMetricsClaims}). A single block's samples start at `out.bodyAt`.
- */
+/** One family, `claim` shared by the exposition; a single block's samples start at `out.bodyAt`. */
 export function writeOpenMetricsFamily(out: Lines, family: MetricFamily, claim: (names: string[]) => boolean): OpenMetricsForm {
   if (startsWithUnderscore(family.name)) return { form: 'skipped', valid: true };
   const samples = family.samples.some((s) => s.labels.some(([n]) => startsWithUnderscore(n)))

@@ -1,8 +1,7 @@
 /**
- * A serialised part of an exposition that remembers where each family lies in it, so that
- * several sources' parts can be merged into one exposition (one `# HELP`/`# TYPE` per family) from
- * their bytes, without keeping the sources' parsed samples (E7: 100,000 samples, parsed and
- * labelled, hold about 54 MB of heap, against 10 MB of text per format).
+ * A serialised part of an exposition that remembers where each family lies, so sources' parts merge
+ * from their bytes without keeping parsed samples (100,000 E7 samples: 54 MB of heap, against 10 MB
+ * of text per format). Design: docs/design/exposition-merge.md ("Serialising once").
  */
 import { relabelInPlace, reservedNamesOf } from './merge.js';
 import { parseExposition } from './parse.js';
@@ -18,46 +17,38 @@ import {
 import { formatTargetLabels, writeTextFamily } from './text.js';
 import type { MetricFamily, MetricType } from './types.js';
 
-/** Where a family starts, where its first sample line starts (after the metadata lines), and where it ends: byte offsets. */
+/** Byte offsets: the family's start, its first sample line, its end. */
 export type Extent = readonly [start: number, body: number, end: number];
 
-/** One family of an {@link IndexedPart}: what merging needs of it besides its bytes. */
+/** What merging needs of one family of an {@link IndexedPart} besides its bytes. */
 export interface IndexedFamily {
   name: string;
   type: MetricType;
   help: string | undefined;
-  /** Its samples' distinct names. */
+  /** Distinct. */
   sampleNames: readonly string[];
   samples: number;
-  /** In the part's text. */
   text: Extent;
   /**
-   * Its OpenMetrics: `header` followed by its text sample lines, which are the same bytes (see
-   * openMetricsHeaderOfPlain: E7's families), or an extent in the part's own OpenMetrics bytes,
-   * where `body` is meaningful for a single block only (form `typed` or `unknown`).
+   * `header` + its text sample lines (the same bytes: openMetricsHeaderOfPlain), or an extent in
+   * {@link IndexedPart.ownOpenMetrics} whose `body` holds for a single block only.
    */
   openMetrics: { header: string } | { extent: Extent };
-  /** How the OpenMetrics serializer wrote it in this part. */
   om: OpenMetricsForm;
 }
 
-/** A list of families serialised in both formats, as {@link serializeTextBuffer} and {@link serializeOpenMetricsBuffer} (without `# EOF`) write it, with each family's place. */
+/** Families serialised in both formats, as the two serializers write them, with each family's place. */
 export interface IndexedPart {
-  /** Prometheus text 0.0.4. */
   readonly text: Buffer;
-  /**
-   * OpenMetrics 1.0.0 without `# EOF`, made on first use (a scraper that asks for text never
-   * needs it): until then only the families whose OpenMetrics samples differ from their text
-   * ones are kept.
-   */
+  /** Without `# EOF`; made on first use (a text scraper never needs it). */
   readonly openMetrics: Buffer;
   readonly samples: number;
   readonly families: readonly IndexedFamily[];
-  /** The OpenMetrics of the families whose {@link IndexedFamily.openMetrics} is an extent. */
+  /** The OpenMetrics of families whose own lines differ from their text ones. */
   readonly ownOpenMetrics: Buffer;
 }
 
-/** A family's OpenMetrics in `part`: whole, or (`bodyOnly`) without its metadata lines, for a single block. */
+/** A family's OpenMetrics in `part`, whole or (`bodyOnly`, single block) without metadata. */
 function openMetricsBytes(part: IndexedPart, family: IndexedFamily, bodyOnly: boolean): Buffer[] {
   const om = family.openMetrics;
   if ('header' in om) {
@@ -87,11 +78,8 @@ class Part implements IndexedPart {
 }
 
 /**
- * Serialises a normalized family list one family at a time, so that a caller can make each
- * family (rename, label) just before it is written and drop it just after: only one family's
- * samples need to exist at once besides the caller's own. The bytes equal
- * `serializeTextBuffer(all, { normalized: true })` and
- * `serializeOpenMetricsBuffer(all, { eof: false, normalized: true })` of the whole list.
+ * Serialises a normalized family list one family at a time (only one family's samples need exist),
+ * to the same bytes as both serializers give for the whole list (`normalized`, no `# EOF`).
  */
 export class PartWriter {
   readonly #text = new Lines(true);
@@ -100,20 +88,14 @@ export class PartWriter {
   readonly #families: IndexedFamily[] = [];
   #samples = 0;
 
-  /**
-   * @param types every family that will be added, name → type (OpenMetrics decides a family's
-   *   type by the names of all of them).
-   */
+  /** @param types name → type of every family to be added (OpenMetrics' claims need all). */
   constructor(types: ReadonlyMap<string, MetricType>) {
     this.#claim = openMetricsClaims(types);
   }
 
   /**
-   * Writes the next family (normalized, in the list's order), with `target`'s labels added to
-   * every sample as {@link addTargetLabels} adds them. Where that needs more than writing the
-   * same pairs first (a sample has a label of one of those names, or the family's OpenMetrics
-   * lines are not its text lines), the family's samples are relabelled in place, so the family
-   * must be the caller's to change. Never throws.
+   * Writes the next family with `target`'s labels added as {@link addTargetLabels} adds them; may
+   * relabel the family in place, so it must be the caller's to change. Never throws.
    */
   add(family: MetricFamily, target?: TargetLabels): void {
     let targetText: string | undefined;
@@ -156,25 +138,20 @@ export class PartWriter {
   }
 }
 
-/** Labels to add to every sample of a part (a source's), made once for {@link PartWriter.add}. */
+/** A source's labels for every sample of its part, made once. */
 export interface TargetLabels {
   readonly pairs: ReadonlyArray<readonly [string, string]>;
   readonly names: ReadonlySet<string>;
-  /** The pairs as the text format writes them, without braces. */
+  /** Without braces. */
   readonly text: string;
 }
 
-/** {@link TargetLabels} of label pairs with valid, distinct names (not `le` or `quantile`). Never throws. */
+/** @param pairs valid, distinct names, not `le` or `quantile`. Never throws. */
 export function targetLabels(pairs: ReadonlyArray<readonly [string, string]>): TargetLabels {
   return { pairs, names: new Set(pairs.map(([name]) => name)), text: formatTargetLabels(pairs) };
 }
 
-/**
- * Whether `target` can be added to `family` by writing its pairs first: no sample renames a label
- * to `exported_<name>`, and the family's OpenMetrics sample lines are its text lines (see
- * openMetricsHeaderOfPlain; a target label name starting with `_` would change which samples
- * OpenMetrics serves).
- */
+/** Whether writing `target`'s pairs first is enough: no `exported_` rename, OpenMetrics lines = text lines. */
 function labelsAsText(family: MetricFamily, target: TargetLabels): boolean {
   if (family.type === 'histogram' || family.type === 'summary' || family.name.startsWith('_')) return false;
   for (const name of target.names) if (name.startsWith('_')) return false;
@@ -185,7 +162,6 @@ function labelsAsText(family: MetricFamily, target: TargetLabels): boolean {
   return true;
 }
 
-/** One source's part, for {@link mergeParts}. */
 export interface SourcePart {
   source: string;
   part: IndexedPart;
@@ -197,24 +173,15 @@ interface Member {
 }
 
 /**
- * Joins several sources' parts (each labelled apart, e.g. by `source`) into one exposition in
- * both formats, exactly as serialising {@link mergeSources} of the sources' families would:
- * one family per name in order of first appearance, its samples in source order under the first
- * source's help; a later source's family is dropped whole when its type differs from the kept
- * family of that name, or when a name it reserves is reserved by a kept family of another name.
- * The text and, in the usual cases, the OpenMetrics are copied from the parts' bytes; a
- * histogram or summary whose OpenMetrics form in the merged exposition differs from its forms in
- * the parts is read back from its text and written again.
- *
- * @returns the merged bytes (OpenMetrics without `# EOF`), the sample count, and the dropped
- *   families by source, in input order. Never throws.
+ * Joins sources' parts into one exposition in both formats (OpenMetrics without `# EOF`), byte for byte what
+ * serialising {@link mergeSources} of their families gives, mostly by copying byte ranges. Never throws.
  */
 export function mergeParts(parts: readonly SourcePart[]): {
   part: { readonly text: Buffer; readonly openMetrics: Buffer; readonly samples: number };
   dropped: Array<{ source: string; family: string }>;
 } {
   const byName = new Map<string, Member[]>();
-  /** Reserved name → the kept family that reserves it. */
+  /** Reserved name → kept family. */
   const owner = new Map<string, string>();
   const dropped: Array<{ source: string; family: string }> = [];
   for (const { source, part } of parts) {
@@ -249,7 +216,6 @@ export function mergeParts(parts: readonly SourcePart[]): {
   const merged = {
     text: Buffer.concat(text),
     samples,
-    // Made on first use, as a part's own.
     get openMetrics(): Buffer {
       if (openMetrics === undefined) {
         const claim = openMetricsClaims(new Map([...byName].map(([name, members]) => [name, members[0]!.family.type])));
@@ -261,12 +227,11 @@ export function mergeParts(parts: readonly SourcePart[]): {
   return { part: merged, dropped };
 }
 
-/** Every member's OpenMetrics samples, one after the other. */
 function bodies(members: readonly Member[]): Buffer[] {
   return members.flatMap(({ part, family }) => openMetricsBytes(part, family, true));
 }
 
-/** A merged family's OpenMetrics, decided as writeOpenMetricsFamily decides it for the merged family (same claims, same order). */
+/** A merged family's OpenMetrics, as writeOpenMetricsFamily would decide it (same claims, same order). */
 function mergedOpenMetrics(members: readonly Member[], claim: (names: string[]) => boolean): Buffer[] {
   const { name, type, help, om } = members[0]!.family;
   // Skipping depends on the name only, so it is the same in every part.
@@ -276,7 +241,6 @@ function mergedOpenMetrics(members: readonly Member[], claim: (names: string[]) 
     case 'untyped':
       return [Buffer.from(openMetricsHeader(name, type === 'gauge' ? 'gauge' : 'unknown', help)), ...bodies(members)];
     case 'counter': {
-      // A counter's sample lines are the same whether it is typed or not; only its metadata differs.
       const counter = openMetricsCounter(
         name,
         members.every(({ family }) => family.om.valid),
@@ -286,8 +250,7 @@ function mergedOpenMetrics(members: readonly Member[], claim: (names: string[]) 
     }
     case 'histogram':
     case 'summary': {
-      // Points never span sources (each source's samples carry their own label), so the merged
-      // family is valid when every part's is, and its ordered samples are the parts' in order.
+      // Points never span sources, so the merged family is valid when every part's is.
       if (members.every(({ family }) => family.om.form === 'typed') && claim([`${name}_created`])) {
         return [Buffer.from(openMetricsHeader(name, type, help)), ...bodies(members)];
       }
@@ -295,8 +258,7 @@ function mergedOpenMetrics(members: readonly Member[], claim: (names: string[]) 
       if (only !== undefined && only.family.om.form === 'unknownBlocks' && !only.family.om.valid) {
         return openMetricsBytes(only.part, only.family, false);
       }
-      // Rare (a conflict of names between sources, or points invalid in OpenMetrics): read the
-      // family back from its text and let the serializer decide; a failed claim took nothing.
+      // Rare: read the family back from its text; a failed claim took nothing.
       const first = members[0]!;
       const source = Buffer.concat([
         first.part.text.subarray(first.family.text[0], first.family.text[1]),

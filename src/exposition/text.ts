@@ -10,28 +10,16 @@ import { Lines } from './lines.js';
 import { normalizeFamilies } from './normalize.js';
 import type { MetricFamily } from './types.js';
 
-/** Content type of {@link serializeText}'s output. */
 export const TEXT_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
-/**
- * Writes Prometheus text format 0.0.4: per family `# HELP` (when there is help), `# TYPE`
- * (always, `untyped` included), then its samples, families and samples in the given order, LF
- * line endings. Label values escape `\`, `"` and LF; help escapes `\` and LF; values as
- * {@link formatValue}; timestamps as integer milliseconds.
- *
- * The families first go through {@link normalizeFamilies}, which leaves out what would make the
- * text invalid (for a parser result nothing). `parseExposition(serializeText(f))` returns `f`
- * again for any normalized `f`.
- *
- * @returns the body for {@link TEXT_CONTENT_TYPE}; empty for no families. Never throws.
- */
+/** Text format 0.0.4, `# TYPE` always; `parseExposition(serializeText(f))` gives back a normalized `f`. Never throws. */
 export function serializeText(families: readonly MetricFamily[], options: SerializeOptions = {}): string {
   const out = new Lines();
   writeText(out, families, options);
   return out.toString();
 }
 
-/** {@link serializeText} as UTF-8 bytes, without the whole text as a string on the way (for large outputs). */
+/** {@link serializeText} as UTF-8, never held as one string. */
 export function serializeTextBuffer(families: readonly MetricFamily[], options: SerializeOptions = {}): Buffer {
   const out = new Lines();
   writeText(out, families, options);
@@ -43,10 +31,8 @@ function writeText(out: Lines, families: readonly MetricFamily[], options: Seria
 }
 
 /**
- * One family of {@link serializeText}: its metadata lines, then (from `out.bodyAt`) its samples.
- * With `targetLabels` (`a="x",b="y"`, escaped as label values are), every sample is written as if
- * those pairs came first in its labels: for a caller that has checked that no sample has a label
- * of one of those names (see addTargetLabels), and would otherwise make a new label list per sample.
+ * One family; its samples start at `out.bodyAt`. `targetLabels` (`a="x",b="y"`) are written first
+ * in every sample: the caller has checked no sample has a label of those names.
  */
 export function writeTextFamily(out: Lines, family: MetricFamily, targetLabels?: string): void {
   if (family.help !== undefined) out.push(`# HELP ${family.name} ${escapeTextHelp(family.help)}\n`);
@@ -57,7 +43,7 @@ export function writeTextFamily(out: Lines, family: MetricFamily, targetLabels?:
   }
 }
 
-/** Label pairs as {@link writeTextFamily}'s `targetLabels` wants them: `a="x",b="y"`. */
+/** `a="x",b="y"`, for {@link writeTextFamily}. */
 export function formatTargetLabels(pairs: ReadonlyArray<readonly [string, string]>): string {
   return formatLabels(pairs).slice(1, -1);
 }

@@ -1,10 +1,8 @@
 /**
- * Client of the analytics API: E6 `GET /analytics` (JSON pages) and E7
- * `GET /analytics/prometheus` (Prometheus text), with bearer tokens from E0.
- *
- * Every request is retried on transient faults (see {@link withRetries}); a 401 renews the
- * token and repeats the call once; every request asks for gzip (Accept-Encoding) and every body
- * is decoded (src/upstream/encoding.ts), then validated before anyone sees it.
+ * Client of the analytics API: E6 `GET /analytics` (JSON pages) and E7 `GET /analytics/prometheus`
+ * (Prometheus text), with tokens from E0. Requests wait on the budget and are retried; a 401 renews
+ * the token once; every body is decoded, then validated before anyone sees it. Design:
+ * docs/design/upstream-requests.md, docs/design/e6-pages.md.
  */
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
@@ -19,54 +17,40 @@ import { bodyError, createAgent, excerpt, mediaType, send, statusError, type Raw
 import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 import { MIN_CLIENT_SECRET_LENGTH, TokenClient } from './token.js';
 
-/** Reference Limits: pageSize is 1 to 1000. */
+/** Reference Limits. */
 export const MAX_PAGE_SIZE = 1000;
-/** Reference E6: pageSize default. */
+/** Reference E6. */
 export const DEFAULT_PAGE_SIZE = 500;
-/**
- * One analytics record, kept whole. The reference does not publish its fields, so nothing
- * here looks inside it.
- */
+/** Kept whole: the reference does not publish its fields. */
 export type AnalyticsRecord = Record<string, unknown>;
 
-/** The E6 page envelope (reference: Analytics resources). */
+/** The E6 page envelope (reference: Analytics resources). See docs/design/e6-pages.md. */
 export interface AnalyticsPage {
   pageNumber: number;
   pageSize: number;
   totalRecords: number;
   totalPages: number;
   data: AnalyticsRecord[];
-  /**
-   * The body's text exactly as received, when the page was read from E6 ({@link decodePage}): the
-   * sync stores the records from this text, so they are kept exactly as sent (JSON.parse rounds
-   * integers beyond 2^53 and rewrites `1.10` or `1e400`; PostgreSQL's jsonb keeps them as numeric).
-   */
+  /** The body exactly as received from E6: records are stored from it, not from `data`. */
   text?: string;
-  /**
-   * `text` as the UTF-8 bytes it was decoded from, when the page was read from E6 and they were
-   * valid UTF-8: the store writes records from them without encoding `text` again.
-   */
+  /** What `text` was decoded from, when valid UTF-8. */
   bytes?: Buffer;
-  /**
-   * Fields of the body beside the envelope's, when it has any: the reference names none, but a
-   * store that parses the whole text (`text`) parses them too.
-   */
+  /** Fields of the body beside the envelope's. */
   extra?: Record<string, unknown>;
 }
 
-/** E6 query parameters. Dates are sent as ISO 8601 UTC. */
+/** E6 query parameters, dates sent as ISO 8601 UTC. */
 export interface PageQuery {
-  /** Start of the range (required by E6). */
   startDate: Date;
-  /** End of the range; absent means no upper bound. Whether the API treats it as inclusive is not documented. */
+  /** Absent: no upper bound. Inclusive or not, the reference does not say. */
   toDate?: Date;
   /** From 1 (the default). */
   pageNumber?: number;
-  /** 1 to 1000; the API's default is 500. */
+  /** 1 to 1000, default 500. */
   pageSize?: number;
 }
 
-/** E7 query parameters (whether they are required is not documented; both are sent when given). */
+/** E7 query parameters, sent when given. */
 export interface PrometheusQuery {
   startDate?: Date;
   toDate?: Date;
@@ -74,31 +58,20 @@ export interface PrometheusQuery {
 
 export interface RequestOptions {
   signal?: AbortSignal;
-  /**
-   * E7 only: makes, for each attempt, a function that sees the body's bytes as they are received
-   * and may throw to abandon it (see SendOptions.inspect); what it throws is not retried unless it
-   * is a retryable {@link ExporterError}, and is what the request throws.
-   */
+  /** E7: makes per response a SendOptions.inspect; what it throws is what the request throws. */
   inspectBody?: () => (chunk: Uint8Array) => void;
 }
 
-/** Hooks for the exporter's own metrics; every one is optional. */
+/** Hooks for the exporter's own metrics. */
 export interface ClientObserver {
-  /** The pace of the request budget (UPSTREAM_RATE_LIMIT), in requests per second: at start and after every change. */
+  /** Requests per second, at start and after every change. */
   onRateLimit?(ratePerSecond: number): void;
-  /** One E6/E7 request waited this many seconds for the request budget before it was sent. */
   onRateLimitWait?(seconds: number): void;
-  /** One HTTP response or network failure (`status` undefined) of E6 or E7. */
+  /** `status` undefined for a network failure. */
   onResponse?(event: { endpoint: Endpoint; status: number | undefined; durationSeconds: number }): void;
-  /** A failed attempt that will be tried again. */
   onRetry?(event: { endpoint: Endpoint; code: string; status: number | undefined; delayMs: number }): void;
-  /** One token request (E0) sent. */
   onTokenRequest?(outcome: 'success' | 'failure'): void;
-  /**
-   * One attempt of a request failed, whether it is retried or not (E0 token attempts included):
-   * `reason` is the fault's {@link FailureReason}; an E6/E7 attempt that could get no token is `token`.
-   * Cancellations through an AbortSignal are not reported.
-   */
+  /** Every failed attempt, E0 included, retried or not; not for an abort. No token: `token`. */
   onAttemptFailed?(event: { endpoint: Endpoint; reason: FailureReason }): void;
 }
 
@@ -110,16 +83,13 @@ const pageEnvelopeSchema = z.object({
   data: z.array(z.unknown()),
 });
 
-/** Bounds on one E7 body: text, no NUL bytes. */
+/** E7 body: text, no NUL, not HTML or JSON. */
 const prometheusTextSchema = z
   .string()
   .refine((text) => !text.includes('\u0000'), 'contains NUL bytes')
   .refine((text) => !/^\s*[<{[]/.test(text), 'looks like HTML or JSON, not Prometheus text');
 
-/**
- * Formats a date as the reference's examples do: ISO 8601 UTC, `YYYY-MM-DDTHH:mm:ssZ`,
- * with milliseconds only when they are not zero.
- */
+/** `YYYY-MM-DDTHH:mm:ssZ` as the reference's examples write it; milliseconds only when non-zero. */
 export function formatApiDate(date: Date): string {
   return date.toISOString().replace('.000Z', 'Z');
 }
@@ -130,12 +100,7 @@ function checkDate(name: string, date: Date | undefined): void {
   }
 }
 
-/**
- * Checks E6 parameters against the reference before anything is sent.
- *
- * @throws {InvalidArgumentError} naming the parameter: startDate missing or invalid, toDate
- *   invalid or before startDate, pageNumber not a whole number ≥ 1, pageSize not 1 to 1000.
- */
+/** Checks E6 parameters before anything is sent. @throws {InvalidArgumentError} naming the parameter. */
 export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 'toDate'>> & Pick<PageQuery, 'toDate'> {
   if (query.startDate === undefined) throw new InvalidArgumentError('startDate is required (E6)');
   checkDate('startDate', query.startDate);
@@ -153,24 +118,9 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
 }
 
 /**
- * Validates an E6 body against the envelope and against itself: the page asked for, no more
- * records than pageSize or than the page's share of totalRecords, totalPages agreeing with
- * totalRecords, no empty page before the last, every record a JSON object. A page holding fewer
- * records than its envelope promises passes (an upstream that clamps the page size while echoing
- * the size asked): whether a part is complete is the reader's question (src/sync/read/reader.ts). What a store can keep of the records is the store's question
- * (src/sync/rows/storable.ts).
- *
- * @param body the parsed JSON of the response.
- * @param requestedPage the pageNumber sent, from 1.
- * @param url the request URL; only its origin and path appear in messages.
- * @param options.text the body's JSON text, when there is one: the page carries it (see
- *   {@link AnalyticsPage.text}).
- * @param options.bytes the UTF-8 bytes `text` was decoded from, when known: carried with it
- *   ({@link AnalyticsPage.bytes}).
- * @returns the page, records kept whole (the same objects), with `text` when given and `extra`
- *   when the body has fields beside the envelope's.
- * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, naming what was wrong (reason
- *   `invalid_envelope` or `inconsistent_page`. Never anything else.
+ * Validates a parsed E6 body against the envelope and itself (docs/design/e6-pages.md); a short page
+ * passes (the reader decides). `options` are carried on the page; `url` is named by origin and path.
+ * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, `invalid_envelope` or `inconsistent_page`; nothing else.
  */
 export function parsePage(body: unknown, requestedPage: number, url: URL, options: { text?: string; bytes?: Buffer } = {}): AnalyticsPage {
   const parsed = pageEnvelopeSchema.safeParse(body);
@@ -187,16 +137,12 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
   if (page.pageNumber !== requestedPage) throw bad(`answered pageNumber ${page.pageNumber}`);
   if (page.data.length > page.pageSize) throw bad(`${page.data.length} records, more than pageSize ${page.pageSize}`);
   const expectedPages = Math.ceil(page.totalRecords / page.pageSize);
-  // An empty result may be reported as zero pages or as one empty page.
   if (page.totalPages !== expectedPages && !(page.totalRecords === 0 && page.totalPages === 1)) {
     throw bad(`totalPages ${page.totalPages} does not match totalRecords ${page.totalRecords} at pageSize ${page.pageSize}`);
   }
   const expectedLength =
     page.pageNumber < expectedPages ? page.pageSize : page.pageNumber === expectedPages ? page.totalRecords - (expectedPages - 1) * page.pageSize : 0;
-  // Fewer records than the envelope promises is not refused here: an upstream that clamps the page
-  // size may echo the size asked, and only the reader, which knows what it asked and what each part
-  // holds, can tell a short page from a complete one (it never takes a short one as complete:
-  // src/sync/read/reader.ts). More records than that, or none of a page that should hold some, is.
+  // Fewer records than promised pass (the reader decides); more, or none where some are due, fail.
   if (page.data.length > expectedLength || (page.data.length === 0 && expectedLength > 0)) {
     const where = page.data.length === 0 && page.pageNumber < expectedPages ? `an empty page before the last (totalPages ${page.totalPages}): ` : '';
     throw bad(`${where}${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
@@ -208,17 +154,8 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
 }
 
 /**
- * Turns one 2xx E6 response into a validated page, as {@link AnalyticsClient.fetchPage} does:
- * the content type (JSON, or none), the body as JSON, then {@link parsePage}.
- *
- * @param res the response's headers (only `content-type` is read), its body as text, and the
- *   bytes it was decoded from when the response kept them.
- * @param requestedPage the pageNumber sent, from 1.
- * @param url the request URL; only its origin and path appear in messages.
- * @returns the page with the body's text (see {@link AnalyticsPage.text}) and bytes when given.
- * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, with reason `content_type`, `invalid_json`,
- *   `invalid_envelope` or `inconsistent_page`. Never anything else, whatever the body
- *   (test/unit/page-fuzz.test.ts).
+ * One 2xx E6 response as a validated page: content type (JSON or none), JSON, {@link parsePage}.
+ * @throws {UpstreamError} `ERR_UPSTREAM_BODY` as parsePage, or `content_type`, `invalid_json`; nothing else.
  */
 export function decodePage(res: Pick<RawResponse, 'headers' | 'body' | 'bytes'>, requestedPage: number, url: URL): AnalyticsPage {
   const type = mediaType(res.headers);
@@ -235,7 +172,6 @@ export function decodePage(res: Pick<RawResponse, 'headers' | 'body' | 'bytes'>,
 }
 
 export interface AnalyticsClientOptions {
-  /** {statistics_url}. */
   statisticsUrl: URL;
   tokens: TokenClient;
   dispatcher: Dispatcher;
@@ -243,15 +179,14 @@ export interface AnalyticsClientOptions {
   log: Logger;
   observer?: ClientObserver;
   now?: () => number;
-  /** UPSTREAM_TIMEOUT in milliseconds, named in timeout messages (the dispatcher enforces it). */
+  /** UPSTREAM_TIMEOUT in milliseconds, for messages (the dispatcher enforces it). */
   timeoutMs?: number;
-  /** The request budget every E6/E7 request (retries included) waits on; absent = no pacing. */
+  /** Absent: no pacing. */
   budget?: RequestBudget;
-  /** UPSTREAM_MAX_BODY in bytes, the dispatcher's cap: a decoded body is bounded by it too. */
+  /** UPSTREAM_MAX_BODY in bytes, also bounding a decoded body. */
   maxBodyBytes: number;
 }
 
-/** Reads analytics from the platform (E6, E7) with tokens from E0. */
 export class AnalyticsClient {
   readonly #o: AnalyticsClientOptions;
   readonly #now: () => number;
@@ -268,12 +203,8 @@ export class AnalyticsClient {
   }
 
   /**
-   * Builds a client, its token client and its dispatcher from the configuration, reading the
-   * client's files (src/upstream/files.ts: the secret file, the TLS files) now.
-   * Call {@link close} when done, to release keep-alive sockets. Logs a warning (naming the
-   * variable, never the value) when the client secret is shorter than {@link MIN_CLIENT_SECRET_LENGTH}.
-   *
-   * @throws {ConfigError} for a file that cannot be read or an empty secret file, as at start.
+   * A client with its token client and dispatcher, the client's files read now; {@link close} it.
+   * @throws {ConfigError} for an unreadable file or an empty secret file.
    */
   static fromConfig(
     config: UpstreamConfig,
@@ -294,8 +225,7 @@ export class AnalyticsClient {
       ...(deps.random ? { random: deps.random } : {}),
       ...(deps.sleep ? { sleep: deps.sleep } : {}),
     };
-    // E0 is not paced: one token request an hour does not count against a request rate, and a
-    // token request queued behind a backlog of pages would only delay the pages waiting for it.
+    // E0 is not paced: a token queued behind pages would only delay them.
     const budget =
       config.rateLimit === undefined
         ? undefined
@@ -337,25 +267,18 @@ export class AnalyticsClient {
     });
   }
 
-  /** The request budget (UPSTREAM_RATE_LIMIT), when one is set. */
   get budget(): RequestBudget | undefined {
     return this.#o.budget;
   }
 
-  /** The token client, for `check`'s token step. */
   get tokens(): TokenClient {
     return this.#o.tokens;
   }
 
   /**
-   * Fetches one E6 page.
-   *
-   * @param query startDate required; pageSize 1–1000 (default 500); pageNumber from 1.
-   * @returns the validated page envelope with its records kept whole and the body's text (see
-   *   {@link parsePage}).
-   * @throws {InvalidArgumentError} for parameters the reference forbids (nothing is sent);
-   *   {@link UpstreamError} `ERR_UPSTREAM_HTTP` / `_NETWORK` / `_TIMEOUT` / `_BODY` after the retries;
-   *   {@link TokenError} when no token can be had; {@link AbortedError} on `signal`.
+   * Fetches one E6 page, validated ({@link parsePage}), with the body's text.
+   * @throws {InvalidArgumentError} for parameters the reference forbids (nothing sent); {@link UpstreamError}
+   *   `ERR_UPSTREAM_*` after the retries; {@link TokenError} without a token; {@link AbortedError} on `signal`.
    */
   async fetchPage(query: PageQuery, options: RequestOptions = {}): Promise<AnalyticsPage> {
     const q = validatePageQuery(query);
@@ -369,14 +292,7 @@ export class AnalyticsClient {
     );
   }
 
-  /**
-   * Fetches the E7 Prometheus text for a range.
-   *
-   * @returns the body as text; it is checked to be text (content type, no NUL, not HTML/JSON)
-   *   but not parsed here.
-   * @throws as {@link fetchPage}, and what `options.inspectBody`'s function throws (serve: an
-   *   UpstreamLimitError for a body over the source's limits).
-   */
+  /** E7's text for a range, checked to be text. @throws as {@link fetchPage}, and what `inspectBody`'s function throws. */
   async fetchPrometheusText(query: PrometheusQuery = {}, options: RequestOptions = {}): Promise<string> {
     checkDate('startDate', query.startDate);
     checkDate('toDate', query.toDate);
@@ -405,8 +321,7 @@ export class AnalyticsClient {
     const { tokens, retry, log, observer, dispatcher, timeoutMs, budget, maxBodyBytes } = this.#o;
     const { signal, inspectBody } = options;
     const once = async (token: string): Promise<RawResponse> => {
-      // Every request waits on the budget, retries and a 401's renewed call included; the wait is
-      // not part of the request's duration.
+      // The budget's wait is not part of the request's duration.
       if (budget !== undefined) await budget.acquire(signal);
       const started = performance.now();
       try {
@@ -415,14 +330,12 @@ export class AnalyticsClient {
           endpoint,
           method: 'GET',
           url,
-          // gzip both ways: E6 pages of JSON shrink several times over; send() decodes what comes back.
           headers: { authorization: `Bearer ${token}`, accept, 'accept-encoding': ACCEPT_ENCODING },
           maxBodyBytes,
           ...(signal ? { signal } : {}),
           ...(timeoutMs !== undefined ? { timeoutMs } : {}),
-          // E6 pages are stored from their bytes (AnalyticsPage.bytes); E7 bodies need only text.
           ...(endpoint === 'analytics' ? { keepBytes: true } : {}),
-          // A new inspector per response: a retry or a 401's renewed call starts counting again.
+          // Per response: a retry starts counting again.
           ...(inspectBody ? { inspect: inspectBody() } : {}),
         });
         if (res.status === 429) budget?.throttled();
@@ -440,7 +353,7 @@ export class AnalyticsClient {
           let token = await tokens.getToken();
           let res = await once(token);
           if (res.status === 401) {
-            // The reference promises an hour, but a token can be revoked early: renew once.
+            // A token can be revoked before its hour: renew once.
             tokens.invalidate(token);
             token = await tokens.getToken();
             res = await once(token);

@@ -1,52 +1,35 @@
 /**
- * The request budget (UPSTREAM_RATE_LIMIT): paces E6 and E7 requests before they are sent, so a
- * backfill stays under the platform's rate limit (reference: Limits) instead of tripping 429 and
- * backing off. One budget is shared by every E6/E7 request of the process, retries included.
- *
- * - A token bucket: `ratePerSecond` tokens a second, holding at most `burst`; a request takes one,
- *   and waits, in order of arrival, while there is none.
- * - AIMD on the rate: a 429 halves it (multiplicative decrease, at most once per
- *   {@link DECREASE_HOLD_MS}, down to {@link MIN_RATE_SHARE} of the configured rate) and empties the
- *   bucket; each second since the last change, once a request succeeds again, adds
- *   {@link ADDITIVE_INCREASE_SHARE} of the configured rate back (additive increase), up to the
- *   configured rate.
- *
- * Time is injected (`now`, `sleep`), so tests drive the bucket and the AIMD on a fake clock.
+ * The request budget (UPSTREAM_RATE_LIMIT, reference Limits): a token bucket that paces E6 and E7
+ * requests, retries included, with an AIMD-adjusted rate (a 429 halves it, success restores it).
+ * Time is injected. Design: docs/design/upstream-requests.md ("Request budget").
  */
 import type { RateLimit } from '../config.js';
 import { AbortedError } from '../errors.js';
 import { abortableSleep } from './retry.js';
 
-/** A 429 multiplies the current rate by this. */
 export const MULTIPLICATIVE_DECREASE = 0.5;
-/** Each second without a 429, once a request succeeds, adds this share of the configured rate (10%: a halved rate is back in 5 s). */
+/** Share of the configured rate added back per second, once a request succeeds. */
 export const ADDITIVE_INCREASE_SHARE = 0.1;
-/** The rate never falls below this share of the configured rate (5%), so a run always moves on. */
+/** Floor, as a share of the configured rate, so a run always moves on. */
 export const MIN_RATE_SHARE = 0.05;
-/**
- * 429s within this long of a decrease do not decrease the rate again: they answer requests sent
- * before the first 429 was seen (four pages in flight see four 429s for one overload), and
- * counting each would cut the rate to a sixteenth for one event.
- */
+/** 429s this soon after a decrease answer requests already in flight: no second decrease. */
 export const DECREASE_HOLD_MS = 1_000;
 
-/** Hooks for the exporter's own metrics. */
 export interface BudgetObserver {
-  /** The current rate, in requests per second: at start and after every change. */
+  /** Requests per second, at start and after every change. */
   onRate?(ratePerSecond: number): void;
-  /** One request waited this many seconds (> 0) for the budget before it was sent. */
+  /** Seconds (> 0) one request waited. */
   onWait?(seconds: number): void;
 }
 
 export interface RequestBudgetOptions extends RateLimit {
-  /** A monotonic clock in milliseconds; default `performance.now`. */
+  /** Monotonic milliseconds. */
   now?: () => number;
-  /** Waits `ms`, rejecting with {@link AbortedError} when `signal` aborts; default a timer. */
+  /** Rejects with {@link AbortedError} when `signal` aborts. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   observer?: BudgetObserver;
 }
 
-/** A token bucket with an AIMD-adjusted rate, shared by the requests of one process (see the module comment). */
 export class RequestBudget {
   readonly #limit: number;
   readonly #burst: number;
@@ -56,15 +39,14 @@ export class RequestBudget {
   readonly #observer: BudgetObserver | undefined;
   #rate: number;
   #tokens: number;
-  /** When `#tokens` was last brought up to date, in `now()` milliseconds. */
   #refilledAt: number;
-  /** When the rate last changed (or an increase was last counted from). */
+  /** When the rate last changed, or an increase was last counted from. */
   #adjustedAt: number;
   #decreasedAt: number | undefined;
-  /** The waiters' queue: each acquisition starts after the one before it is granted or given up. */
+  /** Each acquisition starts once the one before is granted or given up. */
   #queue: Promise<void> = Promise.resolve();
 
-  /** @throws {RangeError} when `ratePerSecond` is not > 0 or `burst` not a whole number ≥ 1. */
+  /** @throws {RangeError} for a rate not > 0 or a burst not a whole number ≥ 1. */
   constructor(options: RequestBudgetOptions) {
     if (!(Number.isFinite(options.ratePerSecond) && options.ratePerSecond > 0)) throw new RangeError(`ratePerSecond must be > 0; got ${options.ratePerSecond}`);
     if (!(Number.isSafeInteger(options.burst) && options.burst >= 1)) throw new RangeError(`burst must be a whole number ≥ 1; got ${options.burst}`);
@@ -80,21 +62,17 @@ export class RequestBudget {
     this.#observer?.onRate?.(this.#rate);
   }
 
-  /** The current rate, in requests per second: the configured one, or less after 429s. */
+  /** Requests per second: the configured rate, or less after 429s. */
   get ratePerSecond(): number {
     return this.#rate;
   }
 
-  /** The configured rate (UPSTREAM_RATE_LIMIT), in requests per second. */
+  /** UPSTREAM_RATE_LIMIT, requests per second. */
   get limitPerSecond(): number {
     return this.#limit;
   }
 
-  /**
-   * Waits until a request may be sent, and takes its token. Waiters are served in order of arrival.
-   *
-   * @throws {AbortedError} when `signal` aborts first (no token is taken).
-   */
+  /** Waits in order of arrival and takes a token. @throws {AbortedError} when `signal` aborts first (no token taken). */
   async acquire(signal?: AbortSignal): Promise<void> {
     const started = this.#now();
     const turn = this.#queue.then(() => this.#take(signal));
@@ -105,7 +83,7 @@ export class RequestBudget {
     if (waitedMs > 0) this.#observer?.onWait?.(waitedMs / 1000);
   }
 
-  /** A response said 429 (Too Many Requests): halves the rate (see {@link DECREASE_HOLD_MS}) and empties the bucket. */
+  /** After a 429: halves the rate (see {@link DECREASE_HOLD_MS}) and empties the bucket. */
   throttled(): void {
     const t = this.#now();
     this.#refill(t);
@@ -119,10 +97,7 @@ export class RequestBudget {
     }
   }
 
-  /**
-   * A request succeeded: adds {@link ADDITIVE_INCREASE_SHARE} of the configured rate for each whole
-   * second since the rate last changed, up to the configured rate.
-   */
+  /** After a success: {@link ADDITIVE_INCREASE_SHARE} back per whole second since the last change. */
   succeeded(): void {
     const t = this.#now();
     const seconds = Math.floor((t - this.#adjustedAt) / 1000);
@@ -147,13 +122,12 @@ export class RequestBudget {
         this.#tokens -= 1;
         return;
       }
-      // Recomputed after each wait: the rate may have changed meanwhile.
       await this.#sleep(Math.max(1, Math.ceil(((1 - this.#tokens) / this.#rate) * 1000)), signal);
     }
   }
 }
 
-/** `turn`, or an {@link AbortedError} as soon as `signal` aborts (the turn then gives itself up without a token). */
+/** `turn`, or an {@link AbortedError} as soon as `signal` aborts. */
 function untilAborted(turn: Promise<void>, signal: AbortSignal): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const onAbort = (): void => reject(new AbortedError('aborted while waiting for the request budget (UPSTREAM_RATE_LIMIT)'));

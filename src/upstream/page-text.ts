@@ -1,14 +1,10 @@
 /**
- * The E6 body's own text (reference E6: `{pageNumber, pageSize, totalRecords, totalPages, data}`):
- * where each record of `data` lies in it, so that a page can be stored from the text as sent while
- * some of its records are left out (the store's quarantine, src/sync/rows/storable.ts), and the JSON
- * text of a record that has no text of its own.
- *
- * Glossary: a *span* is the [start, end) range of UTF-16 code units one JSON value occupies in a
- * text, without the whitespace around it.
+ * Where each record of an E6 body's `data` lies in its text or bytes, so a page is stored from the
+ * text as sent, some records left out; and the JSON text of a record that has none. Scans are
+ * linear and never recurse. Design: docs/design/e6-pages.md.
  */
 
-/** [start, end) of one JSON value in a text, in UTF-16 code units. */
+/** [start, end) of one JSON value without surrounding whitespace, in UTF-16 code units. */
 export interface Span {
   start: number;
   end: number;
@@ -23,10 +19,9 @@ const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
 
-/** Thrown inside the scanner when the text is not the JSON it expects; {@link dataElementSpans} turns it into undefined. */
+/** Thrown inside the scanners; turned into undefined. */
 class NotJson extends Error {}
 
-/** The first index from `i` that is not JSON whitespace (space, tab, LF, CR: all JSON.parse allows). */
 function skipWhitespace(text: string, i: number): number {
   for (;;) {
     const c = text.charCodeAt(i);
@@ -35,11 +30,7 @@ function skipWhitespace(text: string, i: number): number {
   }
 }
 
-/**
- * The end of the string whose opening quote is at `i`: the index after its closing quote, the first
- * quote not escaped, i.e. preceded by an even number of backslashes. Linear: every run of
- * backslashes is counted once, for the quote that ends it.
- */
+/** After the first quote from `i + 1` preceded by an even number of backslashes. */
 function stringEnd(text: string, i: number): number {
   let from = i + 1;
   for (;;) {
@@ -52,11 +43,7 @@ function stringEnd(text: string, i: number): number {
   }
 }
 
-/**
- * The end of the value starting at `i`: a string, an object or array of any depth (one counter,
- * no recursion, so a body nested a million levels deep is no problem), or a number or literal,
- * which runs to the next delimiter.
- */
+/** The end of the value at `i`; containers of any depth with one counter. */
 function valueEnd(text: string, i: number): number {
   const first = text.charCodeAt(i);
   if (first === QUOTE) return stringEnd(text, i);
@@ -85,15 +72,10 @@ function valueEnd(text: string, i: number): number {
 }
 
 /**
- * Finds the span of every element of the top-level `data` array of a JSON object text, in order:
- * the exact text of each record of an E6 page as sent. As JSON.parse and PostgreSQL do, the last
- * `data` member counts when the key appears more than once, and a key written with escapes
- * (`"d\u0061ta"`) is the key it decodes to.
+ * The span of every element of the top-level `data` array, in order; the last `data` key counts,
+ * escaped keys as decoded (as JSON.parse does). `text` must be valid JSON.
  *
- * The text must be valid JSON (what JSON.parse accepted); the scan relies on that and checks only
- * the structure it walks. Linear in the text's length; allocates one span per record.
- *
- * @returns the spans, or undefined when the text is not a JSON object with a `data` array.
+ * @returns undefined when the text is not an object with a `data` array.
  */
 export function dataElementSpans(text: string): Span[] | undefined {
   try {
@@ -140,9 +122,8 @@ export function dataElementSpans(text: string): Span[] | undefined {
 const KIND_QUOTE = 1;
 const KIND_OPEN = 2;
 const KIND_CLOSE = 3;
-/** A tab, LF or CR: whitespace outside strings (inside them valid JSON holds none raw). */
+/** Tab, LF, CR: none raw inside strings of valid JSON. */
 const KIND_CONTROL = 4;
-/** What each byte is to the scan of a container: 0 for most. */
 const BYTE_KIND = new Uint8Array(256);
 BYTE_KIND[QUOTE] = KIND_QUOTE;
 BYTE_KIND[OPEN_BRACE] = KIND_OPEN;
@@ -153,11 +134,10 @@ BYTE_KIND[0x09] = KIND_CONTROL;
 BYTE_KIND[0x0a] = KIND_CONTROL;
 BYTE_KIND[0x0d] = KIND_CONTROL;
 
-/** Whether the scan met a backslash inside a string (an escape), and a tab, LF or CR inside a container, since last reset. */
+/** Since the last reset: a backslash (escape), a tab, LF or CR inside a container. */
 let sawBackslash = false;
 let sawControl = false;
 
-/** The index after the closing quote of the string whose opening quote is at `i` in UTF-8 bytes. */
 function byteStringEnd(bytes: Uint8Array, i: number): number {
   const n = bytes.length;
   for (i++; i < n; i++) {
@@ -165,16 +145,16 @@ function byteStringEnd(bytes: Uint8Array, i: number): number {
     if (c === QUOTE) return i + 1;
     if (c === BACKSLASH) {
       sawBackslash = true;
-      i++; // the escaped byte is never the end
+      i++;
     }
   }
   throw new NotJson('unterminated string');
 }
 
-/** Deepest nesting of the last container {@link byteValueEnd} walked (1: the container itself). */
+/** Deepest nesting of the last container walked (1: itself). */
 let lastDepth = 0;
 
-/** {@link valueEnd} over UTF-8 bytes: outside strings JSON is ASCII, and no byte of a multi-byte character is below 0x80. */
+/** {@link valueEnd} over UTF-8: no byte of a multi-byte character is below 0x80. */
 function byteValueEnd(bytes: Uint8Array, i: number): number {
   const n = bytes.length;
   const first = bytes[i];
@@ -186,7 +166,7 @@ function byteValueEnd(bytes: Uint8Array, i: number): number {
     while (i < n) {
       const kind = BYTE_KIND[bytes[i]!]!;
       if (kind === KIND_QUOTE) {
-        // The string's bytes, inline: most of a record's bytes are inside strings.
+        // Inline: most bytes are inside strings.
         for (i++; i < n; i++) {
           const c = bytes[i]!;
           if (c === QUOTE) break;
@@ -227,20 +207,15 @@ function byteSkipWhitespace(bytes: Uint8Array, i: number): number {
 
 const DATA_KEY = [QUOTE, 0x64, 0x61, 0x74, 0x61, QUOTE]; // "data"
 
-/** Whether bytes [start, end) are a JSON string literal that reads `data`. */
 function isDataKey(bytes: Uint8Array, start: number, end: number): boolean {
   if (end - start === DATA_KEY.length && DATA_KEY.every((b, k) => bytes[start + k] === b)) return true;
   return bytes.subarray(start, end).includes(BACKSLASH) && JSON.parse(new TextDecoder().decode(bytes.subarray(start, end))) === 'data';
 }
 
-/** Deepest nesting of an element of the last array {@link byteArrayElements} walked (1: an object or array element itself; 0: none). */
+/** Deepest element nesting of the last array walked (0: no container element). */
 let arrayDepth = 0;
 
-/**
- * The elements of the array whose `[` is at `i`, pushed flat onto `spans` as [start, end) pairs.
- *
- * @returns the index after its `]`.
- */
+/** Pushes the array's elements at `i` flat onto `spans`; returns the index after `]`. */
 function byteArrayElements(bytes: Uint8Array, i: number, spans: number[]): number {
   i = byteSkipWhitespace(bytes, i + 1);
   arrayDepth = 0;
@@ -259,35 +234,24 @@ function byteArrayElements(bytes: Uint8Array, i: number, spans: number[]): numbe
   }
 }
 
-/** The records of an E6 body found in its UTF-8 bytes ({@link pageByteSpans}). */
 export interface ByteSpans {
-  /** [start, end) of each element of `data`, flat: `[start0, end0, start1, end1, …]`, in bytes. */
+  /** Flat `[start0, end0, start1, end1, …]`, in bytes. */
   spans: number[];
-  /**
-   * Deepest nesting of objects and arrays in an element's text, the element itself being level 1
-   * (0 when no element is an object or array): a record's parsed value nests no deeper.
-   */
+  /** Deepest nesting of any element (itself 1; 0: none is a container). */
   maxDepth: number;
-  /**
-   * Whether an element's text holds a backslash (an escape: valid JSON has none elsewhere), and
-   * a tab, LF or CR (whitespace inside an element: none raw in a string of valid JSON). Without
-   * either, no byte of the elements needs COPY's text-format escaping.
-   */
+  /** A backslash in an element; without it and `controls`, COPY needs no escaping. */
   escapes: boolean;
+  /** A raw tab, LF or CR in an element. */
   controls: boolean;
 }
 
 const SCANNED = new WeakMap<Uint8Array, ByteSpans | null>();
 
 /**
- * {@link dataElementSpans} over the UTF-8 encoding of a page's text (the same elements, with the
- * same rules for duplicate and escaped `data` keys, in byte offsets; the bytes must be valid JSON),
- * with the deepest nesting of its records and whether they hold an escape or a tab, LF or CR; found
- * in one pass once per bytes and cached with them (a WeakMap: gone with the bytes): window
- * membership, the storable checks and the COPY rows all read the same scan.
+ * {@link dataElementSpans} over a page's UTF-8 bytes, in one pass cached with them (a WeakMap), so
+ * every step of a sync reads the same scan. The bytes must be valid JSON and must not change.
  *
- * @returns undefined when the bytes are not a JSON object with a `data` array. The bytes must
- *   not change once scanned.
+ * @returns undefined when the bytes are not an object with a `data` array.
  */
 export function pageByteSpans(bytes: Uint8Array): ByteSpans | undefined {
   let found = SCANNED.get(bytes);
@@ -303,7 +267,6 @@ function scanDataElements(bytes: Uint8Array): ByteSpans | undefined {
     let i = byteSkipWhitespace(bytes, 0);
     if (bytes[i] !== OPEN_BRACE) return undefined;
     i = byteSkipWhitespace(bytes, i + 1);
-    // The last `data` member's elements; undefined while there is none, or when it is no array.
     let spans: number[] | undefined;
     let maxDepth = 0;
     let escapes = false;
@@ -341,11 +304,7 @@ function scanDataElements(bytes: Uint8Array): ByteSpans | undefined {
   }
 }
 
-/**
- * `{"data":[…]}` from the records of `text` at `spans`, each kept as its exact span except those
- * whose position is in `left`, written `null`: positions do not move, and nothing else of the
- * body (its envelope) is carried over.
- */
+/** `{"data":[…]}` of the records at `spans`, those in `left` written `null` (positions kept). */
 export function dataTextWithout(text: string, spans: readonly Span[], left: ReadonlySet<number>): string {
   let out = '{"data":[';
   for (let i = 0; i < spans.length; i++) {
@@ -358,22 +317,13 @@ export function dataTextWithout(text: string, spans: readonly Span[], left: Read
 const LONE_SURROGATES = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 const ANY_SURROGATE = /[\ud800-\udfff]/;
 
-/**
- * JSON text with each unpaired surrogate written as its `\uXXXX` escape, the same JSON value: in
- * JSON text such a code unit can only stand inside a string. Encoding to UTF-8 (a `text` column)
- * would otherwise replace it with U+FFFD. Never the case for a body read off the wire, which is
- * decoded from UTF-8; the text is returned as is when it holds no surrogate at all.
- */
+/** Each unpaired surrogate as its `\uXXXX` escape (UTF-8 would make it U+FFFD); same JSON value. */
 export function escapeLoneSurrogates(json: string): string {
   if (!ANY_SURROGATE.test(json)) return json;
   return json.replace(LONE_SURROGATES, (unit) => `\\u${unit.charCodeAt(0).toString(16)}`);
 }
 
-/**
- * JSON.stringify of a value parsed from JSON, even one nested too deep for JSON.stringify's
- * recursion (a RangeError from about ten thousand levels): then the same text is written with an
- * explicit stack. Like JSON.stringify, a number that is not finite is written `null`.
- */
+/** JSON.stringify of a parsed JSON value, even one nested too deep for its recursion (~10,000 levels). */
 export function stringifyJson(value: unknown): string {
   try {
     return JSON.stringify(value);
@@ -385,7 +335,7 @@ export function stringifyJson(value: unknown): string {
 
 type Frame = { array: unknown[]; next: number } | { object: Record<string, unknown>; keys: string[]; next: number; written: number };
 
-/** JSON.stringify's output for JSON values (no toJSON, functions or undefined inside), without recursion. */
+/** For JSON values only (no toJSON, functions or undefined inside). */
 function stringifyDeep(root: unknown): string {
   const parts: string[] = [];
   const stack: Frame[] = [];

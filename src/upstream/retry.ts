@@ -1,6 +1,6 @@
 /**
- * Bounded retries with exponential backoff and full jitter, honouring a server's
- * Retry-After. Shared by the token client (E0) and the analytics client (E6, E7).
+ * Bounded retries with exponential backoff and full jitter, honouring a server's Retry-After, for
+ * E0, E6 and E7. Design: docs/design/upstream-requests.md ("Retries").
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { AbortedError, ExporterError, TokenRequestError, coerceError, type Endpoint, type FailureReason } from '../errors.js';
@@ -11,27 +11,25 @@ import type { Logger } from '../log.js';
 export const RETRY_BASE_DELAY_MS = 250;
 
 export interface RetryPolicy {
-  /** Attempts in all, the first included (1 = no retries). */
+  /** The first included (1 = no retries). */
   maxAttempts: number;
-  /** Cap on one delay, the server's Retry-After included, in milliseconds. */
+  /** Cap on one delay, Retry-After included, in milliseconds. */
   maxDelayMs: number;
   baseDelayMs?: number;
-  /** Source of jitter in [0, 1); tests pin it. */
+  /** Jitter in [0, 1). */
   random?: () => number;
-  /** Waits `ms`, rejecting with {@link AbortedError} when `signal` aborts; tests replace it. */
+  /** Rejects with {@link AbortedError} when `signal` aborts. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
-/** Details handed to `onRetry` before each wait. */
 export interface RetryEvent {
-  /** The attempt that failed, from 1. */
+  /** The one that failed, from 1. */
   attempt: number;
   error: ExporterError;
-  /** How long the client waits before the next attempt, in milliseconds. */
   delayMs: number;
 }
 
-/** Waits `ms` milliseconds; rejects with {@link AbortedError} when `signal` aborts first. */
+/** Rejects with {@link AbortedError} when `signal` aborts first. */
 export async function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   try {
     await delay(ms, undefined, { signal });
@@ -40,12 +38,7 @@ export async function abortableSleep(ms: number, signal?: AbortSignal): Promise<
   }
 }
 
-/**
- * Parses a Retry-After header value (RFC 9110 §10.2.3): delay-seconds or an HTTP-date.
- *
- * @param now current time in milliseconds since the epoch.
- * @returns milliseconds from `now` (never negative), or `undefined` when absent or unparsable.
- */
+/** A Retry-After value (RFC 9110 §10.2.3) as milliseconds ≥ 0 from `now` (epoch ms); undefined when absent or bad. */
 export function parseRetryAfter(value: string | string[] | undefined, now: number): number | undefined {
   const text = Array.isArray(value) ? value[0] : value;
   if (text === undefined) return undefined;
@@ -58,13 +51,7 @@ export function parseRetryAfter(value: string | string[] | undefined, now: numbe
   return Math.max(0, date - now);
 }
 
-/**
- * The delay before attempt `failedAttempt + 1`: the server's Retry-After when it sent one,
- * otherwise full-jitter exponential backoff.
- *
- * @returns milliseconds, or `undefined` when the server asked for a wait longer than the cap
- *   (retrying earlier than asked would only be refused again, so the caller gives up instead).
- */
+/** Milliseconds before attempt `failedAttempt + 1`; undefined when Retry-After exceeds the cap (give up). */
 export function retryDelayMs(failedAttempt: number, error: ExporterError, policy: RetryPolicy): number | undefined {
   if (error.retryAfterMs !== undefined) {
     return error.retryAfterMs <= policy.maxDelayMs ? error.retryAfterMs : undefined;
@@ -75,12 +62,8 @@ export function retryDelayMs(failedAttempt: number, error: ExporterError, policy
 }
 
 /**
- * Runs `attempt` until it succeeds, throws a non-retryable error, or the attempts run out.
- *
- * @param attempt one try; it receives the attempt number (from 1) and throws
- *   {@link ExporterError}s whose `retryable` and `retryAfterMs` steer the loop.
- * @throws the last attempt's error (anything non-Exporter is rethrown at once, untouched);
- *   {@link AbortedError} when `signal` aborts during a wait.
+ * Runs `attempt` (given its number, from 1) until it succeeds, throws a non-retryable error, or attempts run out.
+ * @throws the last attempt's error (a non-Exporter one at once); {@link AbortedError} on `signal`.
  */
 export async function withRetries<T>(
   attempt: (attemptNumber: number) => Promise<T>,
@@ -103,22 +86,12 @@ export async function withRetries<T>(
   }
 }
 
-/**
- * The fault of one failed attempt: {@link failureReason}, except that a refused token request (E0)
- * names its status (`http_503`) rather than `token`, which is what a failed token means to the
- * request that needed it.
- */
+/** {@link failureReason}, but a refused token request (E0) names its status (`http_503`). */
 export function attemptReason(error: ExporterError): FailureReason {
   return error instanceof TokenRequestError && error.status !== undefined ? `http_${error.status}` : failureReason(error);
 }
 
-/**
- * Logs one retry, the same for every endpoint (E0 token, E6, E7): at warn,
- * `upstream request failed; retrying`, with `endpoint`, `attempt` (the one that failed, from 1),
- * `maxAttempts`, `delayMs` (the wait before the next attempt), `status` (HTTP status, null when
- * there was no response), `reason` ({@link attemptReason}, the value of the metrics' `reason`
- * label) and `err` (the error, serialised by the logger).
- */
+/** Logs one retry at warn, the same for every endpoint (`status` null without a response). */
 export function logRetry(log: Logger, endpoint: Endpoint, event: RetryEvent, maxAttempts: number): void {
   const { attempt, error, delayMs } = event;
   log.warn(
