@@ -1,9 +1,9 @@
 /**
- * What a sync run needs from the outside, by role: E6 pages ({@link E6Pages}), and a store whose
- * session offers locks, the {@link Ledger}, {@link SchemaMaintenance} and one transaction per
- * window ({@link WindowWriter}). The run, the audit and their steps depend on these only: the
- * app layer builds the PostgreSQL store (store/pg/) and hands it over; unit tests use an
- * in-memory one. test/integration/store-contract.test.ts holds both to one contract.
+ * What a sync run needs from the outside: E6 pages, and a store whose session offers locks, the
+ * {@link Ledger}, {@link SchemaMaintenance} and one transaction per window ({@link WindowWriter}).
+ * The run and the audit depend on these only; the app layer hands over the PostgreSQL store
+ * (store/pg/), unit tests an in-memory one, and test/integration/store-contract.test.ts holds both
+ * to one contract. Design: docs/design/sync-run.md, docs/design/ledger.md.
  */
 import type { AnalyticsPage, PageQuery } from '../../upstream/analytics.js';
 import type { WindowFields } from '../derived/fields/catalogue.js';
@@ -52,28 +52,25 @@ export interface WindowCounts {
   pages: number;
 }
 
-/** What a window's writes stored ({@link WindowWriter.end}). */
 export interface WindowStored {
   records: number;
-  /** Records the database refused for a data reason, quarantined with `sqlstate` and `message`. */
+  /** Refused by the database for a data reason, quarantined. */
   refused: readonly QuarantineRow[];
-  /** After `clear(true)`: what was stored before that this read did not return, stored again. */
+  /** After `clear(true)`: stored before, not returned now, stored again. */
   kept: { records: number; quarantined: number };
 }
 
 /** A committed window with E6's count for it (the estimate of later windows' slices). */
 export type LedgerCount = Window & { totalRecords: number };
 
-/** A parked window as the ledger holds it. */
 export interface ParkedWindow extends Window {
   /** The error's text, sanitised. */
   reason: string;
-  /** When it was last parked (ms). */
+  /** ms. */
   parkedAt: number;
-  /** Records still stored for it from a load before it was parked. */
+  /** Still stored from a load before it was parked. */
   recordCount: number;
   runId: number;
-  /** RETENTION dropped its partition since: not loaded again but by `--from`. */
   expired: boolean;
 }
 
@@ -89,11 +86,7 @@ export interface DroppedPartition extends Partition {
 
 /** The storage of one source's runs in one schema. */
 export interface SyncStore {
-  /**
-   * Runs `fn` on a session of its own (one connection: its locks end with it).
-   *
-   * @throws what opening the session throws (the database unreachable), or what `fn` throws.
-   */
+  /** Runs `fn` on one connection of its own (its locks end with it). @throws the database's error, or what `fn` throws. */
   session<T>(fn: (session: StoreSession) => Promise<T>): Promise<T>;
 }
 
@@ -107,97 +100,66 @@ export interface StoreSession {
   inWindow<T>(of: { window: Window; runId: number }, fn: (writer: WindowWriter) => Promise<T>): Promise<T>;
 }
 
-/**
- * The source's ledger: its windows (committed, parked, expired, marked for re-load), its
- * watermark and its runs. Every range is [start, end) in ms; lists are in time order.
- */
+/** The source's ledger (docs/design/ledger.md). Ranges are [start, end) in ms; lists are in time order. */
 export interface Ledger {
   /** The watermark (ms), or undefined before the first committed window. */
   readWatermark(): Promise<number | undefined>;
-  /** Committed windows overlapping `range` (not the parked ones). */
+  /** Not the parked ones. */
   committedWindows(range: Window): Promise<Window[]>;
-  /** Windows whose records RETENTION dropped, overlapping `range`. */
   expiredWindows(range: Window): Promise<Window[]>;
-  /** Windows `state reset` marked for re-load, but the expired ones. */
+  /** Marked by `state reset`, not expired. */
   reloadWindows(): Promise<Window[]>;
-  /** Parked windows overlapping `range` (every one without it), expired ones flagged. */
+  /** Every one without `range`; expired ones flagged. */
   parkedWindows(range?: Window): Promise<ParkedWindow[]>;
   /** Committed windows overlapping `range` with E6's count for each, and the last one before it. */
   ledgerCounts(range: Window): Promise<LedgerCount[]>;
-  /** The windows the audit compares with E6: every one but the expired, with what is stored for it. */
+  /** Every window but the expired, with what is stored for it. */
   auditWindows(range: Window): Promise<StoredWindow[]>;
-  /**
-   * Of `boundarySet` (E6's texts at the instant `end`, a multiset), those the ledger window ending
-   * at `end` stores (records equal as jsonb, or quarantined with the same text). A parked or
-   * expired window there owns all of them; with no window there, none.
-   */
+  /** Of `boundarySet` (E6's texts at the instant `end`), those the window ending at `end` holds: all when it is parked or expired, none without one. */
   heldAtEnd(end: number, boundarySet: TextBag): Promise<TextBag>;
-  /** Marks the source's runs left `running` as abandoned (the caller holds the source's lock). @returns how many. */
+  /** Marks runs left `running` abandoned; the caller holds the source's lock. @returns how many. */
   abandonStaleRuns(): Promise<number>;
-  /** Records the start of a run. @returns its id. */
+  /** @returns the run's id. */
   startRun(range: Window): Promise<number>;
   finishRun(runId: number, ending: RunEnding): Promise<void>;
-  /**
-   * Parks `of.window` in one transaction: its ledger rows become parked with `reason` (their
-   * records stay), the rest of it gets parked rows, the watermark advances past it.
-   *
-   * @returns the watermark after it (ms).
-   */
+  /** Parks `of.window` in one transaction; its records stay. @returns the watermark after it (ms). */
   parkWindow(of: { window: Window; runId: number }, reason: string): Promise<number | undefined>;
-  /** Records what an audit of every retained window found: the end of the latest window with no difference in or before it. */
+  /** An audit of every retained window: the end of the latest window with no difference in or before it. */
   recordVerified(through: number | undefined): Promise<void>;
 }
 
 /** The schema's upkeep around a run: derived tables built for the settings, partitions, retention. */
 export interface SchemaMaintenance {
-  /** Whether the rollup tables are built for the run's ROLLUP_* settings. */
   isRollupCurrent(): Promise<boolean>;
-  /** Rebuilds the rollup tables when built for other settings; the caller holds the schema's lock exclusively. @returns whether one was rebuilt. */
+  /** The caller holds the schema's lock exclusively. @returns whether a table was rebuilt. */
   ensureRollup(): Promise<boolean>;
-  /** Recreates records_typed when its definition is not this release's. */
   ensureTypedViewCurrent(): Promise<void>;
-  /** Deletes rollup rows of hours before `before` (ms; ROLLUP_RETENTION). @returns rows deleted. */
+  /** ROLLUP_RETENTION: `before` in ms. @returns rows deleted. */
   pruneRollup(before: number): Promise<number>;
-  /** The source's field catalogue: each top-level field with the JSON types seen. */
   catalogueTypes(): Promise<KnownFields>;
-  /** Creates the partitions of `records` holding these window starts (ms). @returns those created. */
+  /** `starts` in ms. @returns the partitions created. */
   ensurePartitions(starts: readonly number[]): Promise<Partition[]>;
-  /**
-   * Drops the partitions wholly older than `cutoff` (ms) but those holding windows of `runIds`,
-   * marking their windows expired; the caller holds the schema's lock exclusively.
-   */
+  /** RETENTION: `cutoff` in ms; the caller holds the schema's lock exclusively. */
   dropExpiredPartitions(cutoff: number, runIds: readonly number[]): Promise<DroppedPartition[]>;
 }
 
 /** The writes of one window inside its transaction ({@link StoreSession.inWindow}), in this order. */
 export interface WindowWriter {
-  /**
-   * Deletes what was stored for the window (records, quarantined records, ledger rows, derived
-   * rows). With `keep` (SYNC_SHRINK=keep) they are kept aside for {@link end}'s union.
-   *
-   * @returns the records deleted (quarantined ones not counted).
-   */
+  /** Deletes what was stored for the window; `keep` (SYNC_SHRINK=keep) sets it aside for {@link end}. @returns the records deleted. */
   clear(keep?: boolean): Promise<number>;
-  /**
-   * Stores a page's kept records and its quarantined ones; may resolve before the store has them
-   * (a failure then surfaces from a later call).
-   *
-   * @param onStored called with the page's kept records once stored, before `end` resolves.
-   */
+  /** May resolve before the page is stored (a failure surfaces later); `onStored` is called before `end` resolves. */
   write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void>;
   /** After a failed read or write: stops what is outstanding. Never throws. @returns an earlier failure of the store's. */
   abort(reason: Error): Promise<Error | undefined>;
   /**
-   * Waits until every page is stored (records refused for a data reason quarantined instead).
-   * After `clear(true)`: the window holds the multiset union of what was stored and what E6
-   * returned now, `owned` (the texts left out as the start's boundary set) counting as returned.
-   *
+   * Waits until every page is stored, data refusals quarantined. After `clear(true)`: the keep union,
+   * `owned` (the start's boundary set left out) counting as returned (docs/design/keep-union.md).
    * @throws the database's error when it is no data refusal.
    */
   end(owned?: readonly string[]): Promise<WindowStored>;
-  /** Adds the window's rollup groups and fields to the derived tables; `changes` go to record_field_changes. */
+  /** `changes` go to record_field_changes. */
   addDerived(rollup: RollupCounts, fields: WindowFields, changes?: readonly FieldChange[]): Promise<void>;
-  /** Records the window in the ledger; the watermark advances when it starts at or before it. @returns the watermark after (ms). */
+  /** The ledger row; the watermark advances when the window starts at or before it. @returns the watermark after (ms). */
   record(counts: WindowCounts): Promise<number | undefined>;
 }
 

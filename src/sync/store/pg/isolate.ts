@@ -1,45 +1,28 @@
 /**
- * Isolating the rows a database refuses out of a batch it refused whole: the batch is loaded
- * again in parts, each part under its own savepoint (the caller's `attempt`), a part refused for
- * a data reason (src/db/refusal.ts) is split further, and a single row refused is handed back to
- * be quarantined; the rows of every part accepted stay loaded. Pure: the database is the
- * caller's (records-copy.ts).
+ * Isolating the rows a database refuses out of a batch it refused whole, by loading it again in
+ * smaller and smaller pieces; the database is the caller's. Design: docs/design/sync-run.md.
  */
 import { dataRefusal, type DataRefusal } from '../../../db/refusal.js';
 
-/** How {@link isolateRefused} loads a part and reads a refusal. */
 export interface Isolation<R> {
-  /**
-   * Loads `rows` (a part of the batch, in order) in one statement under a savepoint of its own:
-   * resolves once they are stored; throws the database's error after rolling back to the
-   * savepoint, so the transaction goes on without them.
-   */
+  /** Loads `rows` in one statement under its own savepoint; throws the database's error after rolling back to it. */
   attempt(rows: readonly R[]): Promise<void>;
-  /**
-   * Where in the rows of a refused attempt the database says it stopped, from 0, when it says so
-   * (COPY names the line): the rows before it are then loaded as one part and that row tried
-   * alone, instead of halving. A wrong answer costs attempts, never rows.
-   */
+  /** The row (from 0) a refused attempt names (COPY names the line); a wrong answer costs attempts, never rows. */
   position?(err: unknown, rows: number): number | undefined;
 }
 
-/** What {@link isolateRefused} did. */
 export interface Isolated<R> {
-  /** Rows stored. */
   stored: number;
-  /** Rows the database refused alone, each with its refusal, in order. */
+  /** Refused alone, in order. */
   refused: { row: R; refusal: DataRefusal }[];
-  /** Statements sent (attempts, the batch's first failure not counted). */
+  /** Statements sent, the first failure not counted. */
   attempts: number;
 }
 
 /**
- * Loads `rows`, which the database refused whole with `failure`, part by part: a part refused for
- * a data reason is split (at the row the database named, else in halves) until single rows are
- * refused; any other error of an attempt is thrown as it is (the window fails).
- *
- * @param failure the error of loading `rows` whole; must be a data refusal ({@link dataRefusal}).
- * @throws `failure` when it is no data refusal; an attempt's error that is none.
+ * Loads `rows`, refused whole with `failure`, splitting a refused piece at the row the database
+ * named, else in halves, down to single rows.
+ * @throws `failure` or an attempt's error when it is no data refusal.
  */
 export async function isolateRefused<R>(rows: readonly R[], failure: unknown, how: Isolation<R>): Promise<Isolated<R>> {
   const result: Isolated<R> = { stored: 0, refused: [], attempts: 0 };

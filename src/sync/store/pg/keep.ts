@@ -1,10 +1,8 @@
 /**
- * SYNC_SHRINK=keep in PostgreSQL: the union of what a window stored before and what E6 returns
- * now. When the window is cleared, its records and quarantined records wait in the session's
- * temporary tables (emptied at each commit); at its end each is stored again as many times as it
- * was stored beyond the copies this read stored, quarantined, or left out at the window's start
- * (its start's boundary set, which the window before owns). This module owns those tables and
- * every statement on them. See docs/design/keep-union.md.
+ * SYNC_SHRINK=keep in PostgreSQL: a cleared window's records and quarantined records wait in the
+ * session's temporary tables (emptied at each commit); at its end each is stored again as many times
+ * as it was stored beyond the copies this read stored, quarantined or left out as its start's
+ * boundary set. Owns those tables and every statement on them. Design: docs/design/keep-union.md.
  */
 import { dataRefusal } from '../../../db/refusal.js';
 import { CONTRACT_REASON_PREFIX } from '../../derived/fields/schema-changes.js';
@@ -13,7 +11,7 @@ import { isolateRefused } from './isolate.js';
 import { insertQuarantined } from './records.js';
 import type { Queryable, WindowTarget } from './tables.js';
 
-/** What the union stored again; `quarantined` counts the records refused on their way back (a constraint added since). */
+/** `quarantined` includes records refused on their way back (a constraint added since). */
 export interface KeptBack {
   records: number;
   quarantined: number;
@@ -21,17 +19,13 @@ export interface KeptBack {
 
 /** One window's keep union, on the connection and in the transaction loading it. */
 export class KeepUnion {
-  /**
-   * @param restoreSql the derived tables' common table expressions that undo their clearing for
-   *   the records inserted back (after `back`; parameters $1 start, $2 end, $3 source).
-   */
+  /** @param restoreSql the derived tables' expressions after `back` ($1 start, $2 end, $3 source). */
   constructor(
     private readonly db: Queryable,
     private readonly target: WindowTarget,
     private readonly restoreSql: () => string[],
   ) {}
 
-  /** Creates the session's temporary tables when it has none yet. */
   async prepare(): Promise<void> {
     await this.db.query(
       `create temp table if not exists sync_kept_records (
@@ -44,12 +38,12 @@ export class KeepUnion {
     );
   }
 
-  /** The common table expression that saves the records the clearing statement deletes (`gone`). */
+  /** Saves the records the clearing statement deletes (`gone`). */
   static saveRecordsSql(): string {
     return `saved as (insert into pg_temp.sync_kept_records (payload, event_time, run_id) select payload, event_time, run_id from gone)`;
   }
 
-  /** Deletes the window's quarantined rows, saving them. @returns how many. */
+  /** @returns the quarantined rows set aside. */
   async setQuarantineAside(): Promise<number> {
     const { t, source, window } = this.target;
     const { rowCount } = await this.db.query(
@@ -62,10 +56,8 @@ export class KeepUnion {
   }
 
   /**
-   * At the window's end, once this read's rows are in: stores again what the union keeps.
-   *
-   * @param owned the texts this read left out as its start's boundary set: they count as returned.
-   * @throws the database's error when it is no data refusal (src/db/refusal.ts).
+   * Once this read's rows are in. `owned`: the texts left out as the start's boundary set.
+   * @throws the database's error when it is no data refusal.
    */
   async restore(owned: readonly string[]): Promise<KeptBack> {
     if (owned.length > 0) {
@@ -79,7 +71,6 @@ export class KeepUnion {
     return { records, quarantined: quarantined + refused.length };
   }
 
-  /** The records beyond this read's copies, in one statement under a savepoint; on a data refusal, in batches. */
   async #restoreRecords(): Promise<{ records: number; refused: QuarantineRow[] }> {
     await this.db.query('savepoint records_kept');
     try {
@@ -93,7 +84,6 @@ export class KeepUnion {
     }
   }
 
-  /** Inserts the records refused whole again in batches; those refused alone are handed back for the quarantine. */
   async #restoreIsolated(err: unknown): Promise<{ records: number; refused: QuarantineRow[] }> {
     const isolated = await isolateRefused(await this.#beyond(), err, {
       attempt: async (batch) => {
@@ -115,13 +105,7 @@ export class KeepUnion {
     return { records: isolated.stored, refused };
   }
 
-  /**
-   * Inserts saved records back into `records`, and undoes the derived tables' clearing for them
-   * in the same statement.
-   *
-   * @param only the saved records to insert, by {@link #beyond}'s numbers; default: those beyond
-   *   this read's copies (which a first batch would change).
-   */
+  /** @param only numbers of saved records; default: those beyond this read's copies (which a first batch would change). */
   async #insertBack(only?: readonly number[]): Promise<number> {
     const { t, source, window } = this.target;
     const parts =
@@ -143,7 +127,6 @@ export class KeepUnion {
     return Number(rows[0]!.kept);
   }
 
-  /** The numbers of the saved records beyond this read's copies. */
   async #beyond(): Promise<number[]> {
     const { source, window } = this.target;
     const { rows } = await this.db.query<{ n: string }>(
@@ -154,10 +137,7 @@ export class KeepUnion {
     return rows.map((r) => Number(r.n));
   }
 
-  /**
-   * `kept`: the saved records numbered per payload; `loaded`: this read's copies per payload text
-   * (stored, refused by a constraint or trigger after jsonb read it, or owned by the window before).
-   */
+  /** `kept`: saved records numbered per payload; `loaded`: this read's copies per payload (stored, refused as 23/P0, owned). */
   #beyondSql(): string[] {
     const { t } = this.target;
     return [
@@ -175,13 +155,7 @@ export class KeepUnion {
     ];
   }
 
-  /**
-   * Inserts again each saved quarantined record beyond the copies of its text this read
-   * quarantined or owned; one FIELD_CONTRACT=freeze quarantined (reason `contract:`) that this
-   * read stored in `records` counts as returned, compared as jsonb.
-   *
-   * @returns the rows inserted again.
-   */
+  /** A `contract:` row this read stored in `records` counts as returned. @returns the rows inserted again. */
   async #restoreQuarantine(): Promise<number> {
     const { t, source, window } = this.target;
     // `stored` reads the window's records only when a contract row was kept (a one-time filter).

@@ -1,11 +1,10 @@
 /**
- * The ledger in PostgreSQL: every statement on `sync_windows`, `sync_state` and `sync_runs`, and
- * nowhere else. One source's rows through {@link PgLedger} (the run, the audit, the `state`
- * commands, serve's gauges); the schema-wide statements retention needs as functions below.
+ * The ledger in PostgreSQL: every statement on `sync_windows`, `sync_state` and `sync_runs`. One
+ * source's rows through {@link PgLedger}; the schema-wide statements retention needs as functions.
  *
  * Invariants: the watermark only advances over a window that starts at or before it (it never
- * jumps a gap), except through `state set-watermark`; a parked window's records stay; an expired
- * window is never loaded again but by `sync --from`. See docs/design/ledger.md.
+ * jumps a gap), but through `state set-watermark`; a parked window's records stay; an expired
+ * window is loaded again only by `sync --from`. Design: docs/design/ledger.md.
  */
 import { withTransaction, type PoolClient } from '../../../db/pool.js';
 import { InvalidArgumentError, storableText } from '../../../errors.js';
@@ -25,11 +24,10 @@ import type {
 import { iso, subtractWindows, type Window } from '../../windows.js';
 import type { Queryable, Tables } from './tables.js';
 
-/** ms since the epoch, or undefined for SQL null. */
 const ms = (d: Date | null | undefined): number | undefined => (d === null || d === undefined ? undefined : d.getTime());
 const windowsOf = (rows: readonly { start: Date; end: Date }[]): Window[] => rows.map((r) => ({ start: r.start.getTime(), end: r.end.getTime() }));
 
-/** Moves the watermark to a window's end when the window starts at or before it ($1 start, $2 end, $3 source). */
+/** The watermark rule ($1 start, $2 end, $3 source). */
 const ADVANCE_WATERMARK = (t: Tables) => `insert into ${t.state} as s (source, watermark) values ($3, $2)
        on conflict (source) do update
         set watermark = case when s.watermark is null or $1 <= s.watermark then greatest(s.watermark, $2) else s.watermark end,
@@ -202,7 +200,7 @@ export class PgLedger implements Ledger {
     ]);
   }
 
-  /** Records `window` as committed by run `runId` and advances the watermark over it. @returns the watermark after (ms). */
+  /** @returns the watermark after (ms). */
   async recordWindow(window: Window, runId: number, counts: WindowCounts): Promise<number | undefined> {
     await this.db.query(
       `insert into ${this.t.windows} (source, window_start, window_end, record_count, total_records, pages, run_id) values ($7, $1, $2, $3, $4, $5, $6)`,
@@ -212,7 +210,6 @@ export class PgLedger implements Ledger {
     return ms(rows[0]?.watermark);
   }
 
-  /** Deletes the ledger rows of the windows inside `window`, before it is loaded again. */
   async clearWindows(window: Window): Promise<void> {
     await this.db.query(`delete from ${this.t.windows} where source = $3 and window_start >= $1 and window_start < $2`, [
       new Date(window.start),
@@ -221,7 +218,6 @@ export class PgLedger implements Ledger {
     ]);
   }
 
-  /** Parks `of.window` in a transaction of its own: see {@link Ledger.parkWindow}. */
   parkWindow(of: { window: Window; runId: number }, reason: string): Promise<number | undefined> {
     return withTransaction(this.db, () => this.#park(of.window, of.runId, reason));
   }
@@ -253,7 +249,6 @@ export class PgLedger implements Ledger {
     ]);
   }
 
-  /** The source's state for `state show`; a source that never ran has no watermark, run or window. */
   async state(): Promise<SourceState> {
     const { t, source } = this;
     const state = await this.db.query<{ watermark: Date | null; verified_through: Date | null; verified_at: Date | null }>(
@@ -303,10 +298,8 @@ export class PgLedger implements Ledger {
   }
 
   /**
-   * `state set-watermark`: moves the watermark to `move.to` (ms), counting from `move.origin` when
-   * there is none. Forward past a stretch the ledger has not loaded only with `force`.
-   *
-   * @throws {InvalidArgumentError} when that stretch exists and `force` is false (naming --force).
+   * `state set-watermark` to `move.to` (ms), from `move.origin` when there is none.
+   * @throws {InvalidArgumentError} moving forward past a stretch not loaded without `force`.
    */
   async setWatermark(move: { to: number; force: boolean; origin: number }): Promise<WatermarkMove> {
     const { t, source } = this;
@@ -340,7 +333,7 @@ export class PgLedger implements Ledger {
     return { before, after: move.to, skipped };
   }
 
-  /** `state reset`: marks the windows overlapping `range` (not the expired ones) for re-load by the next run. */
+  /** `state reset`: whole windows overlapping `range`, not the expired ones. */
   async markForReload(range: Window): Promise<ReloadMarks> {
     const bounds = [this.source, new Date(range.start), new Date(range.end)];
     const { rows } = await this.db.query<{ start: Date; end: Date; status: 'committed' | 'parked' }>(
@@ -363,10 +356,7 @@ export interface LedgerWindow extends Window {
   loaded: boolean;
 }
 
-/**
- * The first stretch of [from, to) no loaded ledger window covers (a gap, or a parked window), or
- * undefined when every instant of it is loaded. Pure: the check behind {@link PgLedger.setWatermark}.
- */
+/** The first stretch of [from, to) no loaded window covers (a gap, or a parked window); undefined when none. */
 export function firstUnloaded(from: number, to: number, ledger: readonly LedgerWindow[]): Window | undefined {
   let at = from;
   for (const w of [...ledger].sort((a, b) => a.start - b.start)) {

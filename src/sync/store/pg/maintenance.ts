@@ -1,7 +1,6 @@
 /**
- * The schema's upkeep in PostgreSQL ({@link SchemaMaintenance}): the derived tables built for the
- * settings (rollups, records_typed), the field catalogue read back, and the partitions of
- * `records`. Each method runs in a transaction of its own on the session's connection.
+ * The schema's upkeep in PostgreSQL ({@link SchemaMaintenance}): derived tables built for the
+ * settings, the field catalogue read back, partitions. Each method is a transaction of its own.
  */
 import type { PartitionInterval } from '../../../config.js';
 import { withTransaction, type PoolClient } from '../../../db/pool.js';
@@ -24,7 +23,6 @@ export class PgMaintenance implements SchemaMaintenance {
     return this.derived.isRollupCurrent(this.db);
   }
 
-  /** @returns whether a rollup table was rebuilt. */
   ensureRollup(): Promise<boolean> {
     return withTransaction(this.db, () => this.derived.ensureRollup(this.db, this.o.log));
   }
@@ -34,7 +32,7 @@ export class PgMaintenance implements SchemaMaintenance {
   }
 
   pruneRollup(before: number): Promise<number> {
-    // In a transaction: records_daily_distinct's days are recomputed under locks held until its commit.
+    // records_daily_distinct's days are recomputed under locks held until the commit.
     return withTransaction(this.db, () => this.derived.pruneRollup(this.db, before));
   }
 
@@ -51,12 +49,7 @@ export class PgMaintenance implements SchemaMaintenance {
     return dropExpiredPartitions(this.db, this.t, cutoff, runIds);
   }
 
-  /**
-   * `rollup rebuild`: drops and recreates the rollup tables for the settings, filled from
-   * `records` (only drops them when off). The caller holds the schema's lock exclusively.
-   *
-   * @returns the rows each table holds afterwards; undefined for a table not kept.
-   */
+  /** `rollup rebuild`; the caller holds the schema's lock exclusively. @returns rows per table; undefined for one not kept. */
   rebuildRollup(): Promise<{ hourly: number | undefined; distinct: number | undefined }> {
     return withTransaction(this.db, async () => {
       await this.derived.rebuildRollup(this.db);
@@ -64,7 +57,7 @@ export class PgMaintenance implements SchemaMaintenance {
     });
   }
 
-  /** The field catalogue, by field name then source; only `sources`' rows when given. */
+  /** By field name then source. */
   listFields(sources?: readonly string[]): Promise<FieldRow[]> {
     return readFields(this.db, this.t, sources);
   }

@@ -1,19 +1,9 @@
 /**
- * Partitions of `records` and retention.
- *
- * Glossary
- * - partition: a child table of `records` holding the rows whose window_start lies in its range
- *   [start, end), named `records_<start>_<end>` after that range in UTC (YYYYMMDD, with THHMMSS
- *   when a bound is not midnight). A window's rows share window_start, so a window lives in one
- *   partition even when it crosses the partition's end.
- * - interval: the length of the partitions the sync creates (PARTITION_INTERVAL): a calendar month,
- *   an ISO week (Monday to Monday) or a day, in UTC. Partitions of another length that exist
- *   already (created under another interval, or by the migration, which creates months) are kept;
- *   a new partition is cut short where it would overlap one.
- * - expired window: a ledger window whose partition RETENTION dropped (`sync_windows.expired_at`).
- *
- * There is no DEFAULT partition: a row outside every partition is refused, and the sync creates
- * the partitions a run needs before it loads anything.
+ * Partitions of `records` and RETENTION. A partition holds the rows whose window_start lies in its
+ * range, so a window lives in one partition even when it crosses its end. New ones are
+ * PARTITION_INTERVAL long (UTC month, ISO week or day), cut short where they would overlap one of
+ * another length. There is no DEFAULT partition: a run creates those it needs before loading.
+ * Design: docs/design/sync-run.md (creation), docs/design/ledger.md (retention).
  */
 import type { PartitionInterval } from '../../../config.js';
 import { ADVISORY_LOCK_NAMESPACE, quoteIdent, withTransaction, type PoolClient } from '../../../db/pool.js';
@@ -27,16 +17,10 @@ const MS_PER_DAY = 86_400_000;
 const MONDAY_OFFSET_MS = 4 * MS_PER_DAY;
 const MS_PER_WEEK = 7 * MS_PER_DAY;
 
-/** How long retention waits for the lock on `records` that dropping a partition takes. */
+/** Giving up beats queueing every reader of `records` behind a long query. */
 export const RETENTION_LOCK_TIMEOUT_MS = 10_000;
 
-/**
- * The range of the partition of `interval` holding `ms` (UTC calendar month, ISO week from Monday,
- * or day).
- *
- * @param ms a window start, milliseconds since the epoch.
- * @returns [start, end) in milliseconds, with start ≤ ms < end.
- */
+/** The range (ms) of the partition of `interval` holding `ms`. */
 export function partitionRange(ms: number, interval: PartitionInterval): Window {
   if (interval === 'day') {
     const start = Math.floor(ms / MS_PER_DAY) * MS_PER_DAY;
@@ -50,7 +34,7 @@ export function partitionRange(ms: number, interval: PartitionInterval): Window 
   return { start: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1), end: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) };
 }
 
-/** `records_20261101_20261201`: the partition's name after its range (UTC; THHMMSS added to a bound that is not midnight). */
+/** `records_20261101_20261201` (UTC; THHMMSS added to a bound that is not midnight). */
 export function partitionName(range: Window): string {
   const stamp = (ms: number): string => {
     const text = new Date(ms).toISOString(); // 2026-11-01T00:00:00.000Z
@@ -60,15 +44,7 @@ export function partitionName(range: Window): string {
   return `records_${stamp(range.start)}_${stamp(range.end)}`;
 }
 
-/**
- * The partitions to create so that every one of `starts` lies in a partition: for each start no
- * partition holds, the interval's range around it, cut short where it would overlap an existing
- * partition (or one planned before it). Pure; {@link ensurePartitions} runs it on the catalogue.
- *
- * @param starts window starts in milliseconds, in any order.
- * @param existing the partitions there are (disjoint).
- * @returns new disjoint partitions, in time order.
- */
+/** For each of `starts` (ms) no partition holds, the interval's range around it, cut short at existing ones. */
 export function missingPartitions(starts: readonly number[], existing: readonly Window[], interval: PartitionInterval): Partition[] {
   const known: Window[] = [...existing];
   const created: Partition[] = [];
@@ -86,10 +62,7 @@ export function missingPartitions(starts: readonly number[], existing: readonly 
   return created;
 }
 
-/**
- * The partitions of `records` with a range bound (a DEFAULT or MINVALUE/MAXVALUE partition, which
- * the exporter never creates, is left out), in time order.
- */
+/** In time order; a DEFAULT or MINVALUE/MAXVALUE partition (never created here) left out. */
 export async function listPartitions(db: PoolClient, t: Tables): Promise<Partition[]> {
   // pg_get_expr writes the bounds as timestamptz literals with their offset: cast back, exact.
   const { rows } = await db.query<{ name: string; start: Date | null; end: Date | null }>(
@@ -105,16 +78,9 @@ export async function listPartitions(db: PoolClient, t: Tables): Promise<Partiti
 }
 
 /**
- * Creates, in one transaction, the partitions of `records` that rows of windows starting at
- * `starts` need (see {@link missingPartitions}). Partitions are shared by every source, whose runs
- * go on at once: a transaction-level advisory lock per schema makes one run at a time read the
- * catalogue and create what is missing (`if not exists` alone does not make two concurrent
- * creations of one table safe). A partition gets `REPLICA IDENTITY FULL` when `records` has it
- * (PostgreSQL does not pass it on), so that a publication publishing deletes of `records`
- * (docs/deploy.md, logical replication) takes a window's delete in a new partition too.
- *
- * @returns the partitions created, in time order (empty when every start has its partition).
- * @throws the database's error (pg DatabaseError) when the catalogue cannot be read or a table created.
+ * In one transaction under a lock per schema (sources run at once); a new partition takes
+ * `records`' REPLICA IDENTITY FULL, which PostgreSQL does not pass on.
+ * @returns the partitions created, in time order. @throws the database's error.
  */
 export async function ensurePartitions(db: PoolClient, t: Tables, starts: readonly number[], interval: PartitionInterval): Promise<Partition[]> {
   if (starts.length === 0) return [];
@@ -122,7 +88,7 @@ export async function ensurePartitions(db: PoolClient, t: Tables, starts: readon
     await db.query('select pg_advisory_xact_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, `partitions:${t.schema}`]);
     const missing = missingPartitions(starts, await listPartitions(db, t), interval);
     for (const p of missing) {
-      // DDL takes no parameters; both bounds are ISO text from Date, and the name is quoted.
+      // DDL takes no parameters: the bounds are ISO text from Date, the name quoted.
       await db.query(
         `create table if not exists ${quoteIdent(t.schema)}.${quoteIdent(p.name)} partition of ${t.records}
            for values from ('${new Date(p.start).toISOString()}') to ('${new Date(p.end).toISOString()}')`,
@@ -139,24 +105,13 @@ export async function ensurePartitions(db: PoolClient, t: Tables, starts: readon
 }
 
 /**
- * Retention: drops every partition of `records` whose whole range is older than `cutoff`
- * (end ≤ cutoff: a partly covered partition stays), except one holding a window one of the runs
- * `runIds` loaded (an explicit `sync --from` of old windows keeps what it loaded until the next
- * run). Partitions hold every source's rows: the caller holds the schema's sync lock exclusively,
- * so no source's window is being written into one (src/sync/run/run.ts). In
- * one transaction with the drops, the ledger windows starting in a dropped range are marked
- * expired, so later runs do not load them again, and their quarantined records are deleted.
- * Nothing else is touched: tables derived from records keep their rows.
- *
- * @param cutoff milliseconds since the epoch: now minus RETENTION.
- * @returns the partitions dropped, in time order.
- * @throws the database's error (55P03 lock_not_available after {@link RETENTION_LOCK_TIMEOUT_MS}
- *   waiting for a reader of `records`); then nothing is dropped.
+ * RETENTION: drops each partition ending at or before `cutoff` (ms) but one holding a window of
+ * `runIds`, marking the ledger windows in it expired and deleting their quarantined rows, in one
+ * transaction; the caller holds the schema's lock exclusively.
+ * @throws the database's error (55P03 after {@link RETENTION_LOCK_TIMEOUT_MS}); nothing is dropped then.
  */
 export async function dropExpiredPartitions(db: PoolClient, t: Tables, cutoff: number, runIds: readonly number[]): Promise<DroppedPartition[]> {
   return withTransaction(db, async () => {
-    // Dropping a partition locks records exclusively: rather than queue every reader behind a long
-    // dashboard query, give up and let the next run try again.
     await db.query(`set local lock_timeout = '${RETENTION_LOCK_TIMEOUT_MS}ms'`);
     const dropped: DroppedPartition[] = [];
     for (const p of await listPartitions(db, t)) {

@@ -1,8 +1,7 @@
 /**
- * One window's records streamed into `records` with `COPY … FROM STDIN`, the rows built by
- * {@link CopyRows} (a PostgreSQL server only: store.ts, supportsCopyFromStdin), under savepoints
- * so that the records the database refuses for a data reason are isolated and handed back to be
- * quarantined while the rest of the window loads.
+ * One window's records streamed into `records` with `COPY … FROM STDIN` (a PostgreSQL server only),
+ * in chunks under savepoints, so the records the database refuses for a data reason are isolated
+ * and handed back to be quarantined while the rest loads. Design: docs/design/sync-run.md.
  */
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
@@ -14,47 +13,28 @@ import { isolateRefused } from './isolate.js';
 import type { PageRows } from '../../rows/page-rows.js';
 import type { WindowTarget } from './tables.js';
 
-/**
- * Bytes of COPY rows sent under one savepoint before it is released and the next one taken: the
- * rows of a chunk are held until it is stored, so that a refused chunk can be loaded again in
- * parts. A day of the benchmark's records (about 8 MB) is one chunk. 4 MiB chunks (half such a
- * day held, not all of it) lowered a 1,000,000-record sync's peak RSS by 5–7 MiB (medians 155.6
- * against 160.8 MiB in 9 interleaved pairs, 156.7 against 164.1 in 4 more) but its CPU time rose by
- * 0.19 s on average (pairs −0.72 to +1.17 s, 9 of 13 higher), so the chunk stays at 16 MiB.
- */
+/** Bytes of COPY rows under one savepoint, held until stored (why 16 MiB: docs/design/sync-run.md). */
 export const COPY_CHUNK_BYTES = 16 * 1024 * 1024;
 
-/** A record the database refused, with its refusal: the record's text as E6 sent it and its event time (ms, or null). */
+/** The record's text as E6 sent it; `eventTime` in ms. */
 export interface RefusedRecord extends DataRefusal {
   text: string;
   eventTime: number | null;
 }
 
-/** What a window's COPY stored: the records stored and those refused (see {@link RecordsCopy.end}). */
 export interface CopyStored {
   stored: number;
   refused: RefusedRecord[];
 }
 
 /**
- * One window's records streamed into `records` with `COPY … FROM STDIN` (text format) in the
- * caller's transaction: each page's rows are written as the page comes, and PostgreSQL parses and
- * inserts them meanwhile (COPY batches its heap inserts, which an insert … select does row by row).
- * Each payload is the record's exact JSON text from the E6 body (its span, upstream/page-text.ts pageByteSpans),
- * which jsonb parses exactly as it parses the record inside the whole body: stored rows are those
- * store.ts prepareInsertRecords stores. The connection serves nothing else until {@link end} or
- * {@link abort}. A PostgreSQL server only (store.ts supportsCopyFromStdin).
- *
- * The rows go in chunks of at most about {@link COPY_CHUNK_BYTES}, one COPY and one savepoint
- * each: the fast path costs a savepoint and its release per chunk. A chunk the database refuses
- * for a data reason (src/db/refusal.ts) is rolled back to its savepoint and loaded again in parts
- * ({@link isolateRefused}): the records refused alone are kept with the SQLSTATE and message.
+ * In the caller's transaction, text format, each payload the record's exact text from the E6 body.
+ * The connection serves nothing else until {@link end} or {@link abort}.
  */
 export class RecordsCopy {
   private stream: CopyStreamQuery | undefined;
   private failure: Error | undefined;
   private readonly rows: CopyRows;
-  /** The rows of the chunk being copied, held until it is stored. */
   private chunk: Buffer[] = [];
   private chunkBytes = 0;
   private stored = 0;
@@ -68,11 +48,9 @@ export class RecordsCopy {
   }
 
   /**
-   * Writes the page's kept records; resolves when the connection takes more (at most about a page
-   * waits in memory besides the chunk held).
-   *
+   * Resolves when the connection takes more (about a page waits besides the chunk held).
    * @throws {InvalidArgumentError} when the page's text holds no `data` array covering its kept
-   *   positions; the COPY's error when it is no data refusal (a missing partition, the connection lost).
+   *   positions; the COPY's error when it is no data refusal.
    */
   async write(page: PageRows): Promise<void> {
     if (page.keep.length === 0) return;
@@ -85,29 +63,18 @@ export class RecordsCopy {
     this.chunk.push(rows);
     this.chunkBytes += rows.length;
     if (!this.stream.write(rows)) {
-      // A failure meanwhile is this.failure: the next write or end handles it.
+      // A failure meanwhile lands in this.failure, for the next write or end.
       await once(this.stream, 'drain').catch(() => undefined);
     }
   }
 
-  /**
-   * Ends the COPY and waits for PostgreSQL to have stored every row it takes.
-   *
-   * @returns the rows stored and the records refused for a data reason.
-   * @throws the COPY's error when it is no data refusal.
-   */
+  /** Ends the COPY once PostgreSQL stored every row it takes. @throws the COPY's error when it is no data refusal. */
   async end(): Promise<CopyStored> {
     await this.finishChunk();
     return { stored: this.stored, refused: this.refused };
   }
 
-  /**
-   * Cancels an unfinished COPY (CopyFail: PostgreSQL discards its rows, and the transaction can
-   * roll back), and waits until the connection is free. Never throws.
-   *
-   * @returns the COPY's own error when it failed before for another reason than the data (it is
-   *   the earlier failure), else undefined.
-   */
+  /** Cancels an unfinished COPY (CopyFail) and waits for the connection. Never throws. @returns the COPY's own earlier non-data failure. */
   async abort(reason: Error): Promise<Error | undefined> {
     const failed = this.failure;
     const stream = this.stream;
@@ -120,7 +87,6 @@ export class RecordsCopy {
     return failed !== undefined && dataRefusal(failed) === undefined ? failed : undefined;
   }
 
-  /** Ends the chunk's COPY; a data refusal is isolated, the savepoint released. */
   private async finishChunk(): Promise<void> {
     const stream = this.stream;
     if (stream === undefined) return;
@@ -130,7 +96,7 @@ export class RecordsCopy {
     this.chunkBytes = 0;
     let failure = this.failure;
     if (failure === undefined) {
-      // Never ended while the socket is full (write waited for 'drain'): CopyDone goes out at once.
+      // write() waited for 'drain', so CopyDone goes out at once.
       stream.end();
       await finished(stream).catch((err: Error) => (failure = this.failure ?? err));
     }
@@ -150,7 +116,6 @@ export class RecordsCopy {
     await this.db.query('release savepoint records_copy');
   }
 
-  /** One COPY of `lines` under a savepoint of its own, rolled back to it when the COPY fails. */
   private async copyPart(lines: readonly Buffer[]): Promise<void> {
     await this.db.query('savepoint records_part');
     const stream = this.open(false);
@@ -172,7 +137,6 @@ export class RecordsCopy {
   /** A COPY into records; `main`: the chunk's, whose failure {@link failure} keeps. */
   private open(main: boolean): CopyStreamQuery {
     const stream = this.db.query(copyFrom(`copy ${this.target.t.records} (source, payload, event_time, window_start, run_id) from stdin`));
-    // Listening also keeps a failure from being an unhandled 'error' event.
     stream.on('error', (err: Error) => {
       if (main) this.failure ??= err;
       // pg-copy-streams drops the connection with the error; rows it still held for the socket

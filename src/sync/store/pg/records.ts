@@ -1,7 +1,6 @@
 /**
- * Statements on `records` and `records_quarantine` for one window's load: the insert of a page
- * (one round trip, prepared while the previous one runs), the insert of quarantined records,
- * and the delete of a window's quarantined rows. The COPY path is records-copy.ts.
+ * Statements on `records` and `records_quarantine` for one window's load (the COPY path is
+ * records-copy.ts): a page's insert, built while the previous one runs; quarantined rows.
  */
 import { storableText } from '../../../errors.js';
 import type { AnalyticsRecord } from '../../../upstream/analytics.js';
@@ -9,20 +8,12 @@ import { timestampArray } from '../../rows/copy-rows.js';
 import type { PageRows, QuarantineRow } from '../../rows/page-rows.js';
 import type { Queryable, WindowTarget } from './tables.js';
 
-/** A prepared statement text and its parameters, ready for `db.query(text, values)`. */
 export interface PreparedQuery {
   text: string;
   values: unknown[];
 }
 
-/**
- * Builds the insert of one page's kept records, in one round trip (the page travels as one jsonb
- * value, the kept positions and their event times as two arrays, joined by position), without
- * sending it, so a caller can prepare the next page while the database is still busy with the
- * previous one.
- *
- * @returns undefined when there is nothing to insert.
- */
+/** One round trip: the page as one jsonb, the kept positions and event times as arrays. @returns undefined when none is kept. */
 export function prepareInsertRecords(target: WindowTarget, page: PageRows): PreparedQuery | undefined {
   if (page.keep.length === 0) return undefined;
   const { t, source, window, runId } = target;
@@ -35,7 +26,7 @@ export function prepareInsertRecords(target: WindowTarget, page: PageRows): Prep
   return { text: insert, values };
 }
 
-/** `{"data":[…]}` of `records` with the kept positions serialised and every other one `null`, so positions stay. */
+/** `{"data":[…]}` with every position not kept `null`, so positions stay. */
 function keptRecordsText(records: readonly AnalyticsRecord[], keep: readonly number[]): string {
   let text = '{"data":[';
   let k = 0;
@@ -51,18 +42,13 @@ function keptRecordsText(records: readonly AnalyticsRecord[], keep: readonly num
   return `${text}]}`;
 }
 
-/** The int[] literal of 1-based ordinals for 0-based positions. */
 function ordinalArray(positions: readonly number[]): string {
   let text = '{';
   for (let i = 0; i < positions.length; i++) text += i === 0 ? String(positions[i]! + 1) : `,${positions[i]! + 1}`;
   return `${text}}`;
 }
 
-/**
- * JSON text as a jsonb parameter in binary format (a version byte, 1, then the text in UTF-8:
- * what jsonb_recv reads). PostgreSQL parses it exactly as the same text sent as text; encoding it
- * here, rather than in pg when the statement is sent, lets that work overlap the previous insert.
- */
+/** jsonb's binary format (version byte 1, then UTF-8), encoded here to overlap the previous insert. */
 function jsonbBinary(json: string): Buffer {
   const bytes = Buffer.allocUnsafe(1 + Buffer.byteLength(json));
   bytes[0] = 1;
@@ -70,23 +56,13 @@ function jsonbBinary(json: string): Buffer {
   return bytes;
 }
 
-/**
- * Whether the database takes `COPY … FROM STDIN`: a PostgreSQL server does; the embedded PGlite
- * behind its socket does not (the statement ends the connection), so it is asked first, and a
- * run there inserts with {@link prepareInsertRecords}.
- */
+/** False for the embedded PGlite, whose socket ends the connection on `COPY … FROM STDIN`. */
 export async function supportsCopyFromStdin(db: Queryable): Promise<boolean> {
   const { rows } = await db.query<{ embedded: boolean }>(`select version() like '%PGlite%' as embedded`);
   return rows[0]?.embedded === false;
 }
 
-/**
- * Builds the insert of a window's quarantined records into `records_quarantine` (one statement,
- * the columns as parallel arrays) without sending it, like {@link prepareInsertRecords}.
- * Nothing decodes `text`: it goes to a `text` column as sent.
- *
- * @returns undefined when there is nothing to insert.
- */
+/** One statement, the columns as arrays; `text` goes to a text column as sent. @returns undefined for none. */
 export function prepareInsertQuarantined(target: WindowTarget, rows: readonly QuarantineRow[]): PreparedQuery | undefined {
   if (rows.length === 0) return undefined;
   const { t, source, window, runId } = target;
@@ -110,13 +86,12 @@ export function prepareInsertQuarantined(target: WindowTarget, rows: readonly Qu
   };
 }
 
-/** Inserts a window's quarantined records in one round trip (see {@link prepareInsertQuarantined}). */
 export async function insertQuarantined(db: Queryable, target: WindowTarget, rows: readonly QuarantineRow[]): Promise<void> {
   const query = prepareInsertQuarantined(target, rows);
   if (query !== undefined) await db.query(query.text, query.values);
 }
 
-/** Deletes the quarantined rows of the windows inside the target's window. @returns how many. */
+/** @returns the rows deleted. */
 export async function deleteQuarantined(db: Queryable, target: Pick<WindowTarget, 't' | 'source' | 'window'>): Promise<number> {
   const { t, source, window } = target;
   const { rowCount } = await db.query(`delete from ${t.quarantine} where source = $3 and window_start >= $1 and window_start < $2`, [

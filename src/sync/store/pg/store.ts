@@ -1,8 +1,7 @@
 /**
- * The store in PostgreSQL, as the app layer opens it: {@link PgStore} for one schema hands out
- * the run's port for one source ({@link PgStore.forSource}) and sessions for the app's own work
- * (the `state` commands, serve's gauges, migrating and rebuilding the derived tables). A session
- * is one pooled connection; a window is one transaction on it.
+ * The store in PostgreSQL: {@link PgStore} for one schema hands out the run's port for a source
+ * and sessions for the app's own work (`state`, serve's gauges, the derived tables' upkeep). A
+ * session is one pooled connection; a window is one transaction on it.
  */
 import type { PartitionInterval, RollupConfig } from '../../../config.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../../../db/pool.js';
@@ -19,12 +18,10 @@ import { CopyWindowWriter, InsertWindowWriter } from './writer.js';
 export interface PgStoreOptions {
   pool: Pool;
   schema: string;
-  /** The schema's settings: PARTITION_INTERVAL and the derived tables' (ROLLUP_*, FIELD_CATALOGUE). */
   tables: { partitionInterval: PartitionInterval; rollup: RollupConfig };
   log: Logger;
 }
 
-/** One schema's tables in PostgreSQL. */
 export class PgStore {
   readonly #t: Tables;
   readonly #derived: Derived;
@@ -34,20 +31,18 @@ export class PgStore {
     this.#derived = new Derived(this.#t, o.tables.rollup);
   }
 
-  /** A session on a connection of its own. @throws the database's error, or what `fn` throws. */
+  /** @throws the database's error, or what `fn` throws. */
   session<T>(fn: (session: PgSession) => Promise<T>, log: Logger = this.o.log): Promise<T> {
     return withClient(this.o.pool, (db) => fn(new PgSession(db, this.#t, this.#derived, { partitionInterval: this.o.tables.partitionInterval, log })));
   }
 
-  /** The run's store for `source` (the port), logging to the source's logger. */
   forSource(source: string, log: Logger): SyncStore {
     return { session: (fn) => this.session((s) => fn(s.forSource(source)), log) };
   }
 }
 
-/** One connection of a {@link PgStore}. */
 export class PgSession {
-  /** Whether the server takes COPY FROM STDIN: asked once, at the session's first window. */
+  /** Asked once, at the session's first window. */
   #copy: Promise<boolean> | undefined;
 
   constructor(
@@ -74,7 +69,6 @@ export class PgSession {
     return new PgMaintenance(this.db, this.t, this.derived, { source, ...this.o });
   }
 
-  /** The run's session for `source` ({@link StoreSession}). */
   forSource(source: string): StoreSession {
     const ledger = this.ledger(source);
     return {
@@ -86,7 +80,6 @@ export class PgSession {
   }
 
   async #inWindow<T>(ledger: PgLedger, of: { window: Window; runId: number }, fn: (writer: WindowWriter) => Promise<T>): Promise<T> {
-    // COPY where the server takes it (PostgreSQL); the embedded database inserts page by page.
     this.#copy ??= supportsCopyFromStdin(this.db);
     const copy = await this.#copy;
     const target = { t: this.t, source: ledger.source, ...of };

@@ -1,14 +1,10 @@
-/**
- * The qualified names of one schema's tables, and what every statement of store/pg/ runs on.
- * Only store/ builds {@link Tables}: the rest of the program reaches the tables through the store.
- */
+/** The qualified names of one schema's tables; only store/ builds {@link Tables}. */
 import { quoteIdent, type PoolClient } from '../../../db/pool.js';
 import type { Window } from '../../windows.js';
 
-/** What runs a statement: a pooled client, inside the caller's transaction if any. */
+/** Inside the caller's transaction, if any. */
 export type Queryable = Pick<PoolClient, 'query'>;
 
-/** Qualified, quoted table names of one schema. */
 export class Tables {
   readonly records: string;
   readonly quarantine: string;
@@ -42,7 +38,7 @@ export class Tables {
   }
 }
 
-/** Where one window's rows go: the schema's tables, the source, the window and the run loading it. */
+/** Where one window's rows go. */
 export interface WindowTarget {
   t: Tables;
   source: string;

@@ -1,8 +1,8 @@
 /**
- * A window's writes in PostgreSQL, inside its transaction: cleared first (SYNC_SHRINK=keep sets
- * the old rows aside: keep.ts), then pages streamed by COPY (a server) or inserted page by page
- * (the embedded database), then the keep union, the derived tables and the ledger. Records the
- * database refuses for a data reason are isolated in batches (isolate.ts) and quarantined.
+ * A window's writes in PostgreSQL, inside its transaction: cleared (SYNC_SHRINK=keep sets the old
+ * rows aside: keep.ts), pages streamed by COPY (a server) or inserted page by page (the embedded
+ * database), the keep union, the derived tables, the ledger. Data refusals are isolated
+ * (isolate.ts) and quarantined. Design: docs/design/sync-run.md.
  */
 import type { PoolClient } from '../../../db/pool.js';
 import { dataRefusal } from '../../../db/refusal.js';
@@ -22,15 +22,13 @@ import { deleteQuarantined, insertQuarantined, prepareInsertQuarantined, prepare
 import { RecordsCopy } from './records-copy.js';
 import type { WindowTarget } from './tables.js';
 
-/** What a window's writer works with besides its connection and target. */
 export interface WriterOptions {
   derived: Derived;
   ledger: PgLedger;
-  /** The source's logger, for what the derived tables log. */
   log: Logger;
 }
 
-/** The writes of a window both writers share: clearing it first, the keep union, the derived tables and the ledger last. */
+/** What both writers share: the clearing, the keep union, the derived tables, the ledger. */
 abstract class PgWindowWriter implements WindowWriter {
   #keep: KeepUnion | undefined;
 
@@ -41,7 +39,6 @@ abstract class PgWindowWriter implements WindowWriter {
   ) {}
 
   async clear(keep = false): Promise<number> {
-    // The derived tables delete the records in the same statement as their own rows of the windows.
     const union = keep ? new KeepUnion(this.db, this.target, () => this.o.derived.restoreWindowSql()) : undefined;
     await union?.prepare();
     const { source, window } = this.target;
@@ -62,11 +59,9 @@ abstract class PgWindowWriter implements WindowWriter {
     return { ...stored, kept };
   }
 
-  /** Waits until every page written is stored, the records refused quarantined. */
   protected abstract store(): Promise<Omit<WindowStored, 'kept'>>;
 
   async addDerived(rollup: RollupCounts, fields: WindowFields, changes?: readonly FieldChange[]): Promise<void> {
-    // Once the window's records are all in: one statement per window, not one per page.
     const { source, window, runId } = this.target;
     await this.o.derived.commitWindow(this.db, { source, window, runId, rollup, fields, changes, log: this.o.log });
   }
@@ -93,8 +88,6 @@ export class CopyWindowWriter extends PgWindowWriter {
   }
 
   abort(reason: Error): Promise<Error | undefined> {
-    // The COPY's failure (earlier in order) wins over a read failure; either way it is cancelled,
-    // so the connection can roll the window back.
     return this.#copying.abort(reason);
   }
 
@@ -109,11 +102,8 @@ export class CopyWindowWriter extends PgWindowWriter {
 }
 
 /**
- * Each page is one insert, pipelined: one page's insert runs in the database while the next pages
- * are fetched and prepared here. At most one insert is outstanding: it is awaited before the next
- * one is sent, so a failure surfaces before anything after it, and memory grows by one page. Each
- * insert runs under a savepoint: a page the database refuses for a data reason is rolled back to
- * it and inserted again in batches ({@link isolateRefused}), its refused records quarantined.
+ * Each page one insert, pipelined, at most one outstanding (a failure surfaces before anything after
+ * it); each under a savepoint, a data refusal isolated in batches.
  */
 export class InsertWindowWriter extends PgWindowWriter {
   #inserting: { done: Promise<number>; onStored: (records: number) => void } | undefined;
@@ -134,7 +124,6 @@ export class InsertWindowWriter extends PgWindowWriter {
   }
 
   async abort(): Promise<Error | undefined> {
-    // An outstanding insert's failure (earlier in order) wins over a read failure.
     try {
       await this.#settle();
       return undefined;
@@ -158,7 +147,7 @@ export class InsertWindowWriter extends PgWindowWriter {
     onStored(records);
   }
 
-  /** The page's insert under a savepoint; a data refusal isolated record by record. @returns the records stored. */
+  /** @returns the records stored. */
   async #insertPage(rows: PageRows, query: PreparedQuery): Promise<number> {
     await this.db.query('savepoint records_page');
     try {
