@@ -1,8 +1,4 @@
-/**
- * The context of one source's sync run, built once when the run starts and passed first to each of
- * its steps (plan, open-reader, load-window, report, retention) instead of positional parameters:
- * who the run is for, its settings, its store and E6, its logger and observer.
- */
+/** The context of one source's sync run, built once and passed first to each of its steps. */
 import { DEFAULT_SOURCE, type Config, type SourceConfig, type SyncConfig, type TablesConfig } from '../../config.js';
 import type { Logger } from '../../log.js';
 import type { FieldContract } from './field-contract.js';
@@ -15,23 +11,20 @@ import type { Window } from '../windows.js';
 
 /** What a run of one source is given. */
 export interface SyncDeps {
-  /** The source's store (the app layer builds it: store/pg/store.ts for PostgreSQL). */
   store: SyncStore;
-  /** E6 (API reference, E6): the source's analytics client. */
   client: E6Pages;
-  /** The source's name: the `source` of every row the run reads and writes; default {@link DEFAULT_SOURCE}. */
+  /** Default {@link DEFAULT_SOURCE}. */
   source?: string;
-  /** The source's sync settings. */
   config: SyncConfig;
-  /** The schema's settings, the same for every source: how `records` is partitioned and kept, and its derived tables. */
+  /** The schema's, the same for every source. */
   tables: TablesConfig;
   schema: string;
-  /** The source's logger (a child carrying `source`). */
+  /** A child carrying `source`. */
   log: Logger;
   observer?: SyncObserver;
 }
 
-/** The deps of a run of `source` (one of `config.sources`), as `sync`, `verify` and serve's schedules build them. */
+/** As `sync`, `verify` and serve's schedules build them. */
 export function sourceSyncDeps(
   config: Config,
   source: SourceConfig,
@@ -51,20 +44,15 @@ export function sourceSyncDeps(
 }
 
 export interface SyncOptions {
-  /** Start of the range; default: resume from the watermark minus the lookback. */
+  /** Default: the watermark minus the lookback. */
   from?: Date;
-  /** End of the range; default: now minus the settle time. */
+  /** Default: now minus the settle time. */
   to?: Date;
-  /** Wait for a run holding the lock instead of returning `{ status: 'locked' }`. */
   wait?: boolean;
-  /** Stops the run: the window being loaded is rolled back, committed windows stay. */
+  /** The window being loaded rolls back; committed windows stay. */
   signal?: AbortSignal;
   now?: () => number;
-  /**
-   * Apply RETENTION after the run (default true) when no other source's run holds the schema
-   * (tried, not waited for: a busy schema leaves it to a later run). `sync` of several sources
-   * passes false and applies it once, after all of them (retention.ts applyRetention).
-   */
+  /** RETENTION after the run (default true); `sync` of several sources applies it once after all. */
   retention?: boolean;
 }
 
@@ -72,52 +60,43 @@ export interface SyncOptions {
 export interface RunContext {
   source: string;
   schema: string;
-  /** The source's sync settings. */
   settings: SyncConfig;
-  /** The schema's settings. */
   tables: TablesConfig;
   log: Logger;
   observer: SyncObserver | undefined;
   store: SyncStore;
   e6: E6Pages;
-  /** The one walk of each page's records that feeds the derived tables, built once per run. */
   walk: PageWalk;
   options: SyncOptions;
-  /** The clock (ms since the epoch). */
+  /** ms since the epoch. */
   now: () => number;
-  /**
-   * Whether a progress bar shows the run (`sync` on a terminal): then the success line is logged at
-   * debug (the bar's summary says it) and no `sync progress` lines (src/sync/run/progress-log.ts).
-   */
+  /** A progress bar shows the run: no `sync progress` lines, the success line at debug. */
   showsProgress: boolean;
 }
 
-/** A run that started loading: its session, its id in the ledger, its E6 reader and its field contract. */
+/** A run that started loading. */
 export interface LoadContext extends RunContext {
   session: StoreSession;
   runId: number;
   reader: WindowReader<PreparedPage>;
-  /** FIELD_CONTRACT over the source's catalogue (contract.ts); undefined with FIELD_CATALOGUE=off. */
+  /** Undefined with FIELD_CATALOGUE=off. */
   contract: FieldContract | undefined;
 }
 
-/** One window of a run: the window and its position in the run's plan (the reader's index). */
+/** `index`: the window's position in the plan (the reader's index). */
 export interface WindowJob {
   window: Window;
   index: number;
 }
 
-/** Name of the advisory lock one source's runs take exclusively. */
 export function sourceLockName(schema: string, source: string): string {
   return `sync:${schema}:${source}`;
 }
 
-/** Name of the schema-wide advisory lock: shared by every source's run, exclusive for a rollup rebuild or RETENTION. */
 export function schemaLockName(schema: string): string {
   return `sync:${schema}`;
 }
 
-/** Builds the run's context. */
 export function runContext(deps: SyncDeps, options: SyncOptions): RunContext {
   return {
     source: deps.source ?? DEFAULT_SOURCE,

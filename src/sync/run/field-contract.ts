@@ -1,27 +1,9 @@
 /**
- * FIELD_CONTRACT in a run (the rules: src/sync/derived/fields/schema-changes.ts). The run reads its source's
- * field catalogue (record_fields: names and types) once, when it starts under the source's lock,
- * and keeps it in memory; each window is judged against it as it stood before the window, and the
- * window's fields are added to it once the window has committed.
- *
- * Why here, and why that is exact. The catalogue of a source changes only in the transaction of
- * one of its windows (catalogue.ts `addWindow`; clearing a window only lowers counts, never takes a
- * name or a type away), and only a run holding the source's lock (`sync:<schema>:<source>`,
- * exclusive, whatever process runs it) loads its windows: nobody else changes it while the run
- * holds the lock. Within a run the windows are written one after the other, in order, on the run's
- * one session (run.ts); SYNC_CONCURRENCY only lets the reader fetch and prepare pages of later
- * windows ahead (reader.ts, prepare.ts), before the windows ahead of them have committed. So the
- * check cannot run where pages are prepared (it would not know what an earlier window of the same
- * run adds); it runs where the writer takes each page of the window it is writing
- * (load-window.ts), against the catalogue as of the window's start. Its cost there: under `freeze`,
- * one pass over a page's field totals (tens of names), and only a page that shows a change is read
- * record by record (parsed again from its text); under `evolve`, one pass over the window's field
- * totals at its end. A window rolled back (a failure, a parked window) adds nothing.
- *
- * This relies on a run's windows committing one by one, in order, on its session (derived/daily.ts
- * still speaks of windows of one source committing concurrently; its per-day locks are right
- * either way). Were windows of one run ever committed in parallel, the catalogue would have to be
- * read in each window's transaction instead (one indexed query of the source's rows).
+ * FIELD_CONTRACT in a run (the rules: derived/fields/schema-changes.ts). The source's catalogue is
+ * read once, under the source's lock, each window judged against it as it stood before the window
+ * (where the writer takes each page, not where pages are prepared ahead), and a window's fields
+ * added once it committed. Exact only while a run's windows commit one by one, in order, on its
+ * session. Design: docs/design/derived-tables.md.
  */
 import type { FieldContractMode } from '../../config.js';
 import { dataElementSpans, stringifyJson } from '../../upstream/page-text.js';
@@ -42,7 +24,6 @@ import type { PreparedPage } from '../read/prepare.js';
 
 export type { FieldChange } from '../derived/fields/schema-changes.js';
 
-/** A page as the contract leaves it, and the records it refused. */
 export interface FrozenPage {
   page: PreparedPage;
   /** Records moved to the quarantine (0: `page` is the page given). */
@@ -51,31 +32,19 @@ export interface FrozenPage {
   breaches: FieldChange[];
 }
 
-/** One run's contract: the source's catalogue as the run knows it, and what it told already. */
+/** One run's contract: the source's catalogue as the run knows it, and what it warned about. */
 export class FieldContract {
-  /** Changes refused under `freeze` already warned about in this run (`path\ttype`). */
+  /** `path\ttype`. */
   readonly #warned = new Set<string>();
 
-  /**
-   * @param mode the source's FIELD_CONTRACT.
-   * @param known the source's catalogue when the run started.
-   */
   private constructor(
     readonly mode: FieldContractMode,
     private readonly known: KnownFields,
-    /** The source's first run: its catalogue was empty, so everything it sees is the baseline (not reported, not refused). */
+    /** The source's first run: what it sees is the baseline, neither reported nor refused. */
     readonly baseline: boolean,
   ) {}
 
-  /**
-   * The run's contract, from the source's catalogue as it is now (the caller holds the source's
-   * lock); undefined when `settings.catalogue` (FIELD_CATALOGUE) is off: no catalogue to compare
-   * with (loading the configuration refuses `freeze` then).
-   *
-   * @param settings.mode the source's FIELD_CONTRACT.
-   *
-   * @throws the database's error.
-   */
+  /** The caller holds the source's lock. @returns undefined with FIELD_CATALOGUE off. @throws the database's error. */
   static async open(session: StoreSession, settings: { catalogue: boolean; mode: FieldContractMode }): Promise<FieldContract | undefined> {
     if (!settings.catalogue) return undefined;
     const known = await session.maintenance.catalogueTypes();
@@ -83,12 +52,8 @@ export class FieldContract {
   }
 
   /**
-   * Under `freeze` (but in the baseline run), `page` without its records that bring a field or a
-   * type the catalogue did not hold before the window: each goes to the quarantine with its exact
-   * text, `json_path` its first new field and `reason` the changes ({@link contractReason}), and
-   * the page's field totals and rollup counts are made again from the records it keeps.
-   *
-   * @param countRollup the run's rollup counting (PageWalk.observe without the catalogue).
+   * Under `freeze`, `page` without the records bringing a field or type the catalogue did not hold,
+   * those quarantined with their exact text; the page's totals made again from what it keeps.
    */
   freeze(
     page: PreparedPage,
@@ -97,7 +62,7 @@ export class FieldContract {
     const unchanged = { page, refused: 0, breaches: [] };
     if (this.mode !== 'freeze' || this.baseline || !mayBreakFreeze(this.known, page.fields)) return unchanged;
     const { rows } = page;
-    // Rare (a change arrived): the page is parsed again rather than every page's records being kept.
+    // Rare: parsing again beats keeping every page's records.
     const records: readonly unknown[] = 'records' in rows ? rows.records : (JSON.parse(rows.text) as { data: unknown[] }).data;
     const spans = 'text' in rows ? dataElementSpans(rows.text) : undefined;
     const keep: number[] = [];
@@ -127,19 +92,18 @@ export class FieldContract {
     };
   }
 
-  /** Of `breaches` (refused in a window), those not warned about yet in this run; they count as warned from now on. */
+  /** Those not warned about yet in this run; they count as warned from now on. */
   firstBreaches(breaches: readonly FieldChange[]): FieldChange[] {
     const first = breaches.filter((b) => !this.#warned.has(`${b.path}\t${b.type}`));
     for (const b of first) this.#warned.add(`${b.path}\t${b.type}`);
     return first;
   }
 
-  /** What the catalogue gains with a window's `fields` (empty in the baseline run: nothing is reported then). */
+  /** What the catalogue gains with a window (none in the baseline run). */
   changes(fields: WindowFields): FieldChange[] {
     return this.baseline ? [] : fieldChanges(this.known, fields);
   }
 
-  /** The window holding `fields` committed: they are in the catalogue from now on. */
   committed(fields: WindowFields): void {
     learnFields(this.known, fields);
   }

@@ -1,9 +1,6 @@
 /**
- * Storing one window: in one transaction of the store, what was stored for it is cleared, every
- * leaf page the reader gives is written as it comes, the derived tables get the window's counts,
- * and the ledger records it (advancing the watermark). Records the database refuses are
- * quarantined by the store. Under SYNC_SHRINK=keep a re-read window holds the multiset union of
- * what was stored and what E6 returns now; under `replace`, what E6 returns now.
+ * Storing one window in one transaction: cleared, each leaf page written as it comes, the derived
+ * tables and the ledger last. Design: docs/design/sync-run.md, docs/design/keep-union.md.
  */
 import { coerceError } from '../../errors.js';
 import type { LoadContext, WindowJob } from './context.js';
@@ -13,16 +10,13 @@ import type { WindowWriter } from '../store/ports.js';
 import { emptyTally, windowSummary, type ShrunkWindow, type WindowSummary, type WindowTally } from './summary.js';
 
 /**
- * Loads one window. The reader forgets the window afterwards, whatever happened.
- *
- * @throws what reading the window throws (E6 faults, an instant whose reads kept disagreeing) or
- *   what the store throws (but a data refusal, quarantined); the window is then rolled back whole.
+ * The reader forgets the window afterwards, whatever happened.
+ * @throws what reading or the store throws (but a data refusal); the window then rolls back.
  */
 export async function loadWindow(ctx: LoadContext, job: WindowJob): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
   try {
     const { summary, fields } = await ctx.session.inWindow({ window: job.window, runId: ctx.runId }, (writer) => storeWindow(ctx, job, writer, started));
-    // Committed: the catalogue holds the window's fields now (a rolled-back window adds none).
     ctx.contract?.committed(fields);
     return summary;
   } finally {
@@ -30,11 +24,7 @@ export async function loadWindow(ctx: LoadContext, job: WindowJob): Promise<Wind
   }
 }
 
-/**
- * The window's transaction: any throw rolls it back whole.
- *
- * @param started `performance.now()` when the window's load began.
- */
+/** @param started `performance.now()` when the load began. */
 async function storeWindow(
   ctx: LoadContext,
   job: WindowJob,
@@ -51,7 +41,7 @@ async function storeWindow(
   const owned: string[] = [];
   await writeLeaves(ctx, job, writer, { tally, fields, rollup, breaches, owned });
   const stored = await writer.end(owned);
-  // What this read returned; quarantined records count as stored: E6 still returns them.
+  // Quarantined records count: E6 still returns them.
   const returned = stored.records + tally.quarantined + stored.refused.length;
   const kept = stored.kept.records + stored.kept.quarantined;
   tally.records = stored.records + stored.kept.records;
@@ -63,9 +53,8 @@ async function storeWindow(
     : returned < tally.replaced
       ? { window, stored: tally.replaced, returned, action: 'replaced' }
       : undefined;
-  // The pages' counts hold the refused records and miss the kept ones: the store groups its rows then.
+  // The pages' counts hold the refused records and miss the kept ones.
   uncatalogueRecords(fields, stored.refused);
-  // What the catalogue gains (judged before its commit, against the catalogue as of the window's start).
   const changes = ctx.contract?.changes(fields) ?? [];
   await writer.addDerived(stored.refused.length + kept > 0 ? inexactCounts() : rollup, fields, changes);
   const watermark = await writer.record({ recordCount: tally.records, totalRecords: tally.totalRecords - tally.boundary, pages: Math.max(1, tally.pages) });
@@ -73,7 +62,6 @@ async function storeWindow(
   return { summary: windowSummary(window, tally, ctx.reader.stats(index), { started, shrunk, watermark, contract }), fields };
 }
 
-/** Writes each leaf of the window as it comes, counting it into `into`. */
 async function writeLeaves(
   ctx: LoadContext,
   job: WindowJob,
@@ -87,8 +75,7 @@ async function writeLeaves(
     ctx.walk.observe(records, keep, times, false).rollup;
   try {
     for await (const leaf of ctx.reader.leaves(job.index)) {
-      // FIELD_CONTRACT=freeze: here, where pages are written in window order, not where they are
-      // prepared ahead of the windows before them (contract.ts says why).
+      // Here, where pages are written in window order (docs/design/derived-tables.md).
       const frozen = ctx.contract?.freeze(leaf.page, countRollup);
       const page = frozen?.page ?? leaf.page;
       if (frozen !== undefined && frozen.refused > 0) {
@@ -107,8 +94,7 @@ async function writeLeaves(
       await writer.write(page.rows, page.quarantine, stored);
     }
   } catch (err) {
-    // The store's own failure (earlier in order) wins over a read failure; what it has outstanding
-    // is stopped, so the window can roll back.
+    // The store's own failure is earlier in order; what it has outstanding is stopped.
     throw (await writer.abort(coerceError(err))) ?? err;
   }
 }

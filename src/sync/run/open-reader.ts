@@ -1,8 +1,4 @@
-/**
- * Reading a run's windows from E6: the window reader (reader.ts) set up with the run's settings,
- * its pages prepared for the writer (prepare.ts), and the first parts of each window sized from
- * what the ledger says earlier windows held.
- */
+/** The window reader (src/sync/read/) set up with a run's settings and what the ledger knows. */
 import type { RunContext } from './context.js';
 import { span } from './plan.js';
 import type { StoreSession } from '../store/ports.js';
@@ -11,10 +7,7 @@ import { WindowReader } from '../read/reader.js';
 import { RecordEstimate } from '../read/slices.js';
 import { iso, recordTime, type Window } from '../windows.js';
 
-/**
- * The reader of the run's windows; nothing is requested before the first window is loaded.
- * Close it when the run ends.
- */
+/** Nothing is requested before the first window is loaded; close it when the run ends. */
 export async function openReader(
   ctx: RunContext,
   session: StoreSession,

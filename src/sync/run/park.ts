@@ -1,14 +1,7 @@
 /**
- * A window that cannot be loaded never stalls its source. A window whose load fails for a reason
- * of its own ({@link isWindowFault}: its size, or E6 contradicting itself about it, each after the
- * reader's own attempts) is *parked* (parked.ts): kept in the ledger with the reason, the watermark
- * passes it, and the run goes on with the next windows. It is loud: a warning naming the window
- * and the reason, the gauge `analytics_exporter_sync_windows_parked{source}` (from the ledger at
- * each run's end), the run's `parked` count (`sync` then exits 1). A later load of the window (the
- * lookback, `sync --from/--to` over it, the audit) makes it committed.
- *
- * Outages are not the window's fault and still fail the run: network, timeouts, HTTP statuses,
- * bodies the client retries, the token (E0), the database, a signal.
+ * A window that cannot be loaded never stalls its source: one whose load fails for a reason of
+ * its own is parked in the ledger, loudly, and the run goes on. Outages still fail the run.
+ * Design: docs/design/ledger.md.
  */
 import { describeError, InconsistentWindowError, ResponseTooLargeError } from '../../errors.js';
 import { failureReason } from '../../failures.js';
@@ -19,29 +12,17 @@ import type { ParkedEvent, WindowSummary } from './summary.js';
 import { iso, type Window } from '../windows.js';
 
 /**
- * Whether a window's load failed for a reason of its own, which parks it instead of failing the
- * run: an E6 answer over UPSTREAM_MAX_BODY even at one record a page of an instant (oversize.ts:
- * `response_too_large`, from E6 only), or E6 contradicting itself about the window after
- * SYNC_WINDOW_ATTEMPTS ({@link InconsistentWindowError}: an instant whose pairs of reads kept
- * disagreeing, page 1 of a part contradicting its envelope). Both are what the reader concluded
- * after its own attempts, so the window is not read again in the run.
- *
- * Body faults of one response (invalid JSON, an invalid envelope, a page inconsistent with
- * itself, an unknown coding) are not: the client retries them (UPSTREAM_MAX_ATTEMPTS) as a
- * truncation or a proxy's page, and they fail the run as before, like every outage (network,
- * timeouts, HTTP statuses, the token, the database, a signal).
+ * An E6 answer over UPSTREAM_MAX_BODY even at one record a page, or E6 contradicting itself after
+ * SYNC_WINDOW_ATTEMPTS: both concluded after the reader's own attempts. Body faults of one response
+ * are not: the client retries them as a truncation or a proxy's page.
  */
 export function isWindowFault(err: unknown): boolean {
   return err instanceof InconsistentWindowError || (err instanceof ResponseTooLargeError && err.endpoint === 'analytics');
 }
 
 /**
- * Loads one window as load-window.ts does, and parks it when that fails for a reason of its own
- * ({@link isWindowFault}), telling the log, the observer and `tally`.
- *
- * @returns the committed (or kept) window's summary; undefined when it was parked.
- * @throws what loading throws that is not the window's fault, and what parking throws (the
- *   database's error).
+ * @returns the window's summary; undefined when it was parked.
+ * @throws what loading throws that is not the window's fault; the database's error from parking.
  */
 export async function loadOrPark(ctx: LoadContext, job: WindowJob, tally: RunTally): Promise<(WindowSummary & { watermark: number | undefined }) | undefined> {
   try {
@@ -53,7 +34,6 @@ export async function loadOrPark(ctx: LoadContext, job: WindowJob, tally: RunTal
   }
 }
 
-/** Parks `window` for `err` in the ledger, and says so. */
 async function park(ctx: LoadContext, window: Window, err: unknown, tally: RunTally): Promise<void> {
   const event: ParkedEvent = { window, reason: failureReason(err), error: describeError(err) };
   const watermark = await ctx.session.ledger.parkWindow({ window, runId: ctx.runId }, event.error);
@@ -68,10 +48,7 @@ async function park(ctx: LoadContext, window: Window, err: unknown, tally: RunTa
   ctx.observer?.windowParked?.(event);
 }
 
-/**
- * Counts the source's parked windows in the ledger into `tally` at the run's end (for the gauge).
- * Never throws: a run that failed on the database leaves the count unknown.
- */
+/** For the gauge, at the run's end. Never throws: a database failure leaves the count unknown. */
 export async function countParked(ctx: LoadContext, tally: RunTally): Promise<void> {
   try {
     tally.parkedWindows = (await ctx.session.ledger.parkedWindows()).filter((w) => !w.expired).length;

@@ -1,8 +1,4 @@
-/**
- * What a run tells: its start, a line per window (and warnings for shrunk windows, quarantined
- * records and records outside their window), its outcome recorded in the ledger, logged and handed
- * to the observer.
- */
+/** What a run tells the log and the observer: its start, each window, its end (also recorded in the ledger). */
 import { AbortedError, coerceError, describeError } from '../../errors.js';
 import type { LoadContext, RunContext } from './context.js';
 import { describeChange, type FieldChange } from '../derived/fields/schema-changes.js';
@@ -12,7 +8,6 @@ import type { RunStatus } from '../store/ports.js';
 import type { SyncResult, WindowSummary } from './summary.js';
 import { iso } from '../windows.js';
 
-/** Logs the run's start and tells the observer. */
 export function reportRunStarted(ctx: RunContext, runId: number, plan: RunPlan): void {
   const { range, windows, watermarkBefore } = plan;
   ctx.log.info(
@@ -22,7 +17,6 @@ export function reportRunStarted(ctx: RunContext, runId: number, plan: RunPlan):
   ctx.observer?.runStarted?.({ runId, windows });
 }
 
-/** Logs a committed (or kept) window, warns about what in it needs a look, and tells the observer. */
 export function reportWindow(ctx: LoadContext, summary: WindowSummary & { watermark: number | undefined }): void {
   const { log, observer, runId } = ctx;
   const window = [iso(summary.window.start), iso(summary.window.end)];
@@ -75,10 +69,7 @@ export function reportWindow(ctx: LoadContext, summary: WindowSummary & { waterm
   observer?.windowCommitted?.(summary);
 }
 
-/**
- * Records FIELD_CONTRACT=freeze quarantined in a window: a warning per run for each change refused
- * (the first window that brings it names it), the later windows' refusals at debug.
- */
+/** A warning per run for each change refused under `freeze`, later refusals at debug. */
 function reportContract(ctx: LoadContext, window: string[], records: number, breaches: readonly FieldChange[]): void {
   const first = ctx.contract?.firstBreaches(breaches) ?? [];
   const line = { runId: ctx.runId, window, quarantined: records, changes: breaches.map(describeChange) };
@@ -93,7 +84,6 @@ function reportContract(ctx: LoadContext, window: string[], records: number, bre
   );
 }
 
-/** Fields and types the source's catalogue gained with a committed window: one warning each, and the observer. */
 function reportFieldChanges(ctx: LoadContext, summary: WindowSummary): void {
   const changes = summary.fieldChanges ?? [];
   if (changes.length === 0) return;
@@ -107,16 +97,15 @@ function reportFieldChanges(ctx: LoadContext, summary: WindowSummary): void {
   ctx.observer?.fieldsChanged?.({ window: summary.window, changes });
 }
 
-/** What a run did so far: the sums of its committed windows, and what ended it. */
+/** The sums of a run's committed windows so far, and what ended it. */
 export class RunTally {
   windows = 0;
   pages = 0;
   records = 0;
   quarantined = 0;
-  /** Fields and types the source's catalogue gained. */
   fieldsNew = 0;
-  /** Windows parked (park.ts), and the source's parked windows in the ledger at the end (for the gauge). */
   parked = 0;
+  /** In the ledger at the end, for the gauge. */
   parkedWindows: number | undefined;
   status: RunStatus = 'succeeded';
   error: Error | undefined;
@@ -132,13 +121,11 @@ export class RunTally {
     this.watermark = summary.watermark;
   }
 
-  /** A window was parked; the watermark passed it. */
   park(watermark: number | undefined): void {
     this.parked++;
     this.watermark = watermark;
   }
 
-  /** The run stopped on `thrown`: interrupted by the signal, else failed. */
   fail(thrown: unknown, signal: AbortSignal | undefined): void {
     this.error = coerceError(thrown);
     this.status = this.error instanceof AbortedError || signal?.aborted ? 'interrupted' : 'failed';
@@ -146,11 +133,8 @@ export class RunTally {
 }
 
 /**
- * Records the run's end in the ledger, logs it and tells the observer.
- *
  * @param run.started `performance.now()` when the run began.
- * @throws the database's error when the end cannot be recorded, on the run's session nor (after a
- *   failed run) on a fresh one.
+ * @throws the database's error when the end cannot be recorded (after a failed run: on a fresh session either).
  */
 export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunTally; started: number }): Promise<SyncResult> {
   const { tally } = run;
@@ -160,9 +144,7 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
   try {
     await ctx.session.ledger.finishRun(ctx.runId, ending);
   } catch (recording) {
-    // The run's own connection is gone (killed, a failover): record its end on a fresh one, so the
-    // row does not stay `running` for the next run to call abandoned. If that fails too, the
-    // database is unreachable and this throws as before.
+    // Its connection is gone: a fresh one, so the row does not stay `running`.
     if (error === undefined) throw recording;
     await ctx.store.session((fresh) => fresh.ledger.finishRun(ctx.runId, ending));
   }

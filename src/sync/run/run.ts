@@ -1,21 +1,10 @@
 /**
- * One sync run of one source: E6 → the store, exactly once.
- *
- * Locks (session advisory locks of the store, src/db/pool.ts):
- * - `sync:<schema>:<source>`, exclusive: one run per source at a time, whatever process runs it.
- * - `sync:<schema>`, shared by every source's run while it loads; taken exclusive by what changes
- *   the tables every source writes: rebuilding records_hourly and RETENTION's partition drops. A
- *   partition is therefore never dropped while a window of any source is being written into it
- *   (its insert would fail for want of a partition, or the window would lose rows it just wrote).
- *
- * Under those locks, {@link runLocked} coordinates the steps, each in its own module and each
- * handed the run's context first (context.ts): plan the windows (plan.ts), read them ahead of the
- * writer as parts that E6 answers each in one complete page (read.ts, reader.ts, split.ts: exact
- * whatever order E6 returns records in), store each window in one transaction with its derived
- * tables and its ledger entry (load-window.ts; a window that fails for a reason of its own is parked
- * instead, park.ts), report (report.ts). The partitions of `records`
- * the windows need are created before loading (partitions.ts); RETENTION drops the old ones after
- * the run (retention.ts). The run reaches the database and E6 only through ports.ts.
+ * One sync run of one source: E6 → the store, exactly once. It holds `sync:<schema>:<source>`
+ * exclusively (one run per source) and `sync:<schema>` shared (a rollup rebuild or RETENTION takes
+ * it exclusively, so no partition is dropped under a window being written). {@link runLocked}
+ * coordinates the steps, each handed the run's context first: plan.ts, open-reader.ts,
+ * load-window.ts or park.ts per window, report.ts, retention.ts. It reaches the database and E6
+ * only through store/ports.ts. Design: docs/design/sync-run.md.
  */
 import { AbortedError } from '../../errors.js';
 import { FieldContract } from './field-contract.js';
@@ -37,26 +26,19 @@ export type { ShrunkWindow, SyncObserver, SyncResult, WindowSummary } from './su
 const LOCKED = { status: 'locked' as const };
 
 /**
- * Runs one sync of `deps.source`. Never throws for upstream or database faults: they end the run
- * with status `failed` and the error, after the windows committed so far (the next run completes the data).
+ * Runs one sync of `deps.source`. Upstream and database faults end the run `failed`, not thrown.
  *
- * @returns `{ status: 'locked' }` when another run of the source holds its lock, or a rollup
- *   rebuild or RETENTION holds the schema's (and `wait` is false);
- *   otherwise the run's outcome: `succeeded`, `failed` or `interrupted` (signal).
- * @throws {InvalidArgumentError} before anything is loaded when `from` ≥ `to` or `to` is later than
- *   now minus SYNC_SETTLE; {@link AbortedError} when `signal` aborts while waiting for the lock
- *   (`wait`), before the run starts; otherwise only when the database cannot be reached to take
- *   the lock or record the run.
+ * @returns `{ status: 'locked' }` when a lock is busy and `wait` is false; else the run's outcome.
+ * @throws {InvalidArgumentError} when `from` ≥ `to` or `to` is later than now minus SYNC_SETTLE;
+ *   {@link AbortedError} when `signal` ends the wait for a lock; the database's error when the lock
+ *   cannot be taken or the run recorded.
  */
 export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncResult> {
   const ctx = runContext(deps, options);
   return ctx.store.session(async (session) => {
-    // With the signal, a --wait for the lock ends on SIGINT/SIGTERM instead of blocking in the database.
     const lockOptions = { wait: options.wait ?? false, ...(options.signal ? { signal: options.signal } : {}) };
     const ran = await session.lock(sourceLockName(ctx.schema, ctx.source), lockOptions, async (): Promise<SyncResult> => {
-      // Here rather than when serve and sync migrate: taken the way the run takes its locks (a --wait
-      // a signal can end, a serve tick that skips when busy), and exclusive, so no source's window is
-      // being loaded while records_hourly is rebuilt.
+      // Here, not only at migrate: the lock is then waited for (or skipped) as the run's own are.
       if (!(await session.maintenance.isRollupCurrent())) {
         const rebuilt = await session.lock(schemaLockName(ctx.schema), lockOptions, () => session.maintenance.ensureRollup());
         if (!rebuilt.acquired) return LOCKED;
@@ -71,7 +53,6 @@ export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promis
   });
 }
 
-/** The run under its locks: a coordinator over the steps. */
 async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncResult> {
   const started = performance.now();
   const now = ctx.now();
@@ -91,7 +72,6 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
     for (let index = 0; index < plan.windows.length; index++) {
       if (ctx.options.signal?.aborted) throw new AbortedError('sync interrupted by a signal');
       const summary = await loadOrPark(load, { window: plan.windows[index]!, index }, tally);
-      // undefined: parked, and park.ts told.
       if (summary !== undefined) {
         tally.add(summary);
         reportWindow(load, summary);
@@ -108,7 +88,7 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
   return endRun(load, plan, { tally, started });
 }
 
-/** Before any window: a row no partition takes would fail its window (there is no DEFAULT partition). */
+/** Before any window: there is no DEFAULT partition. */
 async function createPartitions(ctx: LoadContext, plan: RunPlan): Promise<void> {
   const created = await ctx.session.maintenance.ensurePartitions(plan.windows.map((w) => w.start));
   if (created.length > 0) {
@@ -116,7 +96,6 @@ async function createPartitions(ctx: LoadContext, plan: RunPlan): Promise<void> 
   }
 }
 
-/** ROLLUP_RETENTION: the derived tables' buckets older than it go at the end of each run. */
 async function pruneRollup(ctx: LoadContext, now: number): Promise<void> {
   const retentionMs = ctx.tables.rollup.retentionMs;
   if (retentionMs === undefined) return;
@@ -125,7 +104,7 @@ async function pruneRollup(ctx: LoadContext, now: number): Promise<void> {
     ctx.log.info({ runId: ctx.runId, rows: pruned, before: iso(now - retentionMs) }, 'deleted records_hourly buckets older than ROLLUP_RETENTION');
 }
 
-/** RETENTION after a run that loaded (unless `options.retention` is false), when no other source's run holds the schema. */
+/** Tried, not waited for: another source's run holding the schema leaves it to a later run. */
 async function retentionAfterRun(ctx: RunContext, session: StoreSession, result: SyncResult): Promise<void> {
   const retentionMs = ctx.tables.retentionMs;
   if (ctx.options.retention === false || result.status === 'locked' || result.status === 'interrupted' || retentionMs === undefined) return;
