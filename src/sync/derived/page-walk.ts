@@ -1,15 +1,9 @@
 /**
- * One walk over the kept records of a page, done while it waits for the writer, that yields what
- * every derived table needs of it: the field catalogue's observations (each top-level key with
- * its JSON type, record_fields), records_hourly's groups and records_hourly_distinct's values.
- * Each record's top-level fields are visited once; what the catalogue and the rollups read of a
- * record comes from that visit.
- *
- * Records of one page mostly share a shape (the same keys in the same order with the same JSON
- * types): a record is walked down a trie of (key, type) steps to its shape, and the catalogue
- * counts records per shape, turned into per-field statistics once at the page's end. The shape
- * also knows where each rollup field's top-level key sits among its keys, so the rollup values are
- * picked from the walk without looking the keys up again. Nothing here assumes a field.
+ * One walk over a page's kept records, while it waits for the writer, yielding what every derived
+ * table needs: the catalogue's fields, records_hourly's groups, records_hourly_distinct's values.
+ * Each record walks a trie of (key, type) steps to its shape (records of a page mostly share one);
+ * shapes are counted, and know where each rollup path's key sits. Design:
+ * docs/design/derived-tables.md.
  */
 import type { RollupConfig, RollupDimension } from '../../config.js';
 import type { RollupCounts } from './rollup/counts.js';
@@ -17,33 +11,30 @@ import { exampleOf, isSecretField, TYPE_NAMES, typeCode, type WindowFields } fro
 import { groupKey, NOT_EXACT, textAt, type DistinctGroup, type RollupGroup } from './rollup/groups.js';
 import { HOUR_MS } from './sql.js';
 
-/** What the rollups read of each record: empty lists for a table not kept. */
+/** Empty lists for a table not kept. */
 export interface WalkRollup {
-  /** ROLLUP_DIMENSIONS (records_hourly); undefined when ROLLUP_DIMENSIONS is off (no rollup counted). */
+  /** Undefined when ROLLUP_DIMENSIONS is off (no rollup counted). */
   dimensions: readonly RollupDimension[] | undefined;
-  /** ROLLUP_DISTINCT_BY, then ROLLUP_DISTINCT (records_hourly_distinct); empty when it is not kept. */
   distinctBy: readonly RollupDimension[];
   distinct: readonly RollupDimension[];
 }
 
-/** What one walk of a page gives. */
 export interface PageObservations {
-  /** The kept records' top-level fields (empty when the catalogue was not asked for). */
+  /** Empty when the catalogue was not asked for. */
   fields: WindowFields;
-  /** The kept records' rollup groups; undefined with ROLLUP_DIMENSIONS=off. */
+  /** Undefined with ROLLUP_DIMENSIONS=off. */
   rollup: RollupCounts | undefined;
 }
 
-/** Children a trie node scans in order before it indexes them in a map (a page of many shapes). */
+/** Children a trie node scans before it indexes them in a map. */
 const SCANNED_CHILDREN = 16;
 
-/** A shape: the keys and types of some of the page's records, in order, and what those records add to the catalogue. */
 interface Shape {
   keys: string[];
   types: number[];
-  /** The values of the shape's first record: each field's example is that of the first record holding a non-null value. */
+  /** The shape's first record's values. */
   values: unknown[];
-  /** Per rollup path (as {@link PageWalk}'s `heads`), the position of its top-level key among `keys`, or -1. */
+  /** Per rollup path, its top-level key's position among `keys`, or -1. */
   picks: Int32Array;
   records: number;
   first: number;
@@ -51,14 +42,13 @@ interface Shape {
   untimed: boolean;
 }
 
-/** A step of the shape trie: a key with the type of its value, after the steps above it. */
 interface ShapeNode {
   key: string;
   type: number;
   children: ShapeNode[];
-  /** The children by type and key, once there are more than {@link SCANNED_CHILDREN}. */
+  /** By type and key, past {@link SCANNED_CHILDREN}. */
   index: Map<string, ShapeNode> | undefined;
-  /** The shape of records whose keys end here. */
+  /** Of records whose keys end here. */
   shape: Shape | undefined;
 }
 
@@ -66,7 +56,6 @@ function node(key: string, type: number): ShapeNode {
   return { key, type, children: [], index: undefined, shape: undefined };
 }
 
-/** The child of `parent` for `key` with a value of `type`, made when there is none. */
 function child(parent: ShapeNode, key: string, type: number): ShapeNode {
   const children = parent.children;
   if (parent.index === undefined) {
@@ -89,10 +78,7 @@ function child(parent: ShapeNode, key: string, type: number): ShapeNode {
   return kid;
 }
 
-/**
- * Adds the shapes' records to `into`, field by field, in the shapes' order of appearance (so a
- * field's example is the first non-null value the records showed, as one record at a time gives).
- */
+/** In the shapes' order of appearance, so a field's example is the first non-null value seen. */
 function addShapes(shapes: readonly Shape[], into: WindowFields): void {
   for (const s of shapes) {
     for (let i = 0; i < s.keys.length; i++) {
@@ -121,20 +107,16 @@ function addShapes(shapes: readonly Shape[], into: WindowFields): void {
   }
 }
 
-/**
- * `payload #>> path` from the value at the path's first key (`value`, undefined when the record
- * has no such key), as {@link textAt} gives it from the record.
- */
+/** {@link textAt} from the value at the path's first key (undefined: no such key). */
 function textFrom(value: unknown, rest: readonly string[] | undefined): string | null | typeof NOT_EXACT {
   if (rest !== undefined) return textAt(value, rest);
   if (value === null || value === undefined) return null;
   return typeof value === 'string' ? value : NOT_EXACT;
 }
 
-/** A map of group maps nested by value (null a key of its own), down to a leaf. */
+/** Group maps nested by value (null a key of its own). */
 type Tree = Map<string | null, unknown>;
 
-/** The map of `values[from…to)` under `tree`, creating the maps on the way. */
 function descend(tree: Tree, values: readonly (string | null)[], from: number, to: number): Tree {
   let map = tree;
   for (let i = from; i < to; i++) {
@@ -146,22 +128,17 @@ function descend(tree: Tree, values: readonly (string | null)[], from: number, t
   return map;
 }
 
-/**
- * The walk of a run's pages for one ROLLUP_* setting (one per run: {@link observe} keeps nothing
- * of a page but reusable scratch arrays).
- */
-/** The walk a run's pages need for these settings: the rollups' paths when ROLLUP_DIMENSIONS is on. */
 export function pageWalkFor(rollup: RollupConfig): PageWalk {
   const distinct = rollup.enabled ? rollup.distinct : [];
   return new PageWalk({ dimensions: rollup.enabled ? rollup.dimensions : undefined, distinctBy: distinct.length > 0 ? rollup.distinctBy : [], distinct });
 }
 
+/** One per run: {@link observe} keeps nothing of a page but scratch arrays. */
 export class PageWalk {
-  /** Whether rollup groups are counted (ROLLUP_DIMENSIONS other than `off`). */
   readonly rolls: boolean;
-  /** Top-level key of each rollup path: the dimensions, then ROLLUP_DISTINCT_BY, then ROLLUP_DISTINCT. */
+  /** Top-level key of each rollup path: dimensions, ROLLUP_DISTINCT_BY, ROLLUP_DISTINCT. */
   private readonly heads: string[];
-  /** The rest of each rollup path below its top-level key (undefined for a top-level field). */
+  /** Below the top-level key; undefined for a top-level field. */
   private readonly rests: (string[] | undefined)[];
   private readonly paths: string[][];
   private readonly dims: number;
@@ -173,7 +150,7 @@ export class PageWalk {
   private readonly types: number[] = [];
   private readonly values: unknown[] = [];
 
-  /** @param rollup what the rollups read; undefined for the catalogue alone. */
+  /** @param rollup undefined for the catalogue alone. */
   constructor(rollup?: WalkRollup) {
     const dimensions = rollup?.dimensions;
     const by = dimensions === undefined ? [] : (rollup?.distinctBy ?? []);
@@ -189,15 +166,8 @@ export class PageWalk {
   }
 
   /**
-   * Walks the kept records of a page once.
-   *
-   * @param records the page's parsed records (E6 `data`).
-   * @param keep positions of the records stored, ascending.
-   * @param eventTimes per kept record, its event time in milliseconds or null.
-   * @param catalogue whether to gather the fields (FIELD_CATALOGUE), added to `into` when given.
-   * @returns the fields, and the rollup groups unless ROLLUP_DIMENSIONS is off: `exact` false (and
-   *   no groups) when a rollup value's `#>>` text is not one the parsed record gives exactly
-   *   (src/sync/derived/rollup/groups.ts's textAt).
+   * @param keep positions of the records stored, ascending; `eventTimes` per kept record, ms or null.
+   * @returns rollup groups `exact` false (and none) when a value's `#>>` text is not one the parsed record gives exactly.
    */
   observe(
     records: readonly unknown[],
@@ -211,7 +181,7 @@ export class PageWalk {
     const shapes: Shape[] = [];
     const texts = this.texts;
     let counting = rollup !== undefined;
-    // Groups of the hour last seen, then every hour's (records of a page mostly share an hour).
+    // Records of a page mostly share an hour.
     const hourTrees = new Map<number | null, { hourly: Tree; distinct: Tree }>();
     let lastHour: number | null | undefined;
     let trees: { hourly: Tree; distinct: Tree } | undefined;
@@ -251,7 +221,7 @@ export class PageWalk {
     return { fields: into, rollup };
   }
 
-  /** Walks `record`'s keys down the trie from `root` to its shape, made (and listed in `shapes`) when new; the walk's values stay in the scratch arrays. */
+  /** The walk's values stay in the scratch arrays. */
   #shapeOf(root: ShapeNode, record: Record<string, unknown>, shapes: Shape[]): Shape {
     const keys = this.keys;
     const types = this.types;
@@ -287,12 +257,7 @@ export class PageWalk {
     return shape;
   }
 
-  /**
-   * Sets each rollup path's text of `record`: from the walk's values when its shape is known,
-   * else read from the record.
-   *
-   * @returns false when one is not exact.
-   */
+  /** From the walk's values when the shape is known. @returns false when one is not exact. */
   #readTexts(record: unknown, shape: Shape | undefined): boolean {
     const texts = this.texts;
     for (let p = 0; p < texts.length; p++) {
@@ -309,7 +274,6 @@ export class PageWalk {
     return true;
   }
 
-  /** Counts the record whose texts were just read into records_hourly's group of `hour` and the dimension values. */
   #countHourly(rollup: RollupCounts, tree: Tree, hour: number | null): void {
     const texts = this.texts;
     const n = this.dims;
@@ -326,7 +290,6 @@ export class PageWalk {
     parent.set(last, created);
   }
 
-  /** Adds the record's non-null ROLLUP_DISTINCT values to their records_hourly_distinct groups of `hour` and the ROLLUP_DISTINCT_BY values. */
   #countDistinct(rollup: RollupCounts, tree: Tree, hour: number | null): void {
     const texts = this.texts;
     const from = this.dims;

@@ -2,13 +2,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Queryable, SchemaTables } from './table.js';
 
-/** Whether derived_settings holds `value` under `name` (compared as values: jsonb does not keep an object's key order). */
+/** Compared as values: jsonb does not keep an object's key order. */
 export async function settingIs(db: Queryable, t: SchemaTables, name: string, value: unknown): Promise<boolean> {
   const { rows } = await db.query<{ value: unknown }>(`select value from ${t.derivedSettings} where name = $1`, [name]);
   return rows[0]?.value !== undefined && isDeepStrictEqual(rows[0].value, value);
 }
 
-/** Stores `value` (as JSON) under `name` in derived_settings, replacing what was there. */
 export async function saveSetting(db: Queryable, t: SchemaTables, name: string, value: unknown): Promise<void> {
   await db.query(
     `insert into ${t.derivedSettings} (name, value) values ($1, $2::jsonb)
@@ -17,12 +16,11 @@ export async function saveSetting(db: Queryable, t: SchemaTables, name: string, 
   );
 }
 
-/** Deletes derived_settings' row `name`, if any. */
 export async function deleteSetting(db: Queryable, t: SchemaTables, name: string): Promise<void> {
   await db.query(`delete from ${t.derivedSettings} where name = $1`, [name]);
 }
 
-/** Whether a table or view exists (its name qualified and quoted). */
+/** `qualified`: quoted. */
 export async function relationExists(db: Queryable, qualified: string): Promise<boolean> {
   const { rows } = await db.query<{ exists: boolean }>('select to_regclass($1) is not null as exists', [qualified]);
   return rows[0]!.exists;

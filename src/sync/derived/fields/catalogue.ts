@@ -1,9 +1,8 @@
 /**
- * `record_fields`: the catalogue of top-level payload fields per source (types seen, records
- * holding it, first and last seen, a short example). A page's fields are gathered while it waits
- * for the writer ({@link catalogueRecords}), merged per window ({@link mergeFields}) and into the
- * table at the window's commit ({@link FieldCatalogue.addWindow}); clearing a window subtracts its
- * records. FIELD_CATALOGUE=off stops maintaining it (left as it is). Nothing here assumes a field.
+ * `record_fields`: the catalogue of top-level payload fields per source. A page's fields are
+ * gathered while it waits for the writer, merged per window and into the table at its commit;
+ * clearing a window subtracts its records. FIELD_CATALOGUE=off leaves it as it is. Design:
+ * docs/design/derived-tables.md.
  */
 import type { RollupConfig } from '../../../config.js';
 import type { PoolClient } from '../../../db/pool.js';
@@ -23,18 +22,10 @@ export {
   type WindowFields,
 } from './field-types.js';
 
-/** The walk {@link catalogueRecords} runs: the catalogue's alone (it keeps only scratch arrays between pages). */
+/** The catalogue's walk alone. */
 const CATALOGUE_WALK = new PageWalk();
 
-/**
- * Adds the top-level fields of the kept records of a page to `into` (work done while the page
- * waits for the writer, so the window's transaction only merges the result): one walk of the
- * records, as the sync's own ({@link PageWalk}) without rollups.
- *
- * @param records the page's parsed records (E6 `data`).
- * @param keep positions of the records stored, ascending.
- * @param eventTimes per kept record, its event time in milliseconds or null.
- */
+/** @param keep positions of the records stored, ascending; `eventTimes` per kept record, ms or null. */
 export function catalogueRecords(
   records: readonly unknown[],
   keep: readonly number[],
@@ -45,11 +36,8 @@ export function catalogueRecords(
 }
 
 /**
- * Takes records counted into `fields` by {@link catalogueRecords} back out of it (the records the
- * database then refused): each top-level field of each loses one record, and a field left with
- * none is removed. A type or an example only such a record showed stays with a field others hold.
- *
- * @param records each record's JSON text as E6 sent it; a text JSON.parse cannot read is skipped.
+ * Takes records the database then refused back out of `fields`; a type or an example only they
+ * showed stays with a field others hold. A text JSON.parse cannot read is skipped.
  */
 export function uncatalogueRecords(fields: WindowFields, records: readonly { text: string }[]): void {
   for (const { text } of records) {
@@ -67,7 +55,6 @@ export function uncatalogueRecords(fields: WindowFields, records: readonly { tex
   }
 }
 
-/** Merges `from` into `into` (the window's fields from its pages). */
 export function mergeFields(into: WindowFields, from: WindowFields): void {
   for (const [key, f] of from) {
     const stats = into.get(key);
@@ -84,9 +71,8 @@ export function mergeFields(into: WindowFields, from: WindowFields): void {
   }
 }
 
-/** record_fields of one schema, maintained unless FIELD_CATALOGUE is off. */
 export class FieldCatalogue implements DerivedTable {
-  /** Whether record_fields is maintained (FIELD_CATALOGUE). */
+  /** FIELD_CATALOGUE. */
   readonly enabled: boolean;
 
   constructor(
@@ -96,20 +82,15 @@ export class FieldCatalogue implements DerivedTable {
     this.enabled = rollup.catalogue;
   }
 
-  /** Clearing a window subtracts its deleted records (`gone`) from the source's counts of their fields. */
   clearWindowSql(): string[] {
     return this.#recountSql({ rows: 'gone', keys: 'keys', update: 'uncounted', sign: '-' });
   }
 
-  /** Records inserted back (`back`) are counted again: their fields were catalogued when first stored. */
   restoreWindowSql(): string[] {
     return this.#recountSql({ rows: 'back', keys: 'back_keys', update: 'recounted', sign: '+' });
   }
 
-  /**
-   * CTEs adding (`+`) or subtracting (`-`) the records of the CTE `rows` to or from the source's
-   * counts of their top-level fields; the CTE names are fixed by the caller (never input).
-   */
+  /** The CTE names are fixed by the caller, never input. */
   #recountSql(o: { rows: string; keys: string; update: string; sign: '+' | '-' }): string[] {
     if (!this.enabled) return [];
     return [
@@ -121,23 +102,17 @@ export class FieldCatalogue implements DerivedTable {
     ];
   }
 
-  /** At a window's commit: its fields merged into the catalogue, and what they bring recorded. */
   async commitWindow(db: PoolClient, commit: WindowCommit): Promise<void> {
     if (await this.addWindow(db, commit.source, commit.window, commit.fields)) commit.catalogueChanged = true;
     if (commit.changes !== undefined) await this.addChanges(db, commit.source, commit.window, commit.runId, commit.changes);
   }
 
-  /** `source`'s catalogue: each field name with the types seen (empty when it has none). */
   async readTypes(db: Queryable, source: string): Promise<KnownFields> {
     const { rows } = await db.query<{ path: string; types: string[] }>(`select path, types from ${this.t.fields} where source = $1`, [source]);
     return new Map(rows.map((r) => [r.path, new Set(r.types)]));
   }
 
-  /**
-   * Records in record_field_changes the fields and types `source`'s catalogue gains with `window`
-   * (loaded by run `runId`), in the window's transaction; one that is there already stays as first
-   * recorded.
-   */
+  /** One recorded before stays as first recorded. */
   private async addChanges(db: Queryable, source: string, window: Window, runId: number, changes: readonly FieldChange[]): Promise<void> {
     if (changes.length === 0) return;
     await db.query(
@@ -148,17 +123,11 @@ export class FieldCatalogue implements DerivedTable {
     );
   }
 
-  /**
-   * At the commit of `source`'s `window`: merges `fields` (the top-level fields of the records
-   * just inserted, see {@link catalogueRecords}) into the source's catalogue.
-   *
-   * @returns whether the catalogue gained a field or a field a type (records_typed may have to change).
-   */
+  /** @returns whether the catalogue gained a field or a type. */
   private async addWindow(db: PoolClient, source: string, window: Window, fields: WindowFields): Promise<boolean> {
     if (!this.enabled || fields.size === 0) return false;
     const entries = [...fields];
-    // `before` reads the catalogue as it was before this statement: a field new or with a new type
-    // means records_typed may have to change.
+    // `before` sees the catalogue as it was before this statement.
     const { rows } = await db.query<{ changed: string }>(
       `with before as (
          select path, types from ${this.t.fields} where source = $7 and path = any($1::text[])

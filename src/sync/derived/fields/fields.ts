@@ -1,17 +1,15 @@
-/** The field catalogue (record_fields) as read back: its rows, merged over sources, and each field's column type in records_typed. */
+/** The field catalogue (record_fields) as read back, and each field's column type in records_typed. */
 import type { Queryable, SchemaTables } from '../table.js';
 
-/** A catalogue row as {@link readFields} returns it. */
 export interface FieldRow {
-  /** The source whose records hold the field. */
   source: string;
-  /** The field's name (a top-level key of the payload). */
+  /** A top-level key. */
   path: string;
-  /** Its column in records_typed (null until the field is first catalogued). */
+  /** In records_typed; null until the view first names it. */
   column: string | null;
-  /** JSON types seen, sorted (`date-time` for an ISO 8601 date-time string). */
+  /** Sorted. */
   types: string[];
-  /** The column's type in records_typed; null when the field has no column (only objects or arrays seen). */
+  /** Null when the field has no column (only objects or arrays seen). */
   viewType: 'text' | 'numeric' | 'boolean' | 'timestamptz' | null;
   records: number;
   firstSeen: Date;
@@ -19,11 +17,7 @@ export interface FieldRow {
   example: string | null;
 }
 
-/**
- * One row per field name over every source's catalogue rows (sorted by field name): the types
- * every source saw (so one records_typed column serves them all), the records summed, the widest
- * first and last seen, the first example; `source` is the sources' names joined by commas.
- */
+/** One row per field over every source's rows, types united (one records_typed column serves all); `source` joined by commas. */
 export function mergeSources(rows: readonly FieldRow[]): FieldRow[] {
   const byPath = new Map<string, FieldRow>();
   for (const r of rows) {
@@ -45,11 +39,8 @@ export function mergeSources(rows: readonly FieldRow[]): FieldRow[] {
 }
 
 /**
- * The catalogue, ordered by field name then source, with each field's column type in
- * records_typed (from that source's types: {@link mergeSources} gives the view's).
- *
- * @param sources only these sources' rows; default: every source's.
- * @throws the database's error (a schema not migrated: record_fields does not exist).
+ * By field name then source; `viewType` from that source's types ({@link mergeSources} gives the view's).
+ * @throws the database's error (a schema not migrated).
  */
 export async function readFields(db: Queryable, t: SchemaTables, sources?: readonly string[]): Promise<FieldRow[]> {
   const { rows } = await db.query<{
@@ -69,11 +60,7 @@ export async function readFields(db: Queryable, t: SchemaTables, sources?: reado
   return rows.map((r) => ({ ...r, records: Number(r.records), viewType: viewType(r.types) }));
 }
 
-/**
- * The type of a field's column in records_typed from the JSON types seen: one scalar type gives
- * numeric, boolean, timestamptz (date-time strings) or text; a mix widens to text; only nulls give
- * text; only objects or arrays give no column (null).
- */
+/** One scalar type gives its own, a mix or only nulls text, only objects or arrays no column. */
 export function viewType(types: readonly string[]): FieldRow['viewType'] {
   const scalar = types.filter((x) => x === 'string' || x === 'date-time' || x === 'number' || x === 'boolean');
   const nested = types.some((x) => x === 'object' || x === 'array');

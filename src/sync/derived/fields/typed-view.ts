@@ -1,8 +1,7 @@
 /**
- * `records_typed`: one view over every source's records with one typed column per scalar field
- * of the catalogue (its type from the types every source saw: src/sync/derived/fields/fields.ts),
- * recreated when the catalogue gains a field or a field's type widens. derived_settings keeps the
- * definition it was created with, so an unchanged catalogue recreates nothing.
+ * `records_typed`: one view over every source's records, a typed column per scalar field of the
+ * catalogue, recreated when the catalogue gains a field or a type widens, keeping its owner and
+ * grants. derived_settings keeps its definition. Design: docs/design/derived-tables.md.
  */
 import { ADVISORY_LOCK_NAMESPACE, quoteIdent, type PoolClient } from '../../../db/pool.js';
 import type { Logger } from '../../../log.js';
@@ -11,16 +10,11 @@ import { relationExists } from '../settings.js';
 import type { DerivedTable, SchemaTables, WindowCommit } from '../table.js';
 import { readViewAccess, restoreViewAccess } from './view-access.js';
 
-/** Name under which derived_settings keeps the definition records_typed was created with. */
 const VIEW_SETTING = 'typed_view';
 
-/**
- * The columns records_typed takes from `records` itself and from the record's window in
- * sync_windows (its end and when it was loaded, kept once per window); a field column never takes
- * these names.
- */
+/** From `records` and the record's window in sync_windows; no field column takes these names. */
 const VIEW_BASE_COLUMNS = ['id', 'source', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at'] as const;
-/** Each base column as records_typed selects it: `r` is the record, `w` its window's ledger row. */
+/** `r` the record, `w` its window's ledger row. */
 const VIEW_BASE_SELECT: Record<(typeof VIEW_BASE_COLUMNS)[number], string> = {
   id: 'r.id',
   source: 'r.source',
@@ -31,11 +25,7 @@ const VIEW_BASE_SELECT: Record<(typeof VIEW_BASE_COLUMNS)[number], string> = {
   loaded_at: 'w.loaded_at',
 };
 
-/**
- * The column name of a field in records_typed: the name itself when it is a plain lower-case SQL
- * identifier, else a sanitised one (camelCase to snake_case, other characters to `_`, a leading
- * digit prefixed with `_`, cut to 63 bytes), with `_2`, `_3`… added while it collides with `taken`.
- */
+/** The name when a plain lower-case identifier, else sanitised (snake_case, cut short); `_2`, `_3`… while it collides with `taken`. */
 export function columnName(field: string, taken: ReadonlySet<string>): string {
   let base = field
     .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
@@ -50,12 +40,12 @@ export function columnName(field: string, taken: ReadonlySet<string>): string {
   return name;
 }
 
-/** A string as an SQL literal (standard_conforming_strings, PostgreSQL's default since 9.1). */
+/** With standard_conforming_strings, PostgreSQL's default since 9.1. */
 function quoteLiteral(text: string): string {
   return `'${text.replaceAll("'", "''")}'`;
 }
 
-/** The `create view` statement of records_typed for these catalogue rows (columns named). */
+/** For these catalogue rows, their columns named. */
 export function typedViewSql(t: SchemaTables, fields: readonly FieldRow[]): string {
   const columns = fields.flatMap((f) => {
     if (f.column === null || f.viewType === null) return [];
@@ -76,32 +66,24 @@ export function typedViewSql(t: SchemaTables, fields: readonly FieldRow[]): stri
   return `create view ${t.typedView} as select ${[...base, ...columns].join(', ')} from ${t.records} r left join ${t.windows} w on w.source = r.source and w.window_start = r.window_start`;
 }
 
-/** records_typed of one schema. */
 export class TypedView implements DerivedTable {
   constructor(private readonly t: SchemaTables) {}
 
-  /** Nothing: a view holds no rows of its own. */
   clearWindowSql(): string[] {
     return [];
   }
 
-  /** At a window's commit: recreated when the catalogue gained a field or a type. */
   async commitWindow(db: PoolClient, commit: WindowCommit): Promise<void> {
     if (commit.catalogueChanged) await this.refresh(db, commit.log);
   }
 
   /**
-   * Names the catalogue's new fields' columns and recreates records_typed when its definition
-   * changed. The recreated view keeps the old one's owner (given back with `alter view … owner to`
-   * when it is not the role running the sync) and every privilege other roles held on it, PUBLIC's
-   * and column grants included, WITH GRANT OPTION kept (view-access.ts); its owner becomes the
-   * grantor of each. Objects depending on the view (a user's view over it), or an owner or a grant
-   * this role may not give back, block the recreation: the window still commits, the view stays as
-   * it was, and a warning says so.
+   * Names new fields' columns and recreates the view when its definition changed, its owner and
+   * privileges kept (view-access.ts). When that fails (a dependent object, an owner or grant this
+   * role may not give back) the view stays as it was, with a warning; the window still commits.
    */
   async refresh(db: PoolClient, log: Logger): Promise<void> {
-    // Sources load concurrently: one transaction at a time names columns and recreates the view
-    // (until its commit), so two sources never give one field two columns or one column two fields.
+    // Sources load at once: never two columns for one field, nor two fields for one column.
     await db.query('select pg_advisory_xact_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, `typed_view:${this.t.schema}`]);
     const fields = mergeSources(await readFields(db, this.t));
     const unnamed = fields.filter((f) => f.column === null);
@@ -140,10 +122,7 @@ export class TypedView implements DerivedTable {
     }
   }
 
-  /**
-   * Recreates records_typed when it exists and its definition is not the one this release writes
-   * (a release adding a base column such as `source`), without waiting for a new field.
-   */
+  /** When it exists: a release may change its definition (a new base column). */
   async refreshExisting(db: PoolClient, log: Logger): Promise<void> {
     if (await relationExists(db, this.t.typedView)) await this.refresh(db, log);
   }

@@ -1,35 +1,29 @@
 /**
- * A view's owner and privileges, read before the view is dropped and given back to the view created
- * in its place (records_typed is recreated when the field catalogue changes: typed-view.ts), so that
- * a user's `grant select on records_typed to bi_reader` outlives the recreation.
+ * A view's owner and privileges, read before it is dropped and given back to the view created in
+ * its place, so a `grant select on records_typed to bi_reader` outlives the recreation.
  */
 import { quoteIdent, type PoolClient } from '../../../db/pool.js';
 
-/** One privilege on a relation (`column` null) or on one of its columns, of a role other than its owner. */
+/** Of a role other than the owner; `column` null for the relation. */
 export interface ViewPrivilege {
   readonly column: string | null;
-  /** The role holding it; null for PUBLIC. */
+  /** Null for PUBLIC. */
   readonly grantee: string | null;
-  /** As aclexplode names it: `SELECT`, `INSERT`, `UPDATE`, `DELETE`, `TRUNCATE`, `REFERENCES`, `TRIGGER`… */
+  /** As aclexplode names it (`SELECT`, …). */
   readonly privilege: string;
-  /** Held WITH GRANT OPTION. */
+  /** WITH GRANT OPTION. */
   readonly grantable: boolean;
 }
 
-/** The owner of a relation and every privilege others hold on it. */
 export interface ViewAccess {
   readonly owner: string;
   readonly privileges: readonly ViewPrivilege[];
 }
 
-/** A privilege keyword from aclexplode, checked before it goes into a statement. */
+/** Checked before a keyword from aclexplode goes into a statement. */
 const PRIVILEGE = /^[A-Z]+$/;
 
-/**
- * The owner of the relation `qualified` (a quoted, schema-qualified name) and every privilege of
- * other roles on it, table-wide and on its columns (pg_class.relacl and pg_attribute.attacl through
- * aclexplode), PUBLIC's included; null when no such relation exists.
- */
+/** Table-wide and per column, PUBLIC's included; `qualified` quoted. @returns null when no such relation exists. */
 export async function readViewAccess(db: PoolClient, qualified: string): Promise<ViewAccess | null> {
   const { rows } = await db.query<{ owner: string; privileges: ViewPrivilege[] }>(
     `select pg_get_userbyid(c.relowner) as owner,
@@ -47,12 +41,12 @@ export async function readViewAccess(db: PoolClient, qualified: string): Promise
   return rows[0] ?? null;
 }
 
-/** A privilege's key without its grant option: which column, which role, which privilege. */
+/** Without the grant option. */
 function keyOf(p: ViewPrivilege): string {
   return JSON.stringify([p.column, p.grantee, p.privilege]);
 }
 
-/** `SELECT (col) on view to role` as GRANT and REVOKE spell it. */
+/** `SELECT (col) on view to role`. */
 function clause(p: ViewPrivilege, qualified: string, preposition: 'to' | 'from'): string {
   if (!PRIVILEGE.test(p.privilege)) throw new Error(`unexpected privilege ${JSON.stringify(p.privilege)} on ${qualified}`);
   const column = p.column === null ? '' : ` (${quoteIdent(p.column)})`;
@@ -60,15 +54,9 @@ function clause(p: ViewPrivilege, qualified: string, preposition: 'to' | 'from')
 }
 
 /**
- * Gives the view `qualified`, just created in place of the one `kept` was read from, that view's
- * owner (`alter view … owner to`, when the role running this is not it) and exactly its privileges:
- * each one of `kept` granted again (WITH GRANT OPTION kept, on a column when the new view has it),
- * and any the new view holds beyond them (from default privileges) revoked. PostgreSQL records the
- * view's owner as the grantor of every grant given here (the role recreating the view, or the owner
- * it acts as), whoever granted it before: a grant another grantee made with its grant option
- * becomes the owner's. Runs in the caller's transaction.
- * @throws the database's error when the role may not give the view to its owner (not a member of
- *   the owner's role) or may not grant; the caller rolls the recreation back.
+ * Gives the new view `kept`'s owner and exactly its privileges (a column's when the view still has
+ * it), revoking any beyond them; the owner becomes the grantor of each.
+ * @throws the database's error when the role may not give the view to its owner or may not grant.
  */
 export async function restoreViewAccess(db: PoolClient, qualified: string, kept: ViewAccess): Promise<void> {
   const created = await readViewAccess(db, qualified);

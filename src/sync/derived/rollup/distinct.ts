@@ -1,14 +1,8 @@
 /**
- * `records_hourly_distinct`: per source, hour bucket, window start, ROLLUP_DISTINCT_BY values and
- * ROLLUP_DISTINCT field (`value_column` names the field by its column), one row holding the
- * field's distinct non-null values (`distinct_values`, their texts sorted by code point, no
- * duplicates; no per-value record counts: a distinct count needs none). So the count of distinct
- * values of `unnest(distinct_values)` over a range of hours is exact; a record without the field
- * (or with JSON null there) adds no value, and a group without any value has no row. A window's
- * commit replaces its rows (by `window_start`, like records_hourly) in one statement with
- * records_hourly's insert; no unique index: the statement deletes and inserts rows of the same
- * key, and a duplicate row could not change a distinct count anyway. It owns
- * records_daily_distinct (src/sync/derived/rollup/daily.ts), the union of its rows per day.
+ * `records_hourly_distinct`: per source, hour, window start, ROLLUP_DISTINCT_BY values and field
+ * (`value_column`), the field's distinct non-null texts sorted by code point, so a distinct count
+ * over hours is exact. A window's commit replaces its rows in records_hourly's statement. It owns
+ * records_daily_distinct (daily.ts). Design: docs/design/derived-tables.md.
  */
 import type { RollupConfig, RollupDimension } from '../../../config.js';
 import { quoteIdent, type PoolClient } from '../../../db/pool.js';
@@ -21,19 +15,14 @@ import { deleteSetting, relationExists, saveSetting, settingIs } from '../settin
 import { BUCKET_SQL, columnList, DAY_MS, recordsetColumns, recordsetPick, untimedHourOf, valuesAgg, windowRecordsSql } from '../sql.js';
 import type { Query, Queryable, RollupTable, SchemaTables } from '../table.js';
 
-/** Name under which derived_settings keeps what records_hourly_distinct was built for. */
 const DISTINCT_SETTING = 'rollup_distinct';
-/**
- * Version of records_hourly_distinct's columns and key, stored with its fields (2: a leading
- * `source` column; 3: with records_daily_distinct beside it; 4: a row per group with its distinct
- * values as an array, both tables).
- */
+/** 2: a leading `source`; 3: records_daily_distinct beside it; 4: a row per group, its values an array. */
 const DISTINCT_SHAPE = 4;
 
-/** The groups merged by `bucketOf` and their values, as {@link distinctRows} describes; `groups` stays as it was. */
+/** As {@link distinctRows}, merged by `bucketOf`; `groups` stays as it was. */
 function unionRows(groups: ReadonlyMap<string, DistinctGroup>, bucketOf: (g: DistinctGroup) => number): string {
   const merged = new Map<string, DistinctGroup>();
-  // Merged groups whose set is still one of `groups`' (copied before it takes other values).
+  // Merged groups whose set is still one of `groups`' (copied before it changes).
   const borrowed = new Set<DistinctGroup>();
   for (const g of groups.values()) {
     const hour = bucketOf(g);
@@ -58,27 +47,18 @@ function unionRows(groups: ReadonlyMap<string, DistinctGroup>, bucketOf: (g: Dis
   return JSON.stringify(rows);
 }
 
-/**
- * The distinct groups as JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "a": [values
- * sorted by code point]}`, a group without an hour given `untimedHour` and merged with the timed
- * group it then equals.
- */
+/** JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "a": [values by code point]}`, untimed groups at `untimedHour`. */
 function distinctRows(groups: ReadonlyMap<string, DistinctGroup>, untimedHour: number): string {
   return unionRows(groups, (g) => g.hour ?? untimedHour);
 }
 
-/**
- * The distinct groups' values per UTC day (the `day` of records_daily_distinct), as JSON rows like
- * {@link distinctRows}'s with `b` the day's midnight in milliseconds: what a window adds to each
- * day's records_daily_distinct rows.
- */
+/** As {@link distinctRows}, per UTC day: `b` the day's midnight in ms. */
 function dailyRows(groups: ReadonlyMap<string, DistinctGroup>, untimedHour: number): string {
   return unionRows(groups, (g) => Math.floor((g.hour ?? untimedHour) / DAY_MS) * DAY_MS);
 }
 
-/** records_hourly_distinct and records_daily_distinct of one schema for one ROLLUP_DISTINCT and ROLLUP_DISTINCT_BY. */
 export class DistinctRollup implements RollupTable {
-  /** Whether they are kept (rollups on and ROLLUP_DISTINCT not `none`). */
+  /** Rollups on and ROLLUP_DISTINCT not `none`. */
   readonly enabled: boolean;
   readonly daily: DailyDistinct;
   private readonly distinct: readonly RollupDimension[];
@@ -100,21 +80,15 @@ export class DistinctRollup implements RollupTable {
     );
   }
 
-  /** Nothing: a window's rows are replaced when it commits ({@link windowReplace}), by the same statement that inserts them. */
+  /** Nothing: {@link windowReplace} replaces a window's rows at its commit. */
   clearWindowSql(): string[] {
     return [];
   }
 
   /**
-   * The statement committing a window's rows: `alongside` (records_hourly's insert, $1 the source
-   * and $2 the window's start) wrapped into one statement that first deletes the source's rows of
-   * the windows inside the window and inserts the window's: from `groups` (counted from its pages)
-   * when given, else grouped by PostgreSQL from its records. It returns the UTC days (`day`) of the
-   * rows it deleted or inserted, ascending, each with whether rows of it were deleted (`cleared`):
-   * the days {@link DailyDistinct.update} must update. The delete and the insert share a snapshot,
-   * so the insert's rows are never deleted.
-   *
-   * @param firstParam the number of this part's first parameter (after `alongside`'s).
+   * `alongside` (records_hourly's insert: $1 source, $2 window start) wrapped with the delete of the
+   * window's rows and the insert of its new ones, from `groups` when given, else from its records.
+   * Returns the UTC days touched (`day`, ascending) and whether rows of each were deleted (`cleared`).
    * @returns the statement and its parameters from `firstParam`, the window's end the last.
    */
   windowReplace(alongside: string, firstParam: number, window: Window, untimedHour: number, groups: ReadonlyMap<string, DistinctGroup> | undefined): Query {
@@ -135,11 +109,7 @@ export class DistinctRollup implements RollupTable {
     };
   }
 
-  /**
-   * After the window's statement ({@link windowReplace}): brings records_daily_distinct's rows of
-   * the `days` it returned up to date ({@link DailyDistinct.update}), merging the values of
-   * `groups` (the window's, counted from its pages) when given, else reading its hourly rows back.
-   */
+  /** After {@link windowReplace}, with the `days` it returned; without `groups` the hourly rows are read back. */
   async updateDays(
     db: PoolClient,
     source: string,
@@ -174,11 +144,7 @@ export class DistinctRollup implements RollupTable {
     return true;
   }
 
-  /**
-   * Drops records_hourly_distinct and records_daily_distinct and, unless there is no distinct
-   * field, recreates them, the first filled from `records` (or with `convert`, from its own rows
-   * of a value each, grouped: see {@link isPerValue}), the second from the first.
-   */
+  /** Both tables, unless there is no distinct field; with `convert`, from its own rows of shape 3 ({@link isPerValue}). */
   async rebuild(db: PoolClient, convert = false): Promise<void> {
     const perValue = `${quoteIdent(this.t.schema)}.records_hourly_distinct_per_value`;
     if (convert) await db.query(`alter table ${this.t.hourlyDistinct} rename to records_hourly_distinct_per_value`);
@@ -189,8 +155,7 @@ export class DistinctRollup implements RollupTable {
     await db.query(
       `create table ${this.t.hourlyDistinct} (source text not null, bucket timestamptz not null, window_start timestamptz not null${this.byCols.map((c) => `, ${c} text`).join('')}, value_column text not null, distinct_values text[] not null check (cardinality(distinct_values) > 0))`,
     );
-    // A window's commit replaces its rows by window start; the Users panel, a day's recompute and
-    // ROLLUP_RETENTION select by bucket.
+    // A commit deletes by window start; the Users panel, a day's recompute and ROLLUP_RETENTION by bucket.
     await db.query(`create index on ${this.t.hourlyDistinct} (source, window_start)`);
     await db.query(`create index on ${this.t.hourlyDistinct} (source, bucket)`);
     if (convert) {
@@ -208,13 +173,7 @@ export class DistinctRollup implements RollupTable {
     await saveSetting(db, this.t, DISTINCT_SETTING, this.setting());
   }
 
-  /**
-   * Deletes the rows of buckets before `before`, every source's, and recomputes
-   * records_daily_distinct's rows of the days they were in ({@link DailyDistinct.recompute}), in the
-   * caller's transaction (which holds the days' locks until it ends).
-   *
-   * @returns 0: the run reports records_hourly's deleted buckets, not these.
-   */
+  /** Recomputes the days touched in records_daily_distinct. @returns 0: the run reports records_hourly's. */
   async prune(db: PoolClient, before: number): Promise<number> {
     if (!this.enabled) return 0;
     const { rows } = await db.query<{ source: string; day: Date }>(
@@ -229,11 +188,7 @@ export class DistinctRollup implements RollupTable {
     return 0;
   }
 
-  /**
-   * What derived_settings keeps for records_hourly_distinct: its shape ({@link DISTINCT_SHAPE}),
-   * its grouping columns as `column=dotted.path`, and its fields (`distinct`) the same way. The
-   * dashboard's "User column" lists the columns of `distinct`.
-   */
+  /** `column=dotted.path` strings; the dashboard's "User column" lists the columns of `distinct`. */
   setting(): { shape: number; by: string[]; distinct: string[] } {
     return {
       shape: DISTINCT_SHAPE,
@@ -242,21 +197,16 @@ export class DistinctRollup implements RollupTable {
     };
   }
 
-  /**
-   * Whether records_hourly_distinct holds a row per value (shape 3: `value` and `records` columns)
-   * built for these fields and grouping: it is then converted, not rebuilt from `records`, so the
-   * hours whose records RETENTION dropped are kept.
-   */
+  /** Shape 3 (a row per value) for these settings: converted, not rebuilt, so hours RETENTION dropped stay. */
   private async isPerValue(db: Queryable): Promise<boolean> {
     return (await settingIs(db, this.t, DISTINCT_SETTING, { ...this.setting(), shape: 3 })) && (await relationExists(db, this.t.hourlyDistinct));
   }
 
-  /** The ROLLUP_DISTINCT_BY paths, then each distinct field's column name and path, in order (none without distinct fields). */
+  /** The ROLLUP_DISTINCT_BY paths, then each field's column name and path. */
   private distinctParams(): (string | string[])[] {
     return this.enabled ? [...this.by.map((d) => d.path), ...this.distinct.flatMap((d) => [d.column, d.path])] : [];
   }
 
-  /** `alongside` and `inserted` (returning its rows' buckets) after the delete of the windows' rows from $2 to $`endParam`: see {@link windowReplace}. */
   private replaceSql(alongside: string, inserted: string, endParam: number): string {
     return `with cleared as (delete from ${this.t.hourlyDistinct} where source = $1 and window_start >= $2 and window_start < $${endParam} returning bucket),
       hourly as (${alongside}),
@@ -265,12 +215,7 @@ export class DistinctRollup implements RollupTable {
         from (select bucket, true as cleared from cleared union all select bucket, false from added) as b group by 1 order by 1`;
   }
 
-  /**
-   * `insert into records_hourly_distinct … select …, array_agg(distinct value) from <source>, (each
-   * distinct field's column and value) group by …`, returning each row's bucket unless `returning`
-   * is false. Its parameters from `firstParam`: the ROLLUP_DISTINCT_BY paths, then per distinct
-   * field its column name and path ({@link distinctParams}).
-   */
+  /** The insert grouped from `source` rows; parameters from `firstParam`: {@link distinctParams}. */
   private addDistinctSql(source: string, firstParam: number, returning = true): string {
     const by = this.by.map((_, i) => `, payload #>> $${firstParam + i}::text[]`).join('');
     const base = firstParam + this.by.length;

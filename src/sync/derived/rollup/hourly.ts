@@ -1,14 +1,8 @@
 /**
  * `records_hourly`: the exact count of stored records per source, hour bucket, window start and
- * ROLLUP_DIMENSIONS values (one table and one definition for every source). Bucket = the hour (UTC)
- * of the record's event time, or of its window's start when it has none. Keyed by the window too,
- * so that clearing a window removes exactly its rows (by `window_start` range) whether or not its
- * records still exist: RETENTION drops records and keeps the rollup, and an expired window
- * reloaded by `sync --from` must replace its hours, not add them a second time. A window's rows
- * are inserted once all its records are (one statement per window, {@link HourlyRollup.windowInsert}).
- * A missing or JSON-null dimension value is its own group (null), matched through a unique index
- * on `coalesce(col, '')` and `col is null`, which PostgreSQL 13 supports (no `nulls not distinct`).
- * Readers sum `records` over `window_start`.
+ * ROLLUP_DIMENSIONS values. Keyed by window start, so clearing a window removes exactly its rows
+ * even after RETENTION dropped its records. A missing or null value is its own group. Readers sum
+ * `records` over `window_start`. Design: docs/design/derived-tables.md.
  */
 import type { RollupConfig, RollupDimension } from '../../../config.js';
 import { quoteIdent, type PoolClient } from '../../../db/pool.js';
@@ -18,19 +12,11 @@ import { deleteSetting, relationExists, saveSetting, settingIs } from '../settin
 import { BUCKET_SQL, columnList, nullMatchedKeys, recordsetColumns, recordsetPick, windowRecordsSql } from '../sql.js';
 import type { Query, Queryable, RollupTable, SchemaTables } from '../table.js';
 
-/** Name under which derived_settings keeps the shape and dimensions records_hourly was built for. */
 const ROLLUP_SETTING = 'rollup_dimensions';
-/**
- * Version of records_hourly's columns and key, stored with the dimensions: a table built with
- * another (or none: the first shape, without `window_start`) is rebuilt like one built for other
- * dimensions.
- */
+/** A table of another shape (none: the first, without `window_start`) is rebuilt. */
 const ROLLUP_SHAPE = 3;
 
-/**
- * The groups as JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "n": records}`, a
- * group without an hour given `untimedHour` and merged with the timed group it then equals.
- */
+/** JSON rows for `json_to_recordset`: `{"b": hour in ms, "v0": …, "n": records}`, untimed groups at `untimedHour`. */
 function groupRows(groups: ReadonlyMap<string, RollupGroup>, untimedHour: number): string {
   const untimed = new Map<string, RollupGroup>();
   for (const g of groups.values()) {
@@ -56,9 +42,7 @@ function groupRows(groups: ReadonlyMap<string, RollupGroup>, untimedHour: number
   return JSON.stringify(rows);
 }
 
-/** records_hourly of one schema for one ROLLUP_DIMENSIONS. */
 export class HourlyRollup implements RollupTable {
-  /** Whether records_hourly is kept (ROLLUP_DIMENSIONS other than `off`). */
   readonly enabled: boolean;
   private readonly dims: readonly RollupDimension[];
   private readonly cols: string[];
@@ -72,19 +56,13 @@ export class HourlyRollup implements RollupTable {
     this.cols = rollup.dimensions.map((d) => quoteIdent(d.column));
   }
 
-  /** The dimensions' paths, the parameters of {@link addGroupsSql}. */
   get paths(): string[][] {
     return this.dims.map((d) => d.path);
   }
 
   /**
-   * The insert of a window's rows, in the statement that commits it ($1 the source, $2 the
-   * window's start): from `groups` (counted from its pages) when given, else grouped by PostgreSQL
-   * from the window's records. A plain insert: the window's rows were deleted first and are keyed
-   * by its start, so none can conflict (one would fail the window rather than double its counts);
-   * `on conflict` checks cost.
-   *
-   * @param untimedHour the hour of the window's start, that of its records without an event time.
+   * From `groups` when given, else grouped from the window's records ($1 source, $2 window start). A
+   * plain insert: the window's rows were cleared, so a conflict fails rather than doubles a count.
    * @returns the statement and its parameters from $3.
    */
   windowInsert(untimedHour: number, groups: ReadonlyMap<string, RollupGroup> | undefined): Query {
@@ -96,12 +74,10 @@ export class HourlyRollup implements RollupTable {
     return { text, values: [groupRows(groups, untimedHour)] };
   }
 
-  /** Clearing a window deletes its rows by `window_start`, so also those of windows whose records RETENTION dropped. */
   clearWindowSql(): string[] {
     return this.enabled ? [`cleared as (delete from ${this.t.hourly} where source = $3 and window_start >= $1 and window_start < $2)`] : [];
   }
 
-  /** Built with this shape for these dimensions, or absent when ROLLUP_DIMENSIONS is off. */
   async isCurrent(db: Queryable): Promise<boolean> {
     if (!this.enabled) return !(await relationExists(db, this.t.hourly));
     return (await settingIs(db, this.t, ROLLUP_SETTING, this.setting())) && (await relationExists(db, this.t.hourly));
@@ -114,7 +90,6 @@ export class HourlyRollup implements RollupTable {
     return true;
   }
 
-  /** Drops records_hourly and, unless ROLLUP_DIMENSIONS is off, recreates and fills it from `records`. */
   async rebuild(db: PoolClient): Promise<void> {
     await db.query(`drop table if exists ${this.t.hourly}`);
     if (!this.enabled) {
@@ -125,7 +100,7 @@ export class HourlyRollup implements RollupTable {
       `create table ${this.t.hourly} (source text not null, bucket timestamptz not null, window_start timestamptz not null${this.cols.map((c) => `, ${c} text`).join('')}, records bigint not null check (records > 0))`,
     );
     await db.query(`create unique index on ${this.t.hourly} (${this.keyExpressions().join(', ')})`);
-    // Readers and ROLLUP_RETENTION select by bucket; the unique index leads with the window start.
+    // Readers and ROLLUP_RETENTION select by bucket.
     await db.query(`create index on ${this.t.hourly} (bucket)`);
     await db.query(this.addGroupsSql(this.t.records, '', 1), this.paths);
     await saveSetting(db, this.t, ROLLUP_SETTING, this.setting());
@@ -137,23 +112,16 @@ export class HourlyRollup implements RollupTable {
     return rowCount ?? 0;
   }
 
-  /**
-   * What derived_settings keeps for records_hourly: its shape ({@link ROLLUP_SHAPE}) and the
-   * dimensions as `column=dotted.path` strings, in order (an array: jsonb keeps its order).
-   */
+  /** Dimensions as `column=dotted.path`, an array: jsonb keeps its order. */
   setting(): { shape: number; dimensions: string[] } {
     return { shape: ROLLUP_SHAPE, dimensions: this.dims.map((d) => `${d.column}=${d.path.join('.')}`) };
   }
 
-  /**
-   * The key expressions of records_hourly's unique index: the source and the window start first, so
-   * that clearing a source's window (a `window_start` range) reads the index rather than the whole table.
-   */
+  /** Source and window start first, so clearing a window reads the index. */
   private keyExpressions(): string[] {
     return ['source', 'window_start', 'bucket', ...nullMatchedKeys(this.cols)];
   }
 
-  /** `insert into records_hourly … select …, count(*) from <rows> group by source, bucket, window_start, dimensions … on conflict add`. */
   private addGroupsSql(rows: string, where: string, firstParam: number, add = true): string {
     const groups = this.cols.map((_, i) => `, ${i + 4}`).join('');
     const values = this.dims.map((_, i) => `, payload #>> $${firstParam + i}::text[]`).join('');

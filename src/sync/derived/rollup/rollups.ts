@@ -1,8 +1,7 @@
 /**
  * The rollup tables as one derived table of the window lifecycle: records_hourly and
- * records_hourly_distinct change in one statement at a window's commit (one round trip: the
- * distinct replace wraps the hourly insert), then records_daily_distinct for the days it touched.
- * Each table still rebuilds and prunes itself (hourly.ts, distinct.ts, daily.ts).
+ * records_hourly_distinct in one statement at a window's commit, then records_daily_distinct for the
+ * days it touched. Each table rebuilds and prunes itself. Design: docs/design/derived-tables.md.
  */
 import type { RollupConfig } from '../../../config.js';
 import type { PoolClient } from '../../../db/pool.js';
@@ -16,7 +15,7 @@ import { HourlyRollup } from './hourly.js';
 export class Rollups implements DerivedTable {
   readonly hourly: HourlyRollup;
   readonly distinct: DistinctRollup;
-  /** Those rebuilt from `records` and pruned by ROLLUP_RETENTION, in that order. */
+  /** In the order they are rebuilt and pruned. */
   readonly tables: readonly RollupTable[];
 
   constructor(t: SchemaTables, rollup: RollupConfig) {
@@ -41,13 +40,7 @@ export class Rollups implements DerivedTable {
     if (this.distinct.enabled) await this.distinct.updateDays(db, source, window, rows, rollup.exact ? rollup.distinct : undefined);
   }
 
-  /**
-   * The statement of a window's commit: adds its rows to records_hourly and replaces them in
-   * records_hourly_distinct (returning the days records_daily_distinct must update), from `counts`
-   * when exact, else grouped by PostgreSQL from its records. $1 the source, $2 the window's start.
-   *
-   * @returns undefined when ROLLUP_DIMENSIONS is off.
-   */
+  /** From `counts` when exact, else grouped from the window's records. @returns undefined with ROLLUP_DIMENSIONS off. */
   windowQuery(source: string, window: Window, counts: RollupCounts | undefined): Query | undefined {
     if (!this.hourly.enabled) return undefined;
     const exact = counts?.exact === true ? counts : undefined;
