@@ -1,8 +1,6 @@
 /**
- * The one-shot audit application (`verify`): opens the database (migrating it), audits each chosen
- * source in turn with its own upstream client and logger (src/sync/audit/source.ts auditSource), and
- * closes everything. The command (src/commands/verify.ts) parses flags, handles signals and maps
- * the outcomes to an exit status.
+ * `verify`: each chosen source audited in turn with its own upstream client and logger. The
+ * command maps the outcomes to an exit status. Design: docs/design/audit.md.
  */
 import type { Config } from '../config.js';
 import { coerceError } from '../errors.js';
@@ -13,7 +11,7 @@ import { migrateDatabase } from './schema.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
 import { selectSources } from './sources.js';
 
-/** One source's audit: its result, or what stopped it (E6 or the database failing, a signal). */
+/** `error`: E6 or the database failing, a signal. */
 export interface AuditOutcome {
   source: string;
   log: Logger;
@@ -22,12 +20,8 @@ export interface AuditOutcome {
 }
 
 /**
- * Audits each source of `options.sources` (default: all), one after the other; a failing source
- * does not stop the others.
- *
- * @returns one outcome per source, in configuration order.
- * @throws {InvalidArgumentError} for an unknown `--source` name, before anything is opened; as
- *   openDatabase or the migrations.
+ * A failing source does not stop the others. @returns one outcome per source, in configuration order.
+ * @throws {InvalidArgumentError} for an unknown `--source`, before anything is opened; as openDatabase or the migrations.
  */
 export async function auditSources(config: Config, log: Logger, options: Omit<AuditOptions, 'now'> & { sources?: readonly string[] }): Promise<AuditOutcome[]> {
   const sources = selectSources(config, options.sources);

@@ -1,8 +1,6 @@
 /**
- * The checks of `analytics-exporter check`: each dependency tried once (token E0, one E6 page, the
- * E7 text, the database), each step reported as it finishes, like `telegraf --test` or
- * `vector validate`. The command (src/commands/check.ts) validates the configuration, prints the
- * steps and maps the outcome to an exit status.
+ * `check`: each dependency tried once (token E0, one E6 page, the E7 text, the database), each
+ * step reported as it finishes, like `telegraf --test` or `vector validate`.
  */
 import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
@@ -14,7 +12,6 @@ import type { Logger } from '../log.js';
 import { AnalyticsClient } from '../upstream/analytics.js';
 import { startDemoUpstream } from '../demo.js';
 
-/** How far back the E6 and E7 probes look. */
 const PROBE_RANGE_MS = 24 * 3_600_000;
 
 export type StepStatus = 'ok' | 'FAIL' | 'skip';
@@ -24,27 +21,22 @@ export interface StepResult {
   step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database';
   status: StepStatus;
   detail: string;
-  /** The source the step tried (token, analytics, prometheus); absent for configuration and database. */
+  /** Absent for configuration and database. */
   source?: string;
 }
 
 export interface CheckDeps {
   log: Logger;
-  /** Called with each step's result, a source's after its {@link CheckDeps.section}. */
+  /** A source's results after its {@link CheckDeps.section}. */
   report: (result: StepResult) => void;
-  /** Called before a source's steps are reported, in the configuration's order. */
   section?: (source: SourceConfig) => void;
   now?: () => number;
 }
 
 /**
- * Runs the dependency steps for a valid configuration: the token, E6 and E7 steps of every source
- * (sources are tried at once, each reported as one block in the configuration's order, the
- * block being reported streaming as its steps finish), then the database step once. A failed
- * token step skips that source's API steps (they need a token); the database step runs regardless.
- *
- * @param now milliseconds since the epoch; the probes cover the 24 hours before it.
- * @returns true when no step of any source failed.
+ * Sources tried at once, each reported as one block in configuration order; then the database. A
+ * failed token step skips the source's API steps. The probes cover the 24 hours before `now` (ms).
+ * @returns true when no step failed.
  */
 export async function runChecks(config: Config, deps: CheckDeps): Promise<boolean> {
   const { log, report } = deps;
@@ -115,7 +107,7 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
   return !failed;
 }
 
-/** The token, E6 and E7 steps of one source (the built-in simulator for the environment's source without STATISTICS_URL). */
+/** The demo simulator for the source without STATISTICS_URL. */
 async function checkSource(
   source: SourceConfig,
   sink: (result: StepResult) => void,

@@ -1,11 +1,7 @@
-/**
- * A leaf module, so that commands can name it without loading the application layer.
- */
+/** A leaf, so commands can name it without loading the application layer. */
 
 /**
- * How long a stopping command waits for its aborted sync after the first SIGINT/SIGTERM. Aborting
- * takes milliseconds, except while the run waits on what takes no signal (a token request in
- * flight, a statement blocked on a lock); then the command exits 0 without it and the database
- * rolls back the open window. `sync` and `serve` alike.
+ * How long a stopping `sync` or `serve` waits for its aborted run after the first SIGINT/SIGTERM: a
+ * run waiting on what takes no signal (a token request, a blocked statement) is left to roll back.
  */
 export const DRAIN_TIMEOUT_MS = 5_000;

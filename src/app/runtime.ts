@@ -15,19 +15,15 @@ export { DRAIN_TIMEOUT_MS } from './drain.js';
 
 export interface Database {
   pool: Pool;
-  /** The schema's tables, through the store (DATABASE_SCHEMA). */
+  /** DATABASE_SCHEMA's tables. */
   store: PgStore;
-  /** True for the embedded PGlite database. */
   embedded: boolean;
   close(): Promise<void>;
 }
 
 /**
- * Opens DATABASE_URL, or the embedded database under DATA_DIR when it is unset.
- *
- * @param maxConnections pool size; the embedded database multiplexes onto one backend anyway.
- * @param lock DATA_DIR, already locked by the caller (see {@link lockDataDir}); otherwise the
- *   embedded database locks it itself.
+ * DATABASE_URL, or the embedded database under DATA_DIR when it is unset.
+ * @param lock DATA_DIR when the caller locked it already; otherwise the embedded database locks it.
  * @throws {DataDirLockedError} when another process holds DATA_DIR; {@link DatabaseOpenError}
  *   (`ERR_DATABASE`) when the embedded database cannot be opened.
  */
@@ -52,27 +48,22 @@ export async function openDatabase(config: Config, log: Logger, maxConnections =
   };
 }
 
-/** The store of DATABASE_SCHEMA on `pool`. */
 export function storeOf(pool: Pool, config: Config, log: Logger): PgStore {
   return new PgStore({ pool, schema: config.database.schema, tables: config.tables, log });
 }
 
 export interface Upstream {
   client: AnalyticsClient;
-  /** True when talking to the built-in demo simulator. */
   demo: boolean;
   close(): Promise<void>;
 }
 
-/** Opens the analytics client of the first source: the configured platform, or the in-process demo simulator. */
+/** The first source's client. */
 export async function openUpstream(config: Config, log: Logger, observer?: ClientObserver): Promise<Upstream> {
   return openSourceUpstream(config.sources[0]!, log, observer);
 }
 
-/**
- * Opens one source's analytics client (its own token cache and connections): the source's
- * platform, or the in-process demo simulator for the environment's source without STATISTICS_URL.
- */
+/** The source's platform, or the in-process demo simulator for the source without STATISTICS_URL. */
 export async function openSourceUpstream(source: SourceConfig, log: Logger, observer?: ClientObserver): Promise<Upstream> {
   const demo = source.upstream === undefined ? await startDemoUpstream(log, source.demo) : undefined;
   const client = AnalyticsClient.fromConfig(source.upstream ?? demo!.config, { log, ...(observer ? { observer } : {}) });
@@ -86,27 +77,21 @@ export async function openSourceUpstream(source: SourceConfig, log: Logger, obse
   };
 }
 
-/** One source's analytics client. */
 export interface SourceClient {
   source: SourceConfig;
   client: AnalyticsClient;
 }
 
 export interface Upstreams {
-  /** One per configured source, in configuration order. */
+  /** In configuration order. */
   sources: SourceClient[];
-  /** True when a source talks to the built-in demo simulator. */
   demo: boolean;
   close(): Promise<void>;
 }
 
 /**
- * Opens one analytics client per source, each with its own token cache and request budget
- * (Authentication, E0, Limits): the source's platform, or the in-process demo simulator for the
- * environment's source without STATISTICS_URL (started once, whatever the number of such sources).
- *
- * @param observerFor the client observer of a source, by name (e.g. ExporterMetrics.clientObserver).
- * @throws when the demo simulator cannot start; the clients themselves connect lazily.
+ * One client per source, each with its own token cache and request budget (E0, Limits); the demo
+ * simulator started once. @throws when the demo simulator cannot start; clients connect lazily.
  */
 export async function openUpstreams(config: Config, log: Logger, observerFor?: (source: string) => ClientObserver): Promise<Upstreams> {
   const demoSource = config.sources.find((source) => source.upstream === undefined);
@@ -125,14 +110,10 @@ export async function openUpstreams(config: Config, log: Logger, observerFor?: (
   };
 }
 
-/**
- * One source's analytics client on `upstream` (its own token cache, connections and request
- * budget: Authentication, E0, Limits), logging with the source's name. The client connects lazily.
- * Used by {@link openUpstreams} and by `serve`'s reload for a source added or changed.
- */
+/** Its own token cache, connections and request budget (E0, Limits); also serve's reload. Connects lazily. */
 export function sourceClient(name: string, upstream: UpstreamConfig, log: Logger, observer?: ClientObserver): AnalyticsClient {
   const client = AnalyticsClient.fromConfig(upstream, { log: log.child({ source: name }), ...(observer ? { observer } : {}) });
-  // Without a request budget nothing reports a pace: the gauge says 0, as documented, rather than nothing.
+  // Without a request budget nothing reports a pace: the gauge says 0, as documented.
   if (upstream.rateLimit === undefined) observer?.onRateLimit?.(0);
   return client;
 }

@@ -1,8 +1,6 @@
 /**
- * The application layer of the tables derived from `records` (src/sync/derived/index.ts): migrating a
- * schema together with its rollup, rebuilding the rollup on demand, and reading the field
- * catalogue, for the commands migrate, rollup rebuild and fields. (A sync run checks the rollup
- * itself, under its own lock: src/sync/run/run.ts.)
+ * The schema for the commands migrate, rollup rebuild and fields: migrating it with its rollup,
+ * rebuilding the rollup on demand, reading the field catalogue. (A run checks the rollup itself.)
  */
 import type { Config } from '../config.js';
 import { migrate } from '../db/migrate.js';
@@ -13,11 +11,7 @@ import { schemaLockName } from '../sync/run/context.js';
 import type { PgMaintenance } from '../sync/store/pg/maintenance.js';
 import { storeOf } from './runtime.js';
 
-/**
- * Runs `fn` on a session holding the schema's sync lock exclusively (waiting for the running syncs
- * of every source, which hold it shared). records_hourly is one table for every source, so its
- * rebuild excludes them all.
- */
+/** Holding the schema's lock exclusively, after every source's running sync: the rollup serves them all. */
 async function underSyncLock<T>(
   on: { pool: Pool; config: Config; log: Logger },
   fn: (maintenance: PgMaintenance) => Promise<T>,
@@ -32,14 +26,9 @@ async function underSyncLock<T>(
 }
 
 /**
- * Applies pending migrations to DATABASE_SCHEMA, then rebuilds records_hourly and
- * records_hourly_distinct from `records` when built for other ROLLUP_* settings (or not yet; or
- * drops them when off), under the schema's sync lock.
- *
- * @param options.signal ends the wait for the lock (syncs of the schema running) with {@link AbortedError}.
- * @returns the migrations applied now, and whether the rollup was rebuilt.
+ * Migrates DATABASE_SCHEMA, then rebuilds the rollup tables when built for other ROLLUP_* settings.
  * @throws {ExporterError} `ERR_DATABASE` from the migrations; the database's error from the rebuild;
- *   {@link AbortedError} when `options.signal` aborts the wait for the lock.
+ *   {@link AbortedError} when `options.signal` ends the wait for the lock.
  */
 export async function migrateDatabase(
   pool: Pool,
@@ -49,39 +38,25 @@ export async function migrateDatabase(
 ): Promise<{ applied: string[]; rollupRebuilt: boolean }> {
   const schema = config.database.schema;
   const applied = await migrate(pool, schema, log);
-  // Checked first without the lock, so a start does not wait for another process's sync when nothing changed.
+  // Without the lock first: a start does not wait for another process's sync when nothing changed.
   const current = await storeOf(pool, config, log).session((session) => session.maintenance().isRollupCurrent());
   const rollupRebuilt = !current && (await underSyncLock({ pool, config, log }, (maintenance) => maintenance.ensureRollup(), options.signal));
   return { applied, rollupRebuilt };
 }
 
-/**
- * Rebuilds records_hourly and records_hourly_distinct from `records` for ROLLUP_DIMENSIONS,
- * ROLLUP_DISTINCT and ROLLUP_DISTINCT_BY, whatever they were built for (migrating first), under
- * the schema's sync lock. With ROLLUP_DIMENSIONS=off (or ROLLUP_DISTINCT=none for the second) the
- * table is dropped instead.
- *
- * @returns the number of rows each table holds afterwards; undefined for a table not kept.
- */
+/** `rollup rebuild`, whatever the tables were built for. @returns rows per table; undefined for one not kept. */
 export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Promise<{ hourly: number | undefined; distinct: number | undefined }> {
   await migrate(pool, config.database.schema, log);
   return underSyncLock({ pool, config, log }, (maintenance) => maintenance.rebuildRollup());
 }
 
-/**
- * The field catalogue of DATABASE_SCHEMA (migrating first), ordered by field name then source.
- *
- * @param sources only these sources' rows (`fields --source`); default: every source's.
- */
+/** By field name then source; `sources`: `fields --source`. */
 export async function listFields(pool: Pool, config: Config, log: Logger, sources?: readonly string[]): Promise<FieldRow[]> {
   await migrate(pool, config.database.schema, log);
   return storeOf(pool, config, log).session((session) => session.maintenance().listFields(sources));
 }
 
-/**
- * The catalogue as a plain-text table for a person: one line per field, columns aligned, an
- * example in its JSON form (already cut short in the catalogue), `-` for none.
- */
+/** For a person: columns aligned, `-` for none. */
 export function formatFieldsTable(fields: readonly FieldRow[]): string {
   if (fields.length === 0) return 'no fields catalogued yet: run a sync first\n';
   const header = ['SOURCE', 'FIELD', 'COLUMN', 'TYPE', 'JSON TYPES', 'RECORDS', 'FIRST SEEN', 'LAST SEEN', 'EXAMPLE'];

@@ -2,12 +2,7 @@
 import type { Config, SourceConfig } from '../config.js';
 import { InvalidArgumentError } from '../errors.js';
 
-/**
- * The configured sources named by `names` (each once, in configuration order), or every source
- * when `names` is empty or absent.
- *
- * @throws {InvalidArgumentError} naming the first unknown name and listing the configured ones.
- */
+/** In configuration order; every source when `names` is empty or absent. @throws {InvalidArgumentError} naming the first unknown one. */
 export function selectSources(config: Pick<Config, 'sources'>, names: readonly string[] | undefined): SourceConfig[] {
   if (names === undefined || names.length === 0) return config.sources;
   const known = new Set(config.sources.map((s) => s.name));

@@ -1,9 +1,7 @@
 /**
- * The application layer of the `state` commands: each source's state read, its watermark moved, its
- * windows marked for re-load (the ledger: src/sync/store/pg/ledger.ts), each under the source's sync lock — the lock a
- * sync run of it takes (src/sync/run/context.ts sourceLockName) — tried, never waited for: a source
- * whose lock another process holds is reported as locked. The schema is migrated first, as by
- * every database command.
+ * The `state` commands: a source's state read, its watermark moved, its windows marked for re-load,
+ * each under the lock a run of the source takes, tried and never waited for (a busy source is
+ * reported locked). Design: docs/design/ledger.md.
  */
 import type { Config, SourceConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
@@ -15,10 +13,10 @@ import type { PgLedger } from '../sync/store/pg/ledger.js';
 import { iso, type Window } from '../sync/windows.js';
 import { storeOf } from './runtime.js';
 
-/** The outcome of work under a source's lock: its value, or the source whose lock another process holds. */
+/** A value, or the source whose lock another process holds. */
 export type UnderLock<T> = { locked: false; value: T } | { locked: true; source: string };
 
-/** Runs `fn` in one transaction on a connection holding `source`'s sync lock, tried once. */
+/** `fn` in one transaction under `source`'s lock, tried once. */
 async function underSourceLock<T>(
   on: { pool: Pool; config: Config; log: Logger },
   source: string,
@@ -32,9 +30,7 @@ async function underSourceLock<T>(
 }
 
 /**
- * The state of each of `sources`, in their order, each read under its own lock.
- *
- * @returns the states, or the first source whose lock another process holds (nothing else is read after it).
+ * @returns the states in `sources`' order, or the first source whose lock is held (nothing is read after it).
  * @throws the database's error; {@link ExporterError} `ERR_DATABASE` from the migrations.
  */
 export async function showState(pool: Pool, config: Config, log: Logger, sources: readonly SourceConfig[]): Promise<UnderLock<SourceState[]>> {
@@ -48,12 +44,7 @@ export async function showState(pool: Pool, config: Config, log: Logger, sources
   return { locked: false, value: states };
 }
 
-/**
- * Moves `source`'s watermark to `to` (PgLedger.setWatermark: forward past a stretch not
- * loaded only with `force`), counting from the configured START_DATE when it has none.
- *
- * @throws {InvalidArgumentError} when refused (naming --force and the first unloaded stretch); the database's error.
- */
+/** From START_DATE when there is none. @throws {InvalidArgumentError} forward past a stretch not loaded without `force`; the database's error. */
 export async function moveWatermark(
   pool: Pool,
   config: Config,
@@ -66,25 +57,16 @@ export async function moveWatermark(
   return underSourceLock({ pool, config, log }, move.source.name, (ledger) => ledger.setWatermark({ to: move.to.getTime(), force: move.force, origin }));
 }
 
-/** Marks `source`'s windows overlapping `range` for re-load by its next resumed run (PgLedger.markForReload). */
 export async function resetWindows(pool: Pool, config: Config, log: Logger, reset: { source: SourceConfig; range: Window }): Promise<UnderLock<ReloadMarks>> {
   await migrate(pool, config.database.schema, log);
   return underSourceLock({ pool, config, log }, reset.source.name, (ledger) => ledger.markForReload(reset.range));
 }
 
-/** ISO 8601 or null: the JSON form of an instant. */
 const isoOrNull = (ms: number | undefined): string | null => (ms === undefined ? null : iso(ms));
 
-/** A window group in the JSON shape. */
 const groupJson = (g: WindowGroup) => ({ count: g.count, from: isoOrNull(g.from), to: isoOrNull(g.to) });
 
-/**
- * `state show --json`: `{ "sources": [ … ] }`, one object per source of this shape (instants ISO
- * 8601 UTC, null when absent; documented in the README, section State):
- * `{ source, watermark, lastRun: { id, status, startedAt, finishedAt, error } | null,
- *    windows: { committed: { count, from, to, records }, parked, expired, reloadRequested: { count, from, to } },
- *    verifiedThrough, verifiedAt }`.
- */
+/** `state show --json`, a documented shape: instants ISO 8601 UTC, null when absent. */
 export function stateJson(states: readonly SourceState[]): { sources: unknown[] } {
   return {
     sources: states.map((s) => ({
@@ -112,13 +94,13 @@ export function stateJson(states: readonly SourceState[]): { sources: unknown[] 
   };
 }
 
-/** A group for a person: `3 windows [from, to)`, or `none`. */
+/** `3 windows in [from, to)`, or `none`. */
 function groupText(g: WindowGroup): string {
   if (g.count === 0) return 'none';
   return `${g.count} window${g.count === 1 ? '' : 's'} in [${iso(g.from!)}, ${iso(g.to!)})`;
 }
 
-/** `state show` for a person: one block per source, one line per item, labels aligned. */
+/** One block per source, labels aligned. */
 export function formatStateText(states: readonly SourceState[]): string {
   const blocks = states.map((s) => {
     const run = s.lastRun;

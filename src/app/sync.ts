@@ -1,8 +1,6 @@
 /**
- * The one-shot sync application: opens the database (migrating it), runs one sync of each chosen
- * source, at most SYNC_SOURCE_CONCURRENCY at once, each with its own upstream client, lock and
- * logger, then RETENTION once, and closes everything. The command (src/commands/sync.ts) parses
- * flags, handles signals and progress, and maps the outcomes to an exit status.
+ * `sync`: one run of each chosen source, at most SYNC_SOURCE_CONCURRENCY at once, each with its own
+ * upstream client and logger, then RETENTION once. The command maps the outcomes to an exit status.
  */
 import type { Config } from '../config.js';
 import { coerceError } from '../errors.js';
@@ -14,20 +12,15 @@ import { migrateDatabase } from './schema.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
 import { selectSources } from './sources.js';
 
-/** One source's outcome: the run's result, or what stopped it before it could record a run. */
 export interface SourceOutcome {
   source: string;
-  /** The source's logger (a child carrying `source`), for the command's lines about it. */
   log: Logger;
   result?: SyncResult;
-  /** Thrown before or outside the run: a bad --from/--to, the lock wait aborted, the database lost. */
+  /** Thrown outside the run: a bad --from/--to, the lock wait aborted, the database lost. */
   error?: Error;
 }
 
-/**
- * Runs `fn` on each item, at most `limit` at once, and resolves with the results in the items'
- * order once every call has settled. `fn` must not reject.
- */
+/** At most `limit` at once, results in the items' order. `fn` must not reject. */
 async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
@@ -42,16 +35,10 @@ async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T
 }
 
 /**
- * Runs one sync of each source of `options.sources` (default: all) into the configured database:
- * at most SYNC_SOURCE_CONCURRENCY at once, each exact by itself; a failing source neither stops
- * nor delays the others. RETENTION, which drops partitions every source shares, runs once after
- * all of them under the schema's lock taken exclusively (waiting for other processes' runs, ended
- * by `signal`), so no source's window is being written into a partition it drops.
- *
- * @param options.observer the observer of a source's run (progress, metrics), if any.
- * @returns one outcome per source, in configuration order, after every source finished.
- * @throws {InvalidArgumentError} for an unknown `--source` name, before anything is opened; as
- *   {@link openDatabase} (a held DATA_DIR, a database that cannot be opened) or the migrations.
+ * A failing source neither stops nor delays the others.
+ * @returns one outcome per source, in configuration order.
+ * @throws {InvalidArgumentError} for an unknown `--source`, before anything is opened; as
+ *   {@link openDatabase} or the migrations.
  */
 export async function syncSources(
   config: Config,
@@ -60,11 +47,9 @@ export async function syncSources(
 ): Promise<SourceOutcome[]> {
   const sources = selectSources(config, options.sources);
   const concurrency = Math.min(config.syncSourceConcurrency, sources.length);
-  // One connection per run going, and one for the retention after them.
   const db = await openDatabase(config, log, concurrency + 1);
   try {
-    // The rollup too, before the sources start: its rebuild takes the schema's lock exclusively,
-    // which the first runs of several sources at once would otherwise contend for.
+    // The rollup before the sources start, rather than their first runs contending for its lock.
     await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
     const { observer: observerOf, sources: _names, ...runOptions } = options;
     const outcomes = await mapBounded(sources, concurrency, async (source): Promise<SourceOutcome> => {
@@ -90,11 +75,7 @@ export async function syncSources(
   }
 }
 
-/**
- * RETENTION once after the runs of one invocation (it is global: RETENTION and the partitions are
- * the same for every source), unless none ran or one was interrupted by a signal. Never throws:
- * a failure is logged and the next invocation tries again.
- */
+/** Unless none ran or a signal interrupted one. Never throws: a failure is logged. */
 async function retentionAfter(
   on: { store: PgStore; config: Config; log: Logger; signal: AbortSignal | undefined },
   outcomes: readonly SourceOutcome[],
