@@ -1,6 +1,7 @@
 /**
  * The schema for the commands migrate, rollup rebuild and fields: migrating it with its rollup,
  * rebuilding the rollup on demand, reading the field catalogue. (A run checks the rollup itself.)
+ * Design: docs/design/derived-tables.md.
  */
 import type { Config } from '../config.js';
 import { migrate } from '../db/migrate.js';

@@ -1,6 +1,7 @@
 /**
  * `sync`: one run of each chosen source, at most SYNC_SOURCE_CONCURRENCY at once, each with its own
  * upstream client and logger, then RETENTION once. The command maps the outcomes to an exit status.
+ * Design: docs/design/sync-run.md.
  */
 import type { Config } from '../config.js';
 import { coerceError } from '../errors.js';

@@ -77,7 +77,7 @@ export class Derived {
     return this.catalogue.readTypes(db, source);
   }
 
-  /** Without waiting for a new field. */
+  /** Recreates records_typed when its definition is not this release's, without waiting for a new field. */
   async ensureTypedViewCurrent(db: PoolClient, log: Logger): Promise<void> {
     await this.view.refreshExisting(db, log);
   }

@@ -1,7 +1,8 @@
 /**
  * What every derived table shares: the tables it may name and the window lifecycle (clear,
  * restore, commit). A new derived table is one module implementing {@link DerivedTable}
- * ({@link RollupTable} when rebuilt from `records`), listed in the facade (index.ts).
+ * ({@link RollupTable} when rebuilt from `records`), listed in the facade (index.ts). Design:
+ * docs/design/derived-tables.md.
  */
 import type { PoolClient } from '../../db/pool.js';
 import type { Logger } from '../../log.js';

@@ -1,4 +1,4 @@
-/** The context of one source's sync run, built once and passed first to each of its steps. */
+/** The context of one source's sync run, built once and passed first to each step (docs/design/sync-run.md). */
 import { DEFAULT_SOURCE, type Config, type SourceConfig, type SyncConfig, type TablesConfig } from '../../config.js';
 import type { Logger } from '../../log.js';
 import type { FieldContract } from './field-contract.js';

@@ -1,4 +1,4 @@
-/** The window reader (src/sync/read/) set up with a run's settings and what the ledger knows. */
+/** The window reader (src/sync/read/) set up with a run's settings and what the ledger knows (docs/design/sync-run.md). */
 import type { RunContext } from './context.js';
 import { span } from './plan.js';
 import type { StoreSession } from '../store/ports.js';

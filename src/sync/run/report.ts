@@ -1,4 +1,7 @@
-/** What a run tells the log and the observer: its start, each window, its end (also recorded in the ledger). */
+/**
+ * What a run tells the log and the observer: its start, each window, its end (also recorded in the
+ * ledger). Design: docs/design/sync-run.md.
+ */
 import { AbortedError, coerceError, describeError } from '../../errors.js';
 import type { LoadContext, RunContext } from './context.js';
 import { describeChange, type FieldChange } from '../derived/fields/schema-changes.js';

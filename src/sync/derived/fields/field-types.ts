@@ -35,7 +35,7 @@ export type WindowFields = Map<string, FieldStats>;
 /** `TYPE_NAMES[typeCode(v)]` is `jsonType(v)`. */
 export const TYPE_NAMES: readonly string[] = ['string', 'date-time', 'number', 'boolean', 'object', 'array', 'null'];
 
-/** The cheap checks first: most strings are none. */
+/** The cheap checks first: most strings are no date-time. */
 function isDateTime(value: string): boolean {
   return value.length >= 16 && value.charCodeAt(4) === 45 && ISO_DATE_TIME.test(value);
 }

@@ -1,6 +1,7 @@
 /**
  * A view's owner and privileges, read before it is dropped and given back to the view created in
- * its place, so a `grant select on records_typed to bi_reader` outlives the recreation.
+ * its place, so a `grant select on records_typed to bi_reader` outlives the recreation. Design:
+ * docs/design/derived-tables.md.
  */
 import { quoteIdent, type PoolClient } from '../../../db/pool.js';
 

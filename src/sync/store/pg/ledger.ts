@@ -3,7 +3,7 @@
  * source's rows through {@link PgLedger}; the schema-wide statements retention needs as functions.
  *
  * Invariants: the watermark only advances over a window that starts at or before it (it never
- * jumps a gap), but through `state set-watermark`; a parked window's records stay; an expired
+ * jumps a gap) except through `state set-watermark`; a parked window's records stay; an expired
  * window is loaded again only by `sync --from`. Design: docs/design/ledger.md.
  */
 import { withTransaction, type PoolClient } from '../../../db/pool.js';

@@ -1,6 +1,7 @@
 /**
  * Statements on `records` and `records_quarantine` for one window's load (the COPY path is
- * records-copy.ts): a page's insert, built while the previous one runs; quarantined rows.
+ * records-copy.ts): a page's insert, built while the previous one runs; quarantined rows. Design:
+ * docs/design/sync-run.md.
  */
 import { storableText } from '../../../errors.js';
 import type { AnalyticsRecord } from '../../../upstream/analytics.js';

@@ -1,7 +1,7 @@
 /**
  * The store in PostgreSQL: {@link PgStore} for one schema hands out the run's port for a source
  * and sessions for the app's own work (`state`, serve's gauges, the derived tables' upkeep). A
- * session is one pooled connection; a window is one transaction on it.
+ * session is one pooled connection; a window is one transaction on it. Design: docs/design/sync-run.md.
  */
 import type { PartitionInterval, RollupConfig } from '../../../config.js';
 import { withAdvisoryLock, withClient, withTransaction, type Pool, type PoolClient } from '../../../db/pool.js';
