@@ -2,7 +2,7 @@
  * The configuration, a leaf of plain types that everything else imports from here. It imports only
  * errors and time, and reads no file a setting names but CONFIG_FILE. Inside config/: types.ts
  * (what loadConfig returns), settings.ts (the one settings table), load.ts (loadConfig),
- * sources-file.ts (CONFIG_FILE), database.ts (DATABASE_URL's TLS), setting-file.ts.
+ * sources-file.ts (CONFIG_FILE), database-url.ts (DATABASE_URL: its TLS, masking, secrets), setting-file.ts.
  */
 export * from './config/types.js';
 export { SETTINGS, parseRollupDimensions, type SettingDoc } from './config/settings.js';
@@ -15,5 +15,5 @@ export {
   type DatabaseTlsSettings,
   type SslEnvironment,
   type SslMode,
-} from './config/database.js';
+} from './config/database-url.js';
 export { readFailure, settingError, type SettingFile, type SettingName } from './config/setting-file.js';

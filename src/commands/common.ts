@@ -8,7 +8,7 @@ import { loadConfig, type Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { readDatabaseTls } from '../db/tls.js';
 import { requireDemoSimulator } from '../demo.js';
-import { databaseSecrets } from '../config/database.js';
+import { databaseSecrets } from '../config/database-url.js';
 import { ConfigError, InvalidArgumentError, registerSecret } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { EXIT_OK, EXIT_USAGE, reportFailure, type ExitStatus } from './exit.js';

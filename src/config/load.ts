@@ -4,7 +4,7 @@
  * in the settings table only. A broken rule throws {@link ConfigError} naming the variable, rule
  * and value (secrets masked). Only CONFIG_FILE is read; other files, by the modules that use them.
  */
-import { databaseTlsSettings, type DatabaseTlsSettings, type SslMode } from './database.js';
+import { databaseTlsSettings, type DatabaseTlsSettings, type SslMode } from './database-url.js';
 import { settingError, type SettingFile, type SettingName } from './setting-file.js';
 import { displayValue, parseSettings, SETTINGS, type ParsedSettings, type RawEnv } from './settings.js';
 import { FILE_ONLY_VARIABLES, fileKeyOf, fileLocation, readSourcesFile, type FileSource } from './sources-file.js';

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { ConfigError, maskSecret } from '../errors.js';
 import { parseDuration, parseIsoDateTime } from '../time.js';
 import { byteSize, duration, durationOrOff, durationOrZero, httpUrl, optional, wholeNumber } from './setting-schemas.js';
-import { DEFAULT_SSL_MODE, maskDatabaseUrl, SSL_MODES } from './database.js';
+import { DEFAULT_SSL_MODE, maskDatabaseUrl, SSL_MODES } from './database-url.js';
 import { DEFAULT_METRICS_PORT, LOG_FORMATS, LOG_LEVELS, MAX_RATE_LIMIT_PER_SECOND, PARTITION_INTERVALS, type RollupDimension } from './types.js';
 
 /** `records_hourly`'s own columns. */
@@ -417,7 +417,7 @@ export function parseSettings(text: RawEnv, describe: (variable: string, rule: s
   throw new ConfigError(lines[0]!.variable, lines.map((l) => l.text).join('\n'));
 }
 
-/** Shows a given value in an error message, masking secrets, a URL's user info and DATABASE_URL's passwords (src/config/database.ts). */
+/** Shows a given value in an error message, masking secrets, a URL's user info and DATABASE_URL's passwords (src/config/database-url.ts). */
 export function displayValue(variable: string, value: string | undefined): string {
   if (value === undefined) return '(unset)';
   if (SECRET_VARIABLES.has(variable)) return maskSecret(value);

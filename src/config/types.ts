@@ -4,7 +4,7 @@
  * a setting names is a path here ({@link SettingFile}), read by the module that uses it. Durations
  * are milliseconds. What each setting means: its help in the settings table (settings.ts).
  */
-import type { DatabaseTlsSettings } from './database.js';
+import type { DatabaseTlsSettings } from './database-url.js';
 import type { SettingFile } from './setting-file.js';
 
 export type TokenAuthMethod = 'client_secret_post' | 'client_secret_basic';
@@ -69,7 +69,7 @@ export interface TlsFileSettings {
 export interface DatabaseConfig {
   /** Without its `ssl*` parameters; undefined: the embedded database under `dataDir`. */
   url: string | undefined;
-  /** TLS of DATABASE_URL, libpq's way: its parameters, else PGSSLMODE and the other PGSSL* variables (src/config/database.ts). */
+  /** TLS of DATABASE_URL, libpq's way: its parameters, else PGSSLMODE and the other PGSSL* variables (src/config/database-url.ts). */
   tls: DatabaseTlsSettings;
   schema: string;
   dataDir: string;

@@ -1,6 +1,6 @@
 /**
  * PostgreSQL TLS the way libpq does it: `sslmode`, `sslrootcert`, `sslcert`, `sslkey` (resolved by
- * src/config/database.ts), their files read here, turned into the `ssl` option of each pg
+ * src/config/database-url.ts), their files read here, turned into the `ssl` option of each pg
  * connection attempt. pg never sees an `ssl*` parameter, and always gets an explicit `ssl` option.
  * Modes and fallbacks: docs/design/database-tls.md.
  */

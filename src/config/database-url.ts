@@ -1,8 +1,10 @@
 /**
- * DATABASE_URL's TLS settings the way libpq reads them: `sslmode`, `sslrootcert`, `sslcert` and
- * `sslkey` from the URL's query or from libpq's own PGSSLMODE, PGSSLROOTCERT, PGSSLCERT and
- * PGSSLKEY (the URL wins). The files stay paths here; src/db/tls.ts reads them and turns the
- * settings into the `ssl` option of each pg connection attempt.
+ * What DATABASE_URL holds beside the address, in either of libpq's forms:
+ * - its TLS settings the way libpq reads them: `sslmode`, `sslrootcert`, `sslcert` and `sslkey`
+ *   from the URL's query or from libpq's own PGSSLMODE, PGSSLROOTCERT, PGSSLCERT and PGSSLKEY (the
+ *   URL wins). The files stay paths here; src/db/tls.ts reads them and turns the settings into
+ *   the `ssl` option of each pg connection attempt;
+ * - its credentials: masked where the URL is shown, listed to be masked everywhere else.
  */
 import { ConfigError } from '../errors.js';
 import type { SettingFile } from './setting-file.js';
