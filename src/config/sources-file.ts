@@ -22,7 +22,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
-import type { Node as YamlNode, Pair, YAMLMap } from 'yaml';
+import type { Document, LineCounter, Node as YamlNode, Pair, YAMLMap } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { readFailure, settingError, type SettingFile } from './setting-file.js';
 
@@ -172,124 +172,169 @@ export function readSourcesFile(setting: SettingFile, env: NodeJS.ProcessEnv): F
  *   label name, a `${NAME}` whose variable is unset.
  */
 export function parseSourcesFile(file: string, text: string, env: NodeJS.ProcessEnv): FileSource[] {
-  // Loaded only when a CONFIG_FILE is read (the yaml package is 70 modules), synchronously as loadConfig is.
-  const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');
-  const lineCounter = new yaml.LineCounter();
-  const doc = yaml.parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
-  const fail = (line: number, message: string): never => {
-    throw new ConfigError('CONFIG_FILE', `${fileLocation(file, line)}${message}`);
-  };
-  const lineOf = (node: YamlNode | Pair | null | undefined, fallback = 1): number => {
-    const offset = node && 'range' in node ? node.range?.[0] : node && 'key' in node ? (node.key as YamlNode | null)?.range?.[0] : undefined;
-    return offset === undefined ? fallback : lineCounter.linePos(offset).line;
-  };
-  const firstError = doc.errors[0];
-  if (firstError)
-    fail(lineCounter.linePos(firstError.pos[0]).line, `not valid YAML: ${firstError.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`);
+  return new SourcesDocument(file, text, env).sources();
+}
 
-  const deref = (node: unknown): unknown => (yaml.isAlias(node) ? node.resolve(doc) : node);
-  const root = deref(doc.contents);
-  if (!yaml.isMap(root)) return fail(lineOf(root as YamlNode | null), 'must be a map with a sources: list');
-  const top = entries(root, 'the file', lineOf, fail, deref, yaml);
-  for (const [key, pair] of top) if (key !== 'sources') fail(lineOf(pair), `${key}: unknown key (the file holds sources: only)`);
-  const sourcesPair = top.get('sources');
-  if (!sourcesPair) return fail(1, 'sources: is required (a list of sources)');
-  const list = deref(sourcesPair.value);
-  if (!yaml.isSeq(list) || list.items.length === 0) return fail(lineOf(sourcesPair), 'sources: must be a non-empty list of sources');
+/**
+ * One CONFIG_FILE parsed as YAML, read into its sources: each method reads one part of it (the
+ * list, an entry, a `tls:` or `sync:` map, `labels:`, a value) and throws a {@link ConfigError}
+ * naming the file, the line and the key path at the first thing wrong, in the file's order.
+ */
+class SourcesDocument {
+  readonly #yaml: typeof import('yaml');
+  readonly #lines: LineCounter;
+  readonly #doc: Document.Parsed;
+  readonly #file: string;
+  readonly #env: NodeJS.ProcessEnv;
+  /** The file's folder: relative paths in it resolve against it. */
+  readonly #base: string;
+  /** Each name seen so far, with the key path of its entry (`sources[0]`). */
+  readonly #names = new Map<string, string>();
 
-  const scalar = (node: unknown, keyPath: string, line: number): { text: string; shown: string } => {
-    const n = deref(node);
-    const value: unknown = yaml.isScalar(n) ? n.value : undefined;
+  constructor(file: string, text: string, env: NodeJS.ProcessEnv) {
+    // Loaded only when a CONFIG_FILE is read (the yaml package is 70 modules), synchronously as loadConfig is.
+    this.#yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');
+    this.#lines = new this.#yaml.LineCounter();
+    this.#doc = this.#yaml.parseDocument(text, { lineCounter: this.#lines, uniqueKeys: true, prettyErrors: false });
+    this.#file = file;
+    this.#env = env;
+    this.#base = dirname(resolve(file));
+  }
+
+  /** The file's sources, in order. @throws {ConfigError} as {@link parseSourcesFile}. */
+  sources(): FileSource[] {
+    const yaml = this.#yaml;
+    const firstError = this.#doc.errors[0];
+    if (firstError) {
+      const message = firstError.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
+      this.#fail(this.#lines.linePos(firstError.pos[0]).line, `not valid YAML: ${message}`);
+    }
+    const root = this.#deref(this.#doc.contents);
+    if (!yaml.isMap(root)) return this.#fail(this.#lineOf(root as YamlNode | null), 'must be a map with a sources: list');
+    const top = this.#entries(root, 'the file');
+    for (const [key, pair] of top) if (key !== 'sources') this.#fail(this.#lineOf(pair), `${key}: unknown key (the file holds sources: only)`);
+    const sourcesPair = top.get('sources');
+    if (!sourcesPair) return this.#fail(1, 'sources: is required (a list of sources)');
+    const list = this.#deref(sourcesPair.value);
+    if (!yaml.isSeq(list) || list.items.length === 0) return this.#fail(this.#lineOf(sourcesPair), 'sources: must be a non-empty list of sources');
+    return list.items.map((item, index) => this.#source(item, `sources[${index}]`, this.#lineOf(sourcesPair)));
+  }
+
+  /** One entry of `sources:`; `listLine` is where an entry without a position of its own is reported. */
+  #source(item: unknown, keyPath: string, listLine: number): FileSource {
+    const node = this.#deref(item);
+    const line = this.#lineOf(node as YamlNode | null, listLine);
+    if (!this.#yaml.isMap(node)) return this.#fail(line, `${keyPath}: must be a map of the source's keys`);
+    const values = new Map<string, FileValue>();
+    let labels: Record<string, string> = {};
+    let name: string | undefined;
+    for (const [key, pair] of this.#entries(node, keyPath)) {
+      const path = `${keyPath}.${key}`;
+      if (key === 'name') name = this.#name(pair, path, keyPath);
+      else if (key in SOURCE_KEYS) this.#put(values, SOURCE_KEYS[key]!, pair, path);
+      else if (key === 'tls') this.#table(values, TLS_KEYS, pair, path);
+      else if (key === 'sync') this.#table(values, SYNC_KEYS, pair, path);
+      else if (key === 'labels') labels = this.#labels(pair, path);
+      else this.#fail(this.#lineOf(pair), `${path}: unknown key`);
+    }
+    if (name === undefined) return this.#fail(line, `${keyPath}.name is required`);
+    return { name, line, keyPath, labels, values };
+  }
+
+  /** The entry's `name:`, checked for its shape and against the names before it. */
+  #name(pair: Pair, path: string, keyPath: string): string {
+    const line = this.#lineOf(pair);
+    const written = this.#scalar(pair.value, path, line);
+    const name = written.text;
+    // Shown as the file writes it: a name from ${NAME} names the variable, never its value.
+    if (!SOURCE_NAME_PATTERN.test(name)) this.#fail(line, `${path}: must be 1 to 64 lower-case letters, digits, _ or -; got ${JSON.stringify(written.shown)}`);
+    const earlier = this.#names.get(name);
+    if (earlier !== undefined) this.#fail(line, `${path}: ${JSON.stringify(written.shown)} is also the name of ${earlier}; names must be unique`);
+    this.#names.set(name, keyPath);
+    return name;
+  }
+
+  /** A `tls:` or `sync:` map: each key one of `table`'s, its value put under the variable it stands for. */
+  #table(values: Map<string, FileValue>, table: Readonly<Record<string, string>>, pair: Pair, path: string): void {
+    const map = this.#deref(pair.value);
+    if (!this.#yaml.isMap(map)) this.#fail(this.#lineOf(pair), `${path}: must be a map (keys: ${Object.keys(table).join(', ')})`);
+    for (const [inner, innerPair] of this.#entries(map, path)) {
+      const variable = table[inner];
+      if (variable === undefined) this.#fail(this.#lineOf(innerPair), `${path}.${inner}: unknown key (known: ${Object.keys(table).join(', ')})`);
+      this.#put(values, variable, innerPair, `${path}.${inner}`);
+    }
+  }
+
+  /** `labels:`, a map of Prometheus label names to values, none of them one the exporter sets. */
+  #labels(pair: Pair, path: string): Record<string, string> {
+    const map = this.#deref(pair.value);
+    if (!this.#yaml.isMap(map)) this.#fail(this.#lineOf(pair), `${path}: must be a map of label names to values`);
+    const labels: Record<string, string> = {};
+    for (const [label, labelPair] of this.#entries(map, path)) {
+      const line = this.#lineOf(labelPair);
+      const labelPath = `${path}.${label}`;
+      if (!LABEL_NAME_PATTERN.test(label) || label.startsWith('__')) {
+        this.#fail(line, `${labelPath}: must be a Prometheus label name (letters, digits and _, not starting with a digit or __)`);
+      }
+      if (label === 'source') this.#fail(line, `${labelPath}: the source label is the source's name; choose another label name`);
+      // On a histogram's or summary's samples these name the bucket or quantile: a label added to every sample must not.
+      if (label === 'le' || label === 'quantile') {
+        this.#fail(line, `${labelPath}: ${label} names a histogram bucket or summary quantile; choose another label name`);
+      }
+      labels[label] = this.#scalar(labelPair.value, labelPath, line).text;
+    }
+    return labels;
+  }
+
+  /** Puts the value of `pair` under `variable`: expanded, and a file path made absolute. */
+  #put(values: Map<string, FileValue>, variable: string, pair: Pair, path: string): void {
+    const line = this.#lineOf(pair.value as YamlNode | null, this.#lineOf(pair));
+    const { text: value, shown } = this.#scalar(pair.value, path, line);
+    const isPath = PATH_VARIABLES.has(variable);
+    const text = isPath && value !== '' ? resolve(this.#base, value) : value;
+    // A path is shown resolved, unless it came from ${NAME}: then as written, naming the variable.
+    values.set(variable, { text, shown: isPath && shown === value ? text : shown, keyPath: path, line });
+  }
+
+  /** A single value as text (`${NAME}` expanded) and as written, for messages. */
+  #scalar(node: unknown, keyPath: string, line: number): { text: string; shown: string } {
+    const n = this.#deref(node);
+    const value: unknown = this.#yaml.isScalar(n) ? n.value : undefined;
     let raw: string;
     if (typeof value === 'string') raw = value;
     // A number as written (`0x10`, `1e3`): the setting's schema reads the text, as from the environment.
     else if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') raw = (n as { source?: string }).source ?? String(value);
-    else return fail(line, `${keyPath}: must be a single value (text or number)`);
+    else return this.#fail(line, `${keyPath}: must be a single value (text or number)`);
     // Empty counts as unset in the environment; in the file, leaving the key out says that.
-    if (raw === '') return fail(line, `${keyPath}: must not be empty (leave the key out instead)`);
-    return { text: expand(raw, env, (message) => fail(line, `${keyPath}: ${message}`)), shown: raw };
-  };
-
-  const base = dirname(resolve(file));
-  const names = new Map<string, string>();
-  return list.items.map((item, index): FileSource => {
-    const keyPath = `sources[${index}]`;
-    const node = deref(item);
-    const line = lineOf(node as YamlNode | null, lineOf(sourcesPair));
-    if (!yaml.isMap(node)) return fail(line, `${keyPath}: must be a map of the source's keys`);
-    const values = new Map<string, FileValue>();
-    const labels: Record<string, string> = {};
-    let name: string | undefined;
-    const put = (variable: string, pair: Pair, path: string) => {
-      const valueLine = lineOf(pair.value as YamlNode | null, lineOf(pair));
-      const { text: value, shown } = scalar(pair.value, path, valueLine);
-      const text = PATH_VARIABLES.has(variable) && value !== '' ? resolve(base, value) : value;
-      // A path is shown resolved, unless it came from ${NAME}: then as written, naming the variable.
-      values.set(variable, { text, shown: PATH_VARIABLES.has(variable) && shown === value ? text : shown, keyPath: path, line: valueLine });
-    };
-    for (const [key, pair] of entries(node, keyPath, lineOf, fail, deref, yaml)) {
-      const path = `${keyPath}.${key}`;
-      const pairLine = lineOf(pair);
-      if (key === 'name') {
-        const written = scalar(pair.value, path, pairLine);
-        name = written.text;
-        // Shown as the file writes it: a name from ${NAME} names the variable, never its value.
-        if (!SOURCE_NAME_PATTERN.test(name))
-          fail(pairLine, `${path}: must be 1 to 64 lower-case letters, digits, _ or -; got ${JSON.stringify(written.shown)}`);
-        const earlier = names.get(name);
-        if (earlier !== undefined) fail(pairLine, `${path}: ${JSON.stringify(written.shown)} is also the name of ${earlier}; names must be unique`);
-        names.set(name, keyPath);
-      } else if (key in SOURCE_KEYS) {
-        put(SOURCE_KEYS[key]!, pair, path);
-      } else if (key === 'tls' || key === 'sync') {
-        const table = key === 'tls' ? TLS_KEYS : SYNC_KEYS;
-        const map = deref(pair.value);
-        if (!yaml.isMap(map)) fail(pairLine, `${path}: must be a map (keys: ${Object.keys(table).join(', ')})`);
-        for (const [inner, innerPair] of entries(map as YAMLMap, path, lineOf, fail, deref, yaml)) {
-          const variable = table[inner];
-          if (variable === undefined) fail(lineOf(innerPair), `${path}.${inner}: unknown key (known: ${Object.keys(table).join(', ')})`);
-          put(variable!, innerPair, `${path}.${inner}`);
-        }
-      } else if (key === 'labels') {
-        const map = deref(pair.value);
-        if (!yaml.isMap(map)) fail(pairLine, `${path}: must be a map of label names to values`);
-        for (const [label, labelPair] of entries(map as YAMLMap, path, lineOf, fail, deref, yaml)) {
-          const labelLine = lineOf(labelPair);
-          const labelPath = `${path}.${label}`;
-          if (!LABEL_NAME_PATTERN.test(label) || label.startsWith('__')) {
-            fail(labelLine, `${labelPath}: must be a Prometheus label name (letters, digits and _, not starting with a digit or __)`);
-          }
-          if (label === 'source') fail(labelLine, `${labelPath}: the source label is the source's name; choose another label name`);
-          // On a histogram's or summary's samples these name the bucket or quantile: a label added to every sample must not.
-          if (label === 'le' || label === 'quantile')
-            fail(labelLine, `${labelPath}: ${label} names a histogram bucket or summary quantile; choose another label name`);
-          labels[label] = scalar(labelPair.value, labelPath, labelLine).text;
-        }
-      } else {
-        fail(pairLine, `${path}: unknown key`);
-      }
-    }
-    if (name === undefined) return fail(line, `${keyPath}.name is required`);
-    return { name, line, keyPath, labels, values };
-  });
-}
-
-/** A map's keys, in order, each a plain text key; anything else is an error at its line. */
-function entries(
-  map: YAMLMap,
-  where: string,
-  lineOf: (node: YamlNode | Pair | null | undefined) => number,
-  fail: (line: number, message: string) => never,
-  deref: (node: unknown) => unknown,
-  yaml: typeof import('yaml'),
-): Map<string, Pair> {
-  const out = new Map<string, Pair>();
-  for (const pair of map.items) {
-    const key = deref(pair.key);
-    if (!yaml.isScalar(key) || typeof key.value !== 'string') fail(lineOf(pair), `${where}: keys must be plain text`);
-    out.set((key as { value: string }).value, pair);
+    if (raw === '') return this.#fail(line, `${keyPath}: must not be empty (leave the key out instead)`);
+    return { text: expand(raw, this.#env, (message) => this.#fail(line, `${keyPath}: ${message}`)), shown: raw };
   }
-  return out;
+
+  /** A map's keys, in order, each a plain text key; anything else is an error at its line. */
+  #entries(map: YAMLMap, where: string): Map<string, Pair> {
+    const out = new Map<string, Pair>();
+    for (const pair of map.items) {
+      const key = this.#deref(pair.key);
+      if (!this.#yaml.isScalar(key) || typeof key.value !== 'string') this.#fail(this.#lineOf(pair), `${where}: keys must be plain text`);
+      out.set((key as { value: string }).value, pair);
+    }
+    return out;
+  }
+
+  /** An alias's target; any other node as it is. */
+  #deref(node: unknown): unknown {
+    return this.#yaml.isAlias(node) ? node.resolve(this.#doc) : node;
+  }
+
+  /** The 1-based line a node (or a pair's key) starts on; `fallback` for one without a position. */
+  #lineOf(node: YamlNode | Pair | null | undefined, fallback = 1): number {
+    const offset = node && 'range' in node ? node.range?.[0] : node && 'key' in node ? (node.key as YamlNode | null)?.range?.[0] : undefined;
+    return offset === undefined ? fallback : this.#lines.linePos(offset).line;
+  }
+
+  #fail(line: number, message: string): never {
+    throw new ConfigError('CONFIG_FILE', `${fileLocation(this.#file, line)}${message}`);
+  }
 }
 
 /**
