@@ -204,13 +204,36 @@ function attempt(file: string): Attempt {
   const configPath = resolve(file);
   const files = [configPath];
   // Each file's state is taken before it is read: a change after that shows at the next check.
-  const signatures = files.map((f) => fileSignature([f]));
-  const failed = (error: WebConfigError): Attempt => ({ files, signature: signatures.join('|'), error });
+  const signatures = [fileSignature([configPath])];
+  try {
+    const data = readWebConfigFile(file);
+    // Named files are watched even when they cannot be read yet, so their arrival shows as a change.
+    const named = namedFiles(data.tls_server_config, dirname(configPath));
+    files.push(...named);
+    signatures.push(...named.map((f) => fileSignature([f])));
+    const signature = signatures.join('|');
+    return { files, signature, config: webConfigOf(data, { file, files, signature }) };
+  } catch (err) {
+    if (err instanceof WebConfigError) return { files, signature: signatures.join('|'), error: err };
+    throw err;
+  }
+}
+
+/** The file's keys, validated; the files they name are not read yet. */
+type WebConfigFile = z.infer<typeof webConfigSchema>;
+
+/**
+ * Reads the configuration file itself and validates its keys.
+ *
+ * @throws {WebConfigError} for a file that cannot be read, YAML that does not parse, the first key
+ *   that breaks its rule (named with its path).
+ */
+function readWebConfigFile(file: string): WebConfigFile {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    return failed(new WebConfigError('', `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`));
+    throw new WebConfigError('', `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
   }
   let raw: unknown;
   try {
@@ -219,80 +242,81 @@ function attempt(file: string): Attempt {
     const { parse: parseYaml } = createRequire(import.meta.url)('yaml') as typeof import('yaml');
     raw = parseYaml(text) ?? {};
   } catch (err) {
-    return failed(new WebConfigError('', `${file} is not valid YAML: ${(err as Error).message.split('\n')[0]}`));
+    throw new WebConfigError('', `${file} is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
   const parsed = webConfigSchema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const path = issue.path.join('.');
-    const message =
-      issue.code === 'unrecognized_keys'
-        ? `unknown or unsupported key ${issue.keys.map((k) => `${path ? `${path}.` : ''}${k}`).join(', ')}`
-        : `${path}: ${issue.message}`;
-    return failed(new WebConfigError(path, `${file}: ${message}`));
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const path = issue.path.join('.');
+  const message =
+    issue.code === 'unrecognized_keys'
+      ? `unknown or unsupported key ${issue.keys.map((k) => `${path ? `${path}.` : ''}${k}`).join(', ')}`
+      : `${path}: ${issue.message}`;
+  throw new WebConfigError(path, `${file}: ${message}`);
+}
+
+/** The files `tls_server_config` names, as absolute paths (relative ones against `base`, the configuration's folder). */
+function namedFiles(t: WebConfigFile['tls_server_config'], base: string): string[] {
+  return (t ? [t.cert_file, t.key_file, t.client_ca_file] : []).filter((f) => f !== undefined).map((f) => resolve(base, f));
+}
+
+/**
+ * The web configuration of a validated file: the files it names read, the TLS settings tried on a
+ * secure context, blank headers left out.
+ *
+ * @throws {WebConfigError} for a named file that cannot be read, or TLS settings OpenSSL refuses.
+ */
+function webConfigOf(data: WebConfigFile, origin: WebConfigOrigin): WebConfig {
+  const { file } = origin;
+  const tls = data.tls_server_config && tlsOf(data.tls_server_config, file);
+  const warnings: string[] = [];
+  if (data.http_server_config?.http2 === true) {
+    warnings.push(`${file}: http_server_config.http2 is true, but this server speaks HTTP/1.1 only (set it to false to silence this)`);
   }
-  const base = dirname(configPath);
-  const t = parsed.data.tls_server_config;
-  // Named files are watched even when they cannot be read yet, so their arrival shows as a change.
-  const named = (t ? [t.cert_file, t.key_file, t.client_ca_file] : []).filter((f) => f !== undefined).map((f) => resolve(base, f));
-  files.push(...named);
-  signatures.push(...named.map((f) => fileSignature([f])));
+  const headers = Object.fromEntries(
+    Object.entries(data.http_server_config?.headers ?? {}).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''),
+  );
+  return { ...(tls !== undefined ? { tls } : {}), headers, users: data.basic_auth_users ?? {}, warnings, origin };
+}
+
+/**
+ * `tls_server_config` as Node's TLS server takes it, its files read (relative to `file`'s folder)
+ * and tried on a secure context now: a key that does not match the certificate, a PEM that is not one.
+ *
+ * @throws {WebConfigError} naming the key of a file that cannot be read, or `tls_server_config`.
+ */
+function tlsOf(t: NonNullable<WebConfigFile['tls_server_config']>, file: string): NonNullable<WebConfig['tls']> {
+  const base = dirname(resolve(file));
+  const read = (key: string, value: string) => {
+    try {
+      return readFileSync(resolve(base, value), 'utf8');
+    } catch (err) {
+      throw new WebConfigError(key, `${file}: ${key} ${JSON.stringify(value)} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  };
+  const tls: NonNullable<WebConfig['tls']> = {
+    cert: t.cert ?? read('tls_server_config.cert_file', t.cert_file!),
+    key: t.key ?? read('tls_server_config.key_file', t.key_file!),
+    ...(t.client_ca !== undefined
+      ? { ca: t.client_ca }
+      : t.client_ca_file !== undefined
+        ? { ca: read('tls_server_config.client_ca_file', t.client_ca_file) }
+        : {}),
+    clientAuth: t.client_auth_type,
+    ...(t.client_allowed_sans !== undefined ? { allowedSans: t.client_allowed_sans } : {}),
+    minVersion: TLS_VERSIONS[t.min_version],
+    maxVersion: TLS_VERSIONS[t.max_version],
+    // cipher_suites unset: forward-secret TLS 1.2 suites only, as Go's default (not Node's, which has RSA key exchange).
+    ciphers: cipherList(t.cipher_suites),
+    honorCipherOrder: t.prefer_server_cipher_suites,
+    ...(t.curve_preferences !== undefined && t.curve_preferences.length > 0 ? { ecdhCurve: t.curve_preferences.map((c) => CURVES[c]!).join(':') } : {}),
+  };
   try {
-    const read = (key: string, value: string) => {
-      try {
-        return readFileSync(resolve(base, value), 'utf8');
-      } catch (err) {
-        throw new WebConfigError(key, `${file}: ${key} ${JSON.stringify(value)} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-      }
-    };
-    const tls: WebConfig['tls'] = t && {
-      cert: t.cert ?? read('tls_server_config.cert_file', t.cert_file!),
-      key: t.key ?? read('tls_server_config.key_file', t.key_file!),
-      ...(t.client_ca !== undefined
-        ? { ca: t.client_ca }
-        : t.client_ca_file !== undefined
-          ? { ca: read('tls_server_config.client_ca_file', t.client_ca_file) }
-          : {}),
-      clientAuth: t.client_auth_type,
-      ...(t.client_allowed_sans !== undefined ? { allowedSans: t.client_allowed_sans } : {}),
-      minVersion: TLS_VERSIONS[t.min_version],
-      maxVersion: TLS_VERSIONS[t.max_version],
-      // cipher_suites unset: forward-secret TLS 1.2 suites only, as Go's default (not Node's, which has RSA key exchange).
-      ciphers: cipherList(t.cipher_suites),
-      honorCipherOrder: t.prefer_server_cipher_suites,
-      ...(t.curve_preferences !== undefined && t.curve_preferences.length > 0 ? { ecdhCurve: t.curve_preferences.map((c) => CURVES[c]!).join(':') } : {}),
-    };
-    if (tls !== undefined) {
-      try {
-        // What a server would do with it, now: a key that does not match the certificate, a PEM that is not one.
-        createSecureContext(secureContextOptions(tls));
-      } catch (err) {
-        throw new WebConfigError('tls_server_config', `${file}: tls_server_config cannot be used: ${(err as Error).message}`);
-      }
-    }
-    const warnings: string[] = [];
-    if (parsed.data.http_server_config?.http2 === true) {
-      warnings.push(`${file}: http_server_config.http2 is true, but this server speaks HTTP/1.1 only (set it to false to silence this)`);
-    }
-    const headers = Object.fromEntries(
-      Object.entries(parsed.data.http_server_config?.headers ?? {}).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''),
-    );
-    const signature = signatures.join('|');
-    return {
-      files,
-      signature,
-      config: {
-        ...(tls !== undefined ? { tls } : {}),
-        headers,
-        users: parsed.data.basic_auth_users ?? {},
-        warnings,
-        origin: { file, files, signature },
-      },
-    };
+    createSecureContext(secureContextOptions(tls));
   } catch (err) {
-    if (err instanceof WebConfigError) return failed(err);
-    throw err;
+    throw new WebConfigError('tls_server_config', `${file}: tls_server_config cannot be used: ${(err as Error).message}`);
   }
+  return tls;
 }
 
 /**
