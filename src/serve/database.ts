@@ -13,7 +13,7 @@ import { withTimeout } from '../settle.js';
 import { migrateDatabase } from '../app/schema.js';
 import type { Database } from '../app/runtime.js';
 import { DatabaseHealth } from './health.js';
-import type { Readiness } from './http.js';
+import type { Readiness } from './routes.js';
 
 /** How long /readyz waits for the database before answering 503. */
 export const READINESS_TIMEOUT_MS = 3_000;

@@ -24,7 +24,7 @@ import { settledWithin } from '../settle.js';
 import { DRAIN_TIMEOUT_MS, openDatabase, openUpstreams, type Database } from '../app/runtime.js';
 import { ServeDatabase } from './database.js';
 import { createMetricsServer } from './http.js';
-import { UpstreamMetrics } from './scrape.js';
+import { E7Scraper } from './scrape.js';
 import { ServeSources, type ReloadResult } from './sources.js';
 import { nextState, type ServeState } from './lifecycle-state.js';
 import { TeardownStack } from './teardown.js';
@@ -147,7 +147,7 @@ export class Serve implements RunningServer {
     const upstreams = await openUpstreams(config, log, (source) => metrics.clientObserver(source));
     teardown.add('upstream clients', () => upstreams.close(), { timeoutMs: CLOSE_TIMEOUT_MS });
     this.#stopIfAsked();
-    const upstream = new UpstreamMetrics({
+    const scraper = new E7Scraper({
       sources: upstreams.sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client, limits: source.limits })),
       metrics,
       windowMs: config.serve.metricsWindowMs,
@@ -187,7 +187,7 @@ export class Serve implements RunningServer {
       log,
       metrics,
       database,
-      upstream,
+      scraper,
       initial: upstreams.sources,
       schedulers: this.schedulers,
       load: this.#load,
@@ -199,7 +199,7 @@ export class Serve implements RunningServer {
 
     const server = createMetricsServer({
       metrics,
-      upstream,
+      scraper,
       readiness: () => database.readiness(),
       reload: () => this.reload('http'),
       defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,

@@ -101,7 +101,7 @@ const LIMIT_SETTINGS: Readonly<Record<UpstreamLimitName, string>> = {
   label_value_length_limit: 'UPSTREAM_LABEL_VALUE_LENGTH_LIMIT',
 };
 
-export interface UpstreamMetricsOptions {
+export interface E7ScraperOptions {
   /** At least one, names unique; /metrics serves them in this order. */
   sources: readonly UpstreamSource[];
   metrics: ExporterMetrics;
@@ -117,7 +117,7 @@ export interface UpstreamMetricsOptions {
 
 /** One source's E7 reads: its cache, its single flight, its gauges. */
 class SourceReader {
-  readonly #o: UpstreamMetricsOptions;
+  readonly #o: E7ScraperOptions;
   readonly #source: UpstreamSource;
   readonly #target: TargetLabels;
   readonly #now: () => number;
@@ -130,7 +130,7 @@ class SourceReader {
   #limitBroken: string | undefined;
 
   /** @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a label name that is invalid, `le`, `quantile` or `source`. */
-  constructor(options: UpstreamMetricsOptions, source: UpstreamSource) {
+  constructor(options: E7ScraperOptions, source: UpstreamSource) {
     this.#o = options;
     this.#source = source;
     for (const name of Object.keys(source.labels)) {
@@ -344,14 +344,14 @@ function limitGuard(source: string, limits: ExpositionLimits): (chunk: Uint8Arra
 }
 
 /** Every source's E7 samples, for /metrics (all of them, merged) and /probe (one). */
-export class UpstreamMetrics {
-  readonly #o: UpstreamMetricsOptions;
+export class E7Scraper {
+  readonly #o: E7ScraperOptions;
   #readers: ReadonlyMap<string, SourceReader>;
   /** The reads the last merged part was made of (undefined: none served), and that part. */
   #merged: { from: ReadonlyArray<Snapshot | undefined>; part: UpstreamPart } | undefined;
 
   /** @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a source label name that is invalid, `le`, `quantile` or `source`. */
-  constructor(options: UpstreamMetricsOptions) {
+  constructor(options: E7ScraperOptions) {
     this.#o = options;
     this.#readers = new Map(options.sources.map((source) => [source.name, new SourceReader(options, source)]));
   }

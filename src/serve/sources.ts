@@ -23,7 +23,7 @@ import type { AnalyticsClient } from '../upstream/analytics.js';
 import { settledWithin } from '../settle.js';
 import { DRAIN_TIMEOUT_MS, sourceClient, type SourceClient } from '../app/runtime.js';
 import { diffSources, isEmptyDiff, type SourcesDiff } from './reload.js';
-import type { UpstreamMetrics } from './scrape.js';
+import type { E7Scraper } from './scrape.js';
 import { buildSourceAudit, buildSourceScheduler, type SourceScheduleContext } from './schedules.js';
 
 /** Bound on closing a removed source's client (it waits for a read in flight to end). */
@@ -34,7 +34,7 @@ export type ReloadResult = { ok: true; message: string; diff: SourcesDiff } | { 
 
 export interface ServeSourcesOptions extends SourceScheduleContext {
   /** Every source's E7 reads. */
-  upstream: UpstreamMetrics;
+  scraper: E7Scraper;
   /** The clients opened at start, one per source of `config`, in its order; closed by their opener. */
   initial: readonly SourceClient[];
   /** The schedulers by source name: filled here, read by the lifecycle (and tests). */
@@ -156,7 +156,7 @@ export class ServeSources {
   }
 
   async #apply(next: Config, diff: SourcesDiff): Promise<void> {
-    const { log, metrics, upstream } = this.#o;
+    const { log, metrics, scraper } = this.#o;
     const coming = [...diff.added, ...diff.changed.map((c) => c.after)];
     // Only the environment's source may lack an upstream (the demo), and it comes from the environment, which a reload does not read again.
     const demo = coming.find((source) => source.upstream === undefined);
@@ -187,7 +187,7 @@ export class ServeSources {
     this.#sources = diff.sources;
     const keep = new Set(diff.unchanged.map((s) => s.name));
     // The next scrape reads the new list; one in progress ends with the readers it started with.
-    upstream.setSources(
+    scraper.setSources(
       diff.sources.map((source) => ({ name: source.name, labels: source.labels, client: this.#clients.get(source.name)! })),
       keep,
     );

@@ -20,7 +20,7 @@ import { parseExposition } from '../../src/exposition/index.js';
 import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { createMetricsServer } from '../../src/serve/http.js';
-import { UpstreamMetrics } from '../../src/serve/scrape.js';
+import { E7Scraper } from '../../src/serve/scrape.js';
 import { loadWebConfig, WebConfigSource } from '../../src/serve/web/webconfig.js';
 import { spawnServe } from '../helpers/serve-child.js';
 import { expectExactDataset } from '../helpers/sync.js';
@@ -270,7 +270,7 @@ describe('serve reloads CONFIG_FILE', () => {
     let reloads = 0;
     const server = createMetricsServer({
       metrics,
-      upstream: new UpstreamMetrics({
+      scraper: new E7Scraper({
         sources: [],
         metrics,
         windowMs: 60_000,

@@ -1,14 +1,14 @@
-/** UpstreamMetrics against a small E0/E7 server on loopback: what it drops, counts and serves. */
+/** E7Scraper against a small E0/E7 server on loopback: what it drops, counts and serves. */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { UpstreamMetrics } from '../../src/serve/scrape.js';
+import { E7Scraper } from '../../src/serve/scrape.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 
-describe("UpstreamMetrics with an upstream that reuses our names and Prometheus's", () => {
+describe("E7Scraper with an upstream that reuses our names and Prometheus's", () => {
   let server: Server;
   let url: string;
   const queries: URLSearchParams[] = [];
@@ -47,7 +47,7 @@ describe("UpstreamMetrics with an upstream that reuses our names and Prometheus'
     const config = loadConfig({ STATISTICS_URL: url, AUTH_URL: url, CLIENT_ID: 'c', CLIENT_SECRET: 's' });
     const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger });
     const metrics = new ExporterMetrics({ processMetrics: false, cacheTtlMs: 30_000 });
-    const upstream = new UpstreamMetrics({
+    const upstream = new E7Scraper({
       sources: [{ name: 'default', labels: {}, client }],
       metrics,
       windowMs: 86_400_000,

@@ -1,6 +1,6 @@
 /** /probe's query: one configured source, nothing else; every refusal one line naming the problem. */
 import { describe, expect, it } from 'vitest';
-import { parseProbeRequest } from '../../src/serve/http.js';
+import { parseProbeRequest } from '../../src/serve/routes.js';
 
 const SOURCES = ['production', 'sandbox'];
 const parse = (query: string) => parseProbeRequest(new URLSearchParams(query), SOURCES);

@@ -1,5 +1,5 @@
 /**
- * The E7 cache of UpstreamMetrics on an injected clock: reuse within METRICS_CACHE_TTL, a new read
+ * The E7 cache of E7Scraper on an injected clock: reuse within METRICS_CACHE_TTL, a new read
  * after it, nothing stale; and several sources read side by side, one failing or slow.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -7,7 +7,7 @@ import { UpstreamHttpError } from '../../src/errors.js';
 import { parseExposition } from '../../src/exposition/index.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
-import { UpstreamMetrics } from '../../src/serve/scrape.js';
+import { E7Scraper } from '../../src/serve/scrape.js';
 import type { AnalyticsClient, RequestOptions } from '../../src/upstream/analytics.js';
 import { captureLog } from '../helpers/log-capture.js';
 
@@ -23,9 +23,9 @@ function fakeClient(answers: Array<string | Error>): { client: AnalyticsClient; 
   return { client, reads: () => reads };
 }
 
-function upstream(client: AnalyticsClient, clock: { now: number }, cacheTtlMs: number): { metrics: ExporterMetrics; upstream: UpstreamMetrics } {
+function upstream(client: AnalyticsClient, clock: { now: number }, cacheTtlMs: number): { metrics: ExporterMetrics; upstream: E7Scraper } {
   const metrics = new ExporterMetrics({ processMetrics: false });
-  const u = new UpstreamMetrics({
+  const u = new E7Scraper({
     sources: [{ name: 'default', labels: {}, client }],
     metrics,
     windowMs: 86_400_000,
@@ -38,7 +38,7 @@ function upstream(client: AnalyticsClient, clock: { now: number }, cacheTtlMs: n
   return { metrics, upstream: u };
 }
 
-describe('UpstreamMetrics cache', () => {
+describe('E7Scraper cache', () => {
   it('reuses a read for METRICS_CACHE_TTL and reads again after it', async () => {
     const clock = { now: 1_000_000 };
     const { client, reads } = fakeClient(['a_total 1\n', 'a_total 2\n']);
@@ -67,12 +67,12 @@ describe('UpstreamMetrics cache', () => {
   });
 });
 
-describe('UpstreamMetrics and the names Prometheus reserves', () => {
+describe('E7Scraper and the names Prometheus reserves', () => {
   const e7 = ['up 0', 'scrape_duration_seconds 0.1', 'ALERTS{alertname="x"} 1', 'ALERTS_FOR_STATE 1', 'userlogin_event_count{customer="a"} 5', ''].join('\n');
 
-  function reading(prefix: string | undefined): { metrics: ExporterMetrics; upstream: UpstreamMetrics } {
+  function reading(prefix: string | undefined): { metrics: ExporterMetrics; upstream: E7Scraper } {
     const metrics = new ExporterMetrics({ processMetrics: false });
-    const u = new UpstreamMetrics({
+    const u = new E7Scraper({
       sources: [{ name: 'default', labels: {}, client: fakeClient([e7]).client }],
       metrics,
       windowMs: 86_400_000,
@@ -111,14 +111,14 @@ describe('UpstreamMetrics and the names Prometheus reserves', () => {
   });
 });
 
-describe('UpstreamMetrics with two sources', () => {
+describe('E7Scraper with two sources', () => {
   afterEach(() => {
     vi.useRealTimers();
   });
 
   function twoSources(a: AnalyticsClient, b: AnalyticsClient, clock: { now: number }) {
     const metrics = new ExporterMetrics({ processMetrics: false });
-    const u = new UpstreamMetrics({
+    const u = new E7Scraper({
       sources: [
         { name: 'a', labels: { environment: 'production' }, client: a },
         { name: 'b', labels: {}, client: b },
@@ -184,7 +184,7 @@ describe('UpstreamMetrics with two sources', () => {
     for (const name of ['le', 'quantile', 'source', '__x', 'not-a-label']) {
       const options = { metrics, windowMs: 1, cacheTtlMs: 1, prefix: undefined, ownFamilies: () => metrics.families(), log: silentLogger };
       const sources = [{ name: 'a', labels: { [name]: 'v' }, client: fakeClient(['x 1\n']).client }];
-      expect(() => new UpstreamMetrics({ ...options, sources })).toThrow(`source a: label name ${JSON.stringify(name)} cannot be added to upstream samples`);
+      expect(() => new E7Scraper({ ...options, sources })).toThrow(`source a: label name ${JSON.stringify(name)} cannot be added to upstream samples`);
     }
   });
 
@@ -198,7 +198,7 @@ describe('UpstreamMetrics with two sources', () => {
   });
 });
 
-describe('UpstreamMetrics and the E7 limits (sample_limit, label_limit, label_value_length_limit)', () => {
+describe('E7Scraper and the E7 limits (sample_limit, label_limit, label_value_length_limit)', () => {
   /** An E7 client that sends each answer through the read's body inspector, in 7-byte chunks, as send() does. */
   function inspectingClient(answers: string[]): AnalyticsClient {
     let reads = 0;
@@ -219,7 +219,7 @@ describe('UpstreamMetrics and the E7 limits (sample_limit, label_limit, label_va
     const metrics = new ExporterMetrics({ processMetrics: false });
     const over = 'x{a="1"} 1\nx{a="2"} 2\nx{a="3"} 3\n';
     const client = inspectingClient([over, over, 'x{a="1"} 1\n', over, 'x{a="toolong"} 1\n']);
-    const u = new UpstreamMetrics({
+    const u = new E7Scraper({
       sources: [{ name: 'default', labels: {}, client, limits: { sampleLimit: 2, labelLimit: 64, labelValueLengthLimit: 6 } }],
       metrics,
       windowMs: 86_400_000,

@@ -1,0 +1,280 @@
+/**
+ * What `serve` answers, as one table ({@link serverRoutes}): each path with the methods it answers
+ * (any other is a 405 naming them in `Allow`), whether WEB_CONFIG_FILE's basic auth guards it,
+ * whether a request body is refused (413), and its handler. The server (src/serve/http.ts) reads
+ * only this table to route a request; a path not in it is a 404.
+ *
+ * `/metrics` and `/probe` answer with the exposition format the scraper asks for (Accept): the
+ * exporter's own part followed by the upstream's, one body made of both, never joined in memory.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  OPENMETRICS_CONTENT_TYPE,
+  TEXT_CONTENT_TYPE,
+  negotiateFormat,
+  serializeOpenMetricsBuffer,
+  serializeTextBuffer,
+  type MetricFamily,
+} from '../exposition/index.js';
+import type { ExporterMetrics } from '../metrics/registry.js';
+import { OwnExposition, type OwnSnapshot } from '../metrics/own-part.js';
+import { VERSION } from '../version.js';
+import { scrapeBudgetMs, scrapeTimeoutFromHeader, type E7Scraper, type UpstreamPart } from './scrape.js';
+
+export interface Readiness {
+  ready: boolean;
+  /** One line saying why, for humans and probes' logs. */
+  detail: string;
+}
+
+/** What the handlers of {@link serverRoutes} read. */
+export interface RouteDeps {
+  metrics: ExporterMetrics;
+  /** Every source's E7 reads: all of them for /metrics, one for /probe; its names are the only ones /probe accepts. */
+  scraper: E7Scraper;
+  /** Database reachable and migrated? Must answer within a few seconds. */
+  readiness: () => Promise<Readiness>;
+  /** `POST /-/reload`: reads CONFIG_FILE again (src/serve/sources.ts); the path is not served without it. Never rejects. */
+  reload?: () => Promise<{ ok: true; message: string } | { ok: false; status: number; message: string }>;
+  /** Scrape timeout assumed when Prometheus sends none, in milliseconds. */
+  defaultScrapeTimeoutMs: number;
+}
+
+/** One path of the table. */
+export interface Route {
+  /** The methods the path answers; any other gets 405 with `Allow: <these>` and {@link wrongMethod}. */
+  readonly methods: readonly string[];
+  /** Whether WEB_CONFIG_FILE's `basic_auth_users`, when there are any, guard the path (401 without valid credentials). */
+  readonly auth: boolean;
+  /** Whether a request with a body is answered 413 before the handler runs. */
+  readonly refusesBody: boolean;
+  /** The body of the 405. */
+  readonly wrongMethod: string;
+  /** Answers a request whose method is one of {@link methods}. @throws what a handler's I/O throws (the server answers 500). */
+  readonly handle: (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void;
+}
+
+const TEXT = 'text/plain; charset=utf-8';
+
+/** Where `/metrics` bodies end in OpenMetrics. */
+const OPENMETRICS_EOF = Buffer.from('# EOF\n');
+
+/** A route that only reads: GET and HEAD, no body, behind basic auth. */
+function readOnly(handle: Route['handle']): Route {
+  return { methods: ['GET', 'HEAD'], auth: true, refusesBody: true, wrongMethod: 'method not allowed\n', handle };
+}
+
+/**
+ * The table of what `serve` answers, by path, for one server: its handlers use `deps`.
+ *
+ * @returns `/metrics`, `/probe`, `/healthz`, `/readyz`, `/` and, when `deps.reload` is given,
+ *   `/-/reload`. Every path is behind basic auth.
+ */
+export function serverRoutes(deps: RouteDeps): ReadonlyMap<string, Route> {
+  const own = new OwnPart(deps.metrics);
+  const routes = new Map<string, Route>([
+    [
+      '/metrics',
+      readOnly(async (req, res) => {
+        // The upstream part first: reading it sets the upstream gauges the own part then shows.
+        const upstream = await deps.scraper.collect(scrapeBudget(req, deps.defaultScrapeTimeoutMs));
+        await sendExposition(req, res, upstream, (format) => own.render(format));
+      }),
+    ],
+    [
+      '/probe',
+      readOnly(async (req, res, url) => {
+        const probe = parseProbeRequest(url.searchParams, deps.scraper.names);
+        if ('error' in probe) return send(res, 400, `${probe.error}\n`);
+        const upstream = await deps.scraper.collectSource(probe.source, scrapeBudget(req, deps.defaultScrapeTimeoutMs));
+        await sendExposition(req, res, upstream, (format) => own.probe(probe.source, format));
+      }),
+    ],
+    ['/healthz', readOnly((_req, res) => send(res, 200, 'ok\n'))],
+    [
+      '/readyz',
+      readOnly(async (_req, res) => {
+        const readiness = await deps.readiness();
+        send(res, readiness.ready ? 200 : 503, `${readiness.detail}\n`);
+      }),
+    ],
+    ['/', readOnly((_req, res) => send(res, 200, landingPage(deps.scraper.names), { type: 'text/html; charset=utf-8' }))],
+  ]);
+  const reload = deps.reload;
+  if (reload !== undefined) {
+    routes.set('/-/reload', {
+      methods: ['POST'],
+      auth: true,
+      refusesBody: false,
+      wrongMethod: 'method not allowed: POST /-/reload\n',
+      handle: async (_req, res) => {
+        const result = await reload();
+        send(res, result.ok ? 200 : result.status, `${result.message}\n`);
+      },
+    });
+  }
+  return routes;
+}
+
+/**
+ * Sends a text answer: `content-length`, `cache-control: no-store`, and no body for a HEAD request.
+ *
+ * @param options.type the content type (default plain text, UTF-8); `headers` are added.
+ */
+export function send(res: ServerResponse, status: number, body: string, options: { type?: string; headers?: Record<string, string> } = {}): void {
+  const head = res.req.method === 'HEAD';
+  res.writeHead(status, { 'content-type': options.type ?? TEXT, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store', ...options.headers });
+  res.end(head ? undefined : body);
+}
+
+/** The budget of a scrape: what is left of the scrape timeout Prometheus sends (or the default) after the time kept for answering. */
+function scrapeBudget(req: IncomingMessage, defaultScrapeTimeoutMs: number): number {
+  return scrapeBudgetMs(scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], defaultScrapeTimeoutMs));
+}
+
+/**
+ * The content negotiation of `/metrics` and `/probe`: the format the request's Accept asks for,
+ * the own part in it (`ownPart`), then the upstream's, and `# EOF` in OpenMetrics.
+ *
+ * @throws what `ownPart` throws (prom-client's collection).
+ */
+async function sendExposition(
+  req: IncomingMessage,
+  res: ServerResponse,
+  upstream: UpstreamPart,
+  ownPart: (format: 'text' | 'openmetrics') => Promise<Buffer>,
+): Promise<void> {
+  const format = negotiateFormat(req.headers.accept);
+  const own = await ownPart(format);
+  if (format === 'openmetrics') sendParts(res, OPENMETRICS_CONTENT_TYPE, [own, upstream.openMetrics, OPENMETRICS_EOF]);
+  else sendParts(res, TEXT_CONTENT_TYPE, [own, upstream.text]);
+}
+
+/** Sends a body made of parts, without joining them into one buffer first; no body for a HEAD request. */
+function sendParts(res: ServerResponse, contentType: string, parts: readonly Buffer[]): void {
+  res.writeHead(200, { 'content-type': contentType, 'content-length': parts.reduce((n, part) => n + part.length, 0), 'cache-control': 'no-store' });
+  if (res.req.method === 'HEAD') {
+    res.end();
+    return;
+  }
+  res.cork();
+  for (const part of parts) if (part.length > 0) res.write(part);
+  res.end();
+}
+
+/**
+ * The exporter's own part of `/metrics` bodies: its families from prom-client's objects,
+ * serialised in the format asked for (OpenMetrics without `# EOF`), each family's bytes kept
+ * until its values change (src/metrics/own-part.ts). Scrapes that arrive in the same turn of the
+ * event loop share one collection: under a burst of concurrent scrapes the default metrics
+ * (which read /proc) are collected once per turn rather than once per scrape, and every scrape
+ * still sees values taken after it arrived.
+ */
+class OwnPart {
+  readonly #exposition: OwnExposition;
+  #pending: Promise<OwnSnapshot> | undefined;
+  readonly #rendered = new Map<'text' | 'openmetrics', { from: OwnSnapshot; bytes: Buffer }>();
+  readonly #probes = new Map<string, { from: OwnSnapshot; bytes: Buffer }>();
+
+  constructor(metrics: ExporterMetrics) {
+    this.#exposition = new OwnExposition(metrics.registry);
+  }
+
+  /** One collection for every request that arrives in this turn. @throws what prom-client's collection throws. */
+  #collect(): Promise<OwnSnapshot> {
+    return (this.#pending ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      // Requests that arrive from now on start the next collection.
+      this.#pending = undefined;
+      return this.#exposition.collect();
+    }));
+  }
+
+  /**
+   * The own series of one source (those labelled `source="<name>"`) for /probe, serialised in
+   * `format` once per collection: the same bytes while the collection is the same.
+   *
+   * @param source a configured source's name (one entry per source and format is kept).
+   * @throws what prom-client's collection throws.
+   */
+  async probe(source: string, format: 'text' | 'openmetrics'): Promise<Buffer> {
+    const snapshot = await this.#collect();
+    const key = `${format} ${source}`;
+    const rendered = this.#probes.get(key);
+    if (rendered?.from === snapshot) return rendered.bytes;
+    const families = sourceFamilies(snapshot.families, source);
+    const bytes = format === 'openmetrics' ? serializeOpenMetricsBuffer(families, { eof: false }) : serializeTextBuffer(families);
+    this.#probes.set(key, { from: snapshot, bytes });
+    return bytes;
+  }
+
+  /** @throws what prom-client's collection throws. */
+  async render(format: 'text' | 'openmetrics'): Promise<Buffer> {
+    const snapshot = await this.#collect();
+    const rendered = this.#rendered.get(format);
+    // The scrapes of one turn share one body, made once.
+    if (rendered?.from === snapshot) return rendered.bytes;
+    const bytes = format === 'openmetrics' ? this.#exposition.openMetrics(snapshot) : this.#exposition.text(snapshot);
+    this.#rendered.set(format, { from: snapshot, bytes });
+    return bytes;
+  }
+}
+
+/** What `/probe` was asked for: a configured source, or why the request is refused (one line, no input echoed unless it is a plain name). */
+export type ProbeRequest = { source: string } | { error: string };
+
+/** The shape of a source name; anything else is not echoed back. */
+const SOURCE_NAME = /^[a-z0-9_-]{1,64}$/;
+const PARAMETER_NAME = /^[A-Za-z0-9_.-]{1,32}$/;
+
+/**
+ * Validates the query of `/probe`: exactly one `source`, naming a configured source, and no other
+ * parameter (none takes a URL or a host: the exporter only ever reads its configured sources).
+ *
+ * @param query the request's query (`new URL(req.url).searchParams`).
+ * @param sources the configured source names, in order.
+ * @returns the source to serve, or the one-line reason for a 400. Never throws.
+ */
+export function parseProbeRequest(query: URLSearchParams, sources: readonly string[]): ProbeRequest {
+  const configured = `the configured sources are ${sources.join(', ')}`;
+  for (const name of new Set(query.keys())) {
+    if (name !== 'source') {
+      return { error: `${PARAMETER_NAME.test(name) ? `unknown parameter ${name}` : 'an unknown parameter'}: /probe takes only source=NAME` };
+    }
+  }
+  const values = query.getAll('source');
+  if (values.length === 0) return { error: `missing parameter source: /probe?source=NAME, where ${configured}` };
+  if (values.length > 1) return { error: `parameter source given ${values.length} times: /probe reads one source` };
+  const name = values[0]!;
+  if (!sources.includes(name)) {
+    return { error: `${SOURCE_NAME.test(name) ? `unknown source ${name}` : 'source is not a source name ([a-z0-9_-]+)'}: ${configured}` };
+  }
+  return { source: name };
+}
+
+/** The own families' series of one source (those labelled `source="<name>"`), for /probe. */
+function sourceFamilies(families: readonly MetricFamily[], source: string): MetricFamily[] {
+  const out: MetricFamily[] = [];
+  for (const family of families) {
+    const samples = family.samples.filter((sample) => sample.labels.some(([name, value]) => name === 'source' && value === source));
+    if (samples.length > 0) out.push({ ...family, samples });
+  }
+  return out;
+}
+
+function landingPage(sources: readonly string[]): string {
+  // Source names are [a-z0-9_-]+: nothing to escape in HTML or in a query.
+  const probes = sources.map((name) => `<a href="probe?source=${name}">${name}</a>`).join(', ');
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>analytics-exporter</title></head>
+<body>
+<h1>analytics-exporter ${VERSION}</h1>
+<p>Prometheus exporter and ETL for the forms platform analytics API.</p>
+<ul>
+<li><a href="metrics">/metrics</a>: the platform's metrics of every source and the exporter's own</li>
+<li>/probe?source=NAME: one source's platform metrics and its own series (${probes})</li>
+<li><a href="healthz">/healthz</a>: alive</li>
+<li><a href="readyz">/readyz</a>: database reachable and migrated</li>
+</ul>
+</body></html>
+`;
+}
