@@ -21,7 +21,7 @@ import { ExporterMetrics } from '../metrics/registry.js';
 import type { SyncScheduler } from './cron.js';
 import type { Config } from '../config.js';
 import { settledWithin } from '../settle.js';
-import { DRAIN_TIMEOUT_MS, openDatabase, openUpstreams, type Database } from '../app/runtime.js';
+import { DRAIN_TIMEOUT_MS, openDatabase, openUpstreams, type Database, type SourceClient } from '../app/runtime.js';
 import { ServeDatabase } from './database.js';
 import { createMetricsServer } from './http.js';
 import { E7Scraper } from './scrape.js';
@@ -147,16 +147,7 @@ export class Serve implements RunningServer {
     const upstreams = await openUpstreams(config, log, (source) => metrics.clientObserver(source));
     teardown.add('upstream clients', () => upstreams.close(), { timeoutMs: CLOSE_TIMEOUT_MS });
     this.#stopIfAsked();
-    const scraper = new E7Scraper({
-      sources: upstreams.sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client, limits: source.limits })),
-      metrics,
-      windowMs: config.serve.metricsWindowMs,
-      cacheTtlMs: config.serve.cacheTtlMs,
-      prefix: config.serve.upstreamPrefix,
-      // Names and types decide a collision: no collection per source read.
-      ownFamilies: () => Promise.resolve(metrics.familyShapes()),
-      log,
-    });
+    const scraper = this.#newScraper(upstreams.sources);
     // A connection per source whose run may be going, and room for /readyz and the health probe.
     const poolMax = Math.max(4, config.sources.length + 2);
     const opening: Promise<Database> = lock instanceof Error ? Promise.reject(lock) : openDatabase(config, log, poolMax, lock);
@@ -196,22 +187,54 @@ export class Serve implements RunningServer {
     });
     // The clients a reload opened close before those of the start (and the demo simulator).
     teardown.add('reloaded upstream clients', () => sources.closeClients(), { timeoutMs: CLOSE_TIMEOUT_MS });
+    const server = await this.#listen(scraper, database, sources, web);
+    this.#stopIfAsked();
+    this.#url = serverUrl(server, web);
+    this.#logServing(upstreams.demo, web);
+    this.#enter('migrating');
+    this.#sources = sources;
+    this.#startSyncs(database, sources);
+  }
 
-    const server = createMetricsServer({
+  /** Every source's E7 reads, for /metrics and /probe. @throws as {@link E7Scraper}'s constructor. */
+  #newScraper(sources: readonly SourceClient[]): E7Scraper {
+    const config = this.#config;
+    const metrics = this.metrics;
+    return new E7Scraper({
+      sources: sources.map(({ source, client }) => ({ name: source.name, labels: source.labels, client, limits: source.limits })),
       metrics,
+      windowMs: config.serve.metricsWindowMs,
+      cacheTtlMs: config.serve.cacheTtlMs,
+      prefix: config.serve.upstreamPrefix,
+      // Names and types decide a collision: no collection per source read.
+      ownFamilies: () => Promise.resolve(metrics.familyShapes()),
+      log: this.#log,
+    });
+  }
+
+  /**
+   * The HTTP server, listening on METRICS_LISTEN. It and the sync schedules stop together (one
+   * teardown entry): no new connections while the running sync drains, and the two drains overlap,
+   * each within its own bound.
+   *
+   * @throws the listen error when the port cannot be bound.
+   */
+  async #listen(scraper: E7Scraper, database: ServeDatabase, sources: ServeSources, web: WebConfig | undefined): Promise<Server> {
+    const { serve } = this.#config;
+    const log = this.#log;
+    const server = createMetricsServer({
+      metrics: this.metrics,
       scraper,
       readiness: () => database.readiness(),
       reload: () => this.reload('http'),
-      defaultScrapeTimeoutMs: config.serve.scrapeTimeoutMs,
-      connections: { perClient: config.serve.maxConnectionsPerClient, total: config.serve.maxConnections },
+      defaultScrapeTimeoutMs: serve.scrapeTimeoutMs,
+      connections: { perClient: serve.maxConnectionsPerClient, total: serve.maxConnections },
       ...(web ? { web: this.#watchWebConfig(web) } : {}),
-      authFailureBudget: config.serve.authFailureBudget,
+      authFailureBudget: serve.authFailureBudget,
       log,
     });
-    await listen(server, config.serve.port, config.serve.host);
-    // The front door and the work behind it stop together: no new connections while the running
-    // sync drains, and the two drains overlap, each within its own bound.
-    teardown.add('http server and sync schedules', async () => {
+    await listen(server, serve.port, serve.host);
+    this.#teardown.add('http server and sync schedules', async () => {
       const [synced] = await Promise.all([sources.stop(DRAIN_TIMEOUT_MS), closeServer(server, HTTP_DRAIN_TIMEOUT_MS)]);
       if (synced) return true;
       // The stuck run holds a pooled client and an upstream request: closing would wait for them too.
@@ -221,12 +244,7 @@ export class Serve implements RunningServer {
       );
       return false;
     });
-    this.#stopIfAsked();
-    this.#url = serverUrl(server, web);
-    this.#logServing(upstreams.demo, web);
-    this.#enter('migrating');
-    this.#sources = sources;
-    this.#startSyncs(database, sources);
+    return server;
   }
 
   reload(trigger: string): Promise<ReloadResult> {
