@@ -1,33 +1,18 @@
 /**
  * `analytics-exporter check`: validates the configuration, then runs the checks of
  * src/app/check.ts and prints one line per step (with CONFIG_FILE, one block per source under a
- * line naming it). Exit 0 only when every step passes.
+ * line naming it; src/commands/format/check.ts). Exit 0 only when every step passes.
  */
 import type { Command } from 'commander';
-import type { StepResult } from '../app/check.js';
 import type { Config, SourceConfig } from '../config.js';
 import { requireDemoSimulator } from '../demo.js';
-import { ConfigError, displayUrl } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { readWebConfigSetting } from '../serve/web/webconfig.js';
 import { configOverrides } from './options.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { checkExitStatus } from './exit.js';
+import { formatConfigurationDetail, formatSection, formatStep } from './format/check.js';
 import { loadCommandConfig } from './common.js';
-
-/** Formats a step as `ok    token          detail`. */
-export function formatStep(result: StepResult): string {
-  return `${result.status.padEnd(5)} ${result.step.padEnd(14)} ${result.detail}`;
-}
-
-/** The line above a source's steps: `source production: upstream https://statistics.example.com/ {environment="production"}`. */
-export function formatSection(source: SourceConfig): string {
-  const labels = Object.entries(source.labels).map(([name, value]) => `${name}=${JSON.stringify(value)}`);
-  return `source ${source.name}: ${source.upstream ? `upstream ${describeUpstream(source)}` : 'built-in demo simulator'}${labels.length > 0 ? ` {${labels.join(',')}}` : ''}`;
-}
-
-function describeUpstream(source: SourceConfig): string {
-  return displayUrl(source.upstream!.statisticsUrl);
-}
 
 /** Adds `check` to the program. */
 export function registerCheckCommand(program: Command): void {
@@ -50,33 +35,21 @@ export function registerCheckCommand(program: Command): void {
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         out(formatStep({ step: 'configuration', status: 'FAIL', detail: err.message.replaceAll('\n', '; ') }));
-        process.exitCode = EXIT_USAGE;
+        process.exitCode = checkExitStatus({ configuration: 'bad' });
         return;
       }
       // With CONFIG_FILE, each source's steps come as a block under a line naming it; the
       // environment's one source is shown as it always was.
       const configFile = overrides.CONFIG_FILE ?? (process.env.CONFIG_FILE || undefined);
-      const first = config.sources[0]!;
-      out(
-        formatStep({
-          step: 'configuration',
-          status: 'ok',
-          detail:
-            configFile !== undefined
-              ? `${config.sources.length} source${config.sources.length === 1 ? '' : 's'} from ${configFile}: ${config.sources.map((s) => s.name).join(', ')}`
-              : first.upstream
-                ? `upstream ${describeUpstream(first)}`
-                : 'STATISTICS_URL unset: checking against the built-in demo simulator',
-        }),
-      );
+      out(formatStep({ step: 'configuration', status: 'ok', detail: formatConfigurationDetail(config.sources, configFile) }));
       // Loaded only now: a configuration error is reported without the application layer.
       const { runChecks } = await import('../app/check.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
-      const ok = await runChecks(config, {
+      const passed = await runChecks(config, {
         log,
         report: (r) => out(formatStep(r)),
         ...(configFile !== undefined ? { section: (source: SourceConfig) => out(formatSection(source)) } : {}),
       });
-      process.exitCode = ok ? EXIT_OK : EXIT_FAILURE;
+      process.exitCode = checkExitStatus({ passed });
     });
 }

@@ -4,6 +4,7 @@
  */
 import type { Command } from 'commander';
 import { runDatabaseCommand } from './common.js';
+import { formatMigration } from './format/schema.js';
 
 /** Adds `migrate` to the program. */
 export function registerMigrateCommand(program: Command): void {
@@ -16,9 +17,7 @@ export function registerMigrateCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       await runDatabaseCommand(command, 'migrate', async (pool, config, log) => {
         const { migrateDatabase } = await import('../app/schema.js');
-        const { applied, rollupRebuilt } = await migrateDatabase(pool, config, log);
-        process.stdout.write(applied.length > 0 ? `applied: ${applied.join(', ')}\n` : `schema ${config.database.schema} is up to date\n`);
-        if (rollupRebuilt) process.stdout.write('rebuilt the rollup tables for the ROLLUP_* settings\n');
+        process.stdout.write(formatMigration(config.database.schema, await migrateDatabase(pool, config, log)));
       });
     });
 }

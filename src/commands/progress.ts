@@ -1,9 +1,8 @@
 /**
  * What `sync` shows on a terminal: a progress bar on the last line, log lines printed above it
- * (never inside it), and once the bar is cleared, the run's summary.
+ * (never inside it), and once the bar is cleared, the run's summary (src/commands/format/sync.ts).
  */
-import { describeError } from '../errors.js';
-import type { SyncObserver, SyncResult } from '../sync/run/run.js';
+import type { SyncObserver } from '../sync/run/run.js';
 
 /** The terminal side of a stream: process.stderr, or a test's fake. Writes are synchronous (a TTY's are). */
 export interface TerminalLike {
@@ -162,23 +161,4 @@ export async function progressBar(terminal: BarAwareStream): Promise<Progress> {
       process.removeListener('exit', showCursor);
     },
   };
-}
-
-/** Whole numbers with thousands separators, the same on every machine (`52,340`). */
-const count = (n: number): string => n.toLocaleString('en-US');
-
-/**
- * The run's summary for a person, one line, printed after the bar is cleared:
- * `sync succeeded: 24/24 windows, 52,340 records, 0 quarantined in 12.4 s (4,221 records/s)`
- * (`, 2 new fields or types` after the quarantined when the field catalogue gained some),
- * followed by `: <error>` when the run failed or was interrupted.
- */
-export function formatRunSummary(result: Exclude<SyncResult, { status: 'locked' }>): string {
-  const seconds = result.durationSeconds;
-  const rate = seconds > 0 ? Math.round(result.records / seconds) : 0;
-  const text =
-    `sync ${result.status}: ${count(result.windows)}/${count(result.windowsPlanned)} windows, ${count(result.records)} records, ` +
-    `${count(result.quarantined)} quarantined${result.fieldsNew ? `, ${count(result.fieldsNew)} new fields or types` : ''}` +
-    `${result.parked ? `, ${count(result.parked)} windows parked` : ''} in ${seconds.toFixed(1)} s (${count(rate)} records/s)`;
-  return result.error === undefined ? text : `${text}: ${describeError(result.error)}`;
 }

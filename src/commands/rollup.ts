@@ -1,6 +1,7 @@
 /** `analytics-exporter rollup rebuild`: rebuilds records_hourly and records_hourly_distinct from records for the ROLLUP_* settings. */
 import type { Command } from 'commander';
 import { runDatabaseCommand } from './common.js';
+import { formatRollupRebuild } from './format/schema.js';
 
 /** Adds `rollup` and its subcommand `rebuild` to the program. */
 export function registerRollupCommand(program: Command): void {
@@ -14,9 +15,7 @@ export function registerRollupCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       await runDatabaseCommand(command, 'rollup rebuild', async (pool, config, log) => {
         const { rebuildRollup } = await import('../app/schema.js');
-        const rows = await rebuildRollup(pool, config, log);
-        const line = (table: string, n: number | undefined) => (n === undefined ? `dropped ${table}: not configured\n` : `rebuilt ${table}: ${n} rows\n`);
-        process.stdout.write(line('records_hourly', rows.hourly) + line('records_hourly_distinct', rows.distinct));
+        process.stdout.write(formatRollupRebuild(await rebuildRollup(pool, config, log)));
       });
     });
 }

@@ -15,7 +15,8 @@ import type { Logger } from '../log.js';
 import { selectSources } from '../app/sources.js';
 import type { UnderLock } from '../app/state.js';
 import { parseIsoDate } from '../time.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from './exit.js';
+import { EXIT_USAGE, stateExitStatus } from './exit.js';
+import { formatReloadMarks, formatWatermarkMove } from './format/state.js';
 import { runDatabaseCommand } from './common.js';
 
 /** An instant given as `flag`: ISO 8601 with a zone. */
@@ -83,20 +84,17 @@ async function runState<T>(
     command,
     what,
     async (pool, config, log) => {
-      let done: UnderLock<T>;
+      let done: UnderLock<T> | 'usage';
       try {
         done = await work(pool, config, log, sources);
       } catch (err) {
         if (!(err instanceof InvalidArgumentError)) throw err;
         process.stderr.write(`analytics-exporter ${what}: ${err.message}\n`);
-        return EXIT_USAGE;
+        done = 'usage';
       }
-      if (done.locked) {
-        process.stderr.write(lockedMessage(what, done.source));
-        return EXIT_FAILURE;
-      }
-      print(done.value);
-      return EXIT_OK;
+      if (done !== 'usage' && done.locked) process.stderr.write(lockedMessage(what, done.source));
+      else if (done !== 'usage') print(done.value);
+      return stateExitStatus(done);
     },
     (config) => {
       sources = selectSources(config, names);
@@ -111,7 +109,13 @@ export function registerStateCommand(program: Command): void {
   const state = program
     .command('state')
     .description("show and repair each source's sync state: watermark, last run, windows of the ledger (each under the source's sync lock)");
+  registerShow(state);
+  registerSetWatermark(state);
+  registerReset(state);
+}
 
+/** `state show [--source NAME]... [--json]`. */
+function registerShow(state: Command): void {
   state
     .command('show')
     .description("print each source's watermark, last run, windows by state (committed, parked, expired, marked for re-load) and verified-through")
@@ -133,7 +137,10 @@ export function registerStateCommand(program: Command): void {
         (states) => process.stdout.write(options.json ? `${JSON.stringify(stateJson(states), null, 2)}\n` : formatStateText(states)),
       );
     });
+}
 
+/** `state set-watermark <iso> --source NAME [--force]`. */
+function registerSetWatermark(state: Command): void {
   state
     .command('set-watermark')
     .description(
@@ -152,18 +159,13 @@ export function registerStateCommand(program: Command): void {
         'state set-watermark',
         [options.source],
         (pool, config, log, [source]) => moveWatermark(pool, config, log, { source: source!, to: options.to, force: options.force ?? false }),
-        (move) => {
-          const before = move.before === undefined ? 'none' : new Date(move.before).toISOString();
-          const after = new Date(move.after).toISOString();
-          const skipped =
-            move.skipped === undefined
-              ? ''
-              : `; --force: it moved past windows that are not loaded, the first [${new Date(move.skipped.start).toISOString()}, ${new Date(move.skipped.end).toISOString()})`;
-          process.stdout.write(`source ${options.source}: watermark ${before} -> ${after}${skipped}; the next run plans from ${after} minus SYNC_LOOKBACK\n`);
-        },
+        (move) => process.stdout.write(formatWatermarkMove(options.source, move)),
       );
     });
+}
 
+/** `state reset --source NAME --from ISO --to ISO`. */
+function registerReset(state: Command): void {
   state
     .command('reset')
     .description(
@@ -186,21 +188,7 @@ export function registerStateCommand(program: Command): void {
         [options.source],
         (pool, config, log, [source]) =>
           resetWindows(pool, config, log, { source: source!, range: { start: options.from.getTime(), end: options.to.getTime() } }),
-        (marks) => {
-          const range = `[${options.from.toISOString()}, ${options.to.toISOString()})`;
-          const expired = marks.expired === 0 ? '' : `; ${marks.expired} expired window(s) left as they are (sync --from/--to loads them)`;
-          if (marks.windows.length === 0) {
-            process.stdout.write(`source ${options.source}: no loaded window overlaps ${range}; nothing marked${expired}\n`);
-            return;
-          }
-          const parked = marks.windows.filter((w) => w.status === 'parked').length;
-          const first = new Date(marks.windows[0]!.start).toISOString();
-          const last = new Date(marks.windows[marks.windows.length - 1]!.end).toISOString();
-          process.stdout.write(
-            `source ${options.source}: ${marks.windows.length} window(s) in [${first}, ${last}) marked for re-load (${parked} parked); ` +
-              `the next sync of the source loads them again${expired}\n`,
-          );
-        },
+        (marks) => process.stdout.write(formatReloadMarks(options.source, options, marks)),
       );
     });
 }

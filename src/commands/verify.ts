@@ -8,12 +8,12 @@
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { AbortedError, InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import { DRAIN_TIMEOUT_MS } from '../app/drain.js';
 import { createLogger, type Logger } from '../log.js';
 import { selectSources } from '../app/sources.js';
 import type { AuditOutcome } from '../app/audit.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, reportFailure } from './exit.js';
+import { EXIT_FAILURE, EXIT_USAGE, reportFailure, verifyExit, worstExitStatus, type CommandExit, type VerifyExitKind } from './exit.js';
 import { loadConfigForCommand } from './common.js';
 import { handleShutdownSignals, type Shutdown } from './shutdown.js';
 import { parseIsoOption } from './sync.js';
@@ -93,16 +93,6 @@ export function registerVerifyCommand(program: Command): void {
       const log = createLogger(config.logLevel, { format: config.logFormat });
       const controller = new AbortController();
       const signals = handleVerifySignals(controller, log);
-      /** One source's exit status; its lines carry `source`. */
-      const outcomeExitCode = ({ result, error, log: about }: AuditOutcome): number => {
-        if (result !== undefined) return result.left.length === 0 ? EXIT_OK : EXIT_FAILURE;
-        if (error instanceof AbortedError && signals.received() !== undefined) {
-          // Nothing it found is known to be repaired: a difference may be left.
-          about.warn('verify stopped by a signal before it finished; run it again');
-          return EXIT_FAILURE;
-        }
-        return reportFailure(about, error, 'verify failed');
-      };
       try {
         const outcomes = await auditSources(config, log, {
           ...(options.source ? { sources: options.source } : {}),
@@ -111,12 +101,22 @@ export function registerVerifyCommand(program: Command): void {
           repair: options.repair ?? false,
           signal: controller.signal,
         });
-        const codes = outcomes.map(outcomeExitCode);
-        process.exitCode = codes.includes(EXIT_USAGE) ? EXIT_USAGE : codes.includes(EXIT_FAILURE) ? EXIT_FAILURE : EXIT_OK;
+        const statuses = outcomes.map((outcome) => {
+          const exit = verifyExit(outcome, signals.received() !== undefined);
+          reportVerifyExit(exit, outcome);
+          return exit.status;
+        });
+        process.exitCode = worstExitStatus(statuses);
       } catch (err) {
         process.exitCode = reportFailure(log, err, 'verify failed');
       } finally {
         signals.dispose();
       }
     });
+}
+
+/** Says what one source's ending of {@link verifyExit} means, in its log (lines carrying `source`); the audit's own lines said what it found. */
+function reportVerifyExit(exit: CommandExit<VerifyExitKind>, { log: about, error }: AuditOutcome): void {
+  if (exit.kind === 'stopped') about.warn('verify stopped by a signal before it finished; run it again');
+  else if (exit.kind === 'error') reportFailure(about, error, 'verify failed');
 }

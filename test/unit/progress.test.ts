@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { UpstreamHttpError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
-import { BarAwareStream, CLEAR_LINE, formatRunSummary, progressBar, type TerminalLike } from '../../src/commands/progress.js';
+import { BarAwareStream, CLEAR_LINE, progressBar, type TerminalLike } from '../../src/commands/progress.js';
+import { formatRunSummary } from '../../src/commands/format/sync.js';
 import type { SyncResult } from '../../src/sync/run/run.js';
 
 /** A terminal that records every write, in order; no TTY behind it. */
