@@ -5,8 +5,19 @@
  */
 import { Counter, type Registry } from 'prom-client';
 
+/** serve's HTTP counters, as {@link httpMetrics} registers them. */
+export interface HttpMetrics {
+  readonly connectionsRefused: Counter<'reason'>;
+  readonly authThrottled: Counter<'reason'>;
+}
+
+/** Registers serve's HTTP counters on `registry`; `prefix` is the exporter's. */
+export function httpMetrics(registry: Registry, prefix: string): HttpMetrics {
+  return { connectionsRefused: connectionsRefusedCounter(registry, prefix), authThrottled: authThrottledCounter(registry, prefix) };
+}
+
 /** `http_connections_refused_total{reason}` on `registry`; `prefix` is the exporter's. */
-export function connectionsRefusedCounter(registry: Registry, prefix: string): Counter<'reason'> {
+function connectionsRefusedCounter(registry: Registry, prefix: string): Counter<'reason'> {
   return new Counter({
     name: `${prefix}http_connections_refused_total`,
     help: 'Connections serve closed on arrival, by reason: per_client (METRICS_MAX_CONNECTIONS_PER_CLIENT), total (METRICS_MAX_CONNECTIONS).',
@@ -16,7 +27,7 @@ export function connectionsRefusedCounter(registry: Registry, prefix: string): C
 }
 
 /** `http_auth_throttled_total{reason}` on `registry`; `prefix` is the exporter's. */
-export function authThrottledCounter(registry: Registry, prefix: string): Counter<'reason'> {
+function authThrottledCounter(registry: Registry, prefix: string): Counter<'reason'> {
   return new Counter({
     name: `${prefix}http_auth_throttled_total`,
     help: 'Login attempts refused with 429 without a password check, by reason: budget (the address spent AUTH_FAILURE_BUDGET) or busy (as many checks ran as allowed).',

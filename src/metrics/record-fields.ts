@@ -1,6 +1,6 @@
 /**
  * `analytics_exporter_record_fields_new_total{source}` (issue 26 item 5): its own module, so the
- * registry (registry.ts) only registers it and counts the sync's `fieldsChanged` events into it.
+ * sync metrics (sync.ts) only register it and count the sync's `fieldsChanged` events into it.
  */
 import { Counter, type Registry } from 'prom-client';
 

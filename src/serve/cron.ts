@@ -8,9 +8,9 @@ import cron, { type ScheduledTask } from 'node-cron';
 import { settledWithin } from '../settle.js';
 import type { Logger } from '../log.js';
 import type { SyncResult } from '../sync/run/summary.js';
-import type { SkipReason } from '../metrics/registry.js';
+import type { SkipReason } from '../metrics/sync.js';
 
-export type { SkipReason } from '../metrics/registry.js';
+export type { SkipReason } from '../metrics/sync.js';
 
 export interface SchedulerOptions<R = SyncResult> {
   /** Cron expression (minute hour day month weekday, optional seconds first), in UTC. */

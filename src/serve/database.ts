@@ -51,7 +51,7 @@ export class ServeDatabase {
     this.#schema = options.config.database.schema;
     this.target = describeConfiguredDatabase(options.config.database);
     this.health = new DatabaseHealth({
-      up: options.metrics.databaseUp,
+      up: options.metrics.process.databaseUp,
       log: options.log,
       target: this.target,
       probe: async () => {

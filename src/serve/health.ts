@@ -17,7 +17,7 @@ export const DATABASE_RETRY_INITIAL_DELAY_MS = 500;
 export const DATABASE_RETRY_MAX_DELAY_MS = 30_000;
 
 export interface DatabaseHealthOptions {
-  /** `analytics_exporter_database_up` (ExporterMetrics.databaseUp): set to 1 at once, 0 while unreachable. */
+  /** `analytics_exporter_database_up` (ExporterMetrics.process.databaseUp): set to 1 at once, 0 while unreachable. */
   up: Gauge;
   log: Logger;
   /** The database for messages, as {@link describeDatabase} names it: `host:port/name`. */

@@ -107,7 +107,7 @@ class WebConfigInUse {
     this.#refused = new AuthRefusalLog(deps.log);
     this.#metrics = deps.metrics;
     this.#log = deps.log;
-    for (const reason of ['budget', 'busy'] as const) deps.metrics.authThrottled.inc({ reason }, 0);
+    for (const reason of ['budget', 'busy'] as const) deps.metrics.http.authThrottled.inc({ reason }, 0);
   }
 
   /** The TLS settings in use; undefined for plain HTTP. */
@@ -150,7 +150,7 @@ class WebConfigInUse {
     const verdict = await this.#auth.verify(req.headers.authorization, req.socket.remoteAddress);
     if (verdict.outcome === 'busy' || verdict.outcome === 'budget') {
       // Refused without running bcrypt: as many checks run as BasicAuth allows, or this address spent its failed logins.
-      this.#metrics.authThrottled.inc({ reason: verdict.outcome });
+      this.#metrics.http.authThrottled.inc({ reason: verdict.outcome });
       this.#refused.record(verdict.outcome, req.socket.remoteAddress);
       const body = verdict.outcome === 'busy' ? 'too many password checks in progress; retry\n' : 'too many failed logins from this address; retry later\n';
       send(res, 429, body, { headers: { 'retry-after': String(verdict.retryAfterSeconds) } });
@@ -270,7 +270,7 @@ export function createMetricsServer(deps: ServerDeps): Server {
     web.close();
   });
   // Last: it takes over the `connection` listeners added before it (Node's and the TLS refresh), refused connections reach none.
-  const connectionsRefused = deps.metrics.httpConnectionsRefused;
+  const connectionsRefused = deps.metrics.http.connectionsRefused;
   for (const reason of REFUSAL_REASONS) connectionsRefused.inc({ reason }, 0);
   limitConnections(server, { ...deps.connections, onRefused: (reason) => connectionsRefused.inc({ reason }), log });
   return server;

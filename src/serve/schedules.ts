@@ -57,7 +57,7 @@ export function buildSourceScheduler(context: SourceScheduleContext, source: Sou
     schedule: source.sync.schedule ?? '0 0 1 1 *',
     log: sourceLog,
     source: source.name,
-    onSkipped: (reason) => metrics.syncSkipped.inc({ source: source.name, reason }),
+    onSkipped: (reason) => metrics.sync.skipped.inc({ source: source.name, reason }),
     run: async (signal) => {
       const started = performance.now();
       try {

@@ -143,9 +143,9 @@ class SourceReader {
     this.#now = options.now ?? Date.now;
     this.#log = options.log.child({ source: source.name });
     // The series exist before the first scrape, so alerts and increase() see the source from the start.
-    options.metrics.upstreamUp.set({ source: source.name }, 0);
-    options.metrics.upstreamSamples.set({ source: source.name }, 0);
-    options.metrics.upstreamDroppedFamilies.inc({ source: source.name }, 0);
+    options.metrics.scrape.up.set({ source: source.name }, 0);
+    options.metrics.scrape.samples.set({ source: source.name }, 0);
+    options.metrics.scrape.droppedFamilies.inc({ source: source.name }, 0);
   }
 
   /**
@@ -167,7 +167,7 @@ class SourceReader {
   #showSamples(samples: number): void {
     if (samples === this.#samplesShown) return;
     this.#samplesShown = samples;
-    this.#o.metrics.upstreamSamples.set({ source: this.#source.name }, samples);
+    this.#o.metrics.scrape.samples.set({ source: this.#source.name }, samples);
   }
 
   /**
@@ -192,8 +192,8 @@ class SourceReader {
       const result = await Promise.race([this.#inflight, deadline]);
       if (result === 'timeout') {
         // The shared read may still finish for a later scrape; this one cannot wait for it.
-        metrics.upstreamUp.set({ source }, 0);
-        metrics.upstreamErrors.inc({ source, reason: 'timeout' });
+        metrics.scrape.up.set({ source }, 0);
+        metrics.scrape.errors.inc({ source, reason: 'timeout' });
         this.#showSamples(0);
         return undefined;
       }
@@ -239,7 +239,7 @@ class SourceReader {
       }
     });
     if (dropped.length > 0) {
-      metrics.upstreamDroppedFamilies.inc({ source }, dropped.length);
+      metrics.scrape.droppedFamilies.inc({ source }, dropped.length);
       this.#log.warn(
         { families: dropped },
         "dropped upstream metric families whose names collide with the exporter's own or with those Prometheus writes itself (up, scrape_*, ALERTS*)",
@@ -284,7 +284,7 @@ class SourceReader {
       // An upstream's HELP texts and label values are served as sent: a secret echoed into them
       // (the request's token) is masked first, in every form (src/redact.ts).
       const parsed = parseExposition(redactSecrets(text));
-      for (const line of parsed.invalid) metrics.upstreamInvalidLines.inc({ source, reason: line.reason });
+      for (const line of parsed.invalid) metrics.scrape.invalidLines.inc({ source, reason: line.reason });
       if (parsed.invalid.length > 0) {
         log.warn({ invalidLines: parsed.invalid.length, first: parsed.invalid[0] }, 'dropped invalid lines of the upstream Prometheus text');
       }
@@ -292,18 +292,18 @@ class SourceReader {
       const snapshot: Snapshot = { part, samples: part.samples, fetchedAt: this.#now() };
       this.#cache = snapshot;
       this.#limitBroken = undefined;
-      metrics.upstreamUp.set({ source }, 1);
-      metrics.upstreamLastSuccess.set({ source }, snapshot.fetchedAt / 1000);
+      metrics.scrape.up.set({ source }, 1);
+      metrics.scrape.lastSuccess.set({ source }, snapshot.fetchedAt / 1000);
       return snapshot;
     } catch (err) {
-      metrics.upstreamUp.set({ source }, 0);
+      metrics.scrape.up.set({ source }, 0);
       const reason = failureReason(err);
-      metrics.upstreamErrors.inc({ source, reason });
+      metrics.scrape.errors.inc({ source, reason });
       if (err instanceof UpstreamLimitError) this.#logLimit(err);
       else log.warn({ reason, err }, 'reading the upstream Prometheus text failed');
       throw err;
     } finally {
-      metrics.upstreamScrapeDuration.set({ source }, (performance.now() - started) / 1000);
+      metrics.scrape.duration.set({ source }, (performance.now() - started) / 1000);
     }
   }
 
@@ -424,7 +424,7 @@ export class E7Scraper {
     if (parts.length === 0) return EMPTY_UPSTREAM_PART;
     if (parts.length === 1) return parts[0]!.read.part;
     const { part, dropped } = mergeParts(parts.map(({ source, read }) => ({ source, part: read.part })));
-    for (const { source } of dropped) this.#o.metrics.upstreamDroppedFamilies.inc({ source });
+    for (const { source } of dropped) this.#o.metrics.scrape.droppedFamilies.inc({ source });
     if (dropped.length > 0) {
       this.#o.log.warn(
         { dropped },

@@ -210,7 +210,7 @@ describe('several sources in one database (real PostgreSQL)', () => {
     // The failure is sandbox's upstream's, not the database's: taken for the database, it would
     // set database_up 0 and rerun every source's sync as soon as a probe found the database up.
     await until('sandbox run settled', () => (server.schedulers.get('sandbox')!.running ? undefined : true));
-    expect((await server.metrics.databaseUp.get()).values.map((v) => v.value)).toEqual([1]);
+    expect((await server.metrics.process.databaseUp.get()).values.map((v) => v.value)).toEqual([1]);
     // A scrape meanwhile serves production's samples, with sandbox's upstream_up 0.
     const scrape = await request(`${server.url}/metrics`);
     const text = await scrape.body.text();

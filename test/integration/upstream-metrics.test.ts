@@ -67,11 +67,11 @@ describe("E7Scraper with an upstream that reuses our names and Prometheus's", ()
         `# TYPE userlogin_event_count unknown\n# HELP userlogin_event_count ${help}\nuserlogin_event_count{source="default",customer="a"} 5\n`,
       );
       expect(part.samples).toBe(1);
-      expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(6);
-      expect((await metrics.upstreamInvalidLines.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);
-      expect((await metrics.upstreamUp.get()).values[0]!.value).toBe(1);
-      expect((await metrics.upstreamUp.get()).help).toContain('a successful read is reused for 30s (METRICS_CACHE_TTL)');
-      expect((await metrics.upstreamSamples.get()).values[0]!.value).toBe(1);
+      expect((await metrics.scrape.droppedFamilies.get()).values[0]!.value).toBe(6);
+      expect((await metrics.scrape.invalidLines.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);
+      expect((await metrics.scrape.up.get()).values[0]!.value).toBe(1);
+      expect((await metrics.scrape.up.get()).help).toContain('a successful read is reused for 30s (METRICS_CACHE_TTL)');
+      expect((await metrics.scrape.samples.get()).values[0]!.value).toBe(1);
       // E7 is asked for [now − METRICS_WINDOW, now].
       const query = queries[queries.length - 1]!;
       const from = Date.parse(query.get('startDate')!);

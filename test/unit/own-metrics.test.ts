@@ -5,11 +5,11 @@ import { ExporterMetrics } from '../../src/metrics/registry.js';
 describe('ExporterMetrics.families', () => {
   it("are the families of prom-client's own text, less its three _total gauges", async () => {
     const metrics = new ExporterMetrics({ cacheTtlMs: 30_000 });
-    metrics.upstreamRequestDuration.observe({ source: 'default', endpoint: 'analytics', code: '200' }, 0.2);
-    metrics.upstreamRequestDuration.observe({ source: 'default', endpoint: 'prometheus', code: 'error' }, 31);
-    metrics.upstreamAttemptFailures.inc({ source: 'default', endpoint: 'analytics', reason: 'http_503' });
-    metrics.syncWindowsShrunk.inc({ action: 'kept' });
-    metrics.databaseUp.set(1);
+    metrics.client.requestDuration.observe({ source: 'default', endpoint: 'analytics', code: '200' }, 0.2);
+    metrics.client.requestDuration.observe({ source: 'default', endpoint: 'prometheus', code: 'error' }, 31);
+    metrics.client.attemptFailures.inc({ source: 'default', endpoint: 'analytics', reason: 'http_503' });
+    metrics.sync.windowsShrunk.inc({ action: 'kept' });
+    metrics.process.databaseUp.set(1);
     const families = await metrics.families();
     const fromText = parseExposition(await metrics.registry.metrics());
     expect(fromText.invalid).toEqual([]);
@@ -29,8 +29,8 @@ describe('ExporterMetrics.families', () => {
 describe('ExporterMetrics.familyShapes', () => {
   it('names the families of families() with their types and help, without samples, and drops the same colliding upstream families', async () => {
     const metrics = new ExporterMetrics({ cacheTtlMs: 30_000 });
-    metrics.upstreamRequestDuration.observe({ source: 'default', endpoint: 'analytics', code: '200' }, 0.2);
-    metrics.upstreamUp.set({ source: 'default' }, 1);
+    metrics.client.requestDuration.observe({ source: 'default', endpoint: 'analytics', code: '200' }, 0.2);
+    metrics.scrape.up.set({ source: 'default' }, 1);
     const families = await metrics.families();
     const shapes = metrics.familyShapes();
     expect(shapes.map((f) => ({ name: f.name, type: f.type, help: f.help }))).toEqual(families.map((f) => ({ name: f.name, type: f.type, help: f.help })));
@@ -53,11 +53,11 @@ describe('ExporterMetrics.forgetSource', () => {
     for (const source of ['gone', 'kept']) {
       metrics.syncObserver(source);
       metrics.auditScheduled(source);
-      metrics.upstreamUp.set({ source }, 1);
-      metrics.upstreamRequestDuration.observe({ source, endpoint: 'analytics', code: '200' }, 0.2);
-      metrics.upstreamAttemptFailures.inc({ source, endpoint: 'analytics', reason: 'http_503' });
+      metrics.scrape.up.set({ source }, 1);
+      metrics.client.requestDuration.observe({ source, endpoint: 'analytics', code: '200' }, 0.2);
+      metrics.client.attemptFailures.inc({ source, endpoint: 'analytics', reason: 'http_503' });
     }
-    metrics.databaseUp.set(1);
+    metrics.process.databaseUp.set(1);
     const sources = async () => {
       const seen = new Map<string, Set<string>>();
       for (const family of await metrics.families()) {

@@ -106,11 +106,11 @@ describe('OwnExposition', () => {
       observer.onResponse?.({ endpoint: 'prometheus', status: 200, durationSeconds: 0.02 });
       observer.onTokenRequest?.('success');
       metrics.syncObserver(source);
-      metrics.upstreamUp.set({ source }, 1);
+      metrics.scrape.up.set({ source }, 1);
     }
     await expectWholeListBytes(own, metrics.registry);
     metrics.clientObserver('s02').onResponse?.({ endpoint: 'prometheus', status: undefined, durationSeconds: 31 });
-    metrics.upstreamUp.set({ source: 's01' }, 0);
+    metrics.scrape.up.set({ source: 's01' }, 0);
     await expectWholeListBytes(own, metrics.registry);
   });
 });

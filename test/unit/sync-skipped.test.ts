@@ -56,7 +56,7 @@ describe('skipped sync ticks', () => {
     const metrics = new ExporterMetrics({ processMetrics: false });
     metrics.syncObserver('production');
     metrics.syncObserver('sandbox');
-    metrics.syncSkipped.inc({ source: 'production', reason: 'locked' });
+    metrics.sync.skipped.inc({ source: 'production', reason: 'locked' });
     const text = await metrics.registry.metrics();
     expect(text).toContain('analytics_exporter_sync_skipped_total{source="production",reason="locked"} 1');
     expect(text).toContain('analytics_exporter_sync_skipped_total{source="production",reason="running"} 0');

@@ -62,8 +62,8 @@ describe('E7Scraper cache', () => {
     expect(reads()).toBe(2);
     expect(part.samples).toBe(0);
     expect(part.text.length).toBe(0);
-    expect((await metrics.upstreamUp.get()).values[0]!.value).toBe(0);
-    expect((await metrics.upstreamErrors.get()).values.find((v) => v.labels.reason === 'http_404')?.value).toBe(1);
+    expect((await metrics.scrape.up.get()).values[0]!.value).toBe(0);
+    expect((await metrics.scrape.errors.get()).values.find((v) => v.labels.reason === 'http_404')?.value).toBe(1);
   });
 });
 
@@ -91,10 +91,10 @@ describe('E7Scraper and the names Prometheus reserves', () => {
     expect(served).toEqual(['userlogin_event_count']);
     expect(parseExposition(part.openMetrics.toString() + '# EOF\n').families.map((f) => f.name)).toEqual(['userlogin_event_count']);
     expect(part.samples).toBe(1);
-    expect((await metrics.upstreamDroppedFamilies.get()).values).toEqual([{ labels: { source: 'default' }, value: 4 }]);
+    expect((await metrics.scrape.droppedFamilies.get()).values).toEqual([{ labels: { source: 'default' }, value: 4 }]);
     // Dropped on every read, not once.
     await u.collect(1000);
-    expect((await metrics.upstreamDroppedFamilies.get()).values[0]!.value).toBe(8);
+    expect((await metrics.scrape.droppedFamilies.get()).values[0]!.value).toBe(8);
   });
 
   it('judges the served name: with UPSTREAM_METRIC_PREFIX they no longer collide and are served', async () => {
@@ -107,7 +107,7 @@ describe('E7Scraper and the names Prometheus reserves', () => {
       'analytics_ALERTS_FOR_STATE',
       'analytics_userlogin_event_count',
     ]);
-    expect((await metrics.upstreamDroppedFamilies.get()).values).toEqual([{ labels: { source: 'default' }, value: 0 }]);
+    expect((await metrics.scrape.droppedFamilies.get()).values).toEqual([{ labels: { source: 'default' }, value: 0 }]);
   });
 });
 
@@ -132,7 +132,7 @@ describe('E7Scraper with two sources', () => {
       now: () => clock.now,
     });
     const up = async (): Promise<Record<string, number>> => {
-      const values = (await metrics.upstreamUp.get()).values;
+      const values = (await metrics.scrape.up.get()).values;
       return Object.fromEntries(values.map((v): [string, number] => [String(v.labels.source), v.value]));
     };
     return { metrics, u, up };
@@ -158,7 +158,7 @@ describe('E7Scraper with two sources', () => {
     expect(part.text.toString()).toContain('x{source="a",environment="production"} 1');
     expect(part.text.toString()).not.toContain('source="b"');
     expect(await up()).toEqual({ a: 1, b: 0 });
-    expect((await metrics.upstreamErrors.get()).values).toEqual([{ labels: { source: 'b', reason: 'http_503' }, value: 1 }]);
+    expect((await metrics.scrape.errors.get()).values).toEqual([{ labels: { source: 'b', reason: 'http_503' }, value: 1 }]);
     expect((await u.collectSource('b', 1000)).samples).toBe(0);
   });
 
@@ -176,7 +176,7 @@ describe('E7Scraper with two sources', () => {
     expect(part.samples).toBe(1);
     expect(part.text.toString()).toContain('x{source="a",environment="production"} 1');
     expect(await up()).toEqual({ a: 1, b: 0 });
-    expect((await metrics.upstreamErrors.get()).values).toEqual([{ labels: { source: 'b', reason: 'timeout' }, value: 1 }]);
+    expect((await metrics.scrape.errors.get()).values).toEqual([{ labels: { source: 'b', reason: 'timeout' }, value: 1 }]);
   });
 
   it('refuses source labels that would break histograms and summaries or replace source', () => {
@@ -228,7 +228,7 @@ describe('E7Scraper and the E7 limits (sample_limit, label_limit, label_value_le
       ownFamilies: () => metrics.families(),
       log: createLogger('debug', { format: 'json', destination }),
     });
-    const up = async () => (await metrics.upstreamUp.get()).values[0]!.value;
+    const up = async () => (await metrics.scrape.up.get()).values[0]!.value;
     expect((await u.collect(1000)).samples).toBe(0);
     expect(await up()).toBe(0);
     expect((await u.collect(1000)).samples).toBe(0);
@@ -236,7 +236,7 @@ describe('E7Scraper and the E7 limits (sample_limit, label_limit, label_value_le
     expect(await up()).toBe(1);
     expect((await u.collect(1000)).samples).toBe(0);
     expect((await u.collect(1000)).samples).toBe(0);
-    expect((await metrics.upstreamErrors.get()).values).toEqual([{ labels: { source: 'default', reason: 'limit' }, value: 4 }]);
+    expect((await metrics.scrape.errors.get()).values).toEqual([{ labels: { source: 'default', reason: 'limit' }, value: 4 }]);
     const limitLines = destination.lines().filter((line) => line.reason === 'limit');
     expect(limitLines.map((line) => [line.level, line.limit, line.value, line.setting])).toEqual([
       ['warn', 'sample_limit', 2, 'UPSTREAM_SAMPLE_LIMIT'],
