@@ -25,6 +25,20 @@ export default tseslint.config(
     },
   },
   {
+    // A function a newcomer reads at once: its body fits on a screen, its call names what it passes.
+    files: ['src/**/*.ts'],
+    rules: {
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
+      'max-params': ['error', 5],
+    },
+  },
+  {
+    // The one exception: addWindowRecords takes 6 parameters. Reason: sync/derived facade, being
+    // rewritten (issue 37 item 3). Loosened by one for that file only; remove with the rewrite.
+    files: ['src/sync/derived/index.ts'],
+    rules: { 'max-params': ['error', 6] },
+  },
+  {
     files: ['test/**/*.ts', 'packages/*/test/**/*.ts'],
     rules: {
       // vitest's asymmetric matchers (expect.any, expect.stringMatching) are typed `any` by vitest itself.
