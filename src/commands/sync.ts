@@ -86,7 +86,7 @@ export function registerSyncCommand(program: Command): void {
  *
  * @param now milliseconds since the epoch.
  */
-export function syncUsage(config: Config, options: SyncOptions, now = Date.now()): { sources: SourceConfig[] } | { usage: string } {
+function syncUsage(config: Config, options: SyncOptions, now = Date.now()): { sources: SourceConfig[] } | { usage: string } {
   let sources: SourceConfig[];
   try {
     sources = selectSources(config, options.source);
