@@ -154,7 +154,7 @@ export async function verifyWindows(
       continue;
     }
     // What E6 serves for the window (startDate = start, toDate = end), less what it serves at its
-    // start when a window before it keeps those (src/sync/membership/boundary.ts: the earlier part keeps a
+    // start when a window before it keeps those (src/sync/membership/boundary.ts: the earlier slice keeps a
     // record E6 returns with both).
     const servedTexts = sim.servedJson(window.start, window.end);
     const expectedTexts = from === start.getTime() ? servedTexts : multisetMinus(servedTexts, sim.servedJson(window.start, window.start));

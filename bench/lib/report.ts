@@ -579,7 +579,7 @@ export function renderMarkdown(report: Report): string {
     push(
       '## 6. Requests per window',
       '',
-      'The sync takes every record from a part that E6 answers completely in one page (pageNumber 1, `totalRecords` ≤ pageSize), so that no record depends on the order E6 returns records in; a window that does not fit is split by time (src/sync/read/slices.ts). ' +
+      'The sync takes every record from a slice that E6 answers completely in one page (pageNumber 1, `totalRecords` ≤ pageSize), so that no record depends on the order E6 returns records in; a window that does not fit is split by time (src/sync/read/slices.ts). ' +
         'The minimum is Σ over windows of max(1, ceil(records in the window ÷ pageSize)): what exact offset paging of the same windows needs, and the least any reader of one page per request needs. ' +
         "Each set is read through the sync's own window reader (bench/lib/reader.ts: the sync's configuration, pages discarded) from a fresh start, with nothing learned from a ledger; the simulator runs in the bench process and its own count of E6 requests must equal the reader's.",
       '',

@@ -1,5 +1,5 @@
 /**
- * 6. Requests per window: the sync takes every record from a part E6 answers
+ * 6. Requests per window: the sync takes every record from a slice E6 answers
  * completely in one page, so it makes more requests than offset paging would; how many more?
  * Each data set is read through the sync's own window reader (bench/lib/reader.ts) against the
  * simulator in this process, and the requests made are set against the minimum:

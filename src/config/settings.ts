@@ -69,7 +69,7 @@ const SETTING_TABLE = {
   UPSTREAM_MAX_BODY: {
     flag: '--upstream-max-body',
     default: '64MiB',
-    help: 'largest upstream response body, as received and once decoded; an E6 part over it is split in time, then read at smaller pages, then its window parked',
+    help: 'largest upstream response body, as received and once decoded; an E6 slice over it is split in time, then read at smaller pages, then its window parked',
     schema: byteSize('64MiB', 64 * 1024, 512 * 1024 ** 2),
   },
   UPSTREAM_SAMPLE_LIMIT: {
@@ -94,8 +94,8 @@ const SETTING_TABLE = {
     flag: '--upstream-to-date',
     default: 'auto',
     help:
-      "records E6 returns with two parts (toDate inclusive, at the cut between them): 'auto' finds them exactly whatever E6 does (asking E6 for startDate = toDate = the cut when nothing cheaper proves there are none), " +
-      "'inclusive' takes the records the two parts share without asking (exact unless two records with the same text lie on either side of a cut), 'exclusive' drops none (E6 leaves out records at toDate)",
+      "records E6 returns with two slices (toDate inclusive, at the cut between them): 'auto' finds them exactly whatever E6 does (asking E6 for startDate = toDate = the cut when nothing cheaper proves there are none), " +
+      "'inclusive' takes the records the two slices share without asking (exact unless two records with the same text lie on either side of a cut), 'exclusive' drops none (E6 leaves out records at toDate)",
     schema: z.enum(['auto', 'inclusive', 'exclusive'], { error: "must be 'auto', 'inclusive' or 'exclusive'" }),
   },
   UPSTREAM_RATE_LIMIT: {
@@ -189,7 +189,7 @@ const SETTING_TABLE = {
   SYNC_MIN_SPLIT: {
     flag: '--sync-min-split',
     default: '1s',
-    help: 'finest time split of a window into parts of one page each; cuts lie on its multiples',
+    help: 'finest time split of a window into slices of one page each; cuts lie on its multiples',
     schema: duration('1s'),
   },
   SYNC_SHRINK: {

@@ -27,7 +27,7 @@ export interface StoredWindow extends Window {
   stored: number;
   /**
    * E6's count for the window when it was last loaded (the ledger's total_records: the records E6
-   * returned for its parts but the boundary sets left to the part before). Under SYNC_SHRINK=keep
+   * returned for its slices but the boundary sets left to the slice before). Under SYNC_SHRINK=keep
    * the window holds more than E6 once records are deleted upstream, by design: the audit then
    * compares E6 now with this, not with what is stored.
    */
@@ -103,12 +103,12 @@ export function unionWindows(a: readonly Window[], b: readonly Window[]): Window
 }
 
 /**
- * Removes from `planned` every part covered by one of `removed` (expired windows: RETENTION
+ * Removes from `planned` every stretch covered by one of `removed` (expired windows: RETENTION
  * dropped their records on purpose, so a resumed run does not load them again).
  *
  * @param planned disjoint windows in time order.
  * @param removed windows in any order.
- * @returns the remaining parts, disjoint and in time order (a planned window may come back shorter or in pieces).
+ * @returns the remaining stretches, disjoint and in time order (a planned window may come back shorter or in pieces).
  */
 export function subtractWindows(planned: readonly Window[], removed: readonly Window[]): Window[] {
   const cuts = [...removed].sort((a, b) => a.start - b.start);

@@ -3,7 +3,7 @@
  * sync stores it, for the audit's tests and bench (loading 8,760 windows through the sync would
  * take minutes): the ledger's windows, the watermark, and each record in the window that owns it
  * under an inclusive toDate, (s, e]: a record exactly at a boundary belongs to the window ending
- * there, as the sync stores it (the earlier part owns a record at a cut). The simulator's data
+ * there, as the sync stores it (the earlier slice owns a record at a cut). The simulator's data
  * must start after `start` (a record at the origin would belong to no window).
  */
 import { migrate } from '../../src/db/migrate.js';

@@ -1,6 +1,6 @@
 /**
  * The embedded database (PGlite, no DATABASE_URL) inserts page by page instead of COPY: a page it
- * refuses for a data reason is inserted again in parts under savepoints, its refused records
+ * refuses for a data reason is inserted again in smaller batches under savepoints, its refused records
  * quarantined with the SQLSTATE and message; SYNC_SHRINK=keep's union works there too.
  */
 import { rmSync } from 'node:fs';

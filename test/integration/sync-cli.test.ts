@@ -9,11 +9,11 @@ const h = useSyncCli();
 const TEN_DAYS_END = '2026-10-12T00:00:00Z';
 
 describe('analytics-exporter sync (child processes, real PostgreSQL)', () => {
-  it('loads 10 days of 1,000 records exactly in parts of 400, and a second run changes nothing', async () => {
+  it('loads 10 days of 1,000 records exactly in slices of 400, and a second run changes nothing', async () => {
     const s = await h.sim({ records: 30_000 });
     const schema = h.schema();
-    // One-day windows of about 1,000 records: several parts of 400 a window (hourly windows of 42
-    // records would be one part each, and 720 transactions a run for the same exactness check).
+    // One-day windows of about 1,000 records: several slices of 400 a window (hourly windows of 42
+    // records would be one slice each, and 720 transactions a run for the same exactness check).
     const childEnv = h.env(s, schema, { SYNC_PAGE_SIZE: '400', SYNC_WINDOW: '1d' });
     const first = await runCli(['sync', '--from', SYNC_START, '--to', TEN_DAYS_END], childEnv, 120_000);
     expect(first.stderr).toContain('sync run succeeded');

@@ -55,7 +55,7 @@ describe('sync (in process, real PostgreSQL)', () => {
   it('loads exactly the records of the range, and a re-run changes nothing', async () => {
     const s = await sim({ records: 8_000, start: START, end: END, duplicateEvery: 500 });
     const schema = await freshSchema();
-    // About 1,000 records a window, in parts of 400.
+    // About 1,000 records a window, in slices of 400.
     const env = { SYNC_WINDOW: '6h', SYNC_PAGE_SIZE: '400' };
     const first = await sync(s, schema, env);
     expect(first).toMatchObject({ status: 'succeeded', windows: 8, records: 8_000 });
@@ -97,8 +97,8 @@ describe('sync (in process, real PostgreSQL)', () => {
     await expectExactDataset(bed.pool, schema, s, from, to);
   });
 
-  it('stores records that arrive while a window is read, each part exact as read', async () => {
-    // The 5th request lands 37 records inside its own range before it is answered: a split part
+  it('stores records that arrive while a window is read, each slice exact as read', async () => {
+    // The 5th request lands 37 records inside its own range before it is answered: a split slice
     // (12h windows of 5,000 records at pageSize 500) that then returns them with the rest.
     const s = await sim({ records: 20_000, start: START, end: END, faults: { arrivals: { afterRequests: 5, count: 37 } } });
     const schema = await freshSchema();

@@ -40,7 +40,7 @@ const CLIENT_SECRET = 'uf-7Qx9-k2Zr-secret';
 const TOKEN_PREFIX = 'tok-uf-4Wq8-';
 const MAX_ATTEMPTS = 3;
 
-// Two days, 2400 records, 12h windows of ~600 records read in parts of at most 200: four windows.
+// Two days, 2400 records, 12h windows of ~600 records read in slices of at most 200: four windows.
 const START = new Date('2026-10-30T00:00:00Z');
 const END = new Date('2026-11-01T00:00:00Z');
 const WINDOW_MS = 12 * 3_600_000;
@@ -51,11 +51,11 @@ const SYNC_ENV = {
   SYNC_CONCURRENCY: '2',
 };
 /**
- * A later part of the second window (its startDate inside the window, after its first part): a
- * fault here hits a window whose first part may already be inserted in the open transaction. The
+ * A later slice of the second window (its startDate inside the window, after its first slice): a
+ * fault here hits a window whose first slice may already be inserted in the open transaction. The
  * first such request is pinned, so every use of the fault hits that one request and its retries.
  */
-function laterPartOfSecondWindow(): (r: FaultRequest) => boolean {
+function laterSliceOfSecondWindow(): (r: FaultRequest) => boolean {
   let pinned: string | undefined;
   return (r) => {
     const start = r.url.searchParams.get('startDate') ?? '';
@@ -242,7 +242,7 @@ interface FaultCase {
 }
 
 const e6Fault = (fault: Parameters<Simulator['queueFault']>[0]) => ({
-  arm: (h: Harness, uses: number) => h.sim.queueFault(fault, uses, 'analytics', laterPartOfSecondWindow()),
+  arm: (h: Harness, uses: number) => h.sim.queueFault(fault, uses, 'analytics', laterSliceOfSecondWindow()),
   faulted: (h: Harness) => h.requests.filter((r) => r.fault === fault).length,
 });
 const E6 = String.raw`^E6 http://127\.0\.0\.1:\d+/analytics: `;
@@ -314,7 +314,7 @@ const CASES: FaultCase[] = [
     env: { UPSTREAM_TIMEOUT: '1s' },
     arm: (h, uses) => {
       h.sim.faults.stallMs = 60_000; // far beyond the timeout; the stall ends when the client gives up on the socket
-      h.sim.queueFault('slow-body', uses, 'analytics', laterPartOfSecondWindow());
+      h.sim.queueFault('slow-body', uses, 'analytics', laterSliceOfSecondWindow());
     },
     faulted: (h) => h.requests.filter((r) => r.fault === 'slow-body').length,
     errorClass: UpstreamError,
@@ -464,7 +464,7 @@ describe('upstream faults in the middle of a sync (simulator over HTTP, real Pos
 
   it('a record holding \\u0000, which jsonb cannot store, goes whole into records_quarantine; the rest of its window commits; a re-load replaces it', async () => {
     const h = await harness();
-    h.sim.queueFault('nul-in-record', 1, 'analytics', laterPartOfSecondWindow());
+    h.sim.queueFault('nul-in-record', 1, 'analytics', laterSliceOfSecondWindow());
     const result = await run(h);
     expect(result.status, result.error?.message).toBe('succeeded');
     expect(h.requests.filter((r) => r.fault === 'nul-in-record')).toHaveLength(1);

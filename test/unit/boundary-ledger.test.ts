@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { Boundaries, type PartRead } from '../../src/sync/membership/boundary.js';
+import { Boundaries, type SliceRead } from '../../src/sync/membership/boundary.js';
 
 // A run whose first window starts at a cut where a ledger window ends (not in the run): E6's boundary set there is asked.
 const CUT = Date.UTC(2026, 9, 31, 12);
-const part: PartRead = {
-  part: { start: CUT, end: CUT + 3_600_000 },
+const slice: SliceRead = {
+  slice: { start: CUT, end: CUT + 3_600_000 },
   total: 3,
   keys: () => {
-    throw new Error('keys are not read when the part before is not in the run');
+    throw new Error('keys are not read when the slice before is not in the run');
   },
 };
 const start = { cut: CUT, atWindowStart: true, earlierInRun: false, startProof: undefined };
@@ -23,18 +23,18 @@ describe('boundary sets at a cut where a ledger window ends', () => {
       seen.push(cut);
       return Promise.resolve(new Map([...set].filter(([text]) => !text.includes('late'))));
     });
-    expect(await b.quick(start, part, () => Promise.resolve(asked))).toEqual({ drop: new Map([['{"t":"12:00","id":1}', 1]]) });
+    expect(await b.quick(start, slice, () => Promise.resolve(asked))).toEqual({ drop: new Map([['{"t":"12:00","id":1}', 1]]) });
     expect(seen).toEqual([CUT]);
   });
 
   it('drops the whole set without heldBefore, and asks the store nothing for an empty set', async () => {
-    expect(await new Boundaries('auto', new Set([CUT])).quick(start, part, () => Promise.resolve(asked))).toEqual({ drop: asked });
+    expect(await new Boundaries('auto', new Set([CUT])).quick(start, slice, () => Promise.resolve(asked))).toEqual({ drop: asked });
     const b = new Boundaries('auto', new Set([CUT]), () => Promise.reject(new Error('not asked')));
-    expect(await b.quick(start, part, () => Promise.resolve(new Map<string, number>()))).toEqual({ drop: new Map() });
+    expect(await b.quick(start, slice, () => Promise.resolve(new Map<string, number>()))).toEqual({ drop: new Map() });
   });
 
   it('keeps the set at the start of a window with no window before it', async () => {
     const b = new Boundaries('auto', new Set(), () => Promise.reject(new Error('not asked')));
-    expect(await b.quick(start, part, () => Promise.reject(new Error('not asked')))).toEqual({ drop: undefined });
+    expect(await b.quick(start, slice, () => Promise.reject(new Error('not asked')))).toEqual({ drop: undefined });
   });
 });

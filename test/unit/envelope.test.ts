@@ -60,7 +60,7 @@ describe('parsePage', () => {
     expect(bodyErrorOf(body).message).toMatch(pattern);
   });
 
-  it('passes a page holding fewer records than its envelope promises: whether a part is complete is for the reader to judge', () => {
+  it('passes a page holding fewer records than its envelope promises: whether a slice is complete is for the reader to judge', () => {
     // An upstream that clamps the page size to 2 while echoing the 5 asked (src/sync/read/reader.ts never takes it as complete).
     const page = parsePage({ pageNumber: 1, pageSize: 5, totalRecords: 3, totalPages: 1, data: records(2) }, 1, url);
     expect(page.data).toHaveLength(2);

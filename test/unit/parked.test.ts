@@ -1,6 +1,6 @@
 /**
  * A window that cannot be loaded never stalls its source (src/sync/read/oversize.ts, src/sync/run/park.ts),
- * against the in-memory store and a fake E6 with a body cap: a part over UPSTREAM_MAX_BODY is split
+ * against the in-memory store and a fake E6 with a body cap: a slice over UPSTREAM_MAX_BODY is split
  * in time and an instant read at smaller pages; a window that still fails for a reason of its own
  * (its size, E6 contradicting itself about it) is parked (kept in the ledger with its reason, the watermark passes
  * it, the run goes on, the gauge and a warning say so) and loaded by a later run over it; an outage
@@ -80,14 +80,14 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-describe('parts over UPSTREAM_MAX_BODY', () => {
+describe('slices over UPSTREAM_MAX_BODY', () => {
   it('halves the page size down to one record', () => {
     expect(smallerPageSizes(1000)).toEqual([500, 250, 125, 62, 31, 15, 7, 3, 1]);
     expect(smallerPageSizes(10)).toEqual([5, 2, 1]);
     expect(smallerPageSizes(1)).toEqual([]);
   });
 
-  it('splits a part over the cap in time and reads an instant at smaller pages: the window loads exactly', async () => {
+  it('splits a slice over the cap in time and reads an instant at smaller pages: the window loads exactly', async () => {
     // 30 records two minutes apart, and 12 more at one instant, each about 300 bytes: a page of 10
     // (SYNC_PAGE_SIZE) is ~3 KB, the cap ~4 records.
     const spread = records(T0, 30, 2 * MINUTE, 1, 200);

@@ -134,14 +134,14 @@ function idsIn(records: readonly FakeRecord[], from: number, to: number): number
 
 describe('splitRange / splitOverflow', () => {
   it('cuts on multiples of SYNC_MIN_SPLIT strictly inside, covering the range exactly', () => {
-    const parts = splitRange({ start: T0 + 500, end: T0 + 10_500 }, 4, 1000);
-    expect(parts[0]!.start).toBe(T0 + 500);
-    expect(parts.at(-1)!.end).toBe(T0 + 10_500);
-    for (let i = 1; i < parts.length; i++) {
-      expect(parts[i]!.start).toBe(parts[i - 1]!.end);
-      expect(parts[i]!.start % 1000).toBe(0);
+    const slices = splitRange({ start: T0 + 500, end: T0 + 10_500 }, 4, 1000);
+    expect(slices[0]!.start).toBe(T0 + 500);
+    expect(slices.at(-1)!.end).toBe(T0 + 10_500);
+    for (let i = 1; i < slices.length; i++) {
+      expect(slices[i]!.start).toBe(slices[i - 1]!.end);
+      expect(slices[i]!.start % 1000).toBe(0);
     }
-    expect(parts).toHaveLength(4);
+    expect(slices).toHaveLength(4);
   });
 
   it('cannot split an instant, and cuts a hot cell out on its own', () => {
@@ -150,27 +150,27 @@ describe('splitRange / splitOverflow', () => {
       { start: T0, end: T0 + 1000 },
     ]);
     const hot = T0 + 1234 * 1000;
-    const parts = splitOverflow(
+    const slices = splitOverflow(
       { start: T0, end: T0 + HOUR },
       { totalRecords: 1500, sampleTimes: Array(900).fill(hot + 17) },
       { pageSize: 1000, minSplitMs: 1000 },
     );
-    expect(parts).toContainEqual({ start: hot, end: hot + 1000 });
+    expect(slices).toContainEqual({ start: hot, end: hot + 1000 });
   });
 
-  it('packs whole cells into parts by the last window of the same length, leaving a gap after each part', () => {
+  it('packs whole cells into slices by the last window of the same length, leaving a gap after each slice', () => {
     // Last hour: 208 records on every whole minute. The next one, expected the same, is cut after
     // every 4th minute (832 + nothing at the cut), never through a minute or just before one; the
-    // last part also leaves room for the next hour's first minute, which its toDate returns.
+    // last slice also leaves room for the next hour's first minute, which its toDate returns.
     const estimate = new RecordEstimate();
     const cells = new ProfileCells({ start: T0, end: T0 + HOUR }, 1000);
     for (let m = 0; m < 60; m++) for (let k = 0; k < 208; k++) cells.add(T0 + m * 60_000);
     estimate.observe({ start: T0, end: T0 + HOUR }, 60 * 208, cells);
     const next = { start: T0 + HOUR, end: T0 + 2 * HOUR };
     expect(estimate.ready(next, 1000)).toBe(true);
-    const parts = estimate.plan(next, 1000, 1000);
-    expect(parts).toHaveLength(16);
-    for (const part of parts.slice(1)) expect((part.start - T0) % 60_000).toBe(1000);
+    const slices = estimate.plan(next, 1000, 1000);
+    expect(slices).toHaveLength(16);
+    for (const slice of slices.slice(1)) expect((slice.start - T0) % 60_000).toBe(1000);
   });
 
   it('estimates from the ledger first, then from the latest rate', () => {
@@ -243,7 +243,7 @@ describe('WindowReader against an upstream of any order', () => {
     const up = fakeUpstream(burst, { order: 'stable', toDate: 'inclusive' });
     const { ids, requests } = await readAll(up.client, [{ start: T0, end: T0 + HOUR }], { pageSize: 1000 });
     expect(ids).toEqual(idsIn(burst, T0, T0 + HOUR));
-    // The overflow and 5 parts around the hot cell; the part ending at it (an inclusive toDate
+    // The overflow and 5 slices around the hot cell; the slice ending at it (an inclusive toDate
     // returns the cell's records with it too) once more in 4; then both instants, 3 pages twice
     // each; and one count that shows the records both instants share are one boundary set: 23,
     // not a long descent of splits.
@@ -297,7 +297,7 @@ describe('WindowReader against an upstream of any order', () => {
     reader.close();
   });
 
-  it('keeps the instant at a part end out of the comparison: it belongs to the next part', async () => {
+  it('keeps the instant at a slice end out of the comparison: it belongs to the next slice', async () => {
     // 1,500 records exactly on the hour boundary under ties: the first window's last cell returns
     // them (inclusive toDate) but keeps none, so its reads agree; the second window reads them.
     const edge = recordsAt([...Array.from({ length: 1500 }, () => HOUR - 1000), ...Array.from({ length: 1500 }, () => HOUR)]);

@@ -1,5 +1,5 @@
 /**
- * Window membership by hashes (src/sync/membership/record-keys.ts): the records two parts share are found by
+ * Window membership by hashes (src/sync/membership/record-keys.ts): the records two slices share are found by
  * hashing their bytes, but a guess is always a multiset of exact texts. A forced hash collision
  * (two different records with the same hash) must never make them equal, and pages with bytes,
  * with text only, or with parsed records only must give the same texts.
@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { AnalyticsPage, AnalyticsRecord } from '../../src/upstream/analytics.js';
-import { bagOf, dropIndexes, intersection, PageKeys, PartKeys, recordHash, sharedTexts, type TextBag } from '../../src/sync/membership/record-keys.js';
+import { bagOf, dropIndexes, intersection, PageKeys, SliceKeys, recordHash, sharedTexts, type TextBag } from '../../src/sync/membership/record-keys.js';
 
 type Mode = 'bytes' | 'text' | 'records';
 
@@ -21,8 +21,8 @@ function page(texts: readonly string[], mode: Mode, spacing = ''): AnalyticsPage
   return { ...envelope, text, bytes: Buffer.from(text, 'utf8') };
 }
 
-function part(pages: readonly AnalyticsPage[]): PartKeys {
-  return new PartKeys(pages.map((p) => PageKeys.of(p)));
+function sliceKeys(pages: readonly AnalyticsPage[]): SliceKeys {
+  return new SliceKeys(pages.map((p) => PageKeys.of(p)));
 }
 
 /** Two different record texts of the same length whose {@link recordHash} is the same (a birthday search over `{"id":"000000"}`…). */
@@ -73,11 +73,11 @@ describe('sharedTexts', () => {
       ['bytes', 'text'],
       ['records', 'bytes'],
     ] as const) {
-      const left = part([page([x, '{"id":"a"}'], ma)]);
-      const right = part([page([y, '{"id":"b"}'], mb)]);
+      const left = sliceKeys([page([x, '{"id":"a"}'], ma)]);
+      const right = sliceKeys([page([y, '{"id":"b"}'], mb)]);
       expect(sharedTexts(left, right).size, `${ma}/${mb}`).toBe(0);
       // With the same text on both sides, and the colliding one beside it, only the shared one counts.
-      const both = sharedTexts(part([page([x, x, y], ma)]), part([page([x, '{"id":"c"}'], mb)]));
+      const both = sharedTexts(sliceKeys([page([x, x, y], ma)]), sliceKeys([page([x, '{"id":"c"}'], mb)]));
       expect(sorted(both)).toEqual([[x, 1]]);
     }
   });
@@ -85,12 +85,15 @@ describe('sharedTexts', () => {
   it('keeps records apart that JSON.parse makes equal, and finds shared ones across an instant’s pages', () => {
     const big = '{"id":9007199254740993}';
     const rounded = '{"id":9007199254740992}';
-    expect(sharedTexts(part([page([big], 'bytes')]), part([page([rounded], 'bytes')])).size).toBe(0);
-    const shared = sharedTexts(part([page(['{"a":1}', big], 'bytes'), page([big], 'bytes', '\n ')]), part([page([big, big, big, '{"a":2}'], 'text')]));
+    expect(sharedTexts(sliceKeys([page([big], 'bytes')]), sliceKeys([page([rounded], 'bytes')])).size).toBe(0);
+    const shared = sharedTexts(
+      sliceKeys([page(['{"a":1}', big], 'bytes'), page([big], 'bytes', '\n ')]),
+      sliceKeys([page([big, big, big, '{"a":2}'], 'text')]),
+    );
     expect(sorted(shared)).toEqual([[big, 2]]);
   });
 
-  it('is the multiset intersection of the parts’ exact texts, whatever the pages carry', () => {
+  it('is the multiset intersection of the slices’ exact texts, whatever the pages carry', () => {
     const pool = ['{"a":1}', '{"a":1.0}', '{"a":"é"}', '{"a":"\\u00e9"}', '{"b":[1,{"c":null}]}', '{"t":"2026-01-01T00:00:00Z","u":"x"}', '{}'];
     const pageArb = fc.record({
       picks: fc.array(fc.nat(pool.length - 1), { maxLength: 8 }),
@@ -102,7 +105,7 @@ describe('sharedTexts', () => {
         // A page of parsed records only is compared by their serialisation (`1.0` is `1` there).
         const texts = (pages: typeof a) => pages.flatMap((p) => p.picks.map((i) => (p.mode === 'records' ? JSON.stringify(JSON.parse(pool[i]!)) : pool[i]!)));
         const toKeys = (pages: typeof a) =>
-          part(
+          sliceKeys(
             pages.map((p) =>
               page(
                 p.picks.map((i) => pool[i]!),

@@ -400,7 +400,7 @@ describe('a sync run against an in-memory store and a fake E6', () => {
     expect(result.status).toBe('failed');
     expect(result.windows).toBe(1);
     expect(store.ledger.map((w) => w.start)).toEqual([T0]);
-    // The first window keeps the record at its end too: the fake E6's toDate is inclusive, and the earlier part keeps a record at a cut.
+    // The first window keeps the record at its end too: the fake E6's toDate is inclusive, and the earlier slice keeps a record at a cut.
     expect(storedIds(store)).toEqual(ids(data.slice(0, 13)));
     expect(store.quarantine).toEqual([]);
   });
@@ -464,7 +464,7 @@ describe('window membership under a filter time the records do not carry (E6 fil
     },
   );
 
-  it('takes what two parts share as the boundary set without asking under UPSTREAM_TO_DATE=inclusive, and drops nothing under exclusive', async () => {
+  it('takes what two slices share as the boundary set without asking under UPSTREAM_TO_DATE=inclusive, and drops nothing under exclusive', async () => {
     const data = records(T0, 31, 6 * 60_000);
     for (const [toDate, rule, requests] of [
       ['inclusive', 'inclusive', 3],

@@ -3,51 +3,51 @@
  * which time `startDate`/`toDate` filter on, nor whether `toDate` is inclusive).
  *
  * Glossary
- * - cut: an instant c where one part ends and the next begins: the earlier part is asked with
+ * - cut: an instant c where one slice ends and the next begins: the earlier slice is asked with
  *   `toDate = c`, the later one with `startDate = c`. Window ends are cuts too.
  * - boundary set of c, B(c): the records E6 returns for `startDate = toDate = c`: those whose
- *   (unknown) filter time is exactly c. An inclusive toDate returns them with both parts next to
- *   c; an exclusive one only with the later part, and then B(c) is empty.
- * - owner: the EARLIER part keeps B(c); the later part drops it, as a multiset of exact record
+ *   (unknown) filter time is exactly c. An inclusive toDate returns them with both slices next to
+ *   c; an exclusive one only with the later slice, and then B(c) is empty.
+ * - owner: the EARLIER slice keeps B(c); the later slice drops it, as a multiset of exact record
  *   texts. A window whose start has no earlier window loaded (in this run or in the ledger)
  *   keeps it instead: no other window would. A window whose earlier window is in the ledger but
  *   not in the run drops only the texts of B(c) that window stores: a record that came to the cut
  *   after it was loaded (E6 delivers late) is kept by the later window, else no window would hold
  *   it until the earlier one is loaded again. The same holds inside a run: a record that comes to
- *   c between the reads of the two parts is in the later part only (no guess sees it), and stays
+ *   c between the reads of the two slices is in the later slice only (no guess sees it), and stays
  *   there. Either way the record is stored once, in the later window; a run that loads both
  *   windows again puts it back in the earlier one (under SYNC_SHRINK=keep the later window's
  *   union counts what it drops at its start as returned: PreparedPage.owned, WindowWriter.end).
  *   A run that loads the earlier window alone (`state reset` of it) keeps B(c) whole and stores
  *   such a record twice until the later window is loaded again; the audit sees that one (the
  *   later window's count is over E6's).
- * - guess of c, G(c): the texts the two parts next to c share. B(c) ⊆ G(c); they differ only when
+ * - guess of c, G(c): the texts the two slices next to c share. B(c) ⊆ G(c); they differ only when
  *   two records with the same text lie on either side of c.
  *
  * What proves B(c), cheapest first:
- * 1. a split whose parts' `totalRecords` add up to the part's own (Σ children = parent): no
+ * 1. a split whose slices' `totalRecords` add up to the slice's own (Σ children = parent): no
  *    boundary record at any of its cuts (an inclusive toDate counts each one twice);
  * 2. G(c) empty: no boundary record;
- * 3. a count (one request, pageSize 1) of a chain of parts read back to back, the cuts between
- *    them with a non-empty guess among them: Σ parts − count = Σ |B(c)| over its cuts, so when it
+ * 3. a count (one request, pageSize 1) of a chain of slices read back to back, the cuts between
+ *    them with a non-empty guess among them: Σ slices − count = Σ |B(c)| over its cuts, so when it
  *    equals Σ |G(c)| every guess is the boundary set, and when it is 0 every boundary set is
- *    empty. A window's chain runs from the part before its start to the first part of the next
+ *    empty. A window's chain runs from the slice before its start to the first slice of the next
  *    window, so one count settles two window boundaries;
  * 4. else E6 is asked for `startDate = toDate = c`, cut by cut.
  * Records that arrive or go between the requests make the sums disagree: the cuts are then asked,
  * never assumed.
  *
- * A guess is found without a string per record (record-keys.ts): the two parts' records are
+ * A guess is found without a string per record (record-keys.ts): the two slices' records are
  * matched by a hash of their bytes, and only records whose hashes match are compared, by their
  * exact texts; a guess is always a multiset of exact texts.
  *
- * Cost in memory: a part with an open cut is held until its window's count answers (a window's
- * pages at most), and while the count waits for the next window's first part, that window reads
+ * Cost in memory: a slice with an open cut is held until its window's count answers (a window's
+ * pages at most), and while the count waits for the next window's first slice, that window reads
  * past the reader's budget.
  */
 import { InconsistentWindowError } from '../../errors.js';
 import type { AnalyticsPage } from '../../upstream/analytics.js';
-import { sharedTexts, type PartKeys, type TextBag } from './record-keys.js';
+import { sharedTexts, type SliceKeys, type TextBag } from './record-keys.js';
 export type { TextBag } from './record-keys.js';
 import type { Window } from '../windows.js';
 
@@ -55,15 +55,15 @@ import type { Window } from '../windows.js';
  * UPSTREAM_TO_DATE: how boundary sets are found. `auto` proves them (exact whatever E6 does);
  * `inclusive` takes each guess as the boundary set without a request (exact unless two records
  * with the same text lie on either side of a cut); `exclusive` drops nothing (E6 never returns a
- * record with both parts).
+ * record with both slices).
  */
 export type ToDateRule = 'auto' | 'inclusive' | 'exclusive';
 
-/** A part read whole: its range, E6's `totalRecords` for it, and its records as keys (made when first needed). */
-export interface PartRead {
-  part: Window;
+/** A slice read whole: its range, E6's `totalRecords` for it, and its records as keys (made when first needed). */
+export interface SliceRead {
+  slice: Window;
   total: number;
-  keys: () => PartKeys;
+  keys: () => SliceKeys;
 }
 
 /** Whether two multisets are equal. */
@@ -103,38 +103,38 @@ export function bagSize(bag: TextBag | undefined): number {
 }
 
 /**
- * Σ children = parent (see the module comment): a split of a part of known `totalRecords` into
- * `parts` parts, settled once every part told its own.
+ * Σ children = parent (see the module comment): a split of a slice of known `totalRecords` into
+ * `slices` slices, settled once every slice told its own.
  */
 export class SplitProof {
   #remaining: number;
   #sum = 0;
   #holds: boolean | undefined;
   #resolve!: (holds: boolean) => void;
-  /** Settles once every part reported its total (or one failed: false). */
+  /** Settles once every slice reported its total (or one failed: false). */
   readonly settled: Promise<boolean>;
 
   constructor(
     readonly total: number,
-    parts: number,
+    slices: number,
   ) {
-    this.#remaining = parts;
+    this.#remaining = slices;
     this.settled = new Promise<boolean>((resolve) => (this.#resolve = resolve));
   }
 
-  /** True once proven, false once disproven, undefined while parts are still to report. */
+  /** True once proven, false once disproven, undefined while slices are still to report. */
   get holds(): boolean | undefined {
     return this.#holds;
   }
 
-  /** One part's `totalRecords`. */
+  /** One slice's `totalRecords`. */
   report(total: number): void {
     if (this.#holds !== undefined) return;
     this.#sum += total;
     if (--this.#remaining === 0) this.#settle(this.#sum === this.total);
   }
 
-  /** A part failed to report: nothing is proven. */
+  /** A slice failed to report: nothing is proven. */
   fail(): void {
     if (this.#holds === undefined) this.#settle(false);
   }
@@ -146,13 +146,13 @@ export class SplitProof {
 }
 
 /**
- * Parts by the instant they end (or start) at, handed once to whoever waits for them. An instant
- * whose part will never be read (its window failed or was dropped) gets undefined.
+ * Slices by the instant they end (or start) at, handed once to whoever waits for them. An instant
+ * whose slice will never be read (its window failed or was dropped) gets undefined.
  */
-export class PartsAt {
-  readonly #at = new Map<number, { read: Promise<PartRead | undefined>; resolve: (read: PartRead | undefined) => void }>();
+export class SlicesAt {
+  readonly #at = new Map<number, { read: Promise<SliceRead | undefined>; resolve: (read: SliceRead | undefined) => void }>();
   readonly #discarded = new Set<number>();
-  /** Windows whose parts will not be read (ends: (start, end]; starts: [start, end)). */
+  /** Windows whose slices will not be read (ends: (start, end]; starts: [start, end)). */
   readonly #abandoned: Window[] = [];
 
   constructor(readonly ends: boolean) {}
@@ -160,8 +160,8 @@ export class PartsAt {
   #entry(at: number) {
     let entry = this.#at.get(at);
     if (entry === undefined) {
-      let resolve!: (read: PartRead | undefined) => void;
-      const read = new Promise<PartRead | undefined>((r) => (resolve = r));
+      let resolve!: (read: SliceRead | undefined) => void;
+      const read = new Promise<SliceRead | undefined>((r) => (resolve = r));
       entry = { read, resolve };
       this.#at.set(at, entry);
     }
@@ -172,60 +172,60 @@ export class PartsAt {
     return this.#abandoned.some((r) => (this.ends ? at > r.start && at <= r.end : at >= r.start && at < r.end));
   }
 
-  /** The part at `at` was read. */
-  put(at: number, read: PartRead): void {
+  /** The slice at `at` was read. */
+  put(at: number, read: SliceRead): void {
     // Nobody will take it (see discard): not kept, so its pages can go.
     if (this.#discarded.delete(at)) return;
     this.#entry(at).resolve(read);
   }
 
-  /** Waits for the part at `at`, and forgets it. */
-  async take(at: number): Promise<PartRead | undefined> {
+  /** Waits for the slice at `at`, and forgets it. */
+  async take(at: number): Promise<SliceRead | undefined> {
     if (!this.#at.has(at) && this.#inAbandoned(at)) return undefined;
     const read = await this.#entry(at).read;
     this.#at.delete(at);
     return read;
   }
 
-  /** Forgets an instant nobody will take, or will forget its part when it is put. */
+  /** Forgets an instant nobody will take, or will forget its slice when it is put. */
   discard(at: number): void {
     if (!this.#at.delete(at)) this.#discarded.add(at);
   }
 
-  /** A window's parts not read yet never will be: their waits end with undefined. */
+  /** A window's slices not read yet never will be: their waits end with undefined. */
   abandon(window: Window): void {
     this.#abandoned.push(window);
     for (const [at, entry] of this.#at) if (this.#inAbandoned(at)) entry.resolve(undefined);
   }
 }
 
-/** Where a part starts, for {@link Boundaries.quick}. */
-export interface PartStart {
+/** Where a slice starts, for {@link Boundaries.quick}. */
+export interface SliceStart {
   cut: number;
   /** The cut is its window's start. */
   atWindowStart: boolean;
-  /** The window before it in the run ends at the cut (its last part is handed over). */
+  /** The window before it in the run ends at the cut (its last slice is handed over). */
   earlierInRun: boolean;
-  /** The split that made the cut, if the part's start is one. */
+  /** The split that made the cut, if the slice's start is one. */
   startProof: SplitProof | undefined;
 }
 
-/** A cut whose boundary set is not settled yet: its guess, the part before it, and what to do once settled. */
+/** A cut whose boundary set is not settled yet: its guess, the slice before it, and what to do once settled. */
 export interface OpenCut {
   cut: number;
   guess: TextBag;
-  left: PartRead;
+  left: SliceRead;
   settle: (drop: TextBag | undefined) => void;
 }
 
 /** What a window keeps for its boundary sets while it is read. */
 export class WindowBounds {
-  /** Its parts read whole (ranges and totals), the last one (ending at the window's end) whole. */
-  parts: Pick<PartRead, 'part' | 'total'>[] = [];
-  last: PartRead | undefined;
+  /** Its slices read whole (ranges and totals), the last one (ending at the window's end) whole. */
+  slices: Pick<SliceRead, 'slice' | 'total'>[] = [];
+  last: SliceRead | undefined;
   /** Its cuts not settled yet. */
   open: OpenCut[] = [];
-  /** Its settle waits for the next window's first part (which may then read past its budget). */
+  /** Its settle waits for the next window's first slice (which may then read past its budget). */
   awaitingNext = false;
   /** Settles when its cuts are settled or it failed: the next window settles after it. */
   readonly settled: Promise<void>;
@@ -237,7 +237,7 @@ export class WindowBounds {
 
   /** Lets go of every page it holds. */
   forget(): void {
-    this.parts = [];
+    this.slices = [];
     this.last = undefined;
     this.open = [];
   }
@@ -246,13 +246,13 @@ export class WindowBounds {
 /** What a window settles its open cuts with (see {@link Boundaries.settle}). */
 export interface WindowSettle {
   window: Window;
-  /** Every part of the window, read (ranges and totals). */
-  parts: readonly Pick<PartRead, 'part' | 'total'>[];
-  /** Its last part (ending at the window's end), keys included. */
-  last: PartRead | undefined;
+  /** Every slice of the window, read (ranges and totals). */
+  slices: readonly Pick<SliceRead, 'slice' | 'total'>[];
+  /** Its last slice (ending at the window's end), keys included. */
+  last: SliceRead | undefined;
   open: readonly OpenCut[];
-  /** The first part of the next window when it starts at this one's end in the run (undefined when it will not be read). */
-  next: (() => Promise<PartRead | undefined>) | undefined;
+  /** The first slice of the next window when it starts at this one's end in the run (undefined when it will not be read). */
+  next: (() => Promise<SliceRead | undefined>) | undefined;
   /** E6's `totalRecords` for a range (one request, pageSize 1). */
   count: (range: Window) => Promise<number>;
   /** E6's records for `startDate = toDate = cut`. */
@@ -261,11 +261,11 @@ export interface WindowSettle {
 
 /** The boundary rule of one reader (see the module comment). */
 export class Boundaries {
-  /** Parts by their end, for the part starting there. */
-  readonly ends = new PartsAt(true);
-  /** Windows' first parts by their start, for the window before them. */
-  readonly firsts = new PartsAt(false);
-  /** Boundary sets of window starts settled by the window before (its chain reached the next window's first part). */
+  /** Slices by their end, for the slice starting there. */
+  readonly ends = new SlicesAt(true);
+  /** Windows' first slices by their start, for the window before them. */
+  readonly firsts = new SlicesAt(false);
+  /** Boundary sets of window starts settled by the window before (its chain reached the next window's first slice). */
   readonly #settled = new Map<number, TextBag | undefined>();
 
   /**
@@ -282,18 +282,18 @@ export class Boundaries {
   ) {}
 
   /**
-   * What the part starting at `at.cut` drops, when it can be told at once: `{ drop }` (undefined:
-   * nothing), proven by 1 or 2 of the module comment, asked (the part before it is not in this
+   * What the slice starting at `at.cut` drops, when it can be told at once: `{ drop }` (undefined:
+   * nothing), proven by 1 or 2 of the module comment, asked (the slice before it is not in this
    * run), or the guess under `inclusive`; else `{ open }`, for its window's {@link settle}.
    *
-   * @param mine the part itself.
+   * @param mine the slice itself.
    * @param ask requests E6's records for `startDate = toDate = at.cut`.
    */
   async quick(
-    at: PartStart,
-    mine: PartRead,
+    at: SliceStart,
+    mine: SliceRead,
     ask: () => Promise<TextBag>,
-  ): Promise<{ drop: TextBag | undefined } | { open: { guess: TextBag; left: PartRead } }> {
+  ): Promise<{ drop: TextBag | undefined } | { open: { guess: TextBag; left: SliceRead } }> {
     const { cut, atWindowStart, earlierInRun, startProof } = at;
     if (this.rule === 'exclusive') return { drop: undefined };
     if (atWindowStart && !earlierInRun && !this.committedEnds.has(cut)) return { drop: undefined };
@@ -317,8 +317,8 @@ export class Boundaries {
 
   /**
    * Settles a window's open cuts (3 and 4 of the module comment) and, when its chain reaches the
-   * next window's first part, that window's start too. Call for every window in order, once its
-   * parts are read and the window before it settled.
+   * next window's first slice, that window's start too. Call for every window in order, once its
+   * slices are read and the window before it settled.
    *
    * @throws what `count` or `ask` throw.
    */
@@ -326,28 +326,28 @@ export class Boundaries {
     const open = w.open.filter((c) => !this.#settled.has(c.cut));
     for (const c of w.open) if (this.#settled.has(c.cut)) c.settle(this.#take(c.cut));
     if (open.length === 0) return;
-    const parts = [...w.parts].sort((a, b) => a.part.start - b.part.start);
+    const slices = [...w.slices].sort((a, b) => a.slice.start - b.slice.start);
     const first = open.find((c) => c.cut === w.window.start);
-    const chain: Pick<PartRead, 'part' | 'total'>[] = first === undefined ? parts : [first.left, ...parts];
+    const chain: Pick<SliceRead, 'slice' | 'total'>[] = first === undefined ? slices : [first.left, ...slices];
     const guesses = new Map(open.map((c) => [c.cut, c.guess]));
     const next = await w.next?.();
     const last = w.last;
     if (next !== undefined && last !== undefined) {
-      // The next window's start goes into this count when it is open too (its first part sees the same guess).
+      // The next window's start goes into this count when it is open too (its first slice sees the same guess).
       const guess = sharedTexts(last.keys(), next.keys());
       if (guess.size > 0 && this.rule === 'auto') {
         chain.push(next);
-        guesses.set(next.part.start, guess);
+        guesses.set(next.slice.start, guess);
       }
     }
-    const range = { start: chain[0]!.part.start, end: chain[chain.length - 1]!.part.end };
+    const range = { start: chain[0]!.slice.start, end: chain[chain.length - 1]!.slice.end };
     const doubled = chain.reduce((sum, p) => sum + p.total, 0) - (await w.count(range));
     let guessed = 0;
     for (const g of guesses.values()) guessed += bagSize(g);
     const found = new Map<number, TextBag | undefined>();
     for (const [cut, guess] of guesses) found.set(cut, doubled === guessed ? guess : doubled === 0 ? undefined : await w.ask(cut));
     for (const c of open) c.settle(found.get(c.cut));
-    if (next !== undefined && found.has(next.part.start)) this.#settled.set(next.part.start, found.get(next.part.start));
+    if (next !== undefined && found.has(next.slice.start)) this.#settled.set(next.slice.start, found.get(next.slice.start));
   }
 
   #take(cut: number): TextBag | undefined {

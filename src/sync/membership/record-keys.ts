@@ -1,8 +1,8 @@
 /**
  * Records of E6 pages as keys for window membership (boundary.ts): each record's exact text, as a
- * span of the page's UTF-8 bytes, and a 30-bit hash of those bytes. Two parts are compared by
+ * span of the page's UTF-8 bytes, and a 30-bit hash of those bytes. Two slices are compared by
  * their hashes first, so a record's text is made (a string) only when its hash is shared with the
- * other part, which is rare: records at a cut are the only ones two neighbouring parts share.
+ * other slice, which is rare: records at a cut are the only ones two neighbouring slices share.
  * Equal texts have equal hashes; records whose hashes match are then compared by their exact
  * texts, so a hash collision never makes two different records equal.
  *
@@ -98,7 +98,7 @@ export class PageKeys {
     this.#buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
-  /** The keys of a page (cached with the page: the reader asks once per part it meets). */
+  /** The keys of a page (cached with the page: the reader asks once per slice it meets). */
   static of(page: AnalyticsPage): PageKeys {
     let keys = CACHE.get(page);
     if (keys === undefined) {
@@ -153,8 +153,8 @@ function keysOf(page: AnalyticsPage): PageKeys {
   return new PageKeys(Buffer.from(texts.join(''), 'utf8'), spans, texts);
 }
 
-/** The records of one part (one page, or an instant's pages) as keys. */
-export class PartKeys {
+/** The records of one slice (one page, or an instant's pages) as keys. */
+export class SliceKeys {
   #sorted: Int32Array | undefined;
 
   constructor(readonly pages: readonly PageKeys[]) {}
@@ -187,11 +187,11 @@ export class PartKeys {
 }
 
 /**
- * The multiset of exact texts two parts share (the guess of the cut between them, boundary.ts):
+ * The multiset of exact texts two slices share (the guess of the cut between them, boundary.ts):
  * hashes are intersected first (two sorted arrays, merged), and only records whose hash both
- * parts hold are compared, by their texts.
+ * slices hold are compared, by their texts.
  */
-export function sharedTexts(a: PartKeys, b: PartKeys): TextBag {
+export function sharedTexts(a: SliceKeys, b: SliceKeys): TextBag {
   const x = a.sortedHashes();
   const y = b.sortedHashes();
   let common: Set<number> | undefined;

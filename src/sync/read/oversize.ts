@@ -1,7 +1,7 @@
 /**
- * Parts of a window whose E6 answer is over the body cap (UPSTREAM_MAX_BODY: the request fails with
- * a {@link ResponseTooLargeError}). The reader (reader.ts) splits such a part in time, in halves,
- * like an overflow; a part that cannot be split (an instant, one SYNC_MIN_SPLIT) is read at smaller pages, the page size halved each time, down to one record a page. Only a
+ * Slices of a window whose E6 answer is over the body cap (UPSTREAM_MAX_BODY: the request fails with
+ * a {@link ResponseTooLargeError}). The reader (reader.ts) splits such a slice in time, in halves,
+ * like an overflow; a slice that cannot be split (an instant, one SYNC_MIN_SPLIT) is read at smaller pages, the page size halved each time, down to one record a page. Only a
  * single record over the cap is left, and its window fails with the error (park.ts may park it).
  */
 import { ResponseTooLargeError } from '../../errors.js';
@@ -9,7 +9,7 @@ import { iso, type Window } from '../windows.js';
 
 /**
  * `reading`'s value, or, when it fails with an answer over the cap, what `instead` makes of that
- * error (reader.ts reads the part split or at smaller pages instead).
+ * error (reader.ts reads the slice split or at smaller pages instead).
  *
  * @throws what `reading` throws otherwise, and what `instead` throws.
  */

@@ -1,6 +1,6 @@
 /**
  * What the reader makes of each E6 page while it waits for the writer (work done off the writer's
- * path): which records a part keeps, their event times, the records jsonb cannot store, and the
+ * path): which records a slice keeps, their event times, the records jsonb cannot store, and the
  * counts of the derived tables.
  */
 import type { AnalyticsPage } from '../../upstream/analytics.js';
@@ -33,13 +33,13 @@ export interface PreparedPage {
   /** Records on the page (E6's `data` length), kept or not. */
   length: number;
   rows: PageRows;
-  /** Records of the part that jsonb cannot store, kept (boundary set left out) for `records_quarantine`. */
+  /** Records of the slice that jsonb cannot store, kept (boundary set left out) for `records_quarantine`. */
   quarantine: QuarantineRow[];
-  /** Records left out as the boundary set of the part's start, which the part before it keeps (boundary.ts). */
+  /** Records left out as the boundary set of the slice's start, which the slice before it keeps (boundary.ts). */
   boundary: number;
   /**
    * The exact texts of the records left out at the window's own start (the window before it owns
-   * them), in page order; empty for a part inside the window. SYNC_SHRINK=keep counts them as
+   * them), in page order; empty for a slice inside the window. SYNC_SHRINK=keep counts them as
    * returned: E6 still returns them, so a copy this window stored before is not kept.
    */
   owned: string[];
@@ -53,8 +53,8 @@ export interface PreparedPage {
 }
 
 /**
- * Keeps a leaf page's records but `place.drop` (the boundary set of the part's start, which the
- * part before it keeps: the reader found it without reading any field) and decides where each goes
+ * Keeps a leaf page's records but `place.drop` (the boundary set of the slice's start, which the
+ * slice before it keeps: the reader found it without reading any field) and decides where each goes
  * ({@link storablePage}: records jsonb cannot store go to the quarantine). RECORD_TIME_FIELD is
  * read for partitions, rollups and the catalogue only: a record whose time lies outside its
  * window [start, end] is kept (E6 returned it for this window) and counted, since E6 may filter on
@@ -97,7 +97,7 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPl
     rows,
     quarantine,
     boundary: drop.size,
-    owned: drop.size > 0 && place.part.start === window.start ? ownedTexts(page, drop) : [],
+    owned: drop.size > 0 && place.slice.start === window.start ? ownedTexts(page, drop) : [],
     outside,
     untimed,
     fields,

@@ -9,17 +9,17 @@ import type { Window } from '../windows.js';
 
 /** Where a leaf page lies, and which of its records the boundary rule drops (boundary.ts). */
 export interface LeafPlace {
-  part: Window;
+  slice: Window;
   window: Window;
-  /** Indexes into the page's `data` of the records the part before it keeps (the boundary set of `part.start`). */
+  /** Indexes into the page's `data` of the records the slice before it keeps (the boundary set of `slice.start`). */
   drop: ReadonlySet<number>;
 }
 
-/** One leaf: a part of a window and its page, as `prepare` made it. */
+/** One leaf: a slice of a window and its page, as `prepare` made it. */
 export interface Leaf<T> {
-  part: Window;
+  slice: Window;
   page: T;
-  /** Records E6 returned for the part (before the caller's boundary rule). */
+  /** Records E6 returned for the slice (before the caller's boundary rule). */
   records: number;
 }
 
@@ -71,12 +71,12 @@ export interface WindowReaderOptions<T> {
   timesOf?: (prepared: T) => Iterable<number | null>;
   /** A record's event time (RECORD_TIME_FIELD), to steer cuts; undefined when it has none. */
   eventTime: (record: AnalyticsRecord) => number | undefined;
-  /** Expected counts of windows not read yet: chooses their first parts. */
+  /** Expected counts of windows not read yet: chooses their first slices. */
   estimate: RecordEstimate;
   signal?: AbortSignal;
   /**
    * E6 served fewer records on a page than `pageSize` asked and `totalRecords` held: from now on
-   * parts are cut for, and requested at, `served` (called each time the size learned shrinks).
+   * slices are cut for, and requested at, `served` (called each time the size learned shrinks).
    * Must not throw.
    */
   onPageSizeClamped?: (event: { asked: number; served: number; echoed: number }) => void;

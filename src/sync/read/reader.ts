@@ -6,16 +6,16 @@
  * Every record is taken from a response that is complete by itself: a *leaf*, one request at
  * pageNumber 1 that holds all of its `totalRecords`. The envelope is not trusted for that: a page
  * that holds fewer records than it should (an upstream that clamps `pageSize`, whatever it
- * echoes) is never taken as complete; the size it really serves is learned, and parts are cut
- * and requested at that size from then on. A part that does not fit is split by time
- * (split.ts) and its parts read in turn, recursively. A part that cannot be split, an *instant*
+ * echoes) is never taken as complete; the size it really serves is learned, and slices are cut
+ * and requested at that size from then on. A slice that does not fit is split by time
+ * (split.ts) and its slices read in turn, recursively. A slice that cannot be split, an *instant*
  * holding more than a page, is paged twice and taken only when both reads hold the same multiset
  * of records; otherwise it is read again, and after SYNC_WINDOW_ATTEMPTS pairs the window fails.
- * A part whose answer is over UPSTREAM_MAX_BODY is split in time too, and an instant read at
+ * A slice whose answer is over UPSTREAM_MAX_BODY is split in time too, and an instant read at
  * smaller pages (oversize.ts).
- * A record E6 returns with two parts (an inclusive toDate, at the cut between them) is kept by the
+ * A record E6 returns with two slices (an inclusive toDate, at the cut between them) is kept by the
  * earlier one; boundary.ts finds it without reading any field of the record (a leaf waits for the
- * texts of the part before it, or for E6's answer for the cut).
+ * texts of the slice before it, or for E6's answer for the cut).
  *
  * Requests run through one queue with fixed budgets, earliest window first, so memory is bounded
  * by `2 × concurrency` leaf pages (plus the pages of an instant being compared), never by the size
@@ -27,11 +27,11 @@
  */
 import { AbortedError, InconsistentWindowError } from '../../errors.js';
 import type { AnalyticsPage } from '../../upstream/analytics.js';
-import { Boundaries, countRange, SplitProof, type PartRead, WindowBounds } from '../membership/boundary.js';
+import { Boundaries, countRange, SplitProof, type SliceRead, WindowBounds } from '../membership/boundary.js';
 import { readAtSmallerPages, whenTooLarge } from './oversize.js';
 import { pagedTwice, type PagedRead, type RangeRequests } from './paging.js';
 import type { E6Pages } from '../store/ports.js';
-import { bagOf, dropIndexes, PageKeys, PartKeys, type TextBag } from '../membership/record-keys.js';
+import { bagOf, dropIndexes, PageKeys, SliceKeys, type TextBag } from '../membership/record-keys.js';
 import type { Leaf, WindowReaderOptions, WindowReadStats } from './reader-types.js';
 import { ProfileCells, splitOverflow, splitRange } from './slices.js';
 import { iso, type Window } from '../windows.js';
@@ -39,7 +39,7 @@ import { iso, type Window } from '../windows.js';
 export type { Leaf, LeafPlace, WindowReadStats, WindowReaderOptions } from './reader-types.js';
 
 interface Task {
-  part: Window;
+  slice: Window;
   pageNumber: number;
   /** The page size asked, fixed when the request is queued so a page's offset never moves. */
   pageSize: number;
@@ -56,13 +56,13 @@ interface WindowState<T> {
   open: number;
   held: Leaf<T>[];
   started: boolean;
-  /** Every request of the window answered (its parts may still wait for their boundary sets). */
+  /** Every request of the window answered (its slices may still wait for their boundary sets). */
   read: boolean;
   /** Every leaf handed out. */
   done: boolean;
   /** What it keeps for its boundary sets (boundary.ts). */
   bounds: WindowBounds;
-  /** What failed the window (reads of its parts throw Errors; anything else is wrapped). */
+  /** What failed the window (reads of its slices throw Errors; anything else is wrapped). */
   error: Error | undefined;
   dropped: boolean;
   waiter: (() => void) | undefined;
@@ -86,7 +86,7 @@ export class WindowReader<T> {
   #pumpAgain = false;
   /** The page size E6 really serves: SYNC_PAGE_SIZE until a page shows less (see onPageSizeClamped). */
   #pageSize: number;
-  /** What each part drops of the part before it (boundary.ts). */
+  /** What each slice drops of the slice before it (boundary.ts). */
   readonly #boundaries: Boundaries;
 
   /**
@@ -176,14 +176,14 @@ export class WindowReader<T> {
     this.#stop.abort();
   }
 
-  /** Starts reading a window: its first parts, sized from the estimate. */
+  /** Starts reading a window: its first slices, sized from the estimate. */
   #start(state: WindowState<T>): void {
     if (state.started) return;
     state.started = true;
     const { minSplitMs, estimate } = this.#o;
-    const parts = estimate.plan(state.window, this.#pageSize, minSplitMs);
+    const slices = estimate.plan(state.window, this.#pageSize, minSplitMs);
     if (this.#o.timesOf) state.cells = new ProfileCells(state.window, minSplitMs);
-    Promise.all(parts.map((part) => this.#readPart(state, part, {})))
+    Promise.all(slices.map((slice) => this.#readSlice(state, slice, {})))
       .then(() => {
         state.read = true;
         estimate.observe(state.window, state.records, state.cells);
@@ -213,7 +213,7 @@ export class WindowReader<T> {
     const { bounds } = state;
     await this.#boundaries.settle({
       window: state.window,
-      parts: bounds.parts,
+      slices: bounds.slices,
       last: bounds.last,
       open: bounds.open,
       next:
@@ -233,7 +233,7 @@ export class WindowReader<T> {
   #fail(state: WindowState<T>, err: unknown, wake: boolean): void {
     if (state.error === undefined) state.error = err instanceof Error ? err : new Error(String(err));
     for (const task of state.queue.splice(0)) task.reject(err);
-    // Parts of this window still to be read never will be: whatever waits for them stops.
+    // Slices of this window still to be read never will be: whatever waits for them stops.
     this.#boundaries.ends.abandon(state.window);
     this.#boundaries.firsts.abandon(state.window);
     state.bounds.forget();
@@ -247,36 +247,36 @@ export class WindowReader<T> {
   }
 
   /** One E6 request, queued until the budgets allow it. */
-  #request(state: WindowState<T>, part: Window, pageNumber: number, pageSize = this.#pageSize, count = false): Promise<AnalyticsPage> {
+  #request(state: WindowState<T>, slice: Window, pageNumber: number, pageSize = this.#pageSize, count = false): Promise<AnalyticsPage> {
     if (state.error !== undefined) return Promise.reject(state.error);
     return new Promise<AnalyticsPage>((resolve, reject) => {
-      state.queue.push({ part, pageNumber, pageSize, count, resolve, reject });
+      state.queue.push({ slice, pageNumber, pageSize, count, resolve, reject });
       this.#pump();
     });
   }
 
   /**
-   * Reads a part: a leaf, or split by time and its parts read in turn.
+   * Reads a slice: a leaf, or split by time and its slices read in turn.
    *
-   * @param proofs `start`: the split that made the cut at the part's start, if any; `sibling`:
-   *   the split this part is one of, told the part's totalRecords.
+   * @param proofs `start`: the split that made the cut at the slice's start, if any; `sibling`:
+   *   the split this slice is one of, told the slice's totalRecords.
    */
-  async #readPart(state: WindowState<T>, part: Window, proofs: { start?: SplitProof | undefined; sibling?: SplitProof }): Promise<void> {
+  async #readSlice(state: WindowState<T>, slice: Window, proofs: { start?: SplitProof | undefined; sibling?: SplitProof }): Promise<void> {
     const { minSplitMs } = this.#o;
-    // An answer over UPSTREAM_MAX_BODY has no totalRecords: the split this part is one of proves
-    // nothing (told first, so the parts waiting on it are not held), and the part is read split instead.
+    // An answer over UPSTREAM_MAX_BODY has no totalRecords: the split this slice is one of proves
+    // nothing (told first, so the slices waiting on it are not held), and the slice is read split instead.
     const tooLarge = (err: unknown): Promise<void> => {
       proofs.sibling?.fail();
-      return this.#readOversized(state, part, err, proofs.start);
+      return this.#readOversized(state, slice, err, proofs.start);
     };
-    const page = await whenTooLarge(this.#firstPage(state, part), tooLarge).catch((err: unknown) => {
+    const page = await whenTooLarge(this.#firstPage(state, slice), tooLarge).catch((err: unknown) => {
       proofs.sibling?.fail();
       throw err;
     });
     if (page === undefined) return;
     proofs.sibling?.report(page.totalRecords);
     if (page.data.length === page.totalRecords) {
-      await this.#leaf(state, part, [page], proofs.start);
+      await this.#leaf(state, slice, [page], proofs.start);
       return;
     }
     const pageSize = this.#pageSize;
@@ -287,44 +287,44 @@ export class WindowReader<T> {
     }
     const total = page.totalRecords;
     // A whole window's count is its rate: later windows need not wait for all of it to be read.
-    if (part.start === state.window.start && part.end === state.window.end) this.#o.estimate.observe(part, total);
-    const parts = splitOverflow(part, { totalRecords: total, sampleTimes: times }, { pageSize, minSplitMs });
-    if (parts.length === 1) {
+    if (slice.start === state.window.start && slice.end === state.window.end) this.#o.estimate.observe(slice, total);
+    const slices = splitOverflow(slice, { totalRecords: total, sampleTimes: times }, { pageSize, minSplitMs });
+    if (slices.length === 1) {
       // An instant: paged twice, the second read taken when both agree.
       state.stats.instants++;
-      const read = await whenTooLarge(this.#pagedTwice(state, part), (err) => this.#readOversized(state, part, err, proofs.start));
-      if (read !== undefined) await this.#leaf(state, part, read.pages, proofs.start);
+      const read = await whenTooLarge(this.#pagedTwice(state, slice), (err) => this.#readOversized(state, slice, err, proofs.start));
+      if (read !== undefined) await this.#leaf(state, slice, read.pages, proofs.start);
       return;
     }
     state.stats.splits++;
-    const split = new SplitProof(total, parts.length);
-    // The first part starts where this one does; the others at the split's own cuts.
+    const split = new SplitProof(total, slices.length);
+    // The first slice starts where this one does; the others at the split's own cuts.
     const start = (i: number) => (i === 0 ? proofs.start : split);
-    await Promise.all(parts.map((p, i) => this.#readPart(state, p, { start: start(i), sibling: split })));
+    await Promise.all(slices.map((p, i) => this.#readSlice(state, p, { start: start(i), sibling: split })));
   }
 
   /**
-   * A part read whole (one page, or an instant's pages): hands itself to the part after it (and to
+   * A slice read whole (one page, or an instant's pages): hands itself to the slice after it (and to
    * the window before, when it starts the window), and holds its pages for the writer once it is
-   * known what it drops of the part before it (boundary.ts).
+   * known what it drops of the slice before it (boundary.ts).
    */
-  async #leaf(state: WindowState<T>, part: Window, pages: readonly AnalyticsPage[], startProof: SplitProof | undefined): Promise<void> {
-    let keys: PartKeys | undefined;
-    const keysOf = (): PartKeys => (keys ??= new PartKeys(pages.map((page) => PageKeys.of(page))));
-    const read: PartRead = { part, total: pages[0]!.totalRecords, keys: keysOf };
+  async #leaf(state: WindowState<T>, slice: Window, pages: readonly AnalyticsPage[], startProof: SplitProof | undefined): Promise<void> {
+    let keys: SliceKeys | undefined;
+    const keysOf = (): SliceKeys => (keys ??= new SliceKeys(pages.map((page) => PageKeys.of(page))));
+    const read: SliceRead = { slice, total: pages[0]!.totalRecords, keys: keysOf };
     let counted = false; // (the estimate learns where records fall, those at the window's start too)
     const hand = (drop: TextBag | undefined): void =>
       pages.forEach((page, p) => {
         const dropped = drop === undefined ? EMPTY : dropIndexes(keysOf().pages[p]!, drop);
         if (!counted) for (const i of dropped) this.#count1(state, this.#o.eventTime(page.data[i]!));
-        this.#hold(state, { part, page: this.#o.prepare(page, { part, window: state.window, drop: dropped }), records: page.data.length }, counted);
+        this.#hold(state, { slice, page: this.#o.prepare(page, { slice, window: state.window, drop: dropped }), records: page.data.length }, counted);
       });
     const boundaries = this.#boundaries;
     if (boundaries.rule === 'exclusive') return hand(undefined);
-    state.bounds.parts.push({ part, total: read.total });
-    if (part.end === state.window.end) state.bounds.last = read;
-    boundaries.ends.put(part.end, read);
-    const cut = part.start;
+    state.bounds.slices.push({ slice, total: read.total });
+    if (slice.end === state.window.end) state.bounds.last = read;
+    boundaries.ends.put(slice.end, read);
+    const cut = slice.start;
     const atWindowStart = cut === state.window.start;
     if (atWindowStart) boundaries.firsts.put(cut, read);
     const earlierInRun = this.#states[this.#states.indexOf(state) - 1]?.window.end === cut;
@@ -347,38 +347,38 @@ export class WindowReader<T> {
   }
 
   /**
-   * A part whose answer was over UPSTREAM_MAX_BODY: its halves in time (the cut between them proven
+   * A slice whose answer was over UPSTREAM_MAX_BODY: its halves in time (the cut between them proven
    * by nothing: boundary.ts asks when it must), or, an instant, read at smaller pages (oversize.ts).
    */
-  async #readOversized(state: WindowState<T>, part: Window, cause: unknown, startProof: SplitProof | undefined): Promise<void> {
-    const halves = splitRange(part, 2, this.#o.minSplitMs);
+  async #readOversized(state: WindowState<T>, slice: Window, cause: unknown, startProof: SplitProof | undefined): Promise<void> {
+    const halves = splitRange(slice, 2, this.#o.minSplitMs);
     if (halves.length > 1) {
       state.stats.splits++;
-      await Promise.all(halves.map((half, i) => this.#readPart(state, half, { start: i === 0 ? startProof : undefined })));
+      await Promise.all(halves.map((half, i) => this.#readSlice(state, half, { start: i === 0 ? startProof : undefined })));
       return;
     }
     const read = async (size: number): Promise<void> => {
       state.stats.instants++;
-      await this.#leaf(state, part, (await this.#pagedTwice(state, part, size)).pages, startProof);
+      await this.#leaf(state, slice, (await this.#pagedTwice(state, slice, size)).pages, startProof);
     };
-    await readAtSmallerPages(this.#pageSize, read, { instant: part, window: state.window, cause });
+    await readAtSmallerPages(this.#pageSize, read, { instant: slice, window: state.window, cause });
   }
 
   /**
-   * Page 1 of a part, checked against its own envelope: it holds `min(pageSize asked,
+   * Page 1 of a slice, checked against its own envelope: it holds `min(pageSize asked,
    * totalRecords)` records, or fewer when E6 clamps the page size (learned here, see
    * onPageSizeClamped). A page that holds more than that, or none of a non-zero total, contradicts
    * itself: it is asked again, and after SYNC_WINDOW_ATTEMPTS the window fails.
    *
    * @throws {InconsistentWindowError} when every attempt contradicted itself.
    */
-  async #firstPage(state: WindowState<T>, part: Window, pageSize = Infinity): Promise<AnalyticsPage> {
+  async #firstPage(state: WindowState<T>, slice: Window, pageSize = Infinity): Promise<AnalyticsPage> {
     let served = 0;
     let total = 0;
     let asked = this.#pageSize;
     for (let attempt = 1; attempt <= this.#o.instantAttempts; attempt++) {
       asked = Math.min(this.#pageSize, pageSize);
-      const page = await this.#request(state, part, 1, asked);
+      const page = await this.#request(state, slice, 1, asked);
       served = page.data.length;
       total = page.totalRecords;
       const expected = Math.min(asked, total);
@@ -387,7 +387,7 @@ export class WindowReader<T> {
       return page;
     }
     throw new InconsistentWindowError(
-      `E6 answered ${iso(part.start)}..${iso(part.end)} with pages that contradict their own envelope (${served} records on page 1 of ` +
+      `E6 answered ${iso(slice.start)}..${iso(slice.end)} with pages that contradict their own envelope (${served} records on page 1 of ` +
         `totalRecords ${total}, pageSize ${asked} asked) ${this.#o.instantAttempts} times (SYNC_WINDOW_ATTEMPTS); ` +
         `nothing of window ${iso(state.window.start)}..${iso(state.window.end)} was committed`,
     );
@@ -412,7 +412,7 @@ export class WindowReader<T> {
     state.stats.leaves++;
     const cells = state.cells;
     if (!counted && this.#o.timesOf && cells !== undefined) {
-      // Count what the part keeps: the boundary set it drops is the part before it's, and counted
+      // Count what the slice keeps: the boundary set it drops is the slice before it's, and counted
       // here too it would inflate the estimate of later windows.
       for (const ms of this.#o.timesOf(leaf.page)) this.#count1(state, ms ?? undefined);
     } else if (!counted) state.records += leaf.records;
@@ -457,7 +457,7 @@ export class WindowReader<T> {
       const state = states[i]!;
       if (state.dropped || state.error !== undefined) continue;
       if (i > this.#cursor) {
-        // The window being written may wait for the next one's first part (boundary.ts): that one reads past the budget meanwhile.
+        // The window being written may wait for the next one's first slice (boundary.ts): that one reads past the budget meanwhile.
         if (later >= concurrency && !(i === this.#cursor + 1 && current?.bounds.awaitingNext === true)) return false;
         // Plan a later window only once the estimate can place its cuts, or when nothing earlier
         // is left to teach it (the first windows of a run would otherwise be cut blind).
@@ -476,10 +476,10 @@ export class WindowReader<T> {
     state.open++;
     this.#open++;
     state.stats.requests++;
-    if (task.count === true || task.part.start === task.part.end) state.stats.boundaryRequests++;
+    if (task.count === true || task.slice.start === task.slice.end) state.stats.boundaryRequests++;
     this.#client
       .fetchPage(
-        { startDate: new Date(task.part.start), toDate: new Date(task.part.end), pageNumber: task.pageNumber, pageSize: task.pageSize },
+        { startDate: new Date(task.slice.start), toDate: new Date(task.slice.end), pageNumber: task.pageNumber, pageSize: task.pageSize },
         { signal: this.#signal },
       )
       .then(task.resolve, task.reject)

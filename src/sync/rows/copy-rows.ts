@@ -10,7 +10,7 @@ import type { PageRows } from './page-rows.js';
 import type { Window } from '../windows.js';
 
 const MS_PER_DAY = 86_400_000;
-/** Length of `YYYY-MM-DDT`, the date part of a four-digit year's ISO text. */
+/** Length of `YYYY-MM-DDT`, the date of a four-digit year's ISO text. */
 const DATE_BYTES = 11;
 /** 10000-01-01T00:00:00Z: from here on `toISOString` writes six-digit years. */
 const YEAR_10000_MS = 253_402_300_800_000;
@@ -22,15 +22,15 @@ const PAD3 = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
  * them (UTC, milliseconds, `Z`): text PostgreSQL reads as the same timestamptz, which needs no
  * quoting in an array literal nor escaping in a COPY row.
  *
- * Records of a page mostly share their day, so the date part is formatted once per day and the
+ * Records of a page mostly share their day, so the date is formatted once per day and the
  * time of day from tables; times before 1970, from the year 10000 on, or with a fraction of a
  * millisecond take `toISOString` itself. {@link format} gives the text as a string, {@link write}
  * puts it into a buffer as ASCII bytes (the COPY rows).
  */
 export class IsoWriter {
   private day = Number.NaN;
-  private datePart = '';
-  /** The day and date part of {@link write}, apart from {@link format}'s. */
+  private dateText = '';
+  /** The day and date text of {@link write}, apart from {@link format}'s. */
   private bytesDay = Number.NaN;
   private readonly dateBytes: number[] = Array.from({ length: DATE_BYTES }, () => 0);
 
@@ -41,14 +41,14 @@ export class IsoWriter {
     const dayStart = ms - rest;
     if (dayStart !== this.day) {
       this.day = dayStart;
-      this.datePart = new Date(dayStart).toISOString().slice(0, 11); // YYYY-MM-DDT
+      this.dateText = new Date(dayStart).toISOString().slice(0, 11); // YYYY-MM-DDT
     }
     const hours = Math.floor(rest / 3_600_000);
     rest -= hours * 3_600_000;
     const minutes = Math.floor(rest / 60_000);
     rest -= minutes * 60_000;
     const seconds = Math.floor(rest / 1000);
-    return `${this.datePart}${PAD2[hours]}:${PAD2[minutes]}:${PAD2[seconds]}.${PAD3[rest - seconds * 1000]}Z`;
+    return `${this.dateText}${PAD2[hours]}:${PAD2[minutes]}:${PAD2[seconds]}.${PAD3[rest - seconds * 1000]}Z`;
   }
 
   /**

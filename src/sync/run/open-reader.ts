@@ -17,7 +17,7 @@ export async function openReader(
   const { runId, windows } = run;
   const timeField = config.recordTimeField;
   const rules: PageRules = { timeField, walk: ctx.walk, catalogue: ctx.tables.rollup.catalogue };
-  // Committed windows in and just before the run: their counts plan parts, their ends tell which
+  // Committed windows in and just before the run: their counts plan slices, their ends tell which
   // run window has a window before it that keeps its start's boundary set. A parked window keeps
   // its end's too: it is loaded later (park.ts), and the window after it must not hold them meanwhile.
   const range = windows.length === 0 ? undefined : span(windows);

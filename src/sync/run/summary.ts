@@ -11,7 +11,7 @@ export interface WindowSummary {
   records: number;
   /** Found unstorable, or refused by the database. */
   quarantined: number;
-  /** What E6 returned for the window's parts, records left to a neighbour part included. */
+  /** What E6 returned for the window's slices, records left to a neighbour slice included. */
   totalRecords: number;
   /** Leaf pages. */
   pages: number;
@@ -19,7 +19,7 @@ export interface WindowSummary {
   requests: number;
   splits: number;
   instants: number;
-  /** Left out as the boundary set of a part's start. */
+  /** Left out as the boundary set of a slice's start. */
   boundary: number;
   /** Kept although their event time lies outside the window. */
   outside: number;

@@ -26,10 +26,10 @@ export interface Isolated<R> {
  */
 export async function isolateRefused<R>(rows: readonly R[], failure: unknown, how: Isolation<R>): Promise<Isolated<R>> {
   const result: Isolated<R> = { stored: 0, refused: [], attempts: 0 };
-  // Parts still to load, the next one last: loaded in the rows' order.
-  const parts: [number, number, unknown][] = [[0, rows.length, failure]];
-  while (parts.length > 0) {
-    const [lo, hi, known] = parts.pop()!;
+  // Batches still to load, the next one last: loaded in the rows' order.
+  const batches: [number, number, unknown][] = [[0, rows.length, failure]];
+  while (batches.length > 0) {
+    const [lo, hi, known] = batches.pop()!;
     if (lo >= hi) continue;
     let err = known;
     if (err === undefined) {
@@ -51,10 +51,10 @@ export async function isolateRefused<R>(rows: readonly R[], failure: unknown, ho
     const at = how.position?.(err, hi - lo);
     if (at !== undefined && at >= 0 && at < hi - lo) {
       // The rows before the one named were taken; that one is tried alone, the rest after it.
-      parts.push([lo + at + 1, hi, undefined], [lo + at, lo + at + 1, undefined], [lo, lo + at, undefined]);
+      batches.push([lo + at + 1, hi, undefined], [lo + at, lo + at + 1, undefined], [lo, lo + at, undefined]);
     } else {
       const mid = lo + Math.floor((hi - lo) / 2);
-      parts.push([mid, hi, undefined], [lo, mid, undefined]);
+      batches.push([mid, hi, undefined], [lo, mid, undefined]);
     }
   }
   return result;

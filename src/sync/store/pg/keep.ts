@@ -108,19 +108,19 @@ export class KeepUnion {
   /** @param only numbers of saved records; default: those beyond this read's copies (which a first batch would change). */
   async #insertBack(only?: readonly number[]): Promise<number> {
     const { t, source, window } = this.target;
-    const parts =
+    const ctes =
       only === undefined
         ? [...this.#beyondSql(), `chosen as (select k.* from kept k left join loaded l on l.text = k.payload::text where k.copy > coalesce(l.n, 0))`]
         : // $2 (the window's end) is named only so that both forms take the same parameters.
           [`chosen as (select k.* from pg_temp.sync_kept_records k where k.n = any($4::bigint[]) and $2::timestamptz > $1)`];
-    parts.push(`back as (
+    ctes.push(`back as (
          insert into ${t.records} (source, payload, event_time, window_start, run_id)
          select $3, payload, event_time, $1, run_id from chosen order by n
          returning payload
        )`);
-    parts.push(...this.restoreSql());
+    ctes.push(...this.restoreSql());
     const { rows } = await this.db.query<{ kept: string }>(
-      `with ${parts.join(',\n')}
+      `with ${ctes.join(',\n')}
        select count(*) as kept from back`,
       [new Date(window.start), new Date(window.end), source, ...(only === undefined ? [] : [only])],
     );

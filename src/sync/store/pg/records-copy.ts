@@ -107,7 +107,7 @@ export class RecordsCopy {
       if (dataRefusal(failure) === undefined) throw failure;
       await this.db.query('rollback to savepoint records_copy');
       const isolated = await isolateRefused(copyLines(rows), failure, {
-        attempt: (part) => this.copyPart(part),
+        attempt: (batch) => this.copyBatch(batch),
         position: copyLinePosition,
       });
       this.stored += isolated.stored;
@@ -116,8 +116,8 @@ export class RecordsCopy {
     await this.db.query('release savepoint records_copy');
   }
 
-  private async copyPart(lines: readonly Buffer[]): Promise<void> {
-    await this.db.query('savepoint records_part');
+  private async copyBatch(lines: readonly Buffer[]): Promise<void> {
+    await this.db.query('savepoint records_batch');
     const stream = this.open(false);
     let failure: Error | undefined;
     stream.on('error', (err: Error) => (failure ??= err));
@@ -128,10 +128,10 @@ export class RecordsCopy {
       await finished(stream).catch((err: Error) => (failure ??= err));
     }
     if (failure !== undefined) {
-      await this.db.query('rollback to savepoint records_part');
+      await this.db.query('rollback to savepoint records_batch');
       throw failure;
     }
-    await this.db.query('release savepoint records_part');
+    await this.db.query('release savepoint records_batch');
   }
 
   /** A COPY into records; `main`: the chunk's, whose failure {@link failure} keeps. */
