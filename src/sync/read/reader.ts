@@ -17,13 +17,9 @@
  * earlier one; boundary.ts finds it without reading any field of the record (a leaf waits for the
  * texts of the slice before it, or for E6's answer for the cut).
  *
- * Requests run through one queue with fixed budgets, earliest window first, so memory is bounded
- * by `2 × concurrency` leaf pages (plus the pages of an instant being compared), never by the size
- * of a window or a run:
- * - at most `concurrency` requests are open at once, and the window being written holds at most
- *   `concurrency` pages (open or fetched, not yet taken) together with requests open for later windows;
- * - later windows hold at most `concurrency` pages (open or fetched) between them;
- * beyond those, the leaves waiting for their window's count (boundary.ts), and the next window's.
+ * Requests run through one queue (request-queue.ts), earliest window first, whose budgets bound
+ * memory by `2 × concurrency` leaf pages (plus the pages of an instant being compared), never by
+ * the size of a window or a run.
  */
 import { AbortedError, InconsistentWindowError } from '../../errors.js';
 import type { AnalyticsPage } from '../../upstream/analytics.js';
@@ -33,27 +29,16 @@ import { pagedTwice, type PagedRead, type RangeRequests } from './paging.js';
 import type { E6Pages } from '../store/ports.js';
 import { bagOf, dropIndexes, PageKeys, SliceKeys, type TextBag } from '../membership/record-keys.js';
 import type { Leaf, WindowReaderOptions, WindowReadStats } from './reader-types.js';
+import { RequestQueue } from './request-queue.js';
 import { ProfileCells, splitOverflow, splitRange } from './slices.js';
 import { iso, type Window } from '../windows.js';
 
 export type { Leaf, LeafPlace, WindowReadStats, WindowReaderOptions } from './reader-types.js';
 
-interface Task {
-  slice: Window;
-  pageNumber: number;
-  /** The page size asked, fixed when the request is queued so a page's offset never moves. */
-  pageSize: number;
-  /** A count that settles boundary sets (boundary.ts). */
-  count?: boolean;
-  resolve: (page: AnalyticsPage) => void;
-  reject: (err: unknown) => void;
-}
-
 interface WindowState<T> {
   window: Window;
-  /** Requests not launched yet, in order. */
-  queue: Task[];
-  open: number;
+  /** Position in the run's windows (the queue's index). */
+  index: number;
   held: Leaf<T>[];
   started: boolean;
   /** Every request of the window answered (its slices may still wait for their boundary sets). */
@@ -74,16 +59,9 @@ interface WindowState<T> {
 
 /** Reads the windows of one run, ahead of the writer (see the module comment). */
 export class WindowReader<T> {
-  readonly #client: E6Pages;
   readonly #o: WindowReaderOptions<T>;
   readonly #states: WindowState<T>[];
-  readonly #stop = new AbortController();
-  readonly #signal: AbortSignal;
-  #cursor = 0;
-  #open = 0;
-  /** Set while #pump runs: a request queued meanwhile makes it look again instead of re-entering. */
-  #pumping = false;
-  #pumpAgain = false;
+  readonly #queue: RequestQueue;
   /** The page size E6 really serves: SYNC_PAGE_SIZE until a page shows less (see onPageSizeClamped). */
   #pageSize: number;
   /** What each slice drops of the slice before it (boundary.ts). */
@@ -94,14 +72,12 @@ export class WindowReader<T> {
    *   {@link leaves} is first called.
    */
   constructor(client: E6Pages, windows: readonly Window[], options: WindowReaderOptions<T>) {
-    this.#client = client;
     this.#o = options;
     this.#pageSize = options.pageSize;
     this.#boundaries = new Boundaries(options.toDate ?? 'auto', options.committedEnds, options.heldBefore);
-    this.#states = windows.map((window) => ({
+    this.#states = windows.map((window, index) => ({
       window,
-      queue: [],
-      open: 0,
+      index,
       held: [],
       started: false,
       read: false,
@@ -114,13 +90,35 @@ export class WindowReader<T> {
       records: 0,
       cells: undefined,
     }));
-    this.#signal = options.signal ? AbortSignal.any([options.signal, this.#stop.signal]) : this.#stop.signal;
-    // Queued requests are never sent once stopped: end every window still waiting for one (a signal's stop reads as run.ts's).
-    this.#signal.addEventListener(
+    const states = this.#states;
+    this.#queue = new RequestQueue(
+      client,
+      {
+        length: states.length,
+        held: (i) => states[i]!.held.length,
+        started: (i) => states[i]!.started,
+        start: (i, writing) => {
+          const state = states[i]!;
+          // Plan a later window only once the estimate can place its cuts, or when nothing earlier
+          // is left to teach it (the first windows of a run would otherwise be cut blind).
+          if (!state.started && !options.estimate.ready(state.window, this.#pageSize) && earlierOpen(states, writing, i)) return false;
+          this.#start(state);
+          return true;
+        },
+        awaitingNext: (i) => states[i]!.bounds.awaitingNext,
+        launched: (i, request) => {
+          const stats = states[i]!.stats;
+          stats.requests++;
+          if (request.count === true || request.range.start === request.range.end) stats.boundaryRequests++;
+        },
+      },
+      { concurrency: options.concurrency, signal: options.signal },
+    );
+    // Nothing more is sent once stopped: end every window, whatever it waits for (a signal's stop reads as run.ts's).
+    this.#queue.signal.addEventListener(
       'abort',
       () => {
-        const reason = options.signal?.aborted ? 'sync interrupted by a signal' : 'sync interrupted';
-        for (const state of this.#states) this.#fail(state, new AbortedError(reason), true);
+        for (const state of states) this.#fail(state, this.#queue.abortError, true);
       },
       { once: true },
     );
@@ -136,13 +134,13 @@ export class WindowReader<T> {
   async *leaves(index: number): AsyncGenerator<Leaf<T>, void, undefined> {
     const state = this.#states[index];
     if (state === undefined) throw new RangeError(`no window ${index}`);
-    this.#cursor = index;
+    this.#queue.writing = index;
     this.#start(state);
-    this.#pump();
+    this.#queue.pump();
     for (;;) {
       const leaf = state.held.shift();
       if (leaf !== undefined) {
-        this.#pump();
+        this.#queue.pump();
         yield leaf;
         continue;
       }
@@ -167,13 +165,14 @@ export class WindowReader<T> {
     if (state === undefined || state.dropped) return;
     state.dropped = true;
     state.held = [];
+    this.#queue.drop(index);
     this.#fail(state, new AbortedError('window dropped by the writer'), false);
-    this.#pump();
+    this.#queue.pump();
   }
 
   /** Aborts every request in flight and sends no more. Idempotent. */
   close(): void {
-    this.#stop.abort();
+    this.#queue.close();
   }
 
   /** Starts reading a window: its first slices, sized from the estimate. */
@@ -190,14 +189,14 @@ export class WindowReader<T> {
         // The estimate kept what it needs; the window's state lives for the whole run, and one
         // cell per SYNC_MIN_SPLIT (338 KB for a day at 1 s) kept per window grew with the windows read.
         state.cells = undefined;
-        this.#pump();
+        this.#queue.pump();
         return this.#settle(state);
       })
       .then(
         () => {
           state.done = true;
           this.#wake(state);
-          this.#pump();
+          this.#queue.pump();
         },
         (err: unknown) => this.#fail(state, err, true),
       )
@@ -206,7 +205,7 @@ export class WindowReader<T> {
 
   /** Settles the window's open cuts (boundary.ts), after the window before it. */
   async #settle(state: WindowState<T>): Promise<void> {
-    const index = this.#states.indexOf(state);
+    const { index } = state;
     const before = this.#states[index - 1];
     if (before?.window.end === state.window.start) await before.bounds.settled;
     const next = this.#states[index + 1]?.window.start === state.window.end ? this.#states[index + 1] : undefined;
@@ -220,7 +219,7 @@ export class WindowReader<T> {
         next &&
         (() => {
           bounds.awaitingNext = true;
-          this.#pump();
+          this.#queue.pump();
           return this.#boundaries.firsts.take(state.window.end).finally(() => (bounds.awaitingNext = false));
         }),
       count: (range) => countRange(() => this.#request(state, range, 1, 1, true), this.#o.instantAttempts, `${iso(range.start)}..${iso(range.end)}`),
@@ -232,7 +231,7 @@ export class WindowReader<T> {
 
   #fail(state: WindowState<T>, err: unknown, wake: boolean): void {
     if (state.error === undefined) state.error = err instanceof Error ? err : new Error(String(err));
-    for (const task of state.queue.splice(0)) task.reject(err);
+    this.#queue.fail(state.index, err);
     // Slices of this window still to be read never will be: whatever waits for them stops.
     this.#boundaries.ends.abandon(state.window);
     this.#boundaries.firsts.abandon(state.window);
@@ -247,12 +246,9 @@ export class WindowReader<T> {
   }
 
   /** One E6 request, queued until the budgets allow it. */
-  #request(state: WindowState<T>, slice: Window, pageNumber: number, pageSize = this.#pageSize, count = false): Promise<AnalyticsPage> {
+  #request(state: WindowState<T>, range: Window, pageNumber: number, pageSize = this.#pageSize, count = false): Promise<AnalyticsPage> {
     if (state.error !== undefined) return Promise.reject(state.error);
-    return new Promise<AnalyticsPage>((resolve, reject) => {
-      state.queue.push({ slice, pageNumber, pageSize, count, resolve, reject });
-      this.#pump();
-    });
+    return this.#queue.request(state.index, { range, pageNumber, pageSize, count });
   }
 
   /**
@@ -327,7 +323,7 @@ export class WindowReader<T> {
     const cut = slice.start;
     const atWindowStart = cut === state.window.start;
     if (atWindowStart) boundaries.firsts.put(cut, read);
-    const earlierInRun = this.#states[this.#states.indexOf(state) - 1]?.window.end === cut;
+    const earlierInRun = this.#states[state.index - 1]?.window.end === cut;
     const known = await boundaries.quick({ cut, atWindowStart, earlierInRun, startProof }, read, () => this.#askBoundary(state, cut));
     if ('drop' in known) hand(known.drop);
     else {
@@ -425,69 +421,6 @@ export class WindowReader<T> {
   #count1(state: WindowState<T>, ms: number | undefined): void {
     state.records++;
     if (ms !== undefined) state.cells?.add(ms);
-  }
-
-  /** Launches queued requests, earliest window first, while the budgets allow (see the module comment). */
-  #pump(): void {
-    if (this.#pumping) {
-      this.#pumpAgain = true;
-      return;
-    }
-    this.#pumping = true;
-    try {
-      do {
-        this.#pumpAgain = false;
-        while (!this.#signal.aborted && this.#launchNext());
-      } while (this.#pumpAgain);
-    } finally {
-      this.#pumping = false;
-    }
-  }
-
-  /** Launches one request if the budgets allow; false when none was launched. */
-  #launchNext(): boolean {
-    const { concurrency } = this.#o;
-    const states = this.#states;
-    const current = states[this.#cursor];
-    if (this.#open >= concurrency) return false;
-    if (current !== undefined && !current.dropped && this.#open + current.held.length >= concurrency) return false;
-    let later = 0;
-    for (let i = this.#cursor + 1; i < states.length && states[i]!.started; i++) later += states[i]!.open + states[i]!.held.length;
-    for (let i = this.#cursor; i < states.length; i++) {
-      const state = states[i]!;
-      if (state.dropped || state.error !== undefined) continue;
-      if (i > this.#cursor) {
-        // The window being written may wait for the next one's first slice (boundary.ts): that one reads past the budget meanwhile.
-        if (later >= concurrency && !(i === this.#cursor + 1 && current?.bounds.awaitingNext === true)) return false;
-        // Plan a later window only once the estimate can place its cuts, or when nothing earlier
-        // is left to teach it (the first windows of a run would otherwise be cut blind).
-        if (!state.started && !this.#o.estimate.ready(state.window, this.#pageSize) && earlierOpen(states, this.#cursor, i)) return false;
-        this.#start(state);
-      }
-      const task = state.queue.shift();
-      if (task === undefined) continue;
-      this.#launch(state, task);
-      return true;
-    }
-    return false;
-  }
-
-  #launch(state: WindowState<T>, task: Task): void {
-    state.open++;
-    this.#open++;
-    state.stats.requests++;
-    if (task.count === true || task.slice.start === task.slice.end) state.stats.boundaryRequests++;
-    this.#client
-      .fetchPage(
-        { startDate: new Date(task.slice.start), toDate: new Date(task.slice.end), pageNumber: task.pageNumber, pageSize: task.pageSize },
-        { signal: this.#signal },
-      )
-      .then(task.resolve, task.reject)
-      .finally(() => {
-        state.open--;
-        this.#open--;
-        this.#pump();
-      });
   }
 }
 
