@@ -1,17 +1,7 @@
 /**
- * Windows: how a run's time range is cut into units that are each fetched from E6 and
- * committed in one transaction.
- *
- * Glossary
- * - window: a half-open range [start, end) of event time. Planned windows are aligned to
- *   multiples of SYNC_WINDOW since the Unix epoch (UTC), so re-runs cut time the same way.
- * - ledger: `sync_windows`, one row per committed window. Committed windows never overlap.
- * - closure: a planned window widened to cover every committed window it overlaps, so that
- *   loading it replaces those windows whole and nothing outside it is touched.
- * - watermark: the end of the contiguous range loaded so far; a run resumes from it.
- * - expired window: a ledger window whose records RETENTION dropped; only an explicit `--from` loads it again.
- * - window marked for re-load: a ledger window `state reset` marked (reload_requested_at); the next
- *   resumed run loads it again wherever it lies (plan.ts).
+ * Windows: a run's time range cut into half-open ranges, each fetched from E6 and committed in one
+ * transaction, aligned to SYNC_WINDOW so re-runs cut time the same way; their arithmetic against
+ * the ledger's windows. See docs/design/windows.md.
  */
 
 import { parseEventTime } from '../time.js';
@@ -22,23 +12,15 @@ export interface Window {
   end: number;
 }
 
-/** A ledger window and what is stored for it: records plus quarantined records (the audit compares it with E6). */
+/** A ledger window and what is stored for it, for the audit. */
 export interface StoredWindow extends Window {
+  /** Records plus quarantined records. */
   stored: number;
-  /**
-   * E6's count for the window when it was last loaded (the ledger's total_records: the records E6
-   * returned for its slices but the boundary sets left to the slice before). Under SYNC_SHRINK=keep
-   * the window holds more than E6 once records are deleted upstream, by design: the audit then
-   * compares E6 now with this, not with what is stored.
-   */
+  /** The ledger's total_records: E6's count when last loaded (SYNC_SHRINK=keep may store more). */
   seen: number;
-  /**
-   * Whether a ledger window (committed or parked, expired ones included: as read.ts tells the sync's
-   * reader) ends where this one starts: then the records E6 returns for the instant of its start
-   * belong to that window, else to this one.
-   */
+  /** A ledger window (expired ones included) ends at its start: the boundary set there is not its. */
   followsLedger: boolean;
-  /** Whether the window is parked (parked.ts): every audit loads it again, whatever the counts say. */
+  /** Every audit loads a parked window again. */
   parked: boolean;
 }
 
@@ -47,12 +29,7 @@ export function alignDown(ms: number, windowMs: number): number {
   return Math.floor(ms / windowMs) * windowMs;
 }
 
-/**
- * Cuts [from, to) into windows aligned to `windowMs`; the first starts at `from` rounded down,
- * the last ends at `to` (so it may be shorter than `windowMs`).
- *
- * @returns windows in time order; empty when `to` ≤ the aligned `from`.
- */
+/** Cuts [from, to) into windows aligned to `windowMs`, in time order; the last ends at `to`. */
 export function planWindows(from: number, to: number, windowMs: number): Window[] {
   const windows: Window[] = [];
   for (let start = alignDown(from, windowMs); start < to; start += windowMs) {
@@ -61,15 +38,7 @@ export function planWindows(from: number, to: number, windowMs: number): Window[
   return windows;
 }
 
-/**
- * Widens planned windows so that each committed window they overlap lies wholly inside one of
- * them, merging planned windows that a committed window spans. Windows that only touch
- * (one's end is the other's start) do not overlap.
- *
- * @param planned disjoint windows in time order.
- * @param committed the ledger's windows (disjoint), in any order.
- * @returns disjoint windows in time order, covering `planned`.
- */
+/** `planned` (disjoint, in order) widened so that each `committed` window it overlaps lies inside one. */
 export function closeOverCommitted(planned: readonly Window[], committed: readonly Window[]): Window[] {
   const overlaps = (a: Window, b: Window) => a.start < b.end && b.start < a.end;
   const relevant = committed.filter((c) => planned.some((p) => overlaps(p, c)));
@@ -83,14 +52,7 @@ export function closeOverCommitted(planned: readonly Window[], committed: readon
   return merged;
 }
 
-/**
- * The union of two sets of windows: windows of either that overlap are merged into one (windows
- * that only touch stay apart).
- *
- * @param a disjoint windows, any order.
- * @param b disjoint windows, any order.
- * @returns disjoint windows in time order.
- */
+/** The union of two sets of disjoint windows, in time order; windows that only touch stay apart. */
 export function unionWindows(a: readonly Window[], b: readonly Window[]): Window[] {
   const all = [...a, ...b].sort((x, y) => x.start - y.start || x.end - y.end);
   const merged: Window[] = [];
@@ -102,14 +64,7 @@ export function unionWindows(a: readonly Window[], b: readonly Window[]): Window
   return merged;
 }
 
-/**
- * Removes from `planned` every stretch covered by one of `removed` (expired windows: RETENTION
- * dropped their records on purpose, so a resumed run does not load them again).
- *
- * @param planned disjoint windows in time order.
- * @param removed windows in any order.
- * @returns the remaining stretches, disjoint and in time order (a planned window may come back shorter or in pieces).
- */
+/** `planned` (disjoint, in order) less what `removed` covers: a window may come back shorter or in pieces. */
 export function subtractWindows(planned: readonly Window[], removed: readonly Window[]): Window[] {
   const cuts = [...removed].sort((a, b) => a.start - b.start);
   const result: Window[] = [];
@@ -125,13 +80,7 @@ export function subtractWindows(planned: readonly Window[], removed: readonly Wi
   return result;
 }
 
-/**
- * The range a run covers.
- *
- * @param from `--from`, or undefined to resume: the watermark minus the lookback, or the
- *   configured start date on a first run.
- * @param to `--to`, or undefined for now minus the settle time.
- */
+/** The range a run covers: `--from`/`--to`, else from the watermark less the lookback to now less the settle time. */
 export function runRange(options: {
   from: number | undefined;
   to: number | undefined;
@@ -148,20 +97,12 @@ export function runRange(options: {
       : 'at' in options.startDate
         ? options.startDate.at.getTime()
         : options.now - options.startDate.agoMs);
-  // Whole seconds: the reference's examples carry none, so an API may not take milliseconds.
+  // Whole seconds: the reference's examples carry no milliseconds.
   const end = options.to ?? Math.floor((options.now - options.settleMs) / 1000) * 1000;
   return { start, end };
 }
 
-/**
- * Reads a record's event time from the field at `path` (the record schema is not published, so
- * the field is configurable: RECORD_TIME_FIELD).
- *
- * Accepted values: an ISO 8601 date-time string (a string without a zone is read as UTC), or a
- * number of seconds (< 1e11) or milliseconds since the epoch.
- *
- * @returns milliseconds since the epoch, or undefined when the field is absent or unreadable.
- */
+/** A record's RECORD_TIME_FIELD in ms: an ISO 8601 date-time (UTC without a zone), or seconds (< 1e11) or ms since the epoch. */
 export function recordTime(record: Record<string, unknown>, path: readonly string[]): number | undefined {
   let value: unknown = record;
   for (const key of path) {

@@ -1,15 +1,8 @@
 /**
- * Records of E6 pages as keys for window membership (boundary.ts): each record's exact text, as a
- * span of the page's UTF-8 bytes, and a 30-bit hash of those bytes. Two slices are compared by
- * their hashes first, so a record's text is made (a string) only when its hash is shared with the
- * other slice, which is rare: records at a cut are the only ones two neighbouring slices share.
- * Equal texts have equal hashes; records whose hashes match are then compared by their exact
- * texts, so a hash collision never makes two different records equal.
- *
- * A page read from E6 carries its bytes (AnalyticsPage.bytes): its records are found in them by
- * one scan ({@link pageByteSpans}, cached with the bytes, and the same spans the COPY rows are
- * written from). A page without bytes (tests, fakes) has its records' texts made as before
- * ({@link recordTexts}) and encoded once.
+ * Records of E6 pages as keys for window membership (boundary.ts): each record's span of the
+ * page's UTF-8 bytes and a 30-bit hash of them. Only records whose hashes two slices share are
+ * made into text and compared exactly: a hash is never taken for equality.
+ * See docs/design/membership-at-cuts.md.
  */
 import type { AnalyticsPage } from '../../upstream/analytics.js';
 import { dataElementSpans, pageByteSpans, stringifyJson } from '../../upstream/page-text.js';
@@ -17,11 +10,7 @@ import { dataElementSpans, pageByteSpans, stringifyJson } from '../../upstream/p
 /** A multiset of record texts: text → copies. */
 export type TextBag = Map<string, number>;
 
-/**
- * Each record of a page as text, to compare records exactly: its text in the body where there is
- * one (so records differing only in digits JSON.parse rounds away stay different), else its JSON
- * serialisation.
- */
+/** Each record of a page as its text in the body, else (no text) its JSON serialisation. */
 export function recordTexts(page: AnalyticsPage): string[] {
   const text = page.text;
   const spans = text === undefined ? undefined : dataElementSpans(text);
@@ -38,7 +27,7 @@ export function bagOf(texts: Iterable<string>): TextBag {
   return bag;
 }
 
-/** The multiset intersection (each text as many times as the smaller count). */
+/** The multiset intersection. */
 export function intersection(a: TextBag, b: TextBag): TextBag {
   const [small, large] = a.size <= b.size ? [a, b] : [b, a];
   const out: TextBag = new Map();
@@ -49,16 +38,11 @@ export function intersection(a: TextBag, b: TextBag): TextBag {
   return out;
 }
 
-/**
- * A 30-bit hash of bytes [start, end) (two multiply-xor lanes over little-endian 32-bit words, the
- * tail byte by byte, then mixed): equal bytes give equal hashes wherever they lie; a hash is never
- * taken for equality. 30 bits keep it a small integer in V8.
- */
+/** A 30-bit hash of bytes [start, end): equal bytes give equal hashes wherever they lie. */
 export function recordHash(bytes: Uint8Array, start: number, end: number): number {
   return hashView(new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength), start, end);
 }
 
-/** {@link recordHash} through a view of the bytes (DataView reads a word at any offset in one load). */
 function hashView(view: DataView, start: number, end: number): number {
   let h = Math.imul(end - start, 0x9e3779b1);
   let g = 0x2545f491;
@@ -75,19 +59,15 @@ function hashView(view: DataView, start: number, end: number): number {
   return h & 0x3fffffff;
 }
 
-/** One page's records as keys: their UTF-8 bytes, spans and hashes (see the module comment). */
+/** One page's records as keys: their UTF-8 bytes, spans and hashes. */
 export class PageKeys {
-  /** Records on the page. */
   readonly length: number;
   #hashes: Int32Array | undefined;
-  /** `bytes` as a Buffer, to decode texts from. */
   readonly #buffer: Buffer;
 
   /**
-   * @param bytes UTF-8 bytes holding every record's text.
    * @param spans [start, end) of record i in `bytes` at 2i, 2i + 1.
-   * @param texts the records' texts when `bytes` is their encoding rather than the body E6 sent
-   *   (then the texts, not their encoding, are what records are compared by).
+   * @param texts the records' texts, when `bytes` is their encoding rather than E6's body.
    */
   constructor(
     readonly bytes: Uint8Array,
@@ -98,7 +78,7 @@ export class PageKeys {
     this.#buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
-  /** The keys of a page (cached with the page: the reader asks once per slice it meets). */
+  /** The keys of a page, cached with it. */
   static of(page: AnalyticsPage): PageKeys {
     let keys = CACHE.get(page);
     if (keys === undefined) {
@@ -108,7 +88,7 @@ export class PageKeys {
     return keys;
   }
 
-  /** Hash of each record ({@link recordHash}), in page order. */
+  /** {@link recordHash} of each record, in page order. */
   hashes(): Int32Array {
     if (this.#hashes !== undefined) return this.#hashes;
     const { bytes, spans } = this;
@@ -118,18 +98,16 @@ export class PageKeys {
     return (this.#hashes = out);
   }
 
-  /** The exact text of record `i`. */
   text(i: number): string {
     if (this.texts !== undefined) return this.texts[i]!;
     return this.#buffer.toString('utf8', this.spans[2 * i], this.spans[2 * i + 1]);
   }
 
-  /** Bytes of record `i`'s text. */
   byteLength(i: number): number {
     return this.spans[2 * i + 1]! - this.spans[2 * i]!;
   }
 
-  /** Every record's text, in page order (a string per record: for small or rare pages only). */
+  /** Every record's text (a string each: small or rare pages only). */
   allTexts(): string[] {
     return Array.from({ length: this.length }, (_, i) => this.text(i));
   }
@@ -186,11 +164,7 @@ export class SliceKeys {
   }
 }
 
-/**
- * The multiset of exact texts two slices share (the guess of the cut between them, boundary.ts):
- * hashes are intersected first (two sorted arrays, merged), and only records whose hash both
- * slices hold are compared, by their texts.
- */
+/** The multiset of exact texts two slices share: their sorted hashes merged, then texts compared. */
 export function sharedTexts(a: SliceKeys, b: SliceKeys): TextBag {
   const x = a.sortedHashes();
   const y = b.sortedHashes();
@@ -210,13 +184,7 @@ export function sharedTexts(a: SliceKeys, b: SliceKeys): TextBag {
   return intersection(a.bagWhere(common), b.bagWhere(common));
 }
 
-/**
- * Which records of a page a boundary set drops: one record per copy in `drop`, which is consumed.
- * A text of `drop` the page does not hold (E6 changed between the requests) drops nothing. Only
- * records whose byte length is that of a text in `drop` are made into text and compared.
- *
- * @returns the positions on the page to drop.
- */
+/** The positions on a page of the records `drop` holds, one per copy; `drop` is consumed. */
 export function dropIndexes(keys: PageKeys, drop: TextBag): Set<number> {
   const out = new Set<number>();
   if (drop.size === 0) return out;

@@ -1,8 +1,7 @@
 /**
- * Reading by pageNumber a range that holds more than a page and cannot be split (an instant of
- * SYNC_MIN_SPLIT, or a boundary set: boundary.ts). The reference (E6) promises no order of records,
- * so one paged read may double one record and miss another: the range is paged twice and taken
- * only when both reads hold the same multiset of record texts (reader.ts).
+ * Paging through a range that holds more than a page and cannot be split (an instant, a boundary
+ * set): E6 promises no order, so it is paged twice and taken only when both reads hold the same
+ * multiset of record texts. See docs/design/reader-budgets.md.
  */
 import { InconsistentWindowError } from '../../errors.js';
 import type { AnalyticsPage } from '../../upstream/analytics.js';
@@ -10,15 +9,14 @@ import { sameBag } from '../membership/boundary.js';
 import { bagOf, PageKeys, type TextBag } from '../membership/record-keys.js';
 import { iso, type Window } from '../windows.js';
 
-/** How the reader asks E6 for pages of a range (its queue, budgets and envelope checks). */
+/** How the reader asks E6 for pages of a range. */
 export interface RangeRequests {
-  /** Page 1, checked against its own envelope; at most `pageSize` records a page when given. */
+  /** Page 1, checked against its envelope. */
   firstPage(range: Window, pageSize?: number): Promise<AnalyticsPage>;
-  /** Page `pageNumber` (from 2) at `pageSize`. */
   request(range: Window, pageNumber: number, pageSize: number): Promise<AnalyticsPage>;
 }
 
-/** One read of a range: its pages, the multiset of their record texts, and whether every page agreed on totalRecords. */
+/** One read of a range; `consistent`: every record of totalRecords came, every page agreeing on it. */
 export interface PagedRead {
   total: number;
   consistent: boolean;
@@ -26,11 +24,7 @@ export interface PagedRead {
   keys: TextBag;
 }
 
-/**
- * Pages through `range` once. Paged at the size page 1 showed E6 serves (never at totalPages,
- * which an upstream that clamps the size while echoing the asked one gets wrong), and consistent
- * only when every record of totalRecords came.
- */
+/** Pages through `range` once, at the size page 1 showed E6 serves (never by totalPages). */
 export async function pageThrough(io: RangeRequests, range: Window, pageSize?: number): Promise<PagedRead> {
   const first = await io.firstPage(range, pageSize);
   const total = first.totalRecords;
@@ -43,13 +37,9 @@ export async function pageThrough(io: RangeRequests, range: Window, pageSize?: n
 }
 
 /**
- * Pages through `range` twice, until both reads hold the same multiset of records with the same
- * `totalRecords` throughout.
+ * The second of two reads of `range` that are consistent and hold the same multiset.
  *
- * @param o `attempts`: pairs of reads (SYNC_WINDOW_ATTEMPTS); `configured`: SYNC_PAGE_SIZE and
- *   `served`: the page size E6 was found to serve (reader.ts), named in the error; `window`: the window the range is read for; `pageSize`: at most this many
- *   records a page (oversize.ts); `onUnstable`: told of each pair that disagreed (must not throw).
- * @returns the second read of the pair that agreed.
+ * @param o `attempts`: SYNC_WINDOW_ATTEMPTS; `pageSize`: a smaller page (oversize.ts).
  * @throws {InconsistentWindowError} after `attempts` pairs that disagreed; what a request throws.
  */
 export async function pagedTwice(

@@ -1,7 +1,7 @@
 /**
- * What the reader makes of each E6 page while it waits for the writer (work done off the writer's
- * path): which records a slice keeps, their event times, the records jsonb cannot store, and the
- * counts of the derived tables.
+ * What the reader holds of each leaf page for the writer, made off the writer's path: the records
+ * kept and their event times, those jsonb cannot store, and the derived tables' counts.
+ * See docs/design/reader-budgets.md, docs/design/storable-rows.md.
  */
 import type { AnalyticsPage } from '../../upstream/analytics.js';
 import type { RollupCounts, WindowFields } from '../derived/index.js';
@@ -12,53 +12,39 @@ import { PageKeys } from '../membership/record-keys.js';
 import { storablePage } from '../rows/storable.js';
 import { recordTime } from '../windows.js';
 
-/** How a run prepares its pages: its settings that {@link preparePage} reads. */
+/** The settings {@link preparePage} reads. */
 export interface PageRules {
-  /** RECORD_TIME_FIELD as a path; undefined when records carry none. */
+  /** RECORD_TIME_FIELD as a path. */
   timeField: string[] | undefined;
-  /** The one walk of a page's records that feeds the catalogue and the rollups. */
+  /** The one walk of a page's records for the catalogue and the rollups. */
   walk: PageWalk;
   /** FIELD_CATALOGUE. */
   catalogue: boolean;
 }
 
-/**
- * What is held of one fetched page until the writer stores it: the body's text, the positions of
- * the records to store and their event times, and the counts. The parsed records are let go (they
- * are kept only for a page that came without its text).
- */
+/** One page as held until the writer stores it: its text and positions, not its parsed records. */
 export interface PreparedPage {
   totalRecords: number;
   totalPages: number;
-  /** Records on the page (E6's `data` length), kept or not. */
+  /** E6's `data` length, dropped records included. */
   length: number;
   rows: PageRows;
-  /** Records of the slice that jsonb cannot store, kept (boundary set left out) for `records_quarantine`. */
   quarantine: QuarantineRow[];
-  /** Records left out as the boundary set of the slice's start, which the slice before it keeps (boundary.ts). */
+  /** Records dropped as the boundary set of the slice's start. */
   boundary: number;
-  /**
-   * The exact texts of the records left out at the window's own start (the window before it owns
-   * them), in page order; empty for a slice inside the window. SYNC_SHRINK=keep counts them as
-   * returned: E6 still returns them, so a copy this window stored before is not kept.
-   */
+  /** Texts dropped at the window's own start, in page order: SYNC_SHRINK=keep counts them as returned. */
   owned: string[];
   /** Kept records whose RECORD_TIME_FIELD lies outside the window (E6 filters on another time). */
   outside: number;
   untimed: number;
-  /** Top-level fields of the kept records, for record_fields. */
   fields: WindowFields;
-  /** The kept records' rollup groups (undefined with ROLLUP_DIMENSIONS=off). */
+  /** Undefined with ROLLUP_DIMENSIONS=off. */
   rollup: RollupCounts | undefined;
 }
 
 /**
- * Keeps a leaf page's records but `place.drop` (the boundary set of the slice's start, which the
- * slice before it keeps: the reader found it without reading any field) and decides where each goes
- * ({@link storablePage}: records jsonb cannot store go to the quarantine). RECORD_TIME_FIELD is
- * read for partitions, rollups and the catalogue only: a record whose time lies outside its
- * window [start, end] is kept (E6 returned it for this window) and counted, since E6 may filter on
- * another time (an ingestion time) or the field may lack a zone.
+ * Keeps a leaf page's records but `place.drop`, quarantining those jsonb cannot store. A record
+ * whose RECORD_TIME_FIELD lies outside its window is kept (E6 returned it for it) and counted.
  */
 export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPlace): PreparedPage {
   const { window, drop } = place;
@@ -87,8 +73,6 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPl
     storable.text === undefined
       ? { records: page.data, keep, eventTimes }
       : { text: storable.text, ...(storable.bytes && { bytes: storable.bytes }), keep, eventTimes };
-  // One walk of the kept records for the catalogue and the rollups; FIELD_CATALOGUE=off: no field
-  // statistics to gather (the catalogue would ignore them).
   const { fields, rollup } = walk.observe(page.data, keep, eventTimes, catalogue);
   return {
     totalRecords: page.totalRecords,
@@ -105,7 +89,6 @@ export function preparePage(rules: PageRules, page: AnalyticsPage, place: LeafPl
   };
 }
 
-/** The exact texts of `page`'s records at `drop` (the page's keys are cached: the reader made them). */
 function ownedTexts(page: AnalyticsPage, drop: ReadonlySet<number>): string[] {
   const keys = PageKeys.of(page);
   return [...drop].sort((a, b) => a - b).map((i) => keys.text(i));

@@ -1,25 +1,11 @@
 /**
- * Reads windows from E6 so that the result never depends on the order of records within a
- * response (the reference promises none, and offset paging over an unstable order can return
- * one record twice and miss another, with the right `totalRecords`).
- *
- * Every record is taken from a response that is complete by itself: a *leaf*, one request at
- * pageNumber 1 that holds all of its `totalRecords`. The envelope is not trusted for that: a page
- * that holds fewer records than it should (an upstream that clamps `pageSize`, whatever it
- * echoes) is never taken as complete; the size it really serves is learned, and slices are cut
- * and requested at that size from then on. A slice that does not fit is split by time
- * (split.ts) and its slices read in turn, recursively. A slice that cannot be split, an *instant*
- * holding more than a page, is paged twice and taken only when both reads hold the same multiset
- * of records; otherwise it is read again, and after SYNC_WINDOW_ATTEMPTS pairs the window fails.
- * A slice whose answer is over UPSTREAM_MAX_BODY is split in time too, and an instant read at
- * smaller pages (oversize.ts).
- * A record E6 returns with two slices (an inclusive toDate, at the cut between them) is kept by the
- * earlier one; boundary.ts finds it without reading any field of the record (a leaf waits for the
- * texts of the slice before it, or for E6's answer for the cut).
- *
- * Requests run through one queue (request-queue.ts), earliest window first, whose budgets bound
- * memory by `2 × concurrency` leaf pages (plus the pages of an instant being compared), never by
- * the size of a window or a run.
+ * Reads a run's windows from E6 ahead of the writer, exactly whatever order E6 returns records in:
+ * every record comes from a leaf (a slice whose page 1 holds all its `totalRecords`, at the page
+ * size E6 really serves) or from an instant paged twice with the same result. Overflows are split
+ * in time (slices.ts), answers over UPSTREAM_MAX_BODY too (oversize.ts); a leaf drops the boundary
+ * set of its start cut (boundary.ts). Requests go through request-queue.ts, whose budgets bound
+ * memory by `2 × concurrency` leaf pages. See docs/design/reader-budgets.md,
+ * docs/design/membership-at-cuts.md, docs/design/oversize-split.md.
  */
 import { AbortedError, InconsistentWindowError } from '../../errors.js';
 import type { AnalyticsPage } from '../../upstream/analytics.js';
@@ -37,40 +23,32 @@ export type { Leaf, LeafPlace, WindowReadStats, WindowReaderOptions } from './re
 
 interface WindowState<T> {
   window: Window;
-  /** Position in the run's windows (the queue's index). */
   index: number;
   held: Leaf<T>[];
   started: boolean;
-  /** Every request of the window answered (its slices may still wait for their boundary sets). */
+  /** Every request answered (its slices may still wait for their boundary sets). */
   read: boolean;
-  /** Every leaf handed out. */
   done: boolean;
-  /** What it keeps for its boundary sets (boundary.ts). */
   bounds: WindowBounds;
-  /** What failed the window (reads of its slices throw Errors; anything else is wrapped). */
   error: Error | undefined;
   dropped: boolean;
   waiter: (() => void) | undefined;
   stats: WindowReadStats;
-  /** Records of the window's leaves, and how many fell in each cell of SYNC_MIN_SPLIT, for the plans of later windows. */
+  /** Records kept, and per cell, for the estimate of later windows. */
   records: number;
   cells: ProfileCells | undefined;
 }
 
-/** Reads the windows of one run, ahead of the writer (see the module comment). */
+/** Reads the windows of one run, ahead of the writer. */
 export class WindowReader<T> {
   readonly #o: WindowReaderOptions<T>;
   readonly #states: WindowState<T>[];
   readonly #queue: RequestQueue;
-  /** The page size E6 really serves: SYNC_PAGE_SIZE until a page shows less (see onPageSizeClamped). */
+  /** The page size E6 really serves: SYNC_PAGE_SIZE until a page shows less. */
   #pageSize: number;
-  /** What each slice drops of the slice before it (boundary.ts). */
   readonly #boundaries: Boundaries;
 
-  /**
-   * @param windows the run's windows, disjoint, in time order; nothing is requested before
-   *   {@link leaves} is first called.
-   */
+  /** @param windows disjoint, in time order; nothing is requested before {@link leaves} is called. */
   constructor(client: E6Pages, windows: readonly Window[], options: WindowReaderOptions<T>) {
     this.#o = options;
     this.#pageSize = options.pageSize;
@@ -99,8 +77,7 @@ export class WindowReader<T> {
         started: (i) => states[i]!.started,
         start: (i, writing) => {
           const state = states[i]!;
-          // Plan a later window only once the estimate can place its cuts, or when nothing earlier
-          // is left to teach it (the first windows of a run would otherwise be cut blind).
+          // Not cut blind while an earlier window can still teach the estimate.
           if (!state.started && !options.estimate.ready(state.window, this.#pageSize) && earlierOpen(states, writing, i)) return false;
           this.#start(state);
           return true;
@@ -114,7 +91,6 @@ export class WindowReader<T> {
       },
       { concurrency: options.concurrency, signal: options.signal },
     );
-    // Nothing more is sent once stopped: end every window, whatever it waits for (a signal's stop reads as run.ts's).
     this.#queue.signal.addEventListener(
       'abort',
       () => {
@@ -125,11 +101,9 @@ export class WindowReader<T> {
   }
 
   /**
-   * The leaves of window `index`, in the order they arrive (leaves are disjoint, so any order
-   * gives the same records). The writer reads windows in order.
-   *
-   * @throws what {@link E6Pages.fetchPage} throws for a request of the window;
-   *   {@link InconsistentWindowError} when an instant's reads kept disagreeing.
+   * The leaves of window `index` as they arrive; the writer reads windows in order.
+   * @throws what {@link E6Pages.fetchPage} throws; {@link InconsistentWindowError};
+   *   ResponseTooLargeError (oversize.ts); AbortedError.
    */
   async *leaves(index: number): AsyncGenerator<Leaf<T>, void, undefined> {
     const state = this.#states[index];
@@ -175,7 +149,6 @@ export class WindowReader<T> {
     this.#queue.close();
   }
 
-  /** Starts reading a window: its first slices, sized from the estimate. */
   #start(state: WindowState<T>): void {
     if (state.started) return;
     state.started = true;
@@ -186,9 +159,7 @@ export class WindowReader<T> {
       .then(() => {
         state.read = true;
         estimate.observe(state.window, state.records, state.cells);
-        // The estimate kept what it needs; the window's state lives for the whole run, and one
-        // cell per SYNC_MIN_SPLIT (338 KB for a day at 1 s) kept per window grew with the windows read.
-        state.cells = undefined;
+        state.cells = undefined; // 338 KB for a day at 1 s, per window: the estimate has it
         this.#queue.pump();
         return this.#settle(state);
       })
@@ -203,7 +174,7 @@ export class WindowReader<T> {
       .finally(() => state.bounds.endSettle());
   }
 
-  /** Settles the window's open cuts (boundary.ts), after the window before it. */
+  /** Settles the window's open cuts, after the window before it. */
   async #settle(state: WindowState<T>): Promise<void> {
     const { index } = state;
     const before = this.#states[index - 1];
@@ -232,7 +203,6 @@ export class WindowReader<T> {
   #fail(state: WindowState<T>, err: unknown, wake: boolean): void {
     if (state.error === undefined) state.error = err instanceof Error ? err : new Error(String(err));
     this.#queue.fail(state.index, err);
-    // Slices of this window still to be read never will be: whatever waits for them stops.
     this.#boundaries.ends.abandon(state.window);
     this.#boundaries.firsts.abandon(state.window);
     state.bounds.forget();
@@ -245,22 +215,15 @@ export class WindowReader<T> {
     waiter?.();
   }
 
-  /** One E6 request, queued until the budgets allow it. */
   #request(state: WindowState<T>, range: Window, pageNumber: number, pageSize = this.#pageSize, count = false): Promise<AnalyticsPage> {
     if (state.error !== undefined) return Promise.reject(state.error);
     return this.#queue.request(state.index, { range, pageNumber, pageSize, count });
   }
 
-  /**
-   * Reads a slice: a leaf, or split by time and its slices read in turn.
-   *
-   * @param proofs `start`: the split that made the cut at the slice's start, if any; `sibling`:
-   *   the split this slice is one of, told the slice's totalRecords.
-   */
+  /** @param proofs the split that made the slice's start cut, and the split it is one of. */
   async #readSlice(state: WindowState<T>, slice: Window, proofs: { start?: SplitProof | undefined; sibling?: SplitProof }): Promise<void> {
     const { minSplitMs } = this.#o;
-    // An answer over UPSTREAM_MAX_BODY has no totalRecords: the split this slice is one of proves
-    // nothing (told first, so the slices waiting on it are not held), and the slice is read split instead.
+    // Over the cap: no totalRecords, so the split proves nothing (told first: nothing waits on it).
     const tooLarge = (err: unknown): Promise<void> => {
       proofs.sibling?.fail();
       return this.#readOversized(state, slice, err, proofs.start);
@@ -282,11 +245,10 @@ export class WindowReader<T> {
       if (ms !== undefined) times.push(ms);
     }
     const total = page.totalRecords;
-    // A whole window's count is its rate: later windows need not wait for all of it to be read.
+    // A whole window's count is its rate: later windows need not wait for it to be read.
     if (slice.start === state.window.start && slice.end === state.window.end) this.#o.estimate.observe(slice, total);
     const slices = splitOverflow(slice, { totalRecords: total, sampleTimes: times }, { pageSize, minSplitMs });
     if (slices.length === 1) {
-      // An instant: paged twice, the second read taken when both agree.
       state.stats.instants++;
       const read = await whenTooLarge(this.#pagedTwice(state, slice), (err) => this.#readOversized(state, slice, err, proofs.start));
       if (read !== undefined) await this.#leaf(state, slice, read.pages, proofs.start);
@@ -294,21 +256,16 @@ export class WindowReader<T> {
     }
     state.stats.splits++;
     const split = new SplitProof(total, slices.length);
-    // The first slice starts where this one does; the others at the split's own cuts.
     const start = (i: number) => (i === 0 ? proofs.start : split);
     await Promise.all(slices.map((p, i) => this.#readSlice(state, p, { start: start(i), sibling: split })));
   }
 
-  /**
-   * A slice read whole (one page, or an instant's pages): hands itself to the slice after it (and to
-   * the window before, when it starts the window), and holds its pages for the writer once it is
-   * known what it drops of the slice before it (boundary.ts).
-   */
+  /** A slice read whole: handed to its neighbours, held for the writer once its drop is known. */
   async #leaf(state: WindowState<T>, slice: Window, pages: readonly AnalyticsPage[], startProof: SplitProof | undefined): Promise<void> {
     let keys: SliceKeys | undefined;
     const keysOf = (): SliceKeys => (keys ??= new SliceKeys(pages.map((page) => PageKeys.of(page))));
     const read: SliceRead = { slice, total: pages[0]!.totalRecords, keys: keysOf };
-    let counted = false; // (the estimate learns where records fall, those at the window's start too)
+    let counted = false;
     const hand = (drop: TextBag | undefined): void =>
       pages.forEach((page, p) => {
         const dropped = drop === undefined ? EMPTY : dropIndexes(keysOf().pages[p]!, drop);
@@ -327,25 +284,21 @@ export class WindowReader<T> {
     const known = await boundaries.quick({ cut, atWindowStart, earlierInRun, startProof }, read, () => this.#askBoundary(state, cut));
     if ('drop' in known) hand(known.drop);
     else {
-      // Held back until its window settles: counted now, so that the window's estimate is ready
-      // when its reads are (the next window is planned from it).
+      // Held until its window settles, but counted now: the next window is planned from it.
       for (const page of pages) for (const record of page.data) this.#count1(state, this.#o.eventTime(record));
       counted = true;
       state.bounds.open.push({ cut, ...known.open, settle: hand });
     }
   }
 
-  /** E6's records for `startDate = toDate = cut`: one request, or paged twice and compared when more than a page. */
+  /** E6's records for `startDate = toDate = cut`. */
   async #askBoundary(state: WindowState<T>, cut: number): Promise<TextBag> {
     const range = { start: cut, end: cut };
     const first = await this.#firstPage(state, range);
     return first.data.length === first.totalRecords ? bagOf(PageKeys.of(first).allTexts()) : (await this.#pagedTwice(state, range)).keys;
   }
 
-  /**
-   * A slice whose answer was over UPSTREAM_MAX_BODY: its halves in time (the cut between them proven
-   * by nothing: boundary.ts asks when it must), or, an instant, read at smaller pages (oversize.ts).
-   */
+  /** A slice over UPSTREAM_MAX_BODY: its halves, the cut between them proven by nothing; an instant at smaller pages. */
   async #readOversized(state: WindowState<T>, slice: Window, cause: unknown, startProof: SplitProof | undefined): Promise<void> {
     const halves = splitRange(slice, 2, this.#o.minSplitMs);
     if (halves.length > 1) {
@@ -360,14 +313,7 @@ export class WindowReader<T> {
     await readAtSmallerPages(this.#pageSize, read, { instant: slice, window: state.window, cause });
   }
 
-  /**
-   * Page 1 of a slice, checked against its own envelope: it holds `min(pageSize asked,
-   * totalRecords)` records, or fewer when E6 clamps the page size (learned here, see
-   * onPageSizeClamped). A page that holds more than that, or none of a non-zero total, contradicts
-   * itself: it is asked again, and after SYNC_WINDOW_ATTEMPTS the window fails.
-   *
-   * @throws {InconsistentWindowError} when every attempt contradicted itself.
-   */
+  /** Page 1 of a slice, asked again while it contradicts its envelope; a short page teaches the size E6 serves. */
   async #firstPage(state: WindowState<T>, slice: Window, pageSize = Infinity): Promise<AnalyticsPage> {
     let served = 0;
     let total = 0;
@@ -395,7 +341,6 @@ export class WindowReader<T> {
     this.#o.onPageSizeClamped?.({ asked, served, echoed });
   }
 
-  /** {@link pagedTwice} of `range` within the window of `state`. */
   #pagedTwice(state: WindowState<T>, range: Window, pageSize?: number): Promise<PagedRead> {
     const io: RangeRequests = { firstPage: (r, size) => this.#firstPage(state, r, size), request: (r, n, size) => this.#request(state, r, n, size) };
     const { instantAttempts: attempts, pageSize: configured, onUnstableInstant: onUnstable } = this.#o;
@@ -403,13 +348,12 @@ export class WindowReader<T> {
     return pagedTwice(io, range, pageSize === undefined ? o : { ...o, pageSize });
   }
 
-  /** @param counted the leaf's records are in the window's estimate already (see {@link #leaf}). */
+  /** @param counted the leaf's records are in the window's estimate already. */
   #hold(state: WindowState<T>, leaf: Leaf<T>, counted = false): void {
     state.stats.leaves++;
     const cells = state.cells;
     if (!counted && this.#o.timesOf && cells !== undefined) {
-      // Count what the slice keeps: the boundary set it drops is the slice before it's, and counted
-      // here too it would inflate the estimate of later windows.
+      // What the slice keeps: its dropped boundary set is counted with the slice before.
       for (const ms of this.#o.timesOf(leaf.page)) this.#count1(state, ms ?? undefined);
     } else if (!counted) state.records += leaf.records;
     if (state.dropped) return;
@@ -417,7 +361,6 @@ export class WindowReader<T> {
     this.#wake(state);
   }
 
-  /** One record of the window, at `ms`, for the estimate. */
   #count1(state: WindowState<T>, ms: number | undefined): void {
     state.records++;
     if (ms !== undefined) state.cells?.add(ms);

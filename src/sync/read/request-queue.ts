@@ -1,11 +1,8 @@
 /**
- * The window reader's E6 requests (reader.ts), queued per window and sent earliest window first
- * under fixed budgets, so that memory is bounded by the budgets, never by a window's size:
- * - at most `concurrency` requests are open at once;
- * - the window being written holds at most `concurrency` pages, open or fetched and not taken;
- * - later windows hold at most `concurrency` pages, open or fetched, between them; the next window
- *   reads past that while the window being written waits for its first slice (boundary.ts).
- * A request's page size is fixed when it is queued. Once aborted (close(), or the caller's signal)
+ * The window reader's E6 requests, queued per window and sent earliest window first under fixed
+ * budgets: at most `concurrency` open; the window being written holds at most `concurrency` pages
+ * (open, or fetched and not taken); later windows as many between them, the next one past that
+ * while the written one waits for its first slice. Once aborted (close() or the caller's signal)
  * nothing more is sent and every queued request ends with an AbortedError.
  * See docs/design/reader-budgets.md.
  */
@@ -43,18 +40,15 @@ interface Task extends PageRequest {
 }
 
 interface Lane {
-  /** Requests not sent yet, in order. */
   pending: Task[];
   open: number;
-  /** The first error it failed with: no more requests are sent for it. */
   failed: Error | undefined;
-  /** Forgotten by the writer: its held pages no longer count against its budget. */
   dropped: boolean;
 }
 
-/** Requests of a run's windows under the budgets of the module comment. */
+/** A run's E6 requests under the budgets of the module comment. */
 export class RequestQueue {
-  /** Aborted by {@link close} or the caller's signal; open requests are sent with it. */
+  /** Aborted by {@link close} or the caller's signal; requests are sent with it. */
   readonly signal: AbortSignal;
   readonly #client: E6Pages;
   readonly #windows: QueuedWindows;
@@ -84,12 +78,12 @@ export class RequestQueue {
     );
   }
 
-  /** What every queued request ended with once aborted; undefined before. */
+  /** What queued requests ended with once aborted. */
   get abortError(): AbortedError | undefined {
     return this.#abortError;
   }
 
-  /** The window being written: the budgets count from it, and earlier ones get nothing more. */
+  /** The window being written: the budgets count from it. */
   get writing(): number {
     return this.#writing;
   }
@@ -98,12 +92,7 @@ export class RequestQueue {
     this.#writing = index;
   }
 
-  /**
-   * Queues a request of window `index`, sent when the budgets allow.
-   *
-   * @throws (rejects) what E6Pages.fetchPage throws; the error window `index` failed with
-   *   ({@link fail}), or an AbortedError, when it ends unsent.
-   */
+  /** Queues a request of window `index`; rejects with what fetchPage throws, or the window's failure. */
   request(index: number, request: PageRequest): Promise<AnalyticsPage> {
     const lane = this.#lanes[index]!;
     if (lane.failed !== undefined) return Promise.reject(lane.failed);
@@ -113,7 +102,7 @@ export class RequestQueue {
     });
   }
 
-  /** Ends window `index`'s queued requests with `err` and sends none of its later ones. */
+  /** Ends window `index`'s queued requests with `err`; none of its later ones is sent. */
   fail(index: number, err: unknown): void {
     const lane = this.#lanes[index];
     if (lane === undefined) return;
@@ -121,7 +110,7 @@ export class RequestQueue {
     for (const task of lane.pending.splice(0)) task.reject(err);
   }
 
-  /** Window `index` was forgotten by the writer: its held pages stop counting against the budget. */
+  /** Window `index` was forgotten by the writer: its held pages stop counting. */
   drop(index: number): void {
     const lane = this.#lanes[index];
     if (lane !== undefined) lane.dropped = true;
@@ -132,7 +121,7 @@ export class RequestQueue {
     this.#stop.abort();
   }
 
-  /** Sends queued requests, earliest window first, while the budgets allow. Call after anything they count changed. */
+  /** Sends queued requests while the budgets allow; call after anything they count changed. */
   pump(): void {
     if (this.#pumping) {
       this.#pumpAgain = true;
@@ -149,7 +138,6 @@ export class RequestQueue {
     }
   }
 
-  /** Sends one request if the budgets allow; false when none was sent. */
   #launchNext(): boolean {
     const concurrency = this.#concurrency;
     const windows = this.#windows;

@@ -1,8 +1,7 @@
 /**
- * The bytes of `COPY … FROM STDIN` (text format) for a window's records, built from the page's
- * own bytes (BENCHMARKS.md section 1: the sync's hot path), and the ISO 8601 text of instants both
- * COPY rows and the array literals of the inserts use. Pure: no database here (records-copy.ts
- * streams these rows).
+ * The bytes of `COPY … FROM STDIN` (text format) for a window's records, copied from the page's
+ * own bytes, and the ISO 8601 text of instants. Pure: records-copy.ts streams these rows.
+ * See docs/design/storable-rows.md.
  */
 import { InvalidArgumentError } from '../../errors.js';
 import { pageByteSpans } from '../../upstream/page-text.js';
@@ -10,7 +9,7 @@ import type { PageRows } from './page-rows.js';
 import type { Window } from '../windows.js';
 
 const MS_PER_DAY = 86_400_000;
-/** Length of `YYYY-MM-DDT`, the date of a four-digit year's ISO text. */
+/** `YYYY-MM-DDT` */
 const DATE_BYTES = 11;
 /** 10000-01-01T00:00:00Z: from here on `toISOString` writes six-digit years. */
 const YEAR_10000_MS = 253_402_300_800_000;
@@ -18,23 +17,17 @@ const PAD2 = Array.from({ length: 60 }, (_, n) => String(n).padStart(2, '0'));
 const PAD3 = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
 
 /**
- * Writes instants (milliseconds since the epoch) exactly as `new Date(ms).toISOString()` writes
- * them (UTC, milliseconds, `Z`): text PostgreSQL reads as the same timestamptz, which needs no
- * quoting in an array literal nor escaping in a COPY row.
- *
- * Records of a page mostly share their day, so the date is formatted once per day and the
- * time of day from tables; times before 1970, from the year 10000 on, or with a fraction of a
- * millisecond take `toISOString` itself. {@link format} gives the text as a string, {@link write}
- * puts it into a buffer as ASCII bytes (the COPY rows).
+ * Writes instants (ms since the epoch) exactly as `toISOString` does, the date formatted once per
+ * day: as a string ({@link format}) or as ASCII bytes into a buffer ({@link write}).
  */
 export class IsoWriter {
   private day = Number.NaN;
   private dateText = '';
-  /** The day and date text of {@link write}, apart from {@link format}'s. */
+  /** {@link write}'s own day. */
   private bytesDay = Number.NaN;
   private readonly dateBytes: number[] = Array.from({ length: DATE_BYTES }, () => 0);
 
-  /** `new Date(ms).toISOString()`, for `ms` any valid time value in milliseconds since the epoch. */
+  /** `new Date(ms).toISOString()`, for any valid time value. */
   format(ms: number): string {
     if (!(Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS)) return new Date(ms).toISOString();
     let rest = ms % MS_PER_DAY;
@@ -51,15 +44,9 @@ export class IsoWriter {
     return `${this.dateText}${PAD2[hours]}:${PAD2[minutes]}:${PAD2[seconds]}.${PAD3[rest - seconds * 1000]}Z`;
   }
 
-  /**
-   * Writes the text {@link format} gives into `out` at `at` as ASCII bytes, without making a
-   * string on the fast path; `out` must have room for {@link MAX_ISO_BYTES}.
-   *
-   * @returns the index after the last byte written.
-   */
+  /** Writes {@link format}'s text into `out` at `at` (room for {@link MAX_ISO_BYTES}); returns the index after it. */
   write(out: Buffer, at: number, ms: number): number {
-    // Within the day of the last call (most records of a page): the time of day is a small
-    // integer, and no division of the whole instant (a double) is needed.
+    // Within the last call's day, the time of day is a small integer: no division of a double.
     let rest = ms - this.bytesDay;
     if (!(rest >= 0 && rest < MS_PER_DAY && Number.isInteger(rest))) {
       if (!(Number.isInteger(ms) && ms >= 0 && ms < YEAR_10000_MS)) return at + out.write(new Date(ms).toISOString(), at, 'latin1');
@@ -120,7 +107,7 @@ export function timestampArray(values: readonly (number | null)[]): string {
   return `${text}}`;
 }
 
-/** Characters COPY's text format escapes inside a column (the backslash, and the row and column delimiters). */
+/** What COPY's text format escapes inside a column. */
 const COPY_SPECIAL = /[\\\n\r\t]/g;
 const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
@@ -133,10 +120,7 @@ const NO_BYTES = Buffer.alloc(0);
 
 const COPY_UNESCAPES: Record<string, string> = { '\\': '\\', n: '\n', r: '\r', t: '\t' };
 
-/**
- * The record of one row {@link CopyRows} wrote (one line, without its `\n`): its payload's text as
- * E6 sent it ({@link copyText} undone) and its event time in milliseconds (null for `\N`).
- */
+/** The payload's text and event time (ms, null for `\N`) of one line {@link CopyRows} wrote. */
 export function copyRowRecord(line: Buffer): { text: string; eventTime: number | null } {
   const row = line.toString('utf8');
   const payloadStart = row.indexOf('\t') + 1;
@@ -149,7 +133,7 @@ export function copyRowRecord(line: Buffer): { text: string; eventTime: number |
   };
 }
 
-/** The rows (lines, without their `\n`) of COPY text-format bytes: a row's columns never hold a raw `\n`. */
+/** The rows (lines, without their `\n`) of COPY text-format bytes. */
 export function copyLines(chunks: readonly Buffer[]): Buffer[] {
   const lines: Buffer[] = [];
   for (const bytes of chunks) {
@@ -163,20 +147,17 @@ export function copyLines(chunks: readonly Buffer[]): Buffer[] {
 }
 
 /**
- * The rows RecordsCopy (records-copy.ts) writes for one window: each kept record of a page as a line of
- * COPY's text format (`source`, payload, event_time, window_start, run_id, tab-separated),
- * as the UTF-8 bytes sent. The payload is the record's exact JSON text from the page's text
- * ({@link pageByteSpans}), escaped as COPY's text format requires.
+ * One window's rows for RecordsCopy: each kept record a line `source, payload, event_time,
+ * window_start, run_id` (tab-separated, UTF-8), the payload its exact text from the page.
  */
 export class CopyRows {
   private readonly prefixText: string;
   private readonly suffixText: string;
   private readonly prefix: Buffer;
   private readonly suffix: Buffer;
-  /** `suffix` then `prefix`: from one row's payload and time to the next one's. */
   private readonly between: Buffer;
   private readonly iso = new IsoWriter();
-  /** The buffer {@link of} is filling, for {@link copyEscaped}. */
+  /** The buffer {@link of} is filling. */
   private out: Buffer = NO_BYTES;
 
   constructor(source: string, window: Window, runId: number) {
@@ -187,11 +168,7 @@ export class CopyRows {
     this.between = Buffer.concat([this.suffix, this.prefix]);
   }
 
-  /**
-   * The rows of the page's kept records, one line each.
-   *
-   * @throws {InvalidArgumentError} when the page's text holds no `data` array covering its kept positions.
-   */
+  /** @throws {InvalidArgumentError} when the page's text holds no `data` array covering its kept positions. */
   of(page: PageRows): Buffer {
     const { keep, eventTimes } = page;
     if (!('text' in page)) {
@@ -199,27 +176,21 @@ export class CopyRows {
       for (let k = 0; k < keep.length; k++) text += this.row(JSON.stringify(page.records[keep[k]!]), eventTimes[k] ?? null);
       return Buffer.from(text, 'utf8');
     }
-    // The page's text in UTF-8 (as E6 sent it, or encoded once), each record's payload copied from
-    // it as bytes: the same bytes as encoding each record's text, without a string per record.
-    // The bytes E6 sent were scanned once already (window membership, reader.ts): that scan is reused.
     const bytes = page.bytes ?? Buffer.from(page.text, 'utf8');
     const scan = pageByteSpans(bytes);
     const spans = scan?.spans;
     if (scan === undefined || spans === undefined || keep[keep.length - 1]! >= spans.length / 2) {
       throw new InvalidArgumentError('a page to store has no data array holding its records in its text');
     }
-    // Valid JSON has a backslash only in escapes and a tab, LF or CR only as whitespace, all rare:
-    // when no record holds one (the scan tells), no payload needs COPY's escaping and its bytes are
-    // copied as they are.
+    // No backslash, tab, LF or CR in any record: no payload needs COPY's escaping.
     const plain = !scan.escapes && !scan.controls;
     let size = 0;
     for (let k = 0; k < keep.length; k++) size += spans[2 * keep[k]! + 1]! - spans[2 * keep[k]!]!;
     const fixed = this.prefix.length + 1 + MAX_ISO_BYTES + this.suffix.length;
     const out = Buffer.allocUnsafe((plain ? size : 2 * size) + keep.length * fixed);
     this.out = out;
-    // One copy between rows: a row's last columns and the next row's first are always the same bytes.
     let at = this.prefix.copy(out, 0);
-    // Where `between` was first written: the later copies are made within `out` (no view to make).
+    // Where `between` was first written: later rows copy it from there.
     let between = -1;
     const betweenLength = this.between.length;
     for (let k = 0; k < keep.length; k++) {
@@ -243,16 +214,11 @@ export class CopyRows {
       }
     }
     at += this.suffix.copy(out, at);
-    this.out = NO_BYTES; // the page's rows are the stream's now, not held here until the next page
+    this.out = NO_BYTES; // not held here until the next page
     return out.subarray(0, at);
   }
 
-  /**
-   * Copies bytes [start, end) of `from` into {@link out} at `at` as a column of COPY's text format
-   * ({@link copyText} over bytes: the multi-byte characters of UTF-8 hold no byte below 0x80).
-   *
-   * @returns the index after the last byte written; `out` must have room for twice the span.
-   */
+  /** {@link copyText} of bytes [start, end) of `from` into {@link out} at `at`; returns the index after it. */
   private copyEscaped(from: Buffer, start: number, end: number, at: number): number {
     const out = this.out;
     for (let i = start; i < end; i++) {

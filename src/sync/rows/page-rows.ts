@@ -1,54 +1,36 @@
 /**
- * The shapes of a window's rows on their way to the store: one E6 page's kept records
- * ({@link PageRows}) and its records jsonb cannot store ({@link QuarantineRow}). Plain types, so
- * both the PostgreSQL store and the COPY row builder read them without importing each other.
+ * The shapes of a window's rows on their way to the store, read by both the PostgreSQL store and
+ * the COPY rows without importing each other. See docs/design/storable-rows.md.
  */
 import type { AnalyticsRecord } from '../../upstream/analytics.js';
 
-/**
- * One E6 page as stored: PostgreSQL takes the payloads from the page's own JSON text, so every
- * record is stored exactly as E6 sent it (numbers keep all their digits: an id above 2^53, `1.10`,
- * `1e400`; JSON.parse and JSON.stringify would round or rewrite them).
- */
+/** One E6 page as stored: the payloads are taken from its own JSON text, exactly as E6 sent them. */
 export type PageRows = (
   | {
-      /** The E6 body as received: a JSON object whose `data` is the page's records. */
+      /** The E6 body as received. */
       text: string;
-      /** `text` in UTF-8, when the caller has it (the bytes E6 sent): then it is not encoded again. */
+      /** `text` in UTF-8, when the caller has it. */
       bytes?: Buffer;
     }
   | {
-      /**
-       * The page's records, parsed, for a page not read from E6: the kept ones are serialised with
-       * JSON.stringify, the others not at all (a quarantined record may not even serialise).
-       */
+      /** A page not read from E6: the kept records are serialised with JSON.stringify. */
       records: readonly AnalyticsRecord[];
     }
 ) & {
-  /** Positions (from 0, ascending) in `data` of the records to store. */
+  /** Positions in `data` of the records to store, ascending. */
   keep: readonly number[];
-  /** One entry per kept record: its event time in milliseconds since the epoch, or null when it has none. */
+  /** Per kept record: its event time in ms, or null. */
   eventTimes: readonly (number | null)[];
 };
 
-/**
- * One quarantined record as stored (see {@link prepareInsertQuarantined}): found unstorable by the
- * sync before it was sent (`path`, `reason`), or refused by the database (`sqlstate`, `message`).
- */
+/** One quarantined record: found unstorable by the sync (`path`, `reason`) or refused by the database (`sqlstate`, `message`). */
 export interface QuarantineRow {
-  /**
-   * The record's JSON text (AnalyticsPage.quarantined[].text): stored as is in a `text` column, which
-   * holds it exactly; jsonb would refuse it. It never holds a NUL byte (U+0000 is the escape `\u0000`).
-   */
+  /** The record's JSON text, stored as is in a `text` column; never holds a NUL byte. */
   text: string;
-  /** Where in the record the problem is, JSONPath-like (found by the sync). */
   path?: string;
-  /** What the problem is (found by the sync). */
   reason?: string;
-  /** The SQLSTATE the database refused the record with (src/db/refusal.ts). */
   sqlstate?: string;
-  /** The database's message with it, as storableText (src/errors.ts) makes it. */
   message?: string;
-  /** The record's event time in milliseconds since the epoch, or null when it has none. */
+  /** ms, or null. */
   eventTime: number | null;
 }
