@@ -253,7 +253,7 @@ export class DataDirLockedError extends ExporterError {
 }
 
 /**
- * The two reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page) kept
+ * The two reads of an instant (a slice of SYNC_MIN_SPLIT holding more than a page) kept
  * disagreeing (SYNC_WINDOW_ATTEMPTS): E6's order within it is not stable, so nothing of its window
  * is committed, and the window is parked (src/sync/run/park.ts).
  */

@@ -84,7 +84,7 @@ export interface SyncConfig {
   pageSize: number;
   concurrency: number;
   windowAttempts: number;
-  /** Parts are cut on its multiples since the epoch. */
+  /** Slices are cut on its multiples since the epoch. */
   minSplitMs: number;
   toDate: 'auto' | 'inclusive' | 'exclusive';
   shrink: 'keep' | 'replace';
