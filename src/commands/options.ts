@@ -81,7 +81,7 @@ export const SETTING_GROUPS: readonly SettingGroup[] = [
   },
   {
     title: 'The /metrics endpoint',
-    about: "serve's HTTP server, and how it reads and passes on each source's E7 text.",
+    about: "The HTTP server of serve, and how it reads and passes on each source's E7 text.",
     settings: [
       'METRICS_LISTEN',
       'METRICS_WINDOW',
