@@ -80,7 +80,7 @@ const groupJson = (g: WindowGroup) => ({ count: g.count, from: isoOrNull(g.from)
 
 /**
  * `state show --json`: `{ "sources": [ … ] }`, one object per source of this shape (instants ISO
- * 8601 UTC, null when absent; documented in the README, section State):
+ * 8601 UTC, null when absent; documented in docs/etl.md, section State):
  * `{ source, watermark, lastRun: { id, status, startedAt, finishedAt, error } | null,
  *    windows: { committed: { count, from, to, records }, parked, expired, reloadRequested: { count, from, to } },
  *    verifiedThrough, verifiedAt }`.
