@@ -198,7 +198,7 @@ export async function endChecks(i: EndInputs): Promise<{
   notes.push(
     `gamma's late records: ${lateRecords.length} in ${i.late.tally.batches} batches from ${lateRecords.length ? `${((firstLate - i.t0Wall) / 60_000).toFixed(1)} min (once its backfill was done)` : 'never'} to ` +
       `${lateRecords.length ? `${((lastLate - i.t0Wall) / 60_000).toFixed(1)} min` : '-'} (none in the last audit period and a minute, so each had an audit to find it), at random instants up to ${(i.late.tally.maxAgeMs / 3_600_000).toFixed(1)} h back, ` +
-      `never within SYNC_LOOKBACK and a window of the watermark; ${i.late.tally.skipped} batches left out while gamma's watermark lagged the clock; ${i.late.tally.deletions} records deleted upstream, each with two late records in its window (a deletion and an arrival in one audit segment cancel out, as the README says).`,
+      `never within SYNC_LOOKBACK and a window of the watermark; ${i.late.tally.skipped} batches left out while gamma's watermark lagged the clock; ${i.late.tally.deletions} records deleted upstream, each with two late records in its window (a deletion and an arrival in one audit segment cancel out, as docs/etl.md says).`,
   );
 
   // Parked windows: only those holding quarantined records may be.
@@ -270,7 +270,7 @@ export async function endChecks(i: EndInputs): Promise<{
   const flat = [
     ...flatFor('A', a.samples.filter(calm), steady),
     ...flatFor('B after restart', b.samples.filter((x) => x.life === b.lives.length - 1 && b.lives.length > 1).filter(calm), steady),
-    // Both replicas' connections from B's restart on: each pool is sized at its start for the sources then (README, Reload), so
+    // Both replicas' connections from B's restart on: each pool is sized at its start for the sources then (docs/configuration.md, Reload), so
     // before it the level follows the sources added (delta at 1/3) and B's first pool, not a leak.
     judgeFlat(
       a.samples

@@ -8,7 +8,7 @@
  * minus SYNC_LOOKBACK minus a window, so no sync run's lookback re-reads them. A few times a
  * record is deleted upstream from a committed window as far back ({@link Simulator.deleteRecords}),
  * with two late records in the same window (an arrival and a deletion in one audit segment would
- * cancel out, a limit the README states); under SYNC_SHRINK=keep its window keeps it, and the end
+ * cancel out, a limit docs/etl.md states); under SYNC_SHRINK=keep its window keeps it, and the end
  * check expects it still stored. Until
  * `stopAt` (one audit period and a margin before the end, so every record injected had an audit to
  * find it). Every sample, the records not yet seen are looked for in `records`: the delay from
@@ -113,7 +113,7 @@ export class LateInjector {
       const make = (ms: number) => made.push(...o.sim.dataset.plausibleRecords(1, new Date(ms), new Date(ms), true, 7_000_000 + this.#salt++));
       if ((this.tally.batches + 1) % o.deleteEvery === 0) {
         // A deletion, and two arrivals in its window: the audit compares counts, and a deletion
-        // and an arrival in one of its segments cancel out (README, The audit), so a deletion
+        // and an arrival in one of its segments cancel out (docs/etl.md, The audit), so a deletion
         // never goes without more arrivals beside it.
         const start = this.#deleteOne(from, Math.min(to, o.sparseEndMs));
         for (let i = 0; start !== undefined && i < 2; i++) {

@@ -6,10 +6,10 @@
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Command, CommanderError, Option } from 'commander';
-import { SETTINGS } from './config.js';
+import { Command, CommanderError } from 'commander';
 import { EXIT_USAGE } from './commands/exit.js';
 import { registerCheckCommand } from './commands/check.js';
+import { addSettingOptions, commandsFirstHelp, MORE_SETTINGS_HELP } from './commands/options.js';
 import { registerFieldsCommand } from './commands/fields.js';
 import { registerMigrateCommand } from './commands/migrate.js';
 import { registerRollupCommand } from './commands/rollup.js';
@@ -31,21 +31,16 @@ import { VERSION } from './version.js';
 export function buildProgram(configureSimulate?: (command: Command) => void): Command {
   const program = new Command('analytics-exporter')
     .description('Prometheus exporter and exactly-once PostgreSQL ETL for the forms platform analytics API')
-    .version(VERSION)
-    .configureHelp({ showGlobalOptions: true, sortSubcommands: true })
+    .configureHelp({ showGlobalOptions: true, sortSubcommands: true, formatHelp: commandsFirstHelp })
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
-
-  for (const setting of SETTINGS) {
-    if (setting.flag === undefined) continue;
-    const byDefault = setting.default === undefined ? '' : ` (default ${setting.default})`;
-    program.addOption(new Option(`${setting.flag} <value>`, `${setting.help}${byDefault} [env ${setting.env}]`));
-  }
+  addSettingOptions(program);
+  program.version(VERSION);
   program.addHelpText(
     'after',
     [
       '',
-      'Every flag above can be set by the environment variable in brackets; flags win.',
+      MORE_SETTINGS_HELP,
       'Secrets have no flag (command lines show in ps): set CLIENT_SECRET or CLIENT_SECRET_FILE.',
       '',
       'Exit status: 0 success, 1 failure, 2 bad usage or configuration.',
@@ -62,8 +57,7 @@ export function buildProgram(configureSimulate?: (command: Command) => void): Co
   registerFieldsCommand(program);
   registerStateCommand(program);
   for (const sub of program.commands) {
-    sub.exitOverride();
-    for (const nested of sub.commands) nested.exitOverride();
+    for (const command of [sub, ...sub.commands]) command.exitOverride().addHelpText('after', `\n${MORE_SETTINGS_HELP}`);
   }
   return program;
 }

@@ -31,7 +31,7 @@ import {
   type FailureReason,
 } from './errors.js';
 
-/** Exit statuses shared by every command (documented in `--help` and the README). */
+/** Exit statuses shared by every command (documented in `--help` and docs/commands.md). */
 export const EXIT_OK = 0;
 /** The run failed: upstream, database, or a check that did not pass. */
 export const EXIT_FAILURE = 1;

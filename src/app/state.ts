@@ -66,7 +66,7 @@ const isoOrNull = (ms: number | undefined): string | null => (ms === undefined ?
 
 const groupJson = (g: WindowGroup) => ({ count: g.count, from: isoOrNull(g.from), to: isoOrNull(g.to) });
 
-/** `state show --json`, a documented shape: instants ISO 8601 UTC, null when absent. */
+/** `state show --json`, documented in docs/etl.md (State): instants ISO 8601 UTC, null when absent. */
 export function stateJson(states: readonly SourceState[]): { sources: unknown[] } {
   return {
     sources: states.map((s) => ({

@@ -1,5 +1,215 @@
-import type { Command } from 'commander';
-import { SETTINGS } from '../config.js';
+/**
+ * The settings as command-line options, and the help that shows them. Every setting with a flag
+ * is a global option of the program, accepted by every command; `--help` shows only the few most
+ * people set ({@link HELP_SETTINGS}), and `--help-settings` prints every setting in the groups of
+ * docs/configuration.md ({@link SETTING_GROUPS}). {@link configOverrides} turns the flags given
+ * back into the variables they override.
+ */
+import { CommanderError, Option, type Command, type Help } from 'commander';
+import { SETTINGS, type SettingDoc } from '../config.js';
+
+/** A heading of docs/configuration.md and `--help-settings`, and the settings under it, in table order. */
+export interface SettingGroup {
+  title: string;
+  /** What the settings of the group are about, one sentence. */
+  about: string;
+  settings: readonly string[];
+}
+
+/** The settings by what they are about. Every setting is in exactly one group (checked by test/unit/settings-doc.test.ts). */
+export const SETTING_GROUPS: readonly SettingGroup[] = [
+  {
+    title: 'Sources and credentials',
+    about: 'Which platform the exporter reads, and as which API client (E0: OAuth2 client credentials).',
+    settings: [
+      'CONFIG_FILE',
+      'STATISTICS_URL',
+      'AUTH_URL',
+      'CLIENT_ID',
+      'CLIENT_SECRET',
+      'CLIENT_SECRET_FILE',
+      'TOKEN_AUTH_METHOD',
+      'TOKEN_SCOPE',
+      'TLS_CLIENT_CERT_FILE',
+      'TLS_CLIENT_KEY_FILE',
+      'TLS_CA_FILE',
+    ],
+  },
+  {
+    title: 'Upstream requests',
+    about: 'How each request to the platform (E0, E6, E7) is bounded, retried and paced (Limits).',
+    settings: ['UPSTREAM_TIMEOUT', 'UPSTREAM_MAX_ATTEMPTS', 'UPSTREAM_RETRY_MAX_DELAY', 'UPSTREAM_MAX_BODY', 'UPSTREAM_RATE_LIMIT', 'UPSTREAM_RATE_BURST'],
+  },
+  {
+    title: 'Database',
+    about: 'Where the records are loaded: a PostgreSQL server, or the embedded database.',
+    settings: ['DATABASE_URL', 'PGSSLMODE', 'PGSSLROOTCERT', 'PGSSLCERT', 'PGSSLKEY', 'DATABASE_SCHEMA', 'DATA_DIR'],
+  },
+  {
+    title: 'Sync',
+    about: 'What one ETL run reads from E6, in which windows, and when serve runs it and the audit.',
+    settings: [
+      'SYNC_START_DATE',
+      'SYNC_WINDOW',
+      'SYNC_SETTLE',
+      'SYNC_LOOKBACK',
+      'SYNC_PAGE_SIZE',
+      'SYNC_CONCURRENCY',
+      'SYNC_WINDOW_ATTEMPTS',
+      'SYNC_MIN_SPLIT',
+      'SYNC_SHRINK',
+      'UPSTREAM_TO_DATE',
+      'SYNC_SCHEDULE',
+      'SYNC_SOURCE_CONCURRENCY',
+      'AUDIT_SCHEDULE',
+      'RECORD_TIME_FIELD',
+    ],
+  },
+  {
+    title: 'Tables',
+    about: 'The partitions of records, retention, and the tables derived from the records.',
+    settings: [
+      'PARTITION_INTERVAL',
+      'RETENTION',
+      'ROLLUP_DIMENSIONS',
+      'ROLLUP_RETENTION',
+      'ROLLUP_DISTINCT',
+      'ROLLUP_DISTINCT_BY',
+      'FIELD_CATALOGUE',
+      'FIELD_CONTRACT',
+    ],
+  },
+  {
+    title: 'The /metrics endpoint',
+    about: "The HTTP server of serve, and how it reads and passes on each source's E7 text.",
+    settings: [
+      'METRICS_LISTEN',
+      'METRICS_WINDOW',
+      'METRICS_CACHE_TTL',
+      'METRICS_SCRAPE_TIMEOUT',
+      'UPSTREAM_SAMPLE_LIMIT',
+      'UPSTREAM_LABEL_LIMIT',
+      'UPSTREAM_LABEL_VALUE_LENGTH_LIMIT',
+      'UPSTREAM_METRIC_PREFIX',
+      'METRICS_MAX_CONNECTIONS_PER_CLIENT',
+      'METRICS_MAX_CONNECTIONS',
+      'WEB_CONFIG_FILE',
+      'AUTH_FAILURE_BUDGET',
+    ],
+  },
+  {
+    title: 'Logging',
+    about: 'What is logged, and in which format.',
+    settings: ['LOG_LEVEL', 'LOG_FORMAT'],
+  },
+];
+
+/** The settings whose flags `--help` shows: what a first deployment sets. The rest are hidden, not refused. */
+export const HELP_SETTINGS: ReadonlySet<string> = new Set([
+  'CONFIG_FILE',
+  'STATISTICS_URL',
+  'AUTH_URL',
+  'CLIENT_ID',
+  'CLIENT_SECRET_FILE',
+  'DATABASE_URL',
+  'LOG_LEVEL',
+]);
+
+/** Where the rest of the settings are, as `--help` of the program and of every command ends. */
+export const MORE_SETTINGS_HELP = `Every setting is an environment variable; all but the secrets also have a flag, which wins.
+--help-settings lists all ${SETTINGS.length} with their defaults; docs/configuration.md explains them.`;
+
+const BY_ENV = new Map(SETTINGS.map((s) => [s.env, s]));
+
+/** One setting's description, as `--help` and `--help-settings` show it: help, default, variable. */
+function describeSetting(setting: SettingDoc): string {
+  const byDefault = setting.default === undefined ? '' : ` (default ${setting.default})`;
+  return `${setting.help}${byDefault} [env ${setting.env}]`;
+}
+
+/**
+ * Adds every setting with a flag to `program` as a global option taking a value (shown by `--help`
+ * only for {@link HELP_SETTINGS}), and `--help-settings`, which prints {@link settingsHelp} on
+ * stdout and ends the parse as `--help` does (a CommanderError with exit code 0, the program
+ * having `exitOverride()`).
+ */
+export function addSettingOptions(program: Command): void {
+  for (const setting of SETTINGS) {
+    if (setting.flag === undefined) continue;
+    const option = new Option(`${setting.flag} <value>`, describeSetting(setting));
+    program.addOption(HELP_SETTINGS.has(setting.env) ? option : option.hideHelp());
+  }
+  program.addOption(new Option('--help-settings', 'print every setting, its flag and its default'));
+  program.on('option:help-settings', () => {
+    process.stdout.write(settingsHelp());
+    throw new CommanderError(0, 'commander.helpDisplayed', '(outputHelp)');
+  });
+}
+
+/** The text of `--help-settings`: every setting under its group's title, flag (or variable, for a secret) then description. */
+export function settingsHelp(): string {
+  const term = (s: SettingDoc) => (s.flag === undefined ? `${s.env} (secret: no flag)` : `${s.flag} <value>`);
+  const width = Math.max(...SETTINGS.map((s) => term(s).length));
+  const lines = [
+    'Settings: each is read from its environment variable; its flag, given on the command line, wins.',
+    'Empty values count as unset. Durations use Prometheus syntax: 500ms, 30s, 15m, 1h30m, 1d.',
+    'docs/configuration.md explains each one.',
+  ];
+  for (const group of SETTING_GROUPS) {
+    lines.push('', `${group.title}:`);
+    for (const env of group.settings) {
+      const setting = BY_ENV.get(env)!;
+      lines.push(`  ${term(setting).padEnd(width)}  ${describeSetting(setting)}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * Commander's `formatHelp` with the commands before the options, as what a program can do comes
+ * first; a command's help names the program's options (those `--help` shows) without describing
+ * them again. For `configureHelp`, which every command inherits.
+ */
+export function commandsFirstHelp(command: Command, helper: Help): string {
+  // Padded for the terms listed; the global options are named, not listed (below).
+  const width = Math.max(
+    helper.longestSubcommandTermLength(command, helper),
+    helper.longestOptionTermLength(command, helper),
+    helper.longestArgumentTermLength(command, helper),
+  );
+  const item = (term: string, description: string) => helper.formatItem(term, width, description, helper);
+  const description = helper.commandDescription(command);
+  const global = helper.visibleGlobalOptions(command).map((o) => o.long ?? o.flags);
+  return [
+    `${helper.styleTitle('Usage:')} ${helper.styleUsage(helper.commandUsage(command))}`,
+    '',
+    ...(description === '' ? [] : [helper.boxWrap(helper.styleCommandDescription(description), helper.helpWidth ?? 80), '']),
+    ...helper.formatItemList(
+      'Arguments:',
+      helper
+        .visibleArguments(command)
+        .map((a) => item(helper.styleArgumentTerm(helper.argumentTerm(a)), helper.styleArgumentDescription(helper.argumentDescription(a)))),
+      helper,
+    ),
+    ...helper.formatItemList(
+      'Commands:',
+      helper
+        .visibleCommands(command)
+        .map((c) => item(helper.styleSubcommandTerm(helper.subcommandTerm(c)), helper.styleSubcommandDescription(helper.subcommandDescription(c)))),
+      helper,
+    ),
+    ...helper.formatItemList(
+      'Options:',
+      helper.visibleOptions(command).map((o) => item(helper.styleOptionTerm(helper.optionTerm(o)), helper.styleOptionDescription(helper.optionDescription(o)))),
+      helper,
+    ),
+    ...helper.formatItemList(
+      'Global Options:',
+      global.length === 0 ? [] : [helper.boxWrap(`${global.join(', ')}: see analytics-exporter --help`, (helper.helpWidth ?? 80) - 2).replace(/^/gm, '  ')],
+      helper,
+    ),
+  ].join('\n');
+}
 
 /** camelCased flag (as commander stores it) → the environment variable it overrides. */
 const FLAG_TO_ENV = new Map(

@@ -123,7 +123,7 @@ function registerShow(state: Command): void {
       ...(names ?? []),
       name,
     ])
-    .option('--json', 'print JSON: {"sources": [...]} in the shape the README documents (section State)')
+    .option('--json', 'print JSON: {"sources": [...]} in the shape docs/etl.md documents (section State)')
     .addHelpText('after', EXIT_HELP)
     .action(async (raw: unknown, command: Command) => {
       const options = parseUsage('state show', showOptions, raw);

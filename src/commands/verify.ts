@@ -21,7 +21,7 @@ import { parseIsoOption } from './sync.js';
 /**
  * SIGINT/SIGTERM for `verify`: the first signal aborts `controller` (a comparison ends without
  * repairs, a repair run rolls back the window it is loading) and exits 1 after `drainTimeoutMs` if
- * the audit has not stopped by then, since a difference may be left (README, The audit: `verify`);
+ * the audit has not stopped by then, since a difference may be left (docs/etl.md, The audit: `verify`);
  * a second signal exits at once with 128 + its number.
  */
 export function handleVerifySignals(controller: AbortController, log: Logger, drainTimeoutMs = DRAIN_TIMEOUT_MS): Shutdown {

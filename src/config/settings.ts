@@ -1,8 +1,8 @@
 /**
- * The one table of settings (STYLE habit 14): each setting declared once with its environment
- * variable, CLI flag, zod schema, default, help and secrecy. The zod object loadConfig reads with
- * (src/config/load.ts), the CLI's options and `--help` (src/cli.ts, src/commands/options.ts) and
- * the README's configuration table (checked by test/unit/config.test.ts) all come from here.
+ * The one table of settings (CONTRIBUTING.md, "Settings"): each setting declared once with its
+ * environment variable, CLI flag, zod schema, default, help and secrecy. The zod object loadConfig
+ * reads with (src/config/load.ts), the CLI's options, `--help` and `--help-settings`
+ * (src/commands/options.ts) and docs/configuration.md (`npm run docs:settings`) all come from here.
  */
 import cron from 'node-cron';
 import { z } from 'zod';
@@ -376,7 +376,7 @@ const SETTING_TABLE = {
   },
 } satisfies Record<string, SettingSpec>;
 
-/** Documentation of a setting, as `--help` and the README table show it. */
+/** Documentation of a setting, as `--help-settings` and docs/configuration.md show it. */
 export interface SettingDoc {
   env: string;
   /** CLI flag overriding the variable; secrets have none (a flag shows in `ps`). */
@@ -387,7 +387,7 @@ export interface SettingDoc {
   help: string;
 }
 
-/** Every setting, in the order `--help` and the README list them. */
+/** Every setting, in the order `--help-settings` and docs/configuration.md list them within a group. */
 export const SETTINGS: readonly SettingDoc[] = Object.entries(SETTING_TABLE).map(([env, spec]: [string, SettingSpec]) => ({
   env,
   ...(spec.flag !== undefined ? { flag: spec.flag } : {}),

@@ -4,7 +4,7 @@
  * OpenMetrics' stricter rules allow and `unknown` elsewhere.
  *
  * It starts with {@link normalizeFamilies}, so whatever it is given, the output is valid: what
- * breaks a rule is left out rather than served (habit 10 of STYLE.md).
+ * breaks a rule is left out rather than served (CONTRIBUTING.md, "Bad upstream data").
  */
 import { owningFamily } from './family.js';
 import { escapeQuoted, formatLabels, formatValue, type SerializeOptions } from './format.js';

@@ -3,7 +3,7 @@
  * from E7 ("E7 notes") together with the exporter's own metrics.
  *
  * It starts with {@link normalizeFamilies}, so whatever it is given, the output is valid: what
- * breaks a rule is left out rather than served (habit 10 of STYLE.md).
+ * breaks a rule is left out rather than served (CONTRIBUTING.md, "Bad upstream data").
  */
 import { escapeTextHelp, formatLabels, formatValue, type SerializeOptions } from './format.js';
 import { Lines } from './lines.js';

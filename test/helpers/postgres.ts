@@ -1,5 +1,5 @@
 /**
- * Throwaway PostgreSQL servers for integration tests (STYLE.md habit 11).
+ * Throwaway PostgreSQL servers for integration tests (CONTRIBUTING.md, "Tests").
  *
  * A cluster lives in its own temp folder, listens only on 127.0.0.1 on a free port, trusts
  * every local connection, and trades durability for speed (fsync, synchronous_commit and

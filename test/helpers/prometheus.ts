@@ -1,5 +1,5 @@
 /**
- * Throwaway Prometheus servers and promtool for integration tests (STYLE.md habit 11).
+ * Throwaway Prometheus servers and promtool for integration tests (CONTRIBUTING.md, "Tests").
  *
  * Tests prove the exporter against the real thing: `promtool check metrics` lints exposition
  * text, and a real Prometheus scrapes the exporter over HTTP(S) so queries (and the dashboard's

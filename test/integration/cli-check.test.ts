@@ -271,8 +271,15 @@ describe('usage', () => {
     expect(top.code).toBe(0);
     expect(top.stdout).toContain('STATISTICS_URL');
     expect(top.stdout).toContain('Exit status: 0 success, 1 failure, 2 bad usage or configuration.');
+    // Short: the commands first, a few settings, and where the rest are (test/unit/cli-help.test.ts).
+    expect(top.stdout.indexOf('Commands:')).toBeLessThan(top.stdout.indexOf('Options:'));
+    expect(top.stdout).not.toContain('--sync-window');
+    const settings = await runCli(['--help-settings']);
+    expect(settings.code).toBe(0);
+    expect(settings.stdout).toContain('--sync-window <value>');
+    expect(settings.stdout).toContain('[env SYNC_WINDOW]');
     const help: Record<string, string> = {};
-    for (const command of ['check', 'simulate', 'serve', 'sync', 'fields', 'migrate', 'verify']) {
+    for (const command of ['check', 'simulate', 'serve', 'sync', 'fields', 'migrate', 'verify', 'state', 'rollup']) {
       const r = await runCliInProcess([command, '--help']);
       expect(r.code, command).toBe(0);
       expect(r.stdout, command).toContain(`Usage: analytics-exporter ${command}`);

@@ -292,7 +292,7 @@ describe('sync (in process, real PostgreSQL)', () => {
   });
 
   it('keeps records whose RECORD_TIME_FIELD lies outside the window E6 returned them for, and counts them', async () => {
-    // Records without the field get no boundary guard, so an exclusive toDate keeps them single (README).
+    // Records without the field get no boundary guard, so an exclusive toDate keeps them single (docs/etl.md, Window membership).
     const s = await sim({ records: 2000, start: START, end: END, toDate: 'exclusive' });
     // A field that is not what E6 filters on: its time is months before the window.
     const odd = s.dataset

@@ -17,7 +17,7 @@ const dir = mkdtempSync(join(tmpdir(), 'ae-config-file-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /**
- * The README's example file, with the production secret's path (where a deployment mounts it)
+ * The example file of docs/configuration.md (examples/sources.yaml), with the production secret's path (where a deployment mounts it)
  * pointed at a file of this test's folder. (A mock of node:fs would not reach a config module
  * another file of the same worker imported first: unit files share their module cache.)
  */
@@ -55,7 +55,7 @@ function configError(env: Record<string, string>): ConfigError {
 }
 
 describe('CONFIG_FILE', () => {
-  it('loads the README example to its two sources', () => {
+  it('loads the documented example to its two sources', () => {
     const config = loadConfig({ CONFIG_FILE: EXAMPLE, SANDBOX_CLIENT_SECRET: 'sandbox-secret-from-env' });
     expect(config.sources.map((s) => s.name)).toEqual(['production', 'sandbox']);
     const [production, sandbox] = config.sources as [(typeof config.sources)[0], (typeof config.sources)[0]];
