@@ -188,7 +188,7 @@ export class ServeSources {
     const keep = new Set(diff.unchanged.map((s) => s.name));
     // The next scrape reads the new list; one in progress ends with the readers it started with.
     scraper.setSources(
-      diff.sources.map((source) => ({ name: source.name, labels: source.labels, client: this.#clients.get(source.name)! })),
+      diff.sources.map((source) => ({ name: source.name, labels: source.labels, client: this.#clients.get(source.name)!, limits: source.limits })),
       keep,
     );
     for (const source of diff.removed) await metrics.forgetSource(source.name);

@@ -221,6 +221,25 @@ describe('serve reloads CONFIG_FILE', () => {
     expect(await server.exited).toBe(0);
   }, 120_000);
 
+  it('a source a reload adds keeps its E7 limits: a text over its sample_limit fails its read with reason limit', async () => {
+    const schema = 'reload_limits';
+    const file = join(dir, 'limits.yaml');
+    const sim = await startSimulator({ port: 0, records: 100, start: new Date(START), end: new Date(END) });
+    bed.closers.push(() => sim.close());
+    writeSourcesTo(file, entry(sim, 'first'));
+    const server = await serve(file, schema);
+    await until('the first source served', async () => ((await get(`${server.url}/readyz`)).status === 200 ? true : undefined));
+    // The simulator's E7 text holds more than one sample line.
+    writeSourcesTo(file, entry(sim, 'first'), entry(sim, 'capped', ['sample_limit: 1']));
+    server.child.kill('SIGHUP');
+    await until('the reload logged', async () => (server.output().includes('"added":["capped"]') ? true : undefined));
+    const metrics = await get(`${server.url}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(metrics.body).toMatch(/analytics_exporter_upstream_up\{source="first"\} 1/);
+    expect(metrics.body).toMatch(/analytics_exporter_upstream_up\{source="capped"\} 0/);
+    expect(metrics.body).toMatch(/analytics_exporter_upstream_errors_total\{source="capped",reason="limit"\} 1/);
+  }, 60_000);
+
   it('a changed source: its running sync is aborted (the open window rolls back), the new settings run, and the data ends exact', async () => {
     const schema = 'reload_2';
     const file = join(dir, 'changed.yaml');
