@@ -1,0 +1,43 @@
+/**
+ * knip (`npm run lint:unused`): no unused file, dependency or export. It runs twice:
+ *   knip               every file: tests, bench/, soak/, scripts/, configs (their plugins) too;
+ *   knip --production  only what the product runs (patterns marked `!`): an export of src/ that
+ *                      only tests import is reported, as it belongs in test/helpers/.
+ * In production mode an export used in its own module is a unit its tests reach, not an unused
+ * one; the full run still reports an export nothing outside its module imports.
+ */
+import type { KnipConfig } from 'knip';
+
+export default ({ production = false }: { production?: boolean }): KnipConfig => ({
+  // System tools the tests and benchmarks run (Debian packages, see .ci/run), not npm packages.
+  ignoreBinaries: ['openssl', 'pg_config', 'promtool', 'psql'],
+  // Unused exports are checked in src/, the product; the tools around it are not held to it yet.
+  ignoreIssues: {
+    '{bench,soak,grafana,prometheus,scripts,test}/**': ['exports', 'types'],
+    'packages/simulator/{src,test}/**': ['exports', 'types'],
+  },
+  workspaces: {
+    '.': {
+      entry: [
+        'src/cli.ts!',
+        // Started as a child process by bench/suites/etl.ts (runScriptChild), not imported.
+        'bench/lib/fetch-only.ts',
+      ],
+      project: [
+        'src/**/*.ts!',
+        'test/**/*.ts',
+        'bench/**/*.{ts,mjs}',
+        'soak/**/*.ts',
+        'scripts/**/*.{ts,mjs}',
+        'grafana/src/**/*.ts',
+        'prometheus/src/**/*.ts',
+      ],
+      ignoreExportsUsedInFile: production,
+    },
+    'packages/simulator': {
+      entry: ['src/bin.ts!', 'src/index.ts!'],
+      project: ['src/**/*.ts!', 'test/**/*.ts'],
+      ignoreExportsUsedInFile: production,
+    },
+  },
+});
