@@ -58,11 +58,6 @@ export interface Upstream {
   close(): Promise<void>;
 }
 
-/** The first source's client. */
-export async function openUpstream(config: Config, log: Logger, observer?: ClientObserver): Promise<Upstream> {
-  return openSourceUpstream(config.sources[0]!, log, observer);
-}
-
 /** The source's platform, or the in-process demo simulator for the source without STATISTICS_URL. */
 export async function openSourceUpstream(source: SourceConfig, log: Logger, observer?: ClientObserver): Promise<Upstream> {
   const demo = source.upstream === undefined ? await startDemoUpstream(log, source.demo) : undefined;

@@ -12,34 +12,14 @@ import { SyncScheduler } from './cron.js';
 import type { PgStore } from '../sync/store/pg/store.js';
 import { auditSource, type AuditResult } from '../sync/audit/source.js';
 import type { AnalyticsClient } from '../upstream/analytics.js';
-import type { Upstreams } from '../app/runtime.js';
 import type { ServeDatabase } from './database.js';
 
-export interface SchedulesContext {
+/** What one source's schedulers need. */
+export interface SourceScheduleContext {
   config: Config;
   log: Logger;
   metrics: ExporterMetrics;
-  upstreams: Upstreams;
   database: ServeDatabase;
-}
-
-/** What one source's schedulers need: {@link SchedulesContext} without the clients opened at start. */
-export type SourceScheduleContext = Omit<SchedulesContext, 'upstreams'>;
-
-/**
- * Builds (does not start) each source's scheduler ({@link buildSourceScheduler}), on the clients
- * opened at start.
- *
- * @returns the schedulers by source name, in configuration order.
- */
-export function buildSchedulers(context: SchedulesContext): Map<string, SyncScheduler> {
-  const { config, upstreams } = context;
-  const schedulers = new Map<string, SyncScheduler>();
-  for (const source of config.sources) {
-    const client = upstreams.sources.find((u) => u.source.name === source.name)!.client;
-    schedulers.set(source.name, buildSourceScheduler(context, source, client));
-  }
-  return schedulers;
 }
 
 /**
@@ -92,22 +72,6 @@ async function refreshParked(o: { store: PgStore; source: string; metrics: Expor
   } catch (err) {
     o.log.debug({ err }, 'the parked windows could not be read after a locked tick; the next tick tries again');
   }
-}
-
-/**
- * Builds (does not start) each source's audit scheduler (AUDIT_SCHEDULE), see {@link buildSourceAudit}.
- *
- * @returns the schedulers by source name; empty when AUDIT_SCHEDULE is `off`.
- */
-export function buildAuditSchedulers(context: SchedulesContext): Map<string, SyncScheduler<AuditResult>> {
-  const { config, upstreams } = context;
-  const schedulers = new Map<string, SyncScheduler<AuditResult>>();
-  for (const source of config.sources) {
-    const client = upstreams.sources.find((u) => u.source.name === source.name)!.client;
-    const audit = buildSourceAudit(context, source, client);
-    if (audit !== undefined) schedulers.set(source.name, audit);
-  }
-  return schedulers;
 }
 
 /**
