@@ -36,10 +36,6 @@ export interface AuditResult {
   repairs: SyncResult[];
 }
 
-export function auditClean(result: AuditResult): boolean {
-  return result.left.length === 0;
-}
-
 const ALL_TIME: Window = { start: 0, end: 8.64e15 };
 
 /**
