@@ -117,6 +117,3 @@ export function createLogger(level: LevelWithSilent = 'info', options: LoggerOpt
     resolveLogFormat(options.format ?? 'auto', destination) === 'pretty' ? prettyDestination(destination) : (destination as pino.DestinationStream),
   );
 }
-
-/** A logger that drops everything, for library use and tests. */
-export const silentLogger: Logger = pino({ level: 'silent' });

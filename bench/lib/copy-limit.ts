@@ -12,7 +12,7 @@ import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, withClient } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { createDataset } from '@analytics-exporter/simulator';
 import { catalogueRecords, type FieldStats, type WindowFields } from '../../src/sync/derived/index.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';

@@ -7,7 +7,7 @@
  * process's CPU seconds.
  */
 import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { planWindows } from '../../src/sync/windows.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { readWindows } from './reader.js';

@@ -10,7 +10,7 @@
  */
 import { loadConfig } from '../../src/config.js';
 import { createPool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { auditSource, type AuditResult } from '../../src/sync/audit/source.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { startSimulator } from '@analytics-exporter/simulator';

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
 import { DEFAULT_SOURCE, loadConfig } from '../../src/config.js';
 import { createPool, withClient, withTransaction, type PoolClient } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { Derived, inexactCounts, type WindowFields } from '../../src/sync/derived/index.js';
 import { FieldCatalogue } from '../../src/sync/derived/fields/catalogue.js';
 import { TypedView } from '../../src/sync/derived/fields/typed-view.js';

@@ -8,7 +8,7 @@
  * at least.
  */
 import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { startSimulator, type RecordOrder } from '@analytics-exporter/simulator';
 import { planWindows } from '../../src/sync/windows.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';

@@ -8,7 +8,7 @@
  */
 import { migrate } from '../../src/db/migrate.js';
 import { withClient, type Pool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from './silent-logger.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
 import { Tables } from '../../src/sync/store/pg/tables.js';
 import type { Simulator } from '@analytics-exporter/simulator';

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from './silent-logger.js';
 
 /** What {@link useTestDatabase} hands a test file. */
 export interface TestDatabaseHandle {

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { migrate } from '../../src/db/migrate.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from './silent-logger.js';
 import type { Pool } from '../../src/db/pool.js';
 
 /** The names of the migrations in migrations/ (without `.sql`), in the order they apply. */

@@ -1,6 +1,6 @@
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from './silent-logger.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { startPrometheus, type PrometheusServer } from './prometheus.js';
 import { simulatorEnv } from './sync.js';

@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createPool, type Pool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from './silent-logger.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH } from './cli.js';
 import { useTestDatabase } from './db.js';

@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import { loadConfig, type SyncConfig, type TablesConfig } from '../../src/config.js';
 import type { Pool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from './silent-logger.js';
 import type { Simulator } from '@analytics-exporter/simulator';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { canonicalJson } from './canonical.js';

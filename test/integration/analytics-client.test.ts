@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { TokenError, UpstreamError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { AnalyticsClient, type AnalyticsRecord, type ClientObserver } from '../../src/upstream/analytics.js';
 import { NO_FAULTS, startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { createTestPki, type TestPki } from '../helpers/certs.js';

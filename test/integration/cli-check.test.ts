@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChecks, type StepResult } from '../../src/app/check.js';
 import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { CLI_PATH, runCli, runCliInProcess } from '../helpers/cli.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 

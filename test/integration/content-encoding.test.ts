@@ -12,7 +12,7 @@ import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
 import { ResponseTooLargeError, UpstreamError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { runSync } from '../../src/sync/run/run.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { useTestDatabase } from '../helpers/db.js';

@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { ADVISORY_LOCK_NAMESPACE, withAdvisoryLock, withClient, type Pool } from '../../src/db/pool.js';
 import { AbortedError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { CLI_PATH } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { until } from '../helpers/wait.js';

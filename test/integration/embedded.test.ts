@@ -4,7 +4,7 @@ import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { EMBEDDED_WAL_LIMIT_BYTES, walBytes } from '../../src/db/maintenance.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { pgDeps } from '../helpers/pg-deps.js';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run/run.js';

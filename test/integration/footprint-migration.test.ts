@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE } from '../../src/db/migrate.js';
 import { withClient } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
 import { runSync } from '../../src/sync/run/run.js';
 import { Tables } from '../../src/sync/store/pg/tables.js';

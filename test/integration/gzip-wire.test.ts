@@ -8,7 +8,7 @@ import { startSimulator } from '@analytics-exporter/simulator';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { simClient, syncSettings } from '../helpers/sync.js';

@@ -8,7 +8,7 @@
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { runSync, type ShrunkWindow } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';

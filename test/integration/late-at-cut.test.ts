@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { migrate } from '../../src/db/migrate.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { runSync, type SyncResult } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { canonicalJson, expectedMultiset, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';

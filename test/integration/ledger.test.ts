@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { withClient } from '../../src/db/pool.js';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { expireWindows, loadedByRuns, PgLedger } from '../../src/sync/store/pg/ledger.js';
 import { Tables } from '../../src/sync/store/pg/tables.js';
 import type { Window } from '../../src/sync/windows.js';

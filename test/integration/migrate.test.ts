@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { migrate, pendingMigrations } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { useTestDatabase } from '../helpers/db.js';
 import { MIGRATIONS } from '../helpers/migrations.js';
 

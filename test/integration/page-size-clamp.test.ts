@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { startSimulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import type { DroppedPartition } from '../../src/sync/store/ports.js';
 import { partitionName, partitionRange } from '../../src/sync/store/pg/partitions.js';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
 import { createPool } from '../../src/db/pool.js';
 import { DatabaseError, describeError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { createTestPki, type TestPki } from '../helpers/certs.js';
 import { runCli } from '../helpers/cli.js';
 import { startThrowawayCluster, type ThrowawayCluster } from '../helpers/postgres.js';

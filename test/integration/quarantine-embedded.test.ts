@@ -9,7 +9,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { runSync } from '../../src/sync/run/run.js';
 import { initialisedDataDir } from '../helpers/embedded.js';
 import { canonicalJson, simClient, storedMultiset, syncSettings } from '../helpers/sync.js';

@@ -9,7 +9,7 @@ import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import type { Pool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
 import { runSync, type ShrunkWindow } from '../../src/sync/run/run.js';
 import { PgStore } from '../../src/sync/store/pg/store.js';

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, withClient, type Pool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
 import { PgLedger } from '../../src/sync/store/pg/ledger.js';
 import { deleteQuarantined, insertQuarantined, prepareInsertQuarantined, prepareInsertRecords } from '../../src/sync/store/pg/records.js';

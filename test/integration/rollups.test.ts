@@ -7,7 +7,7 @@ import { migrateDatabase, rebuildRollup } from '../../src/app/schema.js';
 import { DEFAULT_SOURCE, loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import type { PoolClient } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { compareCodePoints, Derived } from '../../src/sync/derived/index.js';
 import { runSync, type SyncResult } from '../../src/sync/run/run.js';

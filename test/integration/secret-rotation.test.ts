@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig } from '../../src/config.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import type { SyncResult } from '../../src/sync/run/run.js';
 import { useTestDatabase } from '../helpers/db.js';

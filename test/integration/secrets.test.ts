@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH, runCli, runCliInProcess } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';

@@ -5,7 +5,7 @@
  */
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { Serve } from '../../src/serve/lifecycle.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { useTestDatabase } from '../helpers/db.js';

@@ -2,7 +2,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { useTestDatabase } from '../helpers/db.js';
 import { checkMetrics, startPrometheus, type PrometheusServer } from '../helpers/prometheus.js';

@@ -17,7 +17,7 @@ import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import type { AddressInfo } from 'node:net';
 import bcrypt from 'bcryptjs';
 import { parseExposition } from '../../src/exposition/index.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { createMetricsServer } from '../../src/serve/http.js';
 import { E7Scraper } from '../../src/serve/scrape.js';

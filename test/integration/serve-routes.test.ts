@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { createMetricsServer, type ServerDeps } from '../../src/serve/http.js';
 import { serverRoutes, type Route } from '../../src/serve/routes.js';

@@ -14,7 +14,7 @@ import { parse } from 'yaml';
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { loadConfig, type SourceConfig } from '../../src/config.js';
 import { parseExposition, type Sample } from '../../src/exposition/index.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { NO_FAULTS, startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { useTestDatabase } from '../helpers/db.js';
 import { checkMetrics, startPrometheus } from '../helpers/prometheus.js';

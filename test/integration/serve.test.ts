@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startServe, type RunningServer } from '../../src/serve/lifecycle.js';
 import { parseExposition } from '../../src/exposition/index.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { NO_FAULTS, startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { CLI_PATH } from '../helpers/cli.js';
 import { useTestDatabase } from '../helpers/db.js';

@@ -9,7 +9,7 @@ import { startServe } from '../../src/serve/lifecycle.js';
 import { syncSources, type SourceOutcome } from '../../src/app/sync.js';
 import { loadConfig, type Config, type SourceConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { runSync } from '../../src/sync/run/run.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { inexactCounts } from '../../src/sync/derived/index.js';
 import type { SyncStore, WindowWriter } from '../../src/sync/store/ports.js';
 import { PgStore } from '../../src/sync/store/pg/store.js';

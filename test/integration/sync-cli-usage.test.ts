@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startEmbeddedDatabase } from '../../src/db/embedded.js';
 import { createPool } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { runCli, runCliInProcess } from '../helpers/cli.js';
 import { scratchDir } from '../helpers/scratch.js';
 import { initialisedDataDir } from '../helpers/embedded.js';

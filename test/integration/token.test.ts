@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { Agent } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TokenError } from '../../src/errors.js';
-import { createLogger, silentLogger } from '../../src/log.js';
+import { createLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { TokenClient, type TokenClientOptions } from '../../src/upstream/token.js';
 
 /** UPSTREAM_MAX_BODY's default, in bytes. */

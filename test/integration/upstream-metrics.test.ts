@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { E7Scraper } from '../../src/serve/scrape.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';

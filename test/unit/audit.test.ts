@@ -11,7 +11,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { UpstreamHttpError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { compareWithE6, contiguousRuns } from '../../src/sync/audit/compare.js';
 import { auditSource } from '../../src/sync/audit/source.js';
 import { auditClean } from '../helpers/audit.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { AbortedError } from '../../src/errors.js';
 import { MockAgent } from 'undici';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { AnalyticsClient } from '../../src/upstream/analytics.js';
 import { DECREASE_HOLD_MS, RequestBudget, type BudgetObserver, type RequestBudgetOptions } from '../../src/upstream/budget.js';

@@ -4,7 +4,7 @@ import { DatabaseHealth } from '../../src/serve/health.js';
 import { describeDatabase } from '../../src/db/pool.js';
 import { isDatabaseUnavailable } from '../../src/failures.js';
 import { TokenRequestError, UpstreamNetworkError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { SyncScheduler } from '../../src/serve/cron.js';
 import { untilTrue } from '../helpers/wait.js';
 

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { startDemoUpstream } from '../../src/demo.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 
 const SETTINGS = {
   UPSTREAM_TIMEOUT: '7s',

@@ -3,7 +3,7 @@ import { loadConfig } from '../../src/config.js';
 import { Derived, mergeRollupCounts } from '../../src/sync/derived/index.js';
 import { compareCodePoints } from '../../src/sync/derived/rollup/code-points.js';
 import { Rollups } from '../../src/sync/derived/rollup/rollups.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { Tables } from '../../src/sync/store/pg/tables.js';
 import { countRollup } from '../helpers/rollup-counts.js';
 

@@ -23,7 +23,7 @@ import {
 } from '../../src/errors.js';
 import { classifyFailure, failureReason, isDatabaseUnavailable } from '../../src/failures.js';
 import { databaseError } from '../../src/db/pool.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { readAtSmallerPages } from '../../src/sync/read/oversize.js';
 import type { SyncResult } from '../../src/sync/run/run.js';

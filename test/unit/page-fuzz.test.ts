@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { MockAgent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExporterError, UpstreamBodyError, type FailureReason } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { AnalyticsClient, decodePage, parsePage, type AnalyticsPage } from '../../src/upstream/analytics.js';
 import { stringifyJson } from '../../src/upstream/page-text.js';
 import { TokenClient } from '../../src/upstream/token.js';

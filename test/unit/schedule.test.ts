@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { SyncScheduler } from '../../src/serve/cron.js';
 import type { SyncResult } from '../../src/sync/run/run.js';
 

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { formatStateText, stateJson } from '../../src/app/state.js';
 import { resetOptions, setWatermarkOptions, showOptions } from '../../src/commands/state.js';
 import { runSync, type SyncOptions, type SyncResult } from '../../src/sync/run/run.js';

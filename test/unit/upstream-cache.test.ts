@@ -5,7 +5,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { UpstreamHttpError } from '../../src/errors.js';
 import { parseExposition } from '../../src/exposition/index.js';
-import { createLogger, silentLogger } from '../../src/log.js';
+import { createLogger } from '../../src/log.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { E7Scraper } from '../../src/serve/scrape.js';
 import type { AnalyticsClient, RequestOptions } from '../../src/upstream/analytics.js';
