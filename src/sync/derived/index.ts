@@ -16,14 +16,12 @@ import type { DerivedTable, Queryable, SchemaTables, WindowCommit } from './tabl
 import { TypedView } from './fields/typed-view.js';
 import type { Window } from '../windows.js';
 
-export { catalogueRecords, mergeFields, uncatalogueRecords, EXAMPLE_MAX_CHARS, ISO_DATE_TIME_PATTERN, SECRET_FIELD_PATTERN } from './fields/catalogue.js';
+export { catalogueRecords, mergeFields, uncatalogueRecords } from './fields/catalogue.js';
 export type { FieldStats, WindowFields } from './fields/catalogue.js';
 export { compareCodePoints } from './rollup/code-points.js';
 export { inexactCounts, mergeRollupCounts, type RollupCounts } from './rollup/counts.js';
-export { mergeSources, readFields, viewType, type FieldRow } from './fields/fields.js';
-export type { DistinctGroup, RollupGroup } from './rollup/groups.js';
+export { readFields, type FieldRow } from './fields/fields.js';
 export type { PageObservations } from './page-walk.js';
-export { columnName, typedViewSql } from './fields/typed-view.js';
 
 /** One schema's derived tables for one ROLLUP_* and FIELD_CATALOGUE setting, in the caller's transaction. */
 export class Derived {
