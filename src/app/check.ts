@@ -14,7 +14,7 @@ import { startDemoUpstream } from '../demo.js';
 
 const PROBE_RANGE_MS = 24 * 3_600_000;
 
-export type StepStatus = 'ok' | 'FAIL' | 'skip';
+type StepStatus = 'ok' | 'FAIL' | 'skip';
 
 /** One line of `check` output. */
 export interface StepResult {

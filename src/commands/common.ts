@@ -43,7 +43,7 @@ export function loadCommandConfig(env: NodeJS.ProcessEnv, overrides: Record<stri
  * password in the user info of STATISTICS_URL and AUTH_URL, DATABASE_URL's passwords
  * ({@link databaseSecrets}) and PGPASSWORD.
  */
-export function registerConfigSecrets(config: Config, env: NodeJS.ProcessEnv): void {
+function registerConfigSecrets(config: Config, env: NodeJS.ProcessEnv): void {
   const secrets: string[] = [];
   for (const { upstream } of config.sources) {
     if (upstream === undefined) continue;

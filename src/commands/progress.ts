@@ -13,13 +13,13 @@ export interface TerminalLike {
 }
 
 /** Columns left free right of the bar: room for the two characters of an echoed ^C, and one more. */
-export const BAR_MARGIN_COLUMNS = 3;
+const BAR_MARGIN_COLUMNS = 3;
 
 /**
  * Width assumed when the terminal reports none: 0 columns (a pseudo-terminal nobody sized, as
  * `script` gives when it is not run from a terminal) or no `columns` at all; cli-progress's own default.
  */
-export const UNKNOWN_WIDTH_COLUMNS = 80;
+const UNKNOWN_WIDTH_COLUMNS = 80;
 
 /** Back to the start of the line, then erase the whole line (ECMA-48 EL 2): the bar's line is empty again. */
 export const CLEAR_LINE = '\r\x1b[2K';

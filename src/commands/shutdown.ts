@@ -5,10 +5,10 @@
  */
 import type { Logger } from '../log.js';
 
-export type ShutdownSignal = 'SIGINT' | 'SIGTERM';
+type ShutdownSignal = 'SIGINT' | 'SIGTERM';
 
 /** Exit status when a second signal forces the exit: 128 + signal number. */
-export const SIGNAL_EXIT: Readonly<Record<ShutdownSignal, number>> = { SIGINT: 130, SIGTERM: 143 };
+const SIGNAL_EXIT: Readonly<Record<ShutdownSignal, number>> = { SIGINT: 130, SIGTERM: 143 };
 
 export interface ShutdownOptions {
   log: Logger;

@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 import { importSimulator, SIMULATOR_PACKAGE } from '../demo.js';
 import { EXIT_USAGE } from './exit.js';
 
-export const SIMULATE_DESCRIPTION = 'run the demo simulator of the token endpoint (E0) and analytics API (E6, E7) with demo data, until SIGINT/SIGTERM';
+const SIMULATE_DESCRIPTION = 'run the demo simulator of the token endpoint (E0) and analytics API (E6, E7) with demo data, until SIGINT/SIGTERM';
 
 /**
  * Adds `simulate` to `program`.

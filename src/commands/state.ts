@@ -50,7 +50,7 @@ export const resetOptions = z.object({ source: oneSource, from: instant('--from'
  * Parses a subcommand's options with `schema`; on a broken rule prints each message (naming its
  * flag) on stderr, sets exit status 2 and returns undefined.
  */
-export function parseUsage<T>(what: string, schema: z.ZodType<T>, raw: unknown): T | undefined {
+function parseUsage<T>(what: string, schema: z.ZodType<T>, raw: unknown): T | undefined {
   const parsed = schema.safeParse(raw);
   if (parsed.success) return parsed.data;
   process.stderr.write(`analytics-exporter ${what}: ${parsed.error.issues.map((i) => i.message).join('; ')}\n`);

@@ -36,7 +36,7 @@ export function parseIsoOption(value: string): Date {
  * current window and stops) and exits 0 after `drainTimeoutMs` if the run has not stopped by then;
  * a second signal exits at once with 128 + its number.
  */
-export function handleSignals(controller: AbortController, log: Logger, drainTimeoutMs = DRAIN_TIMEOUT_MS): Shutdown {
+function handleSignals(controller: AbortController, log: Logger, drainTimeoutMs = DRAIN_TIMEOUT_MS): Shutdown {
   return handleShutdownSignals({
     log,
     stopping: 'stopping: rolling back the current window (send the signal again to exit at once)',
