@@ -3,9 +3,9 @@
  * (parse.ts), the number reader (number.ts) and the family rules (family.ts).
  */
 
-export const TAB = 9;
+const TAB = 9;
 export const CR = 13;
-export const SPACE = 32;
+const SPACE = 32;
 export const QUOTE = 34;
 export const HASH = 35;
 export const PLUS = 43;
@@ -18,7 +18,7 @@ export const UNDERSCORE = 95;
 export const LBRACE = 123;
 export const RBRACE = 125;
 
-export function isLetter(c: number): boolean {
+function isLetter(c: number): boolean {
   return (c >= 97 && c <= 122) || (c >= 65 && c <= 90);
 }
 
