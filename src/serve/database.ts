@@ -16,7 +16,7 @@ import { DatabaseHealth } from './health.js';
 import type { Readiness } from './routes.js';
 
 /** How long /readyz waits for the database before answering 503. */
-export const READINESS_TIMEOUT_MS = 3_000;
+const READINESS_TIMEOUT_MS = 3_000;
 
 /** Where the opening stands: still going, open, or failed for good (described for /readyz). */
 type Opened = { state: 'opening' } | { state: 'open'; db: Database } | { state: 'failed'; error: string };

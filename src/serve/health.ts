@@ -12,9 +12,9 @@ import type { Gauge } from 'prom-client';
 import type { Logger } from '../log.js';
 
 /** First wait before probing an unreachable database again, in milliseconds; it doubles each time. */
-export const DATABASE_RETRY_INITIAL_DELAY_MS = 500;
+const DATABASE_RETRY_INITIAL_DELAY_MS = 500;
 /** Longest wait between two probes of an unreachable database, in milliseconds. */
-export const DATABASE_RETRY_MAX_DELAY_MS = 30_000;
+const DATABASE_RETRY_MAX_DELAY_MS = 30_000;
 
 export interface DatabaseHealthOptions {
   /** `analytics_exporter_database_up` (ExporterMetrics.process.databaseUp): set to 1 at once, 0 while unreachable. */

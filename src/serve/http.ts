@@ -21,22 +21,22 @@ import { BcryptWorker } from './web/bcrypt-worker.js';
 import { matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './web/webconfig.js';
 
 /** Bounds that keep a slow or hostile client from holding the server. */
-export const HEADERS_TIMEOUT_MS = 10_000;
-export const REQUEST_TIMEOUT_MS = 30_000;
+const HEADERS_TIMEOUT_MS = 10_000;
+const REQUEST_TIMEOUT_MS = 30_000;
 /**
  * How often Node checks open connections against the two timeouts above (its default, 30 s, held
  * a connection that sent its headers a byte at a time for up to 40 s): each expires within a second.
  */
-export const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
+const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
 /**
  * An idle keep-alive connection is closed after this. Far below any usual scrape interval (10 s
  * and more, 1 m by default): a scraper's connection does not sit idle holding one of its address's
  * slots between scrapes, and the close never races the next scrape's reuse of it (the client has
  * seen the close seconds before). Requests in one burst (several /probe in a row) still share one.
  */
-export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 /** A TLS connection must finish its handshake within this, or is closed (Node's default: 120 s, which let bare TCP connections hold a slot). */
-export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 export interface ServerDeps extends RouteDeps {
   /**

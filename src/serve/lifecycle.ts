@@ -34,9 +34,9 @@ export type { ServeState } from './lifecycle-state.js';
 export type { ReloadResult } from './sources.js';
 
 /** How long requests in flight (a scrape waiting on the upstream) get to finish before their connections are cut. */
-export const HTTP_DRAIN_TIMEOUT_MS = 3_000;
+const HTTP_DRAIN_TIMEOUT_MS = 3_000;
 /** Bound on closing the upstream clients and the database at shutdown, each. */
-export const CLOSE_TIMEOUT_MS = 2_000;
+const CLOSE_TIMEOUT_MS = 2_000;
 
 /** A running `serve`. */
 export interface RunningServer {

@@ -8,7 +8,7 @@
 import type { SourceConfig } from '../config.js';
 
 /** One source whose settings differ between the configuration in use and the one read. */
-export interface SourceChange {
+interface SourceChange {
   before: SourceConfig;
   after: SourceConfig;
   /**

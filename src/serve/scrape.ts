@@ -43,7 +43,7 @@ export function scrapeBudgetMs(scrapeTimeoutMs: number): number {
 }
 
 /** Upper bound on a scrape timeout taken from the request header, in seconds. */
-export const MAX_SCRAPE_TIMEOUT_SECONDS = 300;
+const MAX_SCRAPE_TIMEOUT_SECONDS = 300;
 
 /**
  * Reads `X-Prometheus-Scrape-Timeout-Seconds` (Prometheus sends the job's scrape_timeout).
@@ -70,7 +70,7 @@ export interface UpstreamPart {
 }
 
 /** The part of a scrape that has no upstream samples (a failed or timed-out read). */
-export const EMPTY_UPSTREAM_PART: UpstreamPart = Object.freeze({ text: Buffer.alloc(0), openMetrics: Buffer.alloc(0), samples: 0 });
+const EMPTY_UPSTREAM_PART: UpstreamPart = Object.freeze({ text: Buffer.alloc(0), openMetrics: Buffer.alloc(0), samples: 0 });
 
 /** One source's read, kept for METRICS_CACHE_TTL. */
 interface Snapshot {

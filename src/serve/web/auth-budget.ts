@@ -9,11 +9,11 @@ import { IntervalCount } from '../interval-count.js';
 /** Failed logins one client address may spend per minute, by default (AUTH_FAILURE_BUDGET). */
 export const DEFAULT_AUTH_FAILURE_BUDGET = 10;
 /** The period over which the budget refills, in milliseconds. */
-export const AUTH_BUDGET_PERIOD_MS = 60_000;
+const AUTH_BUDGET_PERIOD_MS = 60_000;
 /** Client addresses whose budget is remembered; beyond it the one touched longest ago is forgotten. */
-export const AUTH_BUDGET_ADDRESSES = 4096;
+const AUTH_BUDGET_ADDRESSES = 4096;
 /** At most one log line about refused login attempts per this many milliseconds. */
-export const AUTH_REFUSAL_LOG_INTERVAL_MS = 60_000;
+const AUTH_REFUSAL_LOG_INTERVAL_MS = 60_000;
 
 /**
  * The key a client address is budgeted under: an IPv4-mapped IPv6 address (`::ffff:1.2.3.4`, how

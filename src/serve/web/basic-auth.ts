@@ -9,14 +9,14 @@ import { inThreadBcrypt, type BcryptPort } from './bcrypt-worker.js';
 /** Results of bcrypt comparisons kept per kind (successes, failures), so a scrape does not pay bcrypt's cost every time. */
 const AUTH_CACHE_ENTRIES = 256;
 /** Uncached bcrypt comparisons allowed at once, by default; beyond them a request is refused ('busy'). */
-export const DEFAULT_MAX_COMPARISONS_IN_FLIGHT = 4;
+const DEFAULT_MAX_COMPARISONS_IN_FLIGHT = 4;
 /**
  * Uncached comparisons one client address may have in flight: two, so that an attacker's address
  * never holds more than half of the places and a login from another address finds one free, while
  * a correct login from an address that also sends a failing one (a Prometheus with one job's
  * password wrong, after a change of users emptied the caches) is not refused as busy.
  */
-export const MAX_COMPARISONS_IN_FLIGHT_PER_ADDRESS = 2;
+const MAX_COMPARISONS_IN_FLIGHT_PER_ADDRESS = 2;
 
 /**
  * What {@link BasicAuth.verify} concluded: `ok` (a configured user with its password), `denied`

@@ -17,7 +17,7 @@ export type RefusalReason = 'per_client' | 'total';
 export const REFUSAL_REASONS: readonly RefusalReason[] = ['per_client', 'total'];
 
 /** At most one log line about refused connections per reason per this many milliseconds. */
-export const REFUSED_LOG_INTERVAL_MS = 60_000;
+const REFUSED_LOG_INTERVAL_MS = 60_000;
 
 /**
  * The key a client is counted under: its address, with an IPv4-mapped IPv6 address

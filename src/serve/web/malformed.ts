@@ -8,7 +8,7 @@ import type { Logger } from '../../log.js';
 import { IntervalCount } from '../interval-count.js';
 
 /** At most one log line about malformed requests per this many milliseconds. */
-export const MALFORMED_LOG_INTERVAL_MS = 60_000;
+const MALFORMED_LOG_INTERVAL_MS = 60_000;
 
 /**
  * What was malformed: `target`, a request line HTTP parsed whose target is not a URL (`GET //[`);

@@ -24,14 +24,8 @@ import { ConfigError, WebConfigError } from '../../errors.js';
 import { CURVES, TLS12_CIPHER_SUITES, TLS13_CIPHER_SUITES, cipherList, unservableTlsVersion } from './tls-suites.js';
 
 /** exporter-toolkit's client authentication modes (Go's tls.ClientAuthType names). */
-export const CLIENT_AUTH_TYPES = [
-  'NoClientCert',
-  'RequestClientCert',
-  'RequireAnyClientCert',
-  'VerifyClientCertIfGiven',
-  'RequireAndVerifyClientCert',
-] as const;
-export type ClientAuthType = (typeof CLIENT_AUTH_TYPES)[number];
+const CLIENT_AUTH_TYPES = ['NoClientCert', 'RequestClientCert', 'RequireAnyClientCert', 'VerifyClientCertIfGiven', 'RequireAndVerifyClientCert'] as const;
+type ClientAuthType = (typeof CLIENT_AUTH_TYPES)[number];
 
 const TLS_VERSIONS = { TLS10: 'TLSv1', TLS11: 'TLSv1.1', TLS12: 'TLSv1.2', TLS13: 'TLSv1.3' } as const;
 const TLS_VERSION_NAMES = ['TLS10', 'TLS11', 'TLS12', 'TLS13'] as const;
@@ -153,7 +147,7 @@ export interface WebConfig {
 }
 
 /** The files a web configuration was read from, and their state when they were read. */
-export interface WebConfigOrigin {
+interface WebConfigOrigin {
   /** The configuration file, as given. */
   file: string;
   /** The configuration file and the files it names, as absolute paths. */
@@ -184,7 +178,7 @@ export function secureContextOptions(tls: NonNullable<WebConfig['tls']>): Secure
  * or why it could not be seen. Follows symbolic links, so a Kubernetes Secret's atomic swap of its
  * `..data` link shows as a change. Never throws.
  */
-export function fileSignature(files: readonly string[]): string {
+function fileSignature(files: readonly string[]): string {
   return files
     .map((file) => {
       try {
