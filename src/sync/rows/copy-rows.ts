@@ -93,7 +93,7 @@ const COLON = 0x3a;
 const DOT = 0x2e;
 const LETTER_Z = 0x5a;
 /** Longest text `toISOString` writes (`+275760-09-13T00:00:00.000Z`), in bytes. */
-export const MAX_ISO_BYTES = 27;
+const MAX_ISO_BYTES = 27;
 
 /** The timestamptz[] literal of instants in milliseconds ({@link IsoWriter}), nulls as NULL. */
 export function timestampArray(values: readonly (number | null)[]): string {
@@ -112,7 +112,7 @@ const COPY_SPECIAL = /[\\\n\r\t]/g;
 const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
 /** A value as a column of COPY's text format. */
-export function copyText(value: string): string {
+function copyText(value: string): string {
   return value.replace(COPY_SPECIAL, (c) => COPY_ESCAPES[c]!);
 }
 

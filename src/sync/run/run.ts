@@ -19,7 +19,7 @@ import { applyRetention } from './retention.js';
 import type { SyncResult } from './summary.js';
 import { iso } from '../windows.js';
 
-export { schemaLockName, sourceLockName, type SyncDeps, type SyncOptions } from './context.js';
+export { sourceLockName, type SyncDeps, type SyncOptions } from './context.js';
 export { applyRetention } from './retention.js';
 export type { ShrunkWindow, SyncObserver, SyncResult, WindowSummary } from './summary.js';
 
