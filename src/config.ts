@@ -5,15 +5,7 @@
  * sources-file.ts (CONFIG_FILE), database-url.ts (DATABASE_URL: its TLS, masking, secrets), setting-file.ts.
  */
 export * from './config/types.js';
-export { SETTINGS, parseRollupDimensions, type SettingDoc } from './config/settings.js';
+export { SETTINGS, type SettingDoc } from './config/settings.js';
 export { loadConfig, withTrailingSlash } from './config/load.js';
-export {
-  SSL_MODES,
-  SSL_VARIABLES,
-  DEFAULT_SSL_MODE,
-  databaseTlsSettings,
-  type DatabaseTlsSettings,
-  type SslEnvironment,
-  type SslMode,
-} from './config/database-url.js';
-export { readFailure, settingError, type SettingFile, type SettingName } from './config/setting-file.js';
+export { databaseTlsSettings, type DatabaseTlsSettings, type SslEnvironment, type SslMode } from './config/database-url.js';
+export { readFailure, settingError, type SettingFile } from './config/setting-file.js';

@@ -306,7 +306,7 @@ export function displayUrl(url: URL): string {
   return `${url.protocol}//${url.host}${url.pathname}`;
 }
 
-export { REDACTED, redactSecrets, registerSecret } from './redact.js';
+export { redactSecrets, registerSecret } from './redact.js';
 
 /** One line per error in the `cause` chain: "message ← cause message ← …", for CLI output; secrets masked ({@link redactSecrets}). */
 export function describeError(err: unknown): string {

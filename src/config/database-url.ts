@@ -20,7 +20,7 @@ const SSL_PARAMETERS = ['sslmode', 'sslrootcert', 'sslcert', 'sslkey'] as const;
 type SslParameter = (typeof SSL_PARAMETERS)[number];
 
 /** The environment variable standing in for each URL parameter, as in libpq. */
-export const SSL_VARIABLES: Record<SslParameter, string> = {
+const SSL_VARIABLES: Record<SslParameter, string> = {
   sslmode: 'PGSSLMODE',
   sslrootcert: 'PGSSLROOTCERT',
   sslcert: 'PGSSLCERT',

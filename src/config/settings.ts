@@ -434,7 +434,7 @@ export function displayValue(variable: string, value: string | undefined): strin
 }
 
 /** ROLLUP_DIMENSIONS: `column=field,…` (field dotted) or `none`; else the rule broken, as a message. */
-export function parseRollupDimensions(text: string): RollupDimension[] | string {
+function parseRollupDimensions(text: string): RollupDimension[] | string {
   if (text.trim() === 'none') return [];
   const dimensions: RollupDimension[] = [];
   for (const pair of text.split(',')) {
