@@ -11,7 +11,7 @@ import { loadConfig } from '../../src/config.js';
 import { ADVISORY_LOCK_NAMESPACE } from '../../src/db/pool.js';
 import { createLogger, type LogDestination } from '../../src/log.js';
 import { startServe } from '../../src/serve/lifecycle.js';
-import { sourceLockName } from '../../src/sync/run/run.js';
+import { sourceLockName } from '../../src/sync/run/context.js';
 import { startSimulator, type Simulator } from '@analytics-exporter/simulator';
 import { useTestDatabase } from '../helpers/db.js';
 import { simulatorEnv } from '../helpers/sync.js';

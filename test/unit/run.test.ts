@@ -9,7 +9,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig, type SyncConfig, type TablesConfig } from '../../src/config.js';
 import { UpstreamError } from '../../src/errors.js';
 import { silentLogger } from '../helpers/silent-logger.js';
-import { runSync, sourceLockName, type SyncObserver, type SyncOptions, type SyncResult } from '../../src/sync/run/run.js';
+import { sourceLockName } from '../../src/sync/run/context.js';
+import { runSync, type SyncObserver, type SyncOptions, type SyncResult } from '../../src/sync/run/run.js';
 import { FakeE6, record, type FakeE6Filter, type FakeRecord } from '../helpers/fake-e6.js';
 import { ConnectionLost, MemoryStore } from '../helpers/memory-store.js';
 

@@ -19,9 +19,9 @@ import { applyRetention } from './retention.js';
 import type { SyncResult } from './summary.js';
 import { iso } from '../windows.js';
 
-export { sourceLockName, type SyncDeps, type SyncOptions } from './context.js';
+export type { SyncDeps, SyncOptions } from './context.js';
 export { applyRetention } from './retention.js';
-export type { ShrunkWindow, SyncObserver, SyncResult, WindowSummary } from './summary.js';
+export type { SyncObserver, SyncResult } from './summary.js';
 
 const LOCKED = { status: 'locked' as const };
 
