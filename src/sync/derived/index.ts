@@ -17,8 +17,7 @@ import { TypedView } from './fields/typed-view.js';
 import type { Window } from '../windows.js';
 
 export { catalogueRecords, mergeFields, uncatalogueRecords } from './fields/catalogue.js';
-export type { FieldStats, WindowFields } from './fields/catalogue.js';
-export { compareCodePoints } from './rollup/code-points.js';
+export type { WindowFields } from './fields/catalogue.js';
 export { inexactCounts, mergeRollupCounts, type RollupCounts } from './rollup/counts.js';
 export { readFields, type FieldRow } from './fields/fields.js';
 export type { PageObservations } from './page-walk.js';

@@ -11,7 +11,7 @@ import type { FieldChange, KnownFields, WindowFields } from './field-types.js';
 import { PageWalk } from '../page-walk.js';
 import type { DerivedTable, Queryable, SchemaTables, WindowCommit } from '../table.js';
 
-export { jsonType, type FieldChange, type FieldStats, type KnownFields, type WindowFields } from './field-types.js';
+export { jsonType, type FieldChange, type KnownFields, type WindowFields } from './field-types.js';
 
 /** The catalogue's walk alone. */
 const CATALOGUE_WALK = new PageWalk();
