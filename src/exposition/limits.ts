@@ -147,11 +147,6 @@ export class ExpositionLimitScanner {
   }
 }
 
-/** A whole exposition (text measured as UTF-8) against `limits`: the first breach, or undefined. Never throws. */
-export function checkExpositionLimits(body: string | Uint8Array, limits: ExpositionLimits): LimitBreach | undefined {
-  return new ExpositionLimitScanner(limits).write(typeof body === 'string' ? Buffer.from(body) : body);
-}
-
 /** The unit each limit counts in, for messages: `200000 samples`. */
 export function describeLimit(breach: Pick<LimitBreach, 'limit' | 'value'>): string {
   const unit = breach.limit === 'sample_limit' ? 'samples' : breach.limit === 'label_limit' ? 'labels per sample' : 'bytes per label value';

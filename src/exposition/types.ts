@@ -6,8 +6,6 @@
 
 export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
 
-export const METRIC_TYPES: readonly MetricType[] = ['counter', 'gauge', 'histogram', 'summary', 'untyped'];
-
 export interface Sample {
   /** `x_bucket` for a bucket of histogram `x`. */
   name: string;
@@ -44,22 +42,6 @@ export type InvalidReason =
   | 'late_metadata'
   | 'family_mismatch'
   | 'duplicate_series';
-
-/** To initialise a labelled counter at zero for each. */
-export const INVALID_REASONS: readonly InvalidReason[] = [
-  'bad_syntax',
-  'bad_metric_name',
-  'bad_label_name',
-  'duplicate_label',
-  'bad_escape',
-  'bad_value',
-  'bad_timestamp',
-  'bad_type',
-  'duplicate_metadata',
-  'late_metadata',
-  'family_mismatch',
-  'duplicate_series',
-];
 
 export interface InvalidLine {
   /** 1-based. */

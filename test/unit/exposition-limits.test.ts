@@ -6,7 +6,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ExpositionLimitScanner, checkExpositionLimits, parseExposition, type ExpositionLimits } from '../../src/exposition/index.js';
+import { ExpositionLimitScanner, parseExposition, type ExpositionLimits } from '../../src/exposition/index.js';
+import { checkExpositionLimits } from '../helpers/exposition.js';
 
 const NONE: ExpositionLimits = { sampleLimit: 0, labelLimit: 0, labelValueLengthLimit: 0 };
 const samples = (n: number): string => Array.from({ length: n }, (_, i) => `x_total{i="${i}"} ${i}\n`).join('');

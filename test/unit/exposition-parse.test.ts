@@ -1,15 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import {
-  INVALID_REASONS,
-  isValidLabelName,
-  isValidMetricName,
-  normalizeFamilies,
-  parseExposition,
-  parseGoFloat,
-  type InvalidReason,
-  type MetricFamily,
-  type Sample,
-} from '../../src/exposition/index.js';
+import { isValidLabelName, normalizeFamilies, parseExposition, type MetricFamily, type Sample } from '../../src/exposition/index.js';
+import { INVALID_REASONS } from '../helpers/exposition.js';
+import { isValidMetricName } from '../../src/exposition/lexical.js';
+import { parseGoFloat } from '../../src/exposition/number.js';
+import type { InvalidReason } from '../../src/exposition/types.js';
 
 /** The samples of the only family of `text`, which must parse without invalid lines. */
 function samplesOf(text: string): Sample[] {

@@ -25,30 +25,26 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  INVALID_REASONS,
-  METRIC_TYPES,
   PartWriter,
-  addTargetLabels,
   mergeParts,
-  mergeSources,
   targetLabels,
-  canonicalFloat,
-  formatValue,
-  mergeFamilies,
-  prefixFamilies,
   negotiateFormat,
   normalizeFamilies,
   parseExposition,
-  parseGoFloat,
-  serializeOpenMetrics,
   serializeOpenMetricsBuffer,
-  serializeText,
   serializeTextBuffer,
   type IndexedPart,
   type MetricFamily,
   type MetricType,
   type Sample,
 } from '../../src/exposition/index.js';
+import { INVALID_REASONS, METRIC_TYPES } from '../helpers/exposition.js';
+import { addTargetLabels, mergeSources, mergeFamilies, prefixFamilies } from '../../src/exposition/merge.js';
+import { canonicalFloat } from '../../src/exposition/openmetrics-points.js';
+import { formatValue } from '../../src/exposition/format.js';
+import { parseGoFloat } from '../../src/exposition/number.js';
+import { serializeOpenMetrics } from '../../src/exposition/openmetrics.js';
+import { serializeText } from '../../src/exposition/text.js';
 
 // -----------------------------------------------------------------------------------------------
 // A strict OpenMetrics 1.0 reader: the oracle for serializeOpenMetrics.

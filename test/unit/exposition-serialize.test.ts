@@ -2,21 +2,13 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ExporterError, InvalidArgumentError } from '../../src/errors.js';
-import {
-  OPENMETRICS_CONTENT_TYPE,
-  TEXT_CONTENT_TYPE,
-  canonicalFloat,
-  formatValue,
-  mergeFamilies,
-  negotiateFormat,
-  parseExposition,
-  parseGoFloat,
-  prefixFamilies,
-  serializeOpenMetrics,
-  serializeText,
-  type MetricFamily,
-  type Sample,
-} from '../../src/exposition/index.js';
+import { OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, negotiateFormat, parseExposition, type MetricFamily, type Sample } from '../../src/exposition/index.js';
+import { canonicalFloat } from '../../src/exposition/openmetrics-points.js';
+import { formatValue } from '../../src/exposition/format.js';
+import { mergeFamilies, prefixFamilies } from '../../src/exposition/merge.js';
+import { parseGoFloat } from '../../src/exposition/number.js';
+import { serializeOpenMetrics } from '../../src/exposition/openmetrics.js';
+import { serializeText } from '../../src/exposition/text.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/exposition/', import.meta.url));
 

@@ -1,16 +1,9 @@
 /** Several sources in one exposition: target labels added the honor_labels=false way, one family per name, conflicts dropped. */
 import { describe, expect, it } from 'vitest';
-import {
-  PartWriter,
-  addTargetLabels,
-  mergeParts,
-  mergeSources,
-  parseExposition,
-  serializeOpenMetrics,
-  serializeText,
-  type IndexedPart,
-  type MetricFamily,
-} from '../../src/exposition/index.js';
+import { PartWriter, mergeParts, parseExposition, type IndexedPart, type MetricFamily } from '../../src/exposition/index.js';
+import { addTargetLabels, mergeSources } from '../../src/exposition/merge.js';
+import { serializeOpenMetrics } from '../../src/exposition/openmetrics.js';
+import { serializeText } from '../../src/exposition/text.js';
 
 function families(text: string): MetricFamily[] {
   const parsed = parseExposition(text);

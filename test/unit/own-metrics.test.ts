@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { mergeFamilies, parseExposition, type MetricFamily } from '../../src/exposition/index.js';
+import { parseExposition, type MetricFamily } from '../../src/exposition/index.js';
+import { mergeFamilies } from '../../src/exposition/merge.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 
 describe('ExporterMetrics.families', () => {
