@@ -11,6 +11,7 @@ import type { MetricFamily, MetricType } from './types.js';
 /**
  * Renames families and samples to `prefix + name`; the input is not modified.
  * @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a prefix not `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+ * @internal the product renames in place ({@link relabelInPlace}); the tests hold it to this.
  */
 export function prefixFamilies(families: readonly MetricFamily[], prefix: string): MetricFamily[] {
   if (typeof prefix !== 'string' || !isValidMetricName(prefix)) {
@@ -56,6 +57,7 @@ export function collidesWithReserved(names: readonly string[], ours: ReadonlySet
 /**
  * Ours first, then the upstream families {@link collidesWithReserved} lets through (so the two lists
  * serialise apart); returns the same objects and the dropped names. Never throws.
+ * @internal the product applies the rule with {@link reservedNameSet}; the tests hold it to this.
  */
 export function mergeFamilies(own: readonly MetricFamily[], upstream: readonly MetricFamily[]): { families: MetricFamily[]; dropped: string[] } {
   const ours = reservedNameSet(own);
@@ -78,6 +80,7 @@ export function reservedNameSet(families: readonly MetricFamily[]): Set<string> 
 /**
  * Adds `targetLabels` (distinct valid names, not `le`/`quantile`) first to every sample, as Prometheus
  * with `honor_labels: false`: `x{source="web"}` becomes `x{source="prod",exported_source="web"}`. Never throws.
+ * @internal the product labels in place ({@link relabelInPlace}); the tests hold it to this.
  */
 export function addTargetLabels(families: readonly MetricFamily[], targetLabels: ReadonlyArray<readonly [string, string]>): readonly MetricFamily[] {
   if (targetLabels.length === 0) return families;
@@ -125,6 +128,7 @@ export interface SourceFamilies {
 /**
  * One family per name from sources' families (labelled apart): samples in source order, the first help; a
  * later family whose type differs or whose reserved name is kept elsewhere is dropped whole. Never throws.
+ * @internal the product merges serialised parts (mergeParts, part.ts); the tests hold it to this.
  */
 export function mergeSources(parts: readonly SourceFamilies[]): { families: MetricFamily[]; dropped: Array<{ source: string; family: string }> } {
   const byName = new Map<string, MetricFamily>();

@@ -59,6 +59,7 @@ function startsWithUnderscore(name: string): boolean {
 /**
  * OpenMetrics 1.0.0, typed where its rules allow, else `unknown` one block per sample name; `_` names left
  * out; `# EOF` unless `eof` is false. Mapping: docs/design/exposition-merge.md ("OpenMetrics"). Never throws.
+ * @internal the product writes bytes ({@link serializeOpenMetricsBuffer}); the tests read this.
  */
 export function serializeOpenMetrics(families: readonly MetricFamily[], options: SerializeOptions & { eof?: boolean } = {}): string {
   const out = new Lines();

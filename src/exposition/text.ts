@@ -12,7 +12,10 @@ import type { MetricFamily } from './types.js';
 
 export const TEXT_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
-/** Text format 0.0.4, `# TYPE` always; `parseExposition(serializeText(f))` gives back a normalized `f`. Never throws. */
+/**
+ * Text format 0.0.4, `# TYPE` always; `parseExposition(serializeText(f))` gives back a normalized `f`. Never throws.
+ * @internal the product writes bytes ({@link serializeTextBuffer}); the tests read this.
+ */
 export function serializeText(families: readonly MetricFamily[], options: SerializeOptions = {}): string {
   const out = new Lines();
   writeText(out, families, options);

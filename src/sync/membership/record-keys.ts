@@ -38,7 +38,10 @@ export function intersection(a: TextBag, b: TextBag): TextBag {
   return out;
 }
 
-/** A 30-bit hash of bytes [start, end): equal bytes give equal hashes wherever they lie. */
+/**
+ * A 30-bit hash of bytes [start, end): equal bytes give equal hashes wherever they lie.
+ * @internal the product hashes through a view it keeps ({@link hashView}); the tests call this.
+ */
 export function recordHash(bytes: Uint8Array, start: number, end: number): number {
   return hashView(new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength), start, end);
 }
