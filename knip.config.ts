@@ -2,7 +2,8 @@
  * knip (`npm run lint:unused`): no unused file, dependency or export. It runs twice:
  *   knip               every file: tests, bench/, soak/, scripts/, configs (their plugins) too;
  *   knip --production  only what the product runs (patterns marked `!`): an export of src/ that
- *                      only tests import is reported, as it belongs in test/helpers/.
+ *                      only tests import is reported, as it belongs in test/helpers/, unless it
+ *                      is tagged `@internal` (a reference implementation the tests hold to).
  * In production mode an export used in its own module is a unit its tests reach, not an unused
  * one; the full run still reports an export nothing outside its module imports.
  */
