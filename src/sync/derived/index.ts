@@ -20,7 +20,6 @@ export { catalogueRecords, mergeFields, uncatalogueRecords } from './fields/cata
 export type { WindowFields } from './fields/catalogue.js';
 export { inexactCounts, mergeRollupCounts, type RollupCounts } from './rollup/counts.js';
 export { readFields, type FieldRow } from './fields/fields.js';
-export type { PageObservations } from './page-walk.js';
 
 /** One schema's derived tables for one ROLLUP_* and FIELD_CATALOGUE setting, in the caller's transaction. */
 export class Derived {
