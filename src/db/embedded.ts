@@ -13,7 +13,7 @@ import { errnoText, lockDataDir, type DataDirLock } from './datadir-lock.js';
 import { pgliteOptions } from './pglite-options.js';
 import { startMaintenance, type AutovacuumPass } from './maintenance.js';
 
-export const EMBEDDED_MAX_CONNECTIONS = 8;
+const EMBEDDED_MAX_CONNECTIONS = 8;
 
 export interface EmbeddedDatabase {
   /** `postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable`: the socket speaks no TLS. */

@@ -12,10 +12,10 @@ import type { Logger } from '../log.js';
 /** As max_wal_size under a postmaster. */
 export const EMBEDDED_WAL_LIMIT_BYTES = 64 * 1024 * 1024;
 
-export const EMBEDDED_WAL_CHECK_INTERVAL_MS = 1000;
+const EMBEDDED_WAL_CHECK_INTERVAL_MS = 1000;
 
 /** autovacuum_naptime's default. */
-export const EMBEDDED_AUTOVACUUM_INTERVAL_MS = 60_000;
+const EMBEDDED_AUTOVACUUM_INTERVAL_MS = 60_000;
 
 /** The tables autovacuum's default thresholds pick now, names quoted; TOAST goes with its table. */
 const DUE_SQL = `select format('%I.%I', schemaname, relname) as name,

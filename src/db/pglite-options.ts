@@ -6,10 +6,10 @@
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 
 /** `-c` parameters after PGlite's own: a checkpoint deletes old segments rather than keep 80 MB for reuse. */
-export const EMBEDDED_SETTINGS: readonly string[] = ['wal_recycle=off'];
+const EMBEDDED_SETTINGS: readonly string[] = ['wal_recycle=off'];
 
 /** For a new folder: 1 MB WAL segments, not 16 MB (an existing folder keeps its own). */
-export const EMBEDDED_INITDB_ARGS: readonly string[] = ['--wal-segsize=1'];
+const EMBEDDED_INITDB_ARGS: readonly string[] = ['--wal-segsize=1'];
 
 /** PGlite's default start parameters plus ours, and initdb's for a first start. */
 export function pgliteOptions(dataDir: string): PGliteOptions {

@@ -12,7 +12,7 @@ export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
 
 /** Bound on opening one connection. */
-export const CONNECT_TIMEOUT_MS = 10_000;
+const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * A pool with an `'error'` listener (an idle client's dropped connection must not crash the process) and libpq's
@@ -159,7 +159,7 @@ export async function withTransaction<T>(client: PoolClient, fn: (client: PoolCl
 export const ADVISORY_LOCK_NAMESPACE = 0x41455850; // "AEXP"
 
 /** An interruptible wait polls: a blocking `pg_advisory_lock` ignores signals. */
-export const ADVISORY_LOCK_POLL_MS = 250;
+const ADVISORY_LOCK_POLL_MS = 250;
 
 /**
  * Runs `fn` under a session-level advisory lock `name`, unlocked in `finally`. `wait: false` returns

@@ -11,7 +11,7 @@ import { ConfigError } from '../errors.js';
 
 export type { SslEnvironment, SslMode } from '../config.js';
 
-export interface PemFile {
+interface PemFile {
   file: string;
   pem: string;
 }
@@ -106,7 +106,7 @@ function tlsOptions(settings: DatabaseTls): tls.ConnectionOptions {
 let cachedSystemRoots: string[] | undefined;
 
 /** Node's default CAs plus the system's store (Node ≥ 22.15); undefined before: Node's default. */
-export function systemRoots(): string[] | undefined {
+function systemRoots(): string[] | undefined {
   const getCACertificates = (tls as { getCACertificates?: (type?: string) => string[] }).getCACertificates;
   if (getCACertificates === undefined) return undefined;
   cachedSystemRoots ??= [...new Set([...getCACertificates('default'), ...getCACertificates('system')])];
