@@ -45,7 +45,7 @@ export function reservedNamesOf(name: string, type: MetricType, sampleNames: Ite
 }
 
 /** Whether Prometheus writes this name itself (`up`, `scrape_*`, `ALERTS*`; case matters). Never throws. */
-export function isPrometheusReservedName(name: string): boolean {
+function isPrometheusReservedName(name: string): boolean {
   return name === 'up' || name.startsWith('scrape_') || name.startsWith('ALERTS');
 }
 

@@ -18,7 +18,7 @@ import { formatTargetLabels, writeTextFamily } from './text.js';
 import type { MetricFamily, MetricType } from './types.js';
 
 /** Byte offsets: the family's start, its first sample line, its end. */
-export type Extent = readonly [start: number, body: number, end: number];
+type Extent = readonly [start: number, body: number, end: number];
 
 /** What merging needs of one family of an {@link IndexedPart} besides its bytes. */
 export interface IndexedFamily {
