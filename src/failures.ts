@@ -61,7 +61,7 @@ function row<E extends ExporterError>(
 }
 
 /** Every failure of ours by class. Exit status 2 is bad usage, 1 a failed run. */
-export const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => Failure> = new Map([
+const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => Failure> = new Map([
   row(ConfigError, 'other', EXIT_USAGE),
   row(InvalidArgumentError, 'other', EXIT_USAGE),
   // At start it becomes a ConfigError; on a reload serve keeps the previous configuration.

@@ -7,7 +7,7 @@
 import { setFlagsFromString } from 'node:v8';
 
 /** Percent of what survived a full collection. */
-export const HEAP_GROWING_PERCENT = 30;
+const HEAP_GROWING_PERCENT = 30;
 
 const OPERATOR_HEAP_FLAGS = /(^|\s)--(heap-growing-percent|max-old-space-size|max_old_space_size|max-heap-size)(=|\s|$)/;
 

@@ -10,7 +10,7 @@ import { coerceError, redactSecrets } from './errors.js';
 export type { Logger };
 
 /** Blanked by pino, a second defence: no code path is meant to log them. */
-export const REDACTED_PATHS = [
+const REDACTED_PATHS = [
   'clientSecret',
   'client_secret',
   'accessToken',

@@ -8,10 +8,10 @@
 export const REDACTED = '[redacted]';
 
 /** The shortest fragment masked wherever it appears; shorter secrets are masked whole only. */
-export const MIN_FRAGMENT_LENGTH = 8;
+const MIN_FRAGMENT_LENGTH = 8;
 
 /** Transient secrets kept at most, the oldest forgotten first. */
-export const MAX_TRANSIENT_SECRETS = 8;
+const MAX_TRANSIENT_SECRETS = 8;
 
 /** As URLSearchParams writes it: space as `+`. */
 function formEncode(value: string): string {
@@ -33,7 +33,7 @@ function base64At(bytes: Buffer, offset: number): string {
 }
 
 /** Every form `secret` may come back in, itself first (docs/design/secret-masking.md); `whole`: a short secret's. */
-export function secretForms(secret: string, whole = false): string[] {
+function secretForms(secret: string, whole = false): string[] {
   const plain = new Set([secret, encodeURIComponent(secret), formEncode(secret)]);
   for (const text of [...plain]) plain.add(text.replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase()));
   const encoded = new Set(plain);
