@@ -18,9 +18,9 @@ import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 import { MIN_CLIENT_SECRET_LENGTH, TokenClient } from './token.js';
 
 /** Reference Limits. */
-export const MAX_PAGE_SIZE = 1000;
+const MAX_PAGE_SIZE = 1000;
 /** Reference E6. */
-export const DEFAULT_PAGE_SIZE = 500;
+const DEFAULT_PAGE_SIZE = 500;
 /** Kept whole: the reference does not publish its fields. */
 export type AnalyticsRecord = Record<string, unknown>;
 

@@ -7,11 +7,11 @@ import type { RateLimit } from '../config.js';
 import { AbortedError } from '../errors.js';
 import { abortableSleep } from './retry.js';
 
-export const MULTIPLICATIVE_DECREASE = 0.5;
+const MULTIPLICATIVE_DECREASE = 0.5;
 /** Share of the configured rate added back per second, once a request succeeds. */
-export const ADDITIVE_INCREASE_SHARE = 0.1;
+const ADDITIVE_INCREASE_SHARE = 0.1;
 /** Floor, as a share of the configured rate, so a run always moves on. */
-export const MIN_RATE_SHARE = 0.05;
+const MIN_RATE_SHARE = 0.05;
 /** 429s this soon after a decrease answer requests already in flight: no second decrease. */
 export const DECREASE_HOLD_MS = 1_000;
 

@@ -23,10 +23,10 @@ import { ContentDecodingError, contentCodings, decodeContent } from './encoding.
 import type { TlsFiles } from './files.js';
 import { parseRetryAfter } from './retry.js';
 
-export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
+const KEEP_ALIVE_TIMEOUT_MS = 30_000;
 
 /** The reference names none: RFC 9110's transient ones, and 500 (every request is safe to repeat). */
-export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
+const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
 
 /** Worth a new attempt; TLS and DNS-name errors are final. */
 const RETRYABLE_NETWORK_CODES = new Set([
@@ -106,7 +106,7 @@ export interface SendOptions {
 }
 
 /** `E6 https://host/analytics`: never the query string or credentials. */
-export function describeEndpoint(endpoint: Endpoint, url: URL): string {
+function describeEndpoint(endpoint: Endpoint, url: URL): string {
   const labels: Record<Endpoint, string> = { token: 'E0', analytics: 'E6', prometheus: 'E7' };
   return `${labels[endpoint]} ${displayUrl(url)}`;
 }

@@ -8,7 +8,7 @@ import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 
 /** First backoff step; attempt n waits a random time in [0, min(cap, BASE · 2^(n-1))]. */
-export const RETRY_BASE_DELAY_MS = 250;
+const RETRY_BASE_DELAY_MS = 250;
 
 export interface RetryPolicy {
   /** The first included (1 = no retries). */
@@ -87,7 +87,7 @@ export async function withRetries<T>(
 }
 
 /** {@link failureReason}, but a refused token request (E0) names its status (`http_503`). */
-export function attemptReason(error: ExporterError): FailureReason {
+function attemptReason(error: ExporterError): FailureReason {
   return error instanceof TokenRequestError && error.status !== undefined ? `http_${error.status}` : failureReason(error);
 }
 

@@ -24,11 +24,11 @@ import { bodyError, excerpt, send, statusError } from './http.js';
 import { logRetry, withRetries, type RetryPolicy } from './retry.js';
 
 /** Without `expires_in` (reference Limits: about one hour). */
-export const DEFAULT_TOKEN_LIFETIME_MS = 3_600_000;
+const DEFAULT_TOKEN_LIFETIME_MS = 3_600_000;
 /** Renewal before expiry (10% of shorter lifetimes), so no token dies in flight. */
-export const TOKEN_REFRESH_MARGIN_MS = 60_000;
+const TOKEN_REFRESH_MARGIN_MS = 60_000;
 /** After a final failure, callers within this long get the same error without a request. */
-export const TOKEN_FAILURE_HOLD_MS = 1_000;
+const TOKEN_FAILURE_HOLD_MS = 1_000;
 
 /** Shorter secrets are warned about: easy to guess, and masked only where they stand whole. */
 export const MIN_CLIENT_SECRET_LENGTH = 8;
