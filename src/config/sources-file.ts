@@ -27,13 +27,13 @@ import { ConfigError } from '../errors.js';
 import { readFailure, settingError, type SettingFile } from './setting-file.js';
 
 /** A source name: the `source` column and label value (design: lower-case letters, digits, `_`, `-`). */
-export const SOURCE_NAME_PATTERN = /^[a-z0-9_-]{1,64}$/;
+const SOURCE_NAME_PATTERN = /^[a-z0-9_-]{1,64}$/;
 
 /** A Prometheus label name. */
 const LABEL_NAME_PATTERN = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 /** Keys of a source entry holding one value, and the environment variable each stands for. */
-export const SOURCE_KEYS: Readonly<Record<string, string>> = {
+const SOURCE_KEYS: Readonly<Record<string, string>> = {
   statistics_url: 'STATISTICS_URL',
   auth_url: 'AUTH_URL',
   client_id: 'CLIENT_ID',
@@ -50,7 +50,7 @@ export const SOURCE_KEYS: Readonly<Record<string, string>> = {
 };
 
 /** Keys of a source's `tls:` map. */
-export const TLS_KEYS: Readonly<Record<string, string>> = {
+const TLS_KEYS: Readonly<Record<string, string>> = {
   cert_file: 'TLS_CLIENT_CERT_FILE',
   key_file: 'TLS_CLIENT_KEY_FILE',
   ca_file: 'TLS_CA_FILE',
@@ -61,7 +61,7 @@ export const TLS_KEYS: Readonly<Record<string, string>> = {
  * The table layout (PARTITION_INTERVAL, RETENTION, ROLLUP_*) is shared by every source and stays in
  * the environment.
  */
-export const SYNC_KEYS: Readonly<Record<string, string>> = {
+const SYNC_KEYS: Readonly<Record<string, string>> = {
   start_date: 'SYNC_START_DATE',
   window: 'SYNC_WINDOW',
   settle: 'SYNC_SETTLE',
@@ -111,7 +111,7 @@ export const FILE_ONLY_VARIABLES = [
 ] as const;
 
 /** One value of a source, as the environment variable it stands for would hold it. */
-export interface FileValue {
+interface FileValue {
   /** The text the variable's schema reads: `${NAME}` expanded, a file path made absolute. */
   text: string;
   /**
@@ -171,7 +171,7 @@ export function readSourcesFile(setting: SettingFile, env: NodeJS.ProcessEnv): F
  *   unknown or missing key, a value of the wrong shape, an empty list, a bad or repeated name, a bad
  *   label name, a `${NAME}` whose variable is unset.
  */
-export function parseSourcesFile(file: string, text: string, env: NodeJS.ProcessEnv): FileSource[] {
+function parseSourcesFile(file: string, text: string, env: NodeJS.ProcessEnv): FileSource[] {
   return new SourcesDocument(file, text, env).sources();
 }
 
@@ -342,7 +342,7 @@ class SourcesDocument {
  *
  * @param report called with the rule broken (an unset NAME, a `${` that is not `${NAME}`); it throws.
  */
-export function expand(text: string, env: NodeJS.ProcessEnv, report: (message: string) => never): string {
+function expand(text: string, env: NodeJS.ProcessEnv, report: (message: string) => never): string {
   return text.replace(/\$\$\{|\$\{([^}]*)(\}?)/g, (match, name: string | undefined, close: string | undefined) => {
     if (match === '$${') return '${';
     if (close !== '}' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name ?? '')) {
