@@ -6,7 +6,7 @@
 import { quoteIdent, type PoolClient } from '../../../db/pool.js';
 
 /** Of a role other than the owner; `column` null for the relation. */
-export interface ViewPrivilege {
+interface ViewPrivilege {
   readonly column: string | null;
   /** Null for PUBLIC. */
   readonly grantee: string | null;

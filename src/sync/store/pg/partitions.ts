@@ -18,7 +18,7 @@ const MONDAY_OFFSET_MS = 4 * MS_PER_DAY;
 const MS_PER_WEEK = 7 * MS_PER_DAY;
 
 /** Giving up beats queueing every reader of `records` behind a long query. */
-export const RETENTION_LOCK_TIMEOUT_MS = 10_000;
+const RETENTION_LOCK_TIMEOUT_MS = 10_000;
 
 /** The range (ms) of the partition of `interval` holding `ms`. */
 export function partitionRange(ms: number, interval: PartitionInterval): Window {

@@ -14,7 +14,7 @@ import type { PageRows } from '../../rows/page-rows.js';
 import type { WindowTarget } from './tables.js';
 
 /** Bytes of COPY rows under one savepoint, held until stored (why 16 MiB: docs/design/sync-run.md). */
-export const COPY_CHUNK_BYTES = 16 * 1024 * 1024;
+const COPY_CHUNK_BYTES = 16 * 1024 * 1024;
 
 /** The record's text as E6 sent it; `eventTime` in ms. */
 export interface RefusedRecord extends DataRefusal {

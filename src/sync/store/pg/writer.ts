@@ -22,7 +22,7 @@ import { deleteQuarantined, insertQuarantined, prepareInsertQuarantined, prepare
 import { RecordsCopy } from './records-copy.js';
 import type { WindowTarget } from './tables.js';
 
-export interface WriterOptions {
+interface WriterOptions {
   derived: Derived;
   ledger: PgLedger;
   log: Logger;
