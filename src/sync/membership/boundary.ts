@@ -44,7 +44,7 @@ export async function countRange(fetch: () => Promise<AnalyticsPage>, attempts: 
   );
 }
 
-export function bagSize(bag: TextBag | undefined): number {
+function bagSize(bag: TextBag | undefined): number {
   let n = 0;
   for (const count of bag?.values() ?? []) n += count;
   return n;
@@ -90,7 +90,7 @@ export class SplitProof {
 }
 
 /** Slices by the instant they end (or start) at, each taken once; undefined for one never read. */
-export class SlicesAt {
+class SlicesAt {
   readonly #at = new Map<number, { read: Promise<SliceRead | undefined>; resolve: (read: SliceRead | undefined) => void }>();
   readonly #discarded = new Set<number>();
   /** Windows whose slices will not be read: (start, end] for ends, [start, end) for starts. */

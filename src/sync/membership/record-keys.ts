@@ -11,7 +11,7 @@ import { dataElementSpans, pageByteSpans, stringifyJson } from '../../upstream/p
 export type TextBag = Map<string, number>;
 
 /** Each record of a page as its text in the body, else (no text) its JSON serialisation. */
-export function recordTexts(page: AnalyticsPage): string[] {
+function recordTexts(page: AnalyticsPage): string[] {
   const text = page.text;
   const spans = text === undefined ? undefined : dataElementSpans(text);
   return page.data.map((record, i) => {

@@ -25,7 +25,7 @@ export interface PagedRead {
 }
 
 /** Pages through `range` once, at the size page 1 showed E6 serves (never by totalPages). */
-export async function pageThrough(io: RangeRequests, range: Window, pageSize?: number): Promise<PagedRead> {
+async function pageThrough(io: RangeRequests, range: Window, pageSize?: number): Promise<PagedRead> {
   const first = await io.firstPage(range, pageSize);
   const total = first.totalRecords;
   const size = Math.max(1, first.data.length);

@@ -6,10 +6,10 @@
 import type { Window } from '../windows.js';
 
 /** Share of a page a planned slice is sized to hold: the slack absorbs uneven records. */
-export const SLICE_FILL = 0.9;
+const SLICE_FILL = 0.9;
 
 /** Share of an overflow's sample a cell holds to be cut out as a slice of its own. */
-export const HOT_CELL_SHARE = 0.5;
+const HOT_CELL_SHARE = 0.5;
 
 /** First multiple of `step` strictly after `ms`. */
 function nextCut(ms: number, step: number): number {
@@ -22,7 +22,7 @@ export function isSplittable(range: Window, minSplitMs: number): boolean {
 }
 
 /** Slices needed for `records`, each sized to {@link SLICE_FILL} of a page; at least 1. */
-export function slicesFor(records: number, pageSize: number): number {
+function slicesFor(records: number, pageSize: number): number {
   return Math.max(1, Math.ceil(records / (pageSize * SLICE_FILL)));
 }
 
@@ -93,10 +93,10 @@ export function splitOverflow(
 }
 
 /** Smallest share of a page a slice is sized for, however lumpy the sample. */
-export const MIN_SLICE_SHARE = 0.25;
+const MIN_SLICE_SHARE = 0.25;
 
 /** Most cells a profile has; a longer window gets wider cells. */
-export const MAX_PROFILE_CELLS = 100_000;
+const MAX_PROFILE_CELLS = 100_000;
 
 /** Records of a window per cell of equal width, as it is read, for {@link RecordEstimate.observe}. */
 export class ProfileCells {

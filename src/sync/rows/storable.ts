@@ -8,10 +8,10 @@ import type { AnalyticsPage } from '../../upstream/analytics.js';
 import { dataElementSpans, dataTextWithout, escapeLoneSurrogates, pageByteSpans, stringifyJson, type Span } from '../../upstream/page-text.js';
 
 /** Levels of objects and arrays (the record is 1) past which a record is quarantined. */
-export const MAX_RECORD_DEPTH = 1000;
+const MAX_RECORD_DEPTH = 1000;
 
 /** A record of a page jsonb cannot store as it is (see {@link findUnstorable}). */
-export interface QuarantinedRecord {
+interface QuarantinedRecord {
   /** Position in `data`. */
   index: number;
   /** JSONPath-like: `$.customer.name`, `$.tags[2]`. */
@@ -101,7 +101,7 @@ function stringProblem(text: string): string | undefined {
  * Where (`$.a.b[3]`, at most 160 characters) and what the first value of a record jsonb cannot
  * store is; with `numbers` (a record stored re-serialised), a number JSON.parse made infinite too.
  */
-export function findUnstorable(record: unknown, options: { strings?: boolean; numbers?: boolean } = {}): { path: string; problem: string } | undefined {
+function findUnstorable(record: unknown, options: { strings?: boolean; numbers?: boolean } = {}): { path: string; problem: string } | undefined {
   const found = scan(record, 1, options.strings ?? true, options.numbers ?? true);
   if (found === undefined) return undefined;
   let path = '$';
