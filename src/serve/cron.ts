@@ -1,8 +1,7 @@
 /**
- * The sync schedule inside `serve`: node-cron fires SYNC_SCHEDULE, each tick runs one sync,
- * and a tick that comes while a run is still going is skipped, never queued or overlapped; a tick
- * whose run finds the source's lock held elsewhere (another replica's run) is skipped too, and said so.
- * Ticks never throw: a failed run is logged and counted by the run's own observer.
+ * A schedule inside `serve` (node-cron, UTC): each tick runs one sync or audit; a tick while a run
+ * is going is skipped, never queued or overlapped, and one whose run finds the lock held elsewhere
+ * is said to be skipped. Ticks never throw.
  */
 import cron, { type ScheduledTask } from 'node-cron';
 import { settledWithin } from '../settle.js';
@@ -13,16 +12,14 @@ import type { SkipReason } from '../metrics/sync.js';
 export type { SkipReason } from '../metrics/sync.js';
 
 export interface SchedulerOptions<R = SyncResult> {
-  /** Cron expression (minute hour day month weekday, optional seconds first), in UTC. */
+  /** Cron (optional seconds first), UTC. */
   schedule: string;
-  /** One sync run (or audit); the signal aborts it at shutdown. */
+  /** The signal aborts it at shutdown. */
   run: (signal: AbortSignal) => Promise<R>;
-  /** What a tick runs, for the log lines and the cron task's name: `sync` (default) or `audit`. */
+  /** `sync` (default) or `audit`, for the logs and the task's name. */
   job?: string;
   log: Logger;
-  /** The source the runs sync, named in the line a locked tick logs. */
   source?: string;
-  /** Told of every tick skipped, and why. */
   onSkipped?: (reason: SkipReason) => void;
 }
 
@@ -37,12 +34,11 @@ export class SyncScheduler<R = SyncResult> {
     this.#options = options;
   }
 
-  /** Whether a run is in progress. */
   get running(): boolean {
     return this.#current !== undefined;
   }
 
-  /** Starts firing on the schedule. Idempotent. */
+  /** Idempotent. */
   start(): void {
     if (this.#task !== undefined || this.#stopped) return;
     this.#task = cron.schedule(this.#options.schedule, () => void this.trigger('schedule'), {
@@ -51,11 +47,7 @@ export class SyncScheduler<R = SyncResult> {
     });
   }
 
-  /**
-   * Runs a sync now unless one is running (then resolves undefined at once). Never rejects.
-   *
-   * @param reason for the log line: `schedule`, `startup`.
-   */
+  /** Runs now unless a run is going (then undefined at once). `reason` is logged. Never rejects. */
   trigger(reason: string): Promise<R | undefined> {
     const job = this.#options.job ?? 'sync';
     if (this.#stopped) return Promise.resolve(undefined);
@@ -68,7 +60,7 @@ export class SyncScheduler<R = SyncResult> {
     const run = this.#options
       .run(this.#stop.signal)
       .then((result) => {
-        // Another replica running the source on the same schedule is the normal case, so info, not warn.
+        // Another replica on the same schedule is the normal case: info, not warn.
         if ((result as { status?: unknown } | undefined)?.status === 'locked') {
           const source = this.#options.source === undefined ? 'this source' : `source ${this.#options.source}`;
           this.#options.log.info(
@@ -92,13 +84,8 @@ export class SyncScheduler<R = SyncResult> {
   }
 
   /**
-   * Stops the schedule and aborts the run in progress (its open window rolls back), waiting
-   * for it to finish. Idempotent.
-   *
-   * @param drainTimeoutMs how long to wait for the aborted run; default: as long as it takes. A
-   *   run can outlast its abort while it waits on something that takes no signal (a token request
-   *   in flight, a database statement blocked on a lock).
-   * @returns true when no run is left going; false when the run was still going at the timeout.
+   * Stops the schedule and aborts the run in progress, waiting up to `drainTimeoutMs` (default: no
+   * bound) for it: a run can outlast its abort. Idempotent. @returns false when it was still going.
    */
   async stop(drainTimeoutMs?: number): Promise<boolean> {
     this.#stopped = true;

@@ -1,7 +1,7 @@
 /**
- * The database as `serve` sees it: opened in the background (the embedded one takes seconds the
- * first time, and /metrics serves the upstream meanwhile), migrated once however many callers ask
- * at once, its reachability tracked ({@link DatabaseHealth}) and reported by /readyz.
+ * The database as `serve` sees it: opened in the background, migrated once however many callers
+ * ask at once, its reachability tracked ({@link DatabaseHealth}) and reported by /readyz. See
+ * docs/design/serve-lifecycle.md, The database.
  */
 import type { Config, SourceConfig } from '../config.js';
 import { pendingMigrations } from '../db/migrate.js';
@@ -18,32 +18,31 @@ import type { Readiness } from './routes.js';
 /** How long /readyz waits for the database before answering 503. */
 const READINESS_TIMEOUT_MS = 3_000;
 
-/** Where the opening stands: still going, open, or failed for good (described for /readyz). */
 type Opened = { state: 'opening' } | { state: 'open'; db: Database } | { state: 'failed'; error: string };
 
 export interface ServeDatabaseOptions {
   config: Config;
   log: Logger;
   metrics: ExporterMetrics;
-  /** The database being opened; its closing is the caller's (registered where it was started). */
+  /** Closed by the caller. */
   opening: Promise<Database>;
-  /** The sources in use now (a reload changes them); default: the configuration's. */
+  /** The sources in use now; default: the configuration's. */
   sources?: () => readonly SourceConfig[];
-  /** Called once the database is back after an outage during which a sync could not run. Must not throw. */
+  /** Back after an outage during which a sync could not run. Must not throw. */
   onRecovered: () => void;
-  /** Called after each migration that succeeded. Must not throw. */
+  /** After each migration that succeeded. Must not throw. */
   onMigrated: () => void;
 }
 
-/** The database of `serve`; see the module comment. */
+/** The database of `serve`. */
 export class ServeDatabase {
-  /** The database for messages (`host:port/name`, or the embedded one's folder), never its credentials. */
+  /** For messages: `host:port/name`, or the embedded one's folder; never credentials. */
   readonly target: string;
   readonly health: DatabaseHealth;
   readonly #o: ServeDatabaseOptions;
   readonly #schema: string;
   #opened: Opened = { state: 'opening' };
-  /** The migration under way, shared by every caller meanwhile; cleared when it fails, so the next caller tries again. */
+  /** Shared by every caller while it runs; cleared when it fails. */
   #migrating: Promise<Database> | undefined;
 
   constructor(options: ServeDatabaseOptions) {
@@ -71,12 +70,9 @@ export class ServeDatabase {
   }
 
   /**
-   * The database once open and migrated (the rollup too) and the watermarks and parked windows read into the
-   * metrics. One migration at a time, shared by every caller that comes while it runs (each
-   * source's first run, the start without a schedule, the health probe); a failed one is tried
-   * again by the next caller.
-   *
-   * @throws what opening or migrating threw.
+   * The database once open and migrated (the rollup too), each source's watermark and parked
+   * windows read into the metrics; one migration shared by concurrent callers, a failed one tried
+   * again by the next. @throws what opening or migrating threw.
    */
   migrated(): Promise<Database> {
     if (this.#migrating === undefined) {
@@ -92,10 +88,7 @@ export class ServeDatabase {
   async #migrate(): Promise<Database> {
     const { config, log, metrics } = this.#o;
     const opened = await this.#o.opening;
-    // The rollup too, before any source's first run: its rebuild takes the schema's lock
-    // exclusively, which the sources' first runs at once would otherwise contend for. Two
-    // migrations at once on a new schema would both rebuild, and a run started after the first
-    // finished would find the second holding that lock and end as `locked`.
+    // The rollup too, before any first run: its rebuild locks the schema (see the design page).
     await migrateDatabase(opened.pool, config, log);
     await opened.store.session(async (session) => {
       for (const source of this.#o.sources?.() ?? config.sources) {
@@ -108,11 +101,7 @@ export class ServeDatabase {
     return opened;
   }
 
-  /**
-   * /readyz: the database open, reachable within {@link READINESS_TIMEOUT_MS} and without pending
-   * migrations. A failed check marks the database unreachable (probing starts), a passed one
-   * reachable. Never throws.
-   */
+  /** /readyz: open, reachable within {@link READINESS_TIMEOUT_MS}, no pending migration; tells the health tracker. Never throws. */
   async readiness(): Promise<Readiness> {
     const opened = this.#opened;
     if (opened.state === 'failed') return { ready: false, detail: `not ready: the database could not be opened: ${opened.error}` };

@@ -1,36 +1,31 @@
 /**
- * Whether `serve`'s database is reachable, and getting back to it by itself after an outage
- * (down at start, restarted, failed over) without a restart of the process.
- *
- * When a database operation fails because the database is unreachable, {@link DatabaseHealth}
- * sets `analytics_exporter_database_up` to 0, logs one warning naming the database (never its
- * credentials), and probes it with exponential backoff until a probe succeeds. Then it sets the
- * gauge to 1, logs the recovery, and, when a sync could not run meanwhile, asks for one at once
- * instead of leaving the data stale until the next scheduled tick.
+ * Whether `serve`'s database is reachable (`database_up`), and getting back to it after an outage
+ * without a restart: probes with exponential backoff, then, when a sync could not run meanwhile,
+ * asks for one at once. One warning per outage, naming the database, never its credentials. See
+ * docs/design/serve-lifecycle.md, The database.
  */
 import type { Gauge } from 'prom-client';
 import type { Logger } from '../log.js';
 
-/** First wait before probing an unreachable database again, in milliseconds; it doubles each time. */
+/** First wait before a probe; it doubles each time, up to the max. */
 const DATABASE_RETRY_INITIAL_DELAY_MS = 500;
-/** Longest wait between two probes of an unreachable database, in milliseconds. */
 const DATABASE_RETRY_MAX_DELAY_MS = 30_000;
 
 export interface DatabaseHealthOptions {
-  /** `analytics_exporter_database_up` (ExporterMetrics.process.databaseUp): set to 1 at once, 0 while unreachable. */
+  /** `database_up`. */
   up: Gauge;
   log: Logger;
-  /** The database for messages, as {@link describeDatabase} names it: `host:port/name`. */
+  /** For messages: `host:port/name`. */
   target: string;
-  /** Resolves when the database is reachable and ready for a sync (migrated); rejects otherwise. Must not hang for long. */
+  /** Resolves when the database is reachable and migrated. Must not hang for long. */
   probe: () => Promise<void>;
-  /** Called once the database is back after an outage during which a sync could not run. Must not throw. */
+  /** Back after an outage during which a sync could not run. Must not throw. */
   onRecovered: () => void;
   initialDelayMs?: number;
   maxDelayMs?: number;
 }
 
-/** Tracks and restores the database connection of `serve`; see the module comment. */
+/** Tracks and restores the database connection of `serve`. */
 export class DatabaseHealth {
   readonly #o: DatabaseHealthOptions;
   readonly #up: Gauge;
@@ -38,7 +33,7 @@ export class DatabaseHealth {
   #since = 0;
   #syncOwed = false;
   #retrying: Promise<void> | undefined;
-  /** Ends the current wait between probes early (stop, or a sign the database is back). */
+  /** Ends the wait between probes early. */
   #wake: (() => void) | undefined;
   #stopped = false;
 
@@ -48,17 +43,12 @@ export class DatabaseHealth {
     this.#up.set(1);
   }
 
-  /** False from a failure that said the database is unreachable until a probe or an operation succeeds. */
+  /** False from an unreachable failure until a probe succeeds. */
   get up(): boolean {
     return !this.#down;
   }
 
-  /**
-   * A database operation failed because the database is unreachable: marks it down and starts
-   * probing with backoff (if not already). Never throws.
-   *
-   * @param options.syncOwed a sync could not run because of it: one is asked for on recovery.
-   */
+  /** An operation found the database unreachable: down, probing with backoff. `syncOwed`: a sync on recovery. Never throws. */
   unreachable(err: unknown, options: { syncOwed?: boolean } = {}): void {
     if (this.#stopped) return;
     if (options.syncOwed) this.#syncOwed = true;
@@ -78,10 +68,7 @@ export class DatabaseHealth {
     }
   }
 
-  /**
-   * The database could not be opened at all (the embedded database's folder is read-only, not
-   * ours, locked): it is down for good in this process, with nothing to probe. Never throws.
-   */
+  /** The database could not be opened at all: down for good in this process, nothing to probe. Never throws. */
   cannotOpen(err: unknown): void {
     if (this.#stopped) return;
     this.#down = true;
@@ -90,7 +77,7 @@ export class DatabaseHealth {
     this.#o.log.debug({ database: this.#o.target, err }, 'analytics_exporter_database_up 0: the database cannot be opened');
   }
 
-  /** A database operation succeeded: the database is up; a backoff wait in progress ends now. */
+  /** An operation succeeded: up; a backoff wait in progress ends now. */
   reachable(): void {
     if (!this.#down) {
       this.#up.set(1);
@@ -100,7 +87,7 @@ export class DatabaseHealth {
     this.#wake?.();
   }
 
-  /** Stops probing; a probe in flight is not waited for (it may take a connect timeout) and its outcome is ignored. Idempotent. */
+  /** Stops probing; a probe in flight is not waited for, its outcome ignored. Idempotent. */
   stop(): void {
     this.#stopped = true;
     this.#wake?.();

@@ -1,10 +1,8 @@
 /**
- * The HTTP server of `serve`: the paths of the route table (src/serve/routes.ts: GET/HEAD
- * `/metrics`, `/probe?source=NAME`, `/healthz`, `/readyz`, `/`; POST `/-/reload`), behind
- * WEB_CONFIG_FILE's TLS, basic auth and headers, taken up again as the file changes; 404 for other
- * paths, 405 for other methods; 400 for a request whose target is not a URL or that is not HTTP,
- * before anything else (src/serve/web/malformed.ts). Connection limits and timeouts bound what one
- * slow or hostile client may hold.
+ * The HTTP server of `serve`: the route table (routes.ts) behind WEB_CONFIG_FILE's TLS, basic auth
+ * and headers, taken up again as the file changes; malformed requests answered 400 before anything
+ * else; connection limits and timeouts bounding what one client may hold. See
+ * docs/design/http-hardening.md.
  */
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
@@ -20,47 +18,28 @@ import { AuthRefusalLog, DEFAULT_AUTH_FAILURE_BUDGET, FailureBudget } from './we
 import { BcryptWorker } from './web/bcrypt-worker.js';
 import { matchesAllowedSans, secureContextOptions, type WebConfig, type WebConfigSource } from './web/webconfig.js';
 
-/** Bounds that keep a slow or hostile client from holding the server. */
+/** Bounds on slow clients; why each: the design page's Timeouts. */
 const HEADERS_TIMEOUT_MS = 10_000;
 const REQUEST_TIMEOUT_MS = 30_000;
-/**
- * How often Node checks open connections against the two timeouts above (its default, 30 s, held
- * a connection that sent its headers a byte at a time for up to 40 s): each expires within a second.
- */
 const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
-/**
- * An idle keep-alive connection is closed after this. Far below any usual scrape interval (10 s
- * and more, 1 m by default): a scraper's connection does not sit idle holding one of its address's
- * slots between scrapes, and the close never races the next scrape's reuse of it (the client has
- * seen the close seconds before). Requests in one burst (several /probe in a row) still share one.
- */
+/** Far below any scrape interval: an idle scraper's connection holds no slot between scrapes. */
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
-/** A TLS connection must finish its handshake within this, or is closed (Node's default: 120 s, which let bare TCP connections hold a slot). */
 const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 export interface ServerDeps extends RouteDeps {
-  /**
-   * TLS, client certificates, basic auth and headers (WEB_CONFIG_FILE); plain HTTP when absent.
-   * Checked for changes on every request and every new connection: a new certificate applies to
-   * the connections that follow, new users and headers to the requests that follow.
-   */
+  /** WEB_CONFIG_FILE, checked for changes on every request and new connection; plain HTTP when absent. */
   web?: WebConfigSource;
-  /** Connections one client address may hold open, and all clients together (METRICS_MAX_CONNECTIONS_PER_CLIENT, METRICS_MAX_CONNECTIONS). */
+  /** METRICS_MAX_CONNECTIONS_PER_CLIENT, METRICS_MAX_CONNECTIONS. */
   connections: { perClient: number; total: number };
-  /** Failed logins one client address may spend per minute before its uncached attempts are refused (AUTH_FAILURE_BUDGET; 0: no budget). */
+  /** AUTH_FAILURE_BUDGET; 0: no budget. */
   authFailureBudget?: number;
   log: Logger;
 }
 
-/**
- * Applies exporter-toolkit's client_auth_type to a finished TLS handshake. Node can only demand
- * *verified* certificates during the handshake (RequireAndVerifyClientCert); the other modes
- * request a certificate and are judged here, closing connections that break the rule.
- */
+/** client_auth_type and client_allowed_sans on a finished handshake: Node only demands verified certificates itself. */
 function acceptsClient(socket: TLSSocket, tls: NonNullable<WebConfig['tls']>): boolean {
   const peer = socket.getPeerCertificate();
   const presented = Object.keys(peer ?? {}).length > 0;
-  // client_allowed_sans is only allowed with the two modes that demand a certificate.
   const sansOk = tls.allowedSans === undefined || (presented && matchesAllowedSans(peer.subjectaltname, tls.allowedSans));
   switch (tls.clientAuth) {
     case 'RequireAnyClientCert':
@@ -74,18 +53,14 @@ function acceptsClient(socket: TLSSocket, tls: NonNullable<WebConfig['tls']>): b
   }
 }
 
-/** Node's TLS server decides whether to ask for a client certificate from these two fields, read per connection. */
+/** Node's TLS server reads these two fields per connection. */
 function setClientAuth(server: HttpsServer, tls: NonNullable<WebConfig['tls']>): void {
   const fields = server as unknown as { requestCert: boolean; rejectUnauthorized: boolean };
   fields.requestCert = tls.clientAuth !== 'NoClientCert';
   fields.rejectUnauthorized = tls.clientAuth === 'RequireAndVerifyClientCert';
 }
 
-/**
- * WEB_CONFIG_FILE as in use by one server: taken up again on every request and every new TLS
- * connection (a new certificate, new users, new headers), its users checked by one BasicAuth whose
- * failure budget and bcrypt worker outlive a change of users.
- */
+/** WEB_CONFIG_FILE as one server uses it; the failure budget and bcrypt worker outlive a change of users. */
 class WebConfigInUse {
   readonly #server: () => Server;
   readonly #source: WebConfigSource | undefined;
@@ -97,7 +72,7 @@ class WebConfigInUse {
   readonly #metrics: ExporterMetrics;
   readonly #log: Logger;
 
-  /** @param server the server it configures (a new TLS context goes to it), once created. */
+  /** @param server the server a new TLS context goes to, once created. */
   constructor(deps: ServerDeps, server: () => Server) {
     this.#server = server;
     this.#source = deps.web;
@@ -110,12 +85,11 @@ class WebConfigInUse {
     for (const reason of ['budget', 'busy'] as const) deps.metrics.http.authThrottled.inc({ reason }, 0);
   }
 
-  /** The TLS settings in use; undefined for plain HTTP. */
   get tls(): WebConfig['tls'] {
     return this.#web?.tls;
   }
 
-  /** Takes up the web configuration's latest state, a new TLS context included; a few stat calls when nothing changed. */
+  /** Takes up the latest state, a new TLS context included; a few stat calls when nothing changed. */
   refresh(): void {
     const next = this.#source?.refresh();
     if (next === undefined || next === this.#web) return;
@@ -125,7 +99,7 @@ class WebConfigInUse {
         (server as HttpsServer).setSecureContext(secureContextOptions(next.tls));
         setClientAuth(server as HttpsServer, next.tls);
       } catch (err) {
-        // Checked when it was read, so not expected; the old context stays.
+        // Not expected (checked when read); the old context stays.
         this.#log.warn({ err }, 'the new TLS configuration could not be applied; the previous one stays in use');
         return;
       }
@@ -134,22 +108,15 @@ class WebConfigInUse {
     this.#web = next;
   }
 
-  /** Sets the configured headers (http_server_config.headers) on a response. */
   setHeaders(res: ServerResponse): void {
     for (const [name, value] of Object.entries(this.#web?.headers ?? {})) res.setHeader(name, value);
   }
 
-  /**
-   * Checks the request's basic auth credentials when users are configured; answers 401 (denied)
-   * or 429 (too many checks in progress, or this address spent its failed logins) itself.
-   *
-   * @returns whether the request may go on.
-   */
+  /** Basic auth when users are configured; answers 401 or 429 itself. @returns whether the request may go on. */
   async admit(req: IncomingMessage, res: ServerResponse): Promise<boolean> {
     if (!this.#auth.enabled) return true;
     const verdict = await this.#auth.verify(req.headers.authorization, req.socket.remoteAddress);
     if (verdict.outcome === 'busy' || verdict.outcome === 'budget') {
-      // Refused without running bcrypt: as many checks run as BasicAuth allows, or this address spent its failed logins.
       this.#metrics.http.authThrottled.inc({ reason: verdict.outcome });
       this.#refused.record(verdict.outcome, req.socket.remoteAddress);
       const body = verdict.outcome === 'busy' ? 'too many password checks in progress; retry\n' : 'too many failed logins from this address; retry later\n';
@@ -173,12 +140,7 @@ class WebConfigInUse {
   }
 }
 
-/**
- * Answers one request from the route table (src/serve/routes.ts): the web configuration taken up
- * and its headers set, basic auth (every path, unknown ones too, so that a client without
- * credentials learns nothing of what is served), then 404 for a path not in the table, 405 for a
- * method the path does not answer, 413 for a body where none is taken, else the path's handler.
- */
+/** One request: basic auth on every path, unknown ones too, so a client without credentials learns nothing; then the table. */
 async function answer(web: WebConfigInUse, routes: ReadonlyMap<string, Route>, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
   web.refresh();
   web.setHeaders(res);
@@ -192,7 +154,6 @@ async function answer(web: WebConfigInUse, routes: ReadonlyMap<string, Route>, r
   await route.handle(req, res, url);
 }
 
-/** Node's bounds on slow clients (see the constants above). */
 const TIMEOUTS = {
   headersTimeout: HEADERS_TIMEOUT_MS,
   requestTimeout: REQUEST_TIMEOUT_MS,
@@ -200,11 +161,7 @@ const TIMEOUTS = {
   connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
 };
 
-/**
- * A TLS server for `tls` whose connections take up the web configuration's latest state first
- * (before Node's own listener starts the handshake with the context of that moment), and close
- * when the client certificate breaks client_auth_type or client_allowed_sans.
- */
+/** A TLS server whose connections take up the latest web configuration before Node starts their handshake. */
 function createTlsServer(web: WebConfigInUse, tls: NonNullable<WebConfig['tls']>, listener: RequestListener, log: Logger): HttpsServer {
   const server = createHttpsServer(
     {
@@ -231,26 +188,17 @@ function createTlsServer(web: WebConfigInUse, tls: NonNullable<WebConfig['tls']>
   return server;
 }
 
-/**
- * Creates (does not start) the server.
- *
- * /metrics never fails for an upstream fault: it answers 200 within the scrape timeout with the
- * exporter's own metrics and the samples of every source that could be read in time. /probe does
- * the same for one source, with only that source's own series (blackbox_exporter's probe
- * pattern); a missing, repeated or unconfigured `source`, or any other parameter, is a 400 and
- * reads nothing.
- */
+/** Creates (does not start) the server. */
 export function createMetricsServer(deps: ServerDeps): Server {
   const { log } = deps;
   const web = new WebConfigInUse(deps, () => server);
   const routes = serverRoutes(deps);
   const malformed = new MalformedRequestLog(log);
   const listener: RequestListener = (req, res) => {
-    // Drain and ignore any body so the connection stays usable; we never read one.
+    // Drained and ignored, so the connection stays usable.
     req.resume();
     const url = requestTarget(req.url);
     if (url === undefined) {
-      // Nothing but the parse: no web configuration check, no authentication, no handler.
       malformed.record('target', req.socket.remoteAddress);
       web.setHeaders(res);
       return send(res, 400, 'bad request: the request target is not a URL\n', { headers: { connection: 'close' } });
@@ -263,13 +211,12 @@ export function createMetricsServer(deps: ServerDeps): Server {
   };
   const tls = web.tls;
   const server: Server = tls === undefined ? createServer(TIMEOUTS, listener) : createTlsServer(web, tls, listener, log);
-  // Bytes that are not HTTP: answered as Node would (400, 431, 408) and counted, never logged per request.
   server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, malformed));
   server.on('close', () => {
     malformed.close();
     web.close();
   });
-  // Last: it takes over the `connection` listeners added before it (Node's and the TLS refresh), refused connections reach none.
+  // Last: it takes over the `connection` listeners added before it.
   const connectionsRefused = deps.metrics.http.connectionsRefused;
   for (const reason of REFUSAL_REASONS) connectionsRefused.inc({ reason }, 0);
   limitConnections(server, { ...deps.connections, onRefused: (reason) => connectionsRefused.inc({ reason }), log });

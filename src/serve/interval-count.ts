@@ -1,25 +1,20 @@
 /**
- * Counting events that must not log one line each (malformed requests, refused connections,
- * refused logins): the first event is told at once, those that follow within the interval are
- * told together when it ends, so a client sending thousands of them costs a line a minute.
+ * Counting events that must not log one line each (malformed requests, refused connections and
+ * logins): the first is told at once, those within the interval together when it ends.
  */
 
-/** What one line tells: the counts by kind since `since`, and the last client's address. */
+/** What one line tells. */
 export interface IntervalCounts<K extends string> {
-  /** Events since the last line, all kinds. */
+  /** All kinds. */
   count: number;
   byKind: Record<K, number>;
-  /** When the first of them came, ISO 8601. */
+  /** ISO 8601, the first event's. */
   since: string;
   lastRemote: string | undefined;
   intervalMs: number;
 }
 
-/**
- * Counts events by kind and hands `tell` at most one {@link IntervalCounts} per `intervalMs`: the
- * first event at once, those that follow within the interval when it ends (one unref'd timer).
- * {@link close} tells what is still counted and stops the timer.
- */
+/** Hands `tell` at most one {@link IntervalCounts} per `intervalMs` (one unref'd timer). */
 export class IntervalCount<K extends string> {
   readonly #kinds: readonly K[];
   readonly #intervalMs: number;
@@ -28,11 +23,9 @@ export class IntervalCount<K extends string> {
   #total = 0;
   #since = 0;
   #lastRemote: string | undefined;
-  /** When the last line was told (Date.now()), or undefined before the first. */
   #toldAt: number | undefined;
   #timer: NodeJS.Timeout | undefined;
 
-  /** @param intervalMs at least this many milliseconds between two lines. */
   constructor(kinds: readonly K[], intervalMs: number, tell: (counts: IntervalCounts<K>) => void) {
     this.#kinds = kinds;
     this.#intervalMs = intervalMs;
@@ -40,7 +33,7 @@ export class IntervalCount<K extends string> {
     this.#counted = this.#zero();
   }
 
-  /** Counts one event of `kind` from `remote` (the client's address, when known). */
+  /** `remote`: the client's address, when known. */
   record(kind: K, remote: string | undefined): void {
     const now = Date.now();
     if (this.#total === 0) this.#since = now;
@@ -60,7 +53,7 @@ export class IntervalCount<K extends string> {
     ).unref();
   }
 
-  /** Tells what was counted since the last line, if anything, and stops the timer (the server closed). */
+  /** Tells what is still counted and stops the timer. */
   close(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;

@@ -1,8 +1,4 @@
-/**
- * The states of `serve` and the only transitions between them, in one table: `starting` while
- * resources are acquired, `migrating` while serving with the database not yet migrated, `ready`
- * once it has been, then `stopping` and `stopped`. A stop may come in any state.
- */
+/** The states of `serve` and the only transitions between them (docs/design/serve-lifecycle.md). */
 
 export type ServeState = 'starting' | 'migrating' | 'ready' | 'stopping' | 'stopped';
 
@@ -14,10 +10,7 @@ const TRANSITIONS: Readonly<Record<ServeState, readonly ServeState[]>> = {
   stopped: [],
 };
 
-/**
- * The state after asking to go from `from` to `to`: `to` when the table allows it, `from`
- * otherwise (a migration that ends after the stop leaves `stopping` as it is). Never throws.
- */
+/** `to` when the table allows going there from `from`, else `from`. */
 export function nextState(from: ServeState, to: ServeState): ServeState {
   return TRANSITIONS[from].includes(to) ? to : from;
 }

@@ -1,15 +1,9 @@
 /**
- * The serve application as an object with a lifecycle: the HTTP server (/metrics, /probe,
- * /healthz, /readyz, /) and each source's sync schedule in one process, the database opened in
- * the background and its health tracked. With nothing configured it runs on the demo simulator and
- * the embedded database, so `npm start` shows data within seconds. The command
- * (src/commands/serve.ts) only starts it and maps signals and failures to exit statuses.
- *
- * States, in order: `starting` (acquiring: the data-dir lock, the upstream clients, the database's
- * opening, the listening socket), `migrating` (serving; the database opening and migrating),
- * `ready` (migrated once), `stopping`, `stopped`. Each resource goes on a {@link TeardownStack} the
- * moment it is acquired, so {@link Serve.stop} at any moment, a start that fails halfway included,
- * releases exactly what is held, in reverse.
+ * `serve` as an object with a lifecycle: the HTTP server and each source's schedules in one
+ * process, the database opened in the background and its health tracked; with nothing configured,
+ * the demo simulator and the embedded database. States: starting, migrating, ready, stopping,
+ * stopped. Each resource goes on a {@link TeardownStack} as it is acquired, so a stop at any moment
+ * releases exactly what is held, in reverse. See docs/design/serve-lifecycle.md.
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
@@ -33,7 +27,7 @@ import { readWebConfigSetting, WebConfigSource, type WebConfig } from './web/web
 export type { ServeState } from './lifecycle-state.js';
 export type { ReloadResult } from './sources.js';
 
-/** How long requests in flight (a scrape waiting on the upstream) get to finish before their connections are cut. */
+/** How long requests in flight get at a stop before their connections are cut. */
 const HTTP_DRAIN_TIMEOUT_MS = 3_000;
 /** Bound on closing the upstream clients and the database at shutdown, each. */
 const CLOSE_TIMEOUT_MS = 2_000;
@@ -41,34 +35,26 @@ const CLOSE_TIMEOUT_MS = 2_000;
 /** A running `serve`. */
 export interface RunningServer {
   url: string;
-  /** Where the lifecycle stands: `migrating` until the database is first migrated, then `ready`; `stopping`, `stopped`. */
   readonly state: ServeState;
   /** The first source's sync schedule. */
   scheduler: SyncScheduler;
-  /** Every source's sync schedule, by source name: each runs on its own, none waits for another. */
+  /** Every source's sync schedule, by source name. */
   schedulers: ReadonlyMap<string, SyncScheduler>;
   metrics: ExporterMetrics;
   /**
-   * Reads CONFIG_FILE again and applies its sources (src/serve/sources.ts): after the reloads
-   * asked before it; a file that cannot be used leaves the sources in use. Never throws.
-   *
-   * @param trigger what asked (`SIGHUP`, `http`), for the log.
-   * @returns how it ended; a 503 while serve is not running (starting or stopping).
+   * Reads CONFIG_FILE again and applies its sources after earlier reloads; `trigger` (`SIGHUP`,
+   * `http`) is logged. Never throws; a 503 while starting or stopping.
    */
   reload(trigger: string): Promise<ReloadResult>;
   /**
    * Stops accepting connections, aborts the sync (its open window rolls back) and closes
-   * everything, within about {@link DRAIN_TIMEOUT_MS} (the sync) or {@link CLOSE_TIMEOUT_MS}
-   * (the database, then the upstream clients, once the sync has stopped). Idempotent.
-   *
-   * @returns `drained: false` when something (the sync, the upstream clients, the database) was
-   *   still busy at its bound; it is left to finish in the background, and a process should exit
-   *   rather than wait for it.
+   * everything, each within its bound. Idempotent. `drained: false`: something was still busy at
+   * its bound and finishes in the background; a process should exit rather than wait.
    */
   stop(): Promise<{ drained: boolean }>;
 }
 
-/** `serve`'s lifecycle; see the module comment. Most callers want {@link startServe}. */
+/** `serve`'s lifecycle. Most callers want {@link startServe}. */
 export class Serve implements RunningServer {
   readonly metrics: ExporterMetrics;
   readonly schedulers = new Map<string, SyncScheduler>();
@@ -81,12 +67,7 @@ export class Serve implements RunningServer {
   readonly #load: () => Config;
   #sources: ServeSources | undefined;
 
-  /**
-   * @param load reads the configuration again for a reload, as at start (the command passes
-   *   loadCommandConfig with the start's environment and flags); default: the start's
-   *   configuration, so a reload changes nothing.
-   * @throws nothing; see {@link start}.
-   */
+  /** @param load reads the configuration again for a reload; default: the start's, so a reload changes nothing. */
   constructor(config: Config, log: Logger, load: () => Config = () => config) {
     this.#config = config;
     this.#load = load;
@@ -118,13 +99,10 @@ export class Serve implements RunningServer {
 
   /**
    * Acquires everything and starts serving; the database opens and migrates in the background.
-   * Call once.
+   * Call once. Faults after the start show in /metrics and /readyz, never as throws.
    *
-   * @throws {ConfigError} (`WEB_CONFIG_FILE`) when the web configuration cannot be used, before
-   *   anything is acquired; {@link DataDirLockedError} when another process holds DATA_DIR; the
-   *   listen error when the port cannot be bound; an Error when {@link stop} came first. What was
-   *   acquired is released before it throws. Upstream and database faults after the start are
-   *   reported through /metrics and /readyz, never thrown.
+   * @throws {ConfigError} (WEB_CONFIG_FILE), {@link DataDirLockedError}, the listen error, or an
+   *   Error when {@link stop} came first; what was acquired is released first.
    */
   async start(): Promise<void> {
     try {
@@ -142,7 +120,7 @@ export class Serve implements RunningServer {
     const teardown = this.#teardown;
     this.#stopIfAsked();
     const web = readWebConfigSetting(config.serve.webConfigFile);
-    // The embedded database's folder first: a second process on it stops here, before it serves anything.
+    // First: a second process on the embedded database stops here, before serving anything.
     const lock = this.#lockDataDir();
     const upstreams = await openUpstreams(config, log, (source) => metrics.clientObserver(source));
     teardown.add('upstream clients', () => upstreams.close(), { timeoutMs: CLOSE_TIMEOUT_MS });
@@ -172,7 +150,6 @@ export class Serve implements RunningServer {
       sources: () => sources.sources,
     });
     teardown.add('database health', () => database.health.stop());
-    // Each source's sync and audit (AUDIT_SCHEDULE): they start with the server and stop with it; a reload changes them.
     const sources: ServeSources = new ServeSources({
       config,
       log,
@@ -212,13 +189,7 @@ export class Serve implements RunningServer {
     });
   }
 
-  /**
-   * The HTTP server, listening on METRICS_LISTEN. It and the sync schedules stop together (one
-   * teardown entry): no new connections while the running sync drains, and the two drains overlap,
-   * each within its own bound.
-   *
-   * @throws the listen error when the port cannot be bound.
-   */
+  /** The HTTP server on METRICS_LISTEN; it and the sync schedules stop as one entry. @throws the listen error. */
   async #listen(scraper: E7Scraper, database: ServeDatabase, sources: ServeSources, web: WebConfig | undefined): Promise<Server> {
     const { serve } = this.#config;
     const log = this.#log;
@@ -275,8 +246,7 @@ export class Serve implements RunningServer {
   #startSyncs(database: ServeDatabase, sources: ServeSources): void {
     if (sources.start('startup')) return;
     database.migrated().catch((err: unknown) => {
-      // A stop while migrating closes the pool under the migration: no fault of the database.
-      // Each migration is one transaction, so the next start applies what this one did not.
+      // A stop closes the pool under the migration: no fault of the database.
       if (this.#state === 'stopping' || this.#state === 'stopped') {
         this.#log.info({ database: database.target }, 'database migration stopped by the shutdown; the next start completes it');
         return;
@@ -348,11 +318,7 @@ export class Serve implements RunningServer {
   }
 }
 
-/**
- * Starts everything `serve` runs. Exported for tests, which start it in-process.
- *
- * @throws as {@link Serve.start}.
- */
+/** Starts everything `serve` runs (tests start it in-process). @throws as {@link Serve.start}. */
 export async function startServe(config: Config, log: Logger, load?: () => Config): Promise<RunningServer> {
   const serve = new Serve(config, log, load);
   await serve.start();

@@ -1,9 +1,6 @@
 /**
- * What a reload of CONFIG_FILE changes (pure: no file, no client, no clock). `serve` reads the file
- * again on SIGHUP and on `POST /-/reload` (src/serve/lifecycle.ts) and applies the difference
- * {@link diffSources} finds: a source added gets its client, schedules and scrape cache; a source
- * removed loses them and its series; a source changed is replaced as a whole (its running sync
- * aborted, the open window rolled back); an unchanged source keeps every object it had.
+ * What a reload of CONFIG_FILE changes, as a pure difference of two lists of sources (no file, no
+ * client, no clock); sources.ts applies it. See docs/design/serve-lifecycle.md, Reloads.
  */
 import type { SourceConfig } from '../config.js';
 
@@ -11,28 +8,18 @@ import type { SourceConfig } from '../config.js';
 interface SourceChange {
   before: SourceConfig;
   after: SourceConfig;
-  /**
-   * The settings that differ, as paths into {@link SourceConfig} (`sync.windowMs`,
-   * `upstream.statisticsUrl`, `labels.environment`), sorted. Names only: never a value, so a
-   * changed secret shows as `upstream.clientSecret` and nothing more.
-   */
+  /** Paths into {@link SourceConfig} (`sync.windowMs`), sorted; names only, never a value. */
   keys: string[];
 }
 
-/** The difference between two lists of sources, matched by name. */
+/** The difference between two lists of sources, matched by name; each list in the new list's order but `removed`. */
 export interface SourcesDiff {
-  /** Sources only in the new list, in its order. */
   added: SourceConfig[];
-  /** Sources only in the old list, in its order. */
   removed: SourceConfig[];
-  /** Sources in both whose settings differ, in the new list's order. */
   changed: SourceChange[];
-  /** Sources in both with the same settings, as the OLD list holds them (the objects in use stay), in the new list's order. */
+  /** The OLD list's objects: those in use stay. */
   unchanged: SourceConfig[];
-  /**
-   * The new list of sources in its order, with each unchanged source's old object: what serve
-   * uses from now on.
-   */
+  /** The new list, with each unchanged source's old object: what serve uses from now on. */
   sources: SourceConfig[];
 }
 
@@ -42,17 +29,9 @@ export function isEmptyDiff(diff: SourcesDiff): boolean {
 }
 
 /**
- * Compares the sources in use with those a reload read, by name.
- *
- * Two sources are the same when every setting that decides what they do is equal: URLs compared
- * as text, a file a setting names by its path (its content is read at use, so a changed secret
- * file applies without a reload), `startDate` by its instant or span. What only words messages
- * is ignored: the line and key path a setting was read from (adding a source above another moves
- * it in the file, and does not change it), `upstream.clientSecretVariable`.
- *
- * @param before the sources in use, names unique.
- * @param after the sources read, names unique.
- * @returns the difference; never throws.
+ * Compares the sources in use (`before`) with those a reload read (`after`), by name, names unique
+ * in each. A file a setting names compares by its path; where a setting was written is ignored.
+ * Never throws.
  */
 export function diffSources(before: readonly SourceConfig[], after: readonly SourceConfig[]): SourcesDiff {
   const old = new Map(before.map((source) => [source.name, source]));
@@ -88,7 +67,7 @@ export function changedKeys(a: SourceConfig, b: SourceConfig): string[] {
 /** Fields that only word messages, never what a source does. */
 const MESSAGE_ONLY = new Set(['upstream.clientSecretVariable']);
 
-/** A source's settings as `path → comparable text`; a SettingFile stands for its path. */
+/** A source's settings as `path → comparable text`. */
 function flatten(source: SourceConfig): Map<string, string> {
   const out = new Map<string, string>();
   const walk = (value: unknown, path: string): void => {
@@ -98,7 +77,7 @@ function flatten(source: SourceConfig): Map<string, string> {
     else if (value instanceof Date) out.set(path, value.toISOString());
     else if (Array.isArray(value)) out.set(path, JSON.stringify(value));
     else if (value !== null && typeof value === 'object') {
-      // A file a setting names: its path decides; where it was written only words messages.
+      // A SettingFile: its path decides; where it was written only words messages.
       if ('file' in value && 'variable' in value && typeof value.file === 'string') {
         out.set(path, value.file);
         return;

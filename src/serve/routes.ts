@@ -1,11 +1,8 @@
 /**
- * What `serve` answers, as one table ({@link serverRoutes}): each path with the methods it answers
- * (any other is a 405 naming them in `Allow`), whether WEB_CONFIG_FILE's basic auth guards it,
- * whether a request body is refused (413), and its handler. The server (src/serve/http.ts) reads
- * only this table to route a request; a path not in it is a 404.
- *
- * `/metrics` and `/probe` answer with the exposition format the scraper asks for (Accept): the
- * exporter's own part followed by the upstream's, one body made of both, never joined in memory.
+ * What `serve` answers, as one table ({@link serverRoutes}): each path's methods, whether basic
+ * auth guards it and a body is refused, and its handler; http.ts routes by it alone. `/metrics` and
+ * `/probe` answer in the format Accept asks for: the own part, then the upstream's, never joined
+ * in memory. See docs/design/scrape-path.md.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
@@ -23,40 +20,38 @@ import { scrapeBudgetMs, scrapeTimeoutFromHeader, type E7Scraper, type UpstreamP
 
 export interface Readiness {
   ready: boolean;
-  /** One line saying why, for humans and probes' logs. */
+  /** One line saying why. */
   detail: string;
 }
 
 /** What the handlers of {@link serverRoutes} read. */
 export interface RouteDeps {
   metrics: ExporterMetrics;
-  /** Every source's E7 reads: all of them for /metrics, one for /probe; its names are the only ones /probe accepts. */
+  /** Its names are the only ones /probe accepts. */
   scraper: E7Scraper;
-  /** Database reachable and migrated? Must answer within a few seconds. */
+  /** Must answer within a few seconds. */
   readiness: () => Promise<Readiness>;
-  /** `POST /-/reload`: reads CONFIG_FILE again (src/serve/sources.ts); the path is not served without it. Never rejects. */
+  /** `POST /-/reload`, served only when given. Never rejects. */
   reload?: () => Promise<{ ok: true; message: string } | { ok: false; status: number; message: string }>;
-  /** Scrape timeout assumed when Prometheus sends none, in milliseconds. */
+  /** When Prometheus sends none. */
   defaultScrapeTimeoutMs: number;
 }
 
 /** One path of the table. */
 export interface Route {
-  /** The methods the path answers; any other gets 405 with `Allow: <these>` and {@link wrongMethod}. */
+  /** Any other method gets 405 with `Allow: <these>` and {@link wrongMethod}. */
   readonly methods: readonly string[];
-  /** Whether WEB_CONFIG_FILE's `basic_auth_users`, when there are any, guard the path (401 without valid credentials). */
+  /** Whether `basic_auth_users`, when there are any, guard the path. */
   readonly auth: boolean;
-  /** Whether a request with a body is answered 413 before the handler runs. */
+  /** Whether a request with a body is answered 413. */
   readonly refusesBody: boolean;
-  /** The body of the 405. */
   readonly wrongMethod: string;
-  /** Answers a request whose method is one of {@link methods}. @throws what a handler's I/O throws (the server answers 500). */
+  /** @throws what a handler's I/O throws (the server answers 500). */
   readonly handle: (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void;
 }
 
 const TEXT = 'text/plain; charset=utf-8';
 
-/** Where `/metrics` bodies end in OpenMetrics. */
 const OPENMETRICS_EOF = Buffer.from('# EOF\n');
 
 /** A route that only reads: GET and HEAD, no body, behind basic auth. */
@@ -64,12 +59,7 @@ function readOnly(handle: Route['handle']): Route {
   return { methods: ['GET', 'HEAD'], auth: true, refusesBody: true, wrongMethod: 'method not allowed\n', handle };
 }
 
-/**
- * The table of what `serve` answers, by path, for one server: its handlers use `deps`.
- *
- * @returns `/metrics`, `/probe`, `/healthz`, `/readyz`, `/` and, when `deps.reload` is given,
- *   `/-/reload`. Every path is behind basic auth.
- */
+/** `/metrics`, `/probe`, `/healthz`, `/readyz`, `/` and, with `deps.reload`, `/-/reload`; all behind basic auth. */
 export function serverRoutes(deps: RouteDeps): ReadonlyMap<string, Route> {
   const own = new OwnPart(deps.metrics);
   const routes = new Map<string, Route>([
@@ -116,28 +106,18 @@ export function serverRoutes(deps: RouteDeps): ReadonlyMap<string, Route> {
   return routes;
 }
 
-/**
- * Sends a text answer: `content-length`, `cache-control: no-store`, and no body for a HEAD request.
- *
- * @param options.type the content type (default plain text, UTF-8); `headers` are added.
- */
+/** Sends a text answer (default plain UTF-8) with `cache-control: no-store`; no body for HEAD. */
 export function send(res: ServerResponse, status: number, body: string, options: { type?: string; headers?: Record<string, string> } = {}): void {
   const head = res.req.method === 'HEAD';
   res.writeHead(status, { 'content-type': options.type ?? TEXT, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store', ...options.headers });
   res.end(head ? undefined : body);
 }
 
-/** The budget of a scrape: what is left of the scrape timeout Prometheus sends (or the default) after the time kept for answering. */
 function scrapeBudget(req: IncomingMessage, defaultScrapeTimeoutMs: number): number {
   return scrapeBudgetMs(scrapeTimeoutFromHeader(req.headers['x-prometheus-scrape-timeout-seconds'], defaultScrapeTimeoutMs));
 }
 
-/**
- * The content negotiation of `/metrics` and `/probe`: the format the request's Accept asks for,
- * the own part in it (`ownPart`), then the upstream's, and `# EOF` in OpenMetrics.
- *
- * @throws what `ownPart` throws (prom-client's collection).
- */
+/** The format Accept asks for: the own part, the upstream's, `# EOF` in OpenMetrics. @throws what `ownPart` throws. */
 async function sendExposition(
   req: IncomingMessage,
   res: ServerResponse,
@@ -150,7 +130,7 @@ async function sendExposition(
   else sendParts(res, TEXT_CONTENT_TYPE, [own, upstream.text]);
 }
 
-/** Sends a body made of parts, without joining them into one buffer first; no body for a HEAD request. */
+/** Sends a body made of parts without joining them; no body for HEAD. */
 function sendParts(res: ServerResponse, contentType: string, parts: readonly Buffer[]): void {
   res.writeHead(200, { 'content-type': contentType, 'content-length': parts.reduce((n, part) => n + part.length, 0), 'cache-control': 'no-store' });
   if (res.req.method === 'HEAD') {
@@ -162,14 +142,7 @@ function sendParts(res: ServerResponse, contentType: string, parts: readonly Buf
   res.end();
 }
 
-/**
- * The exporter's own part of `/metrics` bodies: its families from prom-client's objects,
- * serialised in the format asked for (OpenMetrics without `# EOF`), each family's bytes kept
- * until its values change (src/metrics/own-part.ts). Scrapes that arrive in the same turn of the
- * event loop share one collection: under a burst of concurrent scrapes the default metrics
- * (which read /proc) are collected once per turn rather than once per scrape, and every scrape
- * still sees values taken after it arrived.
- */
+/** The own part of `/metrics` and `/probe` bodies: scrapes that arrive in one turn share one collection. */
 class OwnPart {
   readonly #exposition: OwnExposition;
   #pending: Promise<OwnSnapshot> | undefined;
@@ -180,22 +153,15 @@ class OwnPart {
     this.#exposition = new OwnExposition(metrics.registry);
   }
 
-  /** One collection for every request that arrives in this turn. @throws what prom-client's collection throws. */
+  /** @throws what prom-client's collection throws. */
   #collect(): Promise<OwnSnapshot> {
     return (this.#pending ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      // Requests that arrive from now on start the next collection.
       this.#pending = undefined;
       return this.#exposition.collect();
     }));
   }
 
-  /**
-   * The own series of one source (those labelled `source="<name>"`) for /probe, serialised in
-   * `format` once per collection: the same bytes while the collection is the same.
-   *
-   * @param source a configured source's name (one entry per source and format is kept).
-   * @throws what prom-client's collection throws.
-   */
+  /** The series labelled `source="<source>"`, a configured source. @throws what prom-client's collection throws. */
   async probe(source: string, format: 'text' | 'openmetrics'): Promise<Buffer> {
     const snapshot = await this.#collect();
     const key = `${format} ${source}`;
@@ -211,7 +177,6 @@ class OwnPart {
   async render(format: 'text' | 'openmetrics'): Promise<Buffer> {
     const snapshot = await this.#collect();
     const rendered = this.#rendered.get(format);
-    // The scrapes of one turn share one body, made once.
     if (rendered?.from === snapshot) return rendered.bytes;
     const bytes = format === 'openmetrics' ? this.#exposition.openMetrics(snapshot) : this.#exposition.text(snapshot);
     this.#rendered.set(format, { from: snapshot, bytes });
@@ -219,20 +184,16 @@ class OwnPart {
   }
 }
 
-/** What `/probe` was asked for: a configured source, or why the request is refused (one line, no input echoed unless it is a plain name). */
+/** A configured source, or the one-line reason for a 400. */
 export type ProbeRequest = { source: string } | { error: string };
 
-/** The shape of a source name; anything else is not echoed back. */
+/** Only input of these shapes is echoed back. */
 const SOURCE_NAME = /^[a-z0-9_-]{1,64}$/;
 const PARAMETER_NAME = /^[A-Za-z0-9_.-]{1,32}$/;
 
 /**
- * Validates the query of `/probe`: exactly one `source`, naming a configured source, and no other
- * parameter (none takes a URL or a host: the exporter only ever reads its configured sources).
- *
- * @param query the request's query (`new URL(req.url).searchParams`).
- * @param sources the configured source names, in order.
- * @returns the source to serve, or the one-line reason for a 400. Never throws.
+ * Validates `/probe`'s query: exactly one `source`, a configured one, and no other parameter (none
+ * takes a URL or a host: only configured sources are ever read). Never throws.
  */
 export function parseProbeRequest(query: URLSearchParams, sources: readonly string[]): ProbeRequest {
   const configured = `the configured sources are ${sources.join(', ')}`;
@@ -251,7 +212,6 @@ export function parseProbeRequest(query: URLSearchParams, sources: readonly stri
   return { source: name };
 }
 
-/** The own families' series of one source (those labelled `source="<name>"`), for /probe. */
 function sourceFamilies(families: readonly MetricFamily[], source: string): MetricFamily[] {
   const out: MetricFamily[] = [];
   for (const family of families) {

@@ -1,7 +1,4 @@
-/**
- * One sync schedule per source, each with its own run state: a slow or failing source's run never
- * delays another's (they share only the database pool, sized for the sources that run at once).
- */
+/** One sync and one audit schedule per source: a slow or failing source never delays another. */
 import type { Config, SourceConfig } from '../config.js';
 import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
@@ -23,10 +20,8 @@ export interface SourceScheduleContext {
 }
 
 /**
- * Builds (does not start) one source's sync scheduler on `client`. A run waits for the database's
- * migration, and tells the database's health what it learnt: unreachable (a sync is then owed on
- * recovery) or reachable. A source without a schedule gets one that never fires on its own
- * (`0 0 1 1 *`, never started). Used at start and by a reload for a source added or changed.
+ * Builds (does not start) one source's sync scheduler on `client`: a run waits for the migration
+ * and tells the database's health what it learnt. Without a schedule: `0 0 1 1 *`, never started.
  */
 export function buildSourceScheduler(context: SourceScheduleContext, source: SourceConfig, client: AnalyticsClient): SyncScheduler {
   const { config, log, metrics, database } = context;
@@ -45,7 +40,6 @@ export function buildSourceScheduler(context: SourceScheduleContext, source: Sou
         const result = await runSync(sourceSyncDeps(config, source, { store: store.forSource(source.name, sourceLog), client, log: sourceLog, observer }), {
           signal,
         });
-        // Another replica runs the source: what its runs loaded or parked shows here too.
         if (result.status === 'locked') await refreshParked({ store, source: source.name, metrics, log: sourceLog });
         if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
         else health.reachable();
@@ -60,11 +54,8 @@ export function buildSourceScheduler(context: SourceScheduleContext, source: Sou
 }
 
 /**
- * Reads the source's parked windows from the ledger into `analytics_exporter_sync_windows_parked`
- * after a tick that found the source's lock held: the gauge is otherwise set at serve's start and
- * at the end of this process's runs, so a replica that loses the lock at every tick to another
- * would keep the count it read at start, and AnalyticsSyncWindowsParked would fire for it after
- * the other replica had loaded the window. A failed read is logged at debug and left to the next tick.
+ * Reads `sync_windows_parked` from the ledger after a locked tick: a replica that always loses the
+ * lock would otherwise keep its start's count, and fire the alert after the other loaded the window.
  */
 async function refreshParked(o: { store: PgStore; source: string; metrics: ExporterMetrics; log: Logger }): Promise<void> {
   try {
@@ -74,13 +65,7 @@ async function refreshParked(o: { store: PgStore; source: string; metrics: Expor
   }
 }
 
-/**
- * Builds (does not start) one source's audit scheduler (AUDIT_SCHEDULE): `verify --repair` of the
- * source on the schedule (src/sync/audit/source.ts), its outcome in the audit metrics. An audit that
- * fails (E6 or the database down) is logged and left to the next tick.
- *
- * @returns undefined when AUDIT_SCHEDULE is `off`.
- */
+/** Builds (does not start) one source's `verify --repair` on AUDIT_SCHEDULE; undefined when it is `off`. */
 export function buildSourceAudit(context: SourceScheduleContext, source: SourceConfig, client: AnalyticsClient): SyncScheduler<AuditResult> | undefined {
   const { config, log, metrics, database } = context;
   const schedule = config.serve.auditSchedule;

@@ -1,16 +1,9 @@
 /**
- * Reads every source's E7 Prometheus text on scrape, as Prometheus's "Writing exporters" guide
- * asks, protected three ways per source:
- * - concurrent scrapes share one upstream request (single flight);
- * - a successful read is reused for METRICS_CACHE_TTL;
- * - the read is bounded by the scrape's own deadline, so /metrics always answers in time, with
- *   `analytics_exporter_upstream_up{source} 0` and no upstream sample older than the TTL when it
- *   fails.
- * Sources are read concurrently, so a slow one never delays another. Each source's samples carry
- * `source="<name>"` and the source's labels; the sources' families are merged into one family per
- * name, and the merged bytes are kept until a source's read changes, so a cached scrape only
- * sends bytes. A source's read is kept as its serialised part and where each family lies in it,
- * never as sample objects: merging works on those bytes (see mergeParts).
+ * Reads every source's E7 text on scrape, concurrently: per source a single flight, a cache of
+ * METRICS_CACHE_TTL and the scrape's own deadline, so /metrics answers in time with
+ * `upstream_up{source} 0` for a source that failed. Reads are kept as serialised bytes, labelled
+ * `source` and the source's labels, and merged into one family per name; the merge is kept until
+ * a read changes. See docs/design/scrape-path.md.
  */
 import { AbortedError, InvalidArgumentError, UpstreamLimitError, UpstreamTimeoutError, redactSecrets, type UpstreamLimitName } from '../errors.js';
 import { failureReason } from '../failures.js';
@@ -37,7 +30,7 @@ import type { AnalyticsClient } from '../upstream/analytics.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { formatDuration } from '../time.js';
 
-/** Part of the scrape timeout kept for rendering and sending the response: 20%, at most 1 s. */
+/** The scrape timeout less what is kept for the answer: 20%, at most 1 s. */
 export function scrapeBudgetMs(scrapeTimeoutMs: number): number {
   return Math.max(1, scrapeTimeoutMs - Math.min(1000, scrapeTimeoutMs * 0.2));
 }
@@ -45,56 +38,43 @@ export function scrapeBudgetMs(scrapeTimeoutMs: number): number {
 /** Upper bound on a scrape timeout taken from the request header, in seconds. */
 const MAX_SCRAPE_TIMEOUT_SECONDS = 300;
 
-/**
- * Reads `X-Prometheus-Scrape-Timeout-Seconds` (Prometheus sends the job's scrape_timeout).
- *
- * @returns milliseconds, or `fallbackMs` when the header is absent or not a positive number.
- */
+/** `X-Prometheus-Scrape-Timeout-Seconds` in milliseconds, bounded; `fallbackMs` when absent or not positive. */
 export function scrapeTimeoutFromHeader(value: string | string[] | undefined, fallbackMs: number): number {
   const text = Array.isArray(value) ? value[0] : value;
   const seconds = text === undefined ? NaN : Number(text);
-  // A client sets this header: bound it, so a huge value cannot overflow a timer.
+  // A client sets it: bounded, so a huge value cannot overflow a timer.
   return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, MAX_SCRAPE_TIMEOUT_SECONDS) * 1000 : fallbackMs;
 }
 
-/**
- * The upstream's part of a `/metrics` body, serialised once per read in both formats, so that a
- * cached scrape only sends bytes. The OpenMetrics part has no `# EOF`: the body ends with it.
- */
+/** The upstream's part of a `/metrics` body, in both formats. */
 export interface UpstreamPart {
-  /** Prometheus text 0.0.4. */
   text: Buffer;
-  /** OpenMetrics 1.0.0 without `# EOF`. */
+  /** Without `# EOF`: the body ends with it. */
   openMetrics: Buffer;
   samples: number;
 }
 
-/** The part of a scrape that has no upstream samples (a failed or timed-out read). */
+/** A failed or timed-out read's part. */
 const EMPTY_UPSTREAM_PART: UpstreamPart = Object.freeze({ text: Buffer.alloc(0), openMetrics: Buffer.alloc(0), samples: 0 });
 
 /** One source's read, kept for METRICS_CACHE_TTL. */
 interface Snapshot {
-  /**
-   * The source's families (prefixed, labelled, without the ones that collide with ours)
-   * serialised in both formats, with where each family lies, for merging with other sources:
-   * bytes rather than sample objects, which would take several times the memory.
-   */
+  /** Prefixed, labelled, without the families that collide with ours. */
   part: IndexedPart;
   samples: number;
-  /** Milliseconds since the epoch when the read finished. */
+  /** Epoch milliseconds. */
   fetchedAt: number;
 }
 
-/** One source to read: its name, its labels and its own client (token cache, request budget). */
+/** One source to read, with its own client. */
 export interface UpstreamSource {
   name: string;
   labels: Readonly<Record<string, string>>;
   client: AnalyticsClient;
-  /** What one E7 text may hold (sample_limit, label_limit, label_value_length_limit); absent = no limit. */
+  /** Absent: no limit. */
   limits?: ExpositionLimits;
 }
 
-/** The setting of each limit, named in its log line. */
 const LIMIT_SETTINGS: Readonly<Record<UpstreamLimitName, string>> = {
   sample_limit: 'UPSTREAM_SAMPLE_LIMIT',
   label_limit: 'UPSTREAM_LABEL_LIMIT',
@@ -102,20 +82,20 @@ const LIMIT_SETTINGS: Readonly<Record<UpstreamLimitName, string>> = {
 };
 
 export interface E7ScraperOptions {
-  /** At least one, names unique; /metrics serves them in this order. */
+  /** At least one, names unique, in serving order. */
   sources: readonly UpstreamSource[];
   metrics: ExporterMetrics;
   /** E7 is read for [now − window, now]. */
   windowMs: number;
   cacheTtlMs: number;
   prefix: string | undefined;
-  /** Our own families, to drop upstream families whose names collide with them; only names and types are read (samples may be empty). Called once per source read. */
+  /** Our families, whose names upstream families must not take; names and types are enough. */
   ownFamilies: () => Promise<MetricFamily[]>;
   log: Logger;
   now?: () => number;
 }
 
-/** One source's E7 reads: its cache, its single flight, its gauges. */
+/** One source's E7 reads: cache, single flight, gauges. */
 class SourceReader {
   readonly #o: E7ScraperOptions;
   readonly #source: UpstreamSource;
@@ -124,9 +104,8 @@ class SourceReader {
   readonly #log: Logger;
   #cache: Snapshot | undefined;
   #inflight: Promise<Snapshot> | undefined;
-  /** What `upstream_samples{source}` was last set to (0 by the constructor). */
   #samplesShown = 0;
-  /** The limit (`name=value`) the last read broke, logged at warn once; undefined after a good read. */
+  /** `name=value` of the limit the last read broke. */
   #limitBroken: string | undefined;
 
   /** @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a label name that is invalid, `le`, `quantile` or `source`. */
@@ -142,17 +121,13 @@ class SourceReader {
     this.#target = targetLabels([['source', source.name], ...Object.entries(source.labels)]);
     this.#now = options.now ?? Date.now;
     this.#log = options.log.child({ source: source.name });
-    // The series exist before the first scrape, so alerts and increase() see the source from the start.
+    // The series exist before the first scrape, so alerts and increase() see the source.
     options.metrics.scrape.up.set({ source: source.name }, 0);
     options.metrics.scrape.samples.set({ source: source.name }, 0);
     options.metrics.scrape.droppedFamilies.inc({ source: source.name }, 0);
   }
 
-  /**
-   * The cached read while younger than the TTL, its samples shown in `upstream_samples{source}`;
-   * undefined when there is none. Synchronous, so that a scrape whose every source is cached
-   * waits for nothing.
-   */
+  /** The cached read while younger than the TTL. Synchronous: a fully cached scrape waits for nothing. */
   fresh(): Snapshot | undefined {
     const cached = this.#cache;
     if (cached === undefined || this.#now() - cached.fetchedAt >= this.#o.cacheTtlMs) return undefined;
@@ -160,22 +135,14 @@ class SourceReader {
     return cached;
   }
 
-  /**
-   * Sets `upstream_samples{source}` when it changes: every cached scrape of every source would
-   * otherwise set it again, and make the own part's gauge look changed (src/metrics/own-part.ts).
-   */
+  /** Only when it changes: setting it again would make the own part's gauge look changed. */
   #showSamples(samples: number): void {
     if (samples === this.#samplesShown) return;
     this.#samplesShown = samples;
     this.#o.metrics.scrape.samples.set({ source: this.#source.name }, samples);
   }
 
-  /**
-   * The read to serve in this scrape: the cached one while younger than the TTL, otherwise a new
-   * one (shared with concurrent scrapes) if it finishes within `budgetMs`. Never throws.
-   *
-   * @returns undefined when the read failed or did not finish in time (`upstream_up` then 0).
-   */
+  /** The cached read, or the shared new one if it ends within `budgetMs`; undefined otherwise. Never throws. */
   async collect(budgetMs: number): Promise<Snapshot | undefined> {
     const { metrics } = this.#o;
     const source = this.#source.name;
@@ -191,7 +158,7 @@ class SourceReader {
     try {
       const result = await Promise.race([this.#inflight, deadline]);
       if (result === 'timeout') {
-        // The shared read may still finish for a later scrape; this one cannot wait for it.
+        // The shared read goes on for a later scrape.
         metrics.scrape.up.set({ source }, 0);
         metrics.scrape.errors.inc({ source, reason: 'timeout' });
         this.#showSamples(0);
@@ -207,17 +174,14 @@ class SourceReader {
     }
   }
 
-  /** HELP for upstream families that come without one (the platform sends none): what the value means. */
+  /** HELP for upstream families without one (the platform sends none). */
   #upstreamHelp(): string {
     return `Platform analytics metric (E7), a count over the last ${formatDuration(this.#o.windowMs)} (METRICS_WINDOW), as read from the upstream.`;
   }
 
   /**
-   * The source's part: each family prefixed, given a help when it has none, dropped when it
-   * collides with one of ours or one Prometheus writes itself (`up`, `scrape_*`, `ALERTS*`;
-   * counted and logged), labelled, then written and let go one family
-   * at a time, so that the parser's samples are the only ones made (renamed and labelled in place)
-   * and are let go as soon as written. Empties `families`, and changes them on the way.
+   * The source's part: each family prefixed, given a HELP, dropped on a collision, labelled, then
+   * written and let go one at a time, the parser's samples changed in place. Empties `families`.
    */
   #serialize(families: MetricFamily[], own: readonly MetricFamily[]): IndexedPart {
     const { metrics, prefix } = this.#o;
@@ -230,7 +194,7 @@ class SourceReader {
     families.forEach((family, i) => {
       const name = prefix ? prefix + family.name : family.name;
       const sampleNames = new Set(family.samples.map((sample) => (prefix ? prefix + sample.name : sample.name)));
-      // Judged by the served (prefixed) names: with UPSTREAM_METRIC_PREFIX, an upstream `up` is served as `<prefix>up` and no longer collides.
+      // Judged by the served names: with a prefix, an upstream `up` no longer collides.
       if (collidesWithReserved(reservedNamesOf(name, family.type, sampleNames), ours)) {
         dropped.push(name);
       } else {
@@ -250,11 +214,11 @@ class SourceReader {
       const family = relabelInPlace(families[i]!, prefix || undefined, []);
       family.help ??= help;
       writer.add(family, this.#target);
-      // The parser's samples of this family are no longer needed: let them go before the next one's copies are made.
+      // Let the parser's samples go before the next family's are labelled.
       (families as Array<MetricFamily | undefined>)[i] = undefined;
     }
     families.length = 0;
-    // The parser's families, renamed, labelled, given a clean help and filtered, are still normalized.
+    // Renamed, labelled, given a clean help and filtered, the parser's families are still normalized.
     return writer.finish();
   }
 
@@ -266,7 +230,7 @@ class SourceReader {
     const now = this.#now();
     const budget = AbortSignal.timeout(budgetMs);
     const limits = this.#source.limits;
-    // Checked on the bytes as they arrive, so a body over a limit is abandoned before it is text or samples.
+    // On the bytes as they arrive: a body over a limit is abandoned before it is text.
     const inspectBody = limits && (() => limitGuard(source, limits));
     try {
       const text = await client
@@ -275,14 +239,12 @@ class SourceReader {
           { signal: budget, ...(inspectBody ? { inspectBody } : {}) },
         )
         .catch((err: unknown) => {
-          // The scrape's budget ran out: for the scrape, that is the upstream timing out.
           if (err instanceof AbortedError && budget.aborted) {
             throw new UpstreamTimeoutError('prometheus', `E7 did not answer within the scrape's budget of ${budgetMs} ms`, { cause: err });
           }
           throw err;
         });
-      // An upstream's HELP texts and label values are served as sent: a secret echoed into them
-      // (the request's token) is masked first, in every form (src/redact.ts).
+      // HELP texts and label values are served as sent: a token echoed into them is masked first.
       const parsed = parseExposition(redactSecrets(text));
       for (const line of parsed.invalid) metrics.scrape.invalidLines.inc({ source, reason: line.reason });
       if (parsed.invalid.length > 0) {
@@ -307,11 +269,7 @@ class SourceReader {
     }
   }
 
-  /**
-   * A broken limit at warn when it is news (the first read that breaks it, or another limit than
-   * the last read broke), else at debug: an upstream that stays over its limit would otherwise log
-   * a warning per read, every METRICS_CACHE_TTL or every scrape.
-   */
+  /** At warn when it is news (the first read to break it, or another limit), else at debug. */
   #logLimit(err: UpstreamLimitError): void {
     const key = `${err.limit}=${err.value}`;
     const fields = { reason: 'limit', limit: err.limit, value: err.value, setting: LIMIT_SETTINGS[err.limit] };
@@ -324,11 +282,7 @@ class SourceReader {
   }
 }
 
-/**
- * A new body inspector for one E7 response of `source`: throws {@link UpstreamLimitError} at the
- * first line over one of `limits` (Prometheus's sample_limit, label_limit,
- * label_value_length_limit), which abandons the body.
- */
+/** A body inspector for one E7 response: throws {@link UpstreamLimitError} at the first line over a limit. */
 function limitGuard(source: string, limits: ExpositionLimits): (chunk: Uint8Array) => void {
   const scanner = new ExpositionLimitScanner(limits);
   return (chunk) => {
@@ -347,7 +301,7 @@ function limitGuard(source: string, limits: ExpositionLimits): (chunk: Uint8Arra
 export class E7Scraper {
   readonly #o: E7ScraperOptions;
   #readers: ReadonlyMap<string, SourceReader>;
-  /** The reads the last merged part was made of (undefined: none served), and that part. */
+  /** The last merged part and the reads it was made of. */
   #merged: { from: ReadonlyArray<Snapshot | undefined>; part: UpstreamPart } | undefined;
 
   /** @throws InvalidArgumentError (`ERR_INVALID_ARGUMENT`) for a source label name that is invalid, `le`, `quantile` or `source`. */
@@ -357,13 +311,9 @@ export class E7Scraper {
   }
 
   /**
-   * Takes up the sources of a reload of CONFIG_FILE: a source in `keep` keeps its reader (its
-   * cache and its read in flight), every other source of `sources` gets a new one, and a source
-   * left out is no longer read (a scrape already reading it still gets its samples). The next
-   * scrape sees the new list; the one in progress finishes with the list it started with.
+   * Takes up a reload's sources for the next scrape: a source in `keep` (unchanged) keeps its
+   * reader, cache and read in flight; the others get new ones.
    *
-   * @param sources every source from now on, in order, names unique.
-   * @param keep names of sources whose client and labels are unchanged.
    * @throws InvalidArgumentError as the constructor, before anything changes.
    */
   setSources(sources: readonly UpstreamSource[], keep: ReadonlySet<string>): void {
@@ -376,24 +326,17 @@ export class E7Scraper {
     this.#merged = undefined;
   }
 
-  /** The configured source names, in order. */
   get names(): string[] {
     return [...this.#readers.keys()];
   }
 
-  /** Whether `name` is a configured source. */
   has(name: string): boolean {
     return this.#readers.has(name);
   }
 
   /**
-   * The upstream part of a `/metrics` scrape: every source read concurrently (each from its cache
-   * or a new read bounded by `budgetMs`), merged into one family per name in source order (see
-   * mergeParts: a later source's family whose type conflicts with an earlier one's is dropped
-   * and counted in `upstream_dropped_families_total{source}`). Never throws: a source that fails
-   * or times out contributes no sample and has `upstream_up{source} 0`.
-   *
-   * @param budgetMs how long this scrape may wait, in milliseconds.
+   * The upstream part of `/metrics`: every source from its cache or a read bounded by `budgetMs`,
+   * merged in source order. Never throws: a source that fails contributes nothing.
    */
   async collect(budgetMs: number): Promise<UpstreamPart> {
     const readers = [...this.#readers.values()];
@@ -406,13 +349,7 @@ export class E7Scraper {
     return part;
   }
 
-  /**
-   * The upstream part of `/probe?source=NAME`: that source's samples only, labelled as in
-   * /metrics. Never throws.
-   *
-   * @returns {@link EMPTY_UPSTREAM_PART} when the read fails or times out, or for a name that is
-   *   not configured (nothing is read for it).
-   */
+  /** The upstream part of `/probe?source=NAME`; empty when the read fails or the name is not configured. Never throws. */
   async collectSource(name: string, budgetMs: number): Promise<UpstreamPart> {
     const read = await this.#readers.get(name)?.collect(budgetMs);
     return read === undefined ? EMPTY_UPSTREAM_PART : read.part;

@@ -1,19 +1,9 @@
 /**
- * The sources of a running `serve` and their reload: each source's analytics client, its sync and
- * audit schedulers and its E7 reader (src/serve/scrape.ts), and what a reload of CONFIG_FILE does
- * to them (SIGHUP, `POST /-/reload`).
- *
- * A reload reads the configuration again (CONFIG_FILE; the environment and the flags stay as at
- * start), compares its sources with those in use (src/serve/reload.ts) and applies the difference:
- * - a source removed: its sync and audit are stopped as at shutdown (the run in progress is
- *   aborted, its open window rolls back, committed windows stay), it is no longer read for
- *   /metrics nor accepted by /probe, its series are removed, its client is closed;
- * - a source changed: the same, then it starts again as a source added, on its new settings
- *   (a run is not left to finish on settings the file no longer holds);
- * - a source added: a client, a reader, schedulers, and a first sync now when it has a schedule;
- * - a source unchanged: nothing, its client, cache, schedulers and running window are untouched.
- * A file that cannot be used changes nothing: the last good sources stay, the reason is logged at
- * error and `config_last_reload_successful` is 0. Reloads run one at a time, in their order.
+ * The sources of a running `serve`: each source's client, sync and audit schedulers and E7 reader,
+ * and their reload (SIGHUP, `POST /-/reload`). A reload applies the difference reload.ts finds:
+ * removed and changed sources stop as at shutdown, changed and added ones start anew, unchanged
+ * ones are untouched; a file that cannot be used changes nothing. Reloads run one at a time. See
+ * docs/design/serve-lifecycle.md, Reloads.
  */
 import type { Config, SourceConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
@@ -26,43 +16,37 @@ import { diffSources, isEmptyDiff, type SourcesDiff } from './reload.js';
 import type { E7Scraper } from './scrape.js';
 import { buildSourceAudit, buildSourceScheduler, type SourceScheduleContext } from './schedules.js';
 
-/** Bound on closing a removed source's client (it waits for a read in flight to end). */
+/** Bound on closing a removed source's client, which waits for its reads in flight. */
 const CLIENT_CLOSE_TIMEOUT_MS = 10_000;
 
-/** How a reload ended: for the HTTP answer (200, or 400/500/503 with the reason) and the log. */
+/** How a reload ended: the HTTP answer's status and body. */
 export type ReloadResult = { ok: true; message: string; diff: SourcesDiff } | { ok: false; status: 400 | 500 | 503; message: string };
 
 export interface ServeSourcesOptions extends SourceScheduleContext {
-  /** Every source's E7 reads. */
   scraper: E7Scraper;
-  /** The clients opened at start, one per source of `config`, in its order; closed by their opener. */
+  /** One per source of `config`, in its order; closed by their opener. */
   initial: readonly SourceClient[];
-  /** The schedulers by source name: filled here, read by the lifecycle (and tests). */
+  /** Filled here, read by the lifecycle. */
   schedulers: Map<string, SyncScheduler>;
-  /**
-   * Reads the configuration again, as at start (loadCommandConfig with the start's environment
-   * and flags). @throws {ConfigError} for a file that cannot be used, its message with secrets masked.
-   */
+  /** Reads the configuration again, as at start. @throws {ConfigError} for a file that cannot be used. */
   load: () => Config;
-  /** The database pool's size, fixed at start from the number of sources. */
+  /** Fixed at start. */
   poolMax: number;
 }
 
-/** The sources of a running serve; see the module comment. */
+/** The sources of a running serve. */
 export class ServeSources {
   readonly #o: ServeSourcesOptions;
   readonly #audits = new Map<string, SyncScheduler<AuditResult>>();
-  /** Clients by source name: those opened at start, then those a reload opened. */
   readonly #clients = new Map<string, AnalyticsClient>();
   /** Clients a reload opened and still in use: closed by {@link closeClients}. */
   readonly #opened = new Set<AnalyticsClient>();
-  /** Clients being closed in the background (a removed or changed source's). */
+  /** A removed or changed source's, closing in the background. */
   readonly #closing = new Set<Promise<unknown>>();
   readonly #record: (ok: boolean) => void;
   #sources: SourceConfig[];
   #config: Config;
   #queue: Promise<unknown> = Promise.resolve();
-  /** Set by {@link stop}: a reload under way starts nothing more. */
   #stopped = false;
 
   constructor(options: ServeSourcesOptions) {
@@ -76,43 +60,32 @@ export class ServeSources {
     this.#record = options.metrics.trackConfigReloads();
   }
 
-  /** The sources in use, in configuration order. */
   get sources(): readonly SourceConfig[] {
     return this.#sources;
   }
 
-  /**
-   * Stops every source's sync and audit, as at shutdown (see SyncScheduler.stop); a reload under
-   * way afterwards starts nothing. Idempotent.
-   *
-   * @returns whether every run in progress ended within `drainMs`.
-   */
+  /** Stops every source's sync and audit; a reload under way starts nothing more. @returns whether every run ended within `drainMs`. */
   async stop(drainMs: number): Promise<boolean> {
     this.#stopped = true;
     const stopped = await Promise.all([...this.#o.schedulers.values(), ...this.#audits.values()].map((s) => s.stop(drainMs)));
     return stopped.every(Boolean);
   }
 
-  /** Starts every source's schedules; the first sync of each scheduled source starts now. @returns whether any source has a schedule. */
+  /** Starts every source's schedules, each scheduled source's first sync now. @returns whether any source has a schedule. */
   start(reason = 'startup'): boolean {
     let scheduled = false;
     for (const source of this.#sources) scheduled = this.#start(source, reason) || scheduled;
     return scheduled;
   }
 
-  /**
-   * Reads the configuration again and applies the difference (see the module comment), after the
-   * reloads asked before it. Never throws.
-   *
-   * @param trigger what asked (`SIGHUP`, `http`), for the log.
-   */
+  /** Reads the configuration again and applies the difference, after earlier reloads. Never throws. */
   reload(trigger: string): Promise<ReloadResult> {
     const run = this.#queue.then(() => this.#reload(trigger));
     this.#queue = run;
     return run;
   }
 
-  /** Closes the clients a reload opened, and waits (bounded) for those being closed. */
+  /** Closes the clients a reload opened, and waits for those closing. */
   async closeClients(): Promise<void> {
     await Promise.allSettled([...[...this.#opened].map((client) => client.close()), ...this.#closing]);
   }
@@ -132,7 +105,7 @@ export class ServeSources {
     try {
       await this.#apply(next, diff);
     } catch (err) {
-      // Not expected (the file was validated); what was applied before the fault stays.
+      // Not expected: the file was validated. What was applied before the fault stays.
       this.#record(false);
       const message = err instanceof Error ? err.message : String(err);
       log.error({ trigger, err }, `CONFIG_FILE reload could not be applied in full: ${message}`);
@@ -162,7 +135,6 @@ export class ServeSources {
     const demo = coming.find((source) => source.upstream === undefined);
     if (demo !== undefined) throw new ConfigError('CONFIG_FILE', `source ${demo.name} has no statistics_url`);
     const going = [...diff.removed, ...diff.changed.map((c) => c.before)];
-    // Stopped as at shutdown: the run in progress is aborted and its open window rolls back.
     const drained = await Promise.all(going.map((source) => this.#stop(source.name)));
     if (this.#stopped) throw new Error('serve is stopping: the reload was not applied');
     going.forEach((source, i) => {
@@ -206,7 +178,7 @@ export class ServeSources {
     if (audit !== undefined) this.#audits.set(source.name, audit);
   }
 
-  /** Starts a source's schedules; its first sync now when it has a schedule. @returns whether it has one. */
+  /** @returns whether the source has a schedule (its first sync then starts now). */
   #start(source: SourceConfig, reason: string): boolean {
     if (this.#stopped) return false;
     this.#audits.get(source.name)?.start();
@@ -217,7 +189,7 @@ export class ServeSources {
     return true;
   }
 
-  /** Stops a source's sync and audit (aborting a run in progress) and forgets them. @returns whether both ended within the bound. */
+  /** Stops and forgets a source's sync and audit. @returns whether both ended within the bound. */
   async #stop(name: string): Promise<boolean> {
     const sync = this.#o.schedulers.get(name);
     const audit = this.#audits.get(name);
@@ -228,9 +200,8 @@ export class ServeSources {
   }
 
   /**
-   * Closes a client no source uses any more, once its requests in flight end (bounded), in the
-   * background. A scrape or a run that was using it may have set the source's series after they
-   * were removed: a source no longer configured then loses them again.
+   * Closes a client no source uses, in the background; a source no longer configured then loses
+   * the series what was using the client may have set since they were removed.
    */
   #closeLater(name: string, client: AnalyticsClient): void {
     const closing = settledWithin(client.close(), CLIENT_CLOSE_TIMEOUT_MS).then(async (closed) => {
@@ -244,13 +215,7 @@ export class ServeSources {
     void closing.finally(() => this.#closing.delete(closing));
   }
 
-  /**
-   * What a reload cannot change without a restart: CONFIG_FILE holds sources only, and the rest of
-   * the configuration (listen address, database, tables) is the environment's, read at start; but
-   * the database pool was sized at start for the sources then.
-   *
-   * @returns the warning to log, or undefined.
-   */
+  /** The warning to log when the pool, sized at start, is too small for the new sources. */
   #needsRestart(next: Config): string | undefined {
     const wanted = next.sources.length + 2;
     if (wanted <= this.#o.poolMax) return undefined;

@@ -1,28 +1,20 @@
 /**
- * The per-client-address budget of failed logins of HTTP Basic authentication (`basic_auth_users`
- * of WEB_CONFIG_FILE), and the rate-limited log of the attempts refused for it or for the
- * concurrency cap: the bounds that keep one address from spending the server's password checks.
+ * The per-client-address budget of failed basic-auth logins, and the rate-limited log of attempts
+ * refused for it or the concurrency cap. See docs/design/http-hardening.md, Basic auth.
  */
 import type { Logger } from '../../log.js';
 import { IntervalCount } from '../interval-count.js';
 
-/** Failed logins one client address may spend per minute, by default (AUTH_FAILURE_BUDGET). */
+/** AUTH_FAILURE_BUDGET's default: failed logins per address per period. */
 export const DEFAULT_AUTH_FAILURE_BUDGET = 10;
-/** The period over which the budget refills, in milliseconds. */
 const AUTH_BUDGET_PERIOD_MS = 60_000;
-/** Client addresses whose budget is remembered; beyond it the one touched longest ago is forgotten. */
+/** Addresses remembered; beyond, the one touched longest ago is forgotten. */
 const AUTH_BUDGET_ADDRESSES = 4096;
-/** At most one log line about refused login attempts per this many milliseconds. */
 const AUTH_REFUSAL_LOG_INTERVAL_MS = 60_000;
 
 /**
- * The key a client address is budgeted under: an IPv4-mapped IPv6 address (`::ffff:1.2.3.4`, how
- * a dual-stack socket reports an IPv4 client) as its IPv4 form, so one client has one budget
- * whichever socket it came through; other IPv6 addresses whole and lower-cased. IPv6 addresses are
- * not grouped by /64: hosts of one LAN (or pods of one node) share a /64, and grouping them would
- * let an attacker spend a legitimate scraper's budget.
- *
- * @param address the socket's `remoteAddress`; undefined (a closed socket) is the key `unknown`.
+ * The key an address is budgeted under: `::ffff:1.2.3.4` as `1.2.3.4`, other IPv6 addresses whole
+ * (not by /64: a LAN's hosts share one), undefined as `unknown`.
  */
 export function budgetKey(address: string | undefined): string {
   if (address === undefined || address === '') return 'unknown';
@@ -33,39 +25,24 @@ export function budgetKey(address: string | undefined): string {
 
 interface Bucket {
   tokens: number;
-  /** When `tokens` was computed, in milliseconds (the clock given to {@link FailureBudget}). */
+  /** When `tokens` was computed, by the budget's clock. */
   at: number;
 }
 
 /**
- * A token bucket per client address: `capacity` tokens, refilled at `capacity` per
- * {@link AUTH_BUDGET_PERIOD_MS}. Every uncached password check takes a token when it starts and
- * gets it back when the password was right, so only failed logins (a wrong password, an unknown
- * user) spend the budget; with none left, an address's uncached attempts are refused until a token
- * has refilled.
- *
- * A token bucket rather than a sliding window of timestamps: two numbers per address instead of N,
- * the time until there is room is exact (for `Retry-After`), and an address that spent its budget
- * gets one attempt per period/N afterwards instead of a new burst of N each period.
- *
- * Memory is bounded: at most {@link AUTH_BUDGET_ADDRESSES} addresses, the one touched longest ago
- * forgotten first (it is also the one closest to a full bucket). An attacker with more addresses
- * than that gets fresh budgets, but the concurrency cap of the password checks still bounds the work.
+ * A token bucket per client address: `capacity` tokens, refilled at `capacity` per period. An
+ * uncached password check takes one and gives it back when the password was right, so only failed
+ * logins spend the budget. At most `maxAddresses` are remembered, least recently used forgotten.
  */
 export class FailureBudget {
   readonly #capacity: number;
   readonly #perMs: number;
   readonly #maxAddresses: number;
   readonly #now: () => number;
-  /** Insertion order = order of last use: the first entry is the one touched longest ago. */
+  /** Insertion order is the order of last use. */
   readonly #buckets = new Map<string, Bucket>();
 
-  /**
-   * @param capacity failed logins an address may spend per period (AUTH_FAILURE_BUDGET); 0 turns the budget off.
-   * @param options.periodMs the refill period (default {@link AUTH_BUDGET_PERIOD_MS}).
-   * @param options.maxAddresses addresses remembered (default {@link AUTH_BUDGET_ADDRESSES}).
-   * @param options.now the clock, in milliseconds (default `Date.now`; tests pass their own).
-   */
+  /** @param capacity AUTH_FAILURE_BUDGET; 0 turns the budget off. `options.now` is in milliseconds. */
   constructor(capacity: number, options: { periodMs?: number; maxAddresses?: number; now?: () => number } = {}) {
     this.#capacity = capacity;
     this.#perMs = capacity / (options.periodMs ?? AUTH_BUDGET_PERIOD_MS);
@@ -73,17 +50,11 @@ export class FailureBudget {
     this.#now = options.now ?? Date.now;
   }
 
-  /** Addresses remembered now (at most `maxAddresses`). */
   get size(): number {
     return this.#buckets.size;
   }
 
-  /**
-   * Takes a token for one password check from `address`'s budget.
-   *
-   * @param address the client's address (the socket's `remoteAddress`; normalised by {@link budgetKey}).
-   * @returns 0 when a token was taken, else the milliseconds until one will have refilled (> 0).
-   */
+  /** Takes a token for one check. @returns 0 when taken, else the milliseconds until one has refilled. */
   take(address: string | undefined): number {
     if (this.#capacity <= 0) return 0;
     const key = budgetKey(address);
@@ -92,21 +63,21 @@ export class FailureBudget {
       bucket.tokens -= 1;
       return 0;
     }
-    // Less a nanosecond, so that rounding errors of the refill do not add a whole millisecond.
+    // Less a nanosecond, so the refill's rounding errors do not add a millisecond.
     return Math.max(1, Math.ceil((1 - bucket.tokens) / this.#perMs - 1e-6));
   }
 
-  /** Gives back the token of a check that did not fail (the password was right, or no check ran). */
+  /** Gives back the token of a check that did not fail or did not run. */
   refund(address: string | undefined): void {
     if (this.#capacity <= 0) return;
     const key = budgetKey(address);
     const bucket = this.#refilled(key);
     bucket.tokens = Math.min(this.#capacity, bucket.tokens + 1);
-    // A full bucket is what a forgotten address gets: nothing worth remembering.
+    // A full bucket is what a forgotten address gets.
     if (bucket.tokens >= this.#capacity) this.#buckets.delete(key);
   }
 
-  /** The address's bucket, refilled to now and moved to the end of the order of use; forgets the oldest beyond the cap. */
+  /** The bucket refilled to now, moved last; forgets the oldest beyond the cap. */
   #refilled(key: string): Bucket {
     const now = this.#now();
     const known = this.#buckets.get(key);
@@ -123,11 +94,7 @@ export class FailureBudget {
 /** Why a login attempt was refused with 429 without a password check. */
 export type AuthRefusal = 'budget' | 'busy';
 
-/**
- * Logs login attempts refused with 429 at warn, at most one line per `intervalMs`: the first at
- * once, those that follow within the interval in one line when it ends (counts by reason, the last
- * client's address; never a user name or a password). {@link close} logs what is still counted.
- */
+/** Logs attempts refused with 429 at most once per interval, with counts; never a user name or password. */
 export class AuthRefusalLog {
   readonly #count: IntervalCount<AuthRefusal>;
 
@@ -141,12 +108,10 @@ export class AuthRefusalLog {
     );
   }
 
-  /** Counts one refused attempt from `remote` (the client's address, when known). */
   record(reason: AuthRefusal, remote: string | undefined): void {
     this.#count.record(reason, remote);
   }
 
-  /** Logs what was counted since the last line, if anything, and stops the timer (the server closed). */
   close(): void {
     this.#count.close();
   }

@@ -1,28 +1,25 @@
 /**
- * bcrypt off the main thread: one worker thread running bcryptjs (pure JavaScript), so that the
- * password checks of HTTP Basic authentication never hold the event loop that serves scrapes.
- * bcryptjs's async API yields only every 100 ms, and four concurrent cost-12 checks held the loop
- * for seconds (BENCHMARKS.md, "hostile: authentication").
+ * bcrypt off the main thread: one worker running bcryptjs, so that password checks never hold the
+ * event loop that serves scrapes (bcryptjs's async API yields only every 100 ms). See
+ * docs/design/http-hardening.md, Basic auth.
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 
-/** The bcrypt operations {@link BasicAuth} needs; the in-thread bcryptjs and {@link BcryptWorker} both have them. */
+/** The bcrypt operations {@link BasicAuth} needs. */
 export interface BcryptPort {
-  /** Whether `password` matches the bcrypt `hash`. */
   compare(password: string, hash: string): Promise<boolean>;
-  /** A new bcrypt hash of `password` at `cost` (log2 of rounds, 4..31). */
+  /** `cost`: log2 of rounds, 4..31. */
   hash(password: string, cost: number): Promise<string>;
 }
 
-/** The in-thread bcryptjs, loaded on first use (only servers with basic_auth_users need it). */
+/** Loaded on first use: only servers with users need it. */
 export const inThreadBcrypt: BcryptPort = {
   compare: async (password, hash) => (await import('bcryptjs')).default.compare(password, hash),
   hash: async (password, cost) => (await import('bcryptjs')).default.hash(password, cost),
 };
 
-// CommonJS (an `eval` worker); bcryptjs's path is resolved by the main thread and passed in, so it
-// does not depend on the working directory. The sync API: the worker has nothing else to do.
+// CommonJS (an `eval` worker), bcryptjs's path from the main thread; the sync API: nothing else runs here.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const bcrypt = require(workerData.bcryptjs);
@@ -43,9 +40,8 @@ interface Job {
 }
 
 /**
- * One worker thread doing bcrypt, started on first use and unref'd (it never keeps the process
- * alive). Operations queue in the worker and run one at a time, so at most one core does bcrypt.
- * A worker that dies fails its pending operations; the next operation starts a new one.
+ * One unref'd worker thread, started on first use; operations run one at a time there. A worker
+ * that dies fails its pending operations; the next one starts a new worker.
  */
 export class BcryptWorker implements BcryptPort {
   #worker: Worker | undefined;
@@ -62,7 +58,7 @@ export class BcryptWorker implements BcryptPort {
     return this.#run({ op: 'hash', password, cost }) as Promise<string>;
   }
 
-  /** Stops the worker; pending operations fail. Idempotent; a later operation starts a new worker. */
+  /** Stops the worker; pending operations fail. Idempotent. */
   async close(): Promise<void> {
     const worker = this.#worker;
     this.#worker = undefined;
@@ -101,7 +97,7 @@ export class BcryptWorker implements BcryptPort {
     return worker;
   }
 
-  /** Fails the operations sent to `worker` (a worker stopped or dead; those of a newer one go on). */
+  /** Fails the operations sent to `worker`; a newer worker's go on. */
   #failAll(worker: Worker, err: Error): void {
     for (const [id, job] of this.#jobs) {
       if (job.worker !== worker) continue;

@@ -1,18 +1,9 @@
 /**
- * The web configuration of `serve` (WEB_CONFIG_FILE), in the format of prometheus/exporter-toolkit
- * so Prometheus users reuse what they know: `tls_server_config` (certificate, key and client CA as
- * files or inline, `client_auth_type`, `client_allowed_sans`, TLS versions, cipher suites, curves),
- * `basic_auth_users` (bcrypt hashes, checked by BasicAuth in basic-auth.ts) and `http_server_config.headers`.
- *
- * As in exporter-toolkit, unknown keys are errors, and relative file paths are relative to the
- * configuration file's folder. Of exporter-toolkit's keys, `rate_limit` is refused by name (nothing
- * here would enforce it), `http_server_config.http2: true` is accepted with a warning (Node's
- * HTTPS server here speaks HTTP/1.1 only; exporter-toolkit's own default is true), and a
- * `min_version` or `max_version` this runtime cannot serve (TLS10, TLS11) is refused. Without
- * `cipher_suites`, TLS 1.2 offers Go's forward-secret AEAD suites only (see tls-suites.ts).
- *
- * The file and the files it names are read again when they change ({@link WebConfigSource}), so a
- * rotated certificate or a new user applies without a restart.
+ * The web configuration of `serve` (WEB_CONFIG_FILE) in prometheus/exporter-toolkit's format:
+ * `tls_server_config`, `basic_auth_users`, `http_server_config.headers`. As there, unknown keys are
+ * errors and relative paths are relative to the file's folder; `rate_limit` is refused, `http2:
+ * true` only warned about. The file and those it names are read again when they change
+ * ({@link WebConfigSource}). See docs/design/http-hardening.md, The web configuration.
  */
 import { createRequire } from 'node:module';
 import { readFileSync, statSync } from 'node:fs';
@@ -23,14 +14,14 @@ import { z } from 'zod';
 import { ConfigError, WebConfigError } from '../../errors.js';
 import { CURVES, TLS12_CIPHER_SUITES, TLS13_CIPHER_SUITES, cipherList, unservableTlsVersion } from './tls-suites.js';
 
-/** exporter-toolkit's client authentication modes (Go's tls.ClientAuthType names). */
+/** Go's tls.ClientAuthType names. */
 const CLIENT_AUTH_TYPES = ['NoClientCert', 'RequestClientCert', 'RequireAnyClientCert', 'VerifyClientCertIfGiven', 'RequireAndVerifyClientCert'] as const;
 type ClientAuthType = (typeof CLIENT_AUTH_TYPES)[number];
 
 const TLS_VERSIONS = { TLS10: 'TLSv1', TLS11: 'TLSv1.1', TLS12: 'TLSv1.2', TLS13: 'TLSv1.3' } as const;
 const TLS_VERSION_NAMES = ['TLS10', 'TLS11', 'TLS12', 'TLS13'] as const;
 
-/** The only headers exporter-toolkit lets `http_server_config.headers` set; a blank value leaves the header unset. */
+/** The only headers exporter-toolkit lets one set; a blank value leaves the header unset. */
 const headerValue = z.string().regex(/^[\t\x20-\x7e\x80-\xff]*$/, 'must be one line of printable characters');
 const headersSchema = z
   .object({
@@ -125,41 +116,37 @@ export interface WebConfig {
     key: string;
     ca?: string;
     clientAuth: ClientAuthType;
-    /** client_allowed_sans: a client certificate must carry one of these DNS, IP, e-mail or URI names. */
+    /** client_allowed_sans. */
     allowedSans?: string[];
     minVersion: TlsVersion;
     maxVersion: TlsVersion;
-    /** OpenSSL cipher list: the TLS 1.3 suites and cipher_suites in OpenSSL's names (default: the forward-secret AEAD suites). */
+    /** An OpenSSL cipher list. */
     ciphers: string;
-    /** prefer_server_cipher_suites: the server's order of `ciphers` wins. */
+    /** prefer_server_cipher_suites. */
     honorCipherOrder: boolean;
-    /** Node's `ecdhCurve` from curve_preferences (`X25519:prime256v1`); undefined for Node's default. */
+    /** From curve_preferences (`X25519:prime256v1`); undefined for Node's default. */
     ecdhCurve?: string;
   };
-  /** Extra response headers (exporter-toolkit's http_server_config.headers), blank ones left out. */
+  /** Blank ones left out. */
   headers: Record<string, string>;
-  /** User name → bcrypt hash; empty means no authentication. */
+  /** User name → bcrypt hash; empty: no authentication. */
   users: Record<string, string>;
-  /** What is accepted but not done as exporter-toolkit would (http2: true), one line each, for a warn log line. */
+  /** One line each, for the log. */
   warnings: string[];
-  /** Where it was read from: what {@link WebConfigSource} checks for changes. */
   origin: WebConfigOrigin;
 }
 
 /** The files a web configuration was read from, and their state when they were read. */
 interface WebConfigOrigin {
-  /** The configuration file, as given. */
+  /** As given. */
   file: string;
-  /** The configuration file and the files it names, as absolute paths. */
+  /** It and the files it names, absolute. */
   files: string[];
-  /** Their inode, size, mtime and ctime, taken before each was read (see {@link fileSignature}). */
+  /** {@link fileSignature}, each taken before the file was read. */
   signature: string;
 }
 
-/**
- * The options of Node's TLS server (`https.createServer`, `server.setSecureContext`) for a web
- * configuration's `tls_server_config`. Never throws; Node throws on what OpenSSL refuses.
- */
+/** Node's TLS server options for `tls_server_config`. Never throws; Node throws on what OpenSSL refuses. */
 export function secureContextOptions(tls: NonNullable<WebConfig['tls']>): SecureContextOptions {
   return {
     cert: tls.cert,
@@ -173,11 +160,7 @@ export function secureContextOptions(tls: NonNullable<WebConfig['tls']>): Secure
   };
 }
 
-/**
- * The state of files, for a cheap change check: inode, size, mtime and ctime (nanoseconds) of each,
- * or why it could not be seen. Follows symbolic links, so a Kubernetes Secret's atomic swap of its
- * `..data` link shows as a change. Never throws.
- */
+/** Inode, size, mtime and ctime of each file (links followed), or why it could not be seen. Never throws. */
 function fileSignature(files: readonly string[]): string {
   return files
     .map((file) => {
@@ -191,17 +174,17 @@ function fileSignature(files: readonly string[]): string {
     .join('|');
 }
 
-/** One attempt at reading a web configuration: the files it involved, and the result or the error. */
+/** One attempt at reading a web configuration: the files involved, and the result or the error. */
 type Attempt = { files: string[]; signature: string } & ({ config: WebConfig; error?: undefined } | { error: WebConfigError; config?: undefined });
 
 function attempt(file: string): Attempt {
   const configPath = resolve(file);
   const files = [configPath];
-  // Each file's state is taken before it is read: a change after that shows at the next check.
+  // Taken before each file is read: a change after that shows at the next check.
   const signatures = [fileSignature([configPath])];
   try {
     const data = readWebConfigFile(file);
-    // Named files are watched even when they cannot be read yet, so their arrival shows as a change.
+    // Watched even while they cannot be read, so their arrival shows.
     const named = namedFiles(data.tls_server_config, dirname(configPath));
     files.push(...named);
     signatures.push(...named.map((f) => fileSignature([f])));
@@ -213,15 +196,10 @@ function attempt(file: string): Attempt {
   }
 }
 
-/** The file's keys, validated; the files they name are not read yet. */
+/** The file's keys, validated; the files they name not read. */
 type WebConfigFile = z.infer<typeof webConfigSchema>;
 
-/**
- * Reads the configuration file itself and validates its keys.
- *
- * @throws {WebConfigError} for a file that cannot be read, YAML that does not parse, the first key
- *   that breaks its rule (named with its path).
- */
+/** @throws {WebConfigError} for a file that cannot be read, bad YAML, or the first key that breaks its rule. */
 function readWebConfigFile(file: string): WebConfigFile {
   let text: string;
   try {
@@ -231,8 +209,7 @@ function readWebConfigFile(file: string): WebConfigFile {
   }
   let raw: unknown;
   try {
-    // Loaded when a web configuration is read (the yaml package is 70 modules): a process without
-    // WEB_CONFIG_FILE never needs it. Its CommonJS build loads synchronously, as this reader is.
+    // Loaded only here (70 modules), synchronously as this reader is.
     const { parse: parseYaml } = createRequire(import.meta.url)('yaml') as typeof import('yaml');
     raw = parseYaml(text) ?? {};
   } catch (err) {
@@ -249,17 +226,12 @@ function readWebConfigFile(file: string): WebConfigFile {
   throw new WebConfigError(path, `${file}: ${message}`);
 }
 
-/** The files `tls_server_config` names, as absolute paths (relative ones against `base`, the configuration's folder). */
+/** The files `tls_server_config` names, resolved against `base`. */
 function namedFiles(t: WebConfigFile['tls_server_config'], base: string): string[] {
   return (t ? [t.cert_file, t.key_file, t.client_ca_file] : []).filter((f) => f !== undefined).map((f) => resolve(base, f));
 }
 
-/**
- * The web configuration of a validated file: the files it names read, the TLS settings tried on a
- * secure context, blank headers left out.
- *
- * @throws {WebConfigError} for a named file that cannot be read, or TLS settings OpenSSL refuses.
- */
+/** @throws {WebConfigError} for a named file that cannot be read, or TLS settings OpenSSL refuses. */
 function webConfigOf(data: WebConfigFile, origin: WebConfigOrigin): WebConfig {
   const { file } = origin;
   const tls = data.tls_server_config && tlsOf(data.tls_server_config, file);
@@ -274,10 +246,8 @@ function webConfigOf(data: WebConfigFile, origin: WebConfigOrigin): WebConfig {
 }
 
 /**
- * `tls_server_config` as Node's TLS server takes it, its files read (relative to `file`'s folder)
- * and tried on a secure context now: a key that does not match the certificate, a PEM that is not one.
- *
- * @throws {WebConfigError} naming the key of a file that cannot be read, or `tls_server_config`.
+ * `tls_server_config` with its files read, tried on a secure context now (a key that does not
+ * match its certificate). @throws {WebConfigError} naming the key at fault.
  */
 function tlsOf(t: NonNullable<WebConfigFile['tls_server_config']>, file: string): NonNullable<WebConfig['tls']> {
   const base = dirname(resolve(file));
@@ -300,7 +270,6 @@ function tlsOf(t: NonNullable<WebConfigFile['tls_server_config']>, file: string)
     ...(t.client_allowed_sans !== undefined ? { allowedSans: t.client_allowed_sans } : {}),
     minVersion: TLS_VERSIONS[t.min_version],
     maxVersion: TLS_VERSIONS[t.max_version],
-    // cipher_suites unset: forward-secret TLS 1.2 suites only, as Go's default (not Node's, which has RSA key exchange).
     ciphers: cipherList(t.cipher_suites),
     honorCipherOrder: t.prefer_server_cipher_suites,
     ...(t.curve_preferences !== undefined && t.curve_preferences.length > 0 ? { ecdhCurve: t.curve_preferences.map((c) => CURVES[c]!).join(':') } : {}),
@@ -313,13 +282,7 @@ function tlsOf(t: NonNullable<WebConfigFile['tls_server_config']>, file: string)
   return tls;
 }
 
-/**
- * Reads and validates a web configuration file, and the files it names.
- *
- * @throws {WebConfigError} naming the key and what is wrong: YAML syntax, an unknown key, a bad
- *   value, a file it names that cannot be read, a certificate and key that do not make a TLS
- *   context (a key that does not match the certificate).
- */
+/** Reads and validates a web configuration file and the files it names. @throws {WebConfigError} naming the key at fault. */
 export function loadWebConfig(file: string): WebConfig {
   const result = attempt(file);
   if (result.error !== undefined) throw result.error;
@@ -327,13 +290,9 @@ export function loadWebConfig(file: string): WebConfig {
 }
 
 /**
- * Reads the file WEB_CONFIG_FILE names, as `serve` uses it and `check` validates it: the
- * configuration holds only the path, and this module, which owns the format, reads it.
+ * Reads the file WEB_CONFIG_FILE names, for `serve` and `check`; undefined when it is unset.
  *
- * @param file the setting's value; undefined (unset) means plain HTTP without auth.
- * @returns the web configuration, or undefined when the setting is unset.
- * @throws {ConfigError} for variable WEB_CONFIG_FILE, its message `WEB_CONFIG_FILE <what is
- *   wrong>` (a command exits 2 on it), with the {@link WebConfigError} as its cause.
+ * @throws {ConfigError} `WEB_CONFIG_FILE <what is wrong>` (exit 2), the {@link WebConfigError} as cause.
  */
 export function readWebConfigSetting(file: string | undefined): WebConfig | undefined {
   if (file === undefined) return undefined;
@@ -345,28 +304,22 @@ export function readWebConfigSetting(file: string | undefined): WebConfig | unde
   }
 }
 
-/** What a {@link WebConfigSource} reports after a change: the new configuration, or why the last good one stays. */
+/** The new configuration, or why the last good one stays. */
 export type WebConfigReload = { ok: true; config: WebConfig } | { ok: false; error: WebConfigError };
 
 /**
- * The web configuration in use, read again when the file or a file it names changes: each
- * {@link refresh} compares their inode, size, mtime and ctime with those at the last read, a few
- * `stat` calls, and reads everything again only when they differ. A configuration that cannot be
- * used (invalid YAML, a missing file, a key that does not match the certificate, a switch between
- * HTTP and HTTPS, which needs a restart) leaves the last good one in use and is reported once per
- * change.
+ * The web configuration in use, read again when a {@link refresh} finds its files' signature
+ * changed. One that cannot be used (a switch between HTTP and HTTPS included) leaves the last good
+ * one in use and is reported once per change.
  */
 export class WebConfigSource {
   #current: WebConfig;
-  /** The files of the last attempt, good or bad, and their state then. */
+  /** The last attempt's, good or bad. */
   #files: string[];
   #seen: string;
   readonly #onReload: (result: WebConfigReload) => void;
 
-  /**
-   * @param initial the configuration read at start ({@link loadWebConfig}).
-   * @param onReload called once per change seen, with the new configuration or the error; must not throw.
-   */
+  /** @param onReload once per change seen; must not throw. */
   constructor(initial: WebConfig, onReload: (result: WebConfigReload) => void = () => undefined) {
     this.#current = initial;
     this.#files = initial.origin.files;
@@ -374,16 +327,11 @@ export class WebConfigSource {
     this.#onReload = onReload;
   }
 
-  /** The configuration in use. */
   get current(): WebConfig {
     return this.#current;
   }
 
-  /**
-   * Reads the configuration again if its files changed since the last attempt.
-   *
-   * @returns the configuration to use now: the new one, or the last good one. Never throws.
-   */
+  /** Reads the configuration again if its files changed. @returns the one to use now. Never throws. */
   refresh(): WebConfig {
     if (fileSignature(this.#files) === this.#seen) return this.#current;
     const result = attempt(this.#current.origin.file);
@@ -406,11 +354,8 @@ export class WebConfigSource {
 }
 
 /**
- * Whether a client certificate's subject alternative names include one of `allowed`
- * (client_allowed_sans): DNS names, e-mail addresses and URIs compared exactly, IP addresses as
- * addresses (`::1` matches `0:0:0:0:0:0:0:1`).
- *
- * @param subjectAltName Node's `getPeerCertificate().subjectaltname` (`DNS:a, IP Address:10.0.0.1, …`).
+ * Whether Node's `subjectaltname` (`DNS:a, IP Address:10.0.0.1, …`) holds one of `allowed`: IP
+ * addresses compared as addresses, the rest exactly.
  */
 export function matchesAllowedSans(subjectAltName: string | undefined, allowed: readonly string[]): boolean {
   if (subjectAltName === undefined) return false;
