@@ -1,8 +1,4 @@
-/**
- * `analytics-exporter check`: validates the configuration, then runs the checks of
- * src/app/check.ts and prints one line per step (with CONFIG_FILE, one block per source under a
- * line naming it; src/commands/format/check.ts). Exit 0 only when every step passes.
- */
+/** `analytics-exporter check`: validates the configuration, runs src/app/check.ts, prints one line per step. */
 import type { Command } from 'commander';
 import type { Config, SourceConfig } from '../config.js';
 import { requireDemoSimulator } from '../demo.js';
@@ -29,7 +25,7 @@ export function registerCheckCommand(program: Command): void {
       const overrides = configOverrides(command);
       try {
         config = loadCommandConfig(process.env, overrides);
-        // The configuration holds only WEB_CONFIG_FILE's path; serve reads the file, and the same reader checks it here.
+        // The same reader as serve's.
         readWebConfigSetting(config.serve.webConfigFile);
         requireDemoSimulator(config);
       } catch (err) {
@@ -38,11 +34,9 @@ export function registerCheckCommand(program: Command): void {
         process.exitCode = checkExitStatus({ configuration: 'bad' });
         return;
       }
-      // With CONFIG_FILE, each source's steps come as a block under a line naming it; the
-      // environment's one source is shown as it always was.
+      // With CONFIG_FILE, each source's steps under a line naming it.
       const configFile = overrides.CONFIG_FILE ?? (process.env.CONFIG_FILE || undefined);
       out(formatStep({ step: 'configuration', status: 'ok', detail: formatConfigurationDetail(config.sources, configFile) }));
-      // Loaded only now: a configuration error is reported without the application layer.
       const { runChecks } = await import('../app/check.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
       const passed = await runChecks(config, {

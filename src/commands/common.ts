@@ -1,7 +1,6 @@
 /**
- * What every command shares: the configuration as a command loads it (exit status 2 on a broken
- * rule or a file a setting names that cannot be read) and the body of the one-shot database
- * commands. What a command then opens lives in the application layer, src/app/runtime.ts.
+ * What every command shares: the configuration as a command loads it (exit 2 on a broken rule or
+ * an unreadable file a setting names) and the body of the one-shot database commands.
  */
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
@@ -16,17 +15,11 @@ import { readClientFiles } from '../upstream/files.js';
 import { configOverrides } from './options.js';
 
 /**
- * The configuration a command runs with: {@link loadConfig}'s, then every file a setting names
- * read once by the module that uses it (each source's secret and TLS files, src/upstream/files.ts;
- * the database's TLS files, src/db/tls.ts), so that a missing, empty or unreadable one stops the
- * start before anything runs, named as a broken rule of its setting. Those modules read the files
- * again when they use them. Every secret the configuration holds is registered to be masked in
- * all output ({@link registerConfigSecrets}).
+ * {@link loadConfig}'s configuration, its secrets registered for masking, and every file a setting
+ * names read once by the module that uses it, so a bad one stops the start as a broken rule.
  *
- * @param env usually `process.env`.
  * @param overrides values from CLI flags, keyed by environment variable name.
- * @throws {ConfigError} for the first broken rule, then for the first file that cannot be used,
- *   in the order of the sources and, within one, of the settings; the database's last.
+ * @throws {ConfigError} for the first broken rule, then for the first file that cannot be used.
  */
 export function loadCommandConfig(env: NodeJS.ProcessEnv, overrides: Record<string, string | undefined>): Config {
   const config = loadConfig(env, overrides);
@@ -37,11 +30,8 @@ export function loadCommandConfig(env: NodeJS.ProcessEnv, overrides: Record<stri
 }
 
 /**
- * Registers the secrets of `config` to be masked, in all their forms, in every log line, message,
- * stored error text and served metric (src/redact.ts): each source's client secret (CLIENT_SECRET,
- * or CONFIG_FILE's `client_secret`; a CLIENT_SECRET_FILE's is registered where it is read), the
- * password in the user info of STATISTICS_URL and AUTH_URL, DATABASE_URL's passwords
- * ({@link databaseSecrets}) and PGPASSWORD.
+ * Registers `config`'s secrets for masking in all output (src/redact.ts): client secrets (a
+ * CLIENT_SECRET_FILE's where it is read), passwords in the URLs and DATABASE_URL, PGPASSWORD.
  */
 function registerConfigSecrets(config: Config, env: NodeJS.ProcessEnv): void {
   const secrets: string[] = [];
@@ -56,11 +46,8 @@ function registerConfigSecrets(config: Config, env: NodeJS.ProcessEnv): void {
 }
 
 /**
- * Loads the configuration for a command ({@link loadCommandConfig}); on a broken rule prints it to
- * stderr, sets exit status 2 and returns undefined.
- *
- * @param upstream the command talks to the upstream: without STATISTICS_URL the demo simulator
- *   must be installed ({@link requireDemoSimulator}).
+ * {@link loadCommandConfig} for a command; on a broken rule prints it, sets exit status 2 and
+ * returns undefined. `upstream`: without STATISTICS_URL, the demo simulator must be installed.
  */
 export function loadConfigForCommand(command: Command, upstream = false): Config | undefined {
   try {
@@ -76,15 +63,11 @@ export function loadConfigForCommand(command: Command, upstream = false): Config
 }
 
 /**
- * The body of a command that does one thing on the database and exits (migrate, rollup rebuild,
- * fields): loads the configuration (exit 2 on a broken rule), opens the configured database with
- * one connection, runs `work`, closes it, and sets exit status `work`'s (0 when it returns none), or the failure's (1; 2 for bad
- * usage, src/failures.ts) with it logged as `<what> failed` (a DATA_DIR held by another process
- * named with its holder). The application
- * layer is loaded only here, so --help and bad configuration answer without pg.
+ * The body of a one-shot database command: loads the configuration, opens the database with one
+ * connection, runs `work` and sets its exit status (0 when none), or the failure's, logged as
+ * `<what> failed`. The application layer is loaded only here, so --help answers without pg.
  *
- * @param checkUsage checks the command's arguments against the configuration before anything is
- *   opened; an {@link InvalidArgumentError} it throws is printed on stderr with exit status 2.
+ * @param checkUsage runs before anything is opened; its {@link InvalidArgumentError} is exit 2.
  */
 export async function runDatabaseCommand(
   command: Command,

@@ -1,7 +1,4 @@
-/**
- * `analytics-exporter migrate`: applies pending migrations, rebuilds records_hourly and
- * records_hourly_distinct when their ROLLUP_* settings changed, and exits (sync and serve also do both at start).
- */
+/** `analytics-exporter migrate`: applies pending migrations and rebuilds the rollup tables if their settings changed. */
 import type { Command } from 'commander';
 import { runDatabaseCommand } from './common.js';
 import { formatMigration } from './format/schema.js';

@@ -1,17 +1,14 @@
 /**
- * The settings as command-line options, and the help that shows them. Every setting with a flag
- * is a global option of the program, accepted by every command; `--help` shows only the few most
- * people set ({@link HELP_SETTINGS}), and `--help-settings` prints every setting in the groups of
- * docs/configuration.md ({@link SETTING_GROUPS}). {@link configOverrides} turns the flags given
- * back into the variables they override.
+ * The settings as global command-line options and the help that shows them: `--help` only the few
+ * most people set, `--help-settings` every one in the groups of docs/configuration.md.
  */
 import { CommanderError, Option, type Command, type Help } from 'commander';
 import { SETTINGS, type SettingDoc } from '../config.js';
 
-/** A heading of docs/configuration.md and `--help-settings`, and the settings under it, in table order. */
+/** A heading of docs/configuration.md and `--help-settings`, and its settings in table order. */
 export interface SettingGroup {
   title: string;
-  /** What the settings of the group are about, one sentence. */
+  /** One sentence. */
   about: string;
   settings: readonly string[];
 }
@@ -104,7 +101,7 @@ export const SETTING_GROUPS: readonly SettingGroup[] = [
   },
 ];
 
-/** The settings whose flags `--help` shows: what a first deployment sets. The rest are hidden, not refused. */
+/** What a first deployment sets; the rest are hidden from `--help`, not refused. */
 export const HELP_SETTINGS: ReadonlySet<string> = new Set([
   'CONFIG_FILE',
   'STATISTICS_URL',
@@ -115,24 +112,18 @@ export const HELP_SETTINGS: ReadonlySet<string> = new Set([
   'LOG_LEVEL',
 ]);
 
-/** Where the rest of the settings are, as `--help` of the program and of every command ends. */
 export const MORE_SETTINGS_HELP = `Every setting is an environment variable; all but the secrets also have a flag, which wins.
 --help-settings lists all ${SETTINGS.length} with their defaults; docs/configuration.md explains them.`;
 
 const BY_ENV = new Map(SETTINGS.map((s) => [s.env, s]));
 
-/** One setting's description, as `--help` and `--help-settings` show it: help, default, variable. */
+/** Help, default, variable. */
 function describeSetting(setting: SettingDoc): string {
   const byDefault = setting.default === undefined ? '' : ` (default ${setting.default})`;
   return `${setting.help}${byDefault} [env ${setting.env}]`;
 }
 
-/**
- * Adds every setting with a flag to `program` as a global option taking a value (shown by `--help`
- * only for {@link HELP_SETTINGS}), and `--help-settings`, which prints {@link settingsHelp} on
- * stdout and ends the parse as `--help` does (a CommanderError with exit code 0, the program
- * having `exitOverride()`).
- */
+/** Adds every setting with a flag as a global option, and `--help-settings`, which ends the parse as `--help` does. */
 export function addSettingOptions(program: Command): void {
   for (const setting of SETTINGS) {
     if (setting.flag === undefined) continue;
@@ -146,7 +137,7 @@ export function addSettingOptions(program: Command): void {
   });
 }
 
-/** The text of `--help-settings`: every setting under its group's title, flag (or variable, for a secret) then description. */
+/** The text of `--help-settings`: every setting under its group's title. */
 export function settingsHelp(): string {
   const term = (s: SettingDoc) => (s.flag === undefined ? `${s.env} (secret: no flag)` : `${s.flag} <value>`);
   const width = Math.max(...SETTINGS.map((s) => term(s).length));
@@ -165,13 +156,8 @@ export function settingsHelp(): string {
   return `${lines.join('\n')}\n`;
 }
 
-/**
- * Commander's `formatHelp` with the commands before the options, as what a program can do comes
- * first; a command's help names the program's options (those `--help` shows) without describing
- * them again. For `configureHelp`, which every command inherits.
- */
+/** Commander's `formatHelp` with the commands first; a command's help names the global options without describing them. */
 export function commandsFirstHelp(command: Command, helper: Help): string {
-  // Padded for the terms listed; the global options are named, not listed (below).
   const width = Math.max(
     helper.longestSubcommandTermLength(command, helper),
     helper.longestOptionTermLength(command, helper),
@@ -211,15 +197,12 @@ export function commandsFirstHelp(command: Command, helper: Help): string {
   ].join('\n');
 }
 
-/** camelCased flag (as commander stores it) → the environment variable it overrides. */
+/** camelCased flag, as commander stores it → the variable it overrides. */
 const FLAG_TO_ENV = new Map(
   SETTINGS.filter((s) => s.flag !== undefined).map((s) => [s.flag!.slice(2).replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()), s.env]),
 );
 
-/**
- * Collects the configuration flags given on the command line (global or the command's own),
- * keyed by the environment variable each overrides, for `loadConfig`.
- */
+/** The flags given (global or the command's own), keyed by the variable each overrides. */
 export function configOverrides(command: Command): Record<string, string> {
   const overrides: Record<string, string> = {};
   for (const [key, value] of Object.entries(command.optsWithGlobals())) {

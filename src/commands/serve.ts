@@ -1,7 +1,4 @@
-/**
- * `analytics-exporter serve`: starts the serve application (src/serve/lifecycle.ts) and maps signals
- * and failures to exit statuses.
- */
+/** `analytics-exporter serve`: starts src/serve/lifecycle.ts, and maps signals and failures to exit statuses. */
 import type { Command } from 'commander';
 import type { RunningServer } from '../serve/lifecycle.js';
 import { ConfigError } from '../errors.js';
@@ -11,7 +8,7 @@ import { loadCommandConfig, loadConfigForCommand } from './common.js';
 import { configOverrides } from './options.js';
 import { handleShutdownSignals } from './shutdown.js';
 
-/** After the first signal, exit anyway after this long (the timer does not keep the process alive). */
+/** After the first signal, exit anyway after this long. */
 const SHUTDOWN_GRACE_MS = 15_000;
 
 /** Adds `serve` to the program. */
@@ -28,17 +25,16 @@ export function registerServeCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       const config = loadConfigForCommand(command, true);
       if (config === undefined) return;
-      // Loaded only to run: --help and bad configuration answer without the application layer.
       const { startServe } = await import('../serve/lifecycle.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
-      // A reload reads CONFIG_FILE again with the start's environment and flags: only the file changes.
+      // A reload reads CONFIG_FILE again with the start's environment and flags.
       const env = { ...process.env };
       const overrides = configOverrides(command);
       let running: RunningServer;
       try {
         running = await startServe(config, log, () => loadCommandConfig(env, overrides));
       } catch (err) {
-        // WEB_CONFIG_FILE is read by serve itself, first: still a bad configuration, answered as loadConfigForCommand answers one.
+        // WEB_CONFIG_FILE, read by serve itself: still a bad configuration.
         if (err instanceof ConfigError) {
           process.stderr.write(`analytics-exporter: invalid configuration: ${err.message}\n`);
           process.exitCode = EXIT_USAGE;
@@ -47,10 +43,9 @@ export function registerServeCommand(program: Command): void {
         process.exitCode = reportFailure(log, err, 'serve could not start');
         return;
       }
-      // SIGHUP reloads, as for Prometheus; the result is logged by the reload itself.
+      // SIGHUP reloads, as for Prometheus; a reload that ran logged its outcome.
       const onHangup = () =>
         void running.reload('SIGHUP').then((result) => {
-          // A reload that ran logged its outcome; one refused while stopping says so here.
           if (!result.ok && result.status === 503) log.warn({ signal: 'SIGHUP' }, result.message);
         });
       process.on('SIGHUP', onHangup);
@@ -64,7 +59,7 @@ export function registerServeCommand(program: Command): void {
             running.stop().then(
               ({ drained }) => {
                 log.info({ drained }, 'stopped');
-                // Whatever is still busy (a request that cannot be cancelled) would keep the process alive.
+                // What is still busy would keep the process alive.
                 if (!drained) process.exit(EXIT_OK);
                 process.exitCode = EXIT_OK;
                 shutdown.dispose();

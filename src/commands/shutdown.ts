@@ -1,43 +1,33 @@
 /**
- * SIGINT/SIGTERM for every long-running command (`sync`, `serve`, `simulate`), one way: the first
- * signal starts a graceful stop and arms a forced exit (unref'd, so it never keeps the process
- * alive by itself); a second signal exits at once with 128 + the signal's number, as shells expect.
+ * SIGINT/SIGTERM for every long-running command: the first signal starts a graceful stop and arms
+ * an unref'd forced exit; a second exits at once with 128 + the signal's number.
  */
 import type { Logger } from '../log.js';
 
 type ShutdownSignal = 'SIGINT' | 'SIGTERM';
 
-/** Exit status when a second signal forces the exit: 128 + signal number. */
 const SIGNAL_EXIT: Readonly<Record<ShutdownSignal, number>> = { SIGINT: 130, SIGTERM: 143 };
 
 export interface ShutdownOptions {
   log: Logger;
-  /** Logged (warn) with the signal when the first one arrives: what stopping means here. */
+  /** Logged at the first signal. */
   stopping: string;
-  /** Starts the graceful stop; called once, with the first signal. Must not throw. */
+  /** Called once, with the first signal. Must not throw. */
   stop: (signal: ShutdownSignal) => void;
-  /**
-   * Exits with `exitCode` this long after the first signal if the process is still alive, logging
-   * `message` (at `level`) with `{ boundMs }`.
-   */
+  /** The forced exit, `ms` after the first signal, logging `message`. */
   bound: { ms: number; exitCode: number; message: string; level: 'warn' | 'error' };
-  /** Logged (warn) with the signal when a second one forces the exit. */
+  /** Logged at a second signal. */
   forced: string;
 }
 
-/** Handle on installed signal handling. */
 export interface Shutdown {
   /** The first signal received, if any. */
   received(): ShutdownSignal | undefined;
-  /** Removes the handlers and the forced-exit timer. Idempotent. */
+  /** Removes the handlers and the timer. Idempotent. */
   dispose(): void;
 }
 
-/**
- * Installs the handlers for SIGINT and SIGTERM (see the module comment).
- *
- * @returns the handle; call {@link Shutdown.dispose} once the command ends by itself.
- */
+/** Installs the handlers; {@link Shutdown.dispose} them once the command ends by itself. */
 export function handleShutdownSignals(options: ShutdownOptions): Shutdown {
   const { log } = options;
   let received: ShutdownSignal | undefined;

@@ -1,9 +1,6 @@
 /**
- * `analytics-exporter simulate`: the simulator is a package of its own (packages/simulator,
- * @analytics-exporter/simulator, with its own program `analytics-simulator`); this command runs
- * the same command line where the package is installed (a development install). This module names
- * the command, so that the command list shows it, and loads the package's command line only when a
- * command line names `simulate` (see main in src/cli.ts).
+ * `analytics-exporter simulate`: the command line of the simulator package (packages/simulator),
+ * where it is installed. Listed always; the package is loaded only when `simulate` is named.
  */
 import type { Command } from 'commander';
 import { importSimulator, SIMULATOR_PACKAGE } from '../demo.js';
@@ -11,22 +8,13 @@ import { EXIT_USAGE } from './exit.js';
 
 const SIMULATE_DESCRIPTION = 'run the demo simulator of the token endpoint (E0) and analytics API (E6, E7) with demo data, until SIGINT/SIGTERM';
 
-/**
- * Adds `simulate` to `program`.
- *
- * @param configure gives it its flags, help and action ({@link loadSimulateCommand}); without it
- *   the command is only listed.
- */
+/** Adds `simulate`; without `configure` ({@link loadSimulateCommand}) it is only listed. */
 export function registerSimulateCommand(program: Command, configure?: (command: Command) => void): void {
   const command = program.command('simulate').description(SIMULATE_DESCRIPTION);
   configure?.(command);
 }
 
-/**
- * The simulator package's command line (its flags, help and action) for `simulate`; where the
- * package is not installed (a production install, the image), an action that says so on stderr
- * and sets exit status 2.
- */
+/** The simulator package's flags, help and action; where it is not installed, an action that exits 2 saying so. */
 export async function loadSimulateCommand(): Promise<(command: Command) => void> {
   const simulator = await importSimulator();
   if (simulator !== undefined) return simulator.configureSimulateCommand;

@@ -1,10 +1,7 @@
 /**
  * `analytics-exporter state show|set-watermark|reset`: each source's sync state, read and repaired
- * without SQL (src/app/state.ts, src/sync/store/pg/ledger-state.ts). Each runs under the source's sync lock, tried
- * once: exit 1 naming the source when another process holds it (a run, an audit, another state
- * command). Exit 2 for bad usage, naming the flag: an unknown --source, a missing flag, an instant
- * that is not ISO 8601 with a zone, --from not before --to, a watermark moved forward past windows
- * not loaded without --force.
+ * without SQL (src/app/state.ts), under the source's sync lock, tried once: exit 1 naming the
+ * source when another process holds it; exit 2 for bad usage, naming the flag.
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -19,7 +16,7 @@ import { EXIT_USAGE, stateExitStatus } from './exit.js';
 import { formatReloadMarks, formatWatermarkMove } from './format/state.js';
 import { runDatabaseCommand } from './common.js';
 
-/** An instant given as `flag`: ISO 8601 with a zone. */
+/** ISO 8601 with a zone. */
 function instant(flag: string) {
   return z.string({ error: `${flag} is required` }).transform((text, ctx) => {
     const date = parseIsoDate(text);
@@ -29,16 +26,13 @@ function instant(flag: string) {
   });
 }
 
-/** One source, required. */
 const oneSource = z.string({ error: '--source NAME is required: the configured source to change' }).min(1, { error: '--source NAME must not be empty' });
 
-/** `state show`'s options. */
 export const showOptions = z.object({ source: z.array(z.string()).optional(), json: z.boolean().optional() });
 
-/** `state set-watermark`'s options and its ISO argument (as `to`). */
+/** With its ISO argument as `to`. */
 export const setWatermarkOptions = z.object({ source: oneSource, force: z.boolean().optional(), to: instant('the argument <iso> (the new watermark)') });
 
-/** `state reset`'s options. */
 export const resetOptions = z.object({ source: oneSource, from: instant('--from'), to: instant('--to') }).refine((o) => o.from < o.to, {
   error: (issue) => {
     const o = issue.input as { from: Date; to: Date };
@@ -46,10 +40,7 @@ export const resetOptions = z.object({ source: oneSource, from: instant('--from'
   },
 });
 
-/**
- * Parses a subcommand's options with `schema`; on a broken rule prints each message (naming its
- * flag) on stderr, sets exit status 2 and returns undefined.
- */
+/** Parses a subcommand's options; on a broken rule prints each message, sets exit status 2, returns undefined. */
 function parseUsage<T>(what: string, schema: z.ZodType<T>, raw: unknown): T | undefined {
   const parsed = schema.safeParse(raw);
   if (parsed.success) return parsed.data;
@@ -58,7 +49,6 @@ function parseUsage<T>(what: string, schema: z.ZodType<T>, raw: unknown): T | un
   return undefined;
 }
 
-/** The line of a source whose lock another process holds. */
 function lockedMessage(what: string, source: string): string {
   return (
     `analytics-exporter ${what}: source ${source}: another process holds its sync lock (a sync run, a scheduled run or audit of serve, ` +
@@ -66,12 +56,7 @@ function lockedMessage(what: string, source: string): string {
   );
 }
 
-/**
- * The body of a `state` subcommand: loads the configuration (exit 2 on a broken rule), chooses the
- * sources (exit 2 naming an unknown --source), opens the database with one connection, runs
- * `work`, and sets its exit status: `work`'s, 1 when a source's lock is held, 2 for an
- * {@link InvalidArgumentError} (printed), the failure's otherwise (src/failures.ts).
- */
+/** runDatabaseCommand for `state`: the sources chosen first; a held lock or an {@link InvalidArgumentError} printed. */
 async function runState<T>(
   command: Command,
   what: string,
@@ -104,7 +89,7 @@ async function runState<T>(
 
 const EXIT_HELP = "\nExit status: 0 done; 1 another process holds the source's sync lock, or the database failed; 2 bad usage (the message names the flag).";
 
-/** Adds `state` and its subcommands `show`, `set-watermark` and `reset` to the program. */
+/** Adds `state show`, `state set-watermark` and `state reset`. */
 export function registerStateCommand(program: Command): void {
   const state = program
     .command('state')
@@ -114,7 +99,6 @@ export function registerStateCommand(program: Command): void {
   registerReset(state);
 }
 
-/** `state show [--source NAME]... [--json]`. */
 function registerShow(state: Command): void {
   state
     .command('show')
@@ -139,7 +123,6 @@ function registerShow(state: Command): void {
     });
 }
 
-/** `state set-watermark <iso> --source NAME [--force]`. */
 function registerSetWatermark(state: Command): void {
   state
     .command('set-watermark')
@@ -164,7 +147,6 @@ function registerSetWatermark(state: Command): void {
     });
 }
 
-/** `state reset --source NAME --from ISO --to ISO`. */
 function registerReset(state: Command): void {
   state
     .command('reset')

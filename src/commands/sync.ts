@@ -1,11 +1,6 @@
 /**
  * `analytics-exporter sync [--source NAME]... [--from ISO] [--to ISO] [--wait]`: one ETL run of
- * each source (or of those named), for cron or a Kubernetes CronJob. Exit 0 when every source
- * succeeded, found another run holding its lock, or stopped cleanly by SIGINT/SIGTERM (current
- * window rolled back, committed windows intact); 1 when any failed, parked a window it could not
- * load (src/sync/run/park.ts: the run went on, but its data is not exact) or still has a window an
- * earlier run parked, after all finished; 2 bad usage (an unknown --source); 130/143 when a
- * second signal forces the exit.
+ * each source, for cron or a Kubernetes CronJob; its exit statuses are in docs/commands.md.
  */
 import { InvalidArgumentError as CommanderArgumentError, type Command } from 'commander';
 import type { Config, SourceConfig } from '../config.js';
@@ -22,7 +17,7 @@ import { formatSourceSummary } from './format/sync.js';
 import { selectSources } from '../app/sources.js';
 import type { SourceOutcome } from '../app/sync.js';
 
-/** Parses `--from`/`--to`: ISO 8601 date-time with a zone ({@link parseIsoDate}); an impossible date is refused. */
+/** Parses `--from`/`--to`: ISO 8601 with a zone; an impossible date is refused. */
 export function parseIsoOption(value: string): Date {
   const date = parseIsoDate(value);
   if (date === undefined) {
@@ -31,11 +26,7 @@ export function parseIsoOption(value: string): Date {
   return date;
 }
 
-/**
- * SIGINT/SIGTERM for a one-shot sync: the first signal aborts `controller` (the run rolls back its
- * current window and stops) and exits 0 after `drainTimeoutMs` if the run has not stopped by then;
- * a second signal exits at once with 128 + its number.
- */
+/** SIGINT/SIGTERM for `sync`: the first aborts `controller`, then exits 0 after `drainTimeoutMs` if still running. */
 function handleSignals(controller: AbortController, log: Logger, drainTimeoutMs = DRAIN_TIMEOUT_MS): Shutdown {
   return handleShutdownSignals({
     log,
@@ -52,7 +43,7 @@ function handleSignals(controller: AbortController, log: Logger, drainTimeoutMs 
   });
 }
 
-/** `sync`'s options, as commander hands them over (dates already parsed by {@link parseIsoOption}). */
+/** As commander hands them over, dates parsed. */
 interface SyncOptions {
   from?: Date;
   to?: Date;
@@ -80,11 +71,8 @@ export function registerSyncCommand(program: Command): void {
 }
 
 /**
- * The sources `sync` runs, or why its command line is bad usage (exit 2): an unknown --source, a
- * --to later than now minus SYNC_SETTLE (windows in the future would be committed empty), a --from
- * not before the end of the range. runSync checks the same again.
- *
- * @param now milliseconds since the epoch.
+ * The sources `sync` runs, or why its command line is bad usage (runSync checks again): an unknown
+ * --source, a --to after now minus SYNC_SETTLE, a --from not before the range's end. `now`: epoch ms.
  */
 function syncUsage(config: Config, options: SyncOptions, now = Date.now()): { sources: SourceConfig[] } | { usage: string } {
   let sources: SourceConfig[];
@@ -109,7 +97,7 @@ function syncUsage(config: Config, options: SyncOptions, now = Date.now()): { so
   return { sources };
 }
 
-/** `sync`'s action: bad usage refused before anything is opened, then every source's run, each one's ending reported, the worst status set. */
+/** Bad usage refused before anything is opened, then every source's run, each ending reported, the worst status set. */
 async function runSyncCommand(options: SyncOptions, command: Command): Promise<void> {
   const config = loadConfigForCommand(command, true);
   if (config === undefined) return;
@@ -119,23 +107,18 @@ async function runSyncCommand(options: SyncOptions, command: Command): Promise<v
     process.exitCode = EXIT_USAGE;
     return;
   }
-  // The application layer (undici, pg, prom-client) is loaded only for a run: --help and bad
-  // usage answer without it.
+  // Loaded only for a run: --help and bad usage answer without undici, pg, prom-client.
   const [{ syncSources }, { describeConfiguredDatabase }] = await Promise.all([import('../app/sync.js'), import('../db/pool.js')]);
-  // On a terminal, log lines go above the progress bar (src/commands/progress.ts).
   const terminal = new BarAwareStream(process.stderr);
   const log = createLogger(config.logLevel, { format: config.logFormat, destination: terminal });
   const controller = new AbortController();
   const signals = handleSignals(controller, log);
   const progress = process.stderr.isTTY ? await progressBar(terminal) : undefined;
   const report: SyncReport = { schema: config.database.schema, database: () => describeConfiguredDatabase(config.database), wait: options.wait ?? false };
-  // The summary is command output for the person at the terminal, under the last log line on
-  // stderr; without a terminal, the run's last log line is the summary.
+  // For the person at a terminal; without one, the run's last log line is the summary.
   const summaries = progress !== undefined && config.logLevel !== 'silent';
   let code: number = EXIT_FAILURE;
-  // Should an operation of the run never settle with nothing left to wake it (no socket, no
-  // timer), Node would exit with status 0 as if the run had succeeded; a cron job must see a
-  // failure instead.
+  // An operation that never settles with nothing left to wake it would make Node exit 0: a cron job must see 1.
   const unfinished = (): void => {
     log.error('sync stopped before finishing: an operation never settled and nothing was left to wait on (windows committed before are kept)');
     process.exitCode = EXIT_FAILURE;
@@ -158,7 +141,6 @@ async function runSyncCommand(options: SyncOptions, command: Command): Promise<v
       reportSyncExit(exit, outcome, report);
       return exit.status;
     });
-    // Bad usage first, then any failure: the status says the worst of what happened.
     code = worstExitStatus(statuses);
   } catch (err) {
     progress?.stop();
@@ -175,17 +157,12 @@ async function runSyncCommand(options: SyncOptions, command: Command): Promise<v
 /** What the lines about a sync's ending name. */
 interface SyncReport {
   schema: string;
-  /** The database as messages name it (`host:port/database`, or the embedded database's folder). */
+  /** `host:port/database`, or the embedded database's folder. */
   database: () => string;
-  /** Whether --wait was given. */
   wait: boolean;
 }
 
-/**
- * Says what one ending of {@link syncExit} or {@link syncErrorExit} means: in `outcome.log` (its
- * lines carry `source` for one source's), or on stderr for bad usage. A run that succeeded,
- * was interrupted or failed said so in its own log lines: nothing more is said.
- */
+/** Says what one ending means, in `outcome.log` or on stderr for bad usage; a run that ended by itself said so already. */
 function reportSyncExit(exit: CommandExit<SyncExitKind>, outcome: Pick<SourceOutcome, 'log' | 'result'> & { error?: unknown }, report: SyncReport): void {
   const { log: about, result, error } = outcome;
   const ran = result !== undefined && result.status !== 'locked' ? result : undefined;
@@ -201,7 +178,6 @@ function reportSyncExit(exit: CommandExit<SyncExitKind>, outcome: Pick<SourceOut
         'windows parked by earlier runs are still not loaded (sync_windows status parked; load them with sync --from/--to once the cause is fixed); exit status 1',
       );
     case 'failed_database': {
-      // Name the database as when it stays down.
       const database = report.database();
       return about.error({ database }, unreachable(database));
     }
@@ -209,8 +185,6 @@ function reportSyncExit(exit: CommandExit<SyncExitKind>, outcome: Pick<SourceOut
       process.stderr.write(`analytics-exporter sync: ${(error as Error).message}\n`);
       return;
     case 'stopped_before_start':
-      // The signal came before a run started: while --wait waited for the lock, or while the
-      // database was opened and migrated. Nothing was started, nothing to roll back.
       return about[classifyFailure(error).level](
         { schema: report.schema },
         report.wait

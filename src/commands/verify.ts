@@ -1,10 +1,7 @@
 /**
- * `analytics-exporter verify [--source NAME]... [--from ISO] [--to ISO] [--repair]`: compares what
- * the database holds for each ledger window with what E6 holds now (src/sync/audit/compare.ts), and with
- * `--repair` loads the windows that differ again as `sync` would. Exit 0 when no difference is
- * left; 1 when one is (found without --repair, or its repair failed) or E6 or the database failed;
- * 2 bad usage. The metrics of the audit are `serve`'s (AUDIT_SCHEDULE): a one-shot `verify` has
- * no /metrics to serve them on, and says what it found in its log lines and its status.
+ * `analytics-exporter verify [--source NAME]... [--from ISO] [--to ISO] [--repair]`: compares each
+ * ledger window with what E6 holds now and, with `--repair`, loads those that differ again. It
+ * serves no metrics: its log lines and exit status (docs/commands.md) say what it found.
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -18,12 +15,7 @@ import { loadConfigForCommand } from './common.js';
 import { handleShutdownSignals, type Shutdown } from './shutdown.js';
 import { parseIsoOption } from './sync.js';
 
-/**
- * SIGINT/SIGTERM for `verify`: the first signal aborts `controller` (a comparison ends without
- * repairs, a repair run rolls back the window it is loading) and exits 1 after `drainTimeoutMs` if
- * the audit has not stopped by then, since a difference may be left (docs/etl.md, The audit: `verify`);
- * a second signal exits at once with 128 + its number.
- */
+/** SIGINT/SIGTERM for `verify`: the first aborts `controller`, then exits 1 (a difference may be left) after `drainTimeoutMs`. */
 export function handleVerifySignals(controller: AbortController, log: Logger, drainTimeoutMs = DRAIN_TIMEOUT_MS): Shutdown {
   return handleShutdownSignals({
     log,
@@ -40,7 +32,7 @@ export function handleVerifySignals(controller: AbortController, log: Logger, dr
   });
 }
 
-/** The command's own options, as commander hands them over (dates already parsed by {@link parseIsoOption}). */
+/** As commander hands them over, dates parsed. */
 const verifyOptions = z
   .object({
     from: z.date().optional(),
@@ -115,7 +107,7 @@ export function registerVerifyCommand(program: Command): void {
     });
 }
 
-/** Says what one source's ending of {@link verifyExit} means, in its log (lines carrying `source`); the audit's own lines said what it found. */
+/** Says what one source's ending means, in its log; the audit's own lines said what it found. */
 function reportVerifyExit(exit: CommandExit<VerifyExitKind>, { log: about, error }: AuditOutcome): void {
   if (exit.kind === 'stopped') about.warn('verify stopped by a signal before it finished; run it again');
   else if (exit.kind === 'error') reportFailure(about, error, 'verify failed');

@@ -1,7 +1,4 @@
-/**
- * What `check` prints on stdout: one line per step (`ok    token          detail`), and with
- * CONFIG_FILE a line naming each source above its block of steps. Pure text.
- */
+/** What `check` prints: one line per step, and with CONFIG_FILE a line naming each source. Pure text. */
 import type { StepResult } from '../../app/check.js';
 import type { SourceConfig } from '../../config.js';
 import { displayUrl } from '../../errors.js';
@@ -17,13 +14,7 @@ export function formatSection(source: SourceConfig): string {
   return `source ${source.name}: ${source.upstream ? `upstream ${describeUpstream(source)}` : 'built-in demo simulator'}${labels.length > 0 ? ` {${labels.join(',')}}` : ''}`;
 }
 
-/**
- * The detail of the configuration step that passed: the sources CONFIG_FILE names
- * (`2 sources from /etc/sources.yaml: production, sandbox`), else the environment's one source's
- * upstream, or the demo simulator.
- *
- * @param configFile CONFIG_FILE as given, when set.
- */
+/** The configuration step's detail: `2 sources from /etc/sources.yaml: production, sandbox`, or the one upstream. */
 export function formatConfigurationDetail(sources: readonly SourceConfig[], configFile: string | undefined): string {
   const first = sources[0]!;
   if (configFile !== undefined)

@@ -1,7 +1,4 @@
-/**
- * What `migrate` and `rollup rebuild` print on stdout: the migrations applied (or that the schema
- * is up to date), and the rows of each rollup table rebuilt (or that it was dropped). Pure text.
- */
+/** What `migrate` and `rollup rebuild` print. Pure text. */
 
 /** `applied: 001_init, 002_…` or `schema <schema> is up to date`, then a line when the rollup tables were rebuilt; with newlines. */
 export function formatMigration(schema: string, migration: { applied: readonly string[]; rollupRebuilt: boolean }): string {

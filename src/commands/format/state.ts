@@ -1,7 +1,4 @@
-/**
- * What `state set-watermark` and `state reset` print on stdout: one line saying what changed and
- * what the next run does about it (`state show`'s text and JSON are src/app/state.ts's). Pure text.
- */
+/** What `state set-watermark` and `state reset` print: what changed, and what the next run does. Pure text. */
 import type { ReloadMarks, WatermarkMove } from '../../sync/store/ports.js';
 
 /** `source production: watermark <before|none> -> <after>[; --force: …]; the next run plans from <after> minus SYNC_LOOKBACK`, with its newline. */
@@ -15,7 +12,7 @@ export function formatWatermarkMove(source: string, move: WatermarkMove): string
   return `source ${source}: watermark ${before} -> ${after}${skipped}; the next run plans from ${after} minus SYNC_LOOKBACK\n`;
 }
 
-/** The windows `state reset` marked for re-load in [from, to) (or that none overlaps it), and the expired ones it left, with its newline. */
+/** The windows marked for re-load in [from, to), and the expired ones left, with its newline. */
 export function formatReloadMarks(source: string, range: { from: Date; to: Date }, marks: ReloadMarks): string {
   const asked = `[${range.from.toISOString()}, ${range.to.toISOString()})`;
   const expired = marks.expired === 0 ? '' : `; ${marks.expired} expired window(s) left as they are (sync --from/--to loads them)`;

@@ -1,7 +1,4 @@
-/**
- * What `sync` prints for the person at the terminal: one summary line per run, written under the
- * last log line once the progress bar is cleared (src/commands/sync.ts). Pure text, no I/O.
- */
+/** What `sync` prints at a terminal once the bar is cleared: one summary line per run. Pure text. */
 import { describeError } from '../../errors.js';
 import type { SyncResult } from '../../sync/run/run.js';
 
@@ -9,10 +6,8 @@ import type { SyncResult } from '../../sync/run/run.js';
 const count = (n: number): string => n.toLocaleString('en-US');
 
 /**
- * The run's summary for a person, one line, printed after the bar is cleared:
- * `sync succeeded: 24/24 windows, 52,340 records, 0 quarantined in 12.4 s (4,221 records/s)`
- * (`, 2 new fields or types` after the quarantined when the field catalogue gained some),
- * followed by `: <error>` when the run failed or was interrupted.
+ * `sync succeeded: 24/24 windows, 52,340 records, 0 quarantined in 12.4 s (4,221 records/s)`, new
+ * fields and parked windows when there are some, `: <error>` when the run failed or was interrupted.
  */
 export function formatRunSummary(result: Exclude<SyncResult, { status: 'locked' }>): string {
   const seconds = result.durationSeconds;
