@@ -1,7 +1,4 @@
-/**
- * The metrics of the audit inside serve (AUDIT_SCHEDULE, src/sync/audit/source.ts), per source; a
- * one-shot `verify` serves none. The registry (registry.ts) owns one and forwards its events.
- */
+/** The metrics of the audit inside serve (AUDIT_SCHEDULE), per source; a one-shot `verify` serves none. */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { AuditResult } from '../sync/audit/source.js';
 
@@ -45,14 +42,14 @@ export class AuditMetrics {
     });
   }
 
-  /** A source's audit is scheduled: its series exist at 0 before the first audit. */
+  /** The source's series at 0 before its first audit. */
   scheduled(source: string): void {
     this.driftWindows.set({ source }, 0);
     this.repairedWindows.inc({ source }, 0);
     this.requests.inc({ source }, 0);
   }
 
-  /** One audit of `source` finished: its requests, repairs, what is left, and verified-through (seconds). */
+  /** One audit of `source` finished. */
   record(source: string, result: AuditResult): void {
     this.requests.inc({ source }, result.requests);
     this.repairedWindows.inc({ source }, result.drifted.length - result.left.length);

@@ -1,12 +1,8 @@
-/**
- * The metrics of each source's upstream requests (E0 token, E6 analytics, E7 prometheus), fed by
- * the analytics client's observer (src/upstream/analytics.ts ClientObserver), so the client does
- * not depend on prom-client: durations, retries, failed attempts, the request budget, tokens.
- */
+/** The metrics of each source's upstream requests (E0, E6, E7), fed by the client's ClientObserver. */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ClientObserver } from '../upstream/analytics.js';
 
-/** Buckets of upstream request durations, in seconds: 5 ms to 30 s. */
+/** Seconds: 5 ms to 30 s. */
 const REQUEST_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 export class ClientMetrics {
@@ -62,12 +58,7 @@ export class ClientMetrics {
     });
   }
 
-  /**
-   * Observer for one source's analytics client: request durations, retries, token requests, the
-   * request budget, each series labelled `source`.
-   *
-   * @param source the source's name (SourceConfig.name).
-   */
+  /** The observer of one source's client, its series labelled `source`. */
   observer(source: string): ClientObserver {
     return {
       onResponse: ({ endpoint, status, durationSeconds }) =>

@@ -1,20 +1,8 @@
 /**
- * The exporter's own part of `/metrics`, serialised family by family: each family's bytes are
- * kept until its values change, so a scrape re-serialises only what changed since the last one
- * (the process metrics, mostly) rather than every series of every source. With 16 sources the
- * own part has about 780 series, nearly all per-source counters and histograms that stay put
- * between scrapes; serialising them all on every scrape was half of a cached scrape's CPU.
- *
- * Metrics that compute their values when read (a `collect` function: prom-client's process and
- * Node.js metrics, which read /proc, the event-loop delay histogram and V8's heap) are read at most
- * once per {@link COLLECTED_MAX_AGE_MS}: under a burst of scrapes they were the larger half of what
- * remained, and a scraper polls every few seconds at most, so it never sees a value older than
- * the previous scrape's.
- *
- * The bytes are those the serializers write for the whole list at once (src/exposition/text.ts,
- * openmetrics.ts): families normalise apart whenever no two of them claim one name, which is
- * checked once per list of names and types; otherwise (never for prom-client's metrics, whose
- * names it validates) the whole list is serialised as before.
+ * The exporter's own part of `/metrics`, serialised family by family, each family's bytes kept
+ * until its values change; metrics with a `collect` function are read at most once per
+ * {@link COLLECTED_MAX_AGE_MS}. The bytes are those the serialisers write for the whole list. See
+ * docs/design/scrape-path.md, The own part.
  */
 import type { Metric, MetricObjectWithValues, MetricValueWithName, Registry } from 'prom-client';
 import {
@@ -28,18 +16,14 @@ import {
   type Sample,
 } from '../exposition/index.js';
 
-/**
- * prom-client's three gauges named `_total` (a suffix promtool's lint reserves for counters). Each
- * is the sum of the per-type gauge of the name without it (`nodejs_active_handles{type}`), which is
- * served, so they are left out rather than renamed onto that family: `sum(nodejs_active_handles)`.
- */
+/** prom-client's gauges named `_total` (a counter's suffix), left out: `sum(nodejs_active_handles)` gives each. */
 export const OMITTED_DEFAULT_METRICS: ReadonlySet<string> = new Set([
   'nodejs_active_handles_total',
   'nodejs_active_requests_total',
   'nodejs_active_resources_total',
 ]);
 
-/** How long a read of a metric with a `collect` function is reused, in milliseconds. */
+/** How long a read of a metric with a `collect` function is reused. */
 export const COLLECTED_MAX_AGE_MS = 1000;
 
 const FAMILY_TYPES: ReadonlySet<string> = new Set<MetricType>(['counter', 'gauge', 'histogram', 'summary', 'untyped']);
@@ -52,7 +36,7 @@ export function familyType(type: unknown): MetricType {
   return FAMILY_TYPES.has(name) ? (name as MetricType) : 'untyped';
 }
 
-/** One prom-client metric as an exposition family: samples named by `metricName` (histogram and summary parts), label values as text. */
+/** One prom-client metric as an exposition family. */
 export function toFamily(metric: MetricData): MetricFamily {
   const samples: Sample[] = metric.values.map((value) => {
     const labels: Array<[string, string]> = [];
@@ -63,10 +47,7 @@ export function toFamily(metric: MetricData): MetricFamily {
   return { name: metric.name, type: familyType(metric.type), help: metric.help, samples };
 }
 
-/**
- * What a metric's family is made of, flattened: per value its sample name, value and label pairs
- * as prom-client holds them. Two reads with equal fingerprints give the same family.
- */
+/** A metric's values and labels, flattened: equal fingerprints give the same family. */
 function fingerprint(metric: MetricData): unknown[] {
   const out: unknown[] = [metric.type, metric.help, metric.values.length];
   for (const value of metric.values) {
@@ -81,7 +62,7 @@ function fingerprint(metric: MetricData): unknown[] {
 
 const END = Symbol('end of labels');
 
-/** Whether `metric` reads as `previous` (a {@link fingerprint}), without building the new fingerprint. */
+/** Whether `metric` reads as `previous`, without building its fingerprint. */
 function unchanged(previous: readonly unknown[], metric: MetricData): boolean {
   if (previous[0] !== metric.type || previous[1] !== metric.help || previous[2] !== metric.values.length) return false;
   let at = 3;
@@ -97,13 +78,8 @@ function unchanged(previous: readonly unknown[], metric: MetricData): boolean {
 }
 
 /**
- * Where a counter, gauge or histogram without a `collect` function keeps its series: prom-client's
- * `hashMap` (not part of its typed API), one object per series whose `value` (counter, gauge) or
- * `count` and `sum` (histogram: every observation adds to both) change with it. The series
- * objects and those numbers, flattened: equal states mean equal values, with no call of `get()`,
- * which for a histogram builds an object per bucket (208 for 16 sources' request durations).
- * Undefined when the metric keeps its values some other way (a summary, whose quantiles also move
- * with time, or another version of prom-client): then it is read with `get()`.
+ * A counter's, gauge's or histogram's series from prom-client's untyped `hashMap`, flattened:
+ * equal states mean equal values, without a call of `get()`. Undefined for any other metric.
  */
 function seriesState(metric: Metric): unknown[] | undefined {
   const { type, collect, hashMap } = metric as unknown as { type?: unknown; collect?: unknown; hashMap?: unknown };
@@ -117,7 +93,7 @@ function seriesState(metric: Metric): unknown[] | undefined {
   return state;
 }
 
-/** Whether `metric`'s {@link seriesState} is now `state`, compared in place (no state is built). */
+/** Whether `metric`'s {@link seriesState} is now `state`, compared in place. */
 function stateMatches(state: readonly unknown[] | undefined, metric: Metric): boolean {
   if (state === undefined) return false;
   const map = (metric as unknown as { hashMap?: unknown }).hashMap;
@@ -137,12 +113,12 @@ function stateMatches(state: readonly unknown[] | undefined, metric: Metric): bo
 interface Entry {
   readonly fingerprint: readonly unknown[];
   readonly family: MetricFamily;
-  /** A {@link seriesState} that reads as this family (the latest seen). */
+  /** The latest {@link seriesState} that reads as this family. */
   state?: unknown[] | undefined;
-  /** The family as the serializers keep it (see normalizeFamilies), made on first use. */
+  /** Normalised, on first use. */
   clean?: MetricFamily | undefined;
   text?: Buffer;
-  /** Its OpenMetrics, and what it asked of the exposition's claims (see serializeOpenMetricsFamily). */
+  /** With what it asked of the exposition's claims. */
   openMetrics?: { bytes: Buffer; claimed?: { names: string[]; taken: boolean } };
 }
 
@@ -150,48 +126,36 @@ interface Entry {
 export interface OwnSnapshot {
   readonly families: readonly MetricFamily[];
   readonly entries: readonly Entry[];
-  /** Whether the families may be serialised apart (no two claim one name). */
+  /** No two families claim one name. */
   readonly apart: boolean;
-  /** Every family's type by name, for OpenMetrics' claims. */
   readonly types: ReadonlyMap<string, MetricType>;
 }
 
-/**
- * Collects a registry's metrics and serialises them, keeping each family's bytes until its
- * values change. The family objects it returns are shared between collections: never change them.
- */
+/** Collects and serialises a registry's metrics; the family objects are shared between collections: never change them. */
 export class OwnExposition {
   readonly #registry: Registry;
   readonly #now: () => number;
   #entries = new Map<string, Entry>();
-  /** When each metric with a `collect` function was last read (performance.now() milliseconds). */
+  /** When each metric with a `collect` function was last read. */
   readonly #collectedAt = new Map<string, number>();
   #last: OwnSnapshot | undefined;
-  /** The names and types the last collection had, and what follows from them. */
   #shape: { key: string; apart: boolean; types: ReadonlyMap<string, MetricType> } = { key: '', apart: true, types: new Map() };
 
-  /** @param now the clock of {@link COLLECTED_MAX_AGE_MS}, in milliseconds (tests pass their own). */
+  /** @param now milliseconds. */
   constructor(registry: Registry, now: () => number = () => performance.now()) {
     this.#registry = registry;
     this.#now = now;
   }
 
-  /**
-   * Reads every metric of the registry now, but those with a `collect` function read less than
-   * {@link COLLECTED_MAX_AGE_MS} ago (such as the process metrics), reusing the entry of each
-   * family whose values did not change since the last collection.
-   *
-   * @throws what prom-client's collection throws.
-   */
+  /** Reads the registry, each unchanged family's entry reused; the same snapshot when nothing changed. @throws what prom-client throws. */
   async collect(): Promise<OwnSnapshot> {
     const now = this.#now();
     const names: string[] = [];
     const reads: Array<Entry | MetricData | undefined> = [];
     const states: Array<unknown[] | undefined> = [];
-    /** Metrics read with get(), by their place in `reads`. */
     const gets: Array<Promise<MetricData>> = [];
     const at: number[] = [];
-    // getMetricsAsArray is typed as returning plain objects; it returns the metrics themselves.
+    // Typed as plain objects; they are the metrics themselves.
     for (const metric of this.#registry.getMetricsAsArray() as unknown as Metric[]) {
       const name = (metric as unknown as MetricData).name;
       if (OMITTED_DEFAULT_METRICS.has(name)) continue;
@@ -205,7 +169,7 @@ export class OwnExposition {
       } else if (kept !== undefined && stateMatches(kept.state, metric)) {
         read = kept;
       } else {
-        // Taken before get(), which reads the series in this same turn (there is no collect function to await).
+        // Before get(), which reads the series in this same turn.
         state = seriesState(metric);
       }
       if (read === undefined) {
@@ -231,14 +195,12 @@ export class OwnExposition {
       same &&= entry === last!.entries[i];
       return entry;
     });
-    // Nothing changed: the last snapshot again, whose bytes its callers may have kept.
     if (same) return last!;
     this.#entries = new Map(entries.map((entry, i) => [names[i]!, entry]));
     const families = entries.map((entry) => entry.family);
     const key = families.map((family) => `${family.name} ${family.type}`).join('\n');
     if (key !== this.#shape.key) {
-      // Families normalise apart when each one's name and owned names are free of the others': then
-      // normalising the list keeps every family, as it does for the families without their samples.
+      // Apart when normalising the list without samples keeps every family.
       const shapes = families.map(({ name, type }) => ({ name, type, samples: [] }));
       const apart = normalizeFamilies(shapes).families.length === shapes.length && new Set(families.map((family) => family.name)).size === families.length;
       this.#shape = { key, apart, types: new Map(families.map((family) => [family.name, family.type])) };
@@ -246,7 +208,7 @@ export class OwnExposition {
     return (this.#last = { families, entries, apart: this.#shape.apart, types: this.#shape.types });
   }
 
-  /** The snapshot in Prometheus text 0.0.4, as serializeTextBuffer writes its families. Never throws. */
+  /** As serializeTextBuffer writes the families. Never throws. */
   text(snapshot: OwnSnapshot): Buffer {
     if (!snapshot.apart) return serializeTextBuffer(snapshot.families);
     return Buffer.concat(
@@ -258,7 +220,7 @@ export class OwnExposition {
     );
   }
 
-  /** The snapshot in OpenMetrics 1.0.0 without `# EOF`, as serializeOpenMetricsBuffer writes its families. Never throws. */
+  /** Without `# EOF`, as serializeOpenMetricsBuffer writes the families. Never throws. */
   openMetrics(snapshot: OwnSnapshot): Buffer {
     if (!snapshot.apart) return serializeOpenMetricsBuffer(snapshot.families, { eof: false });
     const claim = openMetricsClaims(snapshot.types);
@@ -266,8 +228,7 @@ export class OwnExposition {
       snapshot.entries.map((entry) => {
         const kept = entry.openMetrics;
         if (kept !== undefined) {
-          // A family asks the claims at most once, for the same names while its values stay; the
-          // same answer as last time means the same bytes.
+          // The same answer as last time means the same bytes.
           if (kept.claimed === undefined) return kept.bytes;
           const taken = claim(kept.claimed.names);
           if (taken === kept.claimed.taken) return kept.bytes;

@@ -1,21 +1,13 @@
-/**
- * The metrics of the process itself: its build (`build_info`, always 1), whether it reaches its
- * database (`database_up`, set by serve's health tracking, src/serve/health.ts), and prom-client's
- * default process_* and nodejs_* metrics.
- */
+/** The process's metrics: `build_info`, `database_up` (serve's health tracking) and prom-client's defaults. */
 import { Gauge, collectDefaultMetrics, type Registry } from 'prom-client';
 import { REVISION, VERSION } from '../version.js';
 
-/** The process's metric that changes: `database_up`. */
+/** The one that changes. */
 export interface ProcessMetrics {
   readonly databaseUp: Gauge;
 }
 
-/**
- * Registers the process's metrics on `registry`; `prefix` is the exporter's.
- *
- * @param defaultMetrics whether to add prom-client's process_* and nodejs_* metrics.
- */
+/** @param defaultMetrics whether to add prom-client's process_* and nodejs_* metrics. */
 export function processMetrics(registry: Registry, prefix: string, defaultMetrics: boolean): ProcessMetrics {
   const databaseUp = new Gauge({
     name: `${prefix}database_up`,

@@ -1,10 +1,6 @@
-/**
- * `analytics_exporter_record_fields_new_total{source}` (issue 26 item 5): its own module, so the
- * sync metrics (sync.ts) only register it and count the sync's `fieldsChanged` events into it.
- */
+/** `record_fields_new_total{source}`: fields and JSON types a source's field catalogue gained. */
 import { Counter, type Registry } from 'prom-client';
 
-/** The counter of fields and JSON types a source's field catalogue gained, on `registry`; `prefix` is the exporter's. */
 export function recordFieldsNewCounter(registry: Registry, prefix: string): Counter<'source'> {
   return new Counter({
     name: `${prefix}record_fields_new_total`,

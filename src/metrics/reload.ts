@@ -1,15 +1,9 @@
-/**
- * Reload gauges as Prometheus's own `prometheus_config_last_reload_successful` and
- * `prometheus_config_last_reload_success_timestamp_seconds`: for WEB_CONFIG_FILE and CONFIG_FILE.
- */
+/** Reload gauges as Prometheus's own `prometheus_config_last_reload_*`, for WEB_CONFIG_FILE and CONFIG_FILE. */
 import { Gauge, type Registry } from 'prom-client';
 
 /**
- * Registers `<prefix>last_reload_successful` and `<prefix>last_reload_success_timestamp_seconds`
- * on `registry`, and records the load at start as a success.
- *
- * @param what the file, as the HELP texts name it; `kept` what a failed reload leaves in use.
- * @returns `record(ok)`: call once per reload, with whether the new configuration was taken up.
+ * Registers the two gauges and records the start's load as a success. `what` is the file as the
+ * HELP names it, `kept` what a failed reload leaves in use. @returns `record(ok)`, once per reload.
  */
 export function reloadGauges(registry: Registry, prefix: string, what: string, kept: string): (ok: boolean) => void {
   const successful = new Gauge({

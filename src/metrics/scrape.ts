@@ -1,8 +1,4 @@
-/**
- * The metrics of serve's E7 reads, per source (src/serve/scrape.ts, E7Scraper): whether the last
- * read succeeded, how long it took, the samples it served, what it dropped or found invalid.
- * The registry (registry.ts) owns one; the scraper sets them.
- */
+/** The metrics of serve's E7 reads, per source; E7Scraper sets them. */
 import { Counter, Gauge, type Registry } from 'prom-client';
 
 export class ScrapeMetrics {

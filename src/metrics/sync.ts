@@ -1,22 +1,14 @@
 /**
- * The metrics of each source's sync runs (sync_*, and the run's side effects: E6's effective page
- * size, partitions dropped by RETENTION, fields the catalogue gained), fed by the run's observer
- * (src/sync/run/run.ts SyncObserver) so the ETL does not depend on prom-client, and by serve's
- * scheduler for what happens around a run (a tick skipped, a run that could not be recorded).
- *
- * Every series of a source exists at 0 from its first {@link SyncMetrics.observer} on, so
- * increase() and the alerts see the first increment.
+ * The metrics of each source's sync runs and their side effects, fed by the run's SyncObserver and
+ * by serve's scheduler. A source's series exist at 0 from its first observer on, so increase() and
+ * the alerts see the first increment.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { SyncObserver, SyncResult } from '../sync/run/run.js';
 import { failureReason } from '../failures.js';
 import { recordFieldsNewCounter } from './record-fields.js';
 
-/**
- * Why a scheduled tick did not run (sync_skipped_total's `reason`; src/serve/cron.ts): `running`,
- * the scheduler's previous run was still going; `locked`, the run found the source's sync lock (or
- * the schema's) held by another process.
- */
+/** Why a tick did not run: the previous run still going, or the lock held by another process. */
 export type SkipReason = 'running' | 'locked';
 
 const SKIP_REASONS: readonly SkipReason[] = ['running', 'locked'];
@@ -40,9 +32,7 @@ export class SyncMetrics {
   readonly duration: Gauge<'source'>;
   readonly watermark: Gauge<'source'>;
   readonly running: Gauge<'source'>;
-  // Schema changes (issue 26 item 5, src/sync/run/field-contract.ts).
   readonly recordFieldsNew: Counter<'source'>;
-  /** Sources {@link observer} created the series of. */
   readonly #sources = new Set<string>();
 
   constructor(registry: Registry, prefix: string) {
@@ -113,11 +103,7 @@ export class SyncMetrics {
     this.recordFieldsNew = recordFieldsNewCounter(registry, prefix);
   }
 
-  /**
-   * Observer for the sync runs of one source: progress counters and the batch-job gauges, every
-   * sync_* series labelled `source`. The first call for a source creates its series at 0 (so
-   * increase() sees the first increment): call it once per source at start.
-   */
+  /** The observer of one source's runs; the first call creates its series at 0. */
   observer(source: string): SyncObserver {
     const s = { source };
     if (!this.#sources.has(source)) {
@@ -143,7 +129,7 @@ export class SyncMetrics {
     };
   }
 
-  /** Every series a source has, at 0, as an unlabelled metric starts (sync_errors_total's reasons appear with their first failure). */
+  /** Every series at 0 (sync_errors_total's reasons appear with their first failure). */
   #startSeries(source: string): void {
     const s = { source };
     for (const counter of [
@@ -163,27 +149,22 @@ export class SyncMetrics {
     for (const reason of SKIP_REASONS) this.skipped.inc({ source, reason }, 0);
   }
 
-  /** A source a reload removed: its series are gone (ExporterMetrics.forgetSource); added again, they start afresh at 0. */
+  /** A source a reload removed: added again, its series start afresh. */
   forget(source: string): void {
     this.#sources.delete(source);
   }
 
-  /** Sets the source's parked-windows gauge from the ledger: at start, before any run, and after a tick that found the source's lock held. */
+  /** From the ledger: at start and after a locked tick. */
   setParkedWindows(source: string, count: number): void {
     this.windowsParked.set({ source }, count);
   }
 
-  /** Sets the source's watermark gauge from the database at start, before any run (milliseconds; nothing when undefined). */
+  /** From the database at start; `ms` epoch milliseconds. */
   setWatermark(source: string, ms: number | undefined): void {
     if (ms !== undefined) this.watermark.set({ source }, ms / 1000);
   }
 
-  /**
-   * Counts a run that could not even be recorded (the database unreachable before or while the
-   * run started), so `sync_failures_total` and the sync alerts see database outages too; `err`,
-   * what stopped it, is counted under its reason ({@link failureReason}) as a recorded run's is,
-   * so an outage has one label whenever it hits.
-   */
+  /** A run that could not be recorded (the database down), counted as a failed run under its reason. */
   recordUnrecordedFailure(source: string, durationSeconds: number, err: unknown): void {
     const s = { source };
     this.running.set(s, 0);
