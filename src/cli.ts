@@ -1,9 +1,5 @@
 #!/usr/bin/env node
-/**
- * Command-line entry: argument parsing and dispatch to commands; nothing else.
- *
- * Exit status: 0 success, 1 failure (upstream, database), 2 bad usage or configuration.
- */
+/** Command-line entry: argument parsing and dispatch to commands. Exit 0 success, 1 failure, 2 bad usage. */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
@@ -22,12 +18,7 @@ import { limitHeapGrowth } from './heap.js';
 import { clearSecrets, maskWrites } from './redact.js';
 import { VERSION } from './version.js';
 
-/**
- * Builds the program; exported so tests can drive it without a child process.
- *
- * @param configureSimulate the simulator package's command line ({@link loadSimulateCommand}), when
- *   `simulate` is to run; without it `simulate` is only listed.
- */
+/** Builds the program (tests drive it in-process); without `configureSimulate`, `simulate` is only listed. */
 export function buildProgram(configureSimulate?: (command: Command) => void): Command {
   const program = new Command('analytics-exporter')
     .description('Prometheus exporter and exactly-once PostgreSQL ETL for the forms platform analytics API')
@@ -62,15 +53,9 @@ export function buildProgram(configureSimulate?: (command: Command) => void): Co
   return program;
 }
 
-/**
- * Runs the CLI on `argv` (without node and script). Resolves with the exit status;
- * usage errors resolve 2, as do configuration errors inside commands. Puts the masking of
- * secrets in front of stdout and stderr first (src/redact.ts `maskWrites`), with no secret
- * registered yet.
- */
+/** Runs the CLI on `argv` (without node and script), stdout and stderr masked first. Resolves with the exit status. */
 export async function main(argv: string[]): Promise<number> {
-  // Whatever a command writes, the secrets the configuration and the upstream gave it are masked
-  // (src/redact.ts); a run starts with none registered, as a process does (in-process runs in tests).
+  // An in-process run starts with no secret registered, as a process does.
   clearSecrets();
   maskWrites(process.stdout);
   maskWrites(process.stderr);
@@ -81,14 +66,13 @@ export async function main(argv: string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) {
-      // Help and --version end the parse through the same path with exit code 0.
       return err.exitCode === 0 ? 0 : EXIT_USAGE;
     }
     throw err;
   }
 }
 
-/** True when this file is the process's entry point (directly, or through the npm bin symlink). */
+/** Whether this file is the entry point, directly or through the npm bin symlink. */
 function isEntryPoint(): boolean {
   const script = process.argv[1];
   if (script === undefined) return false;

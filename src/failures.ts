@@ -1,13 +1,8 @@
 /**
- * What a failure means outside the code that threw it: the reason metrics count it under
- * (`sync_errors_total{reason}`, `upstream_errors_total{reason}`, `upstream_attempt_failures_total{reason}`),
- * the exit status a command ends with, and the level it is logged at where it ends a command. One
- * table, {@link FAILURES}, keyed by the classes of errors.ts, holds the three; errors we did not make
- * (pg's, Node's) are `database` when they are the database's, else `other`.
- *
- * A lost database connection is one failure wherever it surfaces: pg's own error (`ECONNREFUSED`,
- * "Connection terminated unexpectedly", SQLSTATE 57P01), or an error whose cause is one, is
- * `database`, before a run could record anything or after ({@link isDatabaseUnavailable}).
+ * What a failure means outside the code that threw it: its metric reason, the exit status of the
+ * command it ends, and its log level, in one table ({@link FAILURES}) keyed by the classes of
+ * errors.ts. Errors we did not make are `database` when they are the database's, else `other`. See
+ * docs/design/failures.md.
  */
 import {
   AbortedError,
@@ -31,7 +26,7 @@ import {
   type FailureReason,
 } from './errors.js';
 
-/** Exit statuses shared by every command (documented in `--help` and docs/commands.md). */
+/** Exit statuses of every command (docs/commands.md). */
 export const EXIT_OK = 0;
 /** The run failed: upstream, database, or a check that did not pass. */
 export const EXIT_FAILURE = 1;
@@ -41,16 +36,15 @@ export type ExitStatus = typeof EXIT_OK | typeof EXIT_FAILURE | typeof EXIT_USAG
 
 /** What {@link classifyFailure} says of an error. */
 export interface Failure {
-  /** The metric label. */
   reason: FailureReason;
   exitStatus: ExitStatus;
-  /** The level it is logged at where it ends what was asked: `warn` for what was asked to stop or is survived. */
+  /** Where it ends what was asked: `warn` for what was asked to stop or is survived. */
   level: 'error' | 'warn';
 }
 
 type ErrorClass<E extends ExporterError> = abstract new (...args: never[]) => E;
 
-/** One row of {@link FAILURES}: `reason` reads the error where the thrower chose it. */
+/** One row; `reason` may read the error, where the thrower chose it. */
 function row<E extends ExporterError>(
   cls: ErrorClass<E>,
   reason: FailureReason | ((err: E) => FailureReason),
@@ -60,7 +54,7 @@ function row<E extends ExporterError>(
   return [cls, (err) => ({ reason: typeof reason === 'function' ? reason(err as E) : reason, exitStatus, level })];
 }
 
-/** Every failure of ours by class. Exit status 2 is bad usage, 1 a failed run. */
+/** Every failure of ours by class. */
 const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => Failure> = new Map([
   row(ConfigError, 'other', EXIT_USAGE),
   row(InvalidArgumentError, 'other', EXIT_USAGE),
@@ -84,12 +78,7 @@ const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => F
   row(DatabaseOpenError, 'database', EXIT_FAILURE),
 ]);
 
-/**
- * What anything thrown means: its class's row of {@link FAILURES} (the nearest class above it
- * that has one), or, for an error we did not make, `database` or `other`, exit status 1, `error`.
- *
- * @returns never throws; `other` for a value that is not an error at all.
- */
+/** The row of the nearest class with one; for an error we did not make, `database` or `other`, 1, `error`. Never throws. */
 export function classifyFailure(err: unknown): Failure {
   if (err instanceof ExporterError) {
     for (let cls: unknown = err.constructor; cls !== ExporterError && typeof cls === 'function'; cls = Object.getPrototypeOf(cls)) {
@@ -100,18 +89,15 @@ export function classifyFailure(err: unknown): Failure {
   return { reason: isDatabaseFault(err) ? 'database' : 'other', exitStatus: EXIT_FAILURE, level: 'error' };
 }
 
-/** The {@link FailureReason} of anything thrown ({@link classifyFailure}): its one label in every metric that counts failures by reason. */
+/** The {@link FailureReason} of anything thrown. */
 export function failureReason(err: unknown): FailureReason {
   return classifyFailure(err).reason;
 }
 
 /**
- * Whether `err` says the database is unreachable or the connection to it was lost: refused or
- * timed-out connects, a server shutting down or restarting (SQLSTATE 57P01–57P03), a connection
- * exception (class 08), a connection pg saw break; pg's error itself or one in the `cause` chain
- * of a DatabaseError or an error we did not make. Query errors (syntax, constraint, lock timeout)
- * are not, and neither is an upstream failure: an error of ours other than {@link DatabaseError}
- * ends the walk, because its socket cause (ECONNREFUSED from a platform host) is not the database.
+ * Whether `err`, or its `cause` chain, says the database is unreachable or the connection lost; a
+ * query error is not. An error of ours other than {@link DatabaseError} ends the walk: its socket
+ * cause is a platform host's.
  */
 export function isDatabaseUnavailable(err: unknown): boolean {
   let current: unknown = err;
@@ -126,13 +112,12 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   return false;
 }
 
-/** SQLSTATE codes are five characters of digits and capital letters (PostgreSQL errors carry them as `code`). */
+/** PostgreSQL errors carry them as `code`. */
 const SQLSTATE = /^[0-9A-Z]{5}$/;
-/** Socket errors meaning the server cannot be reached or the connection to it broke. */
 const UNREACHABLE_NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
 /** SQLSTATEs of a server shutting down, restarting or starting up: admin_shutdown, crash_shutdown, cannot_connect_now. */
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03']);
-/** pg's own messages for a connection that broke or never opened (they carry no code). */
+/** pg's own messages for a connection that broke or never opened, which carry no code. */
 const CONNECTION_LOST_MESSAGE = /Connection terminated|connection timeout|timeout exceeded when trying to connect|not queryable|Client was closed/i;
 
 /** Whether an error we did not make is the database's: a lost connection, or a SQLSTATE (a query error). */

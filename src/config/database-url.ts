@@ -1,10 +1,8 @@
 /**
- * What DATABASE_URL holds beside the address, in either of libpq's forms:
- * - its TLS settings the way libpq reads them: `sslmode`, `sslrootcert`, `sslcert` and `sslkey`
- *   from the URL's query or from libpq's own PGSSLMODE, PGSSLROOTCERT, PGSSLCERT and PGSSLKEY (the
- *   URL wins). The files stay paths here; src/db/tls.ts reads them and turns the settings into
- *   the `ssl` option of each pg connection attempt;
- * - its credentials: masked where the URL is shown, listed to be masked everywhere else.
+ * What DATABASE_URL holds beside the address, in either of libpq's forms: its TLS settings as libpq
+ * reads them (the URL's `ssl*` parameters, else PGSSL*; files stay paths, src/db/tls.ts reads
+ * them), and its credentials, masked where the URL is shown and listed to be masked elsewhere. See
+ * docs/design/database-tls.md.
  */
 import { ConfigError } from '../errors.js';
 import type { SettingFile } from './setting-file.js';
@@ -15,11 +13,10 @@ export type SslMode = (typeof SSL_MODES)[number];
 /** libpq's default sslmode. */
 export const DEFAULT_SSL_MODE: SslMode = 'prefer';
 
-/** The URL query parameters read here; every other `ssl*` parameter is refused by name. */
+/** Every other `ssl*` parameter is refused by name. */
 const SSL_PARAMETERS = ['sslmode', 'sslrootcert', 'sslcert', 'sslkey'] as const;
 type SslParameter = (typeof SSL_PARAMETERS)[number];
 
-/** The environment variable standing in for each URL parameter, as in libpq. */
 const SSL_VARIABLES: Record<SslParameter, string> = {
   sslmode: 'PGSSLMODE',
   sslrootcert: 'PGSSLROOTCERT',
@@ -27,35 +24,25 @@ const SSL_VARIABLES: Record<SslParameter, string> = {
   sslkey: 'PGSSLKEY',
 };
 
-/** TLS settings of a database connection, files not read (src/db/tls.ts `readDatabaseTls` reads them). */
+/** TLS settings of a database connection, files not read. */
 export interface DatabaseTlsSettings {
   mode: SslMode;
-  /** Roots trusted when verifying: the `sslrootcert` file, or the system's CA store. */
+  /** Trusted when verifying. */
   roots: SettingFile | 'system';
-  /** Client certificate and key for mutual TLS (`sslcert` and `sslkey`). */
+  /** For mutual TLS. */
   client?: { cert: SettingFile; key: SettingFile };
 }
 
-/** libpq's variables, as {@link databaseTlsSettings} reads them; unset or empty means absent. */
+/** libpq's variables; unset or empty means absent. */
 export type SslEnvironment = Partial<Record<'PGSSLMODE' | 'PGSSLROOTCERT' | 'PGSSLCERT' | 'PGSSLKEY', string | undefined>>;
 
 /**
- * Resolves the TLS settings of a libpq-style URL: its `sslmode`, `sslrootcert`, `sslcert` and
- * `sslkey` query parameters, each defaulting to libpq's variable (PGSSLMODE …), then to libpq's
- * default (`prefer`, system roots, no client certificate). No file is read.
+ * The TLS settings of a URL that parses with `new URL()`: each `ssl*` parameter, else libpq's
+ * variable in `env`, else libpq's default (`prefer`, system roots). No file is read; no message
+ * shows the URL.
  *
- * As libpq: `sslrootcert=system` means the system's CA store and requires `verify-full` (it is
- * the default mode then); `require` with an `sslrootcert` file verifies the chain like `verify-ca`.
- * Unlike libpq, no file under `~/.postgresql` is read: roots and client certificates are named
- * explicitly, and `sslcert` and `sslkey` are set together.
- *
- * @param url the URL as configured; it must parse with `new URL()`.
- * @param env libpq's variables (usually `process.env`); the URL's parameters win over them.
- * @returns the URL without its `ssl*` parameters (for pg) and the {@link DatabaseTlsSettings}.
- * @throws {ConfigError} naming DATABASE_URL or the PGSSL* variable: an unknown `sslmode`, an
- *   `ssl*` parameter this module does not implement, `sslcert` without `sslkey` (or the reverse),
- *   `sslrootcert=system` with a mode weaker than `verify-full`. Messages never show the URL (it
- *   may hold a password).
+ * @returns the URL without its `ssl*` parameters, and the settings.
+ * @throws {ConfigError} naming DATABASE_URL or the PGSSL* variable at fault.
  */
 export function databaseTlsSettings(url: string, env: SslEnvironment = {}): { url: string; tls: DatabaseTlsSettings } {
   const parsed = new URL(url);
@@ -89,8 +76,7 @@ export function databaseTlsSettings(url: string, env: SslEnvironment = {}): { ur
   const systemRoots = rootSetting?.value === 'system';
   const mode = (modeSetting?.value as SslMode | undefined) ?? (systemRoots ? 'verify-full' : DEFAULT_SSL_MODE);
   if (systemRoots && mode !== 'verify-full') {
-    // As libpq: any CA of the system's store can sign a certificate for any name, so only
-    // checking the host name makes trusting the store safe.
+    // Any public CA can vouch for any name: only checking the host name makes trusting them safe.
     throw new ConfigError(
       modeSetting!.variable,
       `${modeSetting!.label} must be verify-full with ${rootSetting.label}=system (any public CA could vouch for another server); got ${JSON.stringify(mode)}`,
@@ -112,12 +98,11 @@ export function databaseTlsSettings(url: string, env: SslEnvironment = {}): { ur
   return { url: fromUrl.size > 0 ? parsed.toString() : url, tls };
 }
 
-/** Where a value came from, for messages: `DATABASE_URL parameter sslmode` or `PGSSLMODE`. */
+/** A value and where it came from, for messages. */
 interface Sourced {
   value: string;
-  /** The variable a config error names. */
   variable: string;
-  /** How messages name it. */
+  /** `DATABASE_URL parameter sslmode` or `PGSSLMODE`. */
   label: string;
 }
 
@@ -125,24 +110,17 @@ function fileOf(setting: Sourced): SettingFile {
   return { file: setting.value, variable: setting.variable, at: '', key: setting.label, shown: JSON.stringify(setting.value) };
 }
 
-/** libpq's keywords whose value is a secret: the password and the client key's passphrase. */
+/** The password and the client key's passphrase. */
 const SECRET_KEYWORDS = '(?:ssl)?password';
 
-/** A secret keyword's value in libpq's keyword form: single-quoted (`\'` and `\\` escaped, maybe unterminated) or a run of non-spaces (`\` escaping the next character). */
+/** A secret keyword's value in libpq's keyword form, quoted or not. */
 const KEYWORD_SECRET = new RegExp(`(^|\\s)(${SECRET_KEYWORDS}\\s*=\\s*)(?:'(?:[^'\\\\]|\\\\[\\s\\S]?)*'?|(?:[^\\s\\\\]|\\\\[\\s\\S]?)+)`, 'g');
 
-/** A secret parameter in a URL's query. */
 const QUERY_SECRET = new RegExp(`([?&]${SECRET_KEYWORDS}=)[^&#]*`, 'g');
 
 /**
- * A DATABASE_URL as error messages show it, in either of libpq's forms: a URL loses its user info
- * (`postgres://***@host/db`, up to the last `@` when the URL does not parse: libpq accepts hosts
- * lists and characters URL() refuses) and the value of a `password` or `sslpassword` parameter;
- * the keyword form (`host=db password='s3 cr\'t' dbname=x`) loses the value of those keywords,
- * quoted or not (`password=***`). Everything else is kept, so the message still shows what is wrong.
- *
- * @param value DATABASE_URL as given.
- * @returns the text with every credential replaced by `***`.
+ * DATABASE_URL as messages show it, every credential `***`: a URL's user info (up to the last `@`
+ * when it does not parse) and `password`/`sslpassword`; the keyword form's values of those.
  */
 export function maskDatabaseUrl(value: string): string {
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return value.replace(KEYWORD_SECRET, '$1$2***');
@@ -157,21 +135,13 @@ export function maskDatabaseUrl(value: string): string {
   return value.replace(/^([a-z][a-z0-9+.-]*:\/\/)[\s\S]*@/i, '$1***@').replace(QUERY_SECRET, '$1***');
 }
 
-/** Undoes libpq's quoting of a keyword value: the surrounding quotes, and `\` before any character. */
+/** Undoes libpq's quoting of a keyword value. */
 function unquoteKeywordValue(value: string): string {
   const inner = value.startsWith("'") ? value.slice(1, value.endsWith("'") && value.length > 1 ? -1 : undefined) : value;
   return inner.replace(/\\([\s\S])/g, '$1');
 }
 
-/**
- * The credentials a DATABASE_URL holds, in either of libpq's forms, to be masked wherever they
- * might come back (src/redact.ts): a URL's password (as written and percent-decoded) and its
- * `password` / `sslpassword` parameters; the keyword form's `password` and `sslpassword` values,
- * unquoted.
- *
- * @param value DATABASE_URL as given.
- * @returns the secrets found, none empty; `[]` when there are none.
- */
+/** The credentials DATABASE_URL holds (a password also percent-decoded), none empty, to be masked everywhere. */
 export function databaseSecrets(value: string): string[] {
   const secrets: string[] = [];
   const decoded = (text: string) => {

@@ -1,23 +1,8 @@
 /**
- * CONFIG_FILE: a YAML list of sources (environments and API clients), each read into the settings
- * of the environment variables it stands for, so that loadConfig (src/config/load.ts) validates a
- * source from the file with the same schemas and rules as the environment's own source.
- *
- * ```yaml
- * sources:
- *   - name: production
- *     statistics_url: https://statistics.example.com/
- *     auth_url: https://identity.example.com/
- *     client_id: exporter
- *     client_secret_file: /run/secrets/production   # or client_secret: ${PRODUCTION_SECRET}
- *     labels: {environment: production}
- *     sync: {window: 1h, schedule: "*\/15 * * * *"}
- * ```
- *
- * This module checks the file's shape (known keys only, scalars where values belong, names,
- * labels) and expands `${NAME}`; every error names CONFIG_FILE, the file, the line and the key
- * path (`sources[1].client_secret_fil`). Relative file paths in the file are relative to its folder,
- * as in exporter-toolkit's web configuration.
+ * CONFIG_FILE (docs/configuration.md): a YAML list of sources, each read into the values of the
+ * environment variables it stands for, so that loadConfig validates them with the environment's
+ * schemas and rules. This module checks the file's shape and expands `${NAME}`; every error names
+ * the file, the line and the key path. Relative paths are relative to the file's folder.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -26,13 +11,12 @@ import type { Document, LineCounter, Node as YamlNode, Pair, YAMLMap } from 'yam
 import { ConfigError } from '../errors.js';
 import { readFailure, settingError, type SettingFile } from './setting-file.js';
 
-/** A source name: the `source` column and label value (design: lower-case letters, digits, `_`, `-`). */
+/** The `source` column and label value. */
 const SOURCE_NAME_PATTERN = /^[a-z0-9_-]{1,64}$/;
 
-/** A Prometheus label name. */
 const LABEL_NAME_PATTERN = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
-/** Keys of a source entry holding one value, and the environment variable each stands for. */
+/** A source entry's keys holding one value → the variable each stands for. */
 const SOURCE_KEYS: Readonly<Record<string, string>> = {
   statistics_url: 'STATISTICS_URL',
   auth_url: 'AUTH_URL',
@@ -49,18 +33,13 @@ const SOURCE_KEYS: Readonly<Record<string, string>> = {
   label_value_length_limit: 'UPSTREAM_LABEL_VALUE_LENGTH_LIMIT',
 };
 
-/** Keys of a source's `tls:` map. */
 const TLS_KEYS: Readonly<Record<string, string>> = {
   cert_file: 'TLS_CLIENT_CERT_FILE',
   key_file: 'TLS_CLIENT_KEY_FILE',
   ca_file: 'TLS_CA_FILE',
 };
 
-/**
- * Keys of a source's `sync:` map: the per-source SYNC_* settings, snake_case without the prefix.
- * The table layout (PARTITION_INTERVAL, RETENTION, ROLLUP_*) is shared by every source and stays in
- * the environment.
- */
+/** The per-source sync settings; the tables' (PARTITION_INTERVAL, RETENTION, ROLLUP_*) are shared, in the environment. */
 const SYNC_KEYS: Readonly<Record<string, string>> = {
   start_date: 'SYNC_START_DATE',
   window: 'SYNC_WINDOW',
@@ -77,11 +56,7 @@ const SYNC_KEYS: Readonly<Record<string, string>> = {
   field_contract: 'FIELD_CONTRACT',
 };
 
-/**
- * The key of a source entry standing for `variable` (`client_id`, `tls.ca_file`, `sync.window`).
- *
- * @returns undefined for a setting a source cannot give (DATABASE_URL, RETENTION, …).
- */
+/** The key standing for `variable` (`tls.ca_file`); undefined for a setting a source cannot give. */
 export function fileKeyOf(variable: string): string | undefined {
   const find = (table: Readonly<Record<string, string>>) => Object.keys(table).find((key) => table[key] === variable);
   const top = find(SOURCE_KEYS);
@@ -92,13 +67,10 @@ export function fileKeyOf(variable: string): string | undefined {
   return sync === undefined ? undefined : `sync.${sync}`;
 }
 
-/** Keys whose value is a file path, resolved against the configuration file's folder. */
+/** Resolved against the file's folder. */
 const PATH_VARIABLES = new Set(['CLIENT_SECRET_FILE', 'TLS_CLIENT_CERT_FILE', 'TLS_CLIENT_KEY_FILE', 'TLS_CA_FILE']);
 
-/**
- * The environment variables a CONFIG_FILE replaces: the upstream's identity is per source, so
- * setting one of these beside the file is an error rather than a silent choice.
- */
+/** Variables a CONFIG_FILE replaces: setting one beside it is an error, not a silent choice. */
 export const FILE_ONLY_VARIABLES = [
   'STATISTICS_URL',
   'AUTH_URL',
@@ -110,46 +82,34 @@ export const FILE_ONLY_VARIABLES = [
   'TLS_CA_FILE',
 ] as const;
 
-/** One value of a source, as the environment variable it stands for would hold it. */
+/** One value of a source, as the variable it stands for would hold it. */
 interface FileValue {
-  /** The text the variable's schema reads: `${NAME}` expanded, a file path made absolute. */
+  /** `${NAME}` expanded, a path made absolute. */
   text: string;
-  /**
-   * The value as errors may show it: the file's text before `${NAME}` expansion (never an
-   * environment variable's content); a path key's absolute path when it expands no `${NAME}`.
-   */
+  /** As errors may show it: before `${NAME}` expansion, never a variable's content. */
   shown: string;
   /** `sources[0].sync.window` */
   keyPath: string;
-  /** 1-based line of the value in the file. */
+  /** 1-based. */
   line: number;
 }
 
-/** One entry of `sources:`, read but not yet validated by the settings' schemas. */
+/** One entry of `sources:`, not yet validated by the settings' schemas. */
 export interface FileSource {
   name: string;
-  /** 1-based line of the entry's first key. */
   line: number;
-  /** `sources[0]` */
   keyPath: string;
   labels: Record<string, string>;
-  /** Keyed by environment variable (SYNC_WINDOW, CLIENT_ID, …); keys the entry leaves out are absent. */
+  /** By variable (SYNC_WINDOW); keys left out are absent. */
   values: Map<string, FileValue>;
 }
 
-/** `CONFIG_FILE /etc/x.yaml line 7: ` — the start of every message about the file. */
+/** `CONFIG_FILE /etc/x.yaml line 7: `, how every message about the file starts. */
 export function fileLocation(file: string, line: number): string {
   return `CONFIG_FILE ${file} line ${line}: `;
 }
 
-/**
- * Reads CONFIG_FILE and its sources ({@link parseSourcesFile}).
- *
- * @param setting CONFIG_FILE's path and how messages name it.
- * @param env where `${NAME}` is looked up.
- * @throws {ConfigError} (variable CONFIG_FILE) for a file that cannot be read, naming the path; as
- *   {@link parseSourcesFile} for its content.
- */
+/** Reads CONFIG_FILE's sources. @throws {ConfigError} for a file that cannot be read, or as {@link parseSourcesFile}. */
 export function readSourcesFile(setting: SettingFile, env: NodeJS.ProcessEnv): FileSource[] {
   let text: string;
   try {
@@ -161,38 +121,27 @@ export function readSourcesFile(setting: SettingFile, env: NodeJS.ProcessEnv): F
 }
 
 /**
- * Reads CONFIG_FILE's sources from its text.
+ * CONFIG_FILE's sources from its text, in order; `${NAME}` looked up in `env` (empty is unset).
  *
- * @param file the path, as given (named in errors; relative paths inside resolve against its folder).
- * @param text the file's content.
- * @param env where `${NAME}` is looked up; an empty value counts as unset, as everywhere else.
- * @returns one entry per source, in the file's order.
- * @throws {ConfigError} (variable CONFIG_FILE) naming the file, line and key path: invalid YAML, an
- *   unknown or missing key, a value of the wrong shape, an empty list, a bad or repeated name, a bad
- *   label name, a `${NAME}` whose variable is unset.
+ * @throws {ConfigError} (CONFIG_FILE) naming the file, line and key path of the first thing wrong.
  */
 function parseSourcesFile(file: string, text: string, env: NodeJS.ProcessEnv): FileSource[] {
   return new SourcesDocument(file, text, env).sources();
 }
 
-/**
- * One CONFIG_FILE parsed as YAML, read into its sources: each method reads one part of it (the
- * list, an entry, a `tls:` or `sync:` map, `labels:`, a value) and throws a {@link ConfigError}
- * naming the file, the line and the key path at the first thing wrong, in the file's order.
- */
+/** One CONFIG_FILE parsed as YAML; each method reads one part and throws at the first thing wrong. */
 class SourcesDocument {
   readonly #yaml: typeof import('yaml');
   readonly #lines: LineCounter;
   readonly #doc: Document.Parsed;
   readonly #file: string;
   readonly #env: NodeJS.ProcessEnv;
-  /** The file's folder: relative paths in it resolve against it. */
   readonly #base: string;
-  /** Each name seen so far, with the key path of its entry (`sources[0]`). */
+  /** Each name seen so far → its entry's key path. */
   readonly #names = new Map<string, string>();
 
   constructor(file: string, text: string, env: NodeJS.ProcessEnv) {
-    // Loaded only when a CONFIG_FILE is read (the yaml package is 70 modules), synchronously as loadConfig is.
+    // Loaded only here (70 modules), synchronously as loadConfig is.
     this.#yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');
     this.#lines = new this.#yaml.LineCounter();
     this.#doc = this.#yaml.parseDocument(text, { lineCounter: this.#lines, uniqueKeys: true, prettyErrors: false });
@@ -201,7 +150,7 @@ class SourcesDocument {
     this.#base = dirname(resolve(file));
   }
 
-  /** The file's sources, in order. @throws {ConfigError} as {@link parseSourcesFile}. */
+  /** @throws {ConfigError} as {@link parseSourcesFile}. */
   sources(): FileSource[] {
     const yaml = this.#yaml;
     const firstError = this.#doc.errors[0];
@@ -220,7 +169,7 @@ class SourcesDocument {
     return list.items.map((item, index) => this.#source(item, `sources[${index}]`, this.#lineOf(sourcesPair)));
   }
 
-  /** One entry of `sources:`; `listLine` is where an entry without a position of its own is reported. */
+  /** `listLine`: where an entry without a position of its own is reported. */
   #source(item: unknown, keyPath: string, listLine: number): FileSource {
     const node = this.#deref(item);
     const line = this.#lineOf(node as YamlNode | null, listLine);
@@ -241,7 +190,6 @@ class SourcesDocument {
     return { name, line, keyPath, labels, values };
   }
 
-  /** The entry's `name:`, checked for its shape and against the names before it. */
   #name(pair: Pair, path: string, keyPath: string): string {
     const line = this.#lineOf(pair);
     const written = this.#scalar(pair.value, path, line);
@@ -254,7 +202,7 @@ class SourcesDocument {
     return name;
   }
 
-  /** A `tls:` or `sync:` map: each key one of `table`'s, its value put under the variable it stands for. */
+  /** A `tls:` or `sync:` map of `table`'s keys. */
   #table(values: Map<string, FileValue>, table: Readonly<Record<string, string>>, pair: Pair, path: string): void {
     const map = this.#deref(pair.value);
     if (!this.#yaml.isMap(map)) this.#fail(this.#lineOf(pair), `${path}: must be a map (keys: ${Object.keys(table).join(', ')})`);
@@ -265,7 +213,7 @@ class SourcesDocument {
     }
   }
 
-  /** `labels:`, a map of Prometheus label names to values, none of them one the exporter sets. */
+  /** Prometheus label names, none the exporter sets itself. */
   #labels(pair: Pair, path: string): Record<string, string> {
     const map = this.#deref(pair.value);
     if (!this.#yaml.isMap(map)) this.#fail(this.#lineOf(pair), `${path}: must be a map of label names to values`);
@@ -277,7 +225,7 @@ class SourcesDocument {
         this.#fail(line, `${labelPath}: must be a Prometheus label name (letters, digits and _, not starting with a digit or __)`);
       }
       if (label === 'source') this.#fail(line, `${labelPath}: the source label is the source's name; choose another label name`);
-      // On a histogram's or summary's samples these name the bucket or quantile: a label added to every sample must not.
+      // They name a histogram's bucket or a summary's quantile.
       if (label === 'le' || label === 'quantile') {
         this.#fail(line, `${labelPath}: ${label} names a histogram bucket or summary quantile; choose another label name`);
       }
@@ -286,7 +234,6 @@ class SourcesDocument {
     return labels;
   }
 
-  /** Puts the value of `pair` under `variable`: expanded, and a file path made absolute. */
   #put(values: Map<string, FileValue>, variable: string, pair: Pair, path: string): void {
     const line = this.#lineOf(pair.value as YamlNode | null, this.#lineOf(pair));
     const { text: value, shown } = this.#scalar(pair.value, path, line);
@@ -296,13 +243,13 @@ class SourcesDocument {
     values.set(variable, { text, shown: isPath && shown === value ? text : shown, keyPath: path, line });
   }
 
-  /** A single value as text (`${NAME}` expanded) and as written, for messages. */
+  /** A single value, expanded and as written. */
   #scalar(node: unknown, keyPath: string, line: number): { text: string; shown: string } {
     const n = this.#deref(node);
     const value: unknown = this.#yaml.isScalar(n) ? n.value : undefined;
     let raw: string;
     if (typeof value === 'string') raw = value;
-    // A number as written (`0x10`, `1e3`): the setting's schema reads the text, as from the environment.
+    // As written (`0x10`): the schema reads the text, as from the environment.
     else if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') raw = (n as { source?: string }).source ?? String(value);
     else return this.#fail(line, `${keyPath}: must be a single value (text or number)`);
     // Empty counts as unset in the environment; in the file, leaving the key out says that.
@@ -310,7 +257,7 @@ class SourcesDocument {
     return { text: expand(raw, this.#env, (message) => this.#fail(line, `${keyPath}: ${message}`)), shown: raw };
   }
 
-  /** A map's keys, in order, each a plain text key; anything else is an error at its line. */
+  /** A map's keys, in order; each must be plain text. */
   #entries(map: YAMLMap, where: string): Map<string, Pair> {
     const out = new Map<string, Pair>();
     for (const pair of map.items) {
@@ -321,12 +268,11 @@ class SourcesDocument {
     return out;
   }
 
-  /** An alias's target; any other node as it is. */
   #deref(node: unknown): unknown {
     return this.#yaml.isAlias(node) ? node.resolve(this.#doc) : node;
   }
 
-  /** The 1-based line a node (or a pair's key) starts on; `fallback` for one without a position. */
+  /** The 1-based line a node or a pair's key starts on. */
   #lineOf(node: YamlNode | Pair | null | undefined, fallback = 1): number {
     const offset = node && 'range' in node ? node.range?.[0] : node && 'key' in node ? (node.key as YamlNode | null)?.range?.[0] : undefined;
     return offset === undefined ? fallback : this.#lines.linePos(offset).line;
@@ -337,11 +283,7 @@ class SourcesDocument {
   }
 }
 
-/**
- * Replaces `${NAME}` with environment variable NAME's value and `$${` with a literal `${`.
- *
- * @param report called with the rule broken (an unset NAME, a `${` that is not `${NAME}`); it throws.
- */
+/** Replaces `${NAME}` with NAME's value and `$${` with `${`; `report` (which throws) is told a rule broken. */
 function expand(text: string, env: NodeJS.ProcessEnv, report: (message: string) => never): string {
   return text.replace(/\$\$\{|\$\{([^}]*)(\}?)/g, (match, name: string | undefined, close: string | undefined) => {
     if (match === '$${') return '${';

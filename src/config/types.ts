@@ -1,8 +1,7 @@
 /**
- * The configuration's plain types, what {@link loadConfig} returns: settings of the whole schema
- * (database, tables, serve, logs) apart from those of one source (upstream, labels, sync). A file
- * a setting names is a path here ({@link SettingFile}), read by the module that uses it. Durations
- * are milliseconds. What each setting means: its help in the settings table (settings.ts).
+ * The configuration's plain types, what loadConfig returns: the whole schema's settings apart from
+ * each source's. A file a setting names is a path here; durations are milliseconds; what each
+ * setting means is its help in settings.ts.
  */
 import type { DatabaseTlsSettings } from './database-url.js';
 import type { SettingFile } from './setting-file.js';
@@ -25,9 +24,8 @@ export const PARTITION_INTERVALS = ['month', 'week', 'day'] as const;
 export type PartitionInterval = (typeof PARTITION_INTERVALS)[number];
 
 export interface RateLimit {
-  /** E6 and E7 together; > 0. */
+  /** E6 and E7 together. */
   ratePerSecond: number;
-  /** A whole number ≥ 1. */
   burst: number;
 }
 
@@ -40,7 +38,7 @@ export interface UpstreamConfig {
   /** Exactly one of `clientSecret` and `clientSecretFile` is set. */
   clientSecret?: string;
   clientSecretFile?: SettingFile;
-  /** The setting the secret came from, for warnings: a variable or CONFIG_FILE key path. */
+  /** A variable or CONFIG_FILE key path, for warnings. */
   clientSecretVariable?: string;
   tokenAuthMethod: TokenAuthMethod;
   scope: string;
@@ -50,7 +48,7 @@ export interface UpstreamConfig {
   /** As received and once decoded. */
   maxBodyBytes: number;
   maxAttempts: number;
-  /** Cap on one backoff delay, Retry-After included. */
+  /** Retry-After included. */
   retryMaxDelayMs: number;
   /** Absent: requests are not paced. */
   rateLimit?: RateLimit;
@@ -59,7 +57,7 @@ export interface UpstreamConfig {
 /** The request settings, which the demo simulator's client takes too. */
 export type UpstreamRequests = Pick<UpstreamConfig, 'timeoutMs' | 'maxBodyBytes' | 'maxAttempts' | 'retryMaxDelayMs' | 'rateLimit'>;
 
-/** `cert` and `key` together or neither. */
+/** `cert` and `key` together, or neither. */
 export interface TlsFileSettings {
   cert?: SettingFile;
   key?: SettingFile;
@@ -69,7 +67,7 @@ export interface TlsFileSettings {
 export interface DatabaseConfig {
   /** Without its `ssl*` parameters; undefined: the embedded database under `dataDir`. */
   url: string | undefined;
-  /** TLS of DATABASE_URL, libpq's way: its parameters, else PGSSLMODE and the other PGSSL* variables (src/config/database-url.ts). */
+  /** libpq's way: the URL's parameters, else PGSSL*. */
   tls: DatabaseTlsSettings;
   schema: string;
   dataDir: string;
@@ -126,7 +124,7 @@ export interface RollupConfig {
   retentionMs: number | undefined;
 }
 
-/** How `serve` exposes /metrics (METRICS_*; reference E7 for the upstream part). */
+/** How `serve` exposes /metrics. */
 export interface ServeConfig {
   host: string;
   port: number;
@@ -137,7 +135,7 @@ export interface ServeConfig {
   maxConnectionsPerClient: number;
   maxConnections: number;
   upstreamPrefix: string | undefined;
-  /** A path, read by serve; undefined for plain HTTP without auth. */
+  /** Read by serve; undefined for plain HTTP without auth. */
   webConfigFile: string | undefined;
   /** Failed logins per client address per minute; 0 for no budget. */
   authFailureBudget: number;
@@ -145,10 +143,7 @@ export interface ServeConfig {
   auditSchedule: string | undefined;
 }
 
-/**
- * One upstream environment and API client, with its own token, watermark, ledger, schedule and E7
- * samples, labelled `source="<name>"`. Without CONFIG_FILE: one source, {@link DEFAULT_SOURCE}.
- */
+/** One environment and API client, with its own token, ledger, schedule and E7 samples. */
 export interface SourceConfig {
   /** `[a-z0-9_-]+`, unique among the sources. */
   name: string;
@@ -162,7 +157,7 @@ export interface SourceConfig {
   limits: UpstreamLimits;
 }
 
-/** Prometheus's scrape limits on one E7 text; 0 turns one off. Over one, the source's read fails. */
+/** Prometheus's scrape limits on one E7 text; 0 turns one off. */
 export interface UpstreamLimits {
   sampleLimit: number;
   /** The metric name not counted. */
