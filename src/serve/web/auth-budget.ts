@@ -30,9 +30,8 @@ interface Bucket {
 }
 
 /**
- * A token bucket per client address: `capacity` tokens, refilled at `capacity` per period. An
- * uncached password check takes one and gives it back when the password was right, so only failed
- * logins spend the budget. At most `maxAddresses` are remembered, least recently used forgotten.
+ * A token bucket per client address, refilled at `capacity` per period: a check takes a token and
+ * gives it back when the password was right. At most `maxAddresses`, least recently used forgotten.
  */
 export class FailureBudget {
   readonly #capacity: number;

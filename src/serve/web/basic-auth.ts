@@ -1,7 +1,4 @@
-/**
- * HTTP Basic authentication against `basic_auth_users` (user name → bcrypt hash), bounded so that
- * wrong passwords cannot stall scrapes. See docs/design/http-hardening.md, Basic auth.
- */
+/** HTTP Basic authentication against `basic_auth_users`; see docs/design/http-hardening.md, Basic auth. */
 import { createHash, randomBytes } from 'node:crypto';
 import { budgetKey, type FailureBudget } from './auth-budget.js';
 import { inThreadBcrypt, type BcryptPort } from './bcrypt-worker.js';

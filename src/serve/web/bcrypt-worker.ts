@@ -39,10 +39,7 @@ interface Job {
   reject(err: Error): void;
 }
 
-/**
- * One unref'd worker thread, started on first use; operations run one at a time there. A worker
- * that dies fails its pending operations; the next one starts a new worker.
- */
+/** One unref'd worker, started on first use; one that dies fails its pending operations. */
 export class BcryptWorker implements BcryptPort {
   #worker: Worker | undefined;
   readonly #jobs = new Map<number, Job>();

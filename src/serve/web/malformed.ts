@@ -1,8 +1,4 @@
-/**
- * Malformed requests made cheap: a target that is not a URL, or bytes that are not HTTP, answer
- * 400 before authentication and any handler work, and are logged at most once per interval with
- * a count. See docs/design/http-hardening.md.
- */
+/** Malformed requests answered 400 before any other work and logged with a count (docs/design/http-hardening.md). */
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../log.js';
 import { IntervalCount } from '../interval-count.js';

@@ -1,8 +1,4 @@
-/**
- * exporter-toolkit's TLS parameters in Node's terms: Go's suite and curve names as OpenSSL's, the
- * default TLS 1.2 suites, the TLS versions this runtime can serve. See
- * docs/design/http-hardening.md, The web configuration.
- */
+/** exporter-toolkit's TLS parameters in Node's terms; see docs/design/http-hardening.md, The web configuration. */
 import { DEFAULT_CIPHERS } from 'node:tls';
 
 /** Go's TLS 1.2 suites (`tls.CipherSuites()`, older ChaCha20 spellings too) → OpenSSL's names. */
