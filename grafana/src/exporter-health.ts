@@ -335,7 +335,7 @@ export function exporterHealthDashboard(): dashboard.Dashboard {
     .withPanel(
       graph(
         'Quarantined records and unstable instants',
-        'Records quarantined per second and source (sync_records_quarantined_total), and reads of an instant that disagreed per second (sync_unstable_instants_total: an instant, a part of SYNC_MIN_SPLIT holding more than a page, is read twice; a disagreement is read again and parks its window after SYNC_WINDOW_ATTEMPTS).',
+        'Records quarantined per second and source (sync_records_quarantined_total), and reads of an instant that disagreed per second (sync_unstable_instants_total: an instant, a slice of SYNC_MIN_SPLIT holding more than a page, is read twice; a disagreement is read again and parks its window after SYNC_WINDOW_ATTEMPTS).',
         'cps',
         [
           { expr: `sum by (source) (rate(${m('sync_records_quarantined_total')}[$__rate_interval]))`, legend: '{{source}} quarantined records' },

@@ -242,7 +242,7 @@ fire it. A warning: nothing is lost, the record waits.`,
 function syncUnstableInstants(c: RulesConfig): Commented<AlertingRule> {
   const { count, range } = c.syncUnstableInstants;
   return {
-    comment: `An instant (a part of SYNC_MIN_SPLIT that the sync cannot split further) holding more than a page of records is
+    comment: `An instant (a slice of SYNC_MIN_SPLIT that the sync cannot split further) holding more than a page of records is
 read twice and kept only when both reads return the same records; a disagreement is read again, and
 SYNC_WINDOW_ATTEMPTS disagreements in a row park its window (then AnalyticsSyncWindowsParked speaks). One
 disagreement now and then is a record that changed while it was read; more than ${count} in ${theLast(range)}, for
@@ -257,7 +257,7 @@ source's lock, so the disagreements of one source are split between them).`,
       annotations: {
         summary: `analytics-exporter: {{ $value | printf "%.0f" }} pairs of reads of an instant of source {{ $labels.source }} disagreed in ${theLast(range)}`,
         description: prose`In ${theLast(range)} {{ $value | printf "%.0f" }} pairs of reads by the sync of source
-          {{ $labels.source }} (all processes of job {{ $labels.job }} together) of an instant (a part of SYNC_MIN_SPLIT holding more than a page, SYNC_PAGE_SIZE,
+          {{ $labels.source }} (all processes of job {{ $labels.job }} together) of an instant (a slice of SYNC_MIN_SPLIT holding more than a page, SYNC_PAGE_SIZE,
           of records) returned different records. Each such instant is read again, and after SYNC_WINDOW_ATTEMPTS pairs that disagree
           its window is parked: E6's order of records within one instant is not stable, so paging it could double or lose records.
           Runbook: the exporter's log lines with source {{ $labels.source }} name the instants ("two reads of an instant holding more

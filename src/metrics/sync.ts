@@ -83,7 +83,7 @@ export class SyncMetrics {
     );
     this.unstableInstants = counter(
       'sync_unstable_instants_total',
-      'Reads of an instant (a part of SYNC_MIN_SPLIT holding more than a page of records) whose two reads disagreed; ' +
+      'Reads of an instant (a slice of SYNC_MIN_SPLIT holding more than a page of records) whose two reads disagreed; ' +
         'such an instant is read again, and its window is parked after SYNC_WINDOW_ATTEMPTS.',
       source,
     );
