@@ -49,7 +49,7 @@ const HEADERS: Readonly<Record<Credentials, Record<string, string>>> = {
 /** A source whose E7 text is one counter. */
 const client = { fetchPrometheusText: () => Promise.resolve('logins_total 1\n') } as unknown as AnalyticsClient;
 
-function deps(web: WebConfigSource | undefined): ServerDeps {
+function deps(web: WebConfigSource | undefined, healthWithoutAuth?: boolean): ServerDeps {
   const metrics = new ExporterMetrics({ processMetrics: false });
   return {
     metrics,
@@ -66,6 +66,7 @@ function deps(web: WebConfigSource | undefined): ServerDeps {
     reload: async () => ({ ok: true, message: 'reloaded' }),
     defaultScrapeTimeoutMs: 10_000,
     ...(web ? { web } : {}),
+    ...(healthWithoutAuth === undefined ? {} : { healthWithoutAuth }),
     connections: { perClient: 64, total: 64 },
     // No budget: the wrong passwords below are many.
     authFailureBudget: 0,
@@ -83,28 +84,38 @@ function expected(table: ReadonlyMap<string, Route>, target: string, method: str
   return { status: HANDLED[target]! };
 }
 
-async function walk(serverDeps: ServerDeps, credentials: Credentials, authConfigured: boolean): Promise<void> {
-  const table = serverRoutes(serverDeps);
+/** Every target and method of the walk against a server made from `serverDeps`: `METHOD target status` each. */
+async function statuses(serverDeps: ServerDeps, credentials: Credentials, allowOf?: (target: string, method: string) => boolean): Promise<string[]> {
   const server = createMetricsServer(serverDeps);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   try {
     const seen: string[] = [];
-    const wanted: string[] = [];
     for (const target of TARGETS) {
       for (const method of METHODS) {
         const res = await request(`${base}${target}`, { method, headers: HEADERS[credentials] });
         await res.body.text();
-        const want = expected(table, target, method, authConfigured && credentials !== 'right');
-        seen.push(`${method} ${target} ${res.statusCode}${want.allow === undefined ? '' : ` allow=${String(res.headers.allow)}`}`);
-        wanted.push(`${method} ${target} ${want.status}${want.allow === undefined ? '' : ` allow=${want.allow}`}`);
+        seen.push(`${method} ${target} ${res.statusCode}${allowOf?.(target, method) ? ` allow=${String(res.headers.allow)}` : ''}`);
       }
     }
-    expect(seen).toEqual(wanted);
+    return seen;
   } finally {
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
+}
+
+async function walk(serverDeps: ServerDeps, credentials: Credentials, authConfigured: boolean): Promise<void> {
+  const table = serverRoutes(serverDeps);
+  const want = (target: string, method: string) => expected(table, target, method, authConfigured && credentials !== 'right');
+  const seen = await statuses(serverDeps, credentials, (target, method) => want(target, method).allow !== undefined);
+  const wanted = TARGETS.flatMap((target) =>
+    METHODS.map((method) => {
+      const { status, allow } = want(target, method);
+      return `${method} ${target} ${status}${allow === undefined ? '' : ` allow=${allow}`}`;
+    }),
+  );
+  expect(seen).toEqual(wanted);
 }
 
 describe('the route table', () => {
@@ -116,11 +127,14 @@ describe('the route table', () => {
     expect(summary).toEqual({
       '/metrics': { methods: 'GET, HEAD', auth: true, body: true },
       '/probe': { methods: 'GET, HEAD', auth: true, body: true },
-      '/healthz': { methods: 'GET, HEAD', auth: true, body: true },
-      '/readyz': { methods: 'GET, HEAD', auth: true, body: true },
+      // WEB_HEALTH_WITHOUT_AUTH (on by default): the probes answer without credentials.
+      '/healthz': { methods: 'GET, HEAD', auth: false, body: true },
+      '/readyz': { methods: 'GET, HEAD', auth: false, body: true },
       '/': { methods: 'GET, HEAD', auth: true, body: true },
       '/-/reload': { methods: 'POST', auth: true, body: false },
     });
+    const guarded = serverRoutes(deps(undefined, false));
+    expect([...guarded].filter(([, route]) => !route.auth)).toEqual([]);
     // Without a reload to run, /-/reload is not served (404).
     const { reload: _reload, ...withoutReload } = deps(undefined);
     expect([...serverRoutes(withoutReload).keys()]).not.toContain('/-/reload');
@@ -136,6 +150,7 @@ describe('the route table', () => {
     writeFileSync(file, `basic_auth_users:\n  prometheus: '${bcrypt.hashSync('right-password', 4)}'\n`);
     for (const credentials of ['none', 'wrong', 'right'] as const) {
       await walk(deps(new WebConfigSource(loadWebConfig(file))), credentials, true);
+      await walk(deps(new WebConfigSource(loadWebConfig(file)), false), credentials, true);
     }
   });
 
