@@ -2,10 +2,12 @@
  * Issue 38, probes behind auth: with WEB_CONFIG_FILE turning basic auth on, over plain HTTP and
  * over TLS, `/healthz` and `/readyz` answer 200 without credentials while `/metrics`, `/probe`, `/`
  * and `POST /-/reload` answer 401; a probe with wrong credentials is answered too and spends
- * nothing of AUTH_FAILURE_BUDGET; WEB_HEALTH_WITHOUT_AUTH=off puts the probes behind auth again.
- * A real serve on the test database and the simulator.
+ * nothing of AUTH_FAILURE_BUDGET; WEB_HEALTH_WITHOUT_AUTH=off puts the probes behind auth again;
+ * the image's HEALTHCHECK (its script, taken from the Dockerfile) passes against such a server at
+ * METRICS_LISTEN's port, over TLS too. A real serve on the test database and the simulator.
  */
-import { writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import bcrypt from 'bcryptjs';
 import { Agent, request } from 'undici';
@@ -81,6 +83,17 @@ async function statuses(s: RunningServer, requests: string[], authorization?: st
 const PROBES = ['GET /healthz', 'HEAD /healthz', 'GET /readyz', 'HEAD /readyz'];
 const GUARDED = ['GET /metrics', 'GET /probe?source=default', 'GET /', 'POST /-/reload', 'GET /nope'];
 
+/** The image's HEALTHCHECK script, run as Docker would with `env`: its exit status. */
+function healthcheck(env: Record<string, string>): Promise<number> {
+  const dockerfile = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
+  const argv = JSON.parse(/^HEALTHCHECK .*\\\n\s*CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
+  expect(argv.slice(0, 2)).toEqual(['node', '-e']);
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, ['-e', argv[2]!], { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 10_000 });
+    child.on('exit', (code) => resolve(code ?? -1));
+  });
+}
+
 describe('health probes behind basic auth (WEB_CONFIG_FILE)', () => {
   it.each<Transport>(['plain HTTP', 'TLS'])(
     'over %s, /healthz and /readyz answer 200 without credentials and with wrong ones; the other paths 401',
@@ -133,4 +146,23 @@ describe('health probes behind basic auth (WEB_CONFIG_FILE)', () => {
     expect(checked.code).toBe(2);
     expect(checked.stdout + checked.stderr).toMatch(/WEB_HEALTH_WITHOUT_AUTH.*must be 'on' or 'off'/);
   });
+});
+
+describe("the image's HEALTHCHECK", () => {
+  it.each<Transport>(['plain HTTP', 'TLS'])(
+    'passes against serve with basic auth over %s at the METRICS_LISTEN port, and fails where nothing answers',
+    async (transport) => {
+      const file = webConfig(transport);
+      const s = await serve(transport === 'TLS' ? 'healthcheck_tls' : 'healthcheck_plain', file);
+      const port = new URL(s.url).port;
+      expect(await healthcheck({ METRICS_LISTEN: `127.0.0.1:${port}`, WEB_CONFIG_FILE: file })).toBe(0);
+      // A wildcard host is checked on loopback.
+      expect(await healthcheck({ METRICS_LISTEN: `0.0.0.0:${port}`, WEB_CONFIG_FILE: file })).toBe(0);
+      // The other scheme, or another port, fails.
+      const other = webConfig(transport === 'TLS' ? 'plain HTTP' : 'TLS');
+      expect(await healthcheck({ METRICS_LISTEN: `127.0.0.1:${port}`, WEB_CONFIG_FILE: other })).toBe(1);
+      await s.stop();
+      expect(await healthcheck({ METRICS_LISTEN: `127.0.0.1:${port}`, WEB_CONFIG_FILE: file })).toBe(1);
+    },
+  );
 });
