@@ -2,9 +2,10 @@
  * The route table of serve's HTTP server (src/serve/routes.ts) against a real server in the test
  * process: every path of the table and a path not in it, with every method, without basic auth
  * configured and with it (no credentials, wrong ones, right ones); each status and Allow header is
- * the one the table gives. The table itself is pinned to today's paths and methods.
+ * the one the table gives, and the one docs/security.md's table of routes gives. The table itself
+ * is pinned to today's paths and methods.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -118,6 +119,45 @@ async function walk(serverDeps: ServerDeps, credentials: Credentials, authConfig
   expect(seen).toEqual(wanted);
 }
 
+/** One row of docs/security.md's table of routes: requests (NAME a configured source, OTHER not one), methods, status by credentials. */
+interface DocRoute {
+  requests: string[];
+  methods: string[] | 'any other' | 'any';
+  status: Record<Credentials, number>;
+}
+
+/** The table under docs/security.md's heading "Routes of `serve`". */
+function docRoutes(): DocRoute[] {
+  const text = readFileSync(new URL('../../docs/security.md', import.meta.url), 'utf8');
+  const section = /^## Routes of `serve`\n([\s\S]*?)(?=^## )/m.exec(text)?.[1] ?? '';
+  const rows = section.split('\n').filter((line) => line.startsWith('| ') && !/^\| (Request|---)/.test(line));
+  expect(rows.length, 'the table of routes in docs/security.md').toBeGreaterThan(0);
+  return rows.map((line) => {
+    const [request, methods, none, wrong, right] = line
+      .split('|')
+      .slice(1, -1)
+      .map((cell) => cell.trim());
+    const status = (cell: string | undefined) => Number(/^\d{3}/.exec(cell ?? '')?.[0]);
+    return {
+      requests: [...request!.matchAll(/`([^`]+)`|(any other path)/g)].map((m) => m[1] ?? m[2]!),
+      methods: methods === 'any other' || methods === 'any' ? methods : methods!.split(', '),
+      status: { none: status(none), wrong: status(wrong), right: status(right) },
+    };
+  });
+}
+
+/** What the doc's table says `METHOD target` answers with `credentials`. */
+function docStatus(doc: DocRoute[], target: string, method: string, credentials: Credentials): string {
+  const request = target.replace('?source=a', '?source=NAME').replace('?source=nope', '?source=OTHER');
+  const path = (text: string) => text.replace(/\?.*/, '');
+  const named = doc.find((row) => row.requests.includes(request) && Array.isArray(row.methods) && row.methods.includes(method));
+  // A method no row of the request names: the path's "any other" row; a path of no row: "any other path".
+  const ofPath = doc.filter((row) => row.requests.some((r) => path(r) === path(request)));
+  const other = ofPath.length > 0 ? ofPath.find((r) => r.methods === 'any other') : doc.find((r) => r.requests.includes('any other path'));
+  const row = named ?? other;
+  return `${method} ${target} ${row === undefined ? 'not in the table' : row.status[credentials]}`;
+}
+
 describe('the route table', () => {
   it("holds today's paths, methods and auth", () => {
     const table = serverRoutes(deps(undefined));
@@ -152,6 +192,24 @@ describe('the route table', () => {
       await walk(deps(new WebConfigSource(loadWebConfig(file))), credentials, true);
       await walk(deps(new WebConfigSource(loadWebConfig(file)), false), credentials, true);
     }
+  });
+
+  it("answers every route and method behind basic auth as docs/security.md's table of routes says", async () => {
+    const file = join(dir, 'web-doc.yaml');
+    writeFileSync(file, `basic_auth_users:\n  prometheus: '${bcrypt.hashSync('right-password', 4)}'\n`);
+    const doc = docRoutes();
+    const paths = new Set(doc.flatMap((row) => row.requests).map((request) => request.replace(/\?.*/, '')));
+    for (const path of serverRoutes(deps(undefined)).keys()) expect(paths, `docs/security.md lists ${path}`).toContain(path);
+    const documented = (table: DocRoute[], credentials: Credentials) =>
+      TARGETS.flatMap((target) => METHODS.map((method) => docStatus(table, target, method, credentials)));
+    const seen: Partial<Record<Credentials, string[]>> = {};
+    for (const credentials of ['none', 'wrong', 'right'] as const) {
+      seen[credentials] = await statuses(deps(new WebConfigSource(loadWebConfig(file))), credentials);
+      expect(seen[credentials], `with ${credentials} credentials`).toEqual(documented(doc, credentials));
+    }
+    // The comparison notices a wrong row: /healthz said to need credentials.
+    const wrong = doc.map((row) => (row.requests.includes('/healthz') ? { ...row, status: { none: 401, wrong: 401, right: 200 } } : row));
+    expect(documented(wrong, 'none')).not.toEqual(seen.none);
   });
 
   it('refuses a body where the table says so (413), and takes one on POST /-/reload', async () => {
