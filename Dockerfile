@@ -97,10 +97,13 @@ EXPOSE 9877
 # The base image's unprivileged `node` user, by number so that Kubernetes' runAsNonRoot can verify it.
 USER 1000:1000
 
-# Liveness of `serve` with Node itself (slim images have no curl or wget). It follows the port of
-# METRICS_LISTEN; containers running sync or migrate should be started with --no-healthcheck.
+# Liveness of `serve` with Node itself (slim images have no curl or wget): GET /healthz, which
+# answers without credentials (WEB_HEALTH_WITHOUT_AUTH), at METRICS_LISTEN's port (its host, or
+# loopback for a wildcard), over HTTPS when WEB_CONFIG_FILE has a top-level tls_server_config. The
+# certificate is not verified: this is a loopback check of our own process, not of its identity.
+# Containers running sync or migrate should be started with --no-healthcheck.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["node", "-e", "const port = (process.env.METRICS_LISTEN || '').split(':').pop() || '9877'; fetch('http://127.0.0.1:' + port + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "const listen = process.env.METRICS_LISTEN || ''; const at = listen.lastIndexOf(':'); const port = listen.slice(at + 1) || '9877'; let host = listen.slice(0, Math.max(at, 0)).replace(/^\\[|\\]$/g, ''); if (host === '' || host === '0.0.0.0') host = '127.0.0.1'; else if (host === '::') host = '::1'; const file = process.env.WEB_CONFIG_FILE; const tls = !!file && /^[\"']?tls_server_config[\"']?\\s*:/m.test(require('node:fs').readFileSync(file, 'utf8')); require(tls ? 'node:https' : 'node:http').get({ host, port, path: '/healthz', rejectUnauthorized: false, timeout: 4000 }, (r) => process.exit(r.statusCode === 200 ? 0 : 1)).on('timeout', () => process.exit(1)).on('error', () => process.exit(1))"]
 
 # Node is PID 1 and handles SIGTERM/SIGINT itself (serve drains, sync rolls back the open window);
 # it starts no child processes, so there are no zombies to reap and no init is needed.

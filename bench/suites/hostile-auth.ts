@@ -206,11 +206,11 @@ async function timingRow(ctx: BenchContext, plan: HostileAuthPlan, serve: Server
   // load weighs on both kinds alike; one keep-alive connection, opened by a first attempt not counted.
   const agent = new Agent({ localAddress: '127.0.0.3', connections: 1 });
   try {
-    await timedGet(`${serve.url}/healthz`, agent, basic('prometheus', 'warm-up'));
+    await timedGet(`${serve.url}/`, agent, basic('prometheus', 'warm-up'));
     const samples = plan.timingSamples * (cost < 10 ? 5 : 1);
     for (let i = 0; i < samples * 2; i++) {
       const isWrong = (i + (i >> 1)) % 2 === 0;
-      const answer = await timedGet(`${serve.url}/healthz`, agent, isWrong ? basic('prometheus', `wrong-${i}`) : basic(`nobody-${i}`, `wrong-${i}`));
+      const answer = await timedGet(`${serve.url}/`, agent, isWrong ? basic('prometheus', `wrong-${i}`) : basic(`nobody-${i}`, `wrong-${i}`));
       if (answer.status !== 401) throw new Error(`a ${isWrong ? 'wrong password' : 'unknown user'} was answered ${answer.status}, not 401`);
       (isWrong ? wrong : unknown).push(answer.ms);
     }

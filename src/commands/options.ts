@@ -91,6 +91,7 @@ export const SETTING_GROUPS: readonly SettingGroup[] = [
       'METRICS_MAX_CONNECTIONS_PER_CLIENT',
       'METRICS_MAX_CONNECTIONS',
       'WEB_CONFIG_FILE',
+      'WEB_HEALTH_WITHOUT_AUTH',
       'AUTH_FAILURE_BUDGET',
     ],
   },

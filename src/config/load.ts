@@ -132,6 +132,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       maxConnections: v.METRICS_MAX_CONNECTIONS,
       upstreamPrefix: v.UPSTREAM_METRIC_PREFIX,
       webConfigFile: v.WEB_CONFIG_FILE,
+      healthWithoutAuth: v.WEB_HEALTH_WITHOUT_AUTH === 'on',
       authFailureBudget: v.AUTH_FAILURE_BUDGET,
       auditSchedule: v.AUDIT_SCHEDULE === 'off' ? undefined : v.AUDIT_SCHEDULE,
     },

@@ -343,6 +343,12 @@ const SETTING_TABLE = {
     help: "TLS and basic auth of serve, in exporter-toolkit's web configuration format; read again when it changes",
     schema: optional(z.string()),
   },
+  WEB_HEALTH_WITHOUT_AUTH: {
+    flag: '--web-health-without-auth',
+    default: 'on',
+    help: "'on': /healthz and /readyz answer without credentials when WEB_CONFIG_FILE turns on basic auth (for Kubernetes probes and the image's healthcheck); 'off' puts them behind it like every path",
+    schema: z.enum(['on', 'off'], { error: "must be 'on' or 'off'" }),
+  },
   AUTH_FAILURE_BUDGET: {
     flag: '--auth-failure-budget',
     default: '10',

@@ -137,6 +137,8 @@ export interface ServeConfig {
   upstreamPrefix: string | undefined;
   /** Read by serve; undefined for plain HTTP without auth. */
   webConfigFile: string | undefined;
+  /** /healthz and /readyz answer without credentials when basic auth is on. */
+  healthWithoutAuth: boolean;
   /** Failed logins per client address per minute; 0 for no budget. */
   authFailureBudget: number;
   /** Cron (UTC); undefined for `off`. */

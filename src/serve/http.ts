@@ -108,6 +108,11 @@ class WebConfigInUse {
     this.#web = next;
   }
 
+  /** Whether basic auth is on (users configured). */
+  get authEnabled(): boolean {
+    return this.#auth.enabled;
+  }
+
   setHeaders(res: ServerResponse): void {
     for (const [name, value] of Object.entries(this.#web?.headers ?? {})) res.setHeader(name, value);
   }
@@ -140,18 +145,23 @@ class WebConfigInUse {
   }
 }
 
-/** One request: basic auth on every path, unknown ones too, so a client without credentials learns nothing; then the table. */
+/**
+ * One request: basic auth on every path the table guards, unknown ones too, so a client without
+ * credentials learns nothing; then the table. An unguarded path never checks credentials, so it
+ * spends no failed login of the budget.
+ */
 async function answer(web: WebConfigInUse, routes: ReadonlyMap<string, Route>, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
   web.refresh();
   web.setHeaders(res);
   const route = routes.get(url.pathname);
-  if ((route?.auth ?? true) && !(await web.admit(req, res))) return;
+  const guarded = route?.auth ?? true;
+  if (guarded && !(await web.admit(req, res))) return;
   if (route === undefined) return send(res, 404, 'not found\n');
   if (!route.methods.includes(req.method ?? '')) return send(res, 405, route.wrongMethod, { headers: { allow: route.methods.join(', ') } });
   if (route.refusesBody && (Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined)) {
     return send(res, 413, 'request bodies are not accepted\n');
   }
-  await route.handle(req, res, url);
+  await route.handle(req, res, url, !guarded && web.authEnabled);
 }
 
 const TIMEOUTS = {

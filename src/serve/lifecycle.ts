@@ -201,6 +201,7 @@ export class Serve implements RunningServer {
       defaultScrapeTimeoutMs: serve.scrapeTimeoutMs,
       connections: { perClient: serve.maxConnectionsPerClient, total: serve.maxConnections },
       ...(web ? { web: this.#watchWebConfig(web) } : {}),
+      healthWithoutAuth: serve.healthWithoutAuth,
       authFailureBudget: serve.authFailureBudget,
       log,
     });

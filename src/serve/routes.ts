@@ -1,6 +1,7 @@
 /**
  * What `serve` answers, as one table ({@link serverRoutes}): each path's methods, whether basic
- * auth guards it and a body is refused, and its handler; http.ts routes by it alone. `/metrics` and
+ * auth guards it (`/healthz` and `/readyz` not, with WEB_HEALTH_WITHOUT_AUTH on) and a body is
+ * refused, and its handler; http.ts routes by it alone. docs/security.md lists it. `/metrics` and
  * `/probe` answer in the format Accept asks for: the own part, then the upstream's, never joined
  * in memory. See docs/design/scrape-path.md.
  */
@@ -35,6 +36,8 @@ export interface RouteDeps {
   reload?: () => Promise<{ ok: true; message: string } | { ok: false; status: number; message: string }>;
   /** When Prometheus sends none. */
   defaultScrapeTimeoutMs: number;
+  /** WEB_HEALTH_WITHOUT_AUTH: `/healthz` and `/readyz` outside basic auth; default true. */
+  healthWithoutAuth?: boolean;
 }
 
 /** One path of the table. */
@@ -46,22 +49,26 @@ export interface Route {
   /** Whether a request with a body is answered 413. */
   readonly refusesBody: boolean;
   readonly wrongMethod: string;
-  /** @throws what a handler's I/O throws (the server answers 500). */
-  readonly handle: (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void;
+  /**
+   * `unchecked`: basic auth is on but this path answers without credentials; the answer then says
+   * no more than a scrape would. @throws what a handler's I/O throws (the server answers 500).
+   */
+  readonly handle: (req: IncomingMessage, res: ServerResponse, url: URL, unchecked: boolean) => Promise<void> | void;
 }
 
 const TEXT = 'text/plain; charset=utf-8';
 
 const OPENMETRICS_EOF = Buffer.from('# EOF\n');
 
-/** A route that only reads: GET and HEAD, no body, behind basic auth. */
-function readOnly(handle: Route['handle']): Route {
-  return { methods: ['GET', 'HEAD'], auth: true, refusesBody: true, wrongMethod: 'method not allowed\n', handle };
+/** A route that only reads: GET and HEAD, no body, behind basic auth unless `auth` is false. */
+function readOnly(handle: Route['handle'], auth = true): Route {
+  return { methods: ['GET', 'HEAD'], auth, refusesBody: true, wrongMethod: 'method not allowed\n', handle };
 }
 
-/** `/metrics`, `/probe`, `/healthz`, `/readyz`, `/` and, with `deps.reload`, `/-/reload`; all behind basic auth. */
+/** `/metrics`, `/probe`, `/healthz`, `/readyz`, `/` and, with `deps.reload`, `/-/reload`; behind basic auth but `/healthz` and `/readyz`. */
 export function serverRoutes(deps: RouteDeps): ReadonlyMap<string, Route> {
   const own = new OwnPart(deps.metrics);
+  const probesAuth = deps.healthWithoutAuth === false;
   const routes = new Map<string, Route>([
     [
       '/metrics',
@@ -80,13 +87,15 @@ export function serverRoutes(deps: RouteDeps): ReadonlyMap<string, Route> {
         await sendExposition(req, res, upstream, (format) => own.probe(probe.source, format));
       }),
     ],
-    ['/healthz', readOnly((_req, res) => send(res, 200, 'ok\n'))],
+    ['/healthz', readOnly((_req, res) => send(res, 200, 'ok\n'), probesAuth)],
     [
       '/readyz',
-      readOnly(async (_req, res) => {
+      readOnly(async (_req, res, _url, unchecked) => {
         const readiness = await deps.readiness();
-        send(res, readiness.ready ? 200 : 503, `${readiness.detail}\n`);
-      }),
+        // The detail may name the database's host and its error: not for a client without credentials.
+        const body = unchecked ? (readiness.ready ? 'ready' : 'not ready') : readiness.detail;
+        send(res, readiness.ready ? 200 : 503, `${body}\n`);
+      }, probesAuth),
     ],
     ['/', readOnly((_req, res) => send(res, 200, landingPage(deps.scraper.names), { type: 'text/html; charset=utf-8' }))],
   ]);

@@ -1,14 +1,17 @@
 /**
- * deploy/kubernetes/ as a cluster would get it: each overlay (and the per-source example) rendered
+ * deploy/kubernetes/ as a cluster would get it: each overlay (and the examples) rendered
  * with `kubectl kustomize`, every object validated against the Kubernetes and prometheus-operator
  * schemas (kubernetes-models, @kubernetes-models/prometheus-operator), the objects checked against
  * each other and the code (ports, probes, labels, the sources file through the program's own
- * loader), and the rules inside the rendered PrometheusRule put through the promtool unit tests of
+ * loader; the TLS and basic auth example's probes sent to a server with its web configuration),
+ * and the rules inside the rendered PrometheusRule put through the promtool unit tests of
  * prometheus/rules/. No cluster is needed; kubectl must be installed (.ci/run installs Debian's
  * kubernetes-client where there is none).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { get as httpsGet } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +23,13 @@ import * as batchV1 from 'kubernetes-models/batch/v1';
 import * as policyV1 from 'kubernetes-models/policy/v1';
 import * as coreV1 from 'kubernetes-models/v1';
 import { DEFAULT_METRICS_PORT, loadConfig, SETTINGS } from '../../src/config.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
+import { createMetricsServer } from '../../src/serve/http.js';
+import { E7Scraper } from '../../src/serve/scrape.js';
+import { loadWebConfig, WebConfigSource } from '../../src/serve/web/webconfig.js';
+import { createTestPki } from '../helpers/certs.js';
 import { promtool } from '../helpers/prometheus.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const KUBERNETES_DIR = join(ROOT, 'deploy/kubernetes');
@@ -116,6 +125,7 @@ const rendered = {
   serve: render('overlays/serve'),
   cronjob: render('overlays/cronjob'),
   probePerSource: render('examples/probe-per-source'),
+  tlsBasicAuth: render('examples/tls-basic-auth'),
 };
 
 function find<T = K8sObject>(objects: K8sObject[], kind: string, name?: string): T {
@@ -163,7 +173,7 @@ describe('kubectl kustomize deploy/kubernetes', () => {
 // The objects agree with each other and the code
 
 interface Probe {
-  httpGet?: { path: string; port: string | number };
+  httpGet?: { path: string; port: string | number; scheme?: string; httpHeaders?: unknown[] };
 }
 interface Container {
   args?: string[];
@@ -223,11 +233,11 @@ function expectPod(objects: K8sObject[], pod: PodSpec, command: string): Map<str
   const sourcesMount = mounts.find((m) => m.mountPath === posix.dirname(configFile))!;
   const sourcesMap = find<ConfigMap>(objects, 'ConfigMap', volume(sourcesMount.name)!.configMap!.name);
   expect(Object.keys(sourcesMap.data)).toEqual([posix.basename(configFile)]);
-  const secretMount = mounts.find((m) => volume(m.name)?.secret !== undefined)!;
-  expect(volume(secretMount.name)!.secret!.secretName).toBe(SECRET);
+  const secretMount = mounts.find((m) => volume(m.name)?.secret?.secretName === SECRET);
+  expect(secretMount, `the Secret ${SECRET} is mounted`).toBeDefined();
 
   // The sources file loads with the program's own loader, each client secret a file of the mounted Secret.
-  const config = loadSources(sourcesMap.data[posix.basename(configFile)]!, secretMount.mountPath, env);
+  const config = loadSources(sourcesMap.data[posix.basename(configFile)]!, secretMount!.mountPath, env);
   expect(config.sources.length).toBeGreaterThan(0);
   return env;
 }
@@ -331,6 +341,85 @@ describe('the probe-per-source example', () => {
     const metrics = monitor.spec.endpoints.filter((e) => e.path === '/metrics');
     expect(metrics).toHaveLength(1);
     expect(metrics[0]!.metricRelabelings).toEqual([{ sourceLabels: ['source'], regex: '.+', action: 'drop' }]);
+  });
+});
+
+describe('the tls-basic-auth example', () => {
+  const objects = rendered.tlsBasicAuth;
+  const pod = find<K8sObject & { spec: { template: { spec: PodSpec } } }>(objects, 'Deployment').spec.template.spec;
+  const container = pod.containers[0]!;
+  const mounts = container.volumeMounts ?? [];
+  const volume = (name: string) => pod.volumes?.find((v) => v.name === name);
+  const TLS_SECRET = 'analytics-exporter-tls';
+
+  /** A GET as the kubelet probes: HTTPS without verifying the certificate, no credentials. */
+  const probe = (port: number, path: string) =>
+    new Promise<number>((resolve, reject) => {
+      httpsGet({ host: '127.0.0.1', port, path, rejectUnauthorized: false, agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      }).on('error', reject);
+    });
+
+  it('probes /healthz and /readyz over HTTPS without credentials, which a server with its web configuration answers 200 (/metrics 401)', async () => {
+    const env = expectPod(objects, pod, 'serve');
+    const probes = [container.livenessProbe!.httpGet!, container.readinessProbe!.httpGet!];
+    expect(probes.map((p) => p.path)).toEqual(['/healthz', '/readyz']);
+    for (const p of probes) {
+      expect(p).toMatchObject({ scheme: 'HTTPS', port: 'metrics' });
+      expect(p.httpHeaders, 'no credentials in the Deployment').toBeUndefined();
+    }
+    // WEB_CONFIG_FILE is a file of a mounted ConfigMap, its certificate and key files of the TLS Secret.
+    const webConfigFile = env.get('WEB_CONFIG_FILE')!;
+    const webMount = mounts.find((m) => m.mountPath === posix.dirname(webConfigFile))!;
+    const text = find<ConfigMap>(objects, 'ConfigMap', volume(webMount.name)!.configMap!.name).data[posix.basename(webConfigFile)]!;
+    const tlsMount = mounts.find((m) => volume(m.name)?.secret?.secretName === TLS_SECRET)!;
+    expect(text).toContain(`cert_file: ${tlsMount.mountPath}/tls.crt`);
+    expect(text).toContain(`key_file: ${tlsMount.mountPath}/tls.key`);
+    expect(text).toMatch(/^basic_auth_users:/m);
+
+    // That configuration served, the Secret's files a test PKI's, with the pod's settings.
+    const pki = createTestPki();
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const file = join(pki.dir, 'web-config.yml');
+    writeFileSync(join(pki.dir, 'tls.crt'), pki.serverCert);
+    writeFileSync(join(pki.dir, 'tls.key'), pki.serverKey);
+    writeFileSync(file, text.replaceAll(`${tlsMount.mountPath}/`, `${pki.dir}/`));
+    const server = createMetricsServer({
+      metrics,
+      scraper: new E7Scraper({ sources: [], metrics, windowMs: 60_000, cacheTtlMs: 0, prefix: undefined, ownFamilies: async () => [], log: silentLogger }),
+      readiness: async () => ({ ready: true, detail: 'ready' }),
+      defaultScrapeTimeoutMs: 10_000,
+      web: new WebConfigSource(loadWebConfig(file)),
+      healthWithoutAuth: loadConfig({ WEB_HEALTH_WITHOUT_AUTH: env.get('WEB_HEALTH_WITHOUT_AUTH') }).serve.healthWithoutAuth,
+      connections: { perClient: 8, total: 8 },
+      log: silentLogger,
+    });
+    try {
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const port = (server.address() as AddressInfo).port;
+      expect(await Promise.all(probes.map((p) => probe(port, p.path)))).toEqual([200, 200]);
+      expect(await probe(port, '/metrics')).toBe(401);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      pki.cleanup();
+    }
+  });
+
+  it('scrapes /metrics over HTTPS with basic auth, the CA and user from Secrets', () => {
+    const monitor = find<
+      K8sObject & {
+        spec: { endpoints: { path: string; scheme?: string; tlsConfig?: { ca?: { secret?: { name: string; key: string } } }; basicAuth?: object }[] };
+      }
+    >(objects, 'ServiceMonitor');
+    expect(monitor.spec.endpoints).toHaveLength(1);
+    const endpoint = monitor.spec.endpoints[0]!;
+    expect(endpoint).toMatchObject({ path: '/metrics', scheme: 'https', tlsConfig: { ca: { secret: { name: TLS_SECRET, key: 'ca.crt' } } } });
+    expect(endpoint.basicAuth).toEqual({
+      username: { name: 'analytics-exporter-scrape', key: 'username' },
+      password: { name: 'analytics-exporter-scrape', key: 'password' },
+    });
   });
 });
 

@@ -93,7 +93,7 @@ describe('serve under wrong-password attackers from one address', () => {
         Array.from({ length: ATTACKERS }, async (_, i) => {
           const answers = [];
           for (let round = 0; Date.now() - started < ATTACK_DEADLINE_MS; round++) {
-            const answer = await get(`${s.url}/healthz`, attacker, basic('prometheus', `wrong-${i}-${round}`));
+            const answer = await get(`${s.url}/`, attacker, basic('prometheus', `wrong-${i}-${round}`));
             answers.push(answer);
             if (answer.status === 429 && Number(answer.retryAfter) > 1) break;
             await new Promise((resolve) => setTimeout(resolve, 100));
@@ -110,7 +110,7 @@ describe('serve under wrong-password attackers from one address', () => {
       })();
       // A login that is not remembered yet, from the scraper's address, while the attack runs.
       await new Promise((resolve) => setTimeout(resolve, 200));
-      const fresh = await get(`${s.url}/healthz`, scraper, basic('second', PASSWORD));
+      const fresh = await get(`${s.url}/`, scraper, basic('second', PASSWORD));
       const attackers = await attack;
       const answers = attackers.flat();
       await scraping;
@@ -132,12 +132,12 @@ describe('serve under wrong-password attackers from one address', () => {
       expect(refused.filter((a) => Number(a.retryAfter) > 1).length).toBeGreaterThanOrEqual(ATTACKERS);
 
       // Afterwards: the attacker's address is still refused, the scraper's checks a wrong password as usual.
-      const again = await get(`${s.url}/healthz`, attacker, basic('prometheus', 'wrong-after'));
+      const again = await get(`${s.url}/`, attacker, basic('prometheus', 'wrong-after'));
       expect(again.status).toBe(429);
       expect(Number(again.retryAfter)).toBeGreaterThanOrEqual(1);
-      expect((await get(`${s.url}/healthz`, scraper, basic('prometheus', 'wrong-from-scraper'))).status).toBe(401);
+      expect((await get(`${s.url}/`, scraper, basic('prometheus', 'wrong-from-scraper'))).status).toBe(401);
       // A cached correct login from the attacker's own address still passes.
-      expect((await get(`${s.url}/healthz`, attacker, basic('prometheus', PASSWORD))).status).toBe(200);
+      expect((await get(`${s.url}/`, attacker, basic('prometheus', PASSWORD))).status).toBe(200);
 
       const metrics = await request(`${s.url}/metrics`, { dispatcher: scraper, headers: { authorization: basic('prometheus', PASSWORD) } }).then((r) =>
         r.body.text(),

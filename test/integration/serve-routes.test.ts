@@ -2,9 +2,10 @@
  * The route table of serve's HTTP server (src/serve/routes.ts) against a real server in the test
  * process: every path of the table and a path not in it, with every method, without basic auth
  * configured and with it (no credentials, wrong ones, right ones); each status and Allow header is
- * the one the table gives. The table itself is pinned to today's paths and methods.
+ * the one the table gives, and the one docs/security.md's table of routes gives. The table itself
+ * is pinned to today's paths and methods.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,7 +50,7 @@ const HEADERS: Readonly<Record<Credentials, Record<string, string>>> = {
 /** A source whose E7 text is one counter. */
 const client = { fetchPrometheusText: () => Promise.resolve('logins_total 1\n') } as unknown as AnalyticsClient;
 
-function deps(web: WebConfigSource | undefined): ServerDeps {
+function deps(web: WebConfigSource | undefined, healthWithoutAuth?: boolean): ServerDeps {
   const metrics = new ExporterMetrics({ processMetrics: false });
   return {
     metrics,
@@ -66,6 +67,7 @@ function deps(web: WebConfigSource | undefined): ServerDeps {
     reload: async () => ({ ok: true, message: 'reloaded' }),
     defaultScrapeTimeoutMs: 10_000,
     ...(web ? { web } : {}),
+    ...(healthWithoutAuth === undefined ? {} : { healthWithoutAuth }),
     connections: { perClient: 64, total: 64 },
     // No budget: the wrong passwords below are many.
     authFailureBudget: 0,
@@ -83,28 +85,77 @@ function expected(table: ReadonlyMap<string, Route>, target: string, method: str
   return { status: HANDLED[target]! };
 }
 
-async function walk(serverDeps: ServerDeps, credentials: Credentials, authConfigured: boolean): Promise<void> {
-  const table = serverRoutes(serverDeps);
+/** Every target and method of the walk against a server made from `serverDeps`: `METHOD target status` each. */
+async function statuses(serverDeps: ServerDeps, credentials: Credentials, allowOf?: (target: string, method: string) => boolean): Promise<string[]> {
   const server = createMetricsServer(serverDeps);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   try {
     const seen: string[] = [];
-    const wanted: string[] = [];
     for (const target of TARGETS) {
       for (const method of METHODS) {
         const res = await request(`${base}${target}`, { method, headers: HEADERS[credentials] });
         await res.body.text();
-        const want = expected(table, target, method, authConfigured && credentials !== 'right');
-        seen.push(`${method} ${target} ${res.statusCode}${want.allow === undefined ? '' : ` allow=${String(res.headers.allow)}`}`);
-        wanted.push(`${method} ${target} ${want.status}${want.allow === undefined ? '' : ` allow=${want.allow}`}`);
+        seen.push(`${method} ${target} ${res.statusCode}${allowOf?.(target, method) ? ` allow=${String(res.headers.allow)}` : ''}`);
       }
     }
-    expect(seen).toEqual(wanted);
+    return seen;
   } finally {
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
+}
+
+async function walk(serverDeps: ServerDeps, credentials: Credentials, authConfigured: boolean): Promise<void> {
+  const table = serverRoutes(serverDeps);
+  const want = (target: string, method: string) => expected(table, target, method, authConfigured && credentials !== 'right');
+  const seen = await statuses(serverDeps, credentials, (target, method) => want(target, method).allow !== undefined);
+  const wanted = TARGETS.flatMap((target) =>
+    METHODS.map((method) => {
+      const { status, allow } = want(target, method);
+      return `${method} ${target} ${status}${allow === undefined ? '' : ` allow=${allow}`}`;
+    }),
+  );
+  expect(seen).toEqual(wanted);
+}
+
+/** One row of docs/security.md's table of routes: requests (NAME a configured source, OTHER not one), methods, status by credentials. */
+interface DocRoute {
+  requests: string[];
+  methods: string[] | 'any other' | 'any';
+  status: Record<Credentials, number>;
+}
+
+/** The table under docs/security.md's heading "Routes of `serve`". */
+function docRoutes(): DocRoute[] {
+  const text = readFileSync(new URL('../../docs/security.md', import.meta.url), 'utf8');
+  const section = /^## Routes of `serve`\n([\s\S]*?)(?=^## )/m.exec(text)?.[1] ?? '';
+  const rows = section.split('\n').filter((line) => line.startsWith('| ') && !/^\| (Request|---)/.test(line));
+  expect(rows.length, 'the table of routes in docs/security.md').toBeGreaterThan(0);
+  return rows.map((line) => {
+    const [request, methods, none, wrong, right] = line
+      .split('|')
+      .slice(1, -1)
+      .map((cell) => cell.trim());
+    const status = (cell: string | undefined) => Number(/^\d{3}/.exec(cell ?? '')?.[0]);
+    return {
+      requests: [...request!.matchAll(/`([^`]+)`|(any other path)/g)].map((m) => m[1] ?? m[2]!),
+      methods: methods === 'any other' || methods === 'any' ? methods : methods!.split(', '),
+      status: { none: status(none), wrong: status(wrong), right: status(right) },
+    };
+  });
+}
+
+/** What the doc's table says `METHOD target` answers with `credentials`. */
+function docStatus(doc: DocRoute[], target: string, method: string, credentials: Credentials): string {
+  const request = target.replace('?source=a', '?source=NAME').replace('?source=nope', '?source=OTHER');
+  const path = (text: string) => text.replace(/\?.*/, '');
+  const named = doc.find((row) => row.requests.includes(request) && Array.isArray(row.methods) && row.methods.includes(method));
+  // A method no row of the request names: the path's "any other" row; a path of no row: "any other path".
+  const ofPath = doc.filter((row) => row.requests.some((r) => path(r) === path(request)));
+  const other = ofPath.length > 0 ? ofPath.find((r) => r.methods === 'any other') : doc.find((r) => r.requests.includes('any other path'));
+  const row = named ?? other;
+  return `${method} ${target} ${row === undefined ? 'not in the table' : row.status[credentials]}`;
 }
 
 describe('the route table', () => {
@@ -116,11 +167,14 @@ describe('the route table', () => {
     expect(summary).toEqual({
       '/metrics': { methods: 'GET, HEAD', auth: true, body: true },
       '/probe': { methods: 'GET, HEAD', auth: true, body: true },
-      '/healthz': { methods: 'GET, HEAD', auth: true, body: true },
-      '/readyz': { methods: 'GET, HEAD', auth: true, body: true },
+      // WEB_HEALTH_WITHOUT_AUTH (on by default): the probes answer without credentials.
+      '/healthz': { methods: 'GET, HEAD', auth: false, body: true },
+      '/readyz': { methods: 'GET, HEAD', auth: false, body: true },
       '/': { methods: 'GET, HEAD', auth: true, body: true },
       '/-/reload': { methods: 'POST', auth: true, body: false },
     });
+    const guarded = serverRoutes(deps(undefined, false));
+    expect([...guarded].filter(([, route]) => !route.auth)).toEqual([]);
     // Without a reload to run, /-/reload is not served (404).
     const { reload: _reload, ...withoutReload } = deps(undefined);
     expect([...serverRoutes(withoutReload).keys()]).not.toContain('/-/reload');
@@ -136,7 +190,26 @@ describe('the route table', () => {
     writeFileSync(file, `basic_auth_users:\n  prometheus: '${bcrypt.hashSync('right-password', 4)}'\n`);
     for (const credentials of ['none', 'wrong', 'right'] as const) {
       await walk(deps(new WebConfigSource(loadWebConfig(file))), credentials, true);
+      await walk(deps(new WebConfigSource(loadWebConfig(file)), false), credentials, true);
     }
+  });
+
+  it("answers every route and method behind basic auth as docs/security.md's table of routes says", async () => {
+    const file = join(dir, 'web-doc.yaml');
+    writeFileSync(file, `basic_auth_users:\n  prometheus: '${bcrypt.hashSync('right-password', 4)}'\n`);
+    const doc = docRoutes();
+    const paths = new Set(doc.flatMap((row) => row.requests).map((request) => request.replace(/\?.*/, '')));
+    for (const path of serverRoutes(deps(undefined)).keys()) expect(paths, `docs/security.md lists ${path}`).toContain(path);
+    const documented = (table: DocRoute[], credentials: Credentials) =>
+      TARGETS.flatMap((target) => METHODS.map((method) => docStatus(table, target, method, credentials)));
+    const seen: Partial<Record<Credentials, string[]>> = {};
+    for (const credentials of ['none', 'wrong', 'right'] as const) {
+      seen[credentials] = await statuses(deps(new WebConfigSource(loadWebConfig(file))), credentials);
+      expect(seen[credentials], `with ${credentials} credentials`).toEqual(documented(doc, credentials));
+    }
+    // The comparison notices a wrong row: /healthz said to need credentials.
+    const wrong = doc.map((row) => (row.requests.includes('/healthz') ? { ...row, status: { none: 401, wrong: 401, right: 200 } } : row));
+    expect(documented(wrong, 'none')).not.toEqual(seen.none);
   });
 
   it('refuses a body where the table says so (413), and takes one on POST /-/reload', async () => {

@@ -252,7 +252,7 @@ describe('WEB_CONFIG_FILE (exporter-toolkit format)', () => {
     );
     const agent = client();
     const get = async (authorization: string) => {
-      const res = await request(`${s.url}/healthz`, { dispatcher: agent, headers: { authorization } });
+      const res = await request(`${s.url}/`, { dispatcher: agent, headers: { authorization } });
       return { status: res.statusCode, retryAfter: res.headers['retry-after'], body: await res.body.text() };
     };
     expect((await get(basic('prometheus', PASSWORD))).status).toBe(200);

@@ -501,9 +501,16 @@ describe('serve settings', () => {
       maxConnectionsPerClient: 32,
       maxConnections: 1024,
       upstreamPrefix: undefined,
+      healthWithoutAuth: true,
       authFailureBudget: 10,
       auditSchedule: '30 3 * * *',
     });
+  });
+
+  it("reads WEB_HEALTH_WITHOUT_AUTH as 'on' or 'off', naming it otherwise", () => {
+    expect(loadConfig({ WEB_HEALTH_WITHOUT_AUTH: 'off' }).serve.healthWithoutAuth).toBe(false);
+    expect(loadConfig({ WEB_HEALTH_WITHOUT_AUTH: 'on' }).serve.healthWithoutAuth).toBe(true);
+    expect(() => loadConfig({ WEB_HEALTH_WITHOUT_AUTH: 'yes' })).toThrow(/WEB_HEALTH_WITHOUT_AUTH.*must be 'on' or 'off'/);
   });
 
   it('reads AUTH_FAILURE_BUDGET as a whole number of failed logins a minute, 0 for none', () => {
