@@ -214,6 +214,9 @@ export class PendingMigrationsError extends DatabaseError {
   }
 }
 
+/** The database refuses writes: default_transaction_read_only, or a hot standby; the message ends in `[25006]`. */
+export class ReadOnlyDatabaseError extends DatabaseError {}
+
 /** Another process holds DATA_DIR: one process per embedded database. */
 export class DataDirLockedError extends ExporterError {
   readonly code = 'ERR_DATA_DIR_LOCKED';

@@ -11,6 +11,7 @@ import {
   DatabaseError,
   DatabaseOpenError,
   PendingMigrationsError,
+  ReadOnlyDatabaseError,
   ExporterError,
   InconsistentWindowError,
   InvalidArgumentError,
@@ -78,6 +79,7 @@ const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => F
   row(DatabaseError, 'database', EXIT_FAILURE),
   row(DatabaseOpenError, 'database', EXIT_FAILURE),
   row(PendingMigrationsError, 'database', EXIT_FAILURE),
+  row(ReadOnlyDatabaseError, 'database', EXIT_FAILURE),
 ]);
 
 /** The row of the nearest class with one; for an error we did not make, `database` or `other`, 1, `error`. Never throws. */

@@ -5,7 +5,7 @@
  */
 import type { Config } from '../config.js';
 import { migratePending, requireMigrated } from '../db/migrate.js';
-import type { Pool } from '../db/pool.js';
+import { assertWritable, type Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { FieldRow } from '../sync/derived/index.js';
 import { schemaLockName } from '../sync/run/context.js';
@@ -27,10 +27,10 @@ async function underSyncLock<T>(
 }
 
 /**
- * For the commands that write: applies the pending migrations of
+ * For the commands that write: refuses a read-only database, applies the pending migrations of
  * DATABASE_SCHEMA as MIGRATE says (`options.migrate` overrides it: the `migrate` command), then
  * rebuilds the rollup tables when built for other ROLLUP_* settings. Nothing is created that exists.
- * @throws {PendingMigrationsError} with MIGRATE=off; {@link ExporterError}
+ * @throws {ReadOnlyDatabaseError}; {@link PendingMigrationsError} with MIGRATE=off; {@link ExporterError}
  *   `ERR_DATABASE` from the migrations; the database's error from the rebuild; {@link AbortedError}
  *   when `options.signal` ends the wait for the lock.
  */
@@ -41,6 +41,7 @@ export async function migrateDatabase(
   options: { signal?: AbortSignal; migrate?: 'auto' } = {},
 ): Promise<{ applied: string[]; rollupRebuilt: boolean }> {
   const schema = config.database.schema;
+  await assertWritable(pool);
   const applied = await migratePending(pool, schema, log, options.migrate ?? config.database.migrate);
   // Without the lock first: a start does not wait for another process's sync when nothing changed.
   const current = await storeOf(pool, config, log).session((session) => session.maintenance().isRollupCurrent());
@@ -50,6 +51,7 @@ export async function migrateDatabase(
 
 /** `rollup rebuild`, whatever the tables were built for. @returns rows per table; undefined for one not kept. */
 export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Promise<{ hourly: number | undefined; distinct: number | undefined }> {
+  await assertWritable(pool);
   await migratePending(pool, config.database.schema, log, config.database.migrate);
   return underSyncLock({ pool, config, log }, (maintenance) => maintenance.rebuildRollup());
 }
