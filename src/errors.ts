@@ -201,6 +201,22 @@ export class DatabaseError extends ExporterError {
 /** DATA_DIR or a file in it could not be created, opened or locked; the message names the errno code. */
 export class DatabaseOpenError extends DatabaseError {}
 
+/** DATABASE_SCHEMA lacks shipped migrations a command needs (MIGRATE=off, or a command that only reads). */
+export class PendingMigrationsError extends DatabaseError {
+  constructor(
+    readonly schema: string,
+    readonly pending: readonly string[],
+  ) {
+    super(
+      `schema ${schema} has ${pending.length} pending migration${pending.length === 1 ? '' : 's'} (${pending.join(', ')}): ` +
+        "apply them with 'analytics-exporter migrate' as the schema's owner (docs/deploy.md, Database roles)",
+    );
+  }
+}
+
+/** The database refuses writes: default_transaction_read_only, or a hot standby; the message ends in `[25006]`. */
+export class ReadOnlyDatabaseError extends DatabaseError {}
+
 /** Another process holds DATA_DIR: one process per embedded database. */
 export class DataDirLockedError extends ExporterError {
   readonly code = 'ERR_DATA_DIR_LOCKED';

@@ -10,6 +10,8 @@ import {
   DataDirLockedError,
   DatabaseError,
   DatabaseOpenError,
+  PendingMigrationsError,
+  ReadOnlyDatabaseError,
   ExporterError,
   InconsistentWindowError,
   InvalidArgumentError,
@@ -76,6 +78,8 @@ const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => F
   row(DataDirLockedError, 'database', EXIT_FAILURE),
   row(DatabaseError, 'database', EXIT_FAILURE),
   row(DatabaseOpenError, 'database', EXIT_FAILURE),
+  row(PendingMigrationsError, 'database', EXIT_FAILURE),
+  row(ReadOnlyDatabaseError, 'database', EXIT_FAILURE),
 ]);
 
 /** The row of the nearest class with one; for an error we did not make, `database` or `other`, 1, `error`. Never throws. */

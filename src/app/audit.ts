@@ -7,6 +7,7 @@ import { coerceError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { sourceSyncDeps } from '../sync/run/context.js';
 import { auditSource, type AuditOptions, type AuditResult } from '../sync/audit/source.js';
+import { requireMigrated } from '../db/migrate.js';
 import { migrateDatabase } from './schema.js';
 import { openDatabase, openSourceUpstream } from './runtime.js';
 import { selectSources } from './sources.js';
@@ -21,14 +22,17 @@ export interface AuditOutcome {
 
 /**
  * A failing source does not stop the others. @returns one outcome per source, in configuration order.
- * @throws {InvalidArgumentError} for an unknown `--source`, before anything is opened; as openDatabase or the migrations.
+ * @throws {InvalidArgumentError} for an unknown `--source`, before anything is opened; as openDatabase or the migrations
+ *   ({@link PendingMigrationsError} without `repair` when one is pending).
  */
 export async function auditSources(config: Config, log: Logger, options: Omit<AuditOptions, 'now'> & { sources?: readonly string[] }): Promise<AuditOutcome[]> {
   const sources = selectSources(config, options.sources);
   // One connection for the comparison's lock, one for a repair run.
   const db = await openDatabase(config, log, 2);
   try {
-    await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
+    // Without --repair it reads only: no migration, no rollup rebuild.
+    if (options.repair) await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
+    else await requireMigrated(db.pool, config.database.schema);
     const { sources: _names, ...auditOptions } = options;
     const outcomes: AuditOutcome[] = [];
     for (const source of sources) {

@@ -1,10 +1,12 @@
 /**
- * `check`: each dependency tried once (token E0, one E6 page, the E7 text, the database), each
- * step reported as it finishes, like `telegraf --test` or `vector validate`.
+ * `check`: each dependency tried once (token E0, one E6 page, the E7 text, the database: then
+ * whether it is writable, migrated, and the role's privileges, check-database.ts), each step
+ * reported as it finishes, like `telegraf --test` or `vector validate`.
  */
 import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
 import { createPool, describeDatabase } from '../db/pool.js';
+import { inspectDatabase, type DatabaseFinding } from './check-database.js';
 import { readDatabaseTls } from '../db/tls.js';
 import { withTrailingSlash, type Config, type SourceConfig } from '../config.js';
 import { describeError, displayUrl } from '../errors.js';
@@ -18,10 +20,10 @@ type StepStatus = 'ok' | 'FAIL' | 'skip';
 
 /** One line of `check` output. */
 export interface StepResult {
-  step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database';
+  step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database' | DatabaseFinding['step'];
   status: StepStatus;
   detail: string;
-  /** Absent for configuration and database. */
+  /** Absent for configuration and the database's lines. */
   source?: string;
 }
 
@@ -76,6 +78,8 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
     await block.done;
   }
 
+  // After the connection's line: read-only, migrations, privileges (each a line).
+  let findings: DatabaseFinding[] = [];
   if (config.database.url === undefined) {
     // The embedded database is opened as every command opens it: locked to this process, so a
     // second process on DATA_DIR (a running serve, say) fails here, naming the holder.
@@ -83,6 +87,7 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
       const db = await openDatabase(config, log, 1);
       try {
         const { rows } = await db.pool.query<{ version: string }>('select current_setting($1) as version', ['server_version']);
+        findings = await inspectDatabase(db.pool, config);
         return `embedded PostgreSQL ${rows[0]?.version ?? '?'} (PGlite) in ${resolve(config.database.dataDir)}`;
       } finally {
         await db.close();
@@ -98,12 +103,15 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
           'select current_setting($1) as version, (select ssl from pg_stat_ssl where pid = pg_backend_pid()) as ssl',
           ['server_version'],
         );
+        findings = await inspectDatabase(pool, config);
         return `PostgreSQL ${rows[0]?.version ?? '?'} at ${describeDatabase(url)} (${rows[0]?.ssl ? 'TLS' : 'plain'}, sslmode=${config.database.tls.mode})`;
       } finally {
         await pool.end().catch(() => undefined);
       }
     });
   }
+  for (const finding of findings) report(finding);
+  if (findings.some((f) => f.status === 'FAIL')) failed = true;
   return !failed;
 }
 

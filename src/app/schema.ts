@@ -4,8 +4,8 @@
  * Design: docs/design/derived-tables.md.
  */
 import type { Config } from '../config.js';
-import { migrate } from '../db/migrate.js';
-import type { Pool } from '../db/pool.js';
+import { migratePending, requireMigrated } from '../db/migrate.js';
+import { assertWritable, type Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import type { FieldRow } from '../sync/derived/index.js';
 import { schemaLockName } from '../sync/run/context.js';
@@ -27,18 +27,22 @@ async function underSyncLock<T>(
 }
 
 /**
- * Migrates DATABASE_SCHEMA, then rebuilds the rollup tables when built for other ROLLUP_* settings.
- * @throws {ExporterError} `ERR_DATABASE` from the migrations; the database's error from the rebuild;
- *   {@link AbortedError} when `options.signal` ends the wait for the lock.
+ * For the commands that write: refuses a read-only database, applies the pending migrations of
+ * DATABASE_SCHEMA as MIGRATE says (`options.migrate` overrides it: the `migrate` command), then
+ * rebuilds the rollup tables when built for other ROLLUP_* settings. Nothing is created that exists.
+ * @throws {ReadOnlyDatabaseError}; {@link PendingMigrationsError} with MIGRATE=off; {@link ExporterError}
+ *   `ERR_DATABASE` from the migrations; the database's error from the rebuild; {@link AbortedError}
+ *   when `options.signal` ends the wait for the lock.
  */
 export async function migrateDatabase(
   pool: Pool,
   config: Config,
   log: Logger,
-  options: { signal?: AbortSignal } = {},
+  options: { signal?: AbortSignal; migrate?: 'auto' } = {},
 ): Promise<{ applied: string[]; rollupRebuilt: boolean }> {
   const schema = config.database.schema;
-  const applied = await migrate(pool, schema, log);
+  await assertWritable(pool);
+  const applied = await migratePending(pool, schema, log, options.migrate ?? config.database.migrate);
   // Without the lock first: a start does not wait for another process's sync when nothing changed.
   const current = await storeOf(pool, config, log).session((session) => session.maintenance().isRollupCurrent());
   const rollupRebuilt = !current && (await underSyncLock({ pool, config, log }, (maintenance) => maintenance.ensureRollup(), options.signal));
@@ -47,13 +51,15 @@ export async function migrateDatabase(
 
 /** `rollup rebuild`, whatever the tables were built for. @returns rows per table; undefined for one not kept. */
 export async function rebuildRollup(pool: Pool, config: Config, log: Logger): Promise<{ hourly: number | undefined; distinct: number | undefined }> {
-  await migrate(pool, config.database.schema, log);
+  await assertWritable(pool);
+  await migratePending(pool, config.database.schema, log, config.database.migrate);
   return underSyncLock({ pool, config, log }, (maintenance) => maintenance.rebuildRollup());
 }
 
-/** By field name then source; `sources`: `fields --source`. */
+/** By field name then source; `sources`: `fields --source`. @throws {PendingMigrationsError}; the database's error. */
 export async function listFields(pool: Pool, config: Config, log: Logger, sources?: readonly string[]): Promise<FieldRow[]> {
-  await migrate(pool, config.database.schema, log);
+  // Reads only: SELECT is enough, and a pending migration is an error naming it.
+  await requireMigrated(pool, config.database.schema);
   return storeOf(pool, config, log).session((session) => session.maintenance().listFields(sources));
 }
 

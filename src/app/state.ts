@@ -4,7 +4,7 @@
  * reported locked). Design: docs/design/ledger.md.
  */
 import type { Config, SourceConfig } from '../config.js';
-import { migrate } from '../db/migrate.js';
+import { migratePending, requireMigrated } from '../db/migrate.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../log.js';
 import { sourceLockName } from '../sync/run/context.js';
@@ -31,10 +31,11 @@ async function underSourceLock<T>(
 
 /**
  * @returns the states in `sources`' order, or the first source whose lock is held (nothing is read after it).
- * @throws the database's error; {@link ExporterError} `ERR_DATABASE` from the migrations.
+ * Reads only (SELECT is enough); never migrates.
+ * @throws the database's error; {@link PendingMigrationsError} naming the pending migrations.
  */
 export async function showState(pool: Pool, config: Config, log: Logger, sources: readonly SourceConfig[]): Promise<UnderLock<SourceState[]>> {
-  await migrate(pool, config.database.schema, log);
+  await requireMigrated(pool, config.database.schema);
   const states: SourceState[] = [];
   for (const source of sources) {
     const read = await underSourceLock({ pool, config, log }, source.name, (ledger) => ledger.state());
@@ -51,14 +52,14 @@ export async function moveWatermark(
   log: Logger,
   move: { source: SourceConfig; to: Date; force: boolean; now?: number },
 ): Promise<UnderLock<WatermarkMove>> {
-  await migrate(pool, config.database.schema, log);
+  await migratePending(pool, config.database.schema, log, config.database.migrate);
   const start = move.source.sync.startDate;
   const origin = 'at' in start ? start.at.getTime() : (move.now ?? Date.now()) - start.agoMs;
   return underSourceLock({ pool, config, log }, move.source.name, (ledger) => ledger.setWatermark({ to: move.to.getTime(), force: move.force, origin }));
 }
 
 export async function resetWindows(pool: Pool, config: Config, log: Logger, reset: { source: SourceConfig; range: Window }): Promise<UnderLock<ReloadMarks>> {
-  await migrate(pool, config.database.schema, log);
+  await migratePending(pool, config.database.schema, log, config.database.migrate);
   return underSourceLock({ pool, config, log }, reset.source.name, (ledger) => ledger.markForReload(reset.range));
 }
 

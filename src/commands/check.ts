@@ -14,7 +14,9 @@ import { loadCommandConfig } from './common.js';
 export function registerCheckCommand(program: Command): void {
   program
     .command('check')
-    .description('validate the configuration and try the token, E6 and E7 of every source and the database once each; exit 0 only if all pass')
+    .description(
+      'validate the configuration, try the token, E6 and E7 of every source and the database once each, and tell what the database lacks (writes, migrations, privileges); exit 0 only if all pass',
+    )
     .addHelpText(
       'after',
       '\nExit status: 0 every step passed, 1 a step failed, 2 bad configuration (the configuration step names the variable, or the file, line and key).',

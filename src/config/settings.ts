@@ -153,6 +153,12 @@ const SETTING_TABLE = {
       .string()
       .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier: a-z, 0-9 and _, not starting with a digit, at most 63 characters'),
   },
+  MIGRATE: {
+    flag: '--migrate',
+    default: 'auto',
+    help: "pending migrations at the start of sync, serve, verify --repair, state set-watermark/reset and rollup rebuild: 'auto' applies them, 'off' refuses to start (exit 1) naming them; the migrate command always applies them",
+    schema: z.enum(['auto', 'off'], { error: "must be 'auto' or 'off'" }),
+  },
   DATA_DIR: { flag: '--data-dir', default: './data', help: 'folder of the embedded database', schema: z.string() },
   SYNC_START_DATE: {
     flag: '--sync-start-date',

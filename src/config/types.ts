@@ -70,6 +70,8 @@ export interface DatabaseConfig {
   /** libpq's way: the URL's parameters, else PGSSL*. */
   tls: DatabaseTlsSettings;
   schema: string;
+  /** MIGRATE: `off` refuses a pending migration instead of applying it. */
+  migrate: 'auto' | 'off';
   dataDir: string;
 }
 

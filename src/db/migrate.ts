@@ -5,6 +5,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
+import { PendingMigrationsError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { databaseError, quoteIdent, withAdvisoryLock, withClient, type Pool } from './pool.js';
 
@@ -21,7 +22,9 @@ export async function migrate(pool: Pool, schema: string, log: Logger, options: 
   try {
     return await withClient(pool, async (client) => {
       const locked = await withAdvisoryLock(client, `migrate:${schema}`, { wait: true }, async () => {
-        await client.query(`create schema if not exists ${quoteIdent(schema)}`);
+        // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
+        const { rows } = await client.query<{ exists: boolean }>('select exists (select from pg_namespace where nspname = $1) as exists', [schema]);
+        if (!rows[0]!.exists) await client.query(`create schema ${quoteIdent(schema)}`);
         const applied = await runner({
           dbClient: client,
           dir: MIGRATIONS_DIR,
@@ -45,6 +48,36 @@ export async function migrate(pool: Pool, schema: string, log: Logger, options: 
     });
   } catch (err) {
     throw databaseError(`migrating schema ${schema}`, err);
+  }
+}
+
+/**
+ * For the commands that write: {@link migrate} when a migration is pending and `mode` is `auto`
+ * (MIGRATE); nothing when none is, so a role without CREATE on the database runs them.
+ * @returns the migrations applied. @throws {PendingMigrationsError} with `mode` `off` and some pending;
+ *   as {@link migrate}.
+ */
+export async function migratePending(pool: Pool, schema: string, log: Logger, mode: 'auto' | 'off'): Promise<string[]> {
+  const pending = await readPending(pool, schema);
+  if (pending.length === 0) return [];
+  if (mode === 'off') throw new PendingMigrationsError(schema, pending);
+  return migrate(pool, schema, log);
+}
+
+/**
+ * For the commands that only read (`state show`, `fields`, `verify`): they never migrate.
+ * @throws {PendingMigrationsError} naming what is pending; {@link ExporterError} `ERR_DATABASE` when it cannot be read.
+ */
+export async function requireMigrated(pool: Pool, schema: string): Promise<void> {
+  const pending = await readPending(pool, schema);
+  if (pending.length > 0) throw new PendingMigrationsError(schema, pending);
+}
+
+async function readPending(pool: Pool, schema: string): Promise<string[]> {
+  try {
+    return await pendingMigrations(pool, schema);
+  } catch (err) {
+    throw databaseError(`reading the migrations of schema ${schema}`, err);
   }
 }
 

@@ -4,7 +4,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import { AbortedError, DatabaseError } from '../errors.js';
+import { AbortedError, DatabaseError, ReadOnlyDatabaseError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { connectionAttempts, describeTls, fallsBack, isTlsFailure, resolveDatabaseTarget, type DatabaseTarget } from './tls.js';
 
@@ -103,7 +103,28 @@ function describeTlsError(err: unknown): string {
 export function databaseError(what: string, cause: unknown): DatabaseError {
   const e = cause as { message?: string; code?: string };
   const state = e?.code ? ` [${e.code}]` : '';
+  if (e?.code === READ_ONLY_SQLSTATE) return new ReadOnlyDatabaseError(`${READ_ONLY_PREFIX}: ${what}: ${e.message ?? ''}${state}`, { cause });
   return new DatabaseError(`${what}: ${e?.message ?? String(cause)}${state}`, { cause });
+}
+
+/** read_only_sql_transaction. */
+const READ_ONLY_SQLSTATE = '25006';
+const READ_ONLY_PREFIX = 'the database is read-only (default_transaction_read_only / hot standby)';
+
+/**
+ * Refuses a database that cannot take writes, before a command that writes starts.
+ * @throws {ReadOnlyDatabaseError} when `transaction_read_only` is on or `pg_is_in_recovery()`; the database's error.
+ */
+export async function assertWritable(pool: Pool): Promise<void> {
+  const { rows } = await pool.query<{ ro: string; standby: boolean; db: string }>(
+    `select current_setting('transaction_read_only') as ro, pg_is_in_recovery() as standby, current_database() as db`,
+  );
+  const { ro, standby, db } = rows[0]!;
+  if (ro !== 'on' && !standby) return;
+  throw new ReadOnlyDatabaseError(
+    `${READ_ONLY_PREFIX}: transaction_read_only is ${ro}${standby ? ' and the server is a hot standby (pg_is_in_recovery())' : ''}, ` +
+      `so nothing can be written: point DATABASE_URL at the primary, or run ALTER DATABASE ${quoteIdent(db)} SET default_transaction_read_only = off [${READ_ONLY_SQLSTATE}]`,
+  );
 }
 
 /** `host:port/database`, never the user or password; `the configured database` when unparsable. */

@@ -7,7 +7,8 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { DataDirLockedError } from '../errors.js';
+import { DataDirLockedError, PendingMigrationsError } from '../errors.js';
+import { requireMigrated } from '../db/migrate.js';
 import { lockDataDir, type DataDirLock } from '../db/datadir-lock.js';
 import { isDatabaseUnavailable } from '../failures.js';
 import type { Logger } from '../log.js';
@@ -52,6 +53,19 @@ export interface RunningServer {
    * its bound and finishes in the background; a process should exit rather than wait.
    */
   stop(): Promise<{ drained: boolean }>;
+}
+
+/**
+ * MIGRATE=off: a pending migration stops the start (exit 1), as it does every other command's. A
+ * database that cannot be opened or read is left to /readyz and the health tracker.
+ * @throws {PendingMigrationsError}
+ */
+async function refusePendingMigrations(opening: Promise<Database>, schema: string): Promise<void> {
+  const db = await opening.catch(() => undefined);
+  if (db === undefined) return;
+  await requireMigrated(db.pool, schema).catch((err: unknown) => {
+    if (err instanceof PendingMigrationsError) throw err;
+  });
 }
 
 /** `serve`'s lifecycle. Most callers want {@link startServe}. */
@@ -138,6 +152,7 @@ export class Serve implements RunningServer {
         ),
       { timeoutMs: CLOSE_TIMEOUT_MS },
     );
+    if (config.database.migrate === 'off') await refusePendingMigrations(opening, config.database.schema);
     const database: ServeDatabase = new ServeDatabase({
       config,
       log,

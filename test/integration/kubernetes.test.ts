@@ -176,6 +176,7 @@ interface Probe {
   httpGet?: { path: string; port: string | number; scheme?: string; httpHeaders?: unknown[] };
 }
 interface Container {
+  name: string;
   args?: string[];
   image: string;
   env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
@@ -189,6 +190,7 @@ interface Container {
 }
 interface PodSpec {
   containers: Container[];
+  initContainers?: Container[];
   volumes?: { name: string; secret?: { secretName: string }; configMap?: { name: string }; emptyDir?: object }[];
   securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; runAsGroup?: number };
   automountServiceAccountToken?: boolean;
@@ -198,6 +200,8 @@ interface ConfigMap extends K8sObject {
 }
 
 const SECRET = 'analytics-exporter';
+/** The schema owner's DATABASE_URL, for the `migrate` init container only. */
+const MIGRATE_SECRET = 'analytics-exporter-migrate';
 const known = new Set(SETTINGS.map((s) => s.env));
 
 /**
@@ -242,6 +246,27 @@ function expectPod(objects: K8sObject[], pod: PodSpec, command: string): Map<str
   return env;
 }
 
+/**
+ * The pod's `migrate` init container: the same image, the owner's DATABASE_URL from its own Secret,
+ * no sources file nor the runtime's Secret; the runtime container (`env`) refuses to migrate.
+ */
+function expectMigrateInit(pod: PodSpec, env: Map<string, string | undefined>): void {
+  expect(pod.initContainers?.map((c) => c.name)).toEqual(['migrate']);
+  const init = pod.initContainers![0]!;
+  expect(init.args).toEqual(['migrate']);
+  expect(init.image).toBe(pod.containers[0]!.image);
+  expect(init.env?.find((v) => v.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({ name: MIGRATE_SECRET, key: 'database_url' });
+  expect(init.env?.find((v) => v.name === 'CONFIG_FILE')).toEqual({ name: 'CONFIG_FILE', value: '' });
+  for (const variable of init.env ?? []) expect(known.has(variable.name), `migrate: ${variable.name} is not a configuration variable`).toBe(true);
+  const secretVolumes = new Set((pod.volumes ?? []).filter((v) => v.secret !== undefined).map((v) => v.name));
+  expect(
+    (init.volumeMounts ?? []).filter((m) => secretVolumes.has(m.name)),
+    "no mount of the runtime's Secret",
+  ).toEqual([]);
+  expect(init.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+  expect(env.get('MIGRATE'), 'the runtime role does not migrate').toBe('off');
+}
+
 /** The sources file loaded by loadConfig, every client_secret_file under `secretDir` (the Secret's mount) made a temp file. */
 function loadSources(text: string, secretDir: string, env: Map<string, string | undefined>): ReturnType<typeof loadConfig> {
   const dir = mkdtempSync(join(tmpdir(), 'kubernetes-sources-'));
@@ -273,8 +298,9 @@ describe('the serve overlay', () => {
     'Service',
   );
 
-  it('runs serve in two non-root replicas on PostgreSQL, probed on /healthz and /readyz', () => {
+  it('runs serve in two non-root replicas on PostgreSQL, migrated by the owner first, probed on /healthz and /readyz', () => {
     const env = expectPod(objects, pod, 'serve');
+    expectMigrateInit(pod, env);
     expect(deployment.spec.replicas).toBe(2);
     expect(env.get('SYNC_SCHEDULE'), 'every replica keeps every source schedule').toBeUndefined();
     const port = container.ports?.find((p) => p.containerPort === DEFAULT_METRICS_PORT);
@@ -319,10 +345,11 @@ describe('the serve overlay', () => {
 describe('the cronjob overlay', () => {
   const objects = rendered.cronjob;
 
-  it('runs sync in a CronJob that forbids overlapping runs, and no serve', () => {
+  it('runs sync in a CronJob that forbids overlapping runs, migrated by the owner first, and no serve', () => {
     const cronJob = find<K8sObject & { spec: { concurrencyPolicy: string; jobTemplate: { spec: { template: { spec: PodSpec } } } } }>(objects, 'CronJob');
     expect(cronJob.spec.concurrencyPolicy).toBe('Forbid');
-    expectPod(objects, cronJob.spec.jobTemplate.spec.template.spec, 'sync');
+    const pod = cronJob.spec.jobTemplate.spec.template.spec;
+    expectMigrateInit(pod, expectPod(objects, pod, 'sync'));
     expect(objects.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'ConfigMap', 'CronJob', 'ServiceAccount']);
   });
 });

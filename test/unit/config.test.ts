@@ -40,7 +40,7 @@ describe('loadConfig', () => {
       retryMaxDelayMs: 30_000,
     });
     expect(config.sources[0]!.upstream!.tokenUrl.href).toBe('https://auth.example.test/connect/token');
-    expect(config.database).toEqual({ url: undefined, tls: { mode: 'disable', roots: 'system' }, schema: 'analytics', dataDir: './data' });
+    expect(config.database).toEqual({ url: undefined, tls: { mode: 'disable', roots: 'system' }, schema: 'analytics', migrate: 'auto', dataDir: './data' });
     expect(config.logLevel).toBe('info');
   });
 

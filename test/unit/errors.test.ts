@@ -16,6 +16,8 @@ import {
   DatabaseError,
   DatabaseOpenError,
   InconsistentWindowError,
+  PendingMigrationsError,
+  ReadOnlyDatabaseError,
   InvalidArgumentError,
   UpstreamLimitError,
   UpstreamTimeoutError,
@@ -298,6 +300,21 @@ const FAILURES: Array<[name: string, build: () => unknown, expected: Expected]> 
   ],
   ['DATA_DIR not openable', () => new DatabaseOpenError('cannot create /data (EROFS)'), fails('ERR_DATABASE', 'database', false)],
   ['a database operation failing', () => new DatabaseError('COPY stored 3 rows of 4'), fails('ERR_DATABASE', 'database', false)],
+  [
+    'a migration pending (MIGRATE=off, or a command that reads)',
+    () => new PendingMigrationsError('analytics', ['20261129000000000_footprint']),
+    fails('ERR_DATABASE', 'database', false),
+  ],
+  [
+    'a read-only database',
+    () => new ReadOnlyDatabaseError('the database is read-only (default_transaction_read_only / hot standby): … [25006]'),
+    fails('ERR_DATABASE', 'database', false),
+  ],
+  [
+    'a 25006 met by a statement (ours)',
+    () => databaseError('recording the run', pgError('cannot execute INSERT in a read-only transaction', '25006')),
+    fails('ERR_DATABASE', 'database', false),
+  ],
   ['a query failing (ours)', () => databaseError('reading the watermark', pgError('syntax error', '42601')), fails('ERR_DATABASE', 'database', false)],
   ['the database unreachable (ours)', () => databaseError('migrating schema analytics', refused), unavailable('ERR_DATABASE', false)],
   ['ECONNREFUSED', () => refused, unavailable('ECONNREFUSED')],
@@ -361,6 +378,19 @@ describe('every failure', () => {
       if (BASES.includes(name)) continue;
       expect(thrownClasses.has(cls), `no failure of class ${name}`).toBe(true);
     }
+  });
+});
+
+describe('databaseError', () => {
+  it('names a read-only database for SQLSTATE 25006, and only for it', () => {
+    const readOnly = databaseError('migrating schema analytics', pgError('cannot execute CREATE SCHEMA in a read-only transaction', '25006'));
+    expect(readOnly).toBeInstanceOf(ReadOnlyDatabaseError);
+    expect(readOnly.message).toBe(
+      'the database is read-only (default_transaction_read_only / hot standby): migrating schema analytics: cannot execute CREATE SCHEMA in a read-only transaction [25006]',
+    );
+    const other = databaseError('migrating schema analytics', pgError('permission denied for database postgres', '42501'));
+    expect(other).not.toBeInstanceOf(ReadOnlyDatabaseError);
+    expect(other.message).toBe('migrating schema analytics: permission denied for database postgres [42501]');
   });
 });
 

@@ -93,7 +93,7 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     verifiedThrough: verifiedThrough(windows, left),
     repairs,
   };
-  if (options.from === undefined && options.to === undefined) await ctx.store.session((session) => session.ledger.recordVerified(result.verifiedThrough));
+  if (options.from === undefined && options.to === undefined) await recordVerified(ctx, result.verifiedThrough);
   const summary = { windows: result.windows, drifted: result.drifted.length, left: left.length, requests: result.requests };
   const stopped = options.signal?.aborted === true;
   if (left.length > 0)
@@ -154,4 +154,15 @@ function verifiedThrough(windows: readonly StoredWindow[], left: readonly Drifte
     through = w.end;
   }
   return through;
+}
+
+/** A role with SELECT alone (42501), or a read-only database (25006), audits without recording its verified-through. */
+async function recordVerified(ctx: { store: SyncDeps['store']; log: SyncDeps['log'] }, through: number | undefined): Promise<void> {
+  try {
+    await ctx.store.session((session) => session.ledger.recordVerified(through));
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code !== '42501' && code !== '25006') throw err;
+    ctx.log.warn({ err }, 'audit: verified-through not recorded: this role may not update sync_state, or the database is read-only');
+  }
 }
