@@ -3,7 +3,7 @@
 # every other scripts/ensure-*.sh beside this one installs, and the small tools below. Each
 # ensure script answers `--missing` with the Debian packages it would install, one a line, and
 # installs them when run without arguments; a new one is picked up here as it is added.
-# When all is there it prints nothing and takes a few milliseconds. As root it installs what is
+# When all is there it prints nothing and takes about 30 ms. As root it installs what is
 # missing with apt-get (through the ensure scripts, then the small tools in one apt-get call).
 # Otherwise, or with ENSURE_NO_INSTALL=1, it installs nothing and exits 1 with one line naming
 # the command that would install it.
