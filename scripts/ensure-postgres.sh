@@ -3,6 +3,8 @@
 # integration tests, installing Debian's `postgresql` package if they are missing, and prints
 # the version found. Searches where test/helpers/postgres.ts does: `pg_config --bindir`, then
 # the highest /usr/lib/postgresql/<version>/bin, then PATH. Safe to run again and again.
+# `--missing` prints the package it would install (nothing when all is there) and installs
+# nothing: scripts/ensure-test-tools.sh asks every ensure-*.sh this way.
 set -euo pipefail
 
 has_server() { [[ -x "$1/initdb" && -x "$1/pg_ctl" && -x "$1/postgres" ]]; }
@@ -20,6 +22,8 @@ find_bindir() {
 }
 
 fail() { echo "ensure-postgres: $*" >&2; exit 1; }
+
+if [[ ${1:-} == --missing ]]; then find_bindir >/dev/null || echo postgresql; exit 0; fi
 
 if ! bindir=$(find_bindir); then
   echo "ensure-postgres: no PostgreSQL server binaries found; installing the postgresql package"

@@ -2,7 +2,8 @@
 # Makes sure the `prometheus` server and `promtool` are installed for the integration tests
 # (test/helpers/prometheus.ts), installing Debian's `prometheus` package if either is missing,
 # and prints the versions found. Looks on PATH, then in /usr/bin, like the test helper does.
-# Safe to run again and again.
+# Safe to run again and again. `--missing` prints the package it would install (nothing when
+# all is there) and installs nothing: scripts/ensure-test-tools.sh asks every ensure-*.sh this way.
 #
 # The package's postinst would start a system Prometheus service (on :9090) where it can. The
 # tests start their own servers, so the install runs with a policy-rc.d that forbids service
@@ -21,6 +22,11 @@ find_bin() {
 
 # Pids of running processes named exactly "prometheus", one a line.
 prometheus_pids() { pgrep -x prometheus || true; }
+
+if [[ ${1:-} == --missing ]]; then
+  { find_bin prometheus && find_bin promtool; } >/dev/null || echo prometheus
+  exit 0
+fi
 
 if ! find_bin prometheus >/dev/null || ! find_bin promtool >/dev/null; then
   echo "ensure-prometheus: prometheus or promtool not found; installing the prometheus package"

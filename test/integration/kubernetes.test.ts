@@ -5,7 +5,7 @@
  * each other and the code (ports, probes, labels, the sources file through the program's own
  * loader; the TLS and basic auth example's probes sent to a server with its web configuration),
  * and the rules inside the rendered PrometheusRule put through the promtool unit tests of
- * prometheus/rules/. No cluster is needed; kubectl must be installed (.ci/run installs Debian's
+ * prometheus/rules/. No cluster is needed; kubectl must be installed (`npm test` installs Debian's
  * kubernetes-client where there is none).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -45,7 +45,7 @@ function findKubectl(): string {
   const dirs = [...(process.env.PATH ?? '').split(delimiter).filter((dir) => dir !== ''), '/usr/bin'];
   const found = dirs.map((dir) => resolve(dir, 'kubectl')).find((path) => existsSync(path));
   if (found === undefined) {
-    throw new Error('kubectl not found on PATH or at /usr/bin/kubectl: install it (Debian: apt-get install kubernetes-client; .ci/run does)');
+    throw new Error('kubectl not found on PATH or at /usr/bin/kubectl: install it (Debian: apt-get install kubernetes-client; npm test does as root)');
   }
   return found;
 }

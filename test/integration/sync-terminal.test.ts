@@ -29,7 +29,7 @@ const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
  * Runs `sync` over SYNC_START–SYNC_END in a detached tmux session of 100 × 30 with exactly `env`
  * (plus PATH), then the shell's `exit=<status>`; returns the whole screen once that line shows.
  * With `interruptWhenBarShows`, Ctrl-C is typed as soon as the progress bar is on the screen.
- * tmux is required: `.ci/run` installs it.
+ * tmux is required: `npm test` installs it (scripts/ensure-test-tools.sh).
  */
 async function syncOnTerminal(harness: SyncCliHarness, env: Record<string, string>, options: { interruptWhenBarShows?: boolean } = {}): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'sync-terminal-'));
