@@ -14,6 +14,7 @@ import {
   InconsistentWindowError,
   InvalidArgumentError,
   ResponseTooLargeError,
+  SessionEndedError,
   TokenBodyError,
   TokenRequestError,
   TokenResponseError,
@@ -76,6 +77,8 @@ const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => F
   row(DataDirLockedError, 'database', EXIT_FAILURE),
   row(DatabaseError, 'database', EXIT_FAILURE),
   row(DatabaseOpenError, 'database', EXIT_FAILURE),
+  // Not unavailable (isDatabaseUnavailable) unless a shutdown ended it: a setting did, or an administrator.
+  row(SessionEndedError, 'database', EXIT_FAILURE),
 ]);
 
 /** The row of the nearest class with one; for an error we did not make, `database` or `other`, 1, `error`. Never throws. */
