@@ -198,6 +198,25 @@ export class DatabaseError extends ExporterError {
   readonly code = 'ERR_DATABASE';
 }
 
+/**
+ * PostgreSQL ended the session, or canceled its statement (57014), for a reason of its own: a
+ * timeout setting (`setting`), an administrator, a shutdown. The server is not unreachable.
+ */
+export class SessionEndedError extends DatabaseError {
+  constructor(
+    /** The SQLSTATE the server sent (25P03). */
+    readonly sqlstate: string,
+    /** Its condition name (idle_in_transaction_session_timeout, admin_shutdown). */
+    readonly condition: string,
+    /** The server setting that ended it; undefined when none did. */
+    readonly setting: string | undefined,
+    message: string,
+    options: ExporterErrorOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
 /** DATA_DIR or a file in it could not be created, opened or locked; the message names the errno code. */
 export class DatabaseOpenError extends DatabaseError {}
 

@@ -16,6 +16,7 @@ import {
   InconsistentWindowError,
   InvalidArgumentError,
   ResponseTooLargeError,
+  SessionEndedError,
   TokenBodyError,
   TokenRequestError,
   TokenResponseError,
@@ -80,6 +81,8 @@ const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => F
   row(DatabaseOpenError, 'database', EXIT_FAILURE),
   row(PendingMigrationsError, 'database', EXIT_FAILURE),
   row(ReadOnlyDatabaseError, 'database', EXIT_FAILURE),
+  // Not unavailable (isDatabaseUnavailable) unless a shutdown ended it: a setting did, or an administrator.
+  row(SessionEndedError, 'database', EXIT_FAILURE),
 ]);
 
 /** The row of the nearest class with one; for an error we did not make, `database` or `other`, 1, `error`. Never throws. */

@@ -52,6 +52,7 @@ export const SETTING_GROUPS: readonly SettingGroup[] = [
       'SYNC_LOOKBACK',
       'SYNC_PAGE_SIZE',
       'SYNC_CONCURRENCY',
+      'SYNC_READ_AHEAD',
       'SYNC_WINDOW_ATTEMPTS',
       'SYNC_MIN_SPLIT',
       'SYNC_SHRINK',

@@ -203,6 +203,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
     lookbackMs: v.SYNC_LOOKBACK,
     pageSize: v.SYNC_PAGE_SIZE,
     concurrency: v.SYNC_CONCURRENCY,
+    readAheadBytes: v.SYNC_READ_AHEAD,
     windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
     minSplitMs: v.SYNC_MIN_SPLIT,
     toDate: v.UPSTREAM_TO_DATE,

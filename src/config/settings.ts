@@ -186,6 +186,12 @@ const SETTING_TABLE = {
   SYNC_LOOKBACK: { flag: '--sync-lookback', default: '1h', help: 'each run re-reads this much before the watermark', schema: durationOrZero('1h') },
   SYNC_PAGE_SIZE: { flag: '--sync-page-size', default: '1000', help: 'E6 pageSize, 1 to 1000', schema: wholeNumber(1, 1000) },
   SYNC_CONCURRENCY: { flag: '--sync-concurrency', default: '4', help: 'E6 pages fetched at once, 1 to 32', schema: wholeNumber(1, 32) },
+  SYNC_READ_AHEAD: {
+    flag: '--sync-read-ahead',
+    default: '32MiB',
+    help: 'bytes of E6 bodies a window reads into memory before its transaction opens; a larger window streams, its transaction open meanwhile; 0 = stream all',
+    schema: byteSize('32MiB', 0, 1024 ** 3),
+  },
   SYNC_WINDOW_ATTEMPTS: {
     flag: '--sync-window-attempts',
     default: '3',

@@ -47,6 +47,7 @@ const SYNC_KEYS: Readonly<Record<string, string>> = {
   lookback: 'SYNC_LOOKBACK',
   page_size: 'SYNC_PAGE_SIZE',
   concurrency: 'SYNC_CONCURRENCY',
+  read_ahead: 'SYNC_READ_AHEAD',
   window_attempts: 'SYNC_WINDOW_ATTEMPTS',
   min_split: 'SYNC_MIN_SPLIT',
   schedule: 'SYNC_SCHEDULE',

@@ -83,6 +83,8 @@ export interface SyncConfig {
   lookbackMs: number;
   pageSize: number;
   concurrency: number;
+  /** SYNC_READ_AHEAD: bytes of E6 bodies read before a window's transaction opens. */
+  readAheadBytes: number;
   windowAttempts: number;
   /** Slices are cut on its multiples since the epoch. */
   minSplitMs: number;

@@ -6,6 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { AbortedError, DatabaseError, ReadOnlyDatabaseError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { sessionEnded } from './session-end.js';
 import { connectionAttempts, describeTls, fallsBack, isTlsFailure, resolveDatabaseTarget, type DatabaseTarget } from './tls.js';
 
 export type Pool = pg.Pool;
@@ -143,36 +144,51 @@ export function describeConfiguredDatabase(database: { url?: string | undefined;
   return database.url !== undefined ? describeDatabase(database.url) : `the embedded database in ${database.dataDir}`;
 }
 
-/** Runs `fn` with a client, released in `finally`; with the error after a throw, so pg discards it. */
+/** A checked-out client's first 'error' event: the FATAL of a session the server ended. */
+const connectionErrors = new WeakMap<PoolClient, Error>();
+
+/**
+ * Runs `fn` with a client, released in `finally`; with the error after a throw, so pg discards it.
+ * @throws what `fn` throws; a SessionEndedError (session-end.ts) when the server ended the session.
+ */
 export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let failure: Error | undefined;
   // The pool listens on idle clients only: a checked-out client's 'error' would kill the process.
   const onError = (err: Error) => {
     failure ??= err;
+    if (!connectionErrors.has(client)) connectionErrors.set(client, err);
   };
   client.on('error', onError);
   try {
     return await fn(client);
   } catch (err) {
+    const ended = sessionEnded(err, connectionErrors.get(client));
     failure = err as Error;
-    throw err;
+    throw ended ?? err;
   } finally {
     client.off('error', onError);
+    connectionErrors.delete(client);
     client.release(failure);
   }
 }
 
-/** BEGIN … COMMIT around `fn`; a throw rolls back (a failed rollback is swallowed) and rethrows. */
+/**
+ * BEGIN … COMMIT around `fn`; a throw rolls back (a failed rollback is swallowed) and rethrows.
+ * @throws what `fn` or the database throws; a SessionEndedError when the server ended the session.
+ */
 export async function withTransaction<T>(client: PoolClient, fn: (client: PoolClient) => Promise<T>): Promise<T> {
-  await client.query('begin');
+  const named = (err: unknown): unknown => sessionEnded(err, connectionErrors.get(client)) ?? err;
+  await client.query('begin').catch((err: unknown) => {
+    throw named(err);
+  });
   try {
     const result = await fn(client);
     await client.query('commit');
     return result;
   } catch (err) {
     await client.query('rollback').catch(() => undefined);
-    throw err;
+    throw named(err);
   }
 }
 

@@ -272,6 +272,7 @@ describe('sync settings', () => {
       lookbackMs: 3_600_000,
       pageSize: 1000,
       concurrency: 4,
+      readAheadBytes: 32 * 1024 ** 2,
       windowAttempts: 3,
       minSplitMs: 1000,
       toDate: 'auto',

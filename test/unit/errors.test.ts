@@ -25,6 +25,7 @@ import {
 } from '../../src/errors.js';
 import { classifyFailure, failureReason, isDatabaseUnavailable } from '../../src/failures.js';
 import { databaseError } from '../../src/db/pool.js';
+import { sessionEnded } from '../../src/db/session-end.js';
 import { silentLogger } from '../helpers/silent-logger.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { readAtSmallerPages } from '../../src/sync/read/oversize.js';
@@ -322,6 +323,18 @@ const FAILURES: Array<[name: string, build: () => unknown, expected: Expected]> 
   ['Connection terminated unexpectedly', () => terminated, unavailable(undefined)],
   ['a connect timeout', () => connectTimeout, unavailable(undefined)],
   ['57P01 admin shutdown', () => adminShutdown, unavailable('57P01')],
+  // The FATAL behind pg's "not queryable", named (src/db/session-end.ts): a setting, not an outage…
+  [
+    '25P03 idle_in_transaction_session_timeout',
+    () =>
+      sessionEnded(
+        new Error('Client has encountered a connection error and is not queryable'),
+        pgError('terminating connection due to idle-in-transaction timeout', '25P03'),
+      ),
+    fails('ERR_DATABASE', 'database', false),
+  ],
+  // …but a shutdown still is one.
+  ['57P01 named', () => sessionEnded(new Error('Connection terminated unexpectedly'), adminShutdown), unavailable('ERR_DATABASE', false)],
   ['57P03 starting up', () => pgError('the database system is starting up', '57P03'), unavailable('57P03')],
   ['08006 connection failure', () => pgError('connection failure', '08006'), unavailable('08006')],
   ['an Error over a lost connection', () => new Error('sync run failed', { cause: terminated }), unavailable(undefined)],

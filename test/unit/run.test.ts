@@ -519,3 +519,33 @@ describe('window membership under a filter time the records do not carry (E6 fil
     expect(runs).toBe(60);
   });
 });
+
+describe("a window's transaction and its reads (SYNC_READ_AHEAD)", () => {
+  /** Whether a request reads inside window 0, [T0, T0 + 1h]. */
+  const inFirstWindow = (q: { startDate: Date; toDate?: Date }) => q.startDate.getTime() < T0 + HOUR && (q.toDate?.getTime() ?? Infinity) <= T0 + HOUR;
+
+  it.each([
+    ['32MiB', 'opens once every page of the window is read', 0],
+    ['0', 'opens before any page past the bound, reads going on in it', 1],
+  ])('SYNC_READ_AHEAD=%s: the transaction %s; the same records either way', async (bound, _what, readsInside) => {
+    // A record a minute: 60 a window, pages of 10, so each window takes several requests.
+    const data = records(T0, 180, 60_000);
+    const { store, e6, run } = harness(data);
+    const order: string[] = [];
+    e6.fault = (q) => {
+      if (inFirstWindow(q)) order.push('read');
+      return undefined;
+    };
+    // Called as each window's transaction begins.
+    store.loseSessionAt = (w) => {
+      order.push(`begin ${w.start === T0 ? 'first' : 'later'}`);
+      return false;
+    };
+    const result = loaded(await run({ from: FROM, to: TO }, { SYNC_READ_AHEAD: bound }));
+    expect(result).toMatchObject({ status: 'succeeded', windows: 3, records: 180 });
+    expect(storedIds(store)).toEqual(ids(data));
+    const begin = order.indexOf('begin first');
+    expect(order.filter((o) => o === 'read').length).toBeGreaterThan(1);
+    expect(order.slice(begin).includes('read')).toBe(readsInside === 1);
+  });
+});

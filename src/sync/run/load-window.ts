@@ -1,13 +1,27 @@
 /**
- * Storing one window in one transaction: cleared, each leaf page written as it comes, the derived
- * tables and the ledger last. Design: docs/design/sync-run.md, docs/design/keep-union.md.
+ * Storing one window in one transaction: its leaf pages read ahead into memory up to
+ * SYNC_READ_AHEAD, then cleared, each page written in the order read, the derived tables and the
+ * ledger last. Only a window over the bound has its transaction open while the rest is read.
+ * Design: docs/design/sync-run.md, docs/design/keep-union.md.
  */
 import { coerceError } from '../../errors.js';
 import type { LoadContext, WindowJob } from './context.js';
 import type { FieldChange } from './field-contract.js';
 import { inexactCounts, mergeFields, mergeRollupCounts, uncatalogueRecords, type RollupCounts, type WindowFields } from '../derived/index.js';
+import type { PreparedPage } from '../read/prepare.js';
+import type { Leaf } from '../read/reader.js';
 import type { WindowWriter } from '../store/ports.js';
 import { emptyTally, windowSummary, type ShrunkWindow, type WindowSummary, type WindowTally } from './summary.js';
+import { iso } from '../windows.js';
+
+/** A window's leaves taken before its transaction: `held` in order, then `rest` when over the bound. */
+interface ReadAhead {
+  held: Leaf<PreparedPage>[];
+  rest: AsyncGenerator<Leaf<PreparedPage>, void, undefined> | undefined;
+}
+
+/** Runs whose first window over SYNC_READ_AHEAD was logged at info; later ones go to debug. */
+const streamedRuns = new WeakSet<LoadContext>();
 
 /**
  * The reader forgets the window afterwards, whatever happened.
@@ -15,23 +29,65 @@ import { emptyTally, windowSummary, type ShrunkWindow, type WindowSummary, type 
  */
 export async function loadWindow(ctx: LoadContext, job: WindowJob): Promise<WindowSummary & { watermark: number | undefined }> {
   const started = performance.now();
+  let ahead: ReadAhead | undefined;
   try {
-    const { summary, fields } = await ctx.session.inWindow({ window: job.window, runId: ctx.runId }, (writer) => storeWindow(ctx, job, writer, started));
+    ahead = await readAhead(ctx, job);
+    const leaves = ahead;
+    const { summary, fields } = await ctx.session.inWindow({ window: job.window, runId: ctx.runId }, (writer) =>
+      storeWindow(ctx, { job, leaves }, writer, started),
+    );
     ctx.contract?.committed(fields);
     return summary;
   } finally {
+    await ahead?.rest?.return();
     ctx.reader.drop(job.index);
   }
+}
+
+/**
+ * The window's leaves in reading order until they hold SYNC_READ_AHEAD bytes of E6 bodies; past
+ * that the rest is left to stream (logged). @throws what the reader throws; no transaction is open.
+ */
+async function readAhead(ctx: LoadContext, job: WindowJob): Promise<ReadAhead> {
+  const leaves = ctx.reader.leaves(job.index);
+  const held: Leaf<PreparedPage>[] = [];
+  const limit = ctx.settings.readAheadBytes;
+  let bytes = 0;
+  while (bytes < limit) {
+    const next = await leaves.next();
+    if (next.done === true) return { held, rest: undefined };
+    held.push(next.value);
+    bytes += bodyBytes(next.value.page);
+  }
+  const first = !streamedRuns.has(ctx);
+  streamedRuns.add(ctx);
+  ctx.log[first ? 'info' : 'debug'](
+    { runId: ctx.runId, window: [iso(job.window.start), iso(job.window.end)], pagesHeld: held.length, bytesHeld: bytes, readAheadBytes: limit },
+    "window over SYNC_READ_AHEAD: its transaction opens now and stays open while the rest of its pages are read (a database's idle_in_transaction_session_timeout may end it); raise SYNC_READ_AHEAD to read it whole first",
+  );
+  return { held, rest: leaves };
+}
+
+/** Bytes of the E6 body a prepared page holds; a page not read from E6 (tests) by its records' JSON. */
+function bodyBytes(page: PreparedPage): number {
+  const rows = page.rows;
+  return 'text' in rows ? (rows.bytes?.byteLength ?? rows.text.length) : JSON.stringify(rows.records).length;
+}
+
+/** The held leaves, each let go once taken, then the rest as the reader gives them. */
+async function* inOrder(ahead: ReadAhead): AsyncGenerator<Leaf<PreparedPage>, void, undefined> {
+  for (let leaf = ahead.held.shift(); leaf !== undefined; leaf = ahead.held.shift()) yield leaf;
+  if (ahead.rest !== undefined) yield* ahead.rest;
 }
 
 /** @param started `performance.now()` when the load began. */
 async function storeWindow(
   ctx: LoadContext,
-  job: WindowJob,
+  load: { job: WindowJob; leaves: ReadAhead },
   writer: WindowWriter,
   started: number,
 ): Promise<{ summary: WindowSummary & { watermark: number | undefined }; fields: WindowFields }> {
-  const { window, index } = job;
+  const { window, index } = load.job;
   const keep = ctx.settings.shrink === 'keep';
   const tally = emptyTally();
   tally.replaced = await writer.clear(keep);
@@ -39,7 +95,7 @@ async function storeWindow(
   const rollup: RollupCounts = { exact: true, hourly: new Map(), distinct: new Map() };
   const breaches = new Map<string, FieldChange>();
   const owned: string[] = [];
-  await writeLeaves(ctx, job, writer, { tally, fields, rollup, breaches, owned });
+  await writeLeaves(ctx, load.leaves, writer, { tally, fields, rollup, breaches, owned });
   const stored = await writer.end(owned);
   // Quarantined records count: E6 still returns them.
   const returned = stored.records + tally.quarantined + stored.refused.length;
@@ -64,7 +120,7 @@ async function storeWindow(
 
 async function writeLeaves(
   ctx: LoadContext,
-  job: WindowJob,
+  leaves: ReadAhead,
   writer: WindowWriter,
   into: { tally: WindowTally; fields: WindowFields; rollup: RollupCounts; breaches: Map<string, FieldChange>; owned: string[] },
 ): Promise<void> {
@@ -74,7 +130,7 @@ async function writeLeaves(
   const countRollup = (records: readonly unknown[], keep: readonly number[], times: readonly (number | null)[]) =>
     ctx.walk.observe(records, keep, times, false).rollup;
   try {
-    for await (const leaf of ctx.reader.leaves(job.index)) {
+    for await (const leaf of inOrder(leaves)) {
       // Here, where pages are written in window order (docs/design/derived-tables.md).
       const frozen = ctx.contract?.freeze(leaf.page, countRollup);
       const page = frozen?.page ?? leaf.page;
