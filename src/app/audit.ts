@@ -26,7 +26,7 @@ export interface AuditOutcome {
 export async function auditSources(config: Config, log: Logger, options: Omit<AuditOptions, 'now'> & { sources?: readonly string[] }): Promise<AuditOutcome[]> {
   const sources = selectSources(config, options.sources);
   // One connection for the comparison's lock, one for a repair run.
-  const db = await openDatabase(config, log, 2);
+  const db = await openDatabase(config, log, 2, undefined, { locks: options.repair === true });
   try {
     await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
     const { sources: _names, ...auditOptions } = options;

@@ -5,6 +5,7 @@
 import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
 import { createPool, describeDatabase } from '../db/pool.js';
+import { requireOwnSessions } from '../db/pooler.js';
 import { readDatabaseTls } from '../db/tls.js';
 import { withTrailingSlash, type Config, type SourceConfig } from '../config.js';
 import { describeError, displayUrl } from '../errors.js';
@@ -18,7 +19,7 @@ type StepStatus = 'ok' | 'FAIL' | 'skip';
 
 /** One line of `check` output. */
 export interface StepResult {
-  step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database';
+  step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database' | 'pooling';
   status: StepStatus;
   detail: string;
   /** Absent for configuration and database. */
@@ -103,6 +104,8 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
         await pool.end().catch(() => undefined);
       }
     });
+    // Its own step: a pooler sharing servers breaks the advisory locks (src/db/pooler.ts).
+    await step('pooling', report, () => requireOwnSessions({ url, tls: readDatabaseTls(config.database.tls) }, log));
   }
   return !failed;
 }

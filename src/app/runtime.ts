@@ -5,6 +5,7 @@
 import type { Config, SourceConfig, UpstreamConfig } from '../config.js';
 import type { DataDirLock } from '../db/datadir-lock.js';
 import { createPool, type Pool } from '../db/pool.js';
+import { requireOwnSessions } from '../db/pooler.js';
 import { PLAIN_TLS, readDatabaseTls } from '../db/tls.js';
 import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
@@ -21,15 +22,24 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/** What the command opening the database does with it. */
+export interface OpenOptions {
+  /** Takes advisory locks or writes: a DATABASE_URL behind transaction or statement pooling is refused. */
+  locks?: boolean;
+}
+
 /**
  * DATABASE_URL, or the embedded database under DATA_DIR when it is unset.
  * @param lock DATA_DIR when the caller locked it already; otherwise the embedded database locks it.
  * @throws {DataDirLockedError} when another process holds DATA_DIR; {@link DatabaseOpenError}
- *   (`ERR_DATABASE`) when the embedded database cannot be opened.
+ *   (`ERR_DATABASE`) when the embedded database cannot be opened; `DatabaseError` for a pooler
+ *   sharing server connections when `options.locks` (src/db/pooler.ts).
  */
-export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock): Promise<Database> {
+export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock, options: OpenOptions = {}): Promise<Database> {
   if (config.database.url !== undefined) {
-    const pool = createPool({ url: config.database.url, tls: readDatabaseTls(config.database.tls) }, log, { max: maxConnections });
+    const target = { url: config.database.url, tls: readDatabaseTls(config.database.tls) };
+    if (options.locks === true) await requireOwnSessions(target, log);
+    const pool = createPool(target, log, { max: maxConnections });
     return { pool, store: storeOf(pool, config, log), embedded: false, close: () => pool.end() };
   }
   // Loaded here, so that a process with DATABASE_URL never loads PGlite.

@@ -48,7 +48,7 @@ export async function syncSources(
 ): Promise<SourceOutcome[]> {
   const sources = selectSources(config, options.sources);
   const concurrency = Math.min(config.syncSourceConcurrency, sources.length);
-  const db = await openDatabase(config, log, concurrency + 1);
+  const db = await openDatabase(config, log, concurrency + 1, undefined, { locks: true });
   try {
     // The rollup before the sources start, rather than their first runs contending for its lock.
     await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
