@@ -59,7 +59,8 @@ export async function openDatabase(config: Config, log: Logger, maxConnections =
 }
 
 export function storeOf(pool: Pool, config: Config, log: Logger): PgStore {
-  return new PgStore({ pool, schema: config.database.schema, tables: config.tables, log });
+  const lockWaits = { watch: config.database.url !== undefined, timeoutMs: config.database.lockTimeoutMs };
+  return new PgStore({ pool, schema: config.database.schema, tables: config.tables, log, lockWaits });
 }
 
 export interface Upstream {

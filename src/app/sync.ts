@@ -59,7 +59,8 @@ export async function syncSources(
       try {
         const upstream = await openSourceUpstream(source, sourceLog);
         try {
-          const deps = sourceSyncDeps(config, source, { store: db.store.forSource(source.name, sourceLog), client: upstream.client, log: sourceLog, observer });
+          const store = db.store.forSource(source.name, sourceLog, (wait) => observer?.lockWaited?.(wait));
+          const deps = sourceSyncDeps(config, source, { store, client: upstream.client, log: sourceLog, observer });
           const result = await runSync(deps, { ...runOptions, retention: false });
           return { source: source.name, log: sourceLog, result };
         } finally {

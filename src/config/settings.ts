@@ -153,6 +153,12 @@ const SETTING_TABLE = {
       .string()
       .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier: a-z, 0-9 and _, not starting with a digit, at most 63 characters'),
   },
+  DATABASE_LOCK_TIMEOUT: {
+    flag: '--database-lock-timeout',
+    default: 'off',
+    help: "a sync run's statement waiting on a lock this long fails the run, its window rolled back (lock_timeout, SQLSTATE 55P03), or 'off' to wait",
+    schema: durationOrOff('30s'),
+  },
   DATA_DIR: { flag: '--data-dir', default: './data', help: 'folder of the embedded database', schema: z.string() },
   SYNC_START_DATE: {
     flag: '--sync-start-date',

@@ -71,6 +71,8 @@ export interface DatabaseConfig {
   tls: DatabaseTlsSettings;
   schema: string;
   dataDir: string;
+  /** DATABASE_LOCK_TIMEOUT (ms): a window's wait on a lock fails it after this long; undefined: no bound. */
+  lockTimeoutMs: number | undefined;
 }
 
 export interface SyncConfig {
