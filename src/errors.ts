@@ -201,6 +201,9 @@ export class DatabaseError extends ExporterError {
 /** DATA_DIR or a file in it could not be created, opened or locked; the message names the errno code. */
 export class DatabaseOpenError extends DatabaseError {}
 
+/** DATABASE_URL's server connections are shared between clients (transaction or statement pooling): the locks would guard nothing. */
+export class SharedServersError extends DatabaseError {}
+
 /** Another process holds DATA_DIR: one process per embedded database. */
 export class DataDirLockedError extends ExporterError {
   readonly code = 'ERR_DATA_DIR_LOCKED';

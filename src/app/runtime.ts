@@ -2,10 +2,12 @@
  * What every long-running command opens and closes, as the application layer: the database
  * (DATABASE_URL or the embedded one) and the upstream client (the platform or the demo simulator).
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Config, SourceConfig, UpstreamConfig } from '../config.js';
 import type { DataDirLock } from '../db/datadir-lock.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { requireOwnSessions } from '../db/pooler.js';
+import { SharedServersError } from '../errors.js';
 import { PLAIN_TLS, readDatabaseTls } from '../db/tls.js';
 import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
@@ -56,6 +58,24 @@ export async function openDatabase(config: Config, log: Logger, maxConnections =
       await embedded.close();
     },
   };
+}
+
+/** How long `serve` waits for the pooling probe before it starts anyway (its opening probes again). */
+const SERVE_PROBE_WAIT_MS = 3_000;
+
+/**
+ * For `serve` before it starts: DATABASE_URL behind transaction or statement pooling refused at
+ * once. A database not reached within {@link SERVE_PROBE_WAIT_MS} is left to serve's own opening.
+ * @throws {SharedServersError} naming the pooling mode and the fix.
+ */
+export async function refuseSharedServers(config: Config, log: Logger): Promise<void> {
+  if (config.database.url === undefined) return;
+  const probe = requireOwnSessions({ url: config.database.url, tls: readDatabaseTls(config.database.tls) }, log).then(
+    () => undefined,
+    (err: unknown) => (err instanceof SharedServersError ? err : undefined),
+  );
+  const refused = await Promise.race([probe, delay(SERVE_PROBE_WAIT_MS, undefined, { ref: false })]);
+  if (refused !== undefined) throw refused;
 }
 
 export function storeOf(pool: Pool, config: Config, log: Logger): PgStore {

@@ -4,7 +4,7 @@
  * locks guard nothing. Probed with two connections of their own; design: docs/design/pooler.md.
  */
 import type { Logger } from '../log.js';
-import { DatabaseError } from '../errors.js';
+import { DatabaseError, SharedServersError } from '../errors.js';
 import { createPool, databaseError, describeDatabase, type PoolClient } from './pool.js';
 import type { DatabaseTarget } from './tls.js';
 
@@ -103,12 +103,12 @@ function describePooling(probe: PoolingProbe, where: string): string {
 /**
  * Refuses a database behind transaction or statement pooling, before any lock is taken; `check`'s
  * pooling step. @returns what was found, one line.
- * @throws {DatabaseError} naming the pooling mode and the fix; or as {@link probePooling}.
+ * @throws {SharedServersError} naming the pooling mode and the fix; {@link DatabaseError} as {@link probePooling}.
  */
 export async function requireOwnSessions(target: DatabaseTarget, log: Logger): Promise<string> {
   const probe = await probePooling(target, log);
   log.debug({ pooling: probe.mode, evidence: probe.evidence }, 'database pooling probed');
   const line = describePooling(probe, describeDatabase(target.url));
-  if (probe.mode !== 'session') throw new DatabaseError(line);
+  if (probe.mode !== 'session') throw new SharedServersError(line);
   return line;
 }

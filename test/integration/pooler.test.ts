@@ -31,7 +31,7 @@ async function runIntervals(schema: string): Promise<{ runs: { status: string; s
 
 describe('through PgBouncer', () => {
   for (const poolSize of [1, 4]) {
-    it(`transaction pooling, pool of ${poolSize}: four concurrent syncs of one source are refused at start; check fails naming the pooling`, async () => {
+    it(`transaction pooling, pool of ${poolSize}: four concurrent syncs of one source and serve are refused at start; check fails naming the pooling`, async () => {
       const s = await h.sim({ records: 3_000 });
       const schema = h.schema();
       const bouncer = await pooler('transaction', poolSize);
@@ -45,6 +45,12 @@ describe('through PgBouncer', () => {
       // Refused before migrating: nothing ran, so nothing overlapped.
       const { rows } = await h.pool.query<{ runs: string | null }>('select to_regclass($1)::text as runs', [`${schema}.sync_runs`]);
       expect(rows[0]!.runs).toBeNull();
+
+      // Not left serving without syncs: it does not start.
+      const serve = await runCli(['serve'], { ...env, METRICS_LISTEN: '127.0.0.1:0' }, 20_000);
+      expect(serve.code).toBe(1);
+      expect(serve.stderr).toContain('serve could not start');
+      expect(serve.stderr).toContain('is reached through a pooler in transaction pooling mode');
 
       const check = await runCli(['check'], env);
       expect(check.code).toBe(1);

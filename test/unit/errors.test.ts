@@ -15,6 +15,7 @@ import {
   DataDirLockedError,
   DatabaseError,
   DatabaseOpenError,
+  SharedServersError,
   InconsistentWindowError,
   InvalidArgumentError,
   UpstreamLimitError,
@@ -298,6 +299,12 @@ const FAILURES: Array<[name: string, build: () => unknown, expected: Expected]> 
   ],
   ['DATA_DIR not openable', () => new DatabaseOpenError('cannot create /data (EROFS)'), fails('ERR_DATABASE', 'database', false)],
   ['a database operation failing', () => new DatabaseError('COPY stored 3 rows of 4'), fails('ERR_DATABASE', 'database', false)],
+  // A refusal at start, not an outage: serve does not wait for it to pass.
+  [
+    'DATABASE_URL behind transaction pooling',
+    () => new SharedServersError('127.0.0.1:6432/analytics is reached through a pooler in transaction pooling mode'),
+    fails('ERR_DATABASE', 'database', false),
+  ],
   ['a query failing (ours)', () => databaseError('reading the watermark', pgError('syntax error', '42601')), fails('ERR_DATABASE', 'database', false)],
   ['the database unreachable (ours)', () => databaseError('migrating schema analytics', refused), unavailable('ERR_DATABASE', false)],
   ['ECONNREFUSED', () => refused, unavailable('ECONNREFUSED')],
