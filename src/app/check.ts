@@ -91,7 +91,7 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
     });
   } else {
     const url = config.database.url;
-    await step('database', report, async () => {
+    const reached = await step('database', report, async () => {
       // The pool every command uses, so that check tries the same TLS attempts (sslmode).
       const pool = createPool({ url, tls: readDatabaseTls(config.database.tls) }, log, { max: 1 });
       try {
@@ -105,7 +105,8 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
       }
     });
     // Its own step: a pooler sharing servers breaks the advisory locks (src/db/pooler.ts).
-    await step('pooling', report, () => requireOwnSessions({ url, tls: readDatabaseTls(config.database.tls) }, log));
+    if (reached) await step('pooling', report, () => requireOwnSessions({ url, tls: readDatabaseTls(config.database.tls) }, log));
+    else report({ step: 'pooling', status: 'skip', detail: 'not tried: no database' });
   }
   return !failed;
 }
