@@ -14,7 +14,7 @@ const h = useSyncCli();
 const TEN_DAYS_END = '2026-10-12T00:00:00Z';
 const RANGE = ['--from', SYNC_START, '--to', TEN_DAYS_END];
 
-async function pooler(poolMode: 'session' | 'transaction', poolSize: number): Promise<PgBouncer> {
+async function pooler(poolMode: 'session' | 'transaction' | 'statement', poolSize: number): Promise<PgBouncer> {
   const bouncer = await startPgBouncer({ databaseUrl: h.url, poolMode, poolSize });
   h.defer(() => bouncer.stop());
   return bouncer;
@@ -58,6 +58,14 @@ describe('through PgBouncer', () => {
       expect(check.stdout).toMatch(/^FAIL {2}pooling .*transaction pooling mode.*pool_mode=session/m);
     }, 60_000);
   }
+
+  it('statement pooling: sync is refused at start naming it', async () => {
+    const s = await h.sim({ records: 300 });
+    const bouncer = await pooler('statement', 4);
+    const sync = await h.spawnSync(RANGE, h.env(s, h.schema(), { DATABASE_URL: bouncer.url })).done;
+    expect(sync.code).toBe(1);
+    expect(sync.stderr).toContain('is reached through a pooler in statement pooling mode (transaction blocks not allowed in statement pooling mode)');
+  }, 60_000);
 
   it('session pooling, pool of 4: four concurrent syncs of one source never run at once, the data is exact; check ok', async () => {
     const s = await h.sim({ records: 3_000, faults: { latencyMs: 10 } });
