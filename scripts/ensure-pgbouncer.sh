@@ -46,5 +46,10 @@ if ! find_bin >/dev/null; then
   apt-get install -y --no-install-recommends pgbouncer </dev/null || fail "apt-get install pgbouncer failed"
 fi
 
+# As root the tests run PgBouncer as the `postgres` OS user (PgBouncer refuses root).
+if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
+  fail "running as root but there is no 'postgres' OS user to run PgBouncer as; create one: useradd --system postgres"
+fi
+
 bin=$(find_bin) || fail "the pgbouncer package is installed but /usr/sbin/pgbouncer is still not found"
 echo "ensure-pgbouncer: $("$bin" --version 2>&1 | head -n1) ($bin)"

@@ -236,6 +236,9 @@ export class PendingMigrationsError extends DatabaseError {
 /** The database refuses writes: default_transaction_read_only, or a hot standby; the message ends in `[25006]`. */
 export class ReadOnlyDatabaseError extends DatabaseError {}
 
+/** DATABASE_URL's server connections are shared between clients (transaction or statement pooling): the locks would guard nothing. */
+export class SharedServersError extends DatabaseError {}
+
 /** Another process holds DATA_DIR: one process per embedded database. */
 export class DataDirLockedError extends ExporterError {
   readonly code = 'ERR_DATA_DIR_LOCKED';

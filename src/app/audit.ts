@@ -27,8 +27,8 @@ export interface AuditOutcome {
  */
 export async function auditSources(config: Config, log: Logger, options: Omit<AuditOptions, 'now'> & { sources?: readonly string[] }): Promise<AuditOutcome[]> {
   const sources = selectSources(config, options.sources);
-  // One connection for the comparison's lock, one for a repair run.
-  const db = await openDatabase(config, log, 2);
+  // One connection for the comparison's lock, one for a repair run, one for its lock-wait watch.
+  const db = await openDatabase(config, log, 3, undefined, { locks: options.repair === true });
   try {
     // Without --repair it reads only: no migration, no rollup rebuild.
     if (options.repair) await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});

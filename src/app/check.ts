@@ -7,6 +7,7 @@ import { resolve } from 'node:path';
 import { openDatabase } from './runtime.js';
 import { createPool, describeDatabase } from '../db/pool.js';
 import { inspectDatabase, type DatabaseFinding } from './check-database.js';
+import { requireOwnSessions } from '../db/pooler.js';
 import { readDatabaseTls } from '../db/tls.js';
 import { withTrailingSlash, type Config, type SourceConfig } from '../config.js';
 import { describeError, displayUrl } from '../errors.js';
@@ -20,7 +21,7 @@ type StepStatus = 'ok' | 'FAIL' | 'skip';
 
 /** One line of `check` output. */
 export interface StepResult {
-  step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database' | DatabaseFinding['step'];
+  step: 'configuration' | 'token' | 'analytics' | 'prometheus' | 'database' | DatabaseFinding['step'] | 'pooling';
   status: StepStatus;
   detail: string;
   /** Absent for configuration and the database's lines. */
@@ -95,7 +96,7 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
     });
   } else {
     const url = config.database.url;
-    await step('database', report, async () => {
+    const reached = await step('database', report, async () => {
       // The pool every command uses, so that check tries the same TLS attempts (sslmode).
       const pool = createPool({ url, tls: readDatabaseTls(config.database.tls) }, log, { max: 1 });
       try {
@@ -109,6 +110,9 @@ export async function runChecks(config: Config, deps: CheckDeps): Promise<boolea
         await pool.end().catch(() => undefined);
       }
     });
+    // Its own step: a pooler sharing servers breaks the advisory locks (src/db/pooler.ts).
+    if (reached) await step('pooling', report, () => requireOwnSessions({ url, tls: readDatabaseTls(config.database.tls) }, log));
+    else report({ step: 'pooling', status: 'skip', detail: 'not tried: no database' });
   }
   for (const finding of findings) report(finding);
   if (findings.some((f) => f.status === 'FAIL')) failed = true;

@@ -2,9 +2,12 @@
  * What every long-running command opens and closes, as the application layer: the database
  * (DATABASE_URL or the embedded one) and the upstream client (the platform or the demo simulator).
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Config, SourceConfig, UpstreamConfig } from '../config.js';
 import type { DataDirLock } from '../db/datadir-lock.js';
 import { createPool, type Pool } from '../db/pool.js';
+import { requireOwnSessions } from '../db/pooler.js';
+import { SharedServersError } from '../errors.js';
 import { PLAIN_TLS, readDatabaseTls } from '../db/tls.js';
 import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
@@ -21,15 +24,24 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/** What the command opening the database does with it. */
+export interface OpenOptions {
+  /** Takes advisory locks or writes: a DATABASE_URL behind transaction or statement pooling is refused. */
+  locks?: boolean;
+}
+
 /**
  * DATABASE_URL, or the embedded database under DATA_DIR when it is unset.
  * @param lock DATA_DIR when the caller locked it already; otherwise the embedded database locks it.
  * @throws {DataDirLockedError} when another process holds DATA_DIR; {@link DatabaseOpenError}
- *   (`ERR_DATABASE`) when the embedded database cannot be opened.
+ *   (`ERR_DATABASE`) when the embedded database cannot be opened; `DatabaseError` for a pooler
+ *   sharing server connections when `options.locks` (src/db/pooler.ts).
  */
-export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock): Promise<Database> {
+export async function openDatabase(config: Config, log: Logger, maxConnections = 4, lock?: DataDirLock, options: OpenOptions = {}): Promise<Database> {
   if (config.database.url !== undefined) {
-    const pool = createPool({ url: config.database.url, tls: readDatabaseTls(config.database.tls) }, log, { max: maxConnections });
+    const target = { url: config.database.url, tls: readDatabaseTls(config.database.tls) };
+    if (options.locks === true) await requireOwnSessions(target, log);
+    const pool = createPool(target, log, { max: maxConnections });
     return { pool, store: storeOf(pool, config, log), embedded: false, close: () => pool.end() };
   }
   // Loaded here, so that a process with DATABASE_URL never loads PGlite.
@@ -48,8 +60,27 @@ export async function openDatabase(config: Config, log: Logger, maxConnections =
   };
 }
 
+/** How long `serve` waits for the pooling probe before it starts anyway (its opening probes again). */
+const SERVE_PROBE_WAIT_MS = 3_000;
+
+/**
+ * For `serve` before it starts: DATABASE_URL behind transaction or statement pooling refused at
+ * once. A database not reached within {@link SERVE_PROBE_WAIT_MS} is left to serve's own opening.
+ * @throws {SharedServersError} naming the pooling mode and the fix.
+ */
+export async function refuseSharedServers(config: Config, log: Logger): Promise<void> {
+  if (config.database.url === undefined) return;
+  const probe = requireOwnSessions({ url: config.database.url, tls: readDatabaseTls(config.database.tls) }, log).then(
+    () => undefined,
+    (err: unknown) => (err instanceof SharedServersError ? err : undefined),
+  );
+  const refused = await Promise.race([probe, delay(SERVE_PROBE_WAIT_MS, undefined, { ref: false })]);
+  if (refused !== undefined) throw refused;
+}
+
 export function storeOf(pool: Pool, config: Config, log: Logger): PgStore {
-  return new PgStore({ pool, schema: config.database.schema, tables: config.tables, log });
+  const lockWaits = { watch: config.database.url !== undefined, timeoutMs: config.database.lockTimeoutMs };
+  return new PgStore({ pool, schema: config.database.schema, tables: config.tables, log, lockWaits });
 }
 
 export interface Upstream {

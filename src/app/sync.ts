@@ -48,7 +48,7 @@ export async function syncSources(
 ): Promise<SourceOutcome[]> {
   const sources = selectSources(config, options.sources);
   const concurrency = Math.min(config.syncSourceConcurrency, sources.length);
-  const db = await openDatabase(config, log, concurrency + 1);
+  const db = await openDatabase(config, log, concurrency + 1, undefined, { locks: true });
   try {
     // The rollup before the sources start, rather than their first runs contending for its lock.
     await migrateDatabase(db.pool, config, log, options.signal ? { signal: options.signal } : {});
@@ -59,7 +59,8 @@ export async function syncSources(
       try {
         const upstream = await openSourceUpstream(source, sourceLog);
         try {
-          const deps = sourceSyncDeps(config, source, { store: db.store.forSource(source.name, sourceLog), client: upstream.client, log: sourceLog, observer });
+          const store = db.store.forSource(source.name, sourceLog, (wait) => observer?.lockWaited?.(wait));
+          const deps = sourceSyncDeps(config, source, { store, client: upstream.client, log: sourceLog, observer });
           const result = await runSync(deps, { ...runOptions, retention: false });
           return { source: source.name, log: sourceLog, result };
         } finally {

@@ -68,12 +68,14 @@ export function loadConfigForCommand(command: Command, upstream = false): Config
  * `<what> failed`. The application layer is loaded only here, so --help answers without pg.
  *
  * @param checkUsage runs before anything is opened; its {@link InvalidArgumentError} is exit 2.
+ * @param open `locks`: the command takes advisory locks or writes (a pooler sharing servers is refused).
  */
 export async function runDatabaseCommand(
   command: Command,
   what: string,
   work: (pool: Pool, config: Config, log: Logger) => Promise<ExitStatus | void>,
   checkUsage?: (config: Config) => void,
+  open: { locks?: boolean } = {},
 ): Promise<void> {
   const config = loadConfigForCommand(command);
   if (config === undefined) return;
@@ -88,7 +90,7 @@ export async function runDatabaseCommand(
   const { openDatabase } = await import('../app/runtime.js');
   const log = createLogger(config.logLevel, { format: config.logFormat });
   try {
-    const db = await openDatabase(config, log, 1);
+    const db = await openDatabase(config, log, 1, undefined, open);
     try {
       process.exitCode = (await work(db.pool, config, log)) ?? EXIT_OK;
     } finally {

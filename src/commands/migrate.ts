@@ -12,9 +12,15 @@ export function registerMigrateCommand(program: Command): void {
     )
     .addHelpText('after', '\nExit status: 0 done (the list of migrations applied on stdout), 1 the database failed, 2 bad configuration.')
     .action(async (_options: unknown, command: Command) => {
-      await runDatabaseCommand(command, 'migrate', async (pool, config, log) => {
-        const { migrateDatabase } = await import('../app/schema.js');
-        process.stdout.write(formatMigration(config.database.schema, await migrateDatabase(pool, config, log, { migrate: 'auto' })));
-      });
+      await runDatabaseCommand(
+        command,
+        'migrate',
+        async (pool, config, log) => {
+          const { migrateDatabase } = await import('../app/schema.js');
+          process.stdout.write(formatMigration(config.database.schema, await migrateDatabase(pool, config, log, { migrate: 'auto' })));
+        },
+        undefined,
+        { locks: true },
+      );
     });
 }

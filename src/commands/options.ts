@@ -40,7 +40,7 @@ export const SETTING_GROUPS: readonly SettingGroup[] = [
   {
     title: 'Database',
     about: 'Where the records are loaded: a PostgreSQL server, or the embedded database.',
-    settings: ['DATABASE_URL', 'PGSSLMODE', 'PGSSLROOTCERT', 'PGSSLCERT', 'PGSSLKEY', 'DATABASE_SCHEMA', 'MIGRATE', 'DATA_DIR'],
+    settings: ['DATABASE_URL', 'PGSSLMODE', 'PGSSLROOTCERT', 'PGSSLCERT', 'PGSSLKEY', 'DATABASE_SCHEMA', 'MIGRATE', 'DATABASE_LOCK_TIMEOUT', 'DATA_DIR'],
   },
   {
     title: 'Sync',

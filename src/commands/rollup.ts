@@ -13,9 +13,15 @@ export function registerRollupCommand(program: Command): void {
     )
     .addHelpText('after', '\nExit status: 0 rebuilt (rows per table on stdout), 1 the database failed, 2 bad configuration.')
     .action(async (_options: unknown, command: Command) => {
-      await runDatabaseCommand(command, 'rollup rebuild', async (pool, config, log) => {
-        const { rebuildRollup } = await import('../app/schema.js');
-        process.stdout.write(formatRollupRebuild(await rebuildRollup(pool, config, log)));
-      });
+      await runDatabaseCommand(
+        command,
+        'rollup rebuild',
+        async (pool, config, log) => {
+          const { rebuildRollup } = await import('../app/schema.js');
+          process.stdout.write(formatRollupRebuild(await rebuildRollup(pool, config, log)));
+        },
+        undefined,
+        { locks: true },
+      );
     });
 }

@@ -26,12 +26,15 @@ export function registerServeCommand(program: Command): void {
       const config = loadConfigForCommand(command, true);
       if (config === undefined) return;
       const { startServe } = await import('../serve/lifecycle.js');
+      const { refuseSharedServers } = await import('../app/runtime.js');
       const log = createLogger(config.logLevel, { format: config.logFormat });
       // A reload reads CONFIG_FILE again with the start's environment and flags.
       const env = { ...process.env };
       const overrides = configOverrides(command);
       let running: RunningServer;
       try {
+        // Exit 1 at once rather than serve without syncs: the locks need sessions of their own.
+        await refuseSharedServers(config, log);
         running = await startServe(config, log, () => loadCommandConfig(env, overrides));
       } catch (err) {
         // WEB_CONFIG_FILE, read by serve itself: still a bad configuration.

@@ -84,6 +84,8 @@ async function runState<T>(
     (config) => {
       sources = selectSources(config, names);
     },
+    // Writes under the source's lock: refused behind a pooler sharing servers.
+    { locks: what !== 'state show' },
   );
 }
 

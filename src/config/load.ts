@@ -120,7 +120,13 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
   return {
     sources,
     syncSourceConcurrency: v.SYNC_SOURCE_CONCURRENCY,
-    database: { ...databaseTarget(v.DATABASE_URL, v), schema: v.DATABASE_SCHEMA, migrate: v.MIGRATE, dataDir: v.DATA_DIR },
+    database: {
+      ...databaseTarget(v.DATABASE_URL, v),
+      schema: v.DATABASE_SCHEMA,
+      migrate: v.MIGRATE,
+      dataDir: v.DATA_DIR,
+      lockTimeoutMs: v.DATABASE_LOCK_TIMEOUT,
+    },
     tables: { partitionInterval: v.PARTITION_INTERVAL, retentionMs: v.RETENTION, rollup: rollupConfig(v) },
     serve: {
       host: v.METRICS_LISTEN.host,

@@ -159,6 +159,12 @@ const SETTING_TABLE = {
     help: "pending migrations at the start of sync, serve, verify --repair, state set-watermark/reset and rollup rebuild: 'auto' applies them, 'off' refuses to start (exit 1) naming them; the migrate command always applies them",
     schema: z.enum(['auto', 'off'], { error: "must be 'auto' or 'off'" }),
   },
+  DATABASE_LOCK_TIMEOUT: {
+    flag: '--database-lock-timeout',
+    default: 'off',
+    help: "a sync run's statement waiting on a lock this long fails the run, its window rolled back (lock_timeout, SQLSTATE 55P03), or 'off' to wait",
+    schema: durationOrOff('30s'),
+  },
   DATA_DIR: { flag: '--data-dir', default: './data', help: 'folder of the embedded database', schema: z.string() },
   SYNC_START_DATE: {
     flag: '--sync-start-date',

@@ -73,6 +73,8 @@ export interface DatabaseConfig {
   /** MIGRATE: `off` refuses a pending migration instead of applying it. */
   migrate: 'auto' | 'off';
   dataDir: string;
+  /** DATABASE_LOCK_TIMEOUT (ms): a window's wait on a lock fails it after this long; undefined: no bound. */
+  lockTimeoutMs: number | undefined;
 }
 
 export interface SyncConfig {

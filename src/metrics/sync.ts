@@ -33,6 +33,7 @@ export class SyncMetrics {
   readonly watermark: Gauge<'source'>;
   readonly running: Gauge<'source'>;
   readonly recordFieldsNew: Counter<'source'>;
+  readonly lockWaits: Counter<'source'>;
   readonly #sources = new Set<string>();
 
   constructor(registry: Registry, prefix: string) {
@@ -101,6 +102,12 @@ export class SyncMetrics {
     this.watermark = gauge('sync_watermark_timestamp_seconds', 'Unix time up to which the analytics records are loaded without a gap (the sync watermark).');
     this.running = gauge('sync_running', 'Whether a sync run is in progress (1) or not (0).');
     this.recordFieldsNew = recordFieldsNewCounter(registry, prefix);
+    this.lockWaits = counter(
+      'database_lock_waits_total',
+      'Statements of a sync run that waited on a lock for more than 10 seconds (each also logged once at warn, ' +
+        'naming the relation, the lock mode and the blocking process); DATABASE_LOCK_TIMEOUT bounds the wait.',
+      source,
+    );
   }
 
   /** The observer of one source's runs; the first call creates its series at 0. */
@@ -125,6 +132,7 @@ export class SyncMetrics {
       unstableInstant: () => this.unstableInstants.inc(s),
       pageSizeClamped: (e) => this.effectivePageSize.set(s, e.served),
       partitionsDropped: (e) => this.partitionsDropped.inc(e.partitions.length),
+      lockWaited: () => this.lockWaits.inc(s),
       runFinished: (result: SyncResult) => this.#recordRun(source, result),
     };
   }
@@ -142,6 +150,7 @@ export class SyncMetrics {
       this.unstableInstants,
       this.recordsOutsideWindow,
       this.recordFieldsNew,
+      this.lockWaits,
     ])
       counter.inc(s, 0);
     for (const gauge of [this.running, this.lastSuccess, this.duration, this.watermark, this.windowsParked]) gauge.set(s, 0);

@@ -37,9 +37,17 @@ export function buildSourceScheduler(context: SourceScheduleContext, source: Sou
       const started = performance.now();
       try {
         const { store } = await database.migrated();
-        const result = await runSync(sourceSyncDeps(config, source, { store: store.forSource(source.name, sourceLog), client, log: sourceLog, observer }), {
-          signal,
-        });
+        const result = await runSync(
+          sourceSyncDeps(config, source, {
+            store: store.forSource(source.name, sourceLog, (wait) => observer.lockWaited?.(wait)),
+            client,
+            log: sourceLog,
+            observer,
+          }),
+          {
+            signal,
+          },
+        );
         if (result.status === 'locked') await refreshParked({ store, source: source.name, metrics, log: sourceLog });
         if (result.status === 'failed' && isDatabaseUnavailable(result.error)) health.unreachable(result.error, { syncOwed: true });
         else health.reachable();
@@ -75,7 +83,12 @@ export function buildSourceAudit(context: SourceScheduleContext, source: SourceC
   metrics.auditScheduled(source.name);
   const run = async (signal: AbortSignal): Promise<AuditResult> => {
     const { store } = await database.migrated();
-    const deps = sourceSyncDeps(config, source, { store: store.forSource(source.name, sourceLog), client, log: sourceLog, observer });
+    const deps = sourceSyncDeps(config, source, {
+      store: store.forSource(source.name, sourceLog, (wait) => observer.lockWaited?.(wait)),
+      client,
+      log: sourceLog,
+      observer,
+    });
     const result = await auditSource(deps, { repair: true, signal });
     metrics.recordAudit(source.name, result);
     return result;

@@ -75,6 +75,7 @@ describe('analytics-exporter check', () => {
     const r = await runCliInProcess(['check'], { ...env(), DATABASE_URL: 'postgres://nobody:pw-never-shown@127.0.0.1:1/none' });
     expect(r.stdout).toMatch(/^ok +prometheus/m);
     expect(r.stdout).toMatch(/^FAIL +database +.*ECONNREFUSED/m);
+    expect(r.stdout).toMatch(/^skip +pooling +not tried: no database$/m);
     expect(r.stdout + r.stderr).not.toContain('pw-never-shown');
     expect(r.code).toBe(1);
   });
@@ -172,6 +173,7 @@ describe('check with CONFIG_FILE', () => {
       'ok analytics sandbox',
       'ok prometheus sandbox',
       'ok database',
+      'ok pooling',
       'ok writable',
       'ok migrations',
       // The run's own database: its schema migrated or not, as the files before left it.

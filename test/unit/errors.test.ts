@@ -15,6 +15,7 @@ import {
   DataDirLockedError,
   DatabaseError,
   DatabaseOpenError,
+  SharedServersError,
   InconsistentWindowError,
   PendingMigrationsError,
   ReadOnlyDatabaseError,
@@ -314,6 +315,12 @@ const FAILURES: Array<[name: string, build: () => unknown, expected: Expected]> 
   [
     'a 25006 met by a statement (ours)',
     () => databaseError('recording the run', pgError('cannot execute INSERT in a read-only transaction', '25006')),
+    fails('ERR_DATABASE', 'database', false),
+  ],
+  // A refusal at start, not an outage: serve does not wait for it to pass.
+  [
+    'DATABASE_URL behind transaction pooling',
+    () => new SharedServersError('127.0.0.1:6432/analytics is reached through a pooler in transaction pooling mode'),
     fails('ERR_DATABASE', 'database', false),
   ],
   ['a query failing (ours)', () => databaseError('reading the watermark', pgError('syntax error', '42601')), fails('ERR_DATABASE', 'database', false)],

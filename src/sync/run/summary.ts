@@ -1,7 +1,7 @@
 /** What a sync run reports: per committed window ({@link windowSummary}), to its observer, at its end. */
 import type { FailureReason } from '../../errors.js';
 import type { FieldChange } from '../derived/fields/schema-changes.js';
-import type { DroppedPartition } from '../store/ports.js';
+import type { DroppedPartition, LockWaitEvent } from '../store/ports.js';
 import type { WindowReadStats } from '../read/reader.js';
 import type { RunStatus } from '../store/ports.js';
 import type { Window } from '../windows.js';
@@ -72,6 +72,8 @@ export interface SyncObserver {
   fieldsChanged?(event: { window: Window; changes: readonly FieldChange[] }): void;
   windowParked?(event: ParkedEvent): void;
   partitionsDropped?(event: { partitions: readonly DroppedPartition[] }): void;
+  /** A statement of the run waited on a lock past the store's threshold (10 s); logged by the store. */
+  lockWaited?(event: LockWaitEvent): void;
   runFinished?(result: SyncResult): void;
 }
 

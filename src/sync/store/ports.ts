@@ -100,6 +100,17 @@ export interface StoreSession {
   inWindow<T>(of: { window: Window; runId: number }, fn: (writer: WindowWriter) => Promise<T>): Promise<T>;
 }
 
+/** A lock request of a run's session, not granted for `waitedMs` (docs/design/lock-waits.md). */
+export interface LockWaitEvent {
+  /** `schema.table`, or the kind of lock for one on no relation. */
+  relation: string;
+  /** As pg_locks names it (`RowExclusiveLock`). */
+  mode: string;
+  waitedMs: number;
+  /** The processes holding it: pid, application_name, the first line of their query, modes held. */
+  blockers: readonly { pid: number; applicationName: string; query: string; held: string }[];
+}
+
 /** The source's ledger (docs/design/ledger.md). Ranges are [start, end) in ms; lists are in time order. */
 export interface Ledger {
   /** The watermark (ms), or undefined before the first committed window. */

@@ -16,7 +16,8 @@ export class PgMaintenance implements SchemaMaintenance {
     private readonly db: PoolClient,
     private readonly t: Tables,
     private readonly derived: Derived,
-    private readonly o: { source: string | undefined; partitionInterval: PartitionInterval; log: Logger },
+    /** `explain`: a lock_timeout named by the session's lock watcher. */
+    private readonly o: { source: string | undefined; partitionInterval: PartitionInterval; log: Logger; explain?: (err: unknown) => unknown },
   ) {}
 
   isRollupCurrent(): Promise<boolean> {
@@ -42,7 +43,9 @@ export class PgMaintenance implements SchemaMaintenance {
   }
 
   ensurePartitions(starts: readonly number[]): Promise<Partition[]> {
-    return ensurePartitions(this.db, this.t, starts, this.o.partitionInterval);
+    return ensurePartitions(this.db, this.t, starts, this.o.partitionInterval).catch((err: unknown) => {
+      throw this.o.explain?.(err) ?? err;
+    });
   }
 
   dropExpiredPartitions(cutoff: number, runIds: readonly number[]): Promise<DroppedPartition[]> {
