@@ -6,7 +6,9 @@
 import type { Config, SourceConfig } from '../config.js';
 import { pendingMigrations } from '../db/migrate.js';
 import { describeConfiguredDatabase } from '../db/pool.js';
-import { describeError } from '../errors.js';
+import { requireOwnSessions } from '../db/pooler.js';
+import { readDatabaseTls } from '../db/tls.js';
+import { describeError, SharedServersError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ExporterMetrics } from '../metrics/registry.js';
 import { withTimeout } from '../settle.js';
@@ -42,6 +44,8 @@ export class ServeDatabase {
   readonly #o: ServeDatabaseOptions;
   readonly #schema: string;
   #opened: Opened = { state: 'opening' };
+  /** Set once DATABASE_URL answered the pooling probe; a refusal is for good. */
+  #pooling: 'unknown' | 'own sessions' | SharedServersError = 'unknown';
   /** Shared by every caller while it runs; cleared when it fails. */
   #migrating: Promise<Database> | undefined;
 
@@ -75,6 +79,7 @@ export class ServeDatabase {
    * again by the next. @throws what opening or migrating threw.
    */
   migrated(): Promise<Database> {
+    if (this.#pooling instanceof SharedServersError) return Promise.reject(this.#pooling);
     if (this.#migrating === undefined) {
       const attempt = this.#migrate();
       this.#migrating = attempt;
@@ -88,6 +93,7 @@ export class ServeDatabase {
   async #migrate(): Promise<Database> {
     const { config, log, metrics } = this.#o;
     const opened = await this.#o.opening;
+    await this.#probePooling();
     // The rollup too, before any first run: its rebuild locks the schema (see the design page).
     await migrateDatabase(opened.pool, config, log);
     await opened.store.session(async (session) => {
@@ -101,11 +107,28 @@ export class ServeDatabase {
     return opened;
   }
 
+  /** Once reached: transaction or statement pooling refused for good; an unreachable database tried again by the next caller. */
+  async #probePooling(): Promise<void> {
+    const { url, tls } = this.#o.config.database;
+    if (url === undefined || this.#pooling !== 'unknown') return;
+    try {
+      await requireOwnSessions({ url, tls: readDatabaseTls(tls) }, this.#o.log);
+      this.#pooling = 'own sessions';
+    } catch (err) {
+      if (err instanceof SharedServersError) {
+        this.#pooling = err;
+        this.#o.log.error({ database: this.target, err }, `no sync will run: ${err.message}`);
+      }
+      throw err;
+    }
+  }
+
   /** /readyz: open, reachable within {@link READINESS_TIMEOUT_MS}, no pending migration; tells the health tracker. Never throws. */
   async readiness(): Promise<Readiness> {
     const opened = this.#opened;
     if (opened.state === 'failed') return { ready: false, detail: `not ready: the database could not be opened: ${opened.error}` };
     if (opened.state === 'opening') return { ready: false, detail: 'not ready: the database is still opening' };
+    if (this.#pooling instanceof SharedServersError) return { ready: false, detail: `not ready: ${this.#pooling.message}` };
     const schema = this.#schema;
     try {
       const pending = await withTimeout(pendingMigrations(opened.db.pool, schema), READINESS_TIMEOUT_MS, 'the database check');

@@ -142,7 +142,7 @@ export class Serve implements RunningServer {
     const scraper = this.#newScraper(upstreams.sources);
     // A connection per source whose run may be going, and room for /readyz and the health probe.
     const poolMax = Math.max(4, config.sources.length + 2);
-    const opening: Promise<Database> = lock instanceof Error ? Promise.reject(lock) : openDatabase(config, log, poolMax, lock, { locks: true });
+    const opening: Promise<Database> = lock instanceof Error ? Promise.reject(lock) : openDatabase(config, log, poolMax, lock);
     teardown.add(
       'database',
       () =>

@@ -3,7 +3,7 @@
  * package: the exporter must still start against the platform, and a command that would need
  * the demo says so plainly, as a configuration error, before it opens anything.
  *
- * The install is imitated: the built dist/ and package.json in a folder of their own, beside a
+ * The install is imitated: the built dist/, migrations/ and package.json in a folder of their own, beside a
  * node_modules that links every package of the repository's but @analytics-exporter/.
  */
 import { spawn } from 'node:child_process';
@@ -23,7 +23,9 @@ let sim: Simulator;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'ae-no-simulator-'));
+  // package.json's `files`: dist/ and migrations/ (check reads the shipped migrations).
   cpSync(join(ROOT, 'dist'), join(dir, 'dist'), { recursive: true });
+  cpSync(join(ROOT, 'migrations'), join(dir, 'migrations'), { recursive: true });
   cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
   mkdirSync(join(dir, 'node_modules'));
   for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
@@ -86,6 +88,6 @@ describe('without the simulator package installed', () => {
     expect(r.stdout).toMatch(/^ok +configuration +upstream /m);
     expect(r.stdout).toMatch(/^ok +analytics +E6 /m);
     expect(r.stdout).toMatch(/^ok +prometheus /m);
-    expect(r.code).toBe(0);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
   });
 });

@@ -225,7 +225,8 @@ describe('sync (in process, real PostgreSQL)', () => {
       pgDeps({
         pool: bed.pool,
         client: client(s, { UPSTREAM_MAX_ATTEMPTS: '2' }),
-        ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '1000', SYNC_CONCURRENCY: '1' }),
+        // Streamed (no read-ahead): the fault lands while window 2's transaction is open.
+        ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '1000', SYNC_CONCURRENCY: '1', SYNC_READ_AHEAD: '0' }),
         schema,
         log: silentLogger,
         observer: {
@@ -277,7 +278,8 @@ describe('sync (in process, real PostgreSQL)', () => {
       pgDeps({
         pool: bed.pool,
         client: client(s),
-        ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '2' }),
+        // Streamed (no read-ahead): the abort lands while window 2's transaction is open.
+        ...syncSettings({ SYNC_WINDOW: '12h', SYNC_PAGE_SIZE: '500', SYNC_CONCURRENCY: '2', SYNC_READ_AHEAD: '0' }),
         schema,
         log: silentLogger,
         observer: { pageLoaded: () => void (++pages === 15 && controller.abort()) },
