@@ -17,7 +17,8 @@
  *      (nothing, when the variable has no options).
  *    The explicit formats `sqlstring`, `singlequote`, `doublequote`, `regex`, `pipe`, `csv`
  *    and `raw` are supported. Built-ins (`$__rate_interval`, `$__interval`, `$__range`) come
- *    from the caller; other `$__name` are left for step 2. Anything unknown throws.
+ *    from the caller; other `$__name` are left for step 2. `$1`, `$2` … (label_replace's group
+ *    references) are kept, as Grafana keeps a name no variable has. Anything else unknown throws.
  * 2. **SQL macros** ({@link expandSqlMacros}), done by the PostgreSQL data source's backend
  *    (pkg/tsdb/grafana-postgresql-datasource/macros.go), with the same text it produces:
  *    - `$__time(col)` → `col AS "time"`; `$__timeEpoch(col)` → `extract(epoch from col) as "time"`
@@ -110,6 +111,8 @@ export function interpolate(text: string, scope: InterpolationScope): string {
     (match, simple?: string, bracket?: string, bracketFormat?: string, braced?: string, fieldPath?: string, bracedFormat?: string, offset?: number) => {
       const name = (simple ?? bracket ?? braced)!;
       const format = bracketFormat ?? bracedFormat;
+      // `$1` (label_replace's group reference): Grafana leaves a name no variable has as it is.
+      if (simple !== undefined && /^\d+$/.test(simple)) return match;
       if (name.startsWith('__')) {
         const builtin = scope.builtins?.[name];
         if (builtin !== undefined) return builtin;

@@ -36,6 +36,12 @@ export interface StackOptions {
    * 1, 2, …), all loaded into the one database. Default: the environment's one source, `default`.
    */
   sources?: string[];
+  /**
+   * A server in front of each simulator that serve reads E6 and E7 from (STATISTICS_URL), e.g.
+   * one answering E7 with families of the test's own (test/helpers/e7-front.ts). E0 stays the
+   * simulator's. Closed by `stop()`.
+   */
+  front?: (sim: Simulator) => Promise<{ url: string; close(): Promise<void> }>;
 }
 
 /**
@@ -60,12 +66,15 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     );
   }
   const sim = sims[0]!;
+  const fronts: Array<{ url: string; close(): Promise<void> }> = [];
   let serve: RunningServer | undefined;
   let prometheus: PrometheusServer | undefined;
   try {
+    for (const s of options.front ? sims : []) fronts.push(await options.front!(s));
     const configOf = (s: Simulator): Config =>
       loadConfig({
         ...simulatorEnv(s),
+        ...(options.front ? { STATISTICS_URL: fronts[sims.indexOf(s)]!.url } : {}),
         DATABASE_URL: options.databaseUrl,
         DATABASE_SCHEMA: schema,
         METRICS_LISTEN: '127.0.0.1:0',
@@ -88,7 +97,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   } catch (err) {
     await prometheus?.stop();
     await serve?.stop();
-    await Promise.all(sims.map((s) => s.close()));
+    await Promise.all([...fronts, ...sims].map((s) => s.close()));
     throw err;
   }
   const p = prometheus;
@@ -104,7 +113,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     stop: async () => {
       await p.stop();
       await s.stop();
-      await Promise.all(sims.map((x) => x.close()));
+      await Promise.all([...fronts, ...sims].map((x) => x.close()));
     },
   };
 }

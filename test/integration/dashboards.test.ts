@@ -13,14 +13,12 @@
  * non-empty result with a number, or rows.
  * Nothing is skipped: a query the emulator cannot expand fails the test.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import type { Dashboard, Panel, RowPanel, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
-import { DASHBOARDS_DIR } from '../../grafana/src/generate.js';
-import { renderPromQL, renderSql, type Selection } from '../../grafana/src/interpolate.js';
+import type { Dashboard, VariableModel } from '@grafana/grafana-foundation-sdk/dashboard';
+import { renderSql, type Selection } from '../../grafana/src/interpolate.js';
 import { useTestDatabase } from '../helpers/db.js';
+import { dashboardQueries, evaluatePromQL, hasData, loadDashboards, queryText, resolveVariables, templating, variable } from '../helpers/dashboard-queries.js';
 import { startStack, type Stack } from '../helpers/stack.js';
 
 /**
@@ -45,50 +43,8 @@ const SQL_MAY_BE_EMPTY: Record<string, string> = {
 /** The stack's sources, in the order the source variables list them. */
 const SOURCES = ['production', 'sandbox'];
 
-/** Grafana's built-ins as the emulator substitutes them (the test scrapes every second). */
-const BUILTINS = { __rate_interval: '1m', __interval: '15s', __range: '1h' };
-
-interface Target {
-  refId: string;
-  datasource: { type: string; uid: string };
-  expr?: string;
-  instant?: boolean;
-  range?: boolean;
-  rawSql?: string;
-  format?: string;
-}
-
-interface Query {
-  /** dashboard uid / panel title / refId */
-  key: string;
-  dashboard: Dashboard;
-  target: Target;
-}
-
-const dashboards: Dashboard[] = ['platform-usage.json', 'analytics-history.json', 'exporter-health.json'].map(
-  (file) => JSON.parse(readFileSync(join(DASHBOARDS_DIR, file), 'utf8')) as Dashboard,
-);
-
-function queries(type: string): Query[] {
-  return dashboards.flatMap((dashboard) =>
-    (dashboard.panels ?? [])
-      .flatMap((p: Panel | RowPanel) => (p.type === 'row' ? (p as RowPanel).panels : [p as Panel]))
-      .flatMap((panel) =>
-        ((panel.targets ?? []) as unknown as Target[])
-          .filter((t) => t.datasource.type === type)
-          .map((target) => ({ key: `${dashboard.uid} / ${panel.title} / ${target.refId}`, dashboard, target })),
-      ),
-  );
-}
-
-const templating = (d: Dashboard): VariableModel[] => d.templating.list ?? [];
-/** A variable's query as text: a string in our dashboards (the SDK also allows an object). */
-const queryText = (v: VariableModel | undefined): string => (typeof v?.query === 'string' ? v.query : JSON.stringify(v?.query ?? ''));
-const variable = (d: Dashboard, name: string): VariableModel => {
-  const found = templating(d).find((v) => v.name === name);
-  if (!found) throw new Error(`${d.uid} has no variable ${name}`);
-  return found;
-};
+const dashboards: Dashboard[] = loadDashboards();
+const queries = (type: string) => dashboardQueries(dashboards, type);
 
 /** The values Grafana's query variable would offer: the result, filtered by the variable's `/regex/` if it has one. */
 function applyRegex(model: VariableModel, values: string[]): string[] {
@@ -98,9 +54,6 @@ function applyRegex(model: VariableModel, values: string[]): string[] {
   const re = new RegExp(m[1]!, m[2]);
   return values.filter((v) => re.test(v));
 }
-
-/** Variables of `label_values(selector, label)`, Grafana's function, answered by the label values API. */
-const LABEL_VALUES = /^label_values\((.+),\s*(\w+)\)$/;
 
 describe('dashboards against the demo stack (simulator → serve → PostgreSQL, Prometheus)', () => {
   const db = useTestDatabase();
@@ -134,78 +87,13 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
     await stack?.stop();
   });
 
-  /** A Prometheus HTTP API call (GET: the label values API takes no POST in Prometheus 2.42), failing on any error answer. */
-  async function promApi<T>(path: string, params: Record<string, string>): Promise<T> {
-    const response = await fetch(`${stack.prometheus.url}${path}?${new URLSearchParams(params).toString()}`);
-    const text = await response.text();
-    let body: { status: string; data?: T; error?: string; errorType?: string };
-    try {
-      body = JSON.parse(text) as typeof body;
-    } catch {
-      throw new Error(`Prometheus ${path} answered HTTP ${response.status}: ${text.slice(0, 300)}`);
-    }
-    if (body.status !== 'success' || body.data === undefined) throw new Error(`Prometheus ${path} ${JSON.stringify(params)}: ${body.errorType}: ${body.error}`);
-    return body.data;
-  }
-
-  /** One series of a query's result: its labels and its values as Prometheus prints them. */
-  interface Series {
-    labels: Record<string, string>;
-    values: string[];
-  }
-
-  /** Series of an instant query's vector (or scalar, without labels) at `now`. */
-  async function instantSeries(expr: string, now: number): Promise<Series[]> {
-    const data = await promApi<{ resultType: string; result: unknown }>('/api/v1/query', { query: expr, time: String(now) });
-    if (data.resultType === 'scalar') return [{ labels: {}, values: [(data.result as [number, string])[1]] }];
-    if (data.resultType !== 'vector') throw new Error(`an instant query gave a ${data.resultType}`);
-    return (data.result as Array<{ metric: Record<string, string>; value: [number, string] }>).map((sample) => ({
-      labels: sample.metric,
-      values: [sample.value[1]],
-    }));
-  }
-
-  /** Series of a range query over the two minutes before `now` at a 5 s step, as Grafana runs time series targets. */
-  async function rangeSeries(expr: string, now: number, target: Target): Promise<Series[]> {
-    if (target.range !== true) throw new Error('a target neither instant nor range');
-    const data = await promApi<{ resultType: string; result: Array<{ metric: Record<string, string>; values: Array<[number, string]> }> }>(
-      '/api/v1/query_range',
-      {
-        query: expr,
-        start: String(now - 120),
-        end: String(now),
-        step: '5',
-      },
-    );
-    if (data.resultType !== 'matrix') throw new Error(`a range query gave a ${data.resultType}`);
-    return data.result.map((series) => ({ labels: series.metric, values: series.values.map((v) => v[1]) }));
-  }
-
   it('runs every PromQL query of the Prometheus dashboards, with data where the demo must give data', async () => {
     const now = Date.now() / 1000;
-    const window = { start: String(now - 3600), end: String(now) };
-
-    // Variables first: label_values(selector, label) through /api/v1/label/<label>/values.
-    const options = new Map<string, Map<string, string[]>>(); // dashboard uid → variable → values
-    const allSelections = new Map<string, Record<string, Selection>>();
-    for (const d of dashboards.filter((d) => variable(d, 'datasource').query === 'prometheus')) {
-      const found = new Map<string, string[]>();
-      const all: Record<string, Selection> = {};
-      for (const v of templating(d).filter((v) => v.type === 'query')) {
-        const m = LABEL_VALUES.exec(queryText(v));
-        if (!m) throw new Error(`${d.uid} variable ${v.name}: ${queryText(v)} is not label_values(selector, label)`);
-        const selector = renderPromQL(m[1]!, { variables: templating(d), selections: all, builtins: BUILTINS });
-        const values = await promApi<string[]>(`/api/v1/label/${m[2]}/values`, { 'match[]': selector, ...window });
-        expect(values.length, `${d.uid} variable ${v.name} (${selector})`).toBeGreaterThan(0);
-        found.set(v.name, values);
-        all[v.name] = { values, all: true };
-      }
-      options.set(d.uid!, found);
-      allSelections.set(d.uid!, all);
-    }
-    const usageVars = options.get('analytics-platform-usage')!;
+    const variables = await resolveVariables(stack.prometheus.url, dashboards, now);
+    for (const [uid, found] of variables.options) for (const [name, values] of found) expect(values.length, `${uid} variable ${name}`).toBeGreaterThan(0);
+    const usageVars = variables.options.get('analytics-platform-usage')!;
     expect(usageVars.get('customer')).toEqual(expect.arrayContaining(['Acme AS', 'Nordlys Energi AS']));
-    const healthVars = options.get('analytics-exporter-health')!;
+    const healthVars = variables.options.get('analytics-exporter-health')!;
     expect(healthVars.get('job')).toEqual([stack.job]);
     expect(healthVars.get('instance')).toEqual([new URL(stack.serve.url).host]);
     expect(healthVars.get('source')).toEqual(SOURCES);
@@ -222,38 +110,25 @@ describe('dashboards against the demo stack (simulator → serve → PostgreSQL,
     // Every query runs, whatever failed before it, so one run lists every problem.
     const problems: string[] = [];
     const empty: string[] = [];
-    for (const { key, dashboard, target } of prom) {
-      const picked: Record<string, Selection> = Object.fromEntries(
-        [...options.get(dashboard.uid!)!].map(([name, values]) => [name, { values: values.slice(0, 2) }]),
-      );
-      for (const [scenario, selections] of [
-        ['All', allSelections.get(dashboard.uid!)!],
-        ['picked', picked],
-      ] as const) {
-        const expr = renderPromQL(target.expr!, { variables: templating(dashboard), selections, builtins: BUILTINS });
-        const where = `${key} [${scenario}]: ${expr}`;
-        let series: Series[];
-        try {
-          series = target.instant ? await instantSeries(expr, now) : await rangeSeries(expr, now, target);
-        } catch (error) {
-          problems.push(`${where}: ${(error as Error).message}`);
-          continue;
-        }
-        const values = series.flatMap((s) => s.values);
-        // A query of per-source series keeps the sources apart: every series names its source, and
-        // with data both sources show (but for a top 10, which may hold one source's customers only).
-        if (target.expr!.includes('source=~"$source"') && values.length > 0) {
-          const sources = new Set(series.map((s) => s.labels.source));
-          const named = series.every((s) => s.labels.source !== undefined);
-          const both = sources.size === SOURCES.length && SOURCES.every((name) => sources.has(name));
-          if (!named || (!target.expr!.startsWith('topk(') && !both))
-            problems.push(`${where}: series of the sources ${JSON.stringify([...sources])}, not one series per source of ${SOURCES.join(', ')}`);
-        }
-        // Data: at least one number (a histogram_quantile over no requests gives NaN).
-        if (!values.some((v) => v !== 'NaN')) {
-          empty.push(where);
-          if (!(key in MAY_BE_EMPTY)) problems.push(`${where}: no data`);
-        }
+    for (const evaluation of await evaluatePromQL(stack.prometheus.url, prom, variables, now)) {
+      const { query, where, series = [] } = evaluation;
+      if (evaluation.error !== undefined) {
+        problems.push(`${where}: ${evaluation.error}`);
+        continue;
+      }
+      const expr = query.target.expr!;
+      // A query of per-source series keeps the sources apart: every series names its source, and
+      // with data both sources show (but for a top 10, which may hold one source's customers only).
+      if (expr.includes('source=~"$source"') && series.length > 0) {
+        const sources = new Set(series.map((s) => s.labels.source));
+        const named = series.every((s) => s.labels.source !== undefined);
+        const both = sources.size === SOURCES.length && SOURCES.every((name) => sources.has(name));
+        if (!named || (!expr.startsWith('topk(') && !both))
+          problems.push(`${where}: series of the sources ${JSON.stringify([...sources])}, not one series per source of ${SOURCES.join(', ')}`);
+      }
+      if (!hasData(evaluation)) {
+        empty.push(where);
+        if (!(query.key in MAY_BE_EMPTY)) problems.push(`${where}: no data`);
       }
     }
     expect(problems, 'PromQL queries failing or without data').toEqual([]);
