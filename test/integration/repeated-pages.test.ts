@@ -11,7 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/log.js';
 import type { E6Pages } from '../../src/sync/store/ports.js';
-import { runSync } from '../../src/sync/run/run.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
+import { runSync, type SyncObserver } from '../../src/sync/run/run.js';
 import { runCliInProcess } from '../helpers/cli.js';
 import { useAppPool, useTestDatabase } from '../helpers/db.js';
 import { FakeE6, record, type FakeRecord } from '../helpers/fake-e6.js';
@@ -43,8 +44,18 @@ function droppingPageNumber(e6: E6Pages): E6Pages {
   };
 }
 
-async function run(client: E6Pages, schema: string, log = silentLogger) {
-  return runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(ENV), schema, log }), { from: START, to: END, now: () => END.getTime() });
+async function run(client: E6Pages, schema: string, log = silentLogger, observer?: SyncObserver) {
+  return runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(ENV), schema, log, ...(observer && { observer }) }), {
+    from: START,
+    to: END,
+    now: () => END.getTime(),
+  });
+}
+
+/** analytics_exporter_sync_repeated_pages_total by outcome. */
+async function repeatedPagesTotal(metrics: ExporterMetrics): Promise<Record<string, number>> {
+  const { values } = await metrics.registry.getSingleMetric('analytics_exporter_sync_repeated_pages_total')!.get();
+  return Object.fromEntries(values.map((v) => [String(v.labels.outcome), v.value]));
 }
 
 async function ledger(schema: string) {
@@ -118,7 +129,8 @@ describe('an E6 that ignores pageNumber at an instant of 5,000 records (real Pos
     const schema = 'repeat_fake';
     await migrate(bed.pool, schema, silentLogger);
     const log = captureLog();
-    const result = await run(droppingPageNumber(e6), schema, createLogger('info', { format: 'json', destination: log }));
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const result = await run(droppingPageNumber(e6), schema, createLogger('info', { format: 'json', destination: log }), metrics.syncObserver('default'));
     expect(result).toMatchObject({ status: 'succeeded', windows: 23, parked: 1 });
     const expected = around.filter((r) => Date.parse(r.timestamp) < DENSE.start.getTime() || Date.parse(r.timestamp) >= DENSE.end.getTime());
     expect(await storedMultiset(bed.pool, schema)).toEqual(expected.map(canonicalJson).sort());
@@ -127,6 +139,11 @@ describe('an E6 that ignores pageNumber at an instant of 5,000 records (real Pos
     expect(repeat.length).toBeGreaterThan(0);
     expect(new Set(repeat.map((l) => l.outcome))).toEqual(new Set(['parked']));
     expect(parked.map((l) => l.reason)).toEqual(['pages_repeat']);
+    // Pages 2 to 5 of 1,000, each read that found them counted.
+    const counted = await repeatedPagesTotal(metrics);
+    expect(counted.stored).toBe(0);
+    expect(counted.parked! % 4).toBe(0);
+    expect(counted.parked).toBeGreaterThan(0);
   });
 });
 
@@ -144,7 +161,8 @@ describe('records that really repeat a page (real PostgreSQL)', () => {
     const schema = 'really_repeat_fake';
     await migrate(bed.pool, schema, silentLogger);
     const log = captureLog();
-    const result = await run(e6, schema, createLogger('info', { format: 'json', destination: log }));
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const result = await run(e6, schema, createLogger('info', { format: 'json', destination: log }), metrics.syncObserver('default'));
     expect(result).toMatchObject({ status: 'succeeded', windows: 24, parked: 0 });
     const stored = await storedMultiset(bed.pool, schema);
     expect(stored).toEqual(records.map(canonicalJson).sort());
@@ -153,6 +171,7 @@ describe('records that really repeat a page (real PostgreSQL)', () => {
     const { repeat } = warnings(log);
     expect(repeat.length).toBeGreaterThan(0);
     for (const line of repeat) expect(line).toMatchObject({ window: [iso(DENSE.start), iso(DENSE.end)], repeatedPages: [[2, 1]], outcome: 'stored' });
+    expect(await repeatedPagesTotal(metrics)).toEqual({ stored: repeat.length, parked: 0 });
   });
 
   it('the simulator: every copy stored, exactly', { timeout: 120_000 }, async () => {

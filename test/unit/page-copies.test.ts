@@ -2,6 +2,7 @@
 // repeat an earlier one, the page size read again at, and what is taken.
 import { describe, expect, it } from 'vitest';
 import { RepeatedPagesError } from '../../src/errors.js';
+import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { otherPageSize, repeatedPages, withoutCopies, type RepeatedPagesEvent } from '../../src/sync/read/page-copies.js';
 import { bagOf } from '../../src/sync/membership/record-keys.js';
 import type { AnalyticsPage, AnalyticsRecord } from '../../src/upstream/analytics.js';
@@ -99,5 +100,23 @@ describe('withoutCopies', () => {
     expect(err).toBeInstanceOf(RepeatedPagesError);
     expect((err as Error).message).toMatch(/^pages repeat: .*\(page 2 = 1, 3 = 1\).*does not honour pageNumber/);
     expect(events.map((e) => e.outcome)).toEqual(['parked']);
+  });
+});
+
+describe('analytics_exporter_sync_repeated_pages_total', () => {
+  it('is at 0 for both outcomes from the observer on, and counts the pages of each event', async () => {
+    const metrics = new ExporterMetrics({ processMetrics: false });
+    const observer = metrics.syncObserver('default');
+    const lines = async () => (await metrics.registry.metrics()).split('\n').filter((l) => l.startsWith('analytics_exporter_sync_repeated_pages_total{'));
+    expect(await lines()).toEqual([
+      'analytics_exporter_sync_repeated_pages_total{source="default",outcome="stored"} 0',
+      'analytics_exporter_sync_repeated_pages_total{source="default",outcome="parked"} 0',
+    ]);
+    observer.repeatedPages?.({ repeated: [{ page: 2, copyOf: 1 }], outcome: 'stored' });
+    observer.repeatedPages?.({ repeated: [2, 3, 4, 5].map((page) => ({ page, copyOf: 1 })), outcome: 'parked' });
+    expect(await lines()).toEqual([
+      'analytics_exporter_sync_repeated_pages_total{source="default",outcome="stored"} 1',
+      'analytics_exporter_sync_repeated_pages_total{source="default",outcome="parked"} 4',
+    ]);
   });
 });
