@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'ERR_DATABASE'
   | 'ERR_DATA_DIR_LOCKED'
   | 'ERR_INCONSISTENT_WINDOW'
+  | 'ERR_PAGES_REPEAT'
   | 'ERR_WEB_CONFIG'
   | 'ERR_ABORTED';
 
@@ -36,6 +37,7 @@ export type FailureReason =
   | 'token'
   | 'secret_file'
   | 'inconsistent_window'
+  | 'pages_repeat'
   | 'database'
   | 'aborted'
   | 'other';
@@ -258,11 +260,16 @@ export class DataDirLockedError extends ExporterError {
 
 /** The two reads of an instant kept disagreeing (SYNC_WINDOW_ATTEMPTS): its window is parked, nothing committed. */
 export class InconsistentWindowError extends ExporterError {
-  readonly code = 'ERR_INCONSISTENT_WINDOW';
+  readonly code: 'ERR_INCONSISTENT_WINDOW' | 'ERR_PAGES_REPEAT' = 'ERR_INCONSISTENT_WINDOW';
 
   constructor(message: string) {
     super(message);
   }
+}
+
+/** E6's pages of an instant copy earlier pages at two page sizes: `pageNumber` is not honoured. */
+export class RepeatedPagesError extends InconsistentWindowError {
+  override readonly code = 'ERR_PAGES_REPEAT';
 }
 
 /** Cancelled through its AbortSignal. */

@@ -15,6 +15,7 @@ import {
   ExporterError,
   InconsistentWindowError,
   InvalidArgumentError,
+  RepeatedPagesError,
   ResponseTooLargeError,
   SessionEndedError,
   TokenBodyError,
@@ -74,6 +75,7 @@ const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => F
   // Serve survives it (the source reads 0); the source's read fails.
   row(UpstreamLimitError, 'limit', EXIT_FAILURE, 'warn'),
   row(InconsistentWindowError, 'inconsistent_window', EXIT_FAILURE),
+  row(RepeatedPagesError, 'pages_repeat', EXIT_FAILURE),
   // Asked for, so a warning, but what was asked did not finish (sync stopped by its signal exits 0 itself).
   row(AbortedError, 'aborted', EXIT_FAILURE, 'warn'),
   row(DataDirLockedError, 'database', EXIT_FAILURE),

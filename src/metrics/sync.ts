@@ -27,6 +27,7 @@ export class SyncMetrics {
   readonly recordsOutsideWindow: Counter<'source'>;
   readonly effectivePageSize: Gauge<'source'>;
   readonly unstableInstants: Counter<'source'>;
+  readonly repeatedPages: Counter<'source' | 'outcome'>;
   readonly windowsParked: Gauge<'source'>;
   readonly partitionsDropped: Counter;
   readonly duration: Gauge<'source'>;
@@ -88,6 +89,12 @@ export class SyncMetrics {
         'such an instant is read again, and its window is parked after SYNC_WINDOW_ATTEMPTS.',
       source,
     );
+    this.repeatedPages = counter(
+      'sync_repeated_pages_total',
+      'E6 pages that copied an earlier page of the same read of an instant record for record, by outcome: stored (read again at ' +
+        'another page size the records lined up: they really repeat) or parked (page 1 came back again: E6 or a proxy ignores pageNumber).',
+      ['source', 'outcome'],
+    );
     this.windowsParked = gauge(
       'sync_windows_parked',
       'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable for a reason of their own ' +
@@ -130,6 +137,7 @@ export class SyncMetrics {
       recordsQuarantined: (e) => this.recordsQuarantined.inc(s, e.records),
       fieldsChanged: (e) => this.recordFieldsNew.inc(s, e.changes.length),
       unstableInstant: () => this.unstableInstants.inc(s),
+      repeatedPages: (e) => this.repeatedPages.inc({ source, outcome: e.outcome }, e.repeated.length),
       pageSizeClamped: (e) => this.effectivePageSize.set(s, e.served),
       partitionsDropped: (e) => this.partitionsDropped.inc(e.partitions.length),
       lockWaited: () => this.lockWaits.inc(s),
@@ -155,6 +163,7 @@ export class SyncMetrics {
       counter.inc(s, 0);
     for (const gauge of [this.running, this.lastSuccess, this.duration, this.watermark, this.windowsParked]) gauge.set(s, 0);
     for (const action of ['kept', 'replaced'] as const) this.windowsShrunk.inc({ source, action }, 0);
+    for (const outcome of ['stored', 'parked'] as const) this.repeatedPages.inc({ source, outcome }, 0);
     for (const reason of SKIP_REASONS) this.skipped.inc({ source, reason }, 0);
   }
 

@@ -30,6 +30,7 @@ import { sessionEnded } from '../../src/db/session-end.js';
 import { silentLogger } from '../helpers/silent-logger.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { readAtSmallerPages } from '../../src/sync/read/oversize.js';
+import { withoutCopies } from '../../src/sync/read/page-copies.js';
 import type { SyncResult } from '../../src/sync/run/run.js';
 import { decodePage, parsePage } from '../../src/upstream/analytics.js';
 import { send, statusError, type RawResponse } from '../../src/upstream/http.js';
@@ -290,6 +291,25 @@ const FAILURES: Array<[name: string, build: () => unknown, expected: Expected]> 
 
   // The sync's own.
   ['the reads of an instant disagreeing', () => new InconsistentWindowError('reads disagreed'), fails('ERR_INCONSISTENT_WINDOW', 'inconsistent_window', false)],
+  [
+    "an instant's pages copying page 1 at two page sizes",
+    () => {
+      const page = (data: { id: number }[]) => ({ pageNumber: 1, pageSize: data.length, totalRecords: 4, totalPages: 2, data });
+      const read = (pages: { id: number }[][]) => ({ total: 4, pages: pages.map(page), keys: new Map(pages.flat().map((r) => [JSON.stringify(r), 1])) });
+      const again = async () => read([[{ id: 1 }], [{ id: 1 }], [{ id: 1 }], [{ id: 1 }]]);
+      return thrown(() =>
+        withoutCopies(
+          read([
+            [{ id: 1 }, { id: 2 }],
+            [{ id: 1 }, { id: 2 }],
+          ]),
+          again,
+          { range: { start: 0, end: 0 }, window: { start: 0, end: 3_600_000 } },
+        ),
+      );
+    },
+    fails('ERR_PAGES_REPEAT', 'pages_repeat', false),
+  ],
   ['a cancelled operation', () => new AbortedError('stopped'), fails('ERR_ABORTED', 'aborted', false, 'warn')],
   // What was in flight when it was cancelled does not make it another failure.
   ['a cancelled operation over a lost connection', () => new AbortedError('stopped', { cause: terminated }), fails('ERR_ABORTED', 'aborted', false, 'warn')],

@@ -89,6 +89,7 @@ const FLAGS = [
   ['errorStatus', '--error-status <code>', `HTTP status of --error-rate failures, 400 to 599 (default ${NO_FAULTS.errorStatus})`],
   ['revokeTokensAfter', '--revoke-tokens-after <duration>', 'tokens stop working this long after issue although expires_in says more, e.g. 5m (default never)'],
   ['malformedEvery', '--malformed-every <n>', 'every Nth E6 response is truncated JSON; 0 = never (default 0)'],
+  ['ignorePageNumber', '--ignore-page-number', "every E6 page answers page 1's records, echoing the pageNumber asked (a proxy dropping it)"],
   ['arrivals', '--arrivals <R:N>', 'when the Rth E6 request arrives, insert N new records inside its date range first (late arrivals)'],
   ['pageSizeCap', '--page-size-cap <n>', 'E6 serves at most N records a page whatever pageSize asks; 0 = no cap (default 0)'],
   [
@@ -218,6 +219,7 @@ const flagsSchema = z.object({
   errorStatus: wholeNumber(400, 599).optional(),
   revokeTokensAfter: durationMs('5m').optional(),
   malformedEvery: wholeNumber(0, Number.MAX_SAFE_INTEGER).optional(),
+  ignorePageNumber: z.boolean().optional(),
   arrivals: z
     .string()
     .transform((text, ctx) => {
@@ -316,6 +318,7 @@ function simulatorOptions(flags: Flags, logger: Logger, now: number): SimulatorO
   if (flags.revokeTokensAfter !== undefined) faults.revokeTokensAfterSeconds = flags.revokeTokensAfter / 1000;
   if (flags.malformedEvery !== undefined) faults.malformedEvery = flags.malformedEvery;
   if (flags.arrivals !== undefined) faults.arrivals = flags.arrivals;
+  if (flags.ignorePageNumber === true) faults.ignorePageNumber = true;
   return {
     host: flags.host ?? '127.0.0.1',
     port: flags.port ?? DEFAULT_SIMULATE_PORT,

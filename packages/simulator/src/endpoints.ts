@@ -88,7 +88,9 @@ export class DataEndpoints {
     const totalRecords = viewed ? view.count(from, to) : dataset.count(from, to, toInclusive);
     let totalPages = Math.ceil(totalRecords / echoed);
     let records: string[] = [];
-    const offset = (pageNumber - 1) * pageSize;
+    // A proxy that drops pageNumber: page 1's records whatever is asked, the number asked echoed.
+    const offset = (faults.ignorePageNumber ? 0 : pageNumber - 1) * pageSize;
+    if (faults.ignorePageNumber && pageNumber > 1) this.#c.markInjected(res, 'ignore-page-number');
     if (offset < totalRecords && queued !== 'empty-page') {
       const limit = queued === 'oversized-page' ? pageSize + Math.max(1, Math.ceil(pageSize / 10)) : pageSize;
       records = viewed

@@ -61,6 +61,8 @@ export interface FaultSettings {
   arrivals: { afterRequests: number; count: number } | undefined;
   /** How long a queued `'slow-body'` fault stalls the body after the headers, in milliseconds. */
   stallMs: number;
+  /** Every E6 page answers page 1's records, echoing the `pageNumber` asked (a proxy dropping it). */
+  ignorePageNumber: boolean;
 }
 
 /** Default fault settings: none active. */
@@ -75,6 +77,7 @@ export const NO_FAULTS: Readonly<FaultSettings> = Object.freeze({
   malformedEvery: 0,
   arrivals: undefined,
   stallMs: 2000,
+  ignorePageNumber: false,
 });
 
 /**
@@ -121,7 +124,7 @@ export interface SimulatorRequestEvent {
   path: string;
   /** Status sent, or undefined when the connection closed before any. */
   status: number | undefined;
-  /** The injected fault this request got, if any: a queued kind, `status <n>`, `rate-limit`, `error-rate`, `malformed-every`. */
+  /** The injected fault this request got, if any: a queued kind, `status <n>`, `rate-limit`, `error-rate`, `malformed-every`, `ignore-page-number`. */
   fault: string | undefined;
 }
 

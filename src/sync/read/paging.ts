@@ -1,12 +1,14 @@
 /**
  * Paging through a range that holds more than a page and cannot be split (an instant, a boundary
  * set): E6 promises no order, so it is paged twice and taken only when both reads hold the same
- * multiset of record texts. See docs/design/reader-budgets.md.
+ * multiset of record texts, and no page copies another unless the records really repeat
+ * (page-copies.ts). See docs/design/reader-budgets.md.
  */
 import { InconsistentWindowError } from '../../errors.js';
 import type { AnalyticsPage } from '../../upstream/analytics.js';
 import { sameBag } from '../membership/boundary.js';
 import { bagOf, PageKeys, type TextBag } from '../membership/record-keys.js';
+import { withoutCopies, type RepeatedPagesEvent } from './page-copies.js';
 import { iso, type Window } from '../windows.js';
 
 /** How the reader asks E6 for pages of a range. */
@@ -36,24 +38,30 @@ async function pageThrough(io: RangeRequests, range: Window, pageSize?: number):
   return { total, consistent, pages, keys: bagOf(pages.flatMap((page) => PageKeys.of(page).allTexts())) };
 }
 
+/** How {@link pagedTwice} reads a range. */
+export interface PagingOptions {
+  attempts: number;
+  configured: number;
+  served: number;
+  window: Window;
+  pageSize?: number;
+  onUnstable?: ((event: { instant: Window; records: number; attempt: number }) => void) | undefined;
+  onRepeated?: ((event: RepeatedPagesEvent) => void) | undefined;
+}
+
 /**
- * The second of two reads of `range` that are consistent and hold the same multiset.
+ * The second of two reads of `range` that are consistent and hold the same multiset, and whose
+ * pages are no copies of one another unless the records line up at another page size (page-copies.ts).
  *
  * @param o `attempts`: SYNC_WINDOW_ATTEMPTS; `pageSize`: a smaller page (oversize.ts).
- * @throws {InconsistentWindowError} after `attempts` pairs that disagreed; what a request throws.
+ * @throws {InconsistentWindowError} after `attempts` pairs that disagreed; RepeatedPagesError; what a request throws.
  */
-export async function pagedTwice(
-  io: RangeRequests,
-  range: Window,
-  o: {
-    attempts: number;
-    configured: number;
-    served: number;
-    window: Window;
-    pageSize?: number;
-    onUnstable?: ((event: { instant: Window; records: number; attempt: number }) => void) | undefined;
-  },
-): Promise<PagedRead> {
+export async function pagedTwice(io: RangeRequests, range: Window, o: PagingOptions): Promise<PagedRead> {
+  const read = await agreeingPair(io, range, o);
+  return withoutCopies(read, (pageSize) => agreeingPair(io, range, { ...o, pageSize }), { range, window: o.window, onRepeated: o.onRepeated });
+}
+
+async function agreeingPair(io: RangeRequests, range: Window, o: PagingOptions): Promise<PagedRead> {
   let records = 0;
   for (let attempt = 1; attempt <= o.attempts; attempt++) {
     const [first, second] = await Promise.all([pageThrough(io, range, o.pageSize), pageThrough(io, range, o.pageSize)]);

@@ -1,6 +1,7 @@
 /** The window reader's (reader.ts) options, its leaves and its stats. See docs/design/reader-budgets.md. */
 import type { AnalyticsPage, AnalyticsRecord } from '../../upstream/analytics.js';
 import type { TextBag, ToDateRule } from '../membership/boundary.js';
+import type { RepeatedPagesEvent } from './page-copies.js';
 import type { RecordEstimate } from './slices.js';
 import type { Window } from '../windows.js';
 
@@ -58,4 +59,6 @@ export interface WindowReaderOptions<T> {
   onPageSizeClamped?: (event: { asked: number; served: number; echoed: number }) => void;
   /** An instant's two reads disagreed (`attempt` from 1). Must not throw. */
   onUnstableInstant?: (event: { instant: Window; records: number; attempt: number }) => void;
+  /** A read in pages held copies of its own pages, and was checked at another page size. Must not throw. */
+  onRepeatedPages?: (event: RepeatedPagesEvent) => void;
 }

@@ -343,8 +343,8 @@ export class WindowReader<T> {
 
   #pagedTwice(state: WindowState<T>, range: Window, pageSize?: number): Promise<PagedRead> {
     const io: RangeRequests = { firstPage: (r, size) => this.#firstPage(state, r, size), request: (r, n, size) => this.#request(state, r, n, size) };
-    const { instantAttempts: attempts, pageSize: configured, onUnstableInstant: onUnstable } = this.#o;
-    const o = { attempts, configured, served: this.#pageSize, window: state.window, onUnstable };
+    const { instantAttempts: attempts, pageSize: configured, onUnstableInstant: onUnstable, onRepeatedPages: onRepeated } = this.#o;
+    const o = { attempts, configured, served: this.#pageSize, window: state.window, onUnstable, onRepeated };
     return pagedTwice(io, range, pageSize === undefined ? o : { ...o, pageSize });
   }
 

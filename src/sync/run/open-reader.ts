@@ -55,6 +55,25 @@ export async function openReader(
       );
       observer?.unstableInstant?.(event);
     },
+    onRepeatedPages: (event) => {
+      const stored = event.outcome === 'stored';
+      log.warn(
+        {
+          runId,
+          window: [iso(event.window.start), iso(event.window.end)],
+          instant: [iso(event.range.start), iso(event.range.end)],
+          pageSize: event.pageSize,
+          repeatedPages: event.repeated.slice(0, 20).map((r) => [r.page, r.copyOf]),
+          repeated: event.repeated.length,
+          otherPageSize: event.otherPageSize,
+          outcome: event.outcome,
+        },
+        stored
+          ? 'pages repeat: E6 pages of an instant copied earlier pages [page, copyOf] record for record; read again at another page size the records line up, so they really repeat and are stored as often as E6 holds them'
+          : 'pages repeat: E6 pages of an instant copied earlier pages [page, copyOf] record for record, and read again at another page size it answered other records: E6 (or a proxy) ignores pageNumber; no copy is stored and the window is parked',
+      );
+      observer?.repeatedPages?.(event);
+    },
     ...(options.signal ? { signal: options.signal } : {}),
   });
 }

@@ -67,6 +67,8 @@ export interface SyncObserver {
   recordsQuarantined?(event: { window: Window; records: number }): void;
   /** Two reads of an instant disagreed; it is read again or fails the run. */
   unstableInstant?(event: { instant: Window; records: number; attempt: number }): void;
+  /** Pages of an instant copied earlier pages; `outcome`: stored (they really repeat) or parked. */
+  repeatedPages?(event: { repeated: readonly unknown[]; outcome: 'stored' | 'parked' }): void;
   /** The run reads at `served` from now on. */
   pageSizeClamped?(event: { asked: number; served: number; echoed: number }): void;
   fieldsChanged?(event: { window: Window; changes: readonly FieldChange[] }): void;
