@@ -1,15 +1,20 @@
 /**
  * The API's clock as its responses' `Date` headers tell it (src/upstream/clock.ts): the skew and its
  * uncertainty from the 1 s resolution and the round trip, the warn once per change (never once per
- * response, never flapping at the bound), and the gauge it feeds (src/metrics/client.ts).
+ * response, never flapping at the bound), the gauge it feeds (src/metrics/client.ts), and a run's
+ * now taken from E6's `apiNow` (src/sync/run/plan.ts).
  */
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
+import { runSync } from '../../src/sync/run/run.js';
 import { ClientMetrics } from '../../src/metrics/client.js';
 import { CLOCK_SKEW_FLOOR_MS, ClockWatch, clockSkewBoundMs, skewOf } from '../../src/upstream/clock.js';
 import { parseHttpDate } from '../../src/time.js';
+import { FakeE6, record } from '../helpers/fake-e6.js';
 import { captureLog } from '../helpers/log-capture.js';
+import { MemoryStore } from '../helpers/memory-store.js';
 
 const T = Date.UTC(2026, 10, 6, 8, 49, 37);
 /** `T + offsetMs` as an IMF-fixdate, cut to the second as a server sends it. */
@@ -139,5 +144,33 @@ describe('analytics_exporter_upstream_clock_skew_seconds', () => {
     const text = await registry.metrics();
     expect(text).toContain('analytics_exporter_upstream_clock_skew_seconds{source="eu"} -7200.02');
     expect(text).toContain('analytics_exporter_upstream_clock_skew_seconds{source="us"} 0.5');
+  });
+});
+
+describe("a run's now", () => {
+  /** A run of a fake E6 whose `apiNow` answers `api` (undefined: no Date header). */
+  const runWith = async (api: number | undefined) => {
+    const e6 = Object.assign(new FakeE6([record(1, Date.now() - 30 * 60_000)]), { apiNow: async () => api });
+    const config = loadConfig({ SYNC_SETTLE: '1m', SYNC_START_DATE: new Date(Date.now() - 4 * 3_600_000).toISOString() });
+    const out = captureLog();
+    const log = createLogger('info', { destination: out });
+    const result = await runSync({ store: new MemoryStore(), client: e6, config: config.sources[0]!.sync, tables: config.tables, schema: 'unit', log });
+    if (result.status === 'locked') throw new Error('locked');
+    return { result, lines: out.lines() };
+  };
+
+  it("is the API's time from E6, not the local clock: 2 h behind it, the range ends 2 h earlier", async () => {
+    const api = Date.now() - 2 * 3_600_000;
+    const { result } = await runWith(api);
+    expect(result.range.end).toBe(Math.floor((api - 60_000) / 1000) * 1000);
+    expect(result.records).toBe(0);
+  });
+
+  it('is the local clock when E6 sends no Date header, said at info', async () => {
+    const before = Date.now();
+    const { result, lines } = await runWith(undefined);
+    expect(result.range.end).toBeGreaterThanOrEqual(Math.floor((before - 60_000) / 1000) * 1000);
+    expect(result.records).toBe(1);
+    expect(lines.some((l) => l.level === 'info' && String(l.msg).startsWith('E6 answered with no Date header'))).toBe(true);
   });
 });
