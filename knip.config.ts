@@ -11,7 +11,7 @@ import type { KnipConfig } from 'knip';
 
 export default ({ production = false }: { production?: boolean }): KnipConfig => ({
   // System tools the tests and benchmarks run (Debian packages, see .ci/run), not npm packages.
-  ignoreBinaries: ['openssl', 'pg_config', 'promtool', 'psql'],
+  ignoreBinaries: ['faketime', 'openssl', 'pg_config', 'promtool', 'psql'],
   // Unused exports are checked in src/, the product; the tools around it are not held to it yet.
   ignoreIssues: {
     '{bench,soak,grafana,prometheus,scripts,test}/**': ['exports', 'types'],

@@ -136,3 +136,17 @@ function parseUtcTimestamp(text: string): number | undefined {
   if (!(year >= 100 && month >= 1 && month <= 12 && day >= 1 && day <= 31 && hour <= 23 && minute <= 59 && second <= 59 && millis >= 0)) return undefined;
   return Date.UTC(year, month - 1, day, hour, minute, second, millis);
 }
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const IMF_FIXDATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
+
+/** An HTTP `Date` header's IMF-fixdate (RFC 9110 5.6.7, `Sun, 06 Nov 1994 08:49:37 GMT`) as epoch ms; undefined otherwise. */
+export function parseHttpDate(text: string): number | undefined {
+  const m = IMF_FIXDATE.exec(text.trim());
+  if (m === null) return undefined;
+  const month = MONTHS.indexOf(m[2]!);
+  const [day, year, hour, minute, second] = [m[1], m[3], m[4], m[5], m[6]].map(Number) as [number, number, number, number, number];
+  if (month < 0 || day < 1 || hour > 23 || minute > 59 || second > 60) return undefined;
+  const ms = Date.UTC(year, month, day, hour, minute, Math.min(second, 59));
+  return new Date(ms).getUTCDate() === day ? ms : undefined;
+}

@@ -13,6 +13,7 @@ import { startDemoUpstream } from '../demo.js';
 import type { Logger } from '../log.js';
 import { PgStore } from '../sync/store/pg/store.js';
 import { AnalyticsClient, type ClientObserver } from '../upstream/analytics.js';
+import { clockSkewBoundMs } from '../upstream/clock.js';
 
 export { DRAIN_TIMEOUT_MS } from './drain.js';
 
@@ -92,7 +93,11 @@ export interface Upstream {
 /** The source's platform, or the in-process demo simulator for the source without STATISTICS_URL. */
 export async function openSourceUpstream(source: SourceConfig, log: Logger, observer?: ClientObserver): Promise<Upstream> {
   const demo = source.upstream === undefined ? await startDemoUpstream(log, source.demo) : undefined;
-  const client = AnalyticsClient.fromConfig(source.upstream ?? demo!.config, { log, ...(observer ? { observer } : {}) });
+  const client = AnalyticsClient.fromConfig(source.upstream ?? demo!.config, {
+    log,
+    clockSkewBoundMs: clockSkewBoundMs(source.sync.settleMs),
+    ...(observer ? { observer } : {}),
+  });
   return {
     client,
     demo: demo !== undefined,
@@ -124,7 +129,7 @@ export async function openUpstreams(config: Config, log: Logger, observerFor?: (
   const demo = demoSource === undefined ? undefined : await startDemoUpstream(log, demoSource.demo);
   const sources = config.sources.map((source) => ({
     source,
-    client: sourceClient(source.name, source.upstream ?? demo!.config, log, observerFor?.(source.name)),
+    client: sourceClient(source, source.upstream ?? demo!.config, log, observerFor?.(source.name)),
   }));
   return {
     sources,
@@ -136,9 +141,13 @@ export async function openUpstreams(config: Config, log: Logger, observerFor?: (
   };
 }
 
-/** Its own token cache, connections and request budget (E0, Limits); also serve's reload. Connects lazily. */
-export function sourceClient(name: string, upstream: UpstreamConfig, log: Logger, observer?: ClientObserver): AnalyticsClient {
-  const client = AnalyticsClient.fromConfig(upstream, { log: log.child({ source: name }), ...(observer ? { observer } : {}) });
+/** Its own token cache, connections, request budget (E0, Limits) and clock watch; also serve's reload. Connects lazily. */
+export function sourceClient(source: Pick<SourceConfig, 'name' | 'sync'>, upstream: UpstreamConfig, log: Logger, observer?: ClientObserver): AnalyticsClient {
+  const client = AnalyticsClient.fromConfig(upstream, {
+    log: log.child({ source: source.name }),
+    clockSkewBoundMs: clockSkewBoundMs(source.sync.settleMs),
+    ...(observer ? { observer } : {}),
+  });
   // Without a request budget nothing reports a pace: the gauge says 0, as documented.
   if (upstream.rateLimit === undefined) observer?.onRateLimit?.(0);
   return client;

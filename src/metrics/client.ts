@@ -12,6 +12,7 @@ export class ClientMetrics {
   readonly rateLimit: Gauge<'source'>;
   readonly rateLimitWait: Counter<'source'>;
   readonly tokenRequests: Counter<'source' | 'outcome'>;
+  readonly clockSkew: Gauge<'source'>;
 
   constructor(registry: Registry, prefix: string) {
     this.requestDuration = new Histogram({
@@ -56,6 +57,14 @@ export class ClientMetrics {
       labelNames: ['source', 'outcome'] as const,
       registers: [registry],
     });
+    this.clockSkew = new Gauge({
+      name: `${prefix}upstream_clock_skew_seconds`,
+      help:
+        "The API's clock minus the local clock, in seconds, from the Date header of the last E6 or E7 response (± 0.5 s and half " +
+        "its round trip); negative: the local clock is ahead. Runs use the API's clock; beyond half of SYNC_SETTLE it is logged at warn.",
+      labelNames: ['source'] as const,
+      registers: [registry],
+    });
   }
 
   /** The observer of one source's client, its series labelled `source`. */
@@ -68,6 +77,7 @@ export class ClientMetrics {
       onAttemptFailed: ({ endpoint, reason }) => this.attemptFailures.inc({ source, endpoint, reason }),
       onRateLimit: (ratePerSecond) => this.rateLimit.set({ source }, ratePerSecond),
       onRateLimitWait: (seconds) => this.rateLimitWait.inc({ source }, seconds),
+      onClockSkew: (skewSeconds) => this.clockSkew.set({ source }, skewSeconds),
     };
   }
 }

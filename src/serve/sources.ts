@@ -151,7 +151,7 @@ export class ServeSources {
       this.#clients.delete(source.name);
     }
     for (const source of coming) {
-      const client = sourceClient(source.name, source.upstream!, log, metrics.clientObserver(source.name));
+      const client = sourceClient(source, source.upstream!, log, metrics.clientObserver(source.name));
       this.#opened.add(client);
       this.#clients.set(source.name, client);
     }

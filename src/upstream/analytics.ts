@@ -11,6 +11,7 @@ import { AbortedError, InvalidArgumentError, type Endpoint, type FailureReason }
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import { RequestBudget } from './budget.js';
+import { CLOCK_SKEW_FLOOR_MS, ClockWatch } from './clock.js';
 import { readClientFiles } from './files.js';
 import { ACCEPT_ENCODING } from './encoding.js';
 import { bodyError, createAgent, excerpt, mediaType, send, statusError, type RawResponse } from './http.js';
@@ -73,7 +74,12 @@ export interface ClientObserver {
   onTokenRequest?(outcome: 'success' | 'failure'): void;
   /** Every failed attempt, E0 included, retried or not; not for an abort. No token: `token`. */
   onAttemptFailed?(event: { endpoint: Endpoint; reason: FailureReason }): void;
+  /** Every E6 and E7 response with a `Date` header: the API's clock minus the local one, in seconds. */
+  onClockSkew?(skewSeconds: number): void;
 }
+
+/** How far before the local now the clock probe asks E6 about: an instant with no more than a page. */
+const CLOCK_PROBE_AGO_MS = 86_400_000;
 
 const pageEnvelopeSchema = z.object({
   pageNumber: z.number().int().min(1),
@@ -185,17 +191,22 @@ export interface AnalyticsClientOptions {
   budget?: RequestBudget;
   /** UPSTREAM_MAX_BODY in bytes, also bounding a decoded body. */
   maxBodyBytes: number;
+  /** ms beyond which a clock skew is logged at warn (clockSkewBoundMs of SYNC_SETTLE); default CLOCK_SKEW_FLOOR_MS. */
+  clockSkewBoundMs?: number;
 }
 
 export class AnalyticsClient {
   readonly #o: AnalyticsClientOptions;
   readonly #now: () => number;
+  readonly #clock: ClockWatch;
   readonly #analyticsUrl: URL;
   readonly #prometheusUrl: URL;
 
   constructor(options: AnalyticsClientOptions) {
     this.#o = options;
     this.#now = options.now ?? Date.now;
+    const onSkew = options.observer?.onClockSkew?.bind(options.observer);
+    this.#clock = new ClockWatch({ boundMs: options.clockSkewBoundMs ?? CLOCK_SKEW_FLOOR_MS, log: options.log, ...(onSkew ? { onSkew } : {}) });
     const base = new URL(options.statisticsUrl);
     if (!base.pathname.endsWith('/')) base.pathname += '/';
     this.#analyticsUrl = new URL('analytics', base);
@@ -208,7 +219,14 @@ export class AnalyticsClient {
    */
   static fromConfig(
     config: UpstreamConfig,
-    deps: { log: Logger; observer?: ClientObserver; now?: () => number; random?: () => number; sleep?: RetryPolicy['sleep'] },
+    deps: {
+      log: Logger;
+      observer?: ClientObserver;
+      now?: () => number;
+      random?: () => number;
+      sleep?: RetryPolicy['sleep'];
+      clockSkewBoundMs?: number;
+    },
   ): AnalyticsClient {
     const files = readClientFiles(config);
     if (files.clientSecret.length < MIN_CLIENT_SECRET_LENGTH) {
@@ -264,6 +282,7 @@ export class AnalyticsClient {
       ...(budget ? { budget } : {}),
       ...(deps.observer ? { observer: deps.observer } : {}),
       ...(deps.now ? { now: deps.now } : {}),
+      ...(deps.clockSkewBoundMs !== undefined ? { clockSkewBoundMs: deps.clockSkewBoundMs } : {}),
     });
   }
 
@@ -310,6 +329,25 @@ export class AnalyticsClient {
     });
   }
 
+  /**
+   * The API's time now, in epoch ms: the local clock plus the skew one E6 request's `Date` header
+   * shows (E6; the page itself is not used). An error status still tells the time. Undefined when
+   * no response carried a `Date` (none sent, or E6 not reached: logged at debug).
+   * @throws {AbortedError} on `signal`; nothing else.
+   */
+  async apiNow(options: { signal?: AbortSignal } = {}): Promise<number | undefined> {
+    const before = this.#clock.reads;
+    const at = new Date(Math.floor((this.#now() - CLOCK_PROBE_AGO_MS) / 1000) * 1000);
+    try {
+      await this.fetchPage({ startDate: at, toDate: at, pageSize: 1 }, options);
+    } catch (err) {
+      if (err instanceof AbortedError) throw err;
+      if (this.#clock.reads === before) this.#o.log.debug({ err }, "E6 did not answer the request for the API's time");
+    }
+    const skew = this.#clock.reads === before ? undefined : this.#clock.latest;
+    return skew === undefined ? undefined : this.#now() + skew.skewMs;
+  }
+
   /** Releases keep-alive sockets. Idempotent. */
   async close(): Promise<void> {
     const d = this.#o.dispatcher as Dispatcher & { destroyed?: boolean; closed?: boolean };
@@ -334,10 +372,12 @@ export class AnalyticsClient {
           maxBodyBytes,
           ...(signal ? { signal } : {}),
           ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+          now: this.#now,
           ...(endpoint === 'analytics' ? { keepBytes: true } : {}),
           // Per response: a retry starts counting again.
           ...(inspectBody ? { inspect: inspectBody() } : {}),
         });
+        this.#clock.observe(endpoint, res);
         if (res.status === 429) budget?.throttled();
         else if (res.status >= 200 && res.status <= 299) budget?.succeeded();
         observer?.onResponse?.({ endpoint, status: res.status, durationSeconds: res.durationSeconds });

@@ -82,6 +82,9 @@ export interface RawResponse {
   bytes?: Buffer;
   /** From sending to the end of the body. */
   durationSeconds: number;
+  /** The local wall clock (epoch ms) when the request was sent and when its headers arrived (the `Date` header's bracket). */
+  sentAtMs: number;
+  headersAtMs: number;
 }
 
 export interface SendOptions {
@@ -98,6 +101,8 @@ export interface SendOptions {
   maxBodyBytes: number;
   /** Fill {@link RawResponse.bytes}. */
   keepBytes?: boolean;
+  /** The local wall clock in epoch ms (default Date.now), for {@link RawResponse.sentAtMs}. */
+  now?: () => number;
   /**
    * Sees a 2xx body's bytes as they arrive (a coded body at once, decoded) and may throw to
    * abandon it: the connection is closed and that error thrown as it is (E7's limits).
@@ -119,6 +124,8 @@ function describeEndpoint(endpoint: Endpoint, url: URL): string {
  */
 export async function send(options: SendOptions): Promise<RawResponse> {
   const started = performance.now();
+  const wall = options.now ?? Date.now;
+  const sentAtMs = wall();
   const where = describeEndpoint(options.endpoint, options.url);
   let headersReceived = false;
   let refused: { err: unknown } | undefined;
@@ -141,13 +148,14 @@ export async function send(options: SendOptions): Promise<RawResponse> {
       signal: options.signal,
     });
     headersReceived = true;
+    const at = { sentAtMs, headersAtMs: wall() };
     const durationSeconds = () => (performance.now() - started) / 1000;
     const encoding = res.headers['content-encoding'];
     const coded = contentCodings(encoding).length > 0;
     // An error page's status says what went wrong: not inspected.
     const inspecting = res.statusCode >= 200 && res.statusCode <= 299 ? inspect : undefined;
     if (options.keepBytes !== true && !coded && inspecting === undefined)
-      return { status: res.statusCode, headers: res.headers, body: await res.body.text(), durationSeconds: durationSeconds() };
+      return { status: res.statusCode, headers: res.headers, body: await res.body.text(), durationSeconds: durationSeconds(), ...at };
     let whole: Uint8Array;
     if (coded) {
       whole = await decodeContent(await res.body.bytes(), encoding, options.maxBodyBytes);
@@ -157,7 +165,7 @@ export async function send(options: SendOptions): Promise<RawResponse> {
     }
     // As undici's text(): a byte order mark skipped, invalid bytes as U+FFFD.
     if (options.keepBytes !== true)
-      return { status: res.statusCode, headers: res.headers, body: new TextDecoder().decode(whole), durationSeconds: durationSeconds() };
+      return { status: res.statusCode, headers: res.headers, body: new TextDecoder().decode(whole), durationSeconds: durationSeconds(), ...at };
     const bom = whole.length > 2 && whole[0] === 0xef && whole[1] === 0xbb && whole[2] === 0xbf ? 3 : 0;
     const bytes = Buffer.from(whole.buffer, whole.byteOffset + bom, whole.length - bom);
     return {
@@ -166,6 +174,7 @@ export async function send(options: SendOptions): Promise<RawResponse> {
       body: bytes.toString('utf8'),
       ...(isUtf8(bytes) ? { bytes } : {}),
       durationSeconds: durationSeconds(),
+      ...at,
     };
   } catch (err) {
     if (refused !== undefined && err === refused.err) throw err;

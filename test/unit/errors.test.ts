@@ -128,7 +128,14 @@ async function thrown(build: () => unknown): Promise<unknown> {
   throw new Error('nothing was thrown');
 }
 
-const response = (status: number, headers: RawResponse['headers'] = {}): RawResponse => ({ status, headers, body: '', durationSeconds: 0 });
+const response = (status: number, headers: RawResponse['headers'] = {}): RawResponse => ({
+  status,
+  headers,
+  body: '',
+  durationSeconds: 0,
+  sentAtMs: 0,
+  headersAtMs: 0,
+});
 const nodeError = (message: string, code: string) => Object.assign(new Error(message), { code });
 const gzipOf = (bytes: number) => zlib.gzipSync(Buffer.alloc(bytes, 0x20));
 

@@ -1,7 +1,8 @@
 /**
- * The plan of a run: its range (from the watermark, or `--from`/`--to`) and its windows, without
- * the expired ones, with those marked for re-load (a resumed run only), widened over committed and
- * parked ones. Design: docs/design/sync-run.md, docs/design/ledger.md.
+ * The plan of a run: its now (the API's clock), its range (from the watermark, or `--from`/`--to`)
+ * and its windows, without the expired ones, with those marked for re-load (a resumed run only),
+ * widened over committed and parked ones. Design: docs/design/sync-run.md, docs/design/ledger.md,
+ * docs/design/api-clock.md.
  */
 import { InvalidArgumentError } from '../../errors.js';
 import type { RunContext } from './context.js';
@@ -14,6 +15,18 @@ export interface RunPlan {
   windows: Window[];
   /** ms; undefined before the source's first window. */
   watermarkBefore: number | undefined;
+}
+
+/**
+ * The run's now, in epoch ms: `options.now` when given, else the API's clock (E6's `Date` header,
+ * one request), else the local clock, said at info. @throws {AbortedError} on the run's signal.
+ */
+export async function runNow(ctx: RunContext): Promise<number> {
+  if (ctx.options.now !== undefined || ctx.e6.apiNow === undefined) return ctx.now();
+  const apiNow = await ctx.e6.apiNow(ctx.options.signal ? { signal: ctx.options.signal } : {});
+  if (apiNow !== undefined) return apiNow;
+  ctx.log.info("E6 answered with no Date header (or not at all): the run's now is the local clock");
+  return ctx.now();
 }
 
 /** @throws {InvalidArgumentError} when `--from` is not before the range's end, or the end is later than `now` (ms) minus SYNC_SETTLE. */

@@ -9,7 +9,7 @@
 import { AbortedError } from '../../errors.js';
 import { FieldContract } from './field-contract.js';
 import { runContext, schemaLockName, sourceLockName, type LoadContext, type RunContext, type SyncDeps, type SyncOptions } from './context.js';
-import { planRun, type RunPlan } from './plan.js';
+import { planRun, runNow, type RunPlan } from './plan.js';
 import { ProgressLog } from './progress-log.js';
 import type { StoreSession } from '../store/ports.js';
 import { countParked, loadOrPark } from './park.js';
@@ -29,9 +29,9 @@ const LOCKED = { status: 'locked' as const };
  * Runs one sync of `deps.source`. Upstream and database faults end the run `failed`, not thrown.
  *
  * @returns `{ status: 'locked' }` when a lock is busy and `wait` is false; else the run's outcome.
- * @throws {InvalidArgumentError} when `from` ≥ `to` or `to` is later than now minus SYNC_SETTLE;
- *   {@link AbortedError} when `signal` ends the wait for a lock; the database's error when the lock
- *   cannot be taken or the run recorded.
+ * @throws {InvalidArgumentError} when `from` ≥ `to` or `to` is later than now (the API's) minus
+ *   SYNC_SETTLE; {@link AbortedError} when `signal` ends the wait for a lock or for the API's time;
+ *   the database's error when the lock cannot be taken or the run recorded.
  */
 export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncResult> {
   const ctx = runContext(deps, options);
@@ -55,7 +55,8 @@ export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promis
 
 async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncResult> {
   const started = performance.now();
-  const now = ctx.now();
+  // The API's clock, not the host's: a host clock off the API's neither skips nor delays records.
+  const now = await runNow(ctx);
   await session.maintenance.ensureTypedViewCurrent();
   const abandoned = await session.ledger.abandonStaleRuns();
   if (abandoned > 0) ctx.log.warn({ runs: abandoned }, 'marked runs left running by a process that died as abandoned (or whose end could not be recorded)');

@@ -20,6 +20,8 @@ export type { TextBag } from '../membership/record-keys.js';
 export interface E6Pages {
   /** @throws what the analytics client throws after its retries, or AbortedError on `options.signal`. */
   fetchPage(query: PageQuery, options?: { signal?: AbortSignal }): Promise<AnalyticsPage>;
+  /** The API's time now (epoch ms) from its `Date` header; undefined when it sends none. @throws AbortedError on `options.signal`. */
+  apiNow?(options?: { signal?: AbortSignal }): Promise<number | undefined>;
 }
 
 /** How to take an advisory lock: wait or give up at once; `signal` ends a wait (AbortedError); `shared` mode. */
