@@ -35,7 +35,7 @@ export class Derived {
   ) {
     this.rollups = new Rollups(t, rollup);
     this.catalogue = new FieldCatalogue(t, rollup);
-    this.view = new TypedView(t);
+    this.view = new TypedView(t, rollup.typedViewMaxFields);
     this.tables = [this.rollups, this.catalogue, this.view];
   }
 
