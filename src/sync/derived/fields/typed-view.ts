@@ -9,7 +9,7 @@ import type { Logger } from '../../../log.js';
 import { mergeSources, readFields, type FieldRow } from './fields.js';
 import { compareCodePoints } from '../rollup/code-points.js';
 import { deleteSetting, relationExists, saveSetting } from '../settings.js';
-import type { DerivedTable, SchemaTables, WindowCommit } from '../table.js';
+import type { DerivedTable, Queryable, SchemaTables, WindowCommit } from '../table.js';
 import { readViewAccess, restoreViewAccess } from './view-access.js';
 
 const VIEW_SETTING = 'typed_view';
@@ -95,6 +95,50 @@ function refusalMessage(err: unknown): string {
   if (code === '2BP01') return 'records_typed could not be recreated for the new fields: an object depends on it; it stays as it was';
   if (code === '42501') return 'records_typed could not be recreated for the new fields: this role may not give it back to its owner; it stays as it was';
   return 'records_typed could not be recreated for the new fields; it stays as it was';
+}
+
+/** The columns records_typed has now (none when it does not exist). */
+async function viewColumns(db: Queryable, t: SchemaTables): Promise<Set<string>> {
+  const { rows } = await db.query<{ name: string }>(
+    'select attname as name from pg_attribute where attrelid = to_regclass($1) and attnum > 0 and not attisdropped',
+    [t.typedView],
+  );
+  return new Set(rows.map((r) => r.name));
+}
+
+/**
+ * `fields` with `column` null where records_typed has no such column: left out at
+ * TYPED_VIEW_MAX_FIELDS, or not recreated since the field came.
+ * @throws the database's error.
+ */
+export async function inViewColumns(db: Queryable, t: SchemaTables, fields: readonly FieldRow[]): Promise<FieldRow[]> {
+  const columns = await viewColumns(db, t);
+  return fields.map((f) => (f.column !== null && !columns.has(f.column) ? { ...f, column: null } : f));
+}
+
+/** A source's catalogue fields by their place in records_typed. */
+export interface FieldPlaces {
+  /** A column of the view. */
+  column: number;
+  /** With a column type, but not in the view (beyond TYPED_VIEW_MAX_FIELDS, or the view not recreated). */
+  leftOut: number;
+  /** Objects or arrays only, in every source: no column type. */
+  none: number;
+}
+
+/** @throws the database's error. */
+export async function fieldPlaces(db: Queryable, t: SchemaTables, source: string): Promise<FieldPlaces> {
+  const all = await readFields(db, t);
+  const viewTypes = new Map(mergeSources(all).map((f) => [f.path, f.viewType]));
+  const columns = await viewColumns(db, t);
+  const places: FieldPlaces = { column: 0, leftOut: 0, none: 0 };
+  for (const f of all) {
+    if (f.source !== source) continue;
+    if (f.column !== null && columns.has(f.column)) places.column++;
+    else if (viewTypes.get(f.path) === null) places.none++;
+    else places.leftOut++;
+  }
+  return places;
 }
 
 export class TypedView implements DerivedTable {
