@@ -166,4 +166,20 @@ describe('records_typed at TYPED_VIEW_MAX_FIELDS (real PostgreSQL)', () => {
     ]);
     expect(blameLines(log)).toEqual([]);
   });
+
+  it('a view built on records_typed blocks its recreation: the warning names the dependent object, not the owner', { timeout: 60_000 }, async () => {
+    const e6 = new FakeE6([record(1, START + 1000, { a: 1 }), record(2, START + HOUR_MS + 1000, { a: 2, b: 'new' })], { sleep: async () => undefined });
+    const schema = 'typed_limit_dependent';
+    await migrate(bed.pool, schema, silentLogger);
+    const log = captureLog();
+    await sync(schema, e6, { from: START, to: START + HOUR_MS }, { log });
+    await bed.pool.query(`create view ${schema}.mine as select a from ${schema}.records_typed`);
+    await sync(schema, e6, { from: START + HOUR_MS, to: START + 2 * HOUR_MS }, { log });
+    expect(await viewColumns(schema)).not.toContain('b');
+    const warned = blameLines(log);
+    expect(warned.map((l) => [l.msg, (l.err as { code?: string }).code])).toEqual([
+      ['records_typed could not be recreated for the new fields: an object depends on it; it stays as it was', '2BP01'],
+    ]);
+    await bed.pool.query(`drop view ${schema}.mine`);
+  });
 });
