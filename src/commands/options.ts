@@ -74,6 +74,7 @@ export const SETTING_GROUPS: readonly SettingGroup[] = [
       'ROLLUP_DISTINCT',
       'ROLLUP_DISTINCT_BY',
       'FIELD_CATALOGUE',
+      'TYPED_VIEW_MAX_FIELDS',
       'FIELD_CONTRACT',
     ],
   },

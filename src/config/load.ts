@@ -242,6 +242,7 @@ function rollupConfig(v: {
   ROLLUP_DISTINCT: RollupDimension[];
   ROLLUP_DISTINCT_BY: RollupDimension[];
   FIELD_CATALOGUE: 'on' | 'off';
+  TYPED_VIEW_MAX_FIELDS: number;
 }): RollupConfig {
   const enabled = v.ROLLUP_DIMENSIONS !== undefined;
   return {
@@ -250,6 +251,7 @@ function rollupConfig(v: {
     distinct: enabled ? v.ROLLUP_DISTINCT : [],
     distinctBy: v.ROLLUP_DISTINCT_BY,
     catalogue: v.FIELD_CATALOGUE === 'on',
+    typedViewMaxFields: v.TYPED_VIEW_MAX_FIELDS,
     retentionMs: v.ROLLUP_RETENTION,
   };
 }

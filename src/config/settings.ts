@@ -314,6 +314,12 @@ const SETTING_TABLE = {
     help: "'off' stops maintaining the field catalogue record_fields and the view records_typed",
     schema: z.enum(['on', 'off'], { error: "must be 'on' or 'off'" }),
   },
+  TYPED_VIEW_MAX_FIELDS: {
+    flag: '--typed-view-max-fields',
+    default: '1000',
+    help: "records_typed's field columns, for the fields most records carry (others stay in record_fields and payload); at most 1593, PostgreSQL's 1600 less its own 7",
+    schema: wholeNumber(1, 1593),
+  },
   FIELD_CONTRACT: {
     flag: '--field-contract',
     default: 'evolve',

@@ -126,6 +126,8 @@ export interface RollupConfig {
   distinct: RollupDimension[];
   distinctBy: RollupDimension[];
   catalogue: boolean;
+  /** TYPED_VIEW_MAX_FIELDS: field columns of records_typed. */
+  typedViewMaxFields: number;
   /** Undefined: kept forever. */
   retentionMs: number | undefined;
 }

@@ -6,7 +6,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { SyncObserver, SyncResult } from '../sync/run/run.js';
 import { failureReason } from '../failures.js';
-import { recordFieldsNewCounter } from './record-fields.js';
+import { recordFieldsGauge, recordFieldsNewCounter, setRecordFields } from './record-fields.js';
 
 /** Why a tick did not run: the previous run still going, or the lock held by another process. */
 export type SkipReason = 'running' | 'locked';
@@ -34,6 +34,7 @@ export class SyncMetrics {
   readonly watermark: Gauge<'source'>;
   readonly running: Gauge<'source'>;
   readonly recordFieldsNew: Counter<'source'>;
+  readonly recordFields: Gauge<'source' | 'typed_view'>;
   readonly lockWaits: Counter<'source'>;
   readonly #sources = new Set<string>();
 
@@ -109,6 +110,7 @@ export class SyncMetrics {
     this.watermark = gauge('sync_watermark_timestamp_seconds', 'Unix time up to which the analytics records are loaded without a gap (the sync watermark).');
     this.running = gauge('sync_running', 'Whether a sync run is in progress (1) or not (0).');
     this.recordFieldsNew = recordFieldsNewCounter(registry, prefix);
+    this.recordFields = recordFieldsGauge(registry, prefix);
     this.lockWaits = counter(
       'database_lock_waits_total',
       'Statements of a sync run that waited on a lock for more than 10 seconds (each also logged once at warn, ' +
@@ -197,6 +199,7 @@ export class SyncMetrics {
     this.running.set(s, 0);
     if (result.status === 'locked') return;
     if (result.parkedWindows !== undefined) this.windowsParked.set(s, result.parkedWindows);
+    if (result.fields !== undefined) setRecordFields(this.recordFields, source, result.fields);
     this.runs.inc(s);
     this.duration.set(s, result.durationSeconds);
     if (result.status === 'succeeded') this.lastSuccess.set(s, Date.now() / 1000);

@@ -12,6 +12,7 @@ import type { PageRows, QuarantineRow } from '../../src/sync/rows/page-rows.js';
 import { dataRefusal } from '../../src/db/refusal.js';
 import type {
   DroppedPartition,
+  FieldPlaces,
   Ledger,
   LockOptions,
   Locked,
@@ -362,6 +363,10 @@ class MemoryMaintenance implements SchemaMaintenance {
       }
     }
     return known;
+  }
+  async fieldPlaces(): Promise<FieldPlaces> {
+    // No view here: its limit is the integration tests' to prove.
+    return { column: (await this.catalogueTypes()).size, leftOut: 0, none: 0 };
   }
   async ensurePartitions(starts: readonly number[]): Promise<Partition[]> {
     this.check();

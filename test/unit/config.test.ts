@@ -136,6 +136,9 @@ describe('loadConfig', () => {
     ['UPSTREAM_LABEL_VALUE_LENGTH_LIMIT', '1e3', 'must be a whole number from 0 to 16777216'],
     ['METRICS_MAX_CONNECTIONS', '1_000', 'must be a whole number from 1 to 1048576'],
     ['SYNC_PAGE_SIZE', '10.0', 'must be a whole number from 1 to 1000'],
+    // PostgreSQL's 1600 columns of a view, less records_typed's own 7.
+    ['TYPED_VIEW_MAX_FIELDS', '1594', 'must be a whole number from 1 to 1593'],
+    ['TYPED_VIEW_MAX_FIELDS', '0', 'must be a whole number from 1 to 1593'],
     ['DATABASE_SCHEMA', 'Robert"; drop', 'must be a lower-case SQL identifier'],
     ['DATABASE_URL', 'mysql://x', 'must be a postgres:// or postgresql:// URL'],
     ['TOKEN_SCOPE', 'a"b', 'must be space-separated scope tokens'],
@@ -293,6 +296,7 @@ describe('sync settings', () => {
         distinct: [{ column: 'user_id', path: ['userId'] }],
         distinctBy: [{ column: 'customer_id', path: ['customerId'] }],
         catalogue: true,
+        typedViewMaxFields: 1000,
         retentionMs: undefined,
       },
     });
@@ -309,6 +313,7 @@ describe('sync settings', () => {
       distinct: [{ column: 'user_id', path: ['userId'] }],
       distinctBy: [{ column: 'customer_id', path: ['customerId'] }],
       catalogue: true,
+      typedViewMaxFields: 1000,
       retentionMs: 400 * 86_400_000,
     });
     expect(loadConfig({ ROLLUP_DIMENSIONS: 'none', ROLLUP_DISTINCT_BY: 'none' }).tables.rollup.dimensions).toEqual([]);
@@ -327,6 +332,7 @@ describe('sync settings', () => {
     expect(rollupOf({ ROLLUP_DISTINCT_BY: 'none' }).distinctBy).toEqual([]);
     expect(rollupOf({ ROLLUP_DIMENSIONS: 'off' })).toMatchObject({ enabled: false, dimensions: [], distinct: [], catalogue: true });
     expect(rollupOf({ FIELD_CATALOGUE: 'off' })).toMatchObject({ enabled: true, catalogue: false });
+    expect(rollupOf({ TYPED_VIEW_MAX_FIELDS: '1593' }).typedViewMaxFields).toBe(1593);
   });
 
   it.each([

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { formatFieldsTable } from '../../src/app/schema.js';
 import { catalogueRecords, mergeFields } from '../../src/sync/derived/fields/catalogue.js';
 import { mergeSources, viewType, type FieldRow } from '../../src/sync/derived/fields/fields.js';
-import { columnName, typedViewSql } from '../../src/sync/derived/fields/typed-view.js';
+import { columnName, typedViewSql, viewFields } from '../../src/sync/derived/fields/typed-view.js';
 import { Tables } from '../../src/sync/store/pg/tables.js';
 
 describe('columnName', () => {
@@ -112,5 +112,27 @@ describe('mergeSources', () => {
       { path: 'id', source: 'sandbox', viewType: 'text', records: 3 },
     ]);
     expect(merged[0]!.firstSeen.toISOString()).toBe('2026-10-01T00:00:00.000Z');
+  });
+});
+
+describe('viewFields', () => {
+  it('holds the fields most records carry, ties by path in code point order, objects never, in the order given (by path)', () => {
+    // As readFields orders them (collate "C"); the ranking must not take the order given for a tie-break.
+    const fields = [
+      row('a', null, ['number'], { records: 1 }),
+      row('b', null, ['string'], { records: 9 }),
+      row('c', null, ['object'], { records: 99 }),
+      row('d', null, ['boolean'], { records: 5 }),
+      row('\uFF5E', null, ['string'], { records: 5 }),
+      row('\u{1F600}', null, ['string'], { records: 5 }),
+    ];
+    const paths = (max: number) => viewFields(fields, max).held.map((f) => f.path);
+    expect(paths(2)).toEqual(['b', 'd']);
+    // U+FF5E before U+1F600 by code point, though not by UTF-16 code unit.
+    expect(paths(3)).toEqual(['b', 'd', '\uFF5E']);
+    expect(viewFields([...fields].reverse(), 3).held.map((f) => f.path)).toEqual(['\uFF5E', 'd', 'b']);
+    expect(viewFields(fields, 3).leftOut).toBe(2);
+    expect(viewFields(fields, 5)).toMatchObject({ leftOut: 0 });
+    expect(paths(5)).toEqual(['a', 'b', 'd', '\uFF5E', '\u{1F600}']);
   });
 });

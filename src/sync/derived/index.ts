@@ -10,16 +10,18 @@ import type { RollupConfig } from '../../config.js';
 import type { PoolClient } from '../../db/pool.js';
 import type { Logger } from '../../log.js';
 import { FieldCatalogue } from './fields/catalogue.js';
+import { readFields, type FieldRow } from './fields/fields.js';
 import type { KnownFields } from './fields/schema-changes.js';
 import { Rollups } from './rollup/rollups.js';
 import type { DerivedTable, Queryable, SchemaTables, WindowCommit } from './table.js';
-import { TypedView } from './fields/typed-view.js';
+import { fieldPlaces, inViewColumns, TypedView, type FieldPlaces } from './fields/typed-view.js';
 import type { Window } from '../windows.js';
 
 export { catalogueRecords, mergeFields, uncatalogueRecords } from './fields/catalogue.js';
 export type { WindowFields } from './fields/catalogue.js';
 export { inexactCounts, mergeRollupCounts, type RollupCounts } from './rollup/counts.js';
-export { readFields, type FieldRow } from './fields/fields.js';
+export type { FieldRow } from './fields/fields.js';
+export type { FieldPlaces } from './fields/typed-view.js';
 
 /** One schema's derived tables for one ROLLUP_* and FIELD_CATALOGUE setting, in the caller's transaction. */
 export class Derived {
@@ -35,7 +37,7 @@ export class Derived {
   ) {
     this.rollups = new Rollups(t, rollup);
     this.catalogue = new FieldCatalogue(t, rollup);
-    this.view = new TypedView(t);
+    this.view = new TypedView(t, rollup.typedViewMaxFields);
     this.tables = [this.rollups, this.catalogue, this.view];
   }
 
@@ -71,6 +73,20 @@ export class Derived {
 
   readFieldTypes(db: Queryable, source: string): Promise<KnownFields> {
     return this.catalogue.readTypes(db, source);
+  }
+
+  /**
+   * The catalogue by field name then source (`sources` undefined: all), `column` null for a field
+   * records_typed has no column of (left out at TYPED_VIEW_MAX_FIELDS, or objects only).
+   * @throws the database's error (a schema not migrated).
+   */
+  async listFields(db: Queryable, sources?: readonly string[]): Promise<FieldRow[]> {
+    return inViewColumns(db, this.t, await readFields(db, this.t, sources));
+  }
+
+  /** `source`'s catalogue fields by their place in records_typed. @throws the database's error. */
+  fieldPlaces(db: Queryable, source: string): Promise<FieldPlaces> {
+    return fieldPlaces(db, this.t, source);
   }
 
   /** Recreates records_typed when its definition is not this release's, without waiting for a new field. */

@@ -6,7 +6,7 @@ import { AbortedError, coerceError, describeError } from '../../errors.js';
 import type { LoadContext, RunContext } from './context.js';
 import { describeChange, type FieldChange } from '../derived/fields/schema-changes.js';
 import type { RunPlan } from './plan.js';
-import type { RunEnding } from '../store/ports.js';
+import type { FieldPlaces, RunEnding } from '../store/ports.js';
 import type { RunStatus } from '../store/ports.js';
 import type { SyncResult, WindowSummary } from './summary.js';
 import { iso } from '../windows.js';
@@ -110,6 +110,8 @@ export class RunTally {
   parked = 0;
   /** In the ledger at the end, for the gauge. */
   parkedWindows: number | undefined;
+  /** The source's catalogue fields by their place in records_typed at the end, for the gauge. */
+  fields: FieldPlaces | undefined;
   status: RunStatus = 'succeeded';
   error: Error | undefined;
 
@@ -135,13 +137,23 @@ export class RunTally {
   }
 }
 
+/** For the gauge, at the run's end, with FIELD_CATALOGUE on. Never throws: a database failure leaves them unknown. */
+export async function countFields(ctx: LoadContext, tally: RunTally): Promise<void> {
+  if (!ctx.tables.rollup.catalogue) return;
+  try {
+    tally.fields = await ctx.session.maintenance.fieldPlaces();
+  } catch {
+    tally.fields = undefined;
+  }
+}
+
 /**
  * @param run.started `performance.now()` when the run began.
  * @throws the database's error when the end cannot be recorded (after a failed run: on a fresh session either).
  */
 export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunTally; started: number }): Promise<SyncResult> {
   const { tally } = run;
-  const { status, error, windows: committed, pages, records, quarantined, watermark, parked, parkedWindows, fieldsNew } = tally;
+  const { status, error, windows: committed, pages, records, quarantined, watermark, parked, parkedWindows, fieldsNew, fields } = tally;
   const durationSeconds = (performance.now() - run.started) / 1000;
   const ending: RunEnding = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
   try {
@@ -167,6 +179,7 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
     parked,
     ...(parkedWindows !== undefined ? { parkedWindows } : {}),
     ...(fieldsNew ? { fieldsNew } : {}),
+    ...(fields ? { fields } : {}),
   };
   const summaryLine = {
     runId: ctx.runId,

@@ -14,7 +14,7 @@ import { ProgressLog } from './progress-log.js';
 import type { StoreSession } from '../store/ports.js';
 import { countParked, loadOrPark } from './park.js';
 import { openReader } from './open-reader.js';
-import { endRun, reportRunStarted, reportWindow, RunTally } from './report.js';
+import { countFields, endRun, reportRunStarted, reportWindow, RunTally } from './report.js';
 import { applyRetention } from './retention.js';
 import type { SyncResult } from './summary.js';
 import { iso } from '../windows.js';
@@ -86,6 +86,7 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
     load.reader.close();
   }
   await countParked(load, tally);
+  await countFields(load, tally);
   return endRun(load, plan, { tally, started });
 }
 

@@ -1,7 +1,7 @@
 /** What a sync run reports: per committed window ({@link windowSummary}), to its observer, at its end. */
 import type { FailureReason } from '../../errors.js';
 import type { FieldChange } from '../derived/fields/schema-changes.js';
-import type { DroppedPartition, LockWaitEvent } from '../store/ports.js';
+import type { DroppedPartition, FieldPlaces, LockWaitEvent } from '../store/ports.js';
 import type { WindowReadStats } from '../read/reader.js';
 import type { RunStatus } from '../store/ports.js';
 import type { Window } from '../windows.js';
@@ -99,6 +99,8 @@ export type SyncResult =
       parked?: number;
       /** In the ledger at the end, not expired; absent when they could not be counted. */
       parkedWindows?: number;
+      /** The source's catalogue fields by their place in records_typed; absent with FIELD_CATALOGUE off or not read. */
+      fields?: FieldPlaces;
     };
 
 /** What one window's load counted. */

@@ -9,10 +9,12 @@ import type { AnalyticsPage, PageQuery } from '../../upstream/analytics.js';
 import type { WindowFields } from '../derived/fields/catalogue.js';
 import type { RollupCounts } from '../derived/rollup/counts.js';
 import type { FieldChange, KnownFields } from '../derived/fields/schema-changes.js';
+import type { FieldPlaces } from '../derived/fields/typed-view.js';
 import type { TextBag } from '../membership/record-keys.js';
 import type { PageRows, QuarantineRow } from '../rows/page-rows.js';
 import type { StoredWindow, Window } from '../windows.js';
 
+export type { FieldPlaces } from '../derived/fields/typed-view.js';
 export type { StoredWindow } from '../windows.js';
 export type { TextBag } from '../membership/record-keys.js';
 
@@ -150,6 +152,8 @@ export interface SchemaMaintenance {
   /** ROLLUP_RETENTION: `before` in ms. @returns rows deleted. */
   pruneRollup(before: number): Promise<number>;
   catalogueTypes(): Promise<KnownFields>;
+  /** The source's catalogue fields by their place in records_typed (TYPED_VIEW_MAX_FIELDS). */
+  fieldPlaces(): Promise<FieldPlaces>;
   /** `starts` in ms. @returns the partitions created. */
   ensurePartitions(starts: readonly number[]): Promise<Partition[]>;
   /** RETENTION: `cutoff` in ms; the caller holds the schema's lock exclusively. */

@@ -5,7 +5,7 @@ export interface FieldRow {
   source: string;
   /** A top-level key. */
   path: string;
-  /** In records_typed; null until the view first names it. */
+  /** Its records_typed column, named once it is first held and kept while left out (TYPED_VIEW_MAX_FIELDS); null before. */
   column: string | null;
   /** Sorted. */
   types: string[];

@@ -5,7 +5,7 @@
 import type { PartitionInterval } from '../../../config.js';
 import { withTransaction, type PoolClient } from '../../../db/pool.js';
 import type { Logger } from '../../../log.js';
-import { readFields, type Derived, type FieldRow } from '../../derived/index.js';
+import type { Derived, FieldPlaces, FieldRow } from '../../derived/index.js';
 import type { KnownFields } from '../../derived/fields/schema-changes.js';
 import type { DroppedPartition, Partition, SchemaMaintenance } from '../ports.js';
 import { dropExpiredPartitions, ensurePartitions } from './partitions.js';
@@ -37,6 +37,11 @@ export class PgMaintenance implements SchemaMaintenance {
     return withTransaction(this.db, () => this.derived.pruneRollup(this.db, before));
   }
 
+  fieldPlaces(): Promise<FieldPlaces> {
+    if (this.o.source === undefined) throw new Error('fieldPlaces needs a source');
+    return this.derived.fieldPlaces(this.db, this.o.source);
+  }
+
   catalogueTypes(): Promise<KnownFields> {
     if (this.o.source === undefined) throw new Error('catalogueTypes needs a source');
     return this.derived.readFieldTypes(this.db, this.o.source);
@@ -60,9 +65,9 @@ export class PgMaintenance implements SchemaMaintenance {
     });
   }
 
-  /** By field name then source. */
+  /** By field name then source; `column` null for a field records_typed has no column of. */
   listFields(sources?: readonly string[]): Promise<FieldRow[]> {
-    return readFields(this.db, this.t, sources);
+    return this.derived.listFields(this.db, sources);
   }
 
   async #count(table: string): Promise<number | undefined> {
