@@ -10,7 +10,7 @@ import type { UpstreamConfig } from '../config.js';
 import { AbortedError, InvalidArgumentError, type Endpoint, type FailureReason } from '../errors.js';
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
-import { RequestBudget } from './budget.js';
+import { RequestBudget, untilAborted } from './budget.js';
 import { CLOCK_SKEW_FLOOR_MS, ClockWatch } from './clock.js';
 import { readClientFiles } from './files.js';
 import { ACCEPT_ENCODING } from './encoding.js';
@@ -339,7 +339,13 @@ export class AnalyticsClient {
     const before = this.#clock.reads;
     const at = new Date(Math.floor((this.#now() - CLOCK_PROBE_AGO_MS) / 1000) * 1000);
     try {
-      await this.fetchPage({ startDate: at, toDate: at, pageSize: 1 }, options);
+      // Its token request takes no signal: the run stops waiting for it at once, as the reader does.
+      const fetching = this.fetchPage({ startDate: at, toDate: at, pageSize: 1 }, options);
+      if (options.signal === undefined) await fetching;
+      else {
+        fetching.catch(() => undefined);
+        await untilAborted(fetching, options.signal, "sync interrupted while asking E6 for the API's time");
+      }
     } catch (err) {
       if (err instanceof AbortedError) throw err;
       if (this.#clock.reads === before) this.#o.log.debug({ err }, "E6 did not answer the request for the API's time");

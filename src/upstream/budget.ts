@@ -78,7 +78,7 @@ export class RequestBudget {
     const turn = this.#queue.then(() => this.#take(signal));
     this.#queue = turn.catch(() => undefined);
     if (signal === undefined) await turn;
-    else await untilAborted(turn, signal);
+    else await untilAborted(turn, signal, 'aborted while waiting for the request budget (UPSTREAM_RATE_LIMIT)');
     const waitedMs = this.#now() - started;
     if (waitedMs > 0) this.#observer?.onWait?.(waitedMs / 1000);
   }
@@ -127,10 +127,10 @@ export class RequestBudget {
   }
 }
 
-/** `turn`, or an {@link AbortedError} as soon as `signal` aborts. */
-function untilAborted(turn: Promise<void>, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = (): void => reject(new AbortedError('aborted while waiting for the request budget (UPSTREAM_RATE_LIMIT)'));
+/** `turn`, or an {@link AbortedError} saying `message` as soon as `signal` aborts (`turn` is left running). */
+export function untilAborted<T>(turn: Promise<T>, signal: AbortSignal, message: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new AbortedError(message));
     if (signal.aborted) {
       onAbort();
       return;

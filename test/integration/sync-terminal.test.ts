@@ -60,8 +60,12 @@ async function syncOnTerminal(harness: SyncCliHarness, env: Record<string, strin
   );
 }
 
-/** From the second day on: the first requests (and the bar's first draws) come before any fault. */
-const afterFirstDay = (r: FaultRequest) => (r.url.searchParams.get('startDate') ?? '') >= '2026-10-03T00:00:00Z';
+/**
+ * From the second day on: the first requests (and the bar's first draws) come before any fault.
+ * Not the run's request for the API's time (one instant, startDate = toDate), which reads no page.
+ */
+const afterFirstDay = (r: FaultRequest) =>
+  (r.url.searchParams.get('startDate') ?? '') >= '2026-10-03T00:00:00Z' && r.url.searchParams.get('startDate') !== r.url.searchParams.get('toDate');
 
 async function countRows(schema: string, table: string): Promise<number> {
   const { rows } = await h.pool.query<{ n: number }>(`select count(*)::int as n from ${schema}.${table}`);

@@ -4,7 +4,7 @@
  * widened over committed and parked ones. Design: docs/design/sync-run.md, docs/design/ledger.md,
  * docs/design/api-clock.md.
  */
-import { InvalidArgumentError } from '../../errors.js';
+import { AbortedError, InvalidArgumentError } from '../../errors.js';
 import type { RunContext } from './context.js';
 import type { StoreSession } from '../store/ports.js';
 import { closeOverCommitted, iso, planWindows, runRange, subtractWindows, unionWindows, type Window } from '../windows.js';
@@ -19,11 +19,18 @@ export interface RunPlan {
 
 /**
  * The run's now, in epoch ms: `options.now` when given, else the API's clock (E6's `Date` header,
- * one request), else the local clock, said at info. @throws {AbortedError} on the run's signal.
+ * one request), else the local clock, said at info; the local clock when the run's signal aborts that request.
  */
 export async function runNow(ctx: RunContext): Promise<number> {
   if (ctx.options.now !== undefined || ctx.e6.apiNow === undefined) return ctx.now();
-  const apiNow = await ctx.e6.apiNow(ctx.options.signal ? { signal: ctx.options.signal } : {});
+  let apiNow: number | undefined;
+  try {
+    apiNow = await ctx.e6.apiNow(ctx.options.signal ? { signal: ctx.options.signal } : {});
+  } catch (err) {
+    // Interrupted: the run is still recorded, and ends as interrupted before its first window.
+    if (err instanceof AbortedError) return ctx.now();
+    throw err;
+  }
   if (apiNow !== undefined) return apiNow;
   ctx.log.info("E6 answered with no Date header (or not at all): the run's now is the local clock");
   return ctx.now();

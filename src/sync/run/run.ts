@@ -30,7 +30,7 @@ const LOCKED = { status: 'locked' as const };
  *
  * @returns `{ status: 'locked' }` when a lock is busy and `wait` is false; else the run's outcome.
  * @throws {InvalidArgumentError} when `from` ≥ `to` or `to` is later than now (the API's) minus
- *   SYNC_SETTLE; {@link AbortedError} when `signal` ends the wait for a lock or for the API's time;
+ *   SYNC_SETTLE; {@link AbortedError} when `signal` ends the wait for a lock;
  *   the database's error when the lock cannot be taken or the run recorded.
  */
 export async function runSync(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncResult> {
