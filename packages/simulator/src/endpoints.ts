@@ -84,12 +84,21 @@ export class DataEndpoints {
       }
     }
 
+    const offset = (pageNumber - 1) * pageSize;
+    const deep = faults.deepPages !== undefined && offset >= faults.deepPages.fromOffset ? faults.deepPages.answer : undefined;
+    if (deep === 'refuse') {
+      this.#c.markInjected(res, 'deep-page');
+      this.#c.respond.sendJson(res, 400, { error: 'invalid_request', error_description: 'Result window is too large' });
+      return;
+    }
     const viewed = view.active;
-    const totalRecords = viewed ? view.count(from, to) : dataset.count(from, to, toInclusive);
+    const served = viewed ? view.count(from, to) : dataset.count(from, to, toInclusive);
+    // A lying count claims records it never serves; the pages hold only the served ones.
+    const totalRecords = served + faults.totalRecordsExtra;
     let totalPages = Math.ceil(totalRecords / echoed);
     let records: string[] = [];
-    const offset = (pageNumber - 1) * pageSize;
-    if (offset < totalRecords && queued !== 'empty-page') {
+    if (deep === 'empty') this.#c.markInjected(res, 'deep-page');
+    if (offset < served && queued !== 'empty-page' && deep === undefined) {
       const limit = queued === 'oversized-page' ? pageSize + Math.max(1, Math.ceil(pageSize / 10)) : pageSize;
       records = viewed
         ? view.page(from, to, offset, limit)
