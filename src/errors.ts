@@ -20,7 +20,9 @@ export type ErrorCode =
   | 'ERR_DATA_DIR_LOCKED'
   | 'ERR_INCONSISTENT_WINDOW'
   | 'ERR_WEB_CONFIG'
-  | 'ERR_ABORTED';
+  | 'ERR_ABORTED'
+  | 'ERR_PAGING_LIMIT'
+  | 'ERR_WINDOW_BUDGET';
 
 /** What a body broke, chosen by the thrower of an {@link UpstreamBodyError}. */
 export type BodyReason = 'invalid_json' | 'content_type' | 'invalid_envelope' | 'inconsistent_page' | 'content_encoding' | 'invalid_body';
@@ -36,6 +38,8 @@ export type FailureReason =
   | 'token'
   | 'secret_file'
   | 'inconsistent_window'
+  | 'paging_limit'
+  | 'window_budget'
   | 'database'
   | 'aborted'
   | 'other';
@@ -259,6 +263,24 @@ export class DataDirLockedError extends ExporterError {
 /** The two reads of an instant kept disagreeing (SYNC_WINDOW_ATTEMPTS): its window is parked, nothing committed. */
 export class InconsistentWindowError extends ExporterError {
   readonly code = 'ERR_INCONSISTENT_WINDOW';
+
+  constructor(message: string) {
+    super(message);
+  }
+}
+
+/** E6 refuses (HTTP 4xx) or answers empty a page past an offset of an instant no finer split divides: its window is parked. */
+export class PagingLimitError extends ExporterError {
+  readonly code = 'ERR_PAGING_LIMIT';
+
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, options);
+  }
+}
+
+/** A window spent SYNC_WINDOW_MAX_REQUESTS E6 requests in one run without being read: it is parked. */
+export class WindowBudgetError extends ExporterError {
+  readonly code = 'ERR_WINDOW_BUDGET';
 
   constructor(message: string) {
     super(message);
