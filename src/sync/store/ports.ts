@@ -50,6 +50,8 @@ export interface WindowCounts {
   totalRecords: number;
   /** Leaf pages (at least 1). */
   pages: number;
+  /** E6 counted more records than it served: what it claimed and what it served (as `totalRecords`). */
+  short?: { claimed: number; served: number };
 }
 
 export interface WindowStored {

@@ -203,8 +203,19 @@ export class PgLedger implements Ledger {
   /** @returns the watermark after (ms). */
   async recordWindow(window: Window, runId: number, counts: WindowCounts): Promise<number | undefined> {
     await this.db.query(
-      `insert into ${this.t.windows} (source, window_start, window_end, record_count, total_records, pages, run_id) values ($7, $1, $2, $3, $4, $5, $6)`,
-      [new Date(window.start), new Date(window.end), counts.recordCount, counts.totalRecords, counts.pages, runId, this.source],
+      `insert into ${this.t.windows} (source, window_start, window_end, record_count, total_records, pages, run_id, short_claimed, short_served)
+       values ($7, $1, $2, $3, $4, $5, $6, $8, $9)`,
+      [
+        new Date(window.start),
+        new Date(window.end),
+        counts.recordCount,
+        counts.totalRecords,
+        counts.pages,
+        runId,
+        this.source,
+        counts.short?.claimed ?? null,
+        counts.short?.served ?? null,
+      ],
     );
     const { rows } = await this.db.query<{ watermark: Date | null }>(ADVANCE_WATERMARK(this.t), [new Date(window.start), new Date(window.end), this.source]);
     return ms(rows[0]?.watermark);
