@@ -153,8 +153,38 @@ describe('a totalRecords that claims one record more than E6 serves (real Postgr
       const cli = await runCliInProcess(['sync', '--from', START.toISOString(), '--to', new Date(START.getTime() + HOUR).toISOString()], env);
       expect(cli.code, cli.stderr).toBe(1);
       expect(cli.stderr).toMatch(/"level":"warn".*"msg":"window short/);
+      // Listed by state show (text and JSON) and by verify.
+      const json = await runCliInProcess(['state', 'show', '--json'], env);
+      expect(json.code, json.stderr).toBe(0);
+      const shown = JSON.parse(json.stdout) as { sources: { windows: { short: unknown } }[] };
+      expect(shown.sources[0]!.windows.short).toEqual({ count: 24, from: START.toISOString(), to: END.toISOString(), claimed: 5024, served: 5000 });
+      const text = await runCliInProcess(['state', 'show'], env);
+      expect(text.stdout).toMatch(/short\s+24 windows in \[2026-10-31T00:00:00.000Z, 2026-11-01T00:00:00.000Z\): E6 claimed 5024 records, served 5000/);
+      const verify = await runCliInProcess(['verify'], env);
+      expect(verify.stderr.split('\n').filter((l) => l.includes('audit: the window is short'))).toHaveLength(24);
     },
   );
+
+  it('SYNC_WINDOW_MAX_REQUESTS: a window that needs more requests is parked with the reason, the others load', async () => {
+    const t0 = START.getTime();
+    // 30 records in the first hour, 3,000 in the second (more than a page: split into slices), 30 in the third.
+    const records = [
+      ...Array.from({ length: 30 }, (_, i) => record(i + 1, t0 + i * 60_000)),
+      ...Array.from({ length: 3000 }, (_, i) => record(100 + i, t0 + HOUR + i * 1000)),
+      ...Array.from({ length: 30 }, (_, i) => record(5000 + i, t0 + 2 * HOUR + 60_000 + i * 60_000)),
+    ];
+    const e6 = new FakeE6(records, { sleep: async () => undefined });
+    const schema = 'bounded';
+    await migrate(bed.pool, schema, silentLogger);
+    const run = runner(schema, () => e6, { SYNC_WINDOW_MAX_REQUESTS: '3' });
+    const result = await run({ from: START, to: new Date(t0 + 3 * HOUR), now: t0 + 3 * HOUR });
+    expect(result).toMatchObject({ status: 'succeeded', windows: 2, parked: 1 });
+    expect(await windows(schema)).toEqual([
+      { start: '00:00', status: 'committed', reason: null },
+      { start: '01:00', status: 'parked', reason: expect.stringMatching(/spent 3 E6 requests in this run without being read \(SYNC_WINDOW_MAX_REQUESTS\)/) },
+      { start: '02:00', status: 'committed', reason: null },
+    ]);
+  });
 
   it('fake E6 claiming one more: every record stored and the windows marked short', async () => {
     const t0 = START.getTime();

@@ -202,6 +202,8 @@ export interface SourceState {
     parked: WindowGroup;
     expired: WindowGroup;
     reloadRequested: WindowGroup;
+    /** Committed short (not expired): E6 claimed `claimed` records in them and served `served`. */
+    short?: WindowGroup & { claimed: number; served: number };
   };
   /** The last full audit: the end of the latest window with no difference left in or before it, and when. */
   verified: { through: number | undefined; at: number | undefined };
