@@ -40,7 +40,7 @@ export interface WindowSummary {
 }
 
 /** A window whose records are stored although E6's count claimed more (docs/design/ledger.md). */
-export interface ShortWindow {
+interface ShortWindow {
   window: Window;
   /** E6's count, as total_records is (less the boundary sets left to the slice before). */
   claimed: number;
