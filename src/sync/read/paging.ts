@@ -1,7 +1,8 @@
 /**
  * Paging through a range that holds more than a page and cannot be split (an instant, a boundary
  * set): E6 promises no order, so it is paged twice and taken only when both reads hold the same
- * multiset of record texts. See docs/design/reader-budgets.md.
+ * multiset of record texts; both stopping after a full page is a paging limit, both ending short a
+ * count that lies. See docs/design/reader-budgets.md, docs/design/oversize-split.md.
  */
 import { InconsistentWindowError, PagingLimitError, UpstreamHttpError } from '../../errors.js';
 import type { AnalyticsPage } from '../../upstream/analytics.js';

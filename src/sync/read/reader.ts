@@ -4,7 +4,8 @@
  * size E6 really serves) or from an instant paged twice with the same result. Overflows are split
  * in time (slices.ts), answers over UPSTREAM_MAX_BODY too (oversize.ts); a leaf drops the boundary
  * set of its start cut (boundary.ts). Requests go through request-queue.ts, whose budgets bound
- * memory by `2 × concurrency` leaf pages. See docs/design/reader-budgets.md,
+ * memory by `2 × concurrency` leaf pages, and a window's requests by SYNC_WINDOW_MAX_REQUESTS; a
+ * count that lies is taken short, a paging limit fails the window. See docs/design/reader-budgets.md,
  * docs/design/membership-at-cuts.md, docs/design/oversize-split.md.
  */
 import { AbortedError, InconsistentWindowError, WindowBudgetError } from '../../errors.js';
