@@ -21,7 +21,9 @@ export type ErrorCode =
   | 'ERR_INCONSISTENT_WINDOW'
   | 'ERR_PAGES_REPEAT'
   | 'ERR_WEB_CONFIG'
-  | 'ERR_ABORTED';
+  | 'ERR_ABORTED'
+  | 'ERR_PAGING_LIMIT'
+  | 'ERR_WINDOW_BUDGET';
 
 /** What a body broke, chosen by the thrower of an {@link UpstreamBodyError}. */
 export type BodyReason = 'invalid_json' | 'content_type' | 'invalid_envelope' | 'inconsistent_page' | 'content_encoding' | 'invalid_body';
@@ -38,6 +40,8 @@ export type FailureReason =
   | 'secret_file'
   | 'inconsistent_window'
   | 'pages_repeat'
+  | 'paging_limit'
+  | 'window_budget'
   | 'database'
   | 'aborted'
   | 'other';
@@ -270,6 +274,24 @@ export class InconsistentWindowError extends ExporterError {
 /** E6's pages of an instant copy earlier pages at two page sizes: `pageNumber` is not honoured. */
 export class RepeatedPagesError extends InconsistentWindowError {
   override readonly code = 'ERR_PAGES_REPEAT';
+}
+
+/** E6 refuses (HTTP 4xx) or answers empty a page past an offset of an instant no finer split divides: its window is parked. */
+export class PagingLimitError extends ExporterError {
+  readonly code = 'ERR_PAGING_LIMIT';
+
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, options);
+  }
+}
+
+/** A window spent SYNC_WINDOW_MAX_REQUESTS E6 requests in one run without being read: it is parked. */
+export class WindowBudgetError extends ExporterError {
+  readonly code = 'ERR_WINDOW_BUDGET';
+
+  constructor(message: string) {
+    super(message);
+  }
 }
 
 /** Cancelled through its AbortSignal. */

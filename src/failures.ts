@@ -16,6 +16,7 @@ import {
   InconsistentWindowError,
   InvalidArgumentError,
   RepeatedPagesError,
+  PagingLimitError,
   ResponseTooLargeError,
   SessionEndedError,
   TokenBodyError,
@@ -27,6 +28,7 @@ import {
   UpstreamNetworkError,
   UpstreamTimeoutError,
   WebConfigError,
+  WindowBudgetError,
   type FailureReason,
 } from './errors.js';
 
@@ -44,18 +46,33 @@ export interface Failure {
   exitStatus: ExitStatus;
   /** Where it ends what was asked: `warn` for what was asked to stop or is survived. */
   level: 'error' | 'warn';
+  /**
+   * A fault of one sync window's own (its data, its size, E6's answers for it), concluded after the
+   * reader's attempts: the window is parked and the run goes on. Never an outage (network, token,
+   * database), which fails the run and leaves the window for the next.
+   */
+  windowLocal: boolean;
 }
 
 type ErrorClass<E extends ExporterError> = abstract new (...args: never[]) => E;
 
-/** One row; `reason` may read the error, where the thrower chose it. */
+/** One row; `reason` and `windowLocal` may read the error, where the thrower chose it. */
 function row<E extends ExporterError>(
   cls: ErrorClass<E>,
   reason: FailureReason | ((err: E) => FailureReason),
   exitStatus: ExitStatus,
   level: Failure['level'] = 'error',
+  windowLocal: boolean | ((err: E) => boolean) = false,
 ): [ErrorClass<ExporterError>, (err: ExporterError) => Failure] {
-  return [cls, (err) => ({ reason: typeof reason === 'function' ? reason(err as E) : reason, exitStatus, level })];
+  return [
+    cls,
+    (err) => ({
+      reason: typeof reason === 'function' ? reason(err as E) : reason,
+      exitStatus,
+      level,
+      windowLocal: typeof windowLocal === 'function' ? windowLocal(err as E) : windowLocal,
+    }),
+  ];
 }
 
 /** Every failure of ours by class. */
@@ -71,11 +88,14 @@ const FAILURES: ReadonlyMap<ErrorClass<ExporterError>, (err: ExporterError) => F
   row(UpstreamNetworkError, 'network', EXIT_FAILURE),
   row(UpstreamTimeoutError, 'timeout', EXIT_FAILURE),
   row(UpstreamBodyError, (err) => err.reason, EXIT_FAILURE),
-  row(ResponseTooLargeError, 'response_too_large', EXIT_FAILURE),
+  // An E6 answer over the cap even at one record a page (oversize.ts) is its window's; a body of one response is retried by the client.
+  row(ResponseTooLargeError, 'response_too_large', EXIT_FAILURE, 'error', (err) => err.endpoint === 'analytics'),
   // Serve survives it (the source reads 0); the source's read fails.
   row(UpstreamLimitError, 'limit', EXIT_FAILURE, 'warn'),
-  row(InconsistentWindowError, 'inconsistent_window', EXIT_FAILURE),
-  row(RepeatedPagesError, 'pages_repeat', EXIT_FAILURE),
+  row(InconsistentWindowError, 'inconsistent_window', EXIT_FAILURE, 'error', true),
+  row(RepeatedPagesError, 'pages_repeat', EXIT_FAILURE, 'error', true),
+  row(PagingLimitError, 'paging_limit', EXIT_FAILURE, 'error', true),
+  row(WindowBudgetError, 'window_budget', EXIT_FAILURE, 'error', true),
   // Asked for, so a warning, but what was asked did not finish (sync stopped by its signal exits 0 itself).
   row(AbortedError, 'aborted', EXIT_FAILURE, 'warn'),
   row(DataDirLockedError, 'database', EXIT_FAILURE),
@@ -95,7 +115,7 @@ export function classifyFailure(err: unknown): Failure {
       if (failure !== undefined) return failure(err);
     }
   }
-  return { reason: isDatabaseFault(err) ? 'database' : 'other', exitStatus: EXIT_FAILURE, level: 'error' };
+  return { reason: isDatabaseFault(err) ? 'database' : 'other', exitStatus: EXIT_FAILURE, level: 'error', windowLocal: false };
 }
 
 /** The {@link FailureReason} of anything thrown. */

@@ -88,6 +88,7 @@ export function stateJson(states: readonly SourceState[]): { sources: unknown[] 
         parked: groupJson(s.windows.parked),
         expired: groupJson(s.windows.expired),
         reloadRequested: groupJson(s.windows.reloadRequested),
+        ...(s.windows.short ? { short: { ...groupJson(s.windows.short), claimed: s.windows.short.claimed, served: s.windows.short.served } } : {}),
       },
       verifiedThrough: isoOrNull(s.verified.through),
       verifiedAt: isoOrNull(s.verified.at),
@@ -99,6 +100,11 @@ export function stateJson(states: readonly SourceState[]): { sources: unknown[] 
 function groupText(g: WindowGroup): string {
   if (g.count === 0) return 'none';
   return `${g.count} window${g.count === 1 ? '' : 's'} in [${iso(g.from!)}, ${iso(g.to!)})`;
+}
+
+/** Short windows and what E6 claimed and served in them, or `none`. */
+function shortText(g: WindowGroup & { claimed: number; served: number }): string {
+  return g.count === 0 ? 'none' : `${groupText(g)}: E6 claimed ${g.claimed} records, served ${g.served} (stored)`;
 }
 
 /** One block per source, labels aligned. */
@@ -118,6 +124,7 @@ export function formatStateText(states: readonly SourceState[]): string {
       ['parked', groupText(s.windows.parked)],
       ['expired', groupText(s.windows.expired)],
       ['marked for re-load', groupText(s.windows.reloadRequested)],
+      ...(s.windows.short === undefined ? [] : [['short', shortText(s.windows.short)] as [string, string]]),
       [
         'verified through',
         s.verified.at === undefined

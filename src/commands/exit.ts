@@ -35,7 +35,8 @@ export interface CommandExit<Kind extends string> {
 }
 
 /**
- * How one source's `sync` ended: `parked` by this run or `still_parked` by earlier ones;
+ * How one source's `sync` ended: `parked` by this run or `still_parked` by earlier ones; `short`:
+ * windows this run stored although E6 counted more;
  * `failed_database`: recorded as failed, the connection lost under it. Thrown before or outside
  * the run: `usage` to `error`; `stopped_before_start` is a signal while waiting.
  */
@@ -43,6 +44,7 @@ export type SyncExitKind =
   | 'succeeded'
   | 'locked'
   | 'parked'
+  | 'short'
   | 'still_parked'
   | 'interrupted'
   | 'failed'
@@ -58,6 +60,7 @@ export function syncExit(outcome: Pick<SourceOutcome, 'result' | 'error'>, signa
   if (result === undefined) return syncErrorExit(outcome.error, signalled);
   if (result.status === 'locked') return { status: EXIT_OK, kind: 'locked' };
   if (result.status === 'succeeded' && (result.parked ?? 0) > 0) return { status: EXIT_FAILURE, kind: 'parked' };
+  if (result.status === 'succeeded' && (result.short ?? 0) > 0) return { status: EXIT_FAILURE, kind: 'short' };
   // This run could not make the data exact either: it says so, as the parking run did.
   if (result.status === 'succeeded' && (result.parkedWindows ?? 0) > 0) return { status: EXIT_FAILURE, kind: 'still_parked' };
   if (result.status === 'succeeded') return { status: EXIT_OK, kind: 'succeeded' };

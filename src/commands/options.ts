@@ -54,6 +54,7 @@ export const SETTING_GROUPS: readonly SettingGroup[] = [
       'SYNC_CONCURRENCY',
       'SYNC_READ_AHEAD',
       'SYNC_WINDOW_ATTEMPTS',
+      'SYNC_WINDOW_MAX_REQUESTS',
       'SYNC_MIN_SPLIT',
       'SYNC_SHRINK',
       'UPSTREAM_TO_DATE',

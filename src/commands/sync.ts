@@ -172,6 +172,11 @@ function reportSyncExit(exit: CommandExit<SyncExitKind>, outcome: Pick<SourceOut
       return about.info({ schema: report.schema }, 'another sync holds the lock for this source; nothing to do (use --wait to wait for it)');
     case 'parked':
       return about.warn({ parked: ran?.parked }, 'sync parked windows it could not load (see the warnings above); exit status 1');
+    case 'short':
+      return about.warn(
+        { short: ran?.short },
+        "sync stored short windows: E6's count claims records it does not serve (see the warnings above); exit status 1",
+      );
     case 'still_parked':
       return about.warn(
         { parkedWindows: ran?.parkedWindows },

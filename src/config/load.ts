@@ -211,6 +211,7 @@ function buildSource(name: string, labels: Record<string, string>, v: ParsedSett
     concurrency: v.SYNC_CONCURRENCY,
     readAheadBytes: v.SYNC_READ_AHEAD,
     windowAttempts: v.SYNC_WINDOW_ATTEMPTS,
+    windowMaxRequests: v.SYNC_WINDOW_MAX_REQUESTS,
     minSplitMs: v.SYNC_MIN_SPLIT,
     toDate: v.UPSTREAM_TO_DATE,
     shrink: v.SYNC_SHRINK,

@@ -204,6 +204,12 @@ const SETTING_TABLE = {
     help: 'pairs of reads of an instant holding more than a page, while they disagree, before its window is parked',
     schema: wholeNumber(1, 10),
   },
+  SYNC_WINDOW_MAX_REQUESTS: {
+    flag: '--sync-window-max-requests',
+    default: '0',
+    help: 'E6 requests one window may spend in a run before it is parked; 0 = auto, 100 + 4 × SYNC_WINDOW_ATTEMPTS × the pages its count implies',
+    schema: wholeNumber(0, 1_000_000),
+  },
   SYNC_MIN_SPLIT: {
     flag: '--sync-min-split',
     default: '1s',

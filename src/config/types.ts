@@ -88,6 +88,8 @@ export interface SyncConfig {
   /** SYNC_READ_AHEAD: bytes of E6 bodies read before a window's transaction opens. */
   readAheadBytes: number;
   windowAttempts: number;
+  /** SYNC_WINDOW_MAX_REQUESTS; 0 = auto. */
+  windowMaxRequests: number;
   /** Slices are cut on its multiples since the epoch. */
   minSplitMs: number;
   toDate: 'auto' | 'inclusive' | 'exclusive';

@@ -23,6 +23,7 @@ export class SyncMetrics {
   readonly pages: Counter<'source'>;
   readonly windows: Counter<'source'>;
   readonly windowsShrunk: Counter<'source' | 'action'>;
+  readonly windowsShort: Counter<'source'>;
   readonly recordsQuarantined: Counter<'source'>;
   readonly recordsOutsideWindow: Counter<'source'>;
   readonly effectivePageSize: Gauge<'source'>;
@@ -66,6 +67,11 @@ export class SyncMetrics {
       'sync_windows_shrunk_total',
       'Committed windows re-read without some of their stored records (retention or deletion upstream), by action: kept beside what E6 returns now (SYNC_SHRINK=keep) or replaced (fewer records than stored).',
       ['source', 'action'],
+    );
+    this.windowsShort = counter(
+      'sync_windows_short_total',
+      "Windows committed short: E6's totalRecords claimed more records than it served, identically on every read; the records served are stored (sync_windows.short_claimed).",
+      source,
     );
     this.recordsQuarantined = counter(
       'sync_records_quarantined_total',
@@ -136,6 +142,7 @@ export class SyncMetrics {
         if (w.watermark !== undefined) this.watermark.set(s, w.watermark / 1000);
       },
       windowShrunk: (w) => this.windowsShrunk.inc({ source, action: w.action }),
+      windowShort: () => this.windowsShort.inc(s),
       recordsQuarantined: (e) => this.recordsQuarantined.inc(s, e.records),
       fieldsChanged: (e) => this.recordFieldsNew.inc(s, e.changes.length),
       unstableInstant: () => this.unstableInstants.inc(s),

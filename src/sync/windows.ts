@@ -22,6 +22,8 @@ export interface StoredWindow extends Window {
   followsLedger: boolean;
   /** Every audit loads a parked window again. */
   parked: boolean;
+  /** Committed short: E6's count claimed more than it served (sync_windows.short_claimed). */
+  short?: { claimed: number; served: number };
 }
 
 /** Rounds `ms` down to a multiple of `windowMs` since the epoch. */

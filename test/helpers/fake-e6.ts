@@ -51,6 +51,8 @@ export class FakeE6 implements E6Pages {
    * `ERR_UPSTREAM_BODY`, reason `response_too_large`, not retried, as the analytics client fails it.
    */
   maxBodyBytes = Number.POSITIVE_INFINITY;
+  /** `totalRecords` (and `totalPages`) claim this many records more than are served, as an E6 whose count lies. */
+  totalRecordsExtra = 0;
   /** A fault for a request: the error it fails with (through the retry loop, as the client's), or undefined to answer. */
   fault: ((query: PageQuery) => Error | undefined) | undefined;
   readonly #retry: RetryPolicy;
@@ -88,7 +90,8 @@ export class FakeE6 implements E6Pages {
       .filter((r) => filterTime(r) >= from && (inclusive ? filterTime(r) <= to : filterTime(r) < to))
       .sort((a, b) => time(a) - time(b) || a.id - b.id);
     const data = inRange.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
-    const envelope = { pageNumber, pageSize, totalRecords: inRange.length, totalPages: Math.ceil(inRange.length / pageSize), data };
+    const totalRecords = inRange.length + this.totalRecordsExtra;
+    const envelope = { pageNumber, pageSize, totalRecords, totalPages: Math.ceil(totalRecords / pageSize), data };
     const text = JSON.stringify(envelope);
     if (Buffer.byteLength(text) > this.maxBodyBytes) {
       throw new ResponseTooLargeError('analytics', `fake E6: response larger than ${this.maxBodyBytes} bytes (UPSTREAM_MAX_BODY)`);

@@ -277,6 +277,7 @@ describe('sync settings', () => {
       concurrency: 4,
       readAheadBytes: 32 * 1024 ** 2,
       windowAttempts: 3,
+      windowMaxRequests: 0,
       minSplitMs: 1000,
       toDate: 'auto',
       shrink: 'keep',

@@ -17,6 +17,8 @@ import {
   DatabaseOpenError,
   SharedServersError,
   InconsistentWindowError,
+  PagingLimitError,
+  WindowBudgetError,
   PendingMigrationsError,
   ReadOnlyDatabaseError,
   InvalidArgumentError,
@@ -317,6 +319,8 @@ const FAILURES: Array<[name: string, build: () => unknown, expected: Expected]> 
     },
     fails('ERR_PAGES_REPEAT', 'pages_repeat', false),
   ],
+  ['a paging limit at an instant', () => new PagingLimitError('refused from offset 2000'), fails('ERR_PAGING_LIMIT', 'paging_limit', false)],
+  ['a window over its request bound', () => new WindowBudgetError('spent 112 requests'), fails('ERR_WINDOW_BUDGET', 'window_budget', false)],
   ['a cancelled operation', () => new AbortedError('stopped'), fails('ERR_ABORTED', 'aborted', false, 'warn')],
   // What was in flight when it was cancelled does not make it another failure.
   ['a cancelled operation over a lost connection', () => new AbortedError('stopped', { cause: terminated }), fails('ERR_ABORTED', 'aborted', false, 'warn')],

@@ -272,7 +272,8 @@ describe('E6 page bodies under fuzzing (decodePage, as fetchPage uses it)', () =
         const out = decode(withField(page, field, text), page.pageNumber);
         // A number of the right kind may still be consistent by chance (1.0 is 1); otherwise it is refused.
         if (out.page !== undefined) {
-          expect(JSON.parse(text)).toEqual((page as Record<string, unknown>)[field]);
+          // An empty data array passes too: the reader judges a page short of its count.
+          if (field !== 'data' || text !== '[]') expect(JSON.parse(text)).toEqual((page as Record<string, unknown>)[field]);
           return;
         }
         expect(['invalid_envelope', 'inconsistent_page']).toContain(out.error.reason);

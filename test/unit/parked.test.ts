@@ -9,6 +9,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   InconsistentWindowError,
+  PagingLimitError,
   ResponseTooLargeError,
   TokenRequestError,
   TokenResponseError,
@@ -16,6 +17,7 @@ import {
   UpstreamHttpError,
   UpstreamNetworkError,
   UpstreamTimeoutError,
+  WindowBudgetError,
 } from '../../src/errors.js';
 import { ExporterMetrics } from '../../src/metrics/registry.js';
 import { isWindowFault } from '../../src/sync/run/park.js';
@@ -220,6 +222,11 @@ describe('an outage', () => {
   it('tells window faults from outages', () => {
     expect(isWindowFault(new ResponseTooLargeError('analytics', 'x'))).toBe(true);
     expect(isWindowFault(new InconsistentWindowError('x'))).toBe(true);
+    expect(isWindowFault(new PagingLimitError('x'))).toBe(true);
+    expect(isWindowFault(new WindowBudgetError('x'))).toBe(true);
+    // An HTTP status is an outage, a deep page's refusal too until the reader concluded a paging limit.
+    expect(isWindowFault(new UpstreamHttpError('analytics', 400, 'x'))).toBe(false);
+    expect(isWindowFault(new UpstreamHttpError('analytics', 503, 'x'))).toBe(false);
     // E7 and E0 bodies are not a window's.
     expect(isWindowFault(new ResponseTooLargeError('prometheus', 'x'))).toBe(false);
     expect(isWindowFault(new TokenResponseError('x'))).toBe(false);

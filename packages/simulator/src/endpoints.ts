@@ -84,18 +84,28 @@ export class DataEndpoints {
       }
     }
 
+    const offset = (pageNumber - 1) * pageSize;
+    const deep = faults.deepPages !== undefined && offset >= faults.deepPages.fromOffset ? faults.deepPages.answer : undefined;
+    if (deep === 'refuse') {
+      this.#c.markInjected(res, 'deep-page');
+      this.#c.respond.sendJson(res, 400, { error: 'invalid_request', error_description: 'Result window is too large' });
+      return;
+    }
     const viewed = view.active;
-    const totalRecords = viewed ? view.count(from, to) : dataset.count(from, to, toInclusive);
+    const served = viewed ? view.count(from, to) : dataset.count(from, to, toInclusive);
+    // A lying count claims records it never serves; the pages hold only the served ones.
+    const totalRecords = served + faults.totalRecordsExtra;
     let totalPages = Math.ceil(totalRecords / echoed);
     let records: string[] = [];
     // A proxy that drops pageNumber: page 1's records whatever is asked, the number asked echoed.
-    const offset = (faults.ignorePageNumber ? 0 : pageNumber - 1) * pageSize;
+    const readOffset = faults.ignorePageNumber ? 0 : offset;
     if (faults.ignorePageNumber && pageNumber > 1) this.#c.markInjected(res, 'ignore-page-number');
-    if (offset < totalRecords && queued !== 'empty-page') {
+    if (deep === 'empty') this.#c.markInjected(res, 'deep-page');
+    if (readOffset < served && queued !== 'empty-page' && deep === undefined) {
       const limit = queued === 'oversized-page' ? pageSize + Math.max(1, Math.ceil(pageSize / 10)) : pageSize;
       records = viewed
-        ? view.page(from, to, offset, limit)
-        : dataset.pageJsonOrdered(from, to, toInclusive, offset, limit, this.#c.order(), this.#c.orderRandom);
+        ? view.page(from, to, readOffset, limit)
+        : dataset.pageJsonOrdered(from, to, toInclusive, readOffset, limit, this.#c.order(), this.#c.orderRandom);
     }
     if (queued === 'oversized-page') {
       // Too few records left in the range: pad with copies (or new records) to exceed pageSize.

@@ -63,6 +63,14 @@ export interface FaultSettings {
   stallMs: number;
   /** Every E6 page answers page 1's records, echoing the `pageNumber` asked (a proxy dropping it). */
   ignorePageNumber: boolean;
+  /**
+   * E6 pages starting at offset `fromOffset` or more (`(pageNumber - 1) × pageSize`) are refused
+   * with HTTP 400 `Result window is too large` (`answer: 'refuse'`, as search-engine-backed APIs
+   * do), or answered with `data: []` and the true `totalRecords` (`'empty'`). `undefined` = none.
+   */
+  deepPages: { fromOffset: number; answer: 'refuse' | 'empty' } | undefined;
+  /** E6's `totalRecords` (and `totalPages`) claim this many records more than it serves. 0 = none. */
+  totalRecordsExtra: number;
 }
 
 /** Default fault settings: none active. */
@@ -78,6 +86,8 @@ export const NO_FAULTS: Readonly<FaultSettings> = Object.freeze({
   arrivals: undefined,
   stallMs: 2000,
   ignorePageNumber: false,
+  deepPages: undefined,
+  totalRecordsExtra: 0,
 });
 
 /**
@@ -310,6 +320,7 @@ export function checkFaultNumbers(faults: FaultSettings): void {
     ['revokeTokensAfterSeconds', faults.revokeTokensAfterSeconds === undefined || faults.revokeTokensAfterSeconds >= 0],
     ['malformedEvery', Number.isSafeInteger(faults.malformedEvery) && faults.malformedEvery >= 0],
     ['stallMs', Number.isFinite(faults.stallMs) && faults.stallMs >= 0],
+    ['totalRecordsExtra', Number.isSafeInteger(faults.totalRecordsExtra) && faults.totalRecordsExtra >= 0],
   ];
   for (const [name, ok] of rules) {
     if (!ok) throw new InvalidArgumentError(`fault setting ${name} is out of range; got ${JSON.stringify(faults[name])}`);
@@ -324,5 +335,9 @@ export function checkFaultNumbers(faults: FaultSettings): void {
     !(Number.isSafeInteger(arrivals.afterRequests) && arrivals.afterRequests >= 1 && Number.isSafeInteger(arrivals.count) && arrivals.count >= 0)
   ) {
     throw new InvalidArgumentError('fault setting arrivals needs afterRequests ≥ 1 and count ≥ 0, whole numbers');
+  }
+  const deep = faults.deepPages;
+  if (deep !== undefined && !(Number.isSafeInteger(deep.fromOffset) && deep.fromOffset >= 1 && (deep.answer === 'refuse' || deep.answer === 'empty'))) {
+    throw new InvalidArgumentError("fault setting deepPages needs fromOffset ≥ 1, a whole number, and answer 'refuse' or 'empty'");
   }
 }

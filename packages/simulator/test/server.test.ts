@@ -448,6 +448,34 @@ describe('fault injection', () => {
   const e6 = (extraParams: Record<string, string | number | Date | undefined> = {}) =>
     analytics(token, { startDate: FROM, toDate: TO, pageSize: 50, ...extraParams });
 
+  it('refuses pages from deepPages.fromOffset on with 400 Result window is too large, or answers them empty with the true total', async () => {
+    const first = await pageOf(token, { startDate: FROM, toDate: TO, pageSize: 50 });
+    sim.faults.deepPages = { fromOffset: 100, answer: 'refuse' };
+    expect((await e6({ pageNumber: 2 })).status).toBe(200);
+    const refused = await e6({ pageNumber: 3 });
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.text)).toMatchObject({ error_description: 'Result window is too large' });
+    // The offset decides, not the page number: page 2 of 60 starts at 60, page 3 at 120.
+    expect((await e6({ pageNumber: 2, pageSize: 60 })).status).toBe(200);
+    expect((await e6({ pageNumber: 3, pageSize: 60 })).status).toBe(400);
+    sim.faults.deepPages = { fromOffset: 100, answer: 'empty' };
+    const empty = await pageOf(token, { startDate: FROM, toDate: TO, pageSize: 50, pageNumber: 3 });
+    expect(empty).toMatchObject({ totalRecords: first.totalRecords, totalPages: first.totalPages, data: [] });
+    expect((await pageOf(token, { startDate: FROM, toDate: TO, pageSize: 50, pageNumber: 2 })).data).toHaveLength(50);
+  });
+
+  it('claims totalRecordsExtra records more than it serves, on every page and in totalPages', async () => {
+    const honest = await allPages(token, FROM, TO, 1000);
+    sim.faults.totalRecordsExtra = 1;
+    const first = await pageOf(token, { startDate: FROM, toDate: TO, pageSize: 1000 });
+    expect(first.totalRecords).toBe(honest.length + 1);
+    expect(first.totalPages).toBe(Math.ceil((honest.length + 1) / 1000));
+    expect(await allPages(token, FROM, TO, 1000)).toEqual(honest);
+    const none = await pageOf(token, { startDate: new Date('2020-01-01T00:00:00Z'), toDate: new Date('2020-01-01T00:00:00Z') });
+    expect(none).toMatchObject({ totalRecords: 1, data: [] });
+    await expect(startExtra({ port: 0, faults: { totalRecordsExtra: -1 } })).rejects.toThrow(/totalRecordsExtra/);
+  });
+
   it('delays every request by latencyMs', async () => {
     sim.faults.latencyMs = 200;
     const t0 = performance.now();

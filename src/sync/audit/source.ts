@@ -34,6 +34,8 @@ export interface AuditResult {
   verifiedThrough: number | undefined;
   /** One per stretch of contiguous windows that differ. */
   repairs: SyncResult[];
+  /** Windows committed short, as the ledger held them before any repair (docs/design/ledger.md). */
+  short?: (Window & { claimed: number; served: number })[];
 }
 
 const ALL_TIME: Window = { start: 0, end: 8.64e15 };
@@ -65,6 +67,13 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     const about = { window: [iso(w.start), iso(w.end)], stored: w.stored, upstream: w.upstream ?? null };
     ctx.log.warn(about, w.upstream === undefined ? 'audit: the window is parked; loading it again' : 'audit: the stored window differs from what E6 holds now');
   }
+  const short = windows.flatMap((w) => (w.short === undefined ? [] : [{ start: w.start, end: w.end, ...w.short }]));
+  for (const w of short) {
+    ctx.log.warn(
+      { window: [iso(w.start), iso(w.end)], claimed: w.claimed, served: w.served },
+      "audit: the window is short: E6's count claimed more records than it served when it was loaded; what it served is stored",
+    );
+  }
   const repairs: SyncResult[] = [];
   let left = comparison.drifted;
   if (options.repair && left.length > 0) {
@@ -92,6 +101,7 @@ export async function auditSource(deps: SyncDeps, options: AuditOptions): Promis
     requests: comparison.requests,
     verifiedThrough: verifiedThrough(windows, left),
     repairs,
+    short,
   };
   if (options.from === undefined && options.to === undefined) await recordVerified(ctx, result.verifiedThrough);
   const summary = { windows: result.windows, drifted: result.drifted.length, left: left.length, requests: result.requests };

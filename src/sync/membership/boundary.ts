@@ -187,8 +187,8 @@ export interface WindowSettle {
   open: readonly OpenCut[];
   /** The next window's first slice, when that window starts at this one's end in the run. */
   next: (() => Promise<SliceRead | undefined>) | undefined;
-  /** E6's `totalRecords` for a range. */
-  count: (range: Window) => Promise<number>;
+  /** E6's `totalRecords` for a range; undefined when E6's counts are known to lie (each cut is then asked). */
+  count: (range: Window) => Promise<number | undefined>;
   /** E6's records for `startDate = toDate = cut`. */
   ask: (cut: number) => Promise<TextBag>;
 }
@@ -265,7 +265,8 @@ export class Boundaries {
       }
     }
     const range = { start: chain[0]!.slice.start, end: chain[chain.length - 1]!.slice.end };
-    const doubled = chain.reduce((sum, p) => sum + p.total, 0) - (await w.count(range));
+    const count = await w.count(range);
+    const doubled = count === undefined ? undefined : chain.reduce((sum, p) => sum + p.total, 0) - count;
     let guessed = 0;
     for (const g of guesses.values()) guessed += bagSize(g);
     const found = new Map<number, TextBag | undefined>();

@@ -30,6 +30,8 @@ export interface WindowReadStats {
   instants: number;
   /** Requests for boundary sets and counts, in `requests` too. */
   boundaryRequests: number;
+  /** Records E6's counts claimed beyond what it served in the leaves taken: above 0, the window is short. */
+  unserved: number;
 }
 
 export interface WindowReaderOptions<T> {
@@ -41,6 +43,8 @@ export interface WindowReaderOptions<T> {
   minSplitMs: number;
   /** SYNC_WINDOW_ATTEMPTS. */
   instantAttempts: number;
+  /** SYNC_WINDOW_MAX_REQUESTS: E6 requests a window may ask in a run; 0 or unset = auto (from its count). */
+  maxRequests?: number;
   /** What is held of a leaf page for the writer, `place.drop` left out. Must not throw. */
   prepare: (page: AnalyticsPage, place: LeafPlace) => T;
   /** UPSTREAM_TO_DATE, default `auto`. */

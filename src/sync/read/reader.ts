@@ -4,14 +4,15 @@
  * size E6 really serves) or from an instant paged twice with the same result. Overflows are split
  * in time (slices.ts), answers over UPSTREAM_MAX_BODY too (oversize.ts); a leaf drops the boundary
  * set of its start cut (boundary.ts). Requests go through request-queue.ts, whose budgets bound
- * memory by `2 × concurrency` leaf pages. See docs/design/reader-budgets.md,
+ * memory by `2 × concurrency` leaf pages, and a window's requests by SYNC_WINDOW_MAX_REQUESTS; a
+ * count that lies is taken short, a paging limit fails the window. See docs/design/reader-budgets.md,
  * docs/design/membership-at-cuts.md, docs/design/oversize-split.md.
  */
-import { AbortedError, InconsistentWindowError } from '../../errors.js';
+import { AbortedError, InconsistentWindowError, WindowBudgetError } from '../../errors.js';
 import type { AnalyticsPage } from '../../upstream/analytics.js';
-import { Boundaries, countRange, SplitProof, type SliceRead, WindowBounds } from '../membership/boundary.js';
+import { Boundaries, countRange, sameBag, SplitProof, type SliceRead, WindowBounds } from '../membership/boundary.js';
 import { readAtSmallerPages, whenTooLarge } from './oversize.js';
-import { pagedTwice, type PagedRead, type RangeRequests } from './paging.js';
+import { isPageRefusal, pagedTwice, type PagedRead, type RangeRequests, type ReadPage } from './paging.js';
 import type { E6Pages } from '../store/ports.js';
 import { bagOf, dropIndexes, PageKeys, SliceKeys, type TextBag } from '../membership/record-keys.js';
 import type { Leaf, WindowReaderOptions, WindowReadStats } from './reader-types.js';
@@ -37,6 +38,9 @@ interface WindowState<T> {
   /** Records kept, and per cell, for the estimate of later windows. */
   records: number;
   cells: ProfileCells | undefined;
+  /** Requests asked for (the bound counts them before they are sent), and the largest totalRecords answered. */
+  asked: number;
+  largest: number;
 }
 
 /** Reads the windows of one run, ahead of the writer. */
@@ -47,6 +51,8 @@ export class WindowReader<T> {
   /** The page size E6 really serves: SYNC_PAGE_SIZE until a page shows less. */
   #pageSize: number;
   readonly #boundaries: Boundaries;
+  /** E6 counted records it did not serve somewhere in this run. */
+  #countsLie = false;
 
   /** @param windows disjoint, in time order; nothing is requested before {@link leaves} is called. */
   constructor(client: E6Pages, windows: readonly Window[], options: WindowReaderOptions<T>) {
@@ -64,9 +70,11 @@ export class WindowReader<T> {
       error: undefined,
       dropped: false,
       waiter: undefined,
-      stats: { requests: 0, leaves: 0, splits: 0, instants: 0, boundaryRequests: 0 },
+      stats: { requests: 0, leaves: 0, splits: 0, instants: 0, boundaryRequests: 0, unserved: 0 },
       records: 0,
       cells: undefined,
+      asked: 0,
+      largest: 0,
     }));
     const states = this.#states;
     this.#queue = new RequestQueue(
@@ -193,7 +201,11 @@ export class WindowReader<T> {
           this.#queue.pump();
           return this.#boundaries.firsts.take(state.window.end).finally(() => (bounds.awaitingNext = false));
         }),
-      count: (range) => countRange(() => this.#request(state, range, 1, 1, true), this.#o.instantAttempts, `${iso(range.start)}..${iso(range.end)}`),
+      // A count that lied once proves nothing at a cut: the cuts are asked instead.
+      count: (range) =>
+        this.#countsLie
+          ? Promise.resolve(undefined)
+          : countRange(() => this.#request(state, range, 1, 1, true), this.#o.instantAttempts, `${iso(range.start)}..${iso(range.end)}`),
       ask: (cut) => this.#askBoundary(state, cut),
     });
     this.#boundaries.firsts.discard(state.window.start);
@@ -217,7 +229,35 @@ export class WindowReader<T> {
 
   #request(state: WindowState<T>, range: Window, pageNumber: number, pageSize = this.#pageSize, count = false): Promise<AnalyticsPage> {
     if (state.error !== undefined) return Promise.reject(state.error);
-    return this.#queue.request(state.index, { range, pageNumber, pageSize, count });
+    const bound = this.#bound(state);
+    if (++state.asked > bound) {
+      const err = new WindowBudgetError(
+        `window ${iso(state.window.start)}..${iso(state.window.end)} spent ${bound} E6 requests in this run without being read ` +
+          `(SYNC_WINDOW_MAX_REQUESTS${(this.#o.maxRequests ?? 0) > 0 ? '' : `, auto: E6 counts up to ${state.largest} records in it`}); nothing of it was committed`,
+      );
+      this.#fail(state, err, true);
+      return Promise.reject(err);
+    }
+    return this.#queue.request(state.index, { range, pageNumber, pageSize, count }).then((page) => {
+      if (page.totalRecords > state.largest) state.largest = page.totalRecords;
+      return page;
+    });
+  }
+
+  /** SYNC_WINDOW_MAX_REQUESTS, or with 0 (auto) a bound from the window's largest count: see docs/design/reader-budgets.md. */
+  #bound(state: WindowState<T>): number {
+    if ((this.#o.maxRequests ?? 0) > 0) return this.#o.maxRequests!;
+    const records = Math.max(state.largest, this.#o.estimate.estimate(state.window) ?? 0);
+    return AUTO_BOUND_BASE + AUTO_BOUND_PER_PAGE * this.#o.instantAttempts * Math.ceil(records / this.#pageSize);
+  }
+
+  /** Records E6 counted in a range but never served (a count that lies): the window is short. */
+  #unserved(state: WindowState<T>, page: ReadPage | PagedRead): void {
+    const claimed = 'claimedRecords' in page ? page.claimedRecords : 'claimed' in page ? page.claimed : undefined;
+    const served = 'pages' in page ? page.total : page.totalRecords;
+    if (claimed === undefined) return;
+    state.stats.unserved += claimed - served;
+    this.#countsLie = true;
   }
 
   /** @param proofs the split that made the slice's start cut, and the split it is one of. */
@@ -235,6 +275,7 @@ export class WindowReader<T> {
     if (page === undefined) return;
     proofs.sibling?.report(page.totalRecords);
     if (page.data.length === page.totalRecords) {
+      this.#unserved(state, page);
       await this.#leaf(state, slice, [page], proofs.start);
       return;
     }
@@ -251,6 +292,7 @@ export class WindowReader<T> {
     if (slices.length === 1) {
       state.stats.instants++;
       const read = await whenTooLarge(this.#pagedTwice(state, slice), (err) => this.#readOversized(state, slice, err, proofs.start));
+      if (read !== undefined) this.#unserved(state, read);
       if (read !== undefined) await this.#leaf(state, slice, read.pages, proofs.start);
       return;
     }
@@ -308,31 +350,63 @@ export class WindowReader<T> {
     }
     const read = async (size: number): Promise<void> => {
       state.stats.instants++;
-      await this.#leaf(state, slice, (await this.#pagedTwice(state, slice, size)).pages, startProof);
+      const paged = await this.#pagedTwice(state, slice, size);
+      this.#unserved(state, paged);
+      await this.#leaf(state, slice, paged.pages, startProof);
     };
     await readAtSmallerPages(this.#pageSize, read, { instant: slice, window: state.window, cause });
   }
 
-  /** Page 1 of a slice, asked again while it contradicts its envelope; a short page teaches the size E6 serves. */
-  async #firstPage(state: WindowState<T>, slice: Window, pageSize = Infinity): Promise<AnalyticsPage> {
+  /**
+   * Page 1 of a slice, asked again while it contradicts its envelope. A page shorter than asked and
+   * than its count is a size E6 clamps to (learned) or a count that lies (`claimedRecords`).
+   */
+  async #firstPage(state: WindowState<T>, slice: Window, pageSize = Infinity): Promise<ReadPage> {
     let served = 0;
     let total = 0;
     let asked = this.#pageSize;
+    let empties = 0;
     for (let attempt = 1; attempt <= this.#o.instantAttempts; attempt++) {
       asked = Math.min(this.#pageSize, pageSize);
       const page = await this.#request(state, slice, 1, asked);
       served = page.data.length;
       total = page.totalRecords;
       const expected = Math.min(asked, total);
-      if (served > expected || (served === 0 && total > 0) || !Number.isInteger(total) || total < 0) continue;
-      if (served < expected) this.#learnPageSize(asked, served, page.pageSize);
-      return page;
+      if (served > expected || !Number.isInteger(total) || total < 0) continue;
+      if (served === expected) return page;
+      if (served === 0) {
+        // Empty at every attempt: E6 serves nothing of what it counts here.
+        if (++empties === this.#o.instantAttempts) return shortPage(page);
+        continue;
+      }
+      const judged = await this.#clampOrShort(state, slice, page, asked);
+      if (judged !== undefined) return judged;
     }
     throw new InconsistentWindowError(
       `E6 answered ${iso(slice.start)}..${iso(slice.end)} with pages that contradict their own envelope (${served} records on page 1 of ` +
         `totalRecords ${total}, pageSize ${asked} asked) ${this.#o.instantAttempts} times (SYNC_WINDOW_ATTEMPTS); ` +
         `nothing of window ${iso(state.window.start)}..${iso(state.window.end)} was committed`,
     );
+  }
+
+  /**
+   * A short page 1: page 2 at the size served holds records when E6 clamps the size (learned, the
+   * page taken), none when its count lies: then page 1 again, taken short when it holds the same
+   * records; undefined when it does not (asked again).
+   */
+  async #clampOrShort(state: WindowState<T>, slice: Window, page: AnalyticsPage, asked: number): Promise<ReadPage | undefined> {
+    const served = page.data.length;
+    const next = await this.#request(state, slice, 2, served).catch((err: unknown) => {
+      if (isPageRefusal(err)) return undefined;
+      throw err;
+    });
+    if (next !== undefined && next.data.length > 0) {
+      this.#learnPageSize(asked, served, page.pageSize);
+      return page;
+    }
+    const again = await this.#request(state, slice, 1, asked);
+    const texts = (p: AnalyticsPage) => bagOf(PageKeys.of(p).allTexts());
+    return again.totalRecords === page.totalRecords && sameBag(texts(page), texts(again)) ? shortPage(again) : undefined;
   }
 
   #learnPageSize(asked: number, served: number, echoed: number): void {
@@ -374,3 +448,12 @@ function earlierOpen(states: readonly { read: boolean }[], from: number, to: num
 }
 
 const EMPTY: ReadonlySet<number> = new Set();
+
+/** The auto bound of a window's requests: this many, plus this many per page of its count and SYNC_WINDOW_ATTEMPTS. */
+const AUTO_BOUND_BASE = 100;
+const AUTO_BOUND_PER_PAGE = 4;
+
+/** `page` taken as all E6 serves of its range: `totalRecords` what it serves, the count it claimed kept apart. */
+function shortPage(page: AnalyticsPage): ReadPage {
+  return { ...page, totalRecords: page.data.length, claimedRecords: page.totalRecords };
+}

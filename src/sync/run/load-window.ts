@@ -113,7 +113,14 @@ async function storeWindow(
   uncatalogueRecords(fields, stored.refused);
   const changes = ctx.contract?.changes(fields) ?? [];
   await writer.addDerived(stored.refused.length + kept > 0 ? inexactCounts() : rollup, fields, changes);
-  const watermark = await writer.record({ recordCount: tally.records, totalRecords: tally.totalRecords - tally.boundary, pages: Math.max(1, tally.pages) });
+  const served = tally.totalRecords - tally.boundary;
+  const unserved = ctx.reader.stats(index).unserved;
+  const watermark = await writer.record({
+    recordCount: tally.records,
+    totalRecords: served,
+    pages: Math.max(1, tally.pages),
+    ...(unserved > 0 ? { short: { claimed: served + unserved, served } } : {}),
+  });
   const contract = { changes, breaches: [...breaches.values()] };
   return { summary: windowSummary(window, tally, ctx.reader.stats(index), { started, shrunk, watermark, contract }), fields };
 }

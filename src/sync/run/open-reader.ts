@@ -28,6 +28,7 @@ export async function openReader(
     concurrency: config.concurrency,
     minSplitMs: config.minSplitMs,
     instantAttempts: config.windowAttempts,
+    maxRequests: config.windowMaxRequests,
     prepare: (page, place) => preparePage(rules, page, place),
     toDate: config.toDate,
     committedEnds: new Set([...ledger, ...parked].map((w) => w.end)),

@@ -3,8 +3,8 @@
  * its own is parked in the ledger, loudly, and the run goes on. Outages still fail the run.
  * Design: docs/design/ledger.md.
  */
-import { describeError, InconsistentWindowError, ResponseTooLargeError } from '../../errors.js';
-import { failureReason } from '../../failures.js';
+import { describeError, ResponseTooLargeError } from '../../errors.js';
+import { classifyFailure, failureReason } from '../../failures.js';
 import type { LoadContext, WindowJob } from './context.js';
 import { loadWindow } from './load-window.js';
 import type { RunTally } from './report.js';
@@ -12,12 +12,12 @@ import type { ParkedEvent, WindowSummary } from './summary.js';
 import { iso, type Window } from '../windows.js';
 
 /**
- * An E6 answer over UPSTREAM_MAX_BODY even at one record a page, or E6 contradicting itself after
- * SYNC_WINDOW_ATTEMPTS: both concluded after the reader's own attempts. Body faults of one response
- * are not: the client retries them as a truncation or a proxy's page.
+ * Whether `err` is the window's own fault (src/failures.ts, `windowLocal`): an E6 answer over
+ * UPSTREAM_MAX_BODY even at one record a page, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS,
+ * a paging limit at an instant, the window's request bound spent. Outages are not.
  */
 export function isWindowFault(err: unknown): boolean {
-  return err instanceof InconsistentWindowError || (err instanceof ResponseTooLargeError && err.endpoint === 'analytics');
+  return classifyFailure(err).windowLocal;
 }
 
 /**

@@ -43,6 +43,15 @@ export function reportWindow(ctx: LoadContext, summary: WindowSummary & { waterm
     },
     'window committed',
   );
+  if (summary.short) {
+    const { claimed, served } = summary.short;
+    log.warn(
+      { runId, window, claimed, served },
+      "window short: E6's totalRecords claims more records than it serves, identically on every read; the records it serves are stored, " +
+        'and the window is marked short in sync_windows (short_claimed, short_served). The audit (verify) checks it again',
+    );
+    observer?.windowShort?.(summary.short);
+  }
   if (summary.shrunk) {
     const { stored: before, returned, kept, action } = summary.shrunk;
     log.warn(
@@ -108,6 +117,7 @@ export class RunTally {
   quarantined = 0;
   fieldsNew = 0;
   parked = 0;
+  short = 0;
   /** In the ledger at the end, for the gauge. */
   parkedWindows: number | undefined;
   /** The source's catalogue fields by their place in records_typed at the end, for the gauge. */
@@ -123,6 +133,7 @@ export class RunTally {
     this.records += summary.records;
     this.quarantined += summary.quarantined;
     this.fieldsNew += summary.fieldChanges?.length ?? 0;
+    if (summary.short) this.short++;
     this.watermark = summary.watermark;
   }
 
@@ -153,7 +164,7 @@ export async function countFields(ctx: LoadContext, tally: RunTally): Promise<vo
  */
 export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunTally; started: number }): Promise<SyncResult> {
   const { tally } = run;
-  const { status, error, windows: committed, pages, records, quarantined, watermark, parked, parkedWindows, fieldsNew, fields } = tally;
+  const { status, error, windows: committed, pages, records, quarantined, watermark, parked, parkedWindows, fieldsNew, fields, short } = tally;
   const durationSeconds = (performance.now() - run.started) / 1000;
   const ending: RunEnding = { status, windows: committed, pages, records, ...(error ? { error: describeError(error) } : {}) };
   try {
@@ -180,6 +191,7 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
     ...(parkedWindows !== undefined ? { parkedWindows } : {}),
     ...(fieldsNew ? { fieldsNew } : {}),
     ...(fields ? { fields } : {}),
+    ...(short ? { short } : {}),
   };
   const summaryLine = {
     runId: ctx.runId,
@@ -191,6 +203,7 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
     quarantined,
     ...(fieldsNew ? { fieldsNew } : {}),
     ...(parked ? { parked } : {}),
+    ...(short ? { short } : {}),
     durationMs: Math.round(durationSeconds * 1000),
     recordsPerSecond: durationSeconds > 0 ? Math.round(records / durationSeconds) : 0,
     watermark: watermark === undefined ? null : iso(watermark),
@@ -201,6 +214,8 @@ export async function endRun(ctx: LoadContext, plan: RunPlan, run: { tally: RunT
       summaryLine,
       `sync run succeeded but parked ${parked} window(s) it could not load (listed above): the data is not exact until they are loaded`,
     );
+  else if (status === 'succeeded' && short > 0)
+    ctx.log.warn(summaryLine, `sync run succeeded but found ${short} short window(s) (listed above): their records are stored, E6's count says it holds more`);
   else if (status === 'succeeded' && (parkedWindows ?? 0) > 0)
     ctx.log.warn(
       { ...summaryLine, parkedWindows },

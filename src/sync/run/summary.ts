@@ -35,6 +35,16 @@ export interface WindowSummary {
   durationSeconds: number;
   /** Set when a re-read window lost records upstream. */
   shrunk?: ShrunkWindow;
+  /** Set when E6 counted more records than it served, identically on every read: those served are stored. */
+  short?: ShortWindow;
+}
+
+/** A window whose records are stored although E6's count claimed more (docs/design/ledger.md). */
+interface ShortWindow {
+  window: Window;
+  /** E6's count, as total_records is (less the boundary sets left to the slice before). */
+  claimed: number;
+  served: number;
 }
 
 export interface ShrunkWindow {
@@ -73,6 +83,8 @@ export interface SyncObserver {
   pageSizeClamped?(event: { asked: number; served: number; echoed: number }): void;
   fieldsChanged?(event: { window: Window; changes: readonly FieldChange[] }): void;
   windowParked?(event: ParkedEvent): void;
+  /** Before windowCommitted. */
+  windowShort?(event: ShortWindow): void;
   partitionsDropped?(event: { partitions: readonly DroppedPartition[] }): void;
   /** A statement of the run waited on a lock past the store's threshold (10 s); logged by the store. */
   lockWaited?(event: LockWaitEvent): void;
@@ -97,6 +109,8 @@ export type SyncResult =
       fieldsNew?: number;
       /** Parked by this run: its data is not exact. */
       parked?: number;
+      /** Committed short by this run: E6 counted records it did not serve. */
+      short?: number;
       /** In the ledger at the end, not expired; absent when they could not be counted. */
       parkedWindows?: number;
       /** The source's catalogue fields by their place in records_typed; absent with FIELD_CATALOGUE off or not read. */
@@ -143,6 +157,9 @@ export function windowSummary(
     instants: stats.instants,
     durationSeconds: (performance.now() - end.started) / 1000,
     ...(end.shrunk ? { shrunk: end.shrunk } : {}),
+    ...(stats.unserved > 0
+      ? { short: { window, claimed: tally.totalRecords - tally.boundary + stats.unserved, served: tally.totalRecords - tally.boundary } }
+      : {}),
     watermark: end.watermark,
   };
 }

@@ -54,6 +54,8 @@ export interface WindowCounts {
   totalRecords: number;
   /** Leaf pages (at least 1). */
   pages: number;
+  /** E6 counted more records than it served: what it claimed and what it served (as `totalRecords`). */
+  short?: { claimed: number; served: number };
 }
 
 export interface WindowStored {
@@ -206,6 +208,8 @@ export interface SourceState {
     parked: WindowGroup;
     expired: WindowGroup;
     reloadRequested: WindowGroup;
+    /** Committed short (not expired): E6 claimed `claimed` records in them and served `served`. */
+    short?: WindowGroup & { claimed: number; served: number };
   };
   /** The last full audit: the end of the latest window with no difference left in or before it, and when. */
   verified: { through: number | undefined; at: number | undefined };

@@ -106,9 +106,10 @@ export class PgLedger implements Ledger {
 
   async auditWindows(range: Window): Promise<StoredWindow[]> {
     const { t } = this;
-    const { rows } = await this.db.query<{ start: Date; end: Date; stored: string; seen: string; followsLedger: boolean; parked: boolean }>(
+    type Row = { start: Date; end: Date; stored: string; seen: string; followsLedger: boolean; parked: boolean; claimed: string | null; served: string | null };
+    const { rows } = await this.db.query<Row>(
       `with w as (
-         select window_start, window_end, status, total_records from ${t.windows}
+         select window_start, window_end, status, total_records, short_claimed, short_served from ${t.windows}
           where source = $3 and expired_at is null and window_start < $2 and window_end > $1),
        bounds as (select min(window_start) as lo, max(window_start) as hi from w),
        r as (
@@ -119,7 +120,7 @@ export class PgLedger implements Ledger {
           where source = $3 and window_start >= bounds.lo and window_start <= bounds.hi group by window_start)
        select w.window_start as "start", w.window_end as "end", coalesce(r.n, 0) + coalesce(q.n, 0) as stored, w.total_records as seen,
               exists (select 1 from ${t.windows} p where p.source = $3 and p.window_end = w.window_start) as "followsLedger",
-              w.status = 'parked' as parked
+              w.status = 'parked' as parked, w.short_claimed as claimed, w.short_served as served
          from w left join r using (window_start) left join q using (window_start)
         order by w.window_start`,
       [new Date(range.start), new Date(range.end), this.source],
@@ -131,6 +132,7 @@ export class PgLedger implements Ledger {
       seen: Number(r.seen),
       followsLedger: r.followsLedger,
       parked: r.parked,
+      ...(r.claimed === null ? {} : { short: { claimed: Number(r.claimed), served: Number(r.served) } }),
     }));
   }
 
@@ -203,8 +205,19 @@ export class PgLedger implements Ledger {
   /** @returns the watermark after (ms). */
   async recordWindow(window: Window, runId: number, counts: WindowCounts): Promise<number | undefined> {
     await this.db.query(
-      `insert into ${this.t.windows} (source, window_start, window_end, record_count, total_records, pages, run_id) values ($7, $1, $2, $3, $4, $5, $6)`,
-      [new Date(window.start), new Date(window.end), counts.recordCount, counts.totalRecords, counts.pages, runId, this.source],
+      `insert into ${this.t.windows} (source, window_start, window_end, record_count, total_records, pages, run_id, short_claimed, short_served)
+       values ($7, $1, $2, $3, $4, $5, $6, $8, $9)`,
+      [
+        new Date(window.start),
+        new Date(window.end),
+        counts.recordCount,
+        counts.totalRecords,
+        counts.pages,
+        runId,
+        this.source,
+        counts.short?.claimed ?? null,
+        counts.short?.served ?? null,
+      ],
     );
     const { rows } = await this.db.query<{ watermark: Date | null }>(ADVANCE_WATERMARK(this.t), [new Date(window.start), new Date(window.end), this.source]);
     return ms(rows[0]?.watermark);
@@ -260,12 +273,15 @@ export class PgLedger implements Ledger {
       `select id, status, started_at, finished_at, error from ${t.runs} where source = $1 order by started_at desc, id desc limit 1`,
       [source],
     );
-    const groups = await this.db.query<{ state: string; n: string; first: Date | null; last: Date | null; records: string | null }>(
-      `select s.state, count(*) as n, min(w.window_start) as first, max(w.window_end) as last, sum(w.record_count) as records
+    type Group = { state: string; n: string; first: Date | null; last: Date | null; records: string | null; claimed: string | null; served: string | null };
+    const groups = await this.db.query<Group>(
+      `select s.state, count(*) as n, min(w.window_start) as first, max(w.window_end) as last, sum(w.record_count) as records,
+              sum(w.short_claimed) as claimed, sum(w.short_served) as served
          from ${t.windows} w
          cross join lateral (values
            (case when w.expired_at is not null then 'expired' else w.status end),
-           (case when w.reload_requested_at is not null and w.expired_at is null then 'reload' end)) as s(state)
+           (case when w.reload_requested_at is not null and w.expired_at is null then 'reload' end),
+           (case when w.short_claimed is not null and w.status = 'committed' and w.expired_at is null then 'short' end)) as s(state)
         where w.source = $1 and s.state is not null
         group by s.state`,
       [source],
@@ -292,6 +308,10 @@ export class PgLedger implements Ledger {
         parked: plain(group('parked')),
         expired: plain(group('expired')),
         reloadRequested: plain(group('reload')),
+        short: (() => {
+          const row = groups.rows.find((r) => r.state === 'short');
+          return { ...plain(group('short')), claimed: Number(row?.claimed ?? 0), served: Number(row?.served ?? 0) };
+        })(),
       },
       verified: { through: ms(s?.verified_through), at: ms(s?.verified_at) },
     };
