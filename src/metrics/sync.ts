@@ -63,16 +63,6 @@ export class SyncMetrics {
     this.records = counter('sync_records_total', 'Analytics records written to the database (re-loaded windows count again).', source);
     this.pages = counter('sync_pages_total', 'E6 pages loaded into the database.', source);
     this.windows = counter('sync_windows_total', 'Windows committed to the database.', source);
-    this.windowsShrunk = counter(
-      'sync_windows_shrunk_total',
-      'Committed windows re-read without some of their stored records (retention or deletion upstream), by action: kept beside what E6 returns now (SYNC_SHRINK=keep) or replaced (fewer records than stored).',
-      ['source', 'action'],
-    );
-    this.windowsShort = counter(
-      'sync_windows_short_total',
-      "Windows committed short: E6's totalRecords claimed more records than it served, identically on every read; the records served are stored (sync_windows.short_claimed).",
-      source,
-    );
     this.recordsQuarantined = counter(
       'sync_records_quarantined_total',
       'Analytics records of committed windows that PostgreSQL cannot store (jsonb: U+0000, an unpaired surrogate, nesting too deep; or refused by the database for a data reason, with its SQLSTATE), ' +
@@ -90,23 +80,12 @@ export class SyncMetrics {
       'Records per E6 page the source really serves, once a page held fewer than SYNC_PAGE_SIZE asked and its totalRecords (an upstream that clamps the page size); ' +
         'absent while no page was short. Short pages are never taken as complete: the sync reads at this size.',
     );
-    this.unstableInstants = counter(
-      'sync_unstable_instants_total',
-      'Reads of an instant (a slice of SYNC_MIN_SPLIT holding more than a page of records) whose two reads disagreed; ' +
-        'such an instant is read again, and its window is parked after SYNC_WINDOW_ATTEMPTS.',
-      source,
-    );
-    this.repeatedPages = counter(
-      'sync_repeated_pages_total',
-      'E6 pages that copied an earlier page of the same read of an instant record for record, by outcome: stored (read again at ' +
-        'another page size the records lined up: they really repeat) or parked (page 1 came back again: E6 or a proxy ignores pageNumber).',
-      ['source', 'outcome'],
-    );
-    this.windowsParked = gauge(
-      'sync_windows_parked',
-      'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable for a reason of their own ' +
-        '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS); the watermark passed them. Read from the ledger at each run end, at serve start and after a tick skipped as locked.',
-    );
+    const windows = windowMetrics(counter, gauge);
+    this.windowsShrunk = windows.windowsShrunk;
+    this.windowsShort = windows.windowsShort;
+    this.unstableInstants = windows.unstableInstants;
+    this.repeatedPages = windows.repeatedPages;
+    this.windowsParked = windows.windowsParked;
     this.partitionsDropped = counter(
       'retention_partitions_dropped_total',
       'Partitions of the table records dropped by RETENTION (their whole range older than now minus RETENTION); their windows are marked expired in sync_windows.',
@@ -215,4 +194,40 @@ export class SyncMetrics {
       this.errors.inc({ source, reason: failureReason(result.error) });
     }
   }
+}
+
+type CounterOf = <L extends string>(name: string, help: string, labelNames: readonly L[]) => Counter<L>;
+
+/** The metrics of windows that were not plain loads: shrunk, short, unstable, repeating pages, parked. */
+function windowMetrics(counter: CounterOf, gauge: (name: string, help: string) => Gauge<'source'>) {
+  const source = ['source'] as const;
+  return {
+    windowsShrunk: counter(
+      'sync_windows_shrunk_total',
+      'Committed windows re-read without some of their stored records (retention or deletion upstream), by action: kept beside what E6 returns now (SYNC_SHRINK=keep) or replaced (fewer records than stored).',
+      ['source', 'action'],
+    ),
+    windowsShort: counter(
+      'sync_windows_short_total',
+      "Windows committed short: E6's totalRecords claimed more records than it served, identically on every read; the records served are stored (sync_windows.short_claimed).",
+      source,
+    ),
+    unstableInstants: counter(
+      'sync_unstable_instants_total',
+      'Reads of an instant (a slice of SYNC_MIN_SPLIT holding more than a page of records) whose two reads disagreed; ' +
+        'such an instant is read again, and its window is parked after SYNC_WINDOW_ATTEMPTS.',
+      source,
+    ),
+    repeatedPages: counter(
+      'sync_repeated_pages_total',
+      'E6 pages that copied an earlier page of the same read of an instant record for record, by outcome: stored (read again at ' +
+        'another page size the records lined up: they really repeat) or parked (page 1 came back again: E6 or a proxy ignores pageNumber).',
+      ['source', 'outcome'],
+    ),
+    windowsParked: gauge(
+      'sync_windows_parked',
+      'Windows of the source parked in the ledger (sync_windows.status parked, not expired): not loadable for a reason of their own ' +
+        '(a response over UPSTREAM_MAX_BODY, E6 contradicting itself after SYNC_WINDOW_ATTEMPTS, a paging limit, pages that repeat, SYNC_WINDOW_MAX_REQUESTS spent); the watermark passed them. Read from the ledger at each run end, at serve start and after a tick skipped as locked.',
+    ),
+  };
 }
