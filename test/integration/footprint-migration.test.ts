@@ -76,12 +76,15 @@ async function primaryKeys(schema: string): Promise<number> {
 }
 
 /** The footprint migration's Down part, on `schema` (its last migration). */
-async function migrateDown(schema: string): Promise<void> {
+/** The migrations after FOOTPRINT, which a sync of this release needs. */
+const LATER = MIGRATIONS.length - 1 - MIGRATIONS.indexOf(FOOTPRINT);
+
+async function migrateDown(schema: string, count = 1): Promise<void> {
   await runner({
     databaseUrl: db.url,
     dir: MIGRATIONS_DIR,
     direction: 'down',
-    count: 1,
+    count,
     schema,
     migrationsSchema: schema,
     migrationsTable: MIGRATIONS_TABLE,
@@ -117,7 +120,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     // stores both in the transaction that writes that row), and records_typed as it was created.
     const scratch = 'footprint_scratch';
     const schema = 'footprint';
-    await migrate(bed.pool, scratch, silentLogger);
+    await migrate(bed.pool, scratch, silentLogger); // every migration: a sync of this release fills it
     const loaded = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema: scratch, log: silentLogger }), { from: START, to: END });
     expect(loaded).toMatchObject({ status: 'succeeded', records: 700 });
     const previous = MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!;
@@ -132,7 +135,14 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
          from ${scratch}.records r join ${scratch}.sync_windows w using (source, window_start)`,
     );
     await bed.pool.query(`select setval(pg_get_serial_sequence($1, 'id'), max(id)) from ${schema}.records`, [`${schema}.records`]);
-    await bed.pool.query(`insert into ${schema}.sync_windows select * from ${scratch}.sync_windows`);
+    // The ledger's columns as the previous release had them (later migrations add more to scratch's).
+    const { rows: ledgerColumns } = await bed.pool.query<{ list: string }>(
+      `select string_agg(quote_ident(column_name), ', ' order by ordinal_position) as list
+         from information_schema.columns where table_schema = $1 and table_name = 'sync_windows'`,
+      [schema],
+    );
+    const ledger = ledgerColumns[0]!.list;
+    await bed.pool.query(`insert into ${schema}.sync_windows (${ledger}) select ${ledger} from ${scratch}.sync_windows`);
     await bed.pool.query(`insert into ${schema}.sync_runs overriding system value select * from ${scratch}.sync_runs`);
     await bed.pool.query(`select setval(pg_get_serial_sequence($1, 'id'), max(id)) from ${schema}.sync_runs`, [`${schema}.sync_runs`]);
     await bed.pool.query(`insert into ${schema}.sync_state select * from ${scratch}.sync_state`);
@@ -151,7 +161,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     expect(partitions.length).toBe(2);
     expect(await primaryKeys(schema)).toBeGreaterThan(0);
 
-    expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+    expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
     expect(await columnsOf(`${schema}.records`)).toEqual(['id', 'event_time', 'window_start', 'run_id', 'source', 'payload']);
     expect(await recordsDigest(schema, 'ledger')).toEqual(before);
     expect(await partitionsOf(schema)).toEqual(partitions);
@@ -168,7 +178,9 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     const setting = await bed.pool.query(`select 1 from ${schema}.derived_settings where name = 'typed_view'`);
     expect(setting.rows).toEqual([]);
 
-    // A sync afterwards: every window replaced exactly, new ids after the largest, records_typed with its fields again.
+    // A sync afterwards (with the later migrations it needs): every window replaced exactly, new ids
+    // after the largest, records_typed with its fields again.
+    await migrate(bed.pool, schema, silentLogger);
     const again = await runSync(pgDeps({ pool: bed.pool, client, ...syncSettings(SYNC_ENV), schema, log: silentLogger }), { from: START, to: END });
     expect(again).toMatchObject({ status: 'succeeded', records: 700 });
     expect(await expectExactDataset(bed.pool, schema, s, START, END)).toBe(700);
@@ -183,7 +195,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
 
     // Down: the previous shape, each record's window end and load time from its ledger row, the primary key.
     const after = await recordsDigest(schema, 'ledger');
-    await migrateDown(schema);
+    await migrateDown(schema, LATER + 1);
     expect(await columnsOf(`${schema}.records`)).toEqual(['id', 'event_time', 'window_start', 'run_id', 'source', 'payload', 'window_end', 'loaded_at']);
     expect(await recordsDigest(schema, 'records')).toEqual(after);
     expect(await primaryKeys(schema)).toBeGreaterThan(0);
@@ -215,7 +227,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     const given = await bed.pool.query<{ max: string }>(`select max(id)::text as max from ${schema}.records`);
     expect(given.rows[0]!.max).toBe('7');
 
-    expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+    expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
     const { rows } = await bed.pool.query<{ id: string }>(
       `insert into ${schema}.records (source, payload, event_time, window_start, run_id)
        values ('default', '{}', null, '2026-10-04T00:00:00Z', 2), ('default', '{}', null, '2026-10-04T00:00:00Z', 2) returning id::text`,
@@ -236,7 +248,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       ['footprint_above', '101'],
       ['footprint_empty', '1'],
     ] as const) {
-      expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+      expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
       if (schema === 'footprint_empty') {
         await bed.pool.query(
           `create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01T00:00:00Z') to ('2026-11-01T00:00:00Z')`,
@@ -292,7 +304,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       ]),
     );
 
-    expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+    expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
     expect(await grantsOf()).toEqual(before.filter((line) => !line.includes(' window_end ')).sort());
     const role = await bed.pool.query<{ role: string }>(`select current_user as role`);
     expect(role.rows[0]!.role).toBe('postgres');
@@ -327,7 +339,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     await bed.pool.query(`grant select on ${schema}.records to fp_analyst`);
     await bed.pool.query(`reset role`);
 
-    expect(await migrate(exporter, schema, silentLogger)).toEqual([FOOTPRINT]);
+    expect(await migrate(exporter, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
     const { rows } = await exporter.query<{ line: string }>(
       `select concat_ws(' ', pg_get_userbyid(c.relowner), pg_get_userbyid(a.grantor), pg_get_userbyid(a.grantee), a.privilege_type, a.is_grantable::text) as line
          from pg_class c cross join lateral aclexplode(c.relacl) a where c.oid = $1::regclass and a.grantee <> c.relowner order by 1`,
@@ -369,7 +381,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       'records_typed fp_view_owner id fp_view_owner fp_columns SELECT false',
     ]);
 
-    expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+    expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
     expect(await columnsOf(view)).toEqual(['id', 'source', 'event_time', 'window_start', 'window_end', 'run_id', 'loaded_at']);
     const kept = before.filter((line) => !line.includes(' event_type '));
     expect(await accessOf()).toEqual(kept);
@@ -420,7 +432,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       const publishedBefore = await published();
       expect(publishedBefore).toContain('fp_pub_all records_20261001_20261101');
 
-      expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+      expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
       // window_end goes with the column; its place in the list follows the new column order.
       const after = ["fp_pub_filtered records id,source,payload (source <> 'private'::text)", ...before.slice(1)];
       expect(await membership()).toEqual(after);
@@ -457,13 +469,13 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     // Valid before: the list holds the primary key (id, window_start), the old replica identity.
     await bed.pool.query(`create publication fp_pub_columns for table ${schema}.records (id, window_start, payload) with (publish_via_partition_root = true)`);
     try {
-      await expect(migrate(bed.pool, schema, silentLogger)).rejects.toThrow(
+      await expect(migrate(bed.pool, schema, silentLogger, { count: 1 })).rejects.toThrow(
         /publication fp_pub_columns publishes updates or deletes of .*records.* with a column list/,
       );
       // Rolled back whole: the previous shape, still in the publication.
       expect(await columnsOf(`${schema}.records`)).toContain('window_end');
       await bed.pool.query(`alter publication fp_pub_columns set (publish = 'insert, truncate')`);
-      expect(await migrate(bed.pool, schema, silentLogger)).toEqual([FOOTPRINT]);
+      expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
       expect(await publishes('fp_pub_columns', `${schema}.records`)).toBe(true);
     } finally {
       await bed.pool.query(`drop publication if exists fp_pub_columns`);
@@ -480,12 +492,12 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
       await migrateUpTo(exporter, schema, MIGRATIONS[MIGRATIONS.indexOf(FOOTPRINT) - 1]!);
       // A replication administrator's publication (here the superuser's).
       await bed.pool.query(`create publication fp_pub_foreign for table ${schema}.records`);
-      await expect(migrate(exporter, schema, silentLogger)).rejects.toThrow(
+      await expect(migrate(exporter, schema, silentLogger, { count: 1 })).rejects.toThrow(
         /publication fp_pub_foreign cannot be given .*records again: must be owner of publication/,
       );
       expect(await columnsOf(`${schema}.records`)).toContain('window_end');
       await bed.pool.query(`alter publication fp_pub_foreign owner to fp_exporter`);
-      expect(await migrate(exporter, schema, silentLogger)).toEqual([FOOTPRINT]);
+      expect(await migrate(exporter, schema, silentLogger, { count: 1 })).toEqual([FOOTPRINT]);
       expect(await publishes('fp_pub_foreign', `${schema}.records`)).toBe(true);
     } finally {
       await bed.pool.query(`drop publication if exists fp_pub_foreign`);

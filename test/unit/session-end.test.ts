@@ -40,7 +40,7 @@ describe('sessionEnded', () => {
     expect(err!.cause).toBe(idleTimeout);
     // Not an outage: `sync` reports the run's error, not "unreachable".
     expect(isDatabaseUnavailable(err)).toBe(false);
-    expect(classifyFailure(err)).toEqual({ reason: 'database', exitStatus: 1, level: 'error' });
+    expect(classifyFailure(err)).toEqual({ reason: 'database', exitStatus: 1, level: 'error', windowLocal: false });
     expect(syncExit({ result: { status: 'failed', error: err } as never }, false).kind).toBe('failed');
     // Without it, the same failure reads as a lost connection.
     expect(syncExit({ result: { status: 'failed', error: notQueryable() } as never }, false).kind).toBe('failed_database');
