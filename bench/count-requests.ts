@@ -3,7 +3,7 @@
  * windows, the default settings, the simulator at zero latency), against the pages the data needs
  * (Σ over windows of ceil(records ÷ pageSize)), by kind. No timing: it needs no quiet machine.
  *
- *   npx tsx bench/count-requests.ts [records=1000000] [days=25]
+ *   npx tsx bench/count-requests.ts [records=1000000] [days=25] [SETTING=value ...]
  *
  * Runs in process (runSync) into a fresh database of a throwaway PostgreSQL cluster.
  */
@@ -29,7 +29,8 @@ const requests: SimulatorRequestEvent[] = [];
 const sim = await startSimulator({ records, start, end: DATA_END, onRequest: (e) => requests.push(e) });
 const cluster = await startThrowawayCluster();
 const db = await createTestDatabase(cluster.url, 'count_requests');
-const config = loadConfig({ ...simulatorEnv(sim), ...SYNC_ENV });
+const overrides = Object.fromEntries(process.argv.slice(4).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
+const config = loadConfig({ ...simulatorEnv(sim), ...SYNC_ENV, ...overrides });
 const sync = config.sources[0]!.sync;
 const pool = createPool(db.url, silentLogger);
 const client = AnalyticsClient.fromConfig(config.sources[0]!.upstream!, { log: silentLogger });
