@@ -173,6 +173,26 @@ describe('splitRange / splitOverflow', () => {
     for (const slice of slices.slice(1)) expect((slice.start - T0) % 60_000).toBe(1000);
   });
 
+  it('fills slices closer to a page once 8 planned slices were answered close to their expected counts, never when they strayed', () => {
+    // Ten records a second: a slice of s seconds is expected to hold 10 × (s + 1), its end cell included.
+    const hour = { start: T0, end: T0 + HOUR };
+    const planned = (answer: (expected: number) => number, answers = 8): { first: number; later: number } => {
+      const estimate = new RecordEstimate();
+      const cells = new ProfileCells(hour, 1000);
+      for (let s = 0; s < 3600; s++) for (let k = 0; k < 10; k++) cells.add(T0 + s * 1000);
+      estimate.observe(hour, 36_000, cells);
+      const first = estimate.plan({ start: T0 + HOUR, end: T0 + 2 * HOUR }, 1000, 1000);
+      estimate.answered({ start: T0, end: T0 + 5000 }, 5000, 1000); // never planned: ignored
+      for (const slice of first.slice(0, answers)) estimate.answered(slice, answer(10 * ((slice.end - slice.start) / 1000 + 1)), 1000);
+      return { first: first.length, later: estimate.plan({ start: T0 + 2 * HOUR, end: T0 + 3 * HOUR }, 1000, 1000).length };
+    };
+    expect(planned((n) => n)).toEqual({ first: 41, later: 38 });
+    expect(planned((n) => n + 2)).toEqual({ first: 41, later: 38 });
+    expect(planned((n) => n, 7)).toEqual({ first: 41, later: 41 });
+    expect(planned((n) => n + 40)).toEqual({ first: 41, later: 41 });
+    expect(planned((n) => n - 40)).toEqual({ first: 41, later: 41 });
+  });
+
   it('estimates from the ledger first, then from the latest rate', () => {
     const estimate = new RecordEstimate([{ start: T0, end: T0 + HOUR, totalRecords: 500 }]);
     expect(estimate.estimate({ start: T0, end: T0 + HOUR })).toBe(500);
@@ -225,6 +245,21 @@ describe('WindowReader against an upstream of any order', () => {
     expect(ids).toEqual(idsIn(records, T0, T0 + 5 * 24 * HOUR));
     // Each day needs 20 requests at least; days after the first are planned from its profile.
     for (const made of requests.slice(1)) expect(made / 20).toBeLessThanOrEqual(1.3);
+  });
+
+  it('fills slices closer to a page once days prove alike, reading every record once', async () => {
+    // Five days of 20,000 records each, one about every 4.3 s, a few seconds of jitter: 40 pages of 500 a day.
+    const r = mulberry32(21);
+    const offsets = Array.from({ length: 100_000 }, (_, i) => Math.min(5 * 24 * HOUR - 1000, Math.floor((i * 4320 + r() * 3000) / 1000) * 1000));
+    const records = recordsAt(offsets);
+    const days = Array.from({ length: 5 }, (_, d) => ({ start: T0 + d * 24 * HOUR, end: T0 + (d + 1) * 24 * HOUR }));
+    const up = fakeUpstream(records, { order: 'ties', toDate: 'inclusive', seed: 4 });
+    const { ids, requests } = await readAll(up.client, days, { pageSize: 500 });
+    expect(ids).toEqual(idsIn(records, T0, T0 + 5 * 24 * HOUR));
+    // The second day is planned at 0.9 of a page (45 slices and a count); once its slices answered
+    // close to their expected counts, later days take 42 slices and a count: 1.075 a page.
+    expect(requests[1]).toBe(46);
+    for (const made of requests.slice(2)) expect(made).toBeLessThanOrEqual(43);
   });
 
   it('offset paging alone would not be exact here (the fault is real)', async () => {

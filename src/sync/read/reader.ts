@@ -273,6 +273,7 @@ export class WindowReader<T> {
       throw err;
     });
     if (page === undefined) return;
+    this.#o.estimate.answered(slice, page.totalRecords, this.#pageSize);
     proofs.sibling?.report(page.totalRecords);
     if (page.data.length === page.totalRecords) {
       this.#unserved(state, page);

@@ -5,8 +5,17 @@
  */
 import type { Window } from '../windows.js';
 
-/** Share of a page a planned slice is sized to hold: the slack absorbs uneven records. */
+/** Share of a page a slice is sized to hold: the slack absorbs uneven records. */
 const SLICE_FILL = 0.9;
+
+/** Most a slice planned from a profile is filled to, once the profile's slices proved accurate. */
+const MAX_FILL = 0.97;
+
+/** Planned slices answered before the fill may rise above SLICE_FILL. */
+const MIN_SAMPLES = 8;
+
+/** Most expected counts a run keeps for the planned slices not yet answered. */
+const MAX_PLANNED = 10_000;
 
 /** Share of an overflow's sample a cell holds to be cut out as a slice of its own. */
 const HOT_CELL_SHARE = 0.5;
@@ -128,11 +137,19 @@ interface Profile {
   records: number;
 }
 
-/** Plans a window's first slices from its ledger count or the latest rate, and the last profile. */
+/**
+ * Plans a window's first slices from its ledger count or the latest rate, and the last profile; the
+ * fill rises from SLICE_FILL towards MAX_FILL as planned slices are answered close to their counts.
+ */
 export class RecordEstimate {
   readonly #known = new Map<string, number>();
   #rate: number | undefined;
   #profile: Profile | undefined;
+  /** The expected count of each planned slice not yet answered, by `start:end`. */
+  readonly #planned = new Map<string, number>();
+  /** Widest gap between a planned slice's count and its expected count, as a share of a page, over {@link #samples} slices. */
+  #deviation = 0;
+  #samples = 0;
 
   /** @param ledger committed windows and their `totalRecords`; the latest seeds the rate. */
   constructor(ledger: readonly (Window & { totalRecords: number })[] = []) {
@@ -170,6 +187,25 @@ export class RecordEstimate {
     return this.#rate === undefined ? undefined : this.#rate * (window.end - window.start);
   }
 
+  /**
+   * Notes the count E6 answered for `slice` (`totalRecords`), if it was planned from a profile:
+   * how far the counts stray from what was expected sets the fill of later plans.
+   */
+  answered(slice: Window, totalRecords: number, pageSize: number): void {
+    const key = `${slice.start}:${slice.end}`;
+    const expected = this.#planned.get(key);
+    if (expected === undefined) return;
+    this.#planned.delete(key);
+    this.#deviation = Math.max(this.#deviation, Math.abs(totalRecords - expected) / pageSize);
+    this.#samples++;
+  }
+
+  /** Share of a page a slice planned from a profile is sized to: MAX_FILL less twice the widest deviation, never under SLICE_FILL. */
+  #fill(): number {
+    if (this.#samples < MIN_SAMPLES) return SLICE_FILL;
+    return Math.max(SLICE_FILL, MAX_FILL - 2 * this.#deviation);
+  }
+
   /** The slices to read `window` in first: disjoint, in time order, cut on multiples of `minSplitMs`. */
   plan(window: Window, pageSize: number, minSplitMs: number): Window[] {
     const expected = this.estimate(window);
@@ -179,7 +215,7 @@ export class RecordEstimate {
       return splitRange(window, slicesFor(expected, pageSize), minSplitMs);
     }
     const scale = expected / profile.records;
-    const target = pageSize * SLICE_FILL;
+    const target = pageSize * this.#fill();
     const { counts, cellMs } = profile;
     const cuts: number[] = [];
     // The next window's first instant, which an inclusive toDate returns with the last slice.
@@ -201,6 +237,22 @@ export class RecordEstimate {
       last = i;
     }
     const inside = cuts.filter((c) => c > window.start && c < window.end);
-    return inside.length === 0 ? splitRange(window, slicesFor(expected, pageSize), minSplitMs) : slicesBetween(window, inside);
+    if (inside.length === 0) return splitRange(window, slicesFor(expected, pageSize), minSplitMs);
+    const slices = slicesBetween(window, inside);
+    this.#expect(slices, { window, profile, scale, atEnd });
+    return slices;
+  }
+
+  /** Keeps each slice's expected count: its cells' and the cell at its end's (an inclusive toDate returns it too). */
+  #expect(slices: readonly Window[], plan: { window: Window; profile: Profile; scale: number; atEnd: number }): void {
+    const { window, profile, scale, atEnd } = plan;
+    if (this.#planned.size > MAX_PLANNED) this.#planned.clear();
+    const cellOf = (ms: number): number => Math.floor((ms - window.start) / profile.cellMs);
+    for (const slice of slices) {
+      let sum = 0;
+      const last = cellOf(slice.end);
+      for (let c = cellOf(slice.start); c <= last && c < profile.counts.length; c++) sum += profile.counts[c]!;
+      this.#planned.set(`${slice.start}:${slice.end}`, sum * scale + (last >= profile.counts.length ? atEnd : 0));
+    }
   }
 }
