@@ -121,7 +121,7 @@ async function load(ctx: BenchContext, url: string, records: number, spec: Dashb
   const rollup = loadConfig({}).tables.rollup;
   const derived = new Derived(tables, rollup);
   const catalogue = new FieldCatalogue(tables, rollup);
-  const view = new TypedView(tables);
+  const view = new TypedView(tables, rollup.typedViewMaxFields);
   const windowStarts = [...fields.keys()].sort((a, b) => a - b);
   const pool = createPool(url, silentLogger, { max: 1 });
   try {
