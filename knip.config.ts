@@ -21,8 +21,9 @@ export default ({ production = false }: { production?: boolean }): KnipConfig =>
     '.': {
       entry: [
         'src/cli.ts!',
-        // Started as a child process by bench/suites/etl.ts (runScriptChild), not imported.
+        // Started as child processes by bench/suites/etl.ts (runScriptChild), not imported.
         'bench/lib/fetch-only.ts',
+        'bench/lib/bare-client.mjs',
       ],
       project: [
         'src/**/*.ts!',
