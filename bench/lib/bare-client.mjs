@@ -19,7 +19,10 @@ const authorization = `Bearer ${token.access_token}`;
 
 const windows = [];
 for (let t = Date.parse(spec.from); t < Date.parse(spec.to); t += spec.windowMs) {
-  windows.push({ start: new Date(t).toISOString(), end: new Date(Math.min(t + spec.windowMs, Date.parse(spec.to))).toISOString(), records: 0 });
+  // toDate one millisecond before the window's end: E6's toDate is inclusive, the sync's windows are
+  // half-open, so each record is counted in one window only (timestamps are whole milliseconds).
+  const end = Math.min(t + spec.windowMs, Date.parse(spec.to)) - 1;
+  windows.push({ start: new Date(t).toISOString(), end: new Date(end).toISOString(), records: 0 });
 }
 // Page 1 of every window, in order; the answer to a page 1 puts the window's other pages first.
 const queue = windows.map((w) => ({ window: w, page: 1 }));

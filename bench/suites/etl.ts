@@ -147,6 +147,7 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         JSON.stringify({ url: sim.url, from: start.toISOString(), to: DATA_END.toISOString(), windowMs: 86_400_000, pageSize: 1000 }),
       ]);
       const floorSim1 = processCpuSeconds(sim.pid);
+      if (floor.records !== rows) throw new Error(`the bare client read ${floor.records} records, expected ${rows}`);
 
       // The ETL itself: `sync` as a child process, end to end (start, migrations, run, exit).
       const etl = await withFreshDatabase(ctx, 'bench_etl', async (db) => {
