@@ -21,10 +21,11 @@ export default ({ production = false }: { production?: boolean }): KnipConfig =>
     '.': {
       entry: [
         'src/cli.ts!',
-        // Started as a child process by bench/suites/etl.ts (runScriptChild), not imported.
+        // Started as child processes by bench/suites/etl.ts (runScriptChild), not imported.
         'bench/lib/fetch-only.ts',
         // Run by hand (`npx tsx bench/count-requests.ts`): a sync's E6 requests against the pages needed.
         'bench/count-requests.ts',
+        'bench/lib/bare-client.mjs',
       ],
       project: [
         'src/**/*.ts!',

@@ -223,12 +223,13 @@ export async function startBareServer(bodyFile: string, contentType: string): Pr
 }
 
 /**
- * Runs a TypeScript bench script (through tsx) as a child and returns the JSON it prints as its
- * last stdout line.
+ * Runs a bench script as a child (a TypeScript one through tsx; a `.mjs` one as it is, so that its
+ * CPU time holds no compiler) and returns the JSON it prints as its last stdout line.
  */
 export async function runScriptChild<T>(script: string, args: string[]): Promise<T> {
+  const loader = script.endsWith('.mjs') ? [] : ['--import', 'tsx'];
   const child = track(
-    spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args], {
+    spawn(process.execPath, [...loader, fileURLToPath(new URL(script, import.meta.url)), ...args], {
       env: baseEnv({}),
       stdio: ['ignore', 'pipe', 'pipe'],
       cwd: ROOT,

@@ -19,7 +19,8 @@ function clockTicks(): number {
   return ticksPerSecond;
 }
 
-interface ProcStat {
+/** The fields of one /proc/<pid>/stat line that the bench reads. */
+export interface ProcStat {
   ppid: number;
   /** utime + stime of the process itself, in clock ticks. */
   own: number;
@@ -27,14 +28,32 @@ interface ProcStat {
   reaped: number;
 }
 
+/**
+ * Parses the text of /proc/<pid>/stat (proc(5)). The command name (field 2) may hold spaces and
+ * parentheses, so the fields are split after its last closing parenthesis.
+ *
+ * @throws RangeError when the text is not such a line.
+ */
+export function parseProcStat(text: string): ProcStat {
+  const close = text.lastIndexOf(')');
+  // fields[0] is field 3 (state): ppid is field 4, utime..cstime are fields 14..17.
+  const fields =
+    close < 0
+      ? []
+      : text
+          .slice(close + 2)
+          .trim()
+          .split(' ');
+  const n = (field: number) => Number(fields[field - 3]);
+  const stat = { ppid: n(4), own: n(14) + n(15), reaped: n(16) + n(17) };
+  if (!Number.isInteger(stat.ppid) || !Number.isInteger(stat.own) || !Number.isInteger(stat.reaped))
+    throw new RangeError(`not a /proc/<pid>/stat line: ${text.slice(0, 80)}`);
+  return stat;
+}
+
 function procStat(pid: number): ProcStat | undefined {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may hold spaces and parentheses: split after its closing one.
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    // fields[0] is field 3 (state): ppid is field 4, utime..cstime are fields 14..17.
-    const n = (field: number) => Number(fields[field - 3]);
-    return { ppid: n(4), own: n(14) + n(15), reaped: n(16) + n(17) };
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return undefined;
   }
@@ -49,8 +68,10 @@ export function processCpuSeconds(pid: number | undefined): number | undefined {
 
 /**
  * CPU seconds used so far by a PostgreSQL server: the postmaster, its live children (backends,
- * checkpointer, WAL writer, autovacuum) and the children it has reaped (backends of closed
- * connections). Differences of two readings give the server's CPU over an interval.
+ * checkpointer, WAL writer, autovacuum launcher and workers, parallel workers; zombies included)
+ * and the children it has reaped (backends of closed connections). Differences of two readings
+ * give the server's CPU over an interval. A child reaped while /proc is scanned would be counted
+ * in neither part, so the scan is repeated until the postmaster's reaped time stays the same.
  *
  * @param dataDir the cluster's data directory (postmaster.pid is read from it).
  */
@@ -62,15 +83,20 @@ export function postgresCpuSeconds(dataDir: string | null): number | undefined {
   } catch {
     return undefined;
   }
-  const root = procStat(postmaster);
-  if (root === undefined) return undefined;
-  let ticks = root.own + root.reaped;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = procStat(Number(entry));
-    if (stat !== undefined && stat.ppid === postmaster) ticks += stat.own;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const before = procStat(postmaster);
+    if (before === undefined) return undefined;
+    let children = 0;
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const stat = procStat(Number(entry));
+      if (stat !== undefined && stat.ppid === postmaster) children += stat.own;
+    }
+    const after = procStat(postmaster);
+    if (after === undefined) return undefined;
+    if (after.reaped === before.reaped) return (after.own + after.reaped + children) / clockTicks();
   }
-  return ticks / clockTicks();
+  return undefined;
 }
 
 /** Cumulative CPU time of the whole machine from /proc/stat: all states, and `steal` (taken by the hypervisor). */

@@ -12,18 +12,15 @@ import { embeddedVerdict, renderEmbedded, type EmbeddedResult } from '../suites/
 import type { SlowResult } from '../suites/slow.js';
 import { memoryPerSource, type ScrapeLoad, type SourcesResult } from '../suites/sources.js';
 import { renderWire, wireVerdict, type WireResult } from '../suites/wire.js';
+import { cpuVerdicts, embeddedScaleVerdict, renderCpu } from './cpu-rows.js';
 import { footprintVerdict, renderFootprint } from './footprint.js';
 import type { Machine } from './machine.js';
 import { fixed, int, median, mib, range, verdict } from './stats.js';
 
 /** The numbers the issue sets. */
 export const TARGETS = {
-  /** ETL records/s ÷ the smaller limit, at least. */
-  etlRatio: 0.85,
-  /** ETL records/s with rollups and catalogue ÷ without (ROLLUP_DIMENSIONS=off, FIELD_CATALOGUE=off), at least. */
-  derivedRatio: 0.9,
-  /** CPU seconds of the sync process per 1,000,000 records, every derived table on, at most. */
-  syncCpuSecondsPerMillion: 3.0,
+  /** ETL records/s with rollups and catalogue ÷ without (ROLLUP_DIMENSIONS=off, FIELD_CATALOGUE=off), at least (issue 40). */
+  derivedRatio: 0.95,
   /** Peak RSS of sync, at most. */
   peakRssBytes: 256 * 2 ** 20,
   /** Peak RSS of the larger run ÷ the smaller (100,000 records), at most. */
@@ -176,13 +173,17 @@ export interface TargetResult {
   id: string;
   figure: number;
   unit: string;
-  target: number;
-  met: boolean;
+  /** null: reported as information, no target (met is null too). */
+  target: number | null;
+  met: boolean | null;
 }
 
 export interface Verdict {
   name: string;
+  /** Always true for information ({@link Verdict.info}). */
   met: boolean;
+  /** Reported without a target. */
+  info?: boolean;
   detail: string;
   /** The row's figures for bench/results.json. */
   results?: TargetResult[];
@@ -207,23 +208,15 @@ export function verdicts(report: Report): Verdict[] {
   const { etl, sizes, slow, metrics } = report;
   if (etl) {
     const smaller = Math.min(etl.median.copyRate, etl.median.fetchRate);
+    // Information since issue 40: on two cores it mostly measures how the simulator and PostgreSQL share them.
     out.push({
-      name: '1. ETL throughput',
-      met: etl.median.ratio >= TARGETS.etlRatio,
-      detail: `${int(etl.median.syncRate)} records/s = ${etl.median.ratio.toFixed(3)} × the smaller limit (${int(smaller)}/s, ${etl.median.copyRate <= etl.median.fetchRate ? 'psql \\copy' : 'fetch-only'}); target ≥ ${TARGETS.etlRatio}`,
-      results: [{ id: 'etl_vs_copy', figure: round(etl.median.ratio, 3), unit: 'ratio', target: TARGETS.etlRatio, met: etl.median.ratio >= TARGETS.etlRatio }],
+      name: '1. ETL throughput (information)',
+      met: true,
+      info: true,
+      detail: `${int(etl.median.syncRate)} records/s = ${etl.median.ratio.toFixed(3)} × the smaller limit (${int(smaller)}/s, ${etl.median.copyRate <= etl.median.fetchRate ? 'psql \\copy' : 'fetch-only'}); no target`,
+      results: [{ id: 'etl_vs_copy', figure: round(etl.median.ratio, 3), unit: 'ratio', target: null, met: null }],
     });
-    const cpuRounds = etl.rounds.flatMap((r) => (r.syncCpu.self === undefined ? [] : [(r.syncCpu.self / etl.spec.records) * 1e6]));
-    if (cpuRounds.length > 0) {
-      const perMillion = median(cpuRounds);
-      const met = perMillion <= TARGETS.syncCpuSecondsPerMillion;
-      out.push({
-        name: '13. Sync CPU',
-        met,
-        detail: `${perMillion.toFixed(2)} CPU s of the sync process per 1,000,000 records, every derived table on (rounds ${cpuRounds.map((c) => c.toFixed(2)).join(', ')}); target ≤ ${TARGETS.syncCpuSecondsPerMillion}`,
-        results: [{ id: 'sync_cpu_s_per_million', figure: round(perMillion, 2), unit: 'CPU seconds', target: TARGETS.syncCpuSecondsPerMillion, met }],
-      });
-    }
+    out.push(...cpuVerdicts(etl));
     out.push({
       name: '9. ETL with rollups and catalogue',
       met: etl.median.derivedRatio >= TARGETS.derivedRatio,
@@ -324,7 +317,7 @@ export function verdicts(report: Report): Verdict[] {
   }
   if (report.hostile) out.push({ name: '12. Hostile clients', ...hostileVerdict(report.hostile) });
   if (report.wire) out.push(wireVerdict(report.wire));
-  if (report.embedded) out.push(embeddedVerdict(report.embedded));
+  if (report.embedded) out.push(embeddedVerdict(report.embedded), embeddedScaleVerdict(report.embedded, etl));
   return out.sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -425,7 +418,7 @@ export function renderMarkdown(report: Report): string {
     '',
     '| Target | Result | |',
     '|---|---|---|',
-    ...verdicts(report).map((v) => `| ${v.name} | ${v.detail} | ${verdict(v.met)} |`),
+    ...verdicts(report).map((v) => `| ${v.name} | ${v.detail} | ${v.info === true ? 'information' : verdict(v.met)} |`),
     '',
   );
 
@@ -459,10 +452,11 @@ export function renderMarkdown(report: Report): string {
       `ETL with ÷ without rollups and catalogue (records_hourly, records_hourly_distinct, record_fields, records_typed), per round: ${etl.rounds.map((r) => r.derivedRatio.toFixed(2)).join(', ')}; ` +
         `median **${etl.median.derivedRatio.toFixed(3)}** (target ≥ ${TARGETS.derivedRatio}).`,
       '',
-      `ETL ÷ the smaller limit, per round: ${etl.rounds.map((r) => r.ratio.toFixed(2)).join(', ')}; median **${etl.median.ratio.toFixed(3)}** (target ≥ ${TARGETS.etlRatio}). ` +
+      `ETL ÷ the smaller limit, per round: ${etl.rounds.map((r) => r.ratio.toFixed(2)).join(', ')}; median **${etl.median.ratio.toFixed(3)}** (information, no target: on two cores it mostly measures how the simulator and PostgreSQL share them). ` +
         `The sync's own summary line, which times the run without process start, configuration and migrations, says ${int(median(etl.rounds.map((r) => Number(r.sync.summary?.recordsPerSecond ?? 0))))} records/s (median); the ratio uses the end-to-end figure.`,
       '',
     );
+    push(...renderCpu(etl));
     if (etl.footprint) push(...renderFootprint(etl.footprint.withDerived, etl.footprint.bare));
     push(...renderPeer(etl));
   }

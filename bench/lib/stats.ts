@@ -35,3 +35,18 @@ export function range(values: readonly number[], digits: number): string {
 export function verdict(met: boolean): string {
   return met ? 'met' : '**missed**';
 }
+
+/**
+ * The pages a data set needs: Σ over windows of max(1, ceil(records in the window ÷ pageSize)),
+ * what exact offset paging needs and the least any reader of one page per request needs (an
+ * empty window still takes one request).
+ *
+ * @throws RangeError when pageSize is not a positive integer or a count is negative.
+ */
+export function pagesNeeded(recordsPerWindow: readonly number[], pageSize: number): number {
+  if (!Number.isInteger(pageSize) || pageSize < 1) throw new RangeError(`pageSize must be a positive integer, not ${pageSize}`);
+  return recordsPerWindow.reduce((n, records) => {
+    if (!(records >= 0)) throw new RangeError(`a window cannot hold ${records} records`);
+    return n + Math.max(1, Math.ceil(records / pageSize));
+  }, 0);
+}

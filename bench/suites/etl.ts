@@ -3,8 +3,12 @@
  * \copy` of the same records) and the upstream's (paging through the simulator, discarding);
  * and the same sync without the tables derived from records (ROLLUP_DIMENSIONS=off,
  * FIELD_CATALOGUE=off), for what maintaining them costs.
+ * Each round also runs the bare floor of reading (bench/lib/bare-client.mjs: undici and JSON.parse
+ * of the same pages, 4 at a time) and counts the sync's E6 requests in the simulator (`--admin`,
+ * GET /admin/stats) against the pages the data needs.
  * Also supplies the largest size of 2. Memory and 4. Growth (its sync runs are those runs).
  */
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { postgresCpuSeconds, processCpuSeconds } from '../lib/cpu.js';
 import { runScriptChild, runSyncChild, startSimulatorChild, upstreamEnv, type MeasuredRun } from '../lib/children.js';
@@ -12,7 +16,7 @@ import { DATA_END, countRecords, daysBefore, withFreshDatabase, type BenchContex
 import { migrateSchema, timePsqlCopy, writeCopyFile } from '../lib/copy-limit.js';
 import { measureFootprint, type Footprint } from '../lib/footprint.js';
 import { summarizeProfile, type ProfileSummary } from '../lib/profile.js';
-import { median } from '../lib/stats.js';
+import { median, pagesNeeded } from '../lib/stats.js';
 
 export interface EtlSpec {
   records: number;
@@ -47,6 +51,30 @@ export interface EtlRound {
   bareCpu: CpuSplit;
   /** syncRate ÷ bareRate, within this round: the throughput kept with the derived tables. */
   derivedRatio: number;
+  /** 1-minute load average at the round's start. */
+  load: number;
+  /** The bare floor: undici + JSON.parse of the same pages, 4 at a time (bench/lib/bare-client.mjs). */
+  floorSeconds: number;
+  floorCpu: CpuSplit;
+  /** E6 requests of the sync as the simulator counted them, and the pages the data needs (from the floor's records per window). */
+  syncRequests: number;
+  pagesNeeded: number;
+}
+
+/** What bench/lib/bare-client.mjs prints. */
+interface FloorRun {
+  records: number;
+  requests: number;
+  recordsPerWindow: number[];
+  seconds: number;
+  cpuSeconds: number;
+}
+
+/** The simulator's count of E6 requests so far (GET /admin/stats; the simulator runs with `--admin`). */
+async function analyticsRequests(simUrl: string): Promise<number> {
+  const res = await fetch(`${simUrl}/admin/stats`);
+  if (!res.ok) throw new Error(`GET /admin/stats answered ${res.status}`);
+  return ((await res.json()) as { analyticsRequests: number }).analyticsRequests;
 }
 
 export interface EtlResult {
@@ -84,12 +112,13 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
   const copyFile = join(ctx.scratch, 'records.copy');
   ctx.log(`etl: writing ${spec.records} records as COPY rows`);
   const rows = await writeCopyFile(copyFile, { records: spec.records, start, end: DATA_END, windowMs: 86_400_000 });
-  const sim = await startSimulatorChild({ records: spec.records, start, end: DATA_END });
+  const sim = await startSimulatorChild({ records: spec.records, start, end: DATA_END, extraArgs: ['--admin'] });
   const rounds: EtlRound[] = [];
   let footprint: EtlResult['footprint'];
   const footprints: Partial<{ withDerived: Footprint; bare: Footprint }> = {};
   try {
     for (let round = 1; round <= spec.rounds; round++) {
+      const load = loadavg()[0]!;
       // The store's limit: psql \copy into a freshly migrated, empty records table.
       const copy = await withFreshDatabase(ctx, 'bench_copy', async (db) => {
         await migrateSchema(
@@ -112,18 +141,28 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
       ]);
       const sim1 = processCpuSeconds(sim.pid);
 
+      // The bare floor: the same pages with undici and JSON.parse, nothing else.
+      const floorSim0 = processCpuSeconds(sim.pid);
+      const floor = await runScriptChild<FloorRun>('./bare-client.mjs', [
+        JSON.stringify({ url: sim.url, from: start.toISOString(), to: DATA_END.toISOString(), windowMs: 86_400_000, pageSize: 1000 }),
+      ]);
+      const floorSim1 = processCpuSeconds(sim.pid);
+      if (floor.records !== rows) throw new Error(`the bare client read ${floor.records} records, expected ${rows}`);
+
       // The ETL itself: `sync` as a child process, end to end (start, migrations, run, exit).
       const etl = await withFreshDatabase(ctx, 'bench_etl', async (db) => {
         const pg0 = postgresCpuSeconds(ctx.cluster.dataDir);
         const simBefore = processCpuSeconds(sim.pid);
+        const requests0 = await analyticsRequests(sim.url);
         const run = await runSyncChild(syncArgs(start, DATA_END), upstreamEnv(sim.url, db.url, SYNC_ENV));
         const simAfter = processCpuSeconds(sim.pid);
         const pg1 = postgresCpuSeconds(ctx.cluster.dataDir);
+        const requests = (await analyticsRequests(sim.url)) - requests0;
         const stored = await countRecords(db.url);
         if (stored !== rows || run.summary?.records !== rows)
           throw new Error(`sync stored ${stored} rows (reported ${String(run.summary?.records)}), expected ${rows}`);
         if (round === 1) footprints.withDerived = await measureFootprint(db.url, rows);
-        return { run, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
+        return { run, requests, cpu: { self: run.cpuSeconds, simulator: delta(simBefore, simAfter), postgres: delta(pg0, pg1) } };
       });
 
       // The same sync without rollups and catalogue, into its own fresh database.
@@ -160,6 +199,11 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
         bareRate,
         bareCpu: bare.cpu,
         derivedRatio: syncRate / bareRate,
+        load,
+        floorSeconds: floor.seconds,
+        floorCpu: { self: floor.cpuSeconds, simulator: delta(floorSim0, floorSim1), postgres: undefined },
+        syncRequests: etl.requests,
+        pagesNeeded: pagesNeeded(floor.recordsPerWindow, 1000),
       };
       rounds.push(result);
       if (round === 1 && footprints.withDerived !== undefined && footprints.bare !== undefined) {
@@ -170,7 +214,8 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
       }
       ctx.log(
         `etl round ${round}/${spec.rounds}: sync ${Math.round(syncRate)}/s (${etl.run.wallSeconds.toFixed(2)} s), \\copy ${Math.round(copyRate)}/s, fetch-only ${Math.round(fetchRate)}/s, ratio ${result.ratio.toFixed(2)}; ` +
-          `without rollups and catalogue ${Math.round(bareRate)}/s (${bare.run.wallSeconds.toFixed(2)} s), with ÷ without ${result.derivedRatio.toFixed(2)}`,
+          `without rollups and catalogue ${Math.round(bareRate)}/s (${bare.run.wallSeconds.toFixed(2)} s), with ÷ without ${result.derivedRatio.toFixed(2)}; ` +
+          `CPU s sync ${fixedOrNa(etl.cpu.self)}, PostgreSQL ${fixedOrNa(etl.cpu.postgres)}, fetch-only ${fixedOrNa(fetched.cpuSeconds)}, floor ${fixedOrNa(floor.cpuSeconds)}; E6 requests ${etl.requests} for ${result.pagesNeeded} pages; load ${load.toFixed(2)}`,
       );
     }
   } finally {
@@ -194,6 +239,10 @@ export async function etlSuite(ctx: BenchContext, spec: EtlSpec): Promise<EtlRes
       derivedRatio: median(rounds.map((r) => r.derivedRatio)),
     },
   };
+}
+
+function fixedOrNa(v: number | undefined): string {
+  return v === undefined ? 'n/a' : v.toFixed(2);
 }
 
 function delta(before: number | undefined, after: number | undefined): number | undefined {
