@@ -402,7 +402,10 @@ export async function endChecks(i: EndInputs): Promise<{
     detail: replicas.map((r) => `${r.name}: ${tl.postStatus[r.name] ?? 'not sent'}`).join(', '),
   });
 
-  // Syncs kept succeeding to the end, over both replicas.
+  // Syncs kept succeeding to the end, over both replicas; the last failed run's error, when the last run failed.
+  const { rows: lastRuns } = await admin.query<{ source: string; status: string; error: string | null }>(
+    `select distinct on (source) source, status, error from ${s}.sync_runs where status <> 'running' order by source, id desc`,
+  );
   const at75 = i.runSeconds * 0.75;
   for (const n of names) {
     const okBetween = (r: Replica) => {
@@ -418,7 +421,9 @@ export async function endChecks(i: EndInputs): Promise<{
     checks.push({
       name: `syncs of ${n} kept succeeding to the end`,
       pass: runs > 0 && lagMs <= MAX_END_LAG_MS,
-      detail: `${runs} successful runs in the last quarter over both replicas; watermark ${(lagMs / 1000).toFixed(0)} s behind the clock at the last sample (limit ${MAX_END_LAG_MS / 1000} s)`,
+      detail:
+        `${runs} successful runs in the last quarter over both replicas; watermark ${(lagMs / 1000).toFixed(0)} s behind the clock at the last sample (limit ${MAX_END_LAG_MS / 1000} s)` +
+        `${((r) => (r && r.status !== 'succeeded' ? `; its last run ${r.status}: ${(r.error ?? '').split('\n')[0]!.slice(0, 200)}` : ''))(lastRuns.find((r) => r.source === n))}`,
     });
   }
 

@@ -36,7 +36,14 @@ export function shapeChecks(sources: readonly SoakSource[], windowChecks: Record
       const lines = x.expectedParked.map((want) => {
         const got = w.parked.find((p) => p.start.getTime() === want.start.getTime());
         const ok = got !== undefined && want.reason.test(got.reason);
-        return { ok, text: `${iso(want.start)} ${got ? `parked (${want.records} records upstream, none stored): ${got.reason.slice(0, 200)}` : 'NOT parked'}` };
+        const missing =
+          w.watermark === undefined || want.start.getTime() >= w.watermark.getTime()
+            ? `not in the ledger: the watermark stopped at ${w.watermark ? iso(w.watermark) : 'none'}`
+            : 'committed';
+        return {
+          ok,
+          text: `${iso(want.start)} ${got ? `parked (${want.records} records upstream, none stored): ${got.reason.slice(0, 200)}` : `NOT parked (${missing})`}`,
+        };
       });
       checks.push({
         name: `${x.name}'s windows past its paging limit and where pageNumber is ignored parked, with their reasons`,
