@@ -1,10 +1,9 @@
 /**
- * DDL as the schema's owner: what a run creates in the schema (partitions of `records`, rebuilt
- * rollup tables, records_typed) and what `migrate` creates belong to that role and take its default
- * privileges, even when a member of it runs them (docs/deploy.md, Database roles). Invariants: the
- * role changes only when the session may SET ROLE to the owner and is not it, and only while no
- * relation named is owned by another role (left by an earlier release, or a DBA's choice); else
- * nothing changes. The embedded database has one role, the owner: never a change.
+ * DDL as the schema's owner: what a run (partitions, rollup rebuilds, records_typed) or `migrate`
+ * creates is that role's, with its default privileges, even when a member of it runs them
+ * (docs/deploy.md, Database roles). Invariants: the role changes only when the session may SET ROLE
+ * to the owner and is not it, and no relation named is another role's (an earlier release's, a
+ * DBA's choice). The embedded database's one role owns its schema: never a change.
  */
 import { quoteIdent, type PoolClient } from './pool.js';
 
@@ -55,9 +54,8 @@ export async function asSchemaOwner<T>(db: Queryable, schema: string, relations:
 }
 
 /**
- * {@link asSchemaOwner} for a whole session (migrations run in transactions of their own), unless
- * a relation of the schema is owned by another role. When
- * `fn` throws the role is not set back: the caller must end the session (withClient does).
+ * {@link asSchemaOwner} for a session (each migration is a transaction), unless any relation of the
+ * schema is another role's. When `fn` throws the role stays: the caller ends the session (withClient does).
  * @throws the database's error, `fn`'s.
  */
 export async function asSchemaOwnerSession<T>(db: Queryable, schema: string, fn: () => Promise<T>): Promise<T> {
