@@ -1,7 +1,8 @@
 /**
  * `analytics-exporter verify [--source NAME]... [--from ISO] [--to ISO] [--repair]`: compares each
  * ledger window with what E6 holds now and, with `--repair`, loads those that differ again. It
- * serves no metrics: its log lines and exit status (docs/commands.md) say what it found.
+ * serves no metrics: its log lines and exit status (docs/commands.md) say what it found, and one
+ * line per source on stdout sums it up.
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -96,6 +97,7 @@ export function registerVerifyCommand(program: Command): void {
         const statuses = outcomes.map((outcome) => {
           const exit = verifyExit(outcome, signals.received() !== undefined);
           reportVerifyExit(exit, outcome);
+          process.stdout.write(`${summariseAudit(outcome)}\n`);
           return exit.status;
         });
         process.exitCode = worstExitStatus(statuses);
@@ -105,6 +107,15 @@ export function registerVerifyCommand(program: Command): void {
         signals.dispose();
       }
     });
+}
+
+/** One line for stdout: `source NAME: W windows compared with E6, D differ (R repaired, L left)`, or why none. */
+export function summariseAudit({ source, result, error }: AuditOutcome): string {
+  // The error's own words went to the log, masked; stdout is not.
+  if (result === undefined) return `source ${source}: not verified (${error === undefined ? 'stopped' : 'failed, see the log'})`;
+  const { windows, drifted, left } = result;
+  const differ = drifted.length === 0 ? 'none differ' : `${drifted.length} differ (${drifted.length - left.length} repaired, ${left.length} left)`;
+  return `source ${source}: ${windows} windows compared with E6, ${differ}`;
 }
 
 /** Says what one source's ending means, in its log; the audit's own lines said what it found. */

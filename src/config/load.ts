@@ -40,11 +40,19 @@ function settingFile(settings: SourceSettings, variable: string): SettingFile {
   return { file: settings.raw[variable]!, ...settings.named(variable) };
 }
 
-function environmentSettings(raw: RawEnv): SourceSettings {
+const FLAGS = new Map(SETTINGS.map((setting) => [setting.env, setting.flag]));
+
+/** How a message names `variable`: by its flag too when the value came from the command line. */
+function givenAs(variable: string, overrides: Record<string, string | undefined>): string {
+  const flag = FLAGS.get(variable);
+  return overrides[variable] !== undefined && flag !== undefined ? `${flag} (${variable})` : variable;
+}
+
+function environmentSettings(raw: RawEnv, overrides: Record<string, string | undefined>): SourceSettings {
   return {
     raw,
-    key: (variable) => variable,
-    named: (variable) => ({ variable, at: '', key: variable, shown: displayValue(variable, raw[variable]) }),
+    key: (variable) => givenAs(variable, overrides),
+    named: (variable) => ({ variable, at: '', key: givenAs(variable, overrides), shown: displayValue(variable, raw[variable]) }),
     written: (variable) => raw[variable],
   };
 }
@@ -94,10 +102,14 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
   const withDefaults: RawEnv = { ...raw };
   for (const setting of SETTINGS) if (withDefaults[setting.env] === undefined && setting.default !== undefined) withDefaults[setting.env] = setting.default;
 
-  const v = parseSettings(withDefaults, (variable, rule) => ({ variable, text: `${variable} ${rule}; got ${displayValue(variable, raw[variable])}` }));
+  const named = (variable: string, rule: string) => ({
+    variable,
+    text: `${givenAs(variable, overrides)} ${rule}; got ${displayValue(variable, raw[variable])}`,
+  });
+  const v = parseSettings(withDefaults, named);
 
   let sources: SourceConfig[];
-  const environment = environmentSettings(raw);
+  const environment = environmentSettings(raw, overrides);
   if (v.CONFIG_FILE === undefined) {
     sources = [buildSource(DEFAULT_SOURCE, {}, v, environment, false)];
   } else {
@@ -110,7 +122,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Record<string, str
       const settings = fileSettings(file, source, withDefaults);
       const sv = parseSettings(settings.raw, (variable, rule) => {
         const value = source.values.get(variable);
-        if (value === undefined) return { variable, text: `${variable} ${rule}; got ${displayValue(variable, raw[variable])}` };
+        if (value === undefined) return named(variable, rule);
         return { variable: 'CONFIG_FILE', text: `${fileLocation(file, value.line)}${value.keyPath} ${rule}; got ${displayValue(variable, value.shown)}` };
       });
       return buildSource(source.name, source.labels, sv, settings, true);

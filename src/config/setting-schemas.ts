@@ -13,13 +13,14 @@ export const duration = (rule: string) =>
     return ms;
   });
 
-/** A positive duration, or `off` (undefined). */
-export const durationOrOff = (example: string) =>
+/** A positive duration of at most `max` ms (`maxText` says why), or `off` (undefined). */
+export const durationOrOff = (example: string, max?: { ms: number; text: string }) =>
   z.string().transform((text, ctx): number | undefined => {
     if (text === 'off') return undefined;
     const ms = parseDuration(text);
-    if (ms !== undefined && ms > 0) return ms;
-    ctx.addIssue({ code: 'custom', message: `must be a positive duration such as ${example}, or 'off'` });
+    if (ms !== undefined && ms > 0 && (max === undefined || ms <= max.ms)) return ms;
+    const bound = max === undefined ? '' : ` of at most ${max.text}`;
+    ctx.addIssue({ code: 'custom', message: `must be a positive duration${bound} such as ${example}, or 'off'` });
     return z.NEVER;
   });
 
@@ -49,16 +50,23 @@ export const wholeNumber = (min: number, max: number) => {
 
 const BYTE_UNITS: Readonly<Record<string, number>> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, kB: 1000, MB: 1000 ** 2, GB: 1000 ** 3 };
 
-/** Bytes, or a number and a unit (`64MiB`, `1.5 GB`). */
+/** `bytes` in the largest binary unit that divides it (`1GiB`, `64KiB`, `0B`). */
+const showBytes = (bytes: number): string => {
+  for (const unit of ['GiB', 'MiB', 'KiB'] as const) if (bytes > 0 && bytes % BYTE_UNITS[unit]! === 0) return `${bytes / BYTE_UNITS[unit]!}${unit}`;
+  return `${bytes}B`;
+};
+
+/** Bytes, or a number and a unit (`64MiB`, `1.5 GB`); a number of bytes is whole. */
 export const byteSize = (example: string, min: number, max: number) =>
   z.string().transform((text, ctx) => {
     const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$/.exec(text);
     const unit = match === null ? undefined : BYTE_UNITS[match[2] || 'B'];
-    const bytes = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
+    const value = match === null || unit === undefined ? NaN : Number(match[1]) * unit;
+    const bytes = Number.isInteger(value) || unit !== 1 ? Math.floor(value) : NaN;
     if (!(bytes >= min && bytes <= max)) {
       ctx.addIssue({
         code: 'custom',
-        message: `must be a byte size from ${min} to ${max} bytes, such as ${example} or a number of bytes (units B, KiB, MiB, GiB, kB, MB, GB)`,
+        message: `must be a byte size from ${showBytes(min)} to ${showBytes(max)}, such as ${example}, or a whole number of bytes (units B, KiB, MiB, GiB, kB, MB, GB)`,
       });
       return z.NEVER;
     }

@@ -163,7 +163,7 @@ const SETTING_TABLE = {
     flag: '--database-lock-timeout',
     default: 'off',
     help: "a sync run's statement waiting on a lock this long fails the run, its window rolled back (lock_timeout, SQLSTATE 55P03), or 'off' to wait",
-    schema: durationOrOff('30s'),
+    schema: durationOrOff('30s', { ms: 24 * 86_400_000, text: "24d (PostgreSQL's lock_timeout ends below 25d)" }),
   },
   DATA_DIR: { flag: '--data-dir', default: './data', help: 'folder of the embedded database', schema: z.string() },
   SYNC_START_DATE: {

@@ -8,6 +8,7 @@ import { runner } from 'node-pg-migrate';
 import { PendingMigrationsError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { databaseError, quoteIdent, withAdvisoryLock, withClient, type Pool } from './pool.js';
+import { asSchemaOwnerSession } from './schema-owner.js';
 
 /** Shipped beside `dist/` and `src/`. */
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));
@@ -25,19 +26,22 @@ export async function migrate(pool: Pool, schema: string, log: Logger, options: 
         // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
         const { rows } = await client.query<{ exists: boolean }>('select exists (select from pg_namespace where nspname = $1) as exists', [schema]);
         if (!rows[0]!.exists) await client.query(`create schema ${quoteIdent(schema)}`);
-        const applied = await runner({
-          dbClient: client,
-          dir: MIGRATIONS_DIR,
-          direction: 'up',
-          ...(options.count !== undefined ? { count: options.count } : {}),
-          schema,
-          migrationsSchema: schema,
-          migrationsTable: MIGRATIONS_TABLE,
-          noLock: true,
-          singleTransaction: false,
-          checkOrder: true,
-          logger: { debug: () => undefined, info: (m: string) => log.debug(m), warn: (m: string) => log.warn(m), error: (m: string) => log.error(m) },
-        });
+        // Tables a member of the owner creates are still the owner's (schema-owner.ts).
+        const applied = await asSchemaOwnerSession(client, schema, () =>
+          runner({
+            dbClient: client,
+            dir: MIGRATIONS_DIR,
+            direction: 'up',
+            ...(options.count !== undefined ? { count: options.count } : {}),
+            schema,
+            migrationsSchema: schema,
+            migrationsTable: MIGRATIONS_TABLE,
+            noLock: true,
+            singleTransaction: false,
+            checkOrder: true,
+            logger: { debug: () => undefined, info: (m: string) => log.debug(m), warn: (m: string) => log.warn(m), error: (m: string) => log.error(m) },
+          }),
+        );
         // The runner leaves search_path on the schema.
         await client.query('reset search_path');
         return applied.map((m) => m.name);

@@ -3,10 +3,15 @@
  * schema and all in it but has no CREATE on the database (sync exact, state show, verify, check
  * ok); a DML-only role and a SELECT-only role (check names what is missing with its GRANT; the
  * read-only commands work); a read-only database (check and sync say so); MIGRATE=off with a
- * pending migration (every command refuses, naming it) and an invalid MIGRATE (exit 2).
+ * pending migration (every command refuses, naming it) and an invalid MIGRATE (exit 2); and
+ * docs/deploy.md's owner, runtime and reader roles: what sync (and racing replicas) or migrate
+ * creates as a member of the schema's owner stays the owner's.
  */
 import { describe, expect, it } from 'vitest';
 import { quoteIdent } from '../../src/db/pool.js';
+import { ensurePartitions } from '../../src/sync/store/pg/partitions.js';
+import { Tables } from '../../src/sync/store/pg/tables.js';
+import type { Partition } from '../../src/sync/store/ports.js';
 import { runCli, runCliInProcess } from '../helpers/cli.js';
 import { MIGRATIONS, migrateUpTo } from '../helpers/migrations.js';
 import { expectExactDataset } from '../helpers/sync.js';
@@ -19,6 +24,18 @@ const TEN_DAYS_END = '2026-10-12T00:00:00Z';
 /** A login role (roles are the cluster's: names unique to this file). */
 async function createRole(role: string): Promise<void> {
   await h.pool.query(`do $$ begin if not exists (select from pg_roles where rolname = '${role}') then create role ${role} login; end if; end $$`);
+}
+
+/** ensurePartitions on a session of its own as `role`. */
+async function partitionsAs(role: string, schema: string, starts: number[]): Promise<Partition[]> {
+  const client = await h.pool.connect();
+  try {
+    await client.query(`set role ${role}`);
+    return await ensurePartitions(client, new Tables(schema), starts, 'month');
+  } finally {
+    await client.query('reset role');
+    client.release();
+  }
 }
 
 /** The file's database (or `database`) as `role`: the cluster trusts local connections. */
@@ -119,6 +136,84 @@ describe('least privilege (real PostgreSQL)', () => {
       expect(verified.code, role).toBe(0);
     }
   }, 240_000);
+
+  it("docs/deploy.md's layout: what sync creates as the runtime role is the schema owner's, readable by the reader, alterable by the owner", async () => {
+    const s = await h.sim({ records: 20_000 });
+    const schema = h.schema();
+    for (const role of ['lp_schema_owner', 'lp_runtime', 'lp_read', 'lp_rw']) await createRole(role);
+    await h.pool.query(`create schema ${schema} authorization lp_schema_owner`);
+    await h.pool.query('grant lp_schema_owner to lp_runtime');
+    await h.pool.query(`grant usage on schema ${schema} to lp_read`);
+    await h.pool.query(`grant select on all tables in schema ${schema} to lp_read`);
+    await h.pool.query(`alter default privileges for role lp_schema_owner in schema ${schema} grant select on tables to lp_read`);
+    const base = h.env(s, schema, { SYNC_WINDOW: '1d', LOG_LEVEL: 'warn' });
+    expect((await runCliInProcess(['migrate'], { ...base, DATABASE_URL: urlAs('lp_schema_owner') })).code).toBe(0);
+
+    // Other rollup settings than migrate's: the run rebuilds the rollup tables too.
+    const runtime = { ...base, DATABASE_URL: urlAs('lp_runtime'), MIGRATE: 'off', ROLLUP_DIMENSIONS: 'event_type=eventType', ROLLUP_DISTINCT_BY: 'none' };
+    const synced = await runCliInProcess(['sync', '--from', SYNC_START, '--to', TEN_DAYS_END], runtime);
+    expect(synced.stderr).not.toContain('permission denied');
+    expect(synced.stderr).not.toContain('could not be recreated');
+    expect(synced.code).toBe(0);
+    expect(await expectExactDataset(h.pool, schema, s, new Date(SYNC_START), new Date(TEN_DAYS_END))).toBeGreaterThan(5_000);
+    // Replicas racing for one partition, as the runtime role and as the owner: one creates it.
+    const december = [Date.parse('2026-12-15T00:00:00Z')];
+    const created = await Promise.all(['lp_runtime', 'lp_schema_owner', 'lp_runtime'].map((role) => partitionsAs(role, schema, december)));
+    expect(created.flat().map((p) => p.name)).toEqual(['records_20261201_20270101']);
+
+    const { rows: relations } = await h.pool.query<{ name: string; kind: string; owner: string }>(
+      `select relname as name, relkind::text as kind, pg_get_userbyid(relowner) as owner from pg_class where relnamespace = $1::regnamespace order by 1`,
+      [schema],
+    );
+    const names = relations.map((r) => r.name);
+    expect(names).toContain('records_typed');
+    expect(names.filter((n) => /^records_\d{8}_\d{8}$/.test(n)).length).toBeGreaterThan(0);
+    expect(names).toContain('records_hourly');
+    expect(names).toContain('records_daily_distinct');
+    expect(relations.filter((r) => r.owner !== 'lp_schema_owner')).toEqual([]);
+
+    const client = await h.pool.connect();
+    try {
+      for (const [role, sql] of [
+        ['lp_read', `select count(*) from ${schema}.records_typed`],
+        ['lp_read', `select count(*) from ${schema}.records`],
+        ['lp_schema_owner', `alter table ${schema}.records add column x int`],
+      ] as const) {
+        await client.query('begin');
+        try {
+          await client.query(`set local role ${role}`);
+          await client.query(sql);
+        } finally {
+          await client.query('rollback');
+        }
+      }
+    } finally {
+      client.release();
+    }
+
+    // A DML-only role given what docs/deploy.md gives the runtime role: every owner's rights, RETENTION's included.
+    await h.pool.query(`grant usage on schema ${schema} to lp_rw`);
+    await h.pool.query(`grant select, insert, update, delete on all tables in schema ${schema} to lp_rw`);
+    await h.pool.query('grant lp_schema_owner to lp_rw');
+    const checked = await runCliInProcess(['check'], { ...runtime, DATABASE_URL: urlAs('lp_rw'), RETENTION: '3650d' });
+    expect(checked.stdout).toMatch(/^ok +privileges +role lp_rw holds every privilege/m);
+    expect(checked.stdout).not.toMatch(/^FAIL +privileges/m);
+  }, 240_000);
+
+  it("migrate run by a member of the schema's owner: the tables are the owner's", async () => {
+    const schema = h.schema();
+    for (const role of ['lp_schema_owner', 'lp_runtime']) await createRole(role);
+    await h.pool.query(`create schema ${schema} authorization lp_schema_owner`);
+    await h.pool.query('grant lp_schema_owner to lp_runtime');
+    const env = { DATABASE_URL: urlAs('lp_runtime'), DATABASE_SCHEMA: schema, LOG_LEVEL: 'warn' };
+    expect((await runCliInProcess(['migrate'], env)).code).toBe(0);
+    const { rows } = await h.pool.query<{ owner: string; n: string }>(
+      `select pg_get_userbyid(relowner) as owner, count(*) as n from pg_class where relnamespace = $1::regnamespace group by 1`,
+      [schema],
+    );
+    expect(rows.map((r) => r.owner)).toEqual(['lp_schema_owner']);
+    expect(Number(rows[0]!.n)).toBeGreaterThan(10);
+  }, 60_000);
 
   it('a read-only database: check exits 1 saying read-only, and so does sync, with SQLSTATE 25006', async () => {
     const s = await h.sim({ records: 5_000 });

@@ -82,6 +82,7 @@ describe('verify: the database compared with E6, by command', () => {
       expect(found.value.code, found.value.stderr).toBe(1);
       expect(found.value.stderr).toContain('"window":["2026-10-29T00:00:00.000Z","2026-10-29T01:00:00.000Z"],"stored":');
       expect(found.value.stderr).toContain('audit: the stored window differs from what E6 holds now');
+      expect(found.value.stdout).toBe(`source default: ${WINDOWS} windows compared with E6, 1 differ (0 repaired, 1 left)\n`);
       // One window differs of 96: at most 1 + 2·⌈log2 96⌉ = 15 requests (segments, then halvings).
       expect(found.requests, found.value.stderr).toBeLessThanOrEqual(1 + 2 * Math.ceil(Math.log2(WINDOWS)));
       expect(found.requests).toBeGreaterThanOrEqual(segmentsFor(WINDOWS));
@@ -89,12 +90,14 @@ describe('verify: the database compared with E6, by command', () => {
       const repaired = await runCli(['verify', '--repair'], env);
       expect(repaired.code, repaired.stderr).toBe(0);
       expect(repaired.stderr).toContain('audit: the windows that differed from E6 were loaded again');
+      expect(repaired.stdout).toBe(`source default: ${WINDOWS} windows compared with E6, 1 differ (1 repaired, 0 left)\n`);
       expect(await storedMultiset(db.pool(), schema)).toEqual(served());
 
       // Nothing differs any more: the segments' counts only (no window before the first: no count of its instant).
       const again = await e6Requests(() => runCli(['verify'], env));
       expect(again.value.code, again.value.stderr).toBe(0);
       expect(again.requests).toBe(segmentsFor(WINDOWS));
+      expect(again.value.stdout).toBe(`source default: ${WINDOWS} windows compared with E6, none differ\n`);
     },
     TEST_TIMEOUT_MS,
   );

@@ -73,7 +73,29 @@ describe('loadConfig', () => {
   it.each([['0'], ['1KiB'], ['1GiB'], ['64 parsecs'], ['-5MiB'], ['MiB'], ['1e6']])('rejects UPSTREAM_MAX_BODY=%s, naming it', (value) => {
     const err = configError({ ...base, UPSTREAM_MAX_BODY: value });
     expect(err.variable).toBe('UPSTREAM_MAX_BODY');
-    expect(err.message).toContain('UPSTREAM_MAX_BODY must be a byte size from 65536 to 536870912 bytes, such as 64MiB');
+    expect(err.message).toContain('UPSTREAM_MAX_BODY must be a byte size from 64KiB to 512MiB, such as 64MiB');
+  });
+
+  it.each([['1.5'], ['70000.5B']])('rejects a fraction of a byte, UPSTREAM_MAX_BODY=%s', (value) => {
+    expect(configError({ ...base, UPSTREAM_MAX_BODY: value }).variable).toBe('UPSTREAM_MAX_BODY');
+  });
+
+  it('reads a fraction of a larger unit, UPSTREAM_MAX_BODY=0.5MiB', () => {
+    expect(loadConfig({ ...base, UPSTREAM_MAX_BODY: '0.5MiB' }).sources[0]!.upstream!.maxBodyBytes).toBe(512 * 1024);
+  });
+
+  it("bounds DATABASE_LOCK_TIMEOUT below PostgreSQL's lock_timeout limit", () => {
+    expect(loadConfig({ ...base, DATABASE_LOCK_TIMEOUT: '24d' }).database.lockTimeoutMs).toBe(24 * 86_400_000);
+    const err = configError({ ...base, DATABASE_LOCK_TIMEOUT: '25d' });
+    expect(err.variable).toBe('DATABASE_LOCK_TIMEOUT');
+    expect(err.message).toContain('DATABASE_LOCK_TIMEOUT must be a positive duration of at most 24d');
+  });
+
+  it('names the flag when the bad value came from the command line', () => {
+    const flag = configError(base, { MIGRATE: 'banana' });
+    expect(flag.variable).toBe('MIGRATE');
+    expect(flag.message).toContain(`--migrate (MIGRATE) must be 'auto' or 'off'; got "banana"`);
+    expect(configError({ ...base, MIGRATE: 'banana' }).message).toMatch(/^MIGRATE must be 'auto' or 'off'; got "banana"/);
   });
 
   it.each([['0'], ['-1'], ['10/s'], ['1e3'], ['10001'], ['on']])('rejects UPSTREAM_RATE_LIMIT=%s, naming it', (value) => {

@@ -7,7 +7,8 @@
  * docs/design/derived-tables.md.
  */
 import type { RollupConfig } from '../../config.js';
-import type { PoolClient } from '../../db/pool.js';
+import { quoteIdent, type PoolClient } from '../../db/pool.js';
+import { asSchemaOwner } from '../../db/schema-owner.js';
 import type { Logger } from '../../log.js';
 import { FieldCatalogue } from './fields/catalogue.js';
 import { readFields, type FieldRow } from './fields/fields.js';
@@ -96,9 +97,12 @@ export class Derived {
 
   /** The caller holds the schema's sync lock. @returns whether one was rebuilt. */
   async ensureRollup(db: PoolClient, log: Logger): Promise<boolean> {
-    let changed = false;
-    for (const table of this.rollups.tables) changed = (await table.ensureCurrent(db, log)) || changed;
-    return changed;
+    if (await this.isRollupCurrent(db)) return false;
+    return this.#asOwner(db, async () => {
+      let changed = false;
+      for (const table of this.rollups.tables) changed = (await table.ensureCurrent(db, log)) || changed;
+      return changed;
+    });
   }
 
   async isRollupCurrent(db: Queryable): Promise<boolean> {
@@ -107,7 +111,16 @@ export class Derived {
   }
 
   async rebuildRollup(db: PoolClient): Promise<void> {
-    for (const table of this.rollups.tables) await table.rebuild(db);
+    await this.#asOwner(db, async () => {
+      for (const table of this.rollups.tables) await table.rebuild(db);
+    });
+  }
+
+  /** The rollup tables created as the schema's owner, unless one is another role's (schema-owner.ts). */
+  #asOwner<T>(db: PoolClient, fn: () => Promise<T>): Promise<T> {
+    const q = quoteIdent(this.t.schema);
+    const tables = [this.t.hourly, this.t.hourlyDistinct, `${q}.records_daily_distinct`, `${q}.records_hourly_distinct_per_value`];
+    return asSchemaOwner(db, this.t.schema, tables, fn);
   }
 
   /** ROLLUP_RETENTION, every source's; `before` in ms. @returns the records_hourly rows deleted. */

@@ -5,6 +5,7 @@
  * grants. derived_settings keeps its definition. Design: docs/design/derived-tables.md.
  */
 import { ADVISORY_LOCK_NAMESPACE, quoteIdent, type PoolClient } from '../../../db/pool.js';
+import { asSchemaOwner } from '../../../db/schema-owner.js';
 import type { Logger } from '../../../log.js';
 import { mergeSources, readFields, type FieldRow } from './fields.js';
 import { compareCodePoints } from '../rollup/code-points.js';
@@ -197,10 +198,13 @@ export class TypedView implements DerivedTable {
   async #recreate(db: PoolClient, log: Logger, definition: string): Promise<boolean> {
     await db.query('savepoint typed_view');
     try {
-      const access = await readViewAccess(db, this.t.typedView);
-      await db.query(`drop view if exists ${this.t.typedView}`);
-      await db.query(definition);
-      if (access !== null) await restoreViewAccess(db, this.t.typedView, access);
+      // The schema owner's view, unless an existing one is another role's (kept as it was).
+      await asSchemaOwner(db, this.t.schema, [this.t.typedView], async () => {
+        const access = await readViewAccess(db, this.t.typedView);
+        await db.query(`drop view if exists ${this.t.typedView}`);
+        await db.query(definition);
+        if (access !== null) await restoreViewAccess(db, this.t.typedView, access);
+      });
       await db.query(
         `insert into ${this.t.derivedSettings} (name, value) values ($1, to_jsonb($2::text))
            on conflict (name) do update set value = excluded.value, updated_at = now()`,

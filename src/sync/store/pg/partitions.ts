@@ -7,6 +7,7 @@
  */
 import type { PartitionInterval } from '../../../config.js';
 import { ADVISORY_LOCK_NAMESPACE, quoteIdent, withTransaction, type PoolClient } from '../../../db/pool.js';
+import { asSchemaOwner } from '../../../db/schema-owner.js';
 import type { DroppedPartition, Partition } from '../ports.js';
 import { expireWindows, loadedByRuns } from './ledger.js';
 import type { Tables } from './tables.js';
@@ -77,8 +78,24 @@ export async function listPartitions(db: PoolClient, t: Tables): Promise<Partiti
   return rows.filter((r) => r.start !== null && r.end !== null).map((r) => ({ name: r.name, start: r.start!.getTime(), end: r.end!.getTime() }));
 }
 
+/** As the schema's owner when this role may act as it: the partitions are the owner's, as `records`. */
+async function createPartitions(db: PoolClient, t: Tables, missing: readonly Partition[]): Promise<void> {
+  for (const p of missing) {
+    // DDL takes no parameters: the bounds are ISO text from Date, the name quoted.
+    await db.query(
+      `create table if not exists ${quoteIdent(t.schema)}.${quoteIdent(p.name)} partition of ${t.records}
+         for values from ('${new Date(p.start).toISOString()}') to ('${new Date(p.end).toISOString()}')`,
+    );
+  }
+  const { rows } = await db.query<{ full: boolean }>(`select relreplident = 'f' as full from pg_class where oid = $1::regclass`, [t.records]);
+  if (rows[0]?.full === true) {
+    for (const p of missing) await db.query(`alter table ${quoteIdent(t.schema)}.${quoteIdent(p.name)} replica identity full`);
+  }
+}
+
 /**
- * In one transaction under a lock per schema (sources run at once); a new partition takes
+ * In one transaction under a lock per schema (sources run at once), as the schema's owner when
+ * this role is a member of it but not it (schema-owner.ts); a new partition takes
  * `records`' REPLICA IDENTITY FULL, which PostgreSQL does not pass on.
  * @returns the partitions created, in time order. @throws the database's error.
  */
@@ -87,19 +104,7 @@ export async function ensurePartitions(db: PoolClient, t: Tables, starts: readon
   return withTransaction(db, async () => {
     await db.query('select pg_advisory_xact_lock($1, hashtext($2))', [ADVISORY_LOCK_NAMESPACE, `partitions:${t.schema}`]);
     const missing = missingPartitions(starts, await listPartitions(db, t), interval);
-    for (const p of missing) {
-      // DDL takes no parameters: the bounds are ISO text from Date, the name quoted.
-      await db.query(
-        `create table if not exists ${quoteIdent(t.schema)}.${quoteIdent(p.name)} partition of ${t.records}
-           for values from ('${new Date(p.start).toISOString()}') to ('${new Date(p.end).toISOString()}')`,
-      );
-    }
-    if (missing.length > 0) {
-      const { rows } = await db.query<{ full: boolean }>(`select relreplident = 'f' as full from pg_class where oid = $1::regclass`, [t.records]);
-      if (rows[0]?.full === true) {
-        for (const p of missing) await db.query(`alter table ${quoteIdent(t.schema)}.${quoteIdent(p.name)} replica identity full`);
-      }
-    }
+    if (missing.length > 0) await asSchemaOwner(db, t.schema, [t.records], () => createPartitions(db, t, missing));
     return missing;
   });
 }
