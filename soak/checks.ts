@@ -12,6 +12,8 @@ import { SCRAPE_TIMEOUT_SECONDS, type Sample } from './sampler.js';
 import type { SoakSource } from './sources.js';
 import { AT, type Replica, type ReplicaSample, type TimelineRecord } from './timeline.js';
 import { verifyWindows, type WindowCheck } from './verify.js';
+import type { MaintenanceRecord } from './maintenance.js';
+import { maintenanceChecks, roleCheck, shapeChecks } from './shape-checks.js';
 
 /** At the end, the watermark may lag the clock by at most this. */
 const MAX_END_LAG_MS = 3 * 60_000;
@@ -45,6 +47,7 @@ export interface EndInputs {
   t0Wall: number;
   shutdowns: { replica: string; died: boolean; code: number | null; signal: string | null; seconds: number }[];
   finalSync: SoakResult['finalSync'];
+  maintenance: MaintenanceRecord;
 }
 
 /**
@@ -152,7 +155,7 @@ export async function endChecks(i: EndInputs): Promise<{
         name: `every window of ${x.name} exact (records + quarantine = upstream)`,
         pass: w.pass,
         detail: w.pass
-          ? `${w.windows} windows (${w.expiredWindows} expired), ${w.storedRecords} records + ${w.quarantined} quarantined = the simulator's${w.keptDeleted ? ` + ${w.keptDeleted} deleted upstream and kept` : ''}, ${i.syncStart.toISOString()} to ${w.watermark?.toISOString()}${w.keptByLater ? `; ${w.keptByLater} records at a cut kept by the later window (they came after the earlier one was read)` : ''}`
+          ? `${w.windows} windows (${w.expiredWindows} expired${w.parked.length ? `, ${w.parked.length} parked holding ${w.parked.reduce((n, p) => n + p.records, 0)} records upstream, none stored` : ''}${w.short.length ? `, ${w.short.length} short` : ''}), ${w.storedRecords} records + ${w.quarantined} quarantined = the simulator's${w.keptDeleted ? ` + ${w.keptDeleted} deleted upstream and kept` : ''}, ${i.syncStart.toISOString()} to ${w.watermark?.toISOString()}${w.keptByLater ? `; ${w.keptByLater} records at a cut kept by the later window (they came after the earlier one was read)` : ''}`
           : w.problems.join('; '),
       });
     } catch (err) {
@@ -201,20 +204,23 @@ export async function endChecks(i: EndInputs): Promise<{
       `never within SYNC_LOOKBACK and a window of the watermark; ${i.late.tally.skipped} batches left out while gamma's watermark lagged the clock; ${i.late.tally.deletions} records deleted upstream, each with two late records in its window (a deletion and an arrival in one audit segment cancel out, as docs/etl.md says).`,
   );
 
-  // Parked windows: only those holding quarantined records may be.
+  checks.push(...shapeChecks(sources, windowChecks));
+
+  // Parked windows: only those holding quarantined records may be, and those the data makes (checked above).
   const { rows: parked } = await admin.query<{ source: string; start: Date; reason: string | null; quarantined: string }>(
     `select w.source, w.window_start as start, w.reason,
             (select count(*) from ${s}.records_quarantine q where q.source = w.source and q.window_start = w.window_start) as quarantined
        from ${s}.sync_windows w where w.status = 'parked' and w.expired_at is null order by 1, 2`,
   );
-  const badParked = parked.filter((p) => Number(p.quarantined) === 0);
+  const made = new Set(sources.flatMap((x) => x.expectedParked.map((p) => `${x.name}|${p.start.getTime()}`)));
+  const badParked = parked.filter((p) => Number(p.quarantined) === 0 && !made.has(`${p.source}|${p.start.getTime()}`));
   const { rows: qRows } = await admin.query<{ source: string; n: string }>(
     `select source, count(*) as n from ${s}.records_quarantine group by source order by source`,
   );
   checks.push({
-    name: 'no window parked (but one holding quarantined records)',
+    name: 'no window parked (but one holding quarantined records, or one the data makes)',
     pass: badParked.length === 0,
-    detail: `${parked.length} parked${
+    detail: `${parked.length} parked (${parked.length - badParked.length} holding quarantined records or made by the data)${
       badParked.length
         ? `: ${badParked
             .slice(0, 3)
@@ -328,6 +334,8 @@ export async function endChecks(i: EndInputs): Promise<{
         }; /readyz not 200 in ${r.samples.filter((x) => x.readyStatus !== 200).length}`,
     });
   }
+  checks.push(...maintenanceChecks(i.maintenance, replicas, schema));
+  checks.push(await roleCheck(admin, schema, replicas));
   checks.push({
     name: 'replica B killed with SIGKILL at 1/2 and serving again',
     pass: tl.killAt !== undefined && tl.restartAt !== undefined && b.lives.length === 2,
@@ -394,7 +402,10 @@ export async function endChecks(i: EndInputs): Promise<{
     detail: replicas.map((r) => `${r.name}: ${tl.postStatus[r.name] ?? 'not sent'}`).join(', '),
   });
 
-  // Syncs kept succeeding to the end, over both replicas.
+  // Syncs kept succeeding to the end, over both replicas; the last failed run's error, when the last run failed.
+  const { rows: lastRuns } = await admin.query<{ source: string; status: string; error: string | null }>(
+    `select distinct on (source) source, status, error from ${s}.sync_runs where status <> 'running' order by source, id desc`,
+  );
   const at75 = i.runSeconds * 0.75;
   for (const n of names) {
     const okBetween = (r: Replica) => {
@@ -410,7 +421,9 @@ export async function endChecks(i: EndInputs): Promise<{
     checks.push({
       name: `syncs of ${n} kept succeeding to the end`,
       pass: runs > 0 && lagMs <= MAX_END_LAG_MS,
-      detail: `${runs} successful runs in the last quarter over both replicas; watermark ${(lagMs / 1000).toFixed(0)} s behind the clock at the last sample (limit ${MAX_END_LAG_MS / 1000} s)`,
+      detail:
+        `${runs} successful runs in the last quarter over both replicas; watermark ${(lagMs / 1000).toFixed(0)} s behind the clock at the last sample (limit ${MAX_END_LAG_MS / 1000} s)` +
+        `${((r) => (r && r.status !== 'succeeded' ? `; its last run ${r.status}: ${(r.error ?? '').split('\n')[0]!.slice(0, 200)}` : ''))(lastRuns.find((r) => r.source === n))}`,
     });
   }
 

@@ -67,3 +67,28 @@ export function succeededBySource(stderr: string): Map<string, { windows: unknow
   }
   return out;
 }
+
+/**
+ * Why a `sync` child exited 1, from its summary lines: each source whose run succeeded but left
+ * windows parked or found short ones (the exit status is 1 for those, docs/etl.md), and each whose
+ * run failed. `expected` names the sources whose data makes windows parked or short.
+ *
+ * @returns the explained sources (`name: message`) and the others (a failed run, or parked/short windows of a source whose data makes none).
+ */
+export function exitOneReasons(stderr: string, expected: ReadonlySet<string>): { explained: string[]; unexplained: string[] } {
+  const out = { explained: [] as string[], unexplained: [] as string[] };
+  for (const line of stderr.split('\n')) {
+    if (!line.includes('"sync run succeeded') && !line.includes('"sync run failed')) continue;
+    let entry: { source?: string; msg?: string };
+    try {
+      entry = JSON.parse(line) as { source?: string; msg?: string };
+    } catch {
+      continue;
+    }
+    const msg = entry.msg ?? '';
+    if (msg === 'sync run succeeded') continue;
+    const text = `${entry.source ?? '?'}: ${msg.split(':')[0]}`;
+    (msg.startsWith('sync run succeeded') && expected.has(entry.source ?? '') ? out.explained : out.unexplained).push(text);
+  }
+  return out;
+}

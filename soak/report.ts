@@ -5,6 +5,7 @@ import type { DerivedCheck } from './derived.js';
 import { MIN_FLAT_SECONDS, type FlatVerdict } from './flat.js';
 import type { ReplicaSample } from './timeline.js';
 import type { WindowCheck } from './verify.js';
+import { OWNER_ROLE, RUNTIME_ROLE } from './roles.js';
 
 /** One pass/fail line of the verdict. */
 export interface Check {
@@ -46,6 +47,8 @@ export interface SoakResult {
   /** The CONFIG_FILE sources, one line each (order, data), and how retention was set up, one line. */
   sources: { name: string; description: string }[];
   retention: string;
+  /** The roles' statements (docs/deploy.md, Database roles), passwords elided, and who ran what. */
+  roles: { statements: string[]; note: string };
   sampleEverySeconds: number;
   /** Each replica's samples and its CPU seconds (its last process). */
   replicas: { name: string; samples: ReplicaSample[]; cpuSeconds: number | undefined }[];
@@ -158,12 +161,20 @@ export function renderMarkdown(result: SoakResult): string {
   const out = [
     `# Soak: ${result.minutes} minutes, ${pass ? 'PASSED' : 'FAILED'}${unjudged ? ` (flatness not judged: shorter than ${MIN_FLAT_SECONDS / 60} minutes)` : ''}`,
     '',
-    `Written by \`npm run soak -- --minutes ${result.minutes}\` (soak/run.ts) on ${result.finishedAt.toISOString()}. It ran two \`serve\` replicas (A and B) on one PostgreSQL schema (a throwaway cluster) with a CONFIG_FILE of three sources, each an in-process simulator with its own faults, and a fourth added by a reload; WEB_CONFIG_FILE basic auth on both; SYNC_SHRINK=keep; the audit inside serve. Events at shares of the run: SIGHUP adding \`delta\` at 1/3, replica B killed with SIGKILL and restarted at 1/2, \`POST /-/reload\` changing alpha's schedule at 2/3, a hostile client on 127.0.0.2 (2,000 slowloris connections and a wrong-password flood per replica) from 80 % to 86.7 %. Each replica was scraped (/metrics, /readyz, with the right password) and sampled every ${result.sampleEverySeconds} s, both replicas at once; a reload took effect "within one scrape" when the first scrape after it showed it (or the next, within 5 s + 1 s, when the first came before the reload was applied). At the end both got SIGTERM, one \`sync\` ran without faults, and every committed window of each source was compared with its simulator's records (quarantine and records deleted upstream and kept included), and every rollup and the field catalogue with the records. ${result.auditNote}`,
+    `Written by \`npm run soak -- --minutes ${result.minutes}\` (soak/run.ts) on ${result.finishedAt.toISOString()}. It ran two \`serve\` replicas (A and B) on one PostgreSQL schema (a throwaway cluster), both as the **runtime role** \`${RUNTIME_ROLE}\` of docs/deploy.md with MIGRATE=off, after the owner role \`${OWNER_ROLE}\` ran \`migrate\` once, with a CONFIG_FILE of four sources, each an in-process simulator with its own faults, and a fifth (\`delta\`) added by a reload; WEB_CONFIG_FILE basic auth on both; SYNC_SHRINK=keep; the audit inside serve. \`epsilon\`'s E6 refuses pages past offset 2,000 and holds 20,000 records at one instant, and ignores pageNumber at another: those two windows must be **parked** with their reasons and every other window of it exact; \`delta\`'s totalRecords claims one more than it serves in three windows, which must be committed short with every served record stored. Events at shares of the run: a maintenance session holding ACCESS EXCLUSIVE on \`records\` for 20 s at 27 %, SIGHUP adding \`delta\` at 1/3, replica B killed with SIGKILL and restarted at 1/2, \`POST /-/reload\` changing alpha's schedule at 2/3, a hostile client on 127.0.0.2 (2,000 slowloris connections and a wrong-password flood per replica) from 80 % to 86.7 %. Each replica was scraped (/metrics, /readyz, with the right password) and sampled every ${result.sampleEverySeconds} s, both replicas at once; a reload took effect "within one scrape" when the first scrape after it showed it (or the next, within 5 s + 1 s, when the first came before the reload was applied). At the end both got SIGTERM, one \`sync\` ran without the alpha's faults (exit 1 is right while epsilon's windows stay parked), and every committed window of each source was compared with its simulator's records (quarantine and records deleted upstream and kept included; parked windows must hold nothing), and every rollup and the field catalogue with the records. ${result.auditNote}`,
     '',
     '## Sources and retention',
     '',
     ...result.sources.map((x) => `- \`${x.name}\`: ${x.description}`),
     `- ${result.retention}`,
+    '',
+    '## Database roles',
+    '',
+    result.roles.note,
+    '',
+    '```sql',
+    ...result.roles.statements.map((x) => `${x};`),
+    '```',
     '',
     '## Machine',
     '',
@@ -209,7 +220,9 @@ export function renderMarkdown(result: SoakResult): string {
     ...sourceNames.map((name) => {
       const w = result.windowChecks[name];
       return w
-        ? `- Windows of \`${name}\`: ${w.windows} committed (${w.expiredWindows} expired, holding ${w.expiredRecords} of the simulator's records), ${w.storedRecords} rows stored, ${w.expectedRecords} expected, watermark ${w.watermark?.toISOString() ?? 'none'}${w.problems.length ? `; problems: ${w.problems.join('; ')}` : '; every window exact'}.`
+        ? `- Windows of \`${name}\`: ${w.windows} in the ledger (${w.expiredWindows} expired, holding ${w.expiredRecords} of the simulator's records), ${w.storedRecords} rows stored, ${w.expectedRecords} expected, watermark ${w.watermark?.toISOString() ?? 'none'}${w.problems.length ? `; problems: ${w.problems.join('; ')}` : '; every committed window exact'}` +
+            `${w.parked.map((p) => `; parked [${p.start.toISOString()}, ${p.end.toISOString()}) holding ${p.records} records upstream, none stored, reason: ${p.reason.replace(/\|/g, '\\|')}`).join('')}` +
+            `${w.short.map((x) => `; short [${x.start.toISOString()}, ${x.end.toISOString()}): E6 claimed ${x.claimed}, served ${x.served}, all stored`).join('')}.`
         : `- Windows of \`${name}\`: not checked.`;
     }),
     ...sourceNames.map((name) => {

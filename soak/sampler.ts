@@ -18,6 +18,8 @@ export interface SourceSample {
   /** audit_windows_repaired_total and audit_last_run_timestamp_seconds (NaN before the first audit). */
   auditRepaired: number;
   auditLastRunSeconds: number;
+  /** database_lock_waits_total: statements of its runs that waited on a lock more than 10 s. */
+  lockWaits: number;
 }
 
 /** Figures of one sample; times in seconds since the soak's serve started. */
@@ -31,8 +33,9 @@ export interface Sample {
   handles: number;
   /** nodejs_heap_size_used_bytes from /metrics (NaN when the scrape failed). */
   heapUsedBytes: number;
-  /** Connections of serve (application_name analytics-exporter) to the soak's database. */
+  /** Connections of serve (application_name analytics-exporter) to the soak's database, and the roles they log in as (sorted, joined by +). */
   dbConnections: number;
+  dbRoles: string;
   /** sync_runs_total, sync_failures_total and sync_skipped_total from /metrics, summed over sources (NaN when the scrape failed). */
   syncRuns: number;
   syncFailures: number;
@@ -129,13 +132,14 @@ function bySourceWhere(text: string, name: string, label: string, value: string)
   return out;
 }
 
-/** Connections serve holds to database `dbName`, counted by PostgreSQL; the harness's own connection excluded. */
-export async function serveConnections(admin: pg.Client, dbName: string): Promise<number> {
-  const { rows } = await admin.query<{ n: string }>(
-    `select count(*) as n from pg_stat_activity where datname = $1 and application_name = 'analytics-exporter' and pid <> pg_backend_pid()`,
+/** Connections serve holds to database `dbName`, counted by PostgreSQL, and the roles they use; the harness's own connection excluded. */
+export async function serveConnections(admin: pg.Client, dbName: string): Promise<{ n: number; roles: string }> {
+  const { rows } = await admin.query<{ n: string; roles: string | null }>(
+    `select count(*) as n, string_agg(distinct usename::text, '+' order by usename::text) as roles
+       from pg_stat_activity where datname = $1 and application_name = 'analytics-exporter' and pid <> pg_backend_pid()`,
     [dbName],
   );
-  return Number(rows[0]!.n);
+  return { n: Number(rows[0]!.n), roles: rows[0]!.roles ?? '' };
 }
 
 async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string; ms: number }> {
@@ -188,6 +192,7 @@ export async function takeSample(t: number, target: SampleTarget): Promise<Sampl
       skippedLocked: locked.get(source) ?? (scrape.status === 200 && perSource.get('analytics_exporter_sync_runs_total')?.has(source) ? 0 : Number.NaN),
       auditRepaired: ofSource('analytics_exporter_audit_windows_repaired_total', source),
       auditLastRunSeconds: ofSource('analytics_exporter_audit_last_run_timestamp_seconds', source),
+      lockWaits: ofSource('analytics_exporter_database_lock_waits_total', source),
     };
   }
   return {
@@ -196,7 +201,7 @@ export async function takeSample(t: number, target: SampleTarget): Promise<Sampl
     fds: openFds(pid),
     handles: metric('nodejs_active_handles'),
     heapUsedBytes: metric('nodejs_heap_size_used_bytes'),
-    dbConnections: await serveConnections(admin, dbName),
+    ...(await serveConnections(admin, dbName).then((c) => ({ dbConnections: c.n, dbRoles: c.roles }))),
     syncRuns: metric('analytics_exporter_sync_runs_total'),
     syncFailures: metric('analytics_exporter_sync_failures_total'),
     syncSkipped: metric('analytics_exporter_sync_skipped_total'),

@@ -9,8 +9,12 @@
  *   filtering on a hidden time up to 2 minutes either side of each timestamp, `toDate` inclusive.
  * - `gamma`: at most 250 records a page whatever `pageSize` asks, one record in 5,000 holding a
  *   number PostgreSQL's `numeric` refuses, late records and deletions days back (soak/late.ts).
- * - `delta`: no fault; started with the others but written into the CONFIG_FILE only at the
- *   reload a third of the way in (soak/timeline.ts).
+ * - `delta`: started with the others but written into the CONFIG_FILE only at the reload a third
+ *   of the way in (soak/timeline.ts); E6's `totalRecords` claims one record more than it serves in
+ *   three windows of its sparse part (they are committed short, every served record stored).
+ * - `epsilon`: E6 refuses pages from offset 2,000 (HTTP 400 `Result window is too large`), and
+ *   ignores `pageNumber` at one instant: an instant of 20,000 records and one of 1,200 among
+ *   ordinary data, whose windows are parked (`paging_limit`, `pages_repeat`).
  *
  * Each dataset is dense from an hour before the soak to past its end (new windows keep becoming
  * due) and sparse before that, back to SYNC_START_DATE: the dense part is the dataset's base
@@ -37,6 +41,25 @@ export interface SoakSource {
   /** Whether it is in the CONFIG_FILE from the start (`delta` is added by a reload). */
   atStart: boolean;
   secretFile: string;
+  /** Windows its data makes parked, by start, with the reason the ledger must give, and those committed short. */
+  expectedParked: ExpectedParked[];
+  expectedShort: Date[];
+}
+
+/** A window a soak source's data makes parked: its start, the `reason` the ledger starts with, and the records it holds upstream. */
+export interface ExpectedParked {
+  start: Date;
+  reason: RegExp;
+  records: number;
+}
+
+/** Where a source's data is: the soak's range (see {@link startSources}) and SYNC_WINDOW. */
+interface DataRange {
+  start: Date;
+  firstDayEnd: Date;
+  denseStart: Date;
+  end: Date;
+  windowMs: number;
 }
 
 /** How a soak source differs from the others. */
@@ -49,6 +72,8 @@ interface SourceSpec {
   options: Partial<SimulatorOptions>;
   behaviour: string;
   atStart: boolean;
+  /** Shapes the data and range faults once the sparse part is in, and says which windows they make parked or short. */
+  shape?: (sim: Simulator, range: DataRange) => { parked: ExpectedParked[]; short: Date[] };
 }
 
 /** Records with an out-of-range number in gamma: one in this many. */
@@ -56,6 +81,50 @@ export const REFUSED_EVERY = 5_000;
 /** gamma's page-size cap, and beta's hidden filter-time lag. */
 const GAMMA_PAGE_CAP = 250;
 const BETA_FILTER_LAG_MS = 2 * 60_000;
+/** epsilon's paging limit, its instant past it, and its instant where pageNumber is ignored (more than a page, less than the limit). */
+const DEEP_PAGE_LIMIT = 2_000;
+const DEEP_INSTANT_RECORDS = 20_000;
+const REPEAT_INSTANT_RECORDS = 1_200;
+/** Windows of delta's sparse part whose count lies (one too many). */
+const SHORT_WINDOWS = 3;
+
+/** Start of the window (tiling from `range.start`) holding `ms`. */
+const windowOf = (ms: number, range: DataRange): Date =>
+  new Date(range.start.getTime() + Math.floor((ms - range.start.getTime()) / range.windowMs) * range.windowMs);
+
+/**
+ * epsilon: 20,000 records at an instant 17 min 7 s into the dense part (E6 refuses its pages from
+ * offset 2,000), and 1,200 at 32 min 13 s where E6 ignores pageNumber (range fault).
+ */
+function shapeEpsilon(sim: Simulator, range: DataRange): { parked: ExpectedParked[]; short: Date[] } {
+  const deepAt = new Date(range.denseStart.getTime() + 17 * 60_000 + 7_000);
+  const repeatAt = new Date(range.denseStart.getTime() + 32 * 60_000 + 13_000);
+  sim.insertRecords(sim.dataset.plausibleRecords(DEEP_INSTANT_RECORDS, deepAt, deepAt, true, 5_000_001));
+  sim.insertRecords(sim.dataset.plausibleRecords(REPEAT_INSTANT_RECORDS, repeatAt, repeatAt, true, 5_000_002));
+  sim.faults.inRanges = [{ from: repeatAt, to: repeatAt, ignorePageNumber: true }];
+  const parked = [
+    { at: deepAt, reason: /paging limit|Result window is too large/ },
+    { at: repeatAt, reason: /^pages repeat/ },
+  ].map(({ at, reason }) => {
+    const start = windowOf(at.getTime(), range);
+    return { start, reason, records: sim.dataset.count(start, new Date(start.getTime() + range.windowMs), false) };
+  });
+  return { parked, short: [] };
+}
+
+/**
+ * delta: E6's count one too many in the first {@link SHORT_WINDOWS} windows of its sparse part
+ * after the day retention drops that hold records (a window E6 serves nothing for would read as
+ * a paging limit). Each range stays inside its window, clear of the boundary sets at its cuts.
+ */
+function shapeDelta(sim: Simulator, range: DataRange): { parked: ExpectedParked[]; short: Date[] } {
+  const short: Date[] = [];
+  for (let ms = range.firstDayEnd.getTime(); short.length < SHORT_WINDOWS && ms < range.denseStart.getTime(); ms += range.windowMs) {
+    if (sim.dataset.count(new Date(ms), new Date(ms + range.windowMs), false) > 0) short.push(new Date(ms));
+  }
+  sim.faults.inRanges = short.map((w) => ({ from: new Date(w.getTime() + 1_000), to: new Date(w.getTime() + range.windowMs - 1_000), totalRecordsExtra: 1 }));
+  return { parked: [], short };
+}
 
 const SPECS: readonly SourceSpec[] = [
   {
@@ -95,8 +164,22 @@ const SPECS: readonly SourceSpec[] = [
     timePrecisionMs: 1_000,
     recordsPerSecond: 5,
     options: {},
-    behaviour: 'no fault; added to CONFIG_FILE by a SIGHUP reload',
+    behaviour: `added to CONFIG_FILE by a SIGHUP reload; totalRecords one too many in ${SHORT_WINDOWS} windows of its sparse part (committed short)`,
     atStart: false,
+    shape: shapeDelta,
+  },
+  {
+    name: 'epsilon',
+    seed: 5505,
+    order: 'stable',
+    timePrecisionMs: 1_000,
+    recordsPerSecond: 2,
+    options: { faults: { deepPages: { fromOffset: DEEP_PAGE_LIMIT, answer: 'refuse' } } },
+    behaviour:
+      `E6 refuses pages from offset ${DEEP_PAGE_LIMIT} (400 Result window is too large) and holds ${DEEP_INSTANT_RECORDS} records at one instant; ` +
+      `ignores pageNumber at another instant of ${REPEAT_INSTANT_RECORDS} records: those two windows parked`,
+    atStart: true,
+    shape: shapeEpsilon,
   },
 ];
 
@@ -140,15 +223,12 @@ export function writeConfig(file: string, sources: readonly SoakSource[], state:
  * Starts one simulator per source and writes CONFIG_FILE (without `delta`; each secret in a file beside it) to `dir`.
  *
  * @param start SYNC_START_DATE: the first record may lie here.
- * @param firstDayEnd the end of the partition RETENTION drops (a UTC midnight after `start`).
- * @param denseStart where the dense part starts (after `firstDayEnd`); `end` where every dataset ends.
+ * @param range.firstDayEnd the end of the partition RETENTION drops (a UTC midnight after `start`).
+ * @param range.denseStart where the dense part starts (after `firstDayEnd`); `end` where every dataset ends; `windowMs` SYNC_WINDOW.
  * @returns the sources and the path of the config file.
  * @throws {InvalidArgumentError} from the simulator for an empty range.
  */
-export async function startSources(
-  dir: string,
-  range: { start: Date; firstDayEnd: Date; denseStart: Date; end: Date },
-): Promise<{ sources: SoakSource[]; configFile: string }> {
+export async function startSources(dir: string, range: DataRange): Promise<{ sources: SoakSource[]; configFile: string }> {
   const sources: SoakSource[] = [];
   for (const spec of SPECS) {
     const credentials = { clientId: `soak-${spec.name}`, clientSecret: randomBytes(18).toString('base64url'), scope: SOAK_SCOPE };
@@ -168,6 +248,7 @@ export async function startSources(
       ...sim.dataset.plausibleRecords(Math.round(sparseHours * SPARSE_PER_HOUR), range.firstDayEnd, range.denseStart, false, spec.seed + 1),
     ];
     sim.insertRecords(sparse);
+    const shaped = spec.shape?.(sim, range) ?? { parked: [], short: [] };
     const secretFile = `${spec.name}.secret`;
     writeFileSync(join(dir, secretFile), credentials.clientSecret, { mode: 0o600 });
     sources.push({
@@ -181,6 +262,8 @@ export async function startSources(
       behaviour: spec.behaviour,
       atStart: spec.atStart,
       secretFile,
+      expectedParked: shaped.parked,
+      expectedShort: shaped.short,
     });
   }
   const configFile = join(dir, 'sources.yaml');

@@ -8,7 +8,10 @@
  * as E6 sent it), and records deleted upstream after their window was loaded are expected still
  * stored (SYNC_SHRINK=keep keeps them). A record E6 returns at a cut with both windows belongs to
  * the earlier one, or to the later one when it came to the cut after the earlier one was read
- * (src/sync/membership/boundary.ts: stored once either way); those are counted.
+ * (src/sync/membership/boundary.ts: stored once either way); those are counted. A parked window
+ * must hold no row (it was never loaded): it is listed with its reason and left out of the
+ * comparison, its records with it; a window committed short (E6's count claimed more than it
+ * served) is compared like any other and listed with both counts.
  */
 import type pg from 'pg';
 import type { Simulator } from '@analytics-exporter/simulator';
@@ -31,6 +34,10 @@ export interface WindowCheck {
   expectedRecords: number;
   /** The watermark the windows must end at. */
   watermark: Date | undefined;
+  /** Parked windows (not expired): reason and the simulator's records in them (not stored, on purpose). */
+  parked: { start: Date; end: Date; reason: string; records: number }[];
+  /** Windows committed short: E6's count (`short_claimed`) and what it served (`short_served`). */
+  short: { start: Date; end: Date; claimed: number; served: number }[];
   /** Up to 10 problems, each naming the window. */
   problems: string[];
 }
@@ -101,9 +108,20 @@ export async function verifyWindows(
 
   const { rows: state } = await client.query<{ watermark: Date | null }>(`select watermark from ${s}.sync_state where source = $1`, [source]);
   const watermark = state[0]?.watermark ?? undefined;
-  const { rows: windows } = await client.query<{ start: Date; end: Date; recordCount: string; expired: boolean; runId: string; loadedAt: Date }>(
+  const { rows: windows } = await client.query<{
+    start: Date;
+    end: Date;
+    recordCount: string;
+    expired: boolean;
+    runId: string;
+    loadedAt: Date;
+    status: string;
+    reason: string | null;
+    claimed: string | null;
+    served: string | null;
+  }>(
     `select window_start as start, window_end as "end", record_count as "recordCount", expired_at is not null as expired,
-            run_id as "runId", loaded_at as "loadedAt"
+            run_id as "runId", loaded_at as "loadedAt", status, reason, short_claimed as claimed, short_served as served
        from ${s}.sync_windows where source = $1 order by window_start`,
     [source],
   );
@@ -136,6 +154,8 @@ export async function verifyWindows(
   let expectedRecords = 0;
   let expiredWindows = 0;
   let expiredRecords = 0;
+  const parked: WindowCheck['parked'] = [];
+  const short: WindowCheck['short'] = [];
   /** Committed windows, compared once every one is read (a cut's record may be the later window's). */
   const compared: { name: string; from: number; to: number; expected: string[]; got: string[]; boundary: string[]; loaded: string }[] = [];
   for (const window of windows) {
@@ -153,6 +173,15 @@ export async function verifyWindows(
       if (left > 0) note(`${name} is expired, yet ${left} of its rows are stored`);
       continue;
     }
+    if (window.status === 'parked') {
+      parked.push({ start: window.start, end: window.end, reason: window.reason ?? '', records: sim.dataset.count(window.start, window.end, false) });
+      const left = (stored.get(from)?.length ?? 0) + (quarantine.get(from)?.length ?? 0);
+      stored.delete(from);
+      quarantine.delete(from);
+      if (left > 0) note(`${name} is parked, yet ${left} rows are stored for it`);
+      continue;
+    }
+    if (window.claimed !== null) short.push({ start: window.start, end: window.end, claimed: Number(window.claimed), served: Number(window.served) });
     // What E6 serves for the window (startDate = start, toDate = end), less what it serves at its
     // start when a window before it keeps those (src/sync/membership/boundary.ts: the earlier slice keeps a
     // record E6 returns with both).
@@ -220,6 +249,8 @@ export async function verifyWindows(
     keptByLater,
     expectedRecords,
     watermark,
+    parked,
+    short,
     problems,
   };
 }

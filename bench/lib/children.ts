@@ -150,15 +150,21 @@ export interface MeasuredRun {
   /** The child's own summary line (`sync run succeeded`), parsed, when it logged one. */
   summary: Record<string, unknown> | undefined;
   stderr: string;
+  /** The exit status (0 unless `okCodes` allowed another). */
+  code: number;
 }
 
 /**
  * Runs one `node dist/cli.js sync …` to completion and measures it.
  *
- * @param nodeArgs extra Node flags, e.g. `--cpu-prof`.
- * @throws when the child does not exit 0 or reports no successful run.
+ * @param options.nodeArgs extra Node flags, e.g. `--cpu-prof`; `okCodes` the exit statuses accepted (default 0 only).
+ * @throws when the child exits otherwise or reports no successful run.
  */
-export async function runSyncChild(args: string[], env: Record<string, string>, options: { nodeArgs?: string[]; cwd?: string } = {}): Promise<MeasuredRun> {
+export async function runSyncChild(
+  args: string[],
+  env: Record<string, string>,
+  options: { nodeArgs?: string[]; cwd?: string; okCodes?: readonly number[] } = {},
+): Promise<MeasuredRun> {
   requireBuild();
   const scratch = mkdtempSync(join(tmpdir(), 'bench-sync-'));
   const statsFile = join(scratch, 'exit-stats.json');
@@ -178,12 +184,14 @@ export async function runSyncChild(args: string[], env: Record<string, string>, 
       child.once('close', (c, s) => resolve({ code: c, signal: s }));
     });
     const wallSeconds = (performance.now() - started) / 1000;
-    if (code !== 0) throw new Error(`sync exited ${signal ?? code}:\n${stderr.slice(-4000)}`);
-    const summaryLine = stderr.split('\n').find((line) => line.includes('"sync run succeeded"'));
-    if (summaryLine === undefined) throw new Error(`sync exited 0 without "sync run succeeded":\n${stderr.slice(-4000)}`);
+    if (code === null || !(options.okCodes ?? [0]).includes(code)) throw new Error(`sync exited ${signal ?? code}:\n${stderr.slice(-4000)}`);
+    const lines = stderr.split('\n');
+    // With `okCodes` [0, 1], the summary may be `sync run succeeded but parked …` (or `…, but … parked by earlier runs …`).
+    const summaryLine = lines.find((line) => line.includes('"sync run succeeded"')) ?? lines.find((line) => line.includes('"sync run succeeded'));
+    if (summaryLine === undefined) throw new Error(`sync exited ${code} without "sync run succeeded":\n${stderr.slice(-4000)}`);
     const summary = JSON.parse(summaryLine) as Record<string, unknown>;
     const { peakRssBytes, cpuSeconds } = JSON.parse(readFileSync(statsFile, 'utf8')) as { peakRssBytes: number; cpuSeconds: number };
-    return { wallSeconds, peakRssBytes, cpuSeconds, summary, stderr };
+    return { wallSeconds, peakRssBytes, cpuSeconds, summary, stderr, code };
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }

@@ -18,6 +18,18 @@ export function escapeLabelValue(value: string): string {
   return value.replace(/[\\"\n]/g, (c) => (c === '\\' ? '\\\\' : c === '"' ? '\\"' : '\\n'));
 }
 
+/**
+ * The range-dependent faults of an E6 request for `[from, to]`: the first entry of
+ * `faults.inRanges` overlapping it, else the settings for every request.
+ */
+function rangeFaults(faults: FaultSettings, from: Date, to: Date): { ignorePageNumber: boolean; totalRecordsExtra: number } {
+  const hit = faults.inRanges.find((r) => r.from.getTime() <= to.getTime() && from.getTime() <= r.to.getTime());
+  return {
+    ignorePageNumber: hit?.ignorePageNumber ?? faults.ignorePageNumber,
+    totalRecordsExtra: hit?.totalRecordsExtra ?? faults.totalRecordsExtra,
+  };
+}
+
 /** E7 metric family of an event type: `UserLogin` → `userlogin_event_count`. */
 export function metricName(eventType: string): string {
   return `${eventType.toLowerCase()}_event_count`;
@@ -91,15 +103,16 @@ export class DataEndpoints {
       this.#c.respond.sendJson(res, 400, { error: 'invalid_request', error_description: 'Result window is too large' });
       return;
     }
+    const ranged = rangeFaults(faults, from!, to ?? dataset.end);
     const viewed = view.active;
     const served = viewed ? view.count(from, to) : dataset.count(from, to, toInclusive);
     // A lying count claims records it never serves; the pages hold only the served ones.
-    const totalRecords = served + faults.totalRecordsExtra;
+    const totalRecords = served + ranged.totalRecordsExtra;
     let totalPages = Math.ceil(totalRecords / echoed);
     let records: string[] = [];
     // A proxy that drops pageNumber: page 1's records whatever is asked, the number asked echoed.
-    const readOffset = faults.ignorePageNumber ? 0 : offset;
-    if (faults.ignorePageNumber && pageNumber > 1) this.#c.markInjected(res, 'ignore-page-number');
+    const readOffset = ranged.ignorePageNumber ? 0 : offset;
+    if (ranged.ignorePageNumber && pageNumber > 1) this.#c.markInjected(res, 'ignore-page-number');
     if (deep === 'empty') this.#c.markInjected(res, 'deep-page');
     if (readOffset < served && queued !== 'empty-page' && deep === undefined) {
       const limit = queued === 'oversized-page' ? pageSize + Math.max(1, Math.ceil(pageSize / 10)) : pageSize;

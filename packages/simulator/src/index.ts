@@ -42,6 +42,7 @@ export {
   NO_FAULTS,
   type FaultRequest,
   type FaultSettings,
+  type RangeFault,
   type FaultTarget,
   type QueuedFault,
   type Simulator,

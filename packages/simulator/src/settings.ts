@@ -71,6 +71,22 @@ export interface FaultSettings {
   deepPages: { fromOffset: number; answer: 'refuse' | 'empty' } | undefined;
   /** E6's `totalRecords` (and `totalPages`) claim this many records more than it serves. 0 = none. */
   totalRecordsExtra: number;
+  /**
+   * Faults for some instants only: an E6 request whose range (`startDate` to `toDate`, both
+   * inclusive; no `toDate`: to the data's end) overlaps an entry's `from`–`to` (inclusive) gets its
+   * `ignorePageNumber` and `totalRecordsExtra` as if set above (the first overlapping entry wins),
+   * other requests do not. A dense instant behind a proxy that drops `pageNumber`, a few windows
+   * whose count lies, among ordinary data. Empty = none.
+   */
+  inRanges: readonly RangeFault[];
+}
+
+/** One entry of {@link FaultSettings.inRanges}. */
+export interface RangeFault {
+  from: Date;
+  to: Date;
+  ignorePageNumber?: boolean;
+  totalRecordsExtra?: number;
 }
 
 /** Default fault settings: none active. */
@@ -88,6 +104,7 @@ export const NO_FAULTS: Readonly<FaultSettings> = Object.freeze({
   ignorePageNumber: false,
   deepPages: undefined,
   totalRecordsExtra: 0,
+  inRanges: [],
 });
 
 /**
@@ -335,6 +352,12 @@ export function checkFaultNumbers(faults: FaultSettings): void {
     !(Number.isSafeInteger(arrivals.afterRequests) && arrivals.afterRequests >= 1 && Number.isSafeInteger(arrivals.count) && arrivals.count >= 0)
   ) {
     throw new InvalidArgumentError('fault setting arrivals needs afterRequests ≥ 1 and count ≥ 0, whole numbers');
+  }
+  for (const r of faults.inRanges) {
+    const extra = r.totalRecordsExtra ?? 0;
+    if (!(r.from instanceof Date && r.to instanceof Date && r.from.getTime() <= r.to.getTime() && Number.isSafeInteger(extra) && extra >= 0)) {
+      throw new InvalidArgumentError('fault setting inRanges needs Dates from ≤ to and a totalRecordsExtra ≥ 0, a whole number');
+    }
   }
   const deep = faults.deepPages;
   if (deep !== undefined && !(Number.isSafeInteger(deep.fromOffset) && deep.fromOffset >= 1 && (deep.answer === 'refuse' || deep.answer === 'empty'))) {

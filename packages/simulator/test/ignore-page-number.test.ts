@@ -32,8 +32,13 @@ async function tokenOf(sim: Pick<Simulator, 'url'>): Promise<string> {
   return ((await res.body.json()) as { access_token: string }).access_token;
 }
 
-async function pageOf(sim: Pick<Simulator, 'url'>, token: string, pageNumber: number): Promise<Envelope> {
-  const q = new URLSearchParams({ startDate: FROM.toISOString(), toDate: TO.toISOString(), pageSize: '100', pageNumber: String(pageNumber) });
+async function pageOf(
+  sim: Pick<Simulator, 'url'>,
+  token: string,
+  pageNumber: number,
+  range: { from: Date; to: Date } = { from: FROM, to: TO },
+): Promise<Envelope> {
+  const q = new URLSearchParams({ startDate: range.from.toISOString(), toDate: range.to.toISOString(), pageSize: '100', pageNumber: String(pageNumber) });
   const res = await request(`${sim.url}/analytics?${q.toString()}`, { headers: { authorization: `Bearer ${token}` } });
   expect(res.statusCode).toBe(200);
   return (await res.body.json()) as Envelope;
@@ -66,6 +71,38 @@ describe('simulator fault ignorePageNumber', () => {
         .slice(100, 200)
         .map((t) => JSON.parse(t) as unknown),
     );
+  });
+
+  it('inRanges: only requests overlapping the range ignore pageNumber or claim more; others are honest', async () => {
+    const at = new Date('2026-10-20T12:00:00Z');
+    const later = { from: new Date('2026-10-20T18:00:00Z'), to: new Date('2026-10-20T19:00:00Z') };
+    const sim = await startSimulator({
+      records: 1000,
+      start: FROM,
+      end: TO,
+      faults: {
+        inRanges: [
+          { from: at, to: at, ignorePageNumber: true },
+          { ...later, totalRecordsExtra: 1 },
+        ],
+      },
+    });
+    started.push(sim);
+    sim.insertRecords(sim.dataset.plausibleRecords(300, at, at, true, 7));
+    const token = await tokenOf(sim);
+    const dense = { from: new Date(at.getTime() - 60_000), to: at };
+    const [first, second] = [await pageOf(sim, token, 1, dense), await pageOf(sim, token, 2, dense)];
+    expect(second.pageNumber).toBe(2);
+    expect(second.data).toEqual(first.data);
+    // A range ending before the instant pages on, and counts honestly.
+    const before = { from: FROM, to: new Date(at.getTime() - 1) };
+    const honest = sim.servedJson(before.from, before.to);
+    const page2 = await pageOf(sim, token, 2, before);
+    expect(page2.totalRecords).toBe(honest.length);
+    expect(page2.data).toEqual(honest.slice(100, 200).map((t) => JSON.parse(t) as unknown));
+    // The lying count: one more than served, in the range only.
+    expect((await pageOf(sim, token, 1, later)).totalRecords).toBe(sim.servedJson(later.from, later.to).length + 1);
+    await expect(startSimulator({ records: 10, start: FROM, end: TO, faults: { inRanges: [{ from: TO, to: FROM }] } })).rejects.toThrow(/inRanges/);
   });
 
   it('is turned on by --ignore-page-number', async () => {
