@@ -249,6 +249,24 @@ describe('records_hourly', () => {
     expect(distinct.rollup).toEqual(distinct.truth);
   });
 
+  it('equals count(*) over records when dimension values are booleans, strings or null, counted in the process', async () => {
+    const plain = [true, false, 'web', null];
+    const s = await sim(
+      extraRecords(await sim(), 21, START, END, 7, (i) => ({
+        medium: plain[i % plain.length],
+        meta: { plan: i % 3 === 0 ? true : i % 3 === 1 ? 'pro' : false },
+      })),
+    );
+    const schema = await freshSchema();
+    await sync(s, schema, { ...DIMS_ENV, SYNC_WINDOW: '3h' }, { from: START, to: END });
+    const { rollup, truth } = await rollupAndTruth(schema, DIMS);
+    expect(rollup).toEqual(truth);
+    expect(rollup.join()).toContain('true');
+    expect(rollup.join()).toContain('false');
+    const distinct = await distinctAndTruth(schema, DISTINCT_BY, DISTINCT);
+    expect(distinct.rollup).toEqual(distinct.truth);
+  });
+
   it('is rebuilt exactly when ROLLUP_DIMENSIONS changes, by migrate or rollup rebuild; ROLLUP_RETENTION deletes old buckets', async () => {
     const s = await sim(extraRecords(await sim(), 20, START, END, 5, (i) => ({ medium: i % 2 ? 'app' : undefined })));
     const schema = await freshSchema();

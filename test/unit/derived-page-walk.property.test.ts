@@ -63,6 +63,7 @@ function refText(record: unknown, path: readonly string[]): string | null | type
     v = (v as Record<string, unknown>)[key];
   }
   if (v === null || v === undefined) return null;
+  if (typeof v === 'boolean') return String(v);
   return typeof v === 'string' ? v : NOT_EXACT;
 }
 

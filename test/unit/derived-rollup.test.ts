@@ -166,7 +166,7 @@ describe("the page walk's rollup counts and Rollups.windowQuery", () => {
   });
 
   it('gives up counting at a value whose text only PostgreSQL knows, and the window is grouped from its records', () => {
-    for (const odd of [1.1, true, { a: 1 }, ['x']]) {
+    for (const odd of [1.1, 7, { a: 1 }, ['x']]) {
       const counts = countRollup(derived, [{ eventType: 'view' }, { eventType: odd }], [0, 1], [at1030, at1030])!;
       expect(counts.exact).toBe(false);
       expect(rollupsOf(derived).windowQuery('prod', window, counts)).toEqual(rollupsOf(derived).windowQuery('prod', window, undefined));
@@ -175,6 +175,15 @@ describe("the page walk's rollup counts and Rollups.windowQuery", () => {
     const nested = new Derived(new Tables('s'), loadConfig({ ROLLUP_DIMENSIONS: 'plan=meta.plan', ROLLUP_DISTINCT: 'none' }).tables.rollup);
     expect(countRollup(nested, [{ meta: [{ plan: 'pro' }] }], [0], [null])!.exact).toBe(false);
     expect(countRollup(nested, [{ meta: 'pro' }, {}], [0, 1], [null, null])!.exact).toBe(true);
+  });
+
+  it('counts a boolean as its `#>>` text, true or false', () => {
+    const counts = countRollup(derived, [{ eventType: true }, { eventType: false }, { eventType: 'true' }], [0, 1, 2], [at1030, at1030, at1030])!;
+    expect(counts.exact).toBe(true);
+    expect([...counts.hourly.values()].map((g) => [g.values[0], g.records])).toEqual([
+      ['true', 2],
+      ['false', 1],
+    ]);
   });
 });
 

@@ -8,7 +8,7 @@
 import type { RollupConfig, RollupDimension } from '../../config.js';
 import type { RollupCounts } from './rollup/counts.js';
 import { exampleOf, isSecretField, TYPE_NAMES, typeCode, type WindowFields } from './fields/field-types.js';
-import { groupKey, NOT_EXACT, textAt, type DistinctGroup, type RollupGroup } from './rollup/groups.js';
+import { groupKey, NOT_EXACT, scalarText, textAt, type DistinctGroup, type RollupGroup } from './rollup/groups.js';
 import { HOUR_MS } from './sql.js';
 
 /** Empty lists for a table not kept. */
@@ -109,9 +109,7 @@ function addShapes(shapes: readonly Shape[], into: WindowFields): void {
 
 /** {@link textAt} from the value at the path's first key (undefined: no such key). */
 function textFrom(value: unknown, rest: readonly string[] | undefined): string | null | typeof NOT_EXACT {
-  if (rest !== undefined) return textAt(value, rest);
-  if (value === null || value === undefined) return null;
-  return typeof value === 'string' ? value : NOT_EXACT;
+  return rest !== undefined ? textAt(value, rest) : scalarText(value);
 }
 
 /** Group maps nested by value (null a key of its own). */

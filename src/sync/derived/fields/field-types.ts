@@ -14,7 +14,6 @@ export const SECRET_FIELD_PATTERN = '(pass|secret|token|auth|cred|key|session|co
 export const ISO_DATE_TIME_PATTERN =
   '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])[T ]([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?(Z|[+-]([01]\\d|2[0-3])(:?[0-5]\\d)?)$';
 
-const ISO_DATE_TIME = new RegExp(ISO_DATE_TIME_PATTERN);
 const SECRET_FIELD = new RegExp(SECRET_FIELD_PATTERN, 'i');
 
 /** What some records hold of one top-level field. */
@@ -35,9 +34,50 @@ export type WindowFields = Map<string, FieldStats>;
 /** `TYPE_NAMES[typeCode(v)]` is `jsonType(v)`. */
 export const TYPE_NAMES: readonly string[] = ['string', 'date-time', 'number', 'boolean', 'object', 'array', 'null'];
 
-/** The cheap checks first: most strings are no date-time. */
-function isDateTime(value: string): boolean {
-  return value.length >= 16 && value.charCodeAt(4) === 45 && ISO_DATE_TIME.test(value);
+/** Whether `s` holds two decimal digits at `i` making a number from 0 to `max`. */
+function twoDigits(s: string, i: number, max: number): boolean {
+  const a = s.charCodeAt(i) - 48;
+  const b = s.charCodeAt(i + 1) - 48;
+  return a >= 0 && a <= 9 && b >= 0 && b <= 9 && a * 10 + b <= max;
+}
+
+/** Whether `s` holds a decimal digit at `i`. */
+function digit(s: string, i: number): boolean {
+  const c = s.charCodeAt(i);
+  return c >= 48 && c <= 57;
+}
+
+/** {@link ISO_DATE_TIME_PATTERN}'s zone from `i` to the end: `Z`, or `±hh` then `[:]mm` or nothing. */
+function isZone(s: string, i: number): boolean {
+  const c = s.charCodeAt(i);
+  if (c === 90) return i + 1 === s.length; // Z
+  if ((c !== 43 && c !== 45) || !twoDigits(s, i + 1, 23)) return false; // + -
+  let at = i + 3;
+  if (at === s.length) return true;
+  if (s.charCodeAt(at) === 58) at++;
+  return twoDigits(s, at, 59) && at + 2 === s.length;
+}
+
+/**
+ * `ISO_DATE_TIME.test(value)` by character codes (called for every string of every record): the
+ * date `YYYY-MM-DD`, `T` or a space, `hh:mm`, optional `:ss` with an optional fraction, a zone.
+ */
+export function isDateTime(s: string): boolean {
+  if (s.length < 17 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45) return false;
+  if (!digit(s, 0) || !digit(s, 1) || !digit(s, 2) || !digit(s, 3)) return false;
+  if (!twoDigits(s, 5, 12) || !twoDigits(s, 8, 31) || s.charCodeAt(5) + s.charCodeAt(6) === 96 || s.charCodeAt(8) + s.charCodeAt(9) === 96) return false;
+  const t = s.charCodeAt(10);
+  if ((t !== 84 && t !== 32) || !twoDigits(s, 11, 23) || s.charCodeAt(13) !== 58 || !twoDigits(s, 14, 59)) return false;
+  let i = 16;
+  if (s.charCodeAt(i) === 58) {
+    if (!twoDigits(s, i + 1, 59)) return false;
+    i += 3;
+    if (s.charCodeAt(i) === 46) {
+      if (!digit(s, ++i)) return false;
+      while (digit(s, i)) i++;
+    }
+  }
+  return isZone(s, i);
 }
 
 /** The position in {@link TYPE_NAMES}: compared without a string. */

@@ -3,9 +3,9 @@
 export const NOT_EXACT = Symbol('not exact');
 
 /**
- * `payload #>> path` where the parsed record gives it exactly: a string, or null (JSON null, a
- * missing key, a scalar on the way). A number (`1.10`, an id above 2^53), a boolean, an object or
- * an array at the path, or an array on the way, give {@link NOT_EXACT}.
+ * `payload #>> path` where the parsed record gives it exactly: a string, a boolean (`true`,
+ * `false`), or null (JSON null, a missing key, a scalar on the way). A number (`1.10`, an id
+ * above 2^53), an object or an array at the path, or an array on the way, give {@link NOT_EXACT}.
  */
 export function textAt(record: unknown, path: readonly string[]): string | null | typeof NOT_EXACT {
   let value = record;
@@ -15,8 +15,15 @@ export function textAt(record: unknown, path: readonly string[]): string | null 
     if (!Object.hasOwn(value, key)) return null;
     value = (value as Record<string, unknown>)[key];
   }
+  return scalarText(value);
+}
+
+/** `#>>`'s text of a value reached: a string as is, a boolean as `true` or `false`, null for null or nothing. */
+export function scalarText(value: unknown): string | null | typeof NOT_EXACT {
   if (value === null || value === undefined) return null;
-  return typeof value === 'string' ? value : NOT_EXACT;
+  if (typeof value === 'string') return value;
+  if (typeof value === 'boolean') return value ? 'true' : 'false';
+  return NOT_EXACT;
 }
 
 /** The hour then the values, separated by U+0000, which no stored string holds: `''` for null, `s…` a string. */
