@@ -129,12 +129,7 @@ export function validatePageQuery(query: PageQuery): Required<Omit<PageQuery, 't
  * @throws {UpstreamError} `ERR_UPSTREAM_BODY`, retryable, `invalid_envelope` or `inconsistent_page`; nothing else.
  */
 export function parsePage(body: unknown, requestedPage: number, url: URL, options: { text?: string; bytes?: Buffer } = {}): AnalyticsPage {
-  const parsed = pageEnvelopeSchema.safeParse(body);
-  if (!parsed.success) {
-    const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
-    throw bodyError('analytics', url, `page envelope is invalid: ${what}`, undefined, 'invalid_envelope');
-  }
-  const page = parsed.data as AnalyticsPage;
+  const page = plainEnvelope(body) ?? schemaEnvelope(body, url);
   const bad = (what: string) => bodyError('analytics', url, `page ${requestedPage} is inconsistent: ${what}`, undefined, 'inconsistent_page');
   for (let i = 0; i < page.data.length; i++) {
     const record = page.data[i];
@@ -155,6 +150,25 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
   const withExtra = Object.keys(extra).length > 0 ? { ...page, extra } : page;
   if (options.text === undefined) return withExtra;
   return options.bytes === undefined ? { ...withExtra, text: options.text } : { ...withExtra, text: options.text, bytes: options.bytes };
+}
+
+/** The envelope of a body the schema accepts, checked without it (no copy of `data`); else undefined. */
+function plainEnvelope(body: unknown): AnalyticsPage | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const { pageNumber, pageSize, totalRecords, totalPages, data } = body as Record<string, unknown>;
+  const whole = (n: unknown, min: number): n is number => Number.isSafeInteger(n) && (n as number) >= min;
+  if (!whole(pageNumber, 1) || !whole(pageSize, 1) || !whole(totalRecords, 0) || !whole(totalPages, 0) || !Array.isArray(data)) return undefined;
+  return { pageNumber, pageSize, totalRecords, totalPages, data: data as AnalyticsRecord[] };
+}
+
+/** The envelope as the schema reads it. @throws {UpstreamError} `invalid_envelope`, naming what it refused. */
+function schemaEnvelope(body: unknown, url: URL): AnalyticsPage {
+  const parsed = pageEnvelopeSchema.safeParse(body);
+  if (!parsed.success) {
+    const what = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
+    throw bodyError('analytics', url, `page envelope is invalid: ${what}`, undefined, 'invalid_envelope');
+  }
+  return parsed.data as AnalyticsPage;
 }
 
 /**

@@ -97,6 +97,8 @@ export class MemoryStore implements SyncStore {
    * throws {@link ConnectionLost}, and its locks are gone, as when PostgreSQL ends a connection.
    */
   loseSessionAt: ((window: Window) => boolean) | undefined;
+  /** Awaited before each page a window's transaction writes: a slow database, as the test decides. */
+  beforeWrite: ((window: Window) => Promise<void>) | undefined;
 
   readonly locks = new Map<string, LockState>();
   #sessions = 0;
@@ -411,6 +413,7 @@ class MemoryWindowWriter implements WindowWriter {
   }
 
   async write(rows: PageRows, quarantine: readonly QuarantineRow[], onStored: (records: number) => void): Promise<void> {
+    await this.store.beforeWrite?.(this.of.window);
     const data = 'text' in rows ? (JSON.parse(rows.text) as { data: unknown[] }).data : rows.records;
     this.#quarantine.push(...quarantine.map((q) => ({ ...q, ...this.of })));
     rows.keep.forEach((position, k) => {

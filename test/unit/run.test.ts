@@ -549,3 +549,35 @@ describe("a window's transaction and its reads (SYNC_READ_AHEAD)", () => {
     expect(order.slice(begin).includes('read')).toBe(readsInside === 1);
   });
 });
+
+describe('the next window read while one is written (SYNC_READ_AHEAD)', () => {
+  /** Whether a request reads inside window 1, [T0 + 1h, T0 + 2h] (window 2's count reaches into it: not counted). */
+  const inSecondWindow = (q: { startDate: Date; toDate?: Date }) => q.startDate.getTime() >= T0 + HOUR && (q.toDate?.getTime() ?? Infinity) <= T0 + 2 * HOUR;
+
+  it.each([
+    ['32MiB', 'every request of window 1 is sent while window 0 is written', true],
+    ['0', 'window 1 holds no more than its budget while window 0 streams', false],
+  ])('SYNC_READ_AHEAD=%s: %s; the same records either way', async (bound, _what, whole) => {
+    // A record a minute: 60 a window, pages of 10: window 1 needs more requests than SYNC_CONCURRENCY (2).
+    const data = records(T0, 180, 60_000);
+    const { store, e6, run } = harness(data);
+    let second = 0;
+    e6.fault = (q) => {
+      if (inSecondWindow(q)) second++;
+      return undefined;
+    };
+    let sentWhileFirstWritten: number | undefined;
+    store.beforeWrite = async (w) => {
+      if (w.start !== T0 || sentWhileFirstWritten !== undefined) return;
+      // The fake E6 answers without timers: a few turns of the event loop let the reader do all it may.
+      for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+      sentWhileFirstWritten = second;
+    };
+    const result = loaded(await run({ from: FROM, to: TO }, { SYNC_READ_AHEAD: bound }));
+    expect(result).toMatchObject({ status: 'succeeded', windows: 3, records: 180 });
+    expect(storedIds(store)).toEqual(ids(data));
+    expect(second).toBeGreaterThan(2);
+    if (whole) expect(sentWhileFirstWritten).toBe(second);
+    else expect(sentWhileFirstWritten).toBeLessThanOrEqual(2);
+  });
+});

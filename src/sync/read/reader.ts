@@ -9,7 +9,7 @@
  * docs/design/membership-at-cuts.md, docs/design/oversize-split.md.
  */
 import { AbortedError, InconsistentWindowError, WindowBudgetError } from '../../errors.js';
-import type { AnalyticsPage } from '../../upstream/analytics.js';
+import type { AnalyticsPage, AnalyticsRecord } from '../../upstream/analytics.js';
 import { Boundaries, countRange, sameBag, SplitProof, type SliceRead, WindowBounds } from '../membership/boundary.js';
 import { readAtSmallerPages, whenTooLarge } from './oversize.js';
 import { isPageRefusal, pagedTwice, type PagedRead, type RangeRequests, type ReadPage } from './paging.js';
@@ -306,15 +306,30 @@ export class WindowReader<T> {
   /** A slice read whole: handed to its neighbours, held for the writer once its drop is known. */
   async #leaf(state: WindowState<T>, slice: Window, pages: readonly AnalyticsPage[], startProof: SplitProof | undefined): Promise<void> {
     let keys: SliceKeys | undefined;
-    const keysOf = (): SliceKeys => (keys ??= new SliceKeys(pages.map((page) => PageKeys.of(page))));
+    // Once made, the keys hold only bytes: the neighbours keeping this read keep no parsed records.
+    let keyed: readonly AnalyticsPage[] | undefined = pages;
+    const keysOf = (): SliceKeys => {
+      if (keys === undefined) {
+        keys = new SliceKeys(keyed!.map((page) => PageKeys.of(page)));
+        keyed = undefined;
+      }
+      return keys;
+    };
     const read: SliceRead = { slice, total: pages[0]!.totalRecords, keys: keysOf };
     let counted = false;
-    const hand = (drop: TextBag | undefined): void =>
-      pages.forEach((page, p) => {
+    // No closure here names `pages`: what they share would keep the parsed records.
+    const prepared = (drop: TextBag | undefined, from: readonly AnalyticsPage[]): Leaf<T>[] =>
+      from.map((page, p) => {
         const dropped = drop === undefined ? EMPTY : dropIndexes(keysOf().pages[p]!, drop);
         if (!counted) for (const i of dropped) this.#count1(state, this.#o.eventTime(page.data[i]!));
-        this.#hold(state, { slice, page: this.#o.prepare(page, { slice, window: state.window, drop: dropped }), records: page.data.length }, counted);
+        return { slice, page: this.#o.prepare(page, { slice, window: state.window, drop: dropped }), records: page.data.length };
       });
+    let unhanded: readonly AnalyticsPage[] | undefined = pages;
+    const hand = (drop: TextBag | undefined): void => {
+      const from = unhanded!;
+      unhanded = undefined;
+      for (const leaf of prepared(drop, from)) this.#hold(state, leaf, counted);
+    };
     const boundaries = this.#boundaries;
     if (boundaries.rule === 'exclusive') return hand(undefined);
     state.bounds.slices.push({ slice, total: read.total });
@@ -330,8 +345,36 @@ export class WindowReader<T> {
       // Held until its window settles, but counted now: the next window is planned from it.
       for (const page of pages) for (const record of page.data) this.#count1(state, this.#o.eventTime(record));
       counted = true;
-      state.bounds.open.push({ cut, ...known.open, settle: hand });
+      unhanded = undefined;
+      state.bounds.open.push({ cut, ...known.open, settle: this.#settleLater(state, known.open.guess, prepared, pages) });
     }
+  }
+
+  /**
+   * What an open cut's leaf does once its drop is known. It is prepared now, as if the guess were
+   * dropped (what a count proves on an upstream that agrees with itself), so that only bodies wait
+   * for the window to settle, not their parsed records; another drop prepares it again from the
+   * bodies, parsed again (a page without its text is kept whole for that).
+   */
+  #settleLater(
+    state: WindowState<T>,
+    guess: TextBag,
+    prepared: (drop: TextBag | undefined, from: readonly AnalyticsPage[]) => Leaf<T>[],
+    pages: readonly AnalyticsPage[],
+  ): (drop: TextBag | undefined) => void {
+    const asGuessed = prepared(new Map(guess), pages);
+    const guessed = new Map(guess);
+    const bodies = pages.map((page) => (page.text === undefined ? page : { ...page, data: [] as AnalyticsRecord[], text: page.text }));
+    return (drop) => {
+      const leaves =
+        drop !== undefined && sameBag(drop, guessed)
+          ? asGuessed
+          : prepared(
+              drop,
+              bodies.map((page) => (page.text === undefined ? page : { ...page, data: (JSON.parse(page.text) as { data: AnalyticsRecord[] }).data })),
+            );
+      for (const leaf of leaves) this.#hold(state, leaf, true);
+    };
   }
 
   /** E6's records for `startDate = toDate = cut`. */

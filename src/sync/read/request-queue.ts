@@ -2,8 +2,10 @@
  * The window reader's E6 requests, queued per window and sent earliest window first under fixed
  * budgets: at most `concurrency` open; the window being written holds at most `concurrency` pages
  * (open, or fetched and not taken); later windows as many between them, the next one past that
- * while the written one waits for its first slice. Once aborted (close() or the caller's signal)
- * nothing more is sent and every queued request ends with an AbortedError.
+ * while the written one waits for its first slice. "Written" is the window whose leaves are being
+ * taken (`writing`): the loader takes the next one while the one before is in its transaction, so
+ * memory holds up to two windows' SYNC_READ_AHEAD besides these budgets. Once aborted (close() or
+ * the caller's signal) nothing more is sent and every queued request ends with an AbortedError.
  * See docs/design/reader-budgets.md.
  */
 import { AbortedError } from '../../errors.js';

@@ -2,6 +2,9 @@
  * Storing one window in one transaction: its leaf pages read ahead into memory up to
  * SYNC_READ_AHEAD, then cleared, each page written in the order read, the derived tables and the
  * ledger last. Only a window over the bound has its transaction open while the rest is read.
+ * Once every leaf of a window is taken, the next window's read-ahead begins ({@link ReadAheads}),
+ * so it is read while this one is written: memory holds at most two windows' read-ahead (2 ×
+ * SYNC_READ_AHEAD, a page more each) besides the reader's budgets.
  * Design: docs/design/sync-run.md, docs/design/keep-union.md.
  */
 import { coerceError } from '../../errors.js';
@@ -12,12 +15,56 @@ import type { PreparedPage } from '../read/prepare.js';
 import type { Leaf } from '../read/reader.js';
 import type { WindowWriter } from '../store/ports.js';
 import { emptyTally, windowSummary, type ShrunkWindow, type WindowSummary, type WindowTally } from './summary.js';
-import { iso } from '../windows.js';
+import { iso, type Window } from '../windows.js';
 
 /** A window's leaves taken before its transaction: `held` in order, then `rest` when over the bound. */
 interface ReadAhead {
   held: Leaf<PreparedPage>[];
   rest: AsyncGenerator<Leaf<PreparedPage>, void, undefined> | undefined;
+  /** Called once `rest` is taken whole. */
+  whenRead?: () => void;
+}
+
+/**
+ * The read-ahead of the window after the one loading, begun as soon as every leaf of that one was
+ * taken: at most one at a time, so a run holds at most two windows' read-ahead.
+ */
+export class ReadAheads {
+  readonly #windows: readonly Window[];
+  #next: { index: number; ahead: Promise<ReadAhead> } | undefined;
+
+  /** @param windows the run's windows, in the reader's order. */
+  constructor(windows: readonly Window[]) {
+    this.#windows = windows;
+  }
+
+  /** Window `job`'s read-ahead: the one begun early, else begun now. @throws what the reader throws. */
+  take(ctx: LoadContext, job: WindowJob): Promise<ReadAhead> {
+    const next = this.#next;
+    if (next?.index !== job.index) return readAhead(ctx, job);
+    this.#next = undefined;
+    return next.ahead;
+  }
+
+  /** Begins reading the window after `index` ahead, unless one is begun or none follows. */
+  begin(ctx: LoadContext, index: number): void {
+    const window = this.#windows[index + 1];
+    if (window === undefined || this.#next !== undefined) return;
+    const ahead = readAhead(ctx, { window, index: index + 1 });
+    // Its failure is the window's: thrown when it is taken (or dropped by close()).
+    ahead.catch(() => undefined);
+    this.#next = { index: index + 1, ahead };
+  }
+
+  /** Lets go of a read-ahead not taken (the run stopped first). Never throws. */
+  async close(ctx: LoadContext): Promise<void> {
+    const next = this.#next;
+    this.#next = undefined;
+    if (next === undefined) return;
+    ctx.reader.drop(next.index);
+    const ahead = await next.ahead.catch(() => undefined);
+    await ahead?.rest?.return();
+  }
 }
 
 /** Runs whose first window over SYNC_READ_AHEAD was logged at info; later ones go to debug. */
@@ -31,8 +78,11 @@ export async function loadWindow(ctx: LoadContext, job: WindowJob): Promise<Wind
   const started = performance.now();
   let ahead: ReadAhead | undefined;
   try {
-    ahead = await readAhead(ctx, job);
+    ahead = await ctx.readAheads.take(ctx, job);
     const leaves = ahead;
+    const read = (): void => ctx.readAheads.begin(ctx, job.index);
+    if (leaves.rest === undefined) read();
+    else leaves.whenRead = read;
     const { summary, fields } = await ctx.session.inWindow({ window: job.window, runId: ctx.runId }, (writer) =>
       storeWindow(ctx, { job, leaves }, writer, started),
     );
@@ -77,7 +127,9 @@ function bodyBytes(page: PreparedPage): number {
 /** The held leaves, each let go once taken, then the rest as the reader gives them. */
 async function* inOrder(ahead: ReadAhead): AsyncGenerator<Leaf<PreparedPage>, void, undefined> {
   for (let leaf = ahead.held.shift(); leaf !== undefined; leaf = ahead.held.shift()) yield leaf;
-  if (ahead.rest !== undefined) yield* ahead.rest;
+  if (ahead.rest === undefined) return;
+  yield* ahead.rest;
+  ahead.whenRead?.();
 }
 
 /** @param started `performance.now()` when the load began. */

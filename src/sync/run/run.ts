@@ -13,6 +13,7 @@ import { planRun, runNow, type RunPlan } from './plan.js';
 import { ProgressLog } from './progress-log.js';
 import type { StoreSession } from '../store/ports.js';
 import { countParked, loadOrPark } from './park.js';
+import { ReadAheads } from './load-window.js';
 import { openReader } from './open-reader.js';
 import { countFields, endRun, reportRunStarted, reportWindow, RunTally } from './report.js';
 import { applyRetention } from './retention.js';
@@ -66,7 +67,8 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
   reportRunStarted(ctx, runId, plan);
   const progress = ctx.showsProgress ? undefined : new ProgressLog(ctx.log, { runId, windowsPlanned: plan.windows.length });
   const contract = await FieldContract.open(session, { catalogue: ctx.tables.rollup.catalogue, mode: ctx.settings.fieldContract });
-  const load: LoadContext = { ...ctx, session, runId, contract, reader: await openReader(ctx, session, { runId, windows: plan.windows }) };
+  const reader = await openReader(ctx, session, { runId, windows: plan.windows });
+  const load: LoadContext = { ...ctx, session, runId, contract, reader, readAheads: new ReadAheads(plan.windows) };
   const tally = new RunTally(plan.watermarkBefore);
   try {
     await createPartitions(load, plan);
@@ -84,6 +86,7 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
     tally.fail(thrown, ctx.options.signal);
   } finally {
     load.reader.close();
+    await load.readAheads.close(load);
   }
   await countParked(load, tally);
   await countFields(load, tally);
