@@ -7,7 +7,7 @@
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
-import { AbortedError, InvalidArgumentError, type Endpoint, type FailureReason } from '../errors.js';
+import { AbortedError, InvalidArgumentError, UpstreamBodyError, type Endpoint, type FailureReason } from '../errors.js';
 import { failureReason } from '../failures.js';
 import type { Logger } from '../log.js';
 import { RequestBudget, untilAborted } from './budget.js';
@@ -144,8 +144,31 @@ export function parsePage(body: unknown, requestedPage: number, url: URL, option
   const expectedLength =
     page.pageNumber < expectedPages ? page.pageSize : page.pageNumber === expectedPages ? page.totalRecords - (expectedPages - 1) * page.pageSize : 0;
   // Fewer records than promised pass, none included: the reader decides (a paging limit, a count
-  // that lies, a fault read again: docs/design/e6-pages.md); more fail.
-  if (page.data.length > expectedLength) throw bad(`${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`);
+  // that lies, a fault read again: docs/design/e6-pages.md); more fail, a later page with its page.
+  const taken = withOptions(page, body, options);
+  if (page.data.length > expectedLength) {
+    const what = `${page.data.length} records, expected ${expectedLength} of totalRecords ${page.totalRecords}`;
+    if (page.pageNumber > 1) throw new OverfullPageError(bad(what), taken);
+    throw bad(what);
+  }
+  return taken;
+}
+
+/**
+ * A page past the first holding more records than its envelope leaves for it, as an E6 that ignores
+ * `pageNumber` answers a last page (page 1's records again); `page` is the page as parsed, for the
+ * reader's check for copies (src/sync/read/page-copies.ts). Retryable, `inconsistent_page`, as before.
+ */
+export class OverfullPageError extends UpstreamBodyError {
+  constructor(
+    err: UpstreamBodyError,
+    readonly page: AnalyticsPage,
+  ) {
+    super(err.endpoint, err.reason, err.message, { retryable: true });
+  }
+}
+
+function withOptions(page: AnalyticsPage, body: unknown, options: { text?: string; bytes?: Buffer }): AnalyticsPage {
   const { pageNumber: _n, pageSize: _s, totalRecords: _r, totalPages: _p, data: _d, ...extra } = body as Record<string, unknown>;
   const withExtra = Object.keys(extra).length > 0 ? { ...page, extra } : page;
   if (options.text === undefined) return withExtra;

@@ -121,6 +121,29 @@ describe('an E6 that ignores pageNumber at an instant of 5,000 records (real Pos
     expect(await storedMultiset(bed.pool, schema)).toEqual(stored);
   });
 
+  it('the simulator, 4,204 records (a last page of 204): the last page answered full is a copy, not an outage', { timeout: 120_000 }, async () => {
+    const s = await startSimulator({ port: 0, records: 480, start: START, end: END, faults: { ignorePageNumber: true } });
+    closers.push(() => s.close());
+    s.insertRecords(s.dataset.plausibleRecords(4204, AT, AT, true, 1));
+    const served = (from: Date, to: Date) => [...s.dataset.iterate(from, to, false)].map(canonicalJson);
+    const schema = 'repeat_sim_short_last';
+    await migrate(bed.pool, schema, silentLogger);
+    const client = simClient(s);
+    closers.push(() => client.close());
+    const log = captureLog();
+    const result = await run(client, schema, createLogger('info', { format: 'json', destination: log }));
+    expect(result).toMatchObject({ status: 'succeeded', windowsPlanned: 24, windows: 23, parked: 1 });
+    const stored = await storedMultiset(bed.pool, schema);
+    expect(stored.join('\n') === [...served(START, DENSE.start), ...served(DENSE.end, END)].sort().join('\n')).toBe(true);
+    expect(await ledger(schema)).toEqual([
+      { start: DENSE.start, status: 'parked', reason: expect.stringMatching(/^pages repeat: .*does not honour pageNumber/) },
+    ]);
+    const { repeat, parked } = warnings(log);
+    expect(repeat.length).toBeGreaterThan(0);
+    for (const line of repeat) expect(line).toMatchObject({ window: [iso(DENSE.start), iso(DENSE.end)], pageSize: 1000, outcome: 'parked' });
+    expect(parked).toEqual([expect.objectContaining({ window: [iso(DENSE.start), iso(DENSE.end)], reason: 'pages_repeat' })]);
+  });
+
   it('a test-only E6 behind a proxy that drops pageNumber: the same', async () => {
     const t = AT.getTime();
     const dense = Array.from({ length: 5000 }, (_, i) => record(i + 1, t, { n: i }));

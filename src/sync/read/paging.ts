@@ -6,10 +6,10 @@
  * docs/design/reader-budgets.md, docs/design/oversize-split.md.
  */
 import { InconsistentWindowError, PagingLimitError, UpstreamHttpError } from '../../errors.js';
-import type { AnalyticsPage } from '../../upstream/analytics.js';
+import { OverfullPageError, type AnalyticsPage } from '../../upstream/analytics.js';
 import { sameBag } from '../membership/boundary.js';
 import { bagOf, PageKeys, type TextBag } from '../membership/record-keys.js';
-import { withoutCopies, type RepeatedPagesEvent } from './page-copies.js';
+import { repeatedPages, withoutCopies, type RepeatedPagesEvent } from './page-copies.js';
 import { iso, type Window } from '../windows.js';
 
 /** A page as the reader takes it: `claimedRecords` when E6's `totalRecords` claimed more than it serves (then `totalRecords` is what it serves). */
@@ -41,6 +41,8 @@ export interface PagedRead {
   claimed?: number;
   stop?: PagingStop;
   served?: number;
+  /** A page held more records than its envelope left for it (OverfullPageError): never consistent. */
+  overfull?: boolean;
 }
 
 /** A 4xx for a page past the first, which page 1 of the same range was served: E6 refuses the offset (not the token, the rate or the path). */
@@ -54,7 +56,13 @@ async function pageThrough(io: RangeRequests, range: Window, pageSize?: number):
   const first = await io.firstPage(range, pageSize);
   const total = first.totalRecords;
   const size = Math.max(1, first.data.length);
-  const refused = (err: unknown): undefined => {
+  let overfull = false;
+  // An overfull page is kept for the check for copies (an E6 ignoring pageNumber answers page 1 again).
+  const refused = (err: unknown): AnalyticsPage | undefined => {
+    if (err instanceof OverfullPageError) {
+      overfull = true;
+      return err.page;
+    }
     if (isPageRefusal(err)) return undefined;
     throw err;
   };
@@ -69,11 +77,12 @@ async function pageThrough(io: RangeRequests, range: Window, pageSize?: number):
     pages.push(page);
   }
   const served = pages.reduce((sum, page) => sum + page.data.length, 0);
-  let consistent = stop === undefined && served === total;
+  let consistent = !overfull && stop === undefined && served === total;
   for (const page of pages) if (page.totalRecords !== total) consistent = false;
   const read: PagedRead = { total, consistent, pages, keys: bagOf(pages.flatMap((page) => PageKeys.of(page).allTexts())), served };
   if (first.claimedRecords !== undefined) read.claimed = first.claimedRecords;
   if (stop !== undefined) read.stop = stop;
+  if (overfull) read.overfull = true;
   return read;
 }
 
@@ -119,6 +128,9 @@ async function agreeingPair(io: RangeRequests, range: Window, o: PagingOptions):
     const [first, second] = await Promise.all([pageThrough(io, range, o.pageSize), pageThrough(io, range, o.pageSize)]);
     records = second.total;
     if (first.total === second.total && first.consistent && second.consistent && sameBag(first.keys, second.keys)) return second;
+    // Both overfull with pages that copy earlier ones: withoutCopies judges them (its read at another
+    // size holds the count alone, so a read holding more is never taken).
+    if (first.overfull && second.overfull && repeatedPages(second.pages).length > 0) return second;
     const judged = limitOrShort(first, second);
     if (judged === 'limit') throw pagingLimit(range, second, o.window);
     if (judged !== undefined) return judged;
