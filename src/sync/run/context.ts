@@ -5,7 +5,7 @@ import type { FieldContract } from './field-contract.js';
 import { pageWalkFor, type PageWalk } from '../derived/page-walk.js';
 import type { E6Pages, StoreSession, SyncStore } from '../store/ports.js';
 import type { PreparedPage } from '../read/prepare.js';
-import type { ReadAheads } from './load-window.js';
+import type { ReadAheads } from './read-ahead.js';
 import type { WindowReader } from '../read/reader.js';
 import type { SyncObserver } from './summary.js';
 import type { Window } from '../windows.js';

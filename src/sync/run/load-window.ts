@@ -2,70 +2,21 @@
  * Storing one window in one transaction: its leaf pages read ahead into memory up to
  * SYNC_READ_AHEAD, then cleared, each page written in the order read, the derived tables and the
  * ledger last. Only a window over the bound has its transaction open while the rest is read.
- * Once every leaf of a window is taken, the next window's read-ahead begins ({@link ReadAheads}),
+ * Once every leaf of a window is taken, the next window's read-ahead begins (read-ahead.ts),
  * so it is read while this one is written: memory holds at most two windows' read-ahead (2 ×
  * SYNC_READ_AHEAD, a page more each) besides the reader's budgets.
  * Design: docs/design/sync-run.md, docs/design/keep-union.md.
  */
 import { coerceError } from '../../errors.js';
 import type { LoadContext, WindowJob } from './context.js';
+import type { ReadAhead } from './read-ahead.js';
 import type { FieldChange } from './field-contract.js';
 import { inexactCounts, mergeFields, mergeRollupCounts, uncatalogueRecords, type RollupCounts, type WindowFields } from '../derived/index.js';
 import type { PreparedPage } from '../read/prepare.js';
 import type { Leaf } from '../read/reader.js';
 import type { WindowWriter } from '../store/ports.js';
 import { emptyTally, windowSummary, type ShrunkWindow, type WindowSummary, type WindowTally } from './summary.js';
-import { iso, type Window } from '../windows.js';
-
-/** A window's leaves taken before its transaction: `held` in order, then `rest` when over the bound. */
-interface ReadAhead {
-  held: Leaf<PreparedPage>[];
-  rest: AsyncGenerator<Leaf<PreparedPage>, void, undefined> | undefined;
-  /** Called once `rest` is taken whole. */
-  whenRead?: () => void;
-}
-
-/**
- * The read-ahead of the window after the one loading, begun as soon as every leaf of that one was
- * taken: at most one at a time, so a run holds at most two windows' read-ahead.
- */
-export class ReadAheads {
-  readonly #windows: readonly Window[];
-  #next: { index: number; ahead: Promise<ReadAhead> } | undefined;
-
-  /** @param windows the run's windows, in the reader's order. */
-  constructor(windows: readonly Window[]) {
-    this.#windows = windows;
-  }
-
-  /** Window `job`'s read-ahead: the one begun early, else begun now. @throws what the reader throws. */
-  take(ctx: LoadContext, job: WindowJob): Promise<ReadAhead> {
-    const next = this.#next;
-    if (next?.index !== job.index) return readAhead(ctx, job);
-    this.#next = undefined;
-    return next.ahead;
-  }
-
-  /** Begins reading the window after `index` ahead, unless one is begun or none follows. */
-  begin(ctx: LoadContext, index: number): void {
-    const window = this.#windows[index + 1];
-    if (window === undefined || this.#next !== undefined) return;
-    const ahead = readAhead(ctx, { window, index: index + 1 });
-    // Its failure is the window's: thrown when it is taken (or dropped by close()).
-    ahead.catch(() => undefined);
-    this.#next = { index: index + 1, ahead };
-  }
-
-  /** Lets go of a read-ahead not taken (the run stopped first). Never throws. */
-  async close(ctx: LoadContext): Promise<void> {
-    const next = this.#next;
-    this.#next = undefined;
-    if (next === undefined) return;
-    ctx.reader.drop(next.index);
-    const ahead = await next.ahead.catch(() => undefined);
-    await ahead?.rest?.return();
-  }
-}
+import { iso } from '../windows.js';
 
 /** Runs whose first window over SYNC_READ_AHEAD was logged at info; later ones go to debug. */
 const streamedRuns = new WeakSet<LoadContext>();
@@ -78,9 +29,9 @@ export async function loadWindow(ctx: LoadContext, job: WindowJob): Promise<Wind
   const started = performance.now();
   let ahead: ReadAhead | undefined;
   try {
-    ahead = await ctx.readAheads.take(ctx, job);
+    ahead = await ctx.readAheads.take(job, () => readAhead(ctx, job));
     const leaves = ahead;
-    const read = (): void => ctx.readAheads.begin(ctx, job.index);
+    const read = (): void => ctx.readAheads.begin(job.index, (next) => readAhead(ctx, next));
     if (leaves.rest === undefined) read();
     else leaves.whenRead = read;
     const { summary, fields } = await ctx.session.inWindow({ window: job.window, runId: ctx.runId }, (writer) =>

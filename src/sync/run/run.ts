@@ -13,7 +13,7 @@ import { planRun, runNow, type RunPlan } from './plan.js';
 import { ProgressLog } from './progress-log.js';
 import type { StoreSession } from '../store/ports.js';
 import { countParked, loadOrPark } from './park.js';
-import { ReadAheads } from './load-window.js';
+import { ReadAheads } from './read-ahead.js';
 import { openReader } from './open-reader.js';
 import { countFields, endRun, reportRunStarted, reportWindow, RunTally } from './report.js';
 import { applyRetention } from './retention.js';
@@ -86,7 +86,7 @@ async function runLocked(ctx: RunContext, session: StoreSession): Promise<SyncRe
     tally.fail(thrown, ctx.options.signal);
   } finally {
     load.reader.close();
-    await load.readAheads.close(load);
+    await load.readAheads.close((index) => load.reader.drop(index));
   }
   await countParked(load, tally);
   await countFields(load, tally);
