@@ -10,13 +10,15 @@
  * and on (source, window_start)), `mixed` (a B-tree on event_time, BRIN on (source, window_start))
  * or `brin` (BRIN on both) replace them, to compare the choices on the same data.
  *
- * Data: the simulator's records over `days` one-day windows (bench/lib/copy-limit.ts), loaded by
- * `psql \copy` into a fresh schema of a throwaway cluster, then VACUUM ANALYZE. Each round replaces
- * the middle day in one transaction, as a sync re-loading it does: delete its rows, COPY them again
- * (the rows the window held, read back into a file first) on the same connection. PostgreSQL CPU is every backend's, from /proc.
+ * Data: the simulator's records over `days` one-day windows (bench/lib/copy-limit.ts), loaded into
+ * a fresh schema of a throwaway cluster as a sync's backfill writes them: window after window, in
+ * one transaction each, its delete (which finds nothing) then its COPY, no VACUUM between (timed,
+ * with PostgreSQL's CPU: every backend's, from /proc). Then `rounds` replacements of the middle
+ * window (its delete, then a COPY of the same rows, in one transaction, as a re-read does) right
+ * after the backfill, VACUUM ANALYZE, and `rounds` more, each after the audit's count per window.
  */
-import { execFileSync } from 'node:child_process';
-import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
+import { createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import { from as copyFrom } from 'pg-copy-streams';
 import { loadavg, tmpdir } from 'node:os';
@@ -43,13 +45,6 @@ const VARIANTS: Record<string, string[]> = {
 };
 if (indexes !== 'migrations' && VARIANTS[indexes] === undefined) throw new Error(`indexes: one of migrations, ${Object.keys(VARIANTS).join(', ')}`);
 
-/** `psql -c` (the tests' PATH finds psql), its wall time in s. */
-function psql(url: string, command: string): number {
-  const t0 = performance.now();
-  execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', command], { stdio: ['ignore', 'ignore', 'inherit'] });
-  return (performance.now() - t0) / 1000;
-}
-
 /** The columns a COPY row of bench/lib/copy-limit.ts fills (run_id only where records still has it). */
 async function copyColumns(client: pg.Client): Promise<string> {
   const { rowCount } = await client.query(
@@ -65,6 +60,51 @@ async function measured<T>(dataDir: string | null, fn: () => Promise<T>): Promis
   const t0 = performance.now();
   const value = await fn();
   return { s: (performance.now() - t0) / 1000, cpu: (postgresCpuSeconds(dataDir) ?? NaN) - cpu0, value };
+}
+
+/** Splits a COPY file of bench/lib/copy-limit.ts into one file per window (its 4th column), in window order. */
+async function splitByWindow(file: string, dir: string): Promise<Map<string, string>> {
+  const parts = new Map<string, string[]>();
+  const lines = createInterface({ input: createReadStream(file) });
+  for await (const line of lines) {
+    const ws = line.split('\t')[3]!;
+    let part = parts.get(ws);
+    if (part === undefined) parts.set(ws, (part = []));
+    part.push(line);
+  }
+  const files = new Map<string, string>();
+  for (const ws of [...parts.keys()].sort()) {
+    const path = join(dir, `window-${files.size}.copy`);
+    writeFileSync(path, `${parts.get(ws)!.join('\n')}\n`);
+    files.set(new Date(ws).toISOString(), path);
+  }
+  return files;
+}
+
+/** One window's replacement in one transaction, as a sync's: its rows deleted, then COPY; ms each. */
+async function replaceWindow(client: pg.Client, columns: string, bounds: string[], file: string): Promise<{ del: number; copy: number; n: number }> {
+  await client.query('begin');
+  const del = await measured(null, () =>
+    client.query(`delete from records where source = $3 and window_start >= $1 and window_start < $2`, [bounds[0], bounds[1], DEFAULT_SOURCE]),
+  );
+  const copy = await measured(null, () => pipeline(createReadStream(file), client.query(copyFrom(`copy records (${columns}) from stdin`))));
+  await client.query('commit');
+  return { del: del.s * 1000, copy: copy.s * 1000, n: del.value.rowCount ?? 0 };
+}
+
+async function measuredReplace(
+  client: pg.Client,
+  columns: string,
+  bounds: string[],
+  file: string,
+): Promise<{ del: number; copy: number; cpu: number; n: number }> {
+  const cpu0 = postgresCpuSeconds(cluster.dataDir) ?? NaN;
+  const r = await replaceWindow(client, columns, bounds, file);
+  return { ...r, cpu: (postgresCpuSeconds(cluster.dataDir) ?? NaN) - cpu0 };
+}
+
+function summary(rounds: { del: number; copy: number; cpu: number }[]): { deleteMs: number; copyMs: number; postgresCpuS: number } {
+  return { deleteMs: median(rounds.map((r) => r.del)), copyMs: median(rounds.map((r) => r.copy)), postgresCpuS: median(rounds.map((r) => r.cpu)) };
 }
 
 const start = daysBefore(DATA_END, days);
@@ -90,17 +130,27 @@ try {
     }
     const { rows: defs } = await client.query<{ def: string }>(`select pg_get_indexdef(indexrelid) as def from pg_index where indrelid = 'records'::regclass`);
     const columns = await copyColumns(client);
+    const dayFiles = await splitByWindow(file, scratch);
+    const bounds = [new Date(day).toISOString(), new Date(day + DAY_MS).toISOString()];
+    const dayFile = dayFiles.get(bounds[0]!)!;
     await client.query('checkpoint');
-    const load = await measured(cluster.dataDir, async () => psql(db.url, `\\copy ${SCHEMA}.records (${columns}) from '${file}'`));
+    // The backfill as a sync loads it: window after window, each its delete then its COPY, no VACUUM between.
+    const deletes: number[] = [];
+    const load = await measured(cluster.dataDir, async () => {
+      for (const [ws, path] of dayFiles) {
+        const { del } = await replaceWindow(client, columns, [ws, new Date(Date.parse(ws) + DAY_MS).toISOString()], path);
+        deletes.push(del);
+      }
+    });
+    // Replacing the middle window right after the backfill (lookback), then once VACUUM has run.
+    const fresh = [];
+    for (let i = 0; i < rounds; i++) fresh.push(await measuredReplace(client, columns, bounds, dayFile));
     await client.query('vacuum analyze');
     const size = await client.query<{ heap: string; idx: string }>(
       `select sum(pg_table_size(c.oid)) as heap, sum(pg_indexes_size(c.oid)) as idx from pg_class c where c.oid in (select inhrelid from pg_inherits where inhparent = 'records'::regclass)`,
     );
-    const dayFile = join(scratch, 'day.copy');
-    const bounds = [new Date(day).toISOString(), new Date(day + DAY_MS).toISOString()];
-    psql(db.url, `\\copy (select ${columns} from ${SCHEMA}.records where window_start >= '${bounds[0]}' and window_start < '${bounds[1]}') to '${dayFile}'`);
     const audit: number[] = [];
-    const replace: { del: number; copy: number; cpu: number; n: number }[] = [];
+    const replace = [];
     for (let i = 0; i < rounds; i++) {
       // The audit's count per window (src/sync/store/pg/ledger.ts auditWindows) over every window.
       const counted = await measured(cluster.dataDir, () =>
@@ -111,23 +161,17 @@ try {
         ]),
       );
       audit.push(counted.s * 1000);
-      await client.query('begin');
-      const cpu0 = postgresCpuSeconds(cluster.dataDir) ?? NaN;
-      const del = await measured(null, () =>
-        client.query(`delete from records where source = $3 and window_start >= $1 and window_start < $2`, [bounds[0], bounds[1], DEFAULT_SOURCE]),
-      );
-      const copy = await measured(null, () => pipeline(createReadStream(dayFile), client.query(copyFrom(`copy records (${columns}) from stdin`))));
-      await client.query('commit');
-      replace.push({ del: del.s * 1000, copy: copy.s * 1000, cpu: (postgresCpuSeconds(cluster.dataDir) ?? NaN) - cpu0, n: del.value.rowCount ?? 0 });
+      replace.push(await measuredReplace(client, columns, bounds, dayFile));
     }
     const s = size.rows[0]!;
     const out = {
       indexes,
       defs: defs.map((d) => d.def),
       rows,
-      load: { s: load.s, postgresCpuS: load.cpu, postgresCpuPerMillion: (load.cpu * 1e6) / rows },
+      backfill: { s: load.s, postgresCpuS: load.cpu, postgresCpuPerMillion: (load.cpu * 1e6) / rows, deleteMsTotal: deletes.reduce((a, b) => a + b, 0) },
       bytesPerRecord: { heap: Number(s.heap) / rows, indexes: Number(s.idx) / rows },
       windowRows: replace[0]?.n,
+      replaceFresh: summary(fresh),
       replace: {
         deleteMs: median(replace.map((r) => r.del)),
         copyMs: median(replace.map((r) => r.copy)),
