@@ -40,7 +40,7 @@ async function recordsDigest(schema: string, source: 'records' | 'ledger'): Prom
       : `${schema}.records r join ${schema}.sync_windows w on w.source = r.source and w.window_start = r.window_start`;
   const end = source === 'records' ? 'r.window_end' : 'w.window_end';
   const loaded = source === 'records' ? 'r.loaded_at' : 'w.loaded_at';
-  // The ledger's run: records hold none from 20261201000000000_indexes on.
+  // The ledger's run: records hold none from 20261201000000000_records_run_id on.
   const run = source === 'records' ? 'r.run_id' : 'w.run_id';
   const { rows } = await bed.pool.query<{ n: number; max: string; digest: string }>(
     `select count(*)::int as n, max(r.id)::text as max,
@@ -198,7 +198,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     // Down: the previous shape, each record's window end and load time from its ledger row, the primary key.
     const after = await recordsDigest(schema, 'ledger');
     await migrateDown(schema, LATER + 1);
-    // run_id comes back last (20261201000000000_indexes' Down adds it in place, from the ledger).
+    // run_id comes back last (20261201000000000_records_run_id's Down adds it in place, from the ledger).
     expect(await columnsOf(`${schema}.records`)).toEqual(['id', 'event_time', 'window_start', 'source', 'payload', 'run_id', 'window_end', 'loaded_at']);
     expect(await recordsDigest(schema, 'records')).toEqual(after);
     expect(await primaryKeys(schema)).toBeGreaterThan(0);

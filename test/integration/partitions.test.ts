@@ -60,7 +60,7 @@ async function rowPlacement(schema: string): Promise<{ partition: string; window
 /**
  * Count, largest id and a digest of every row of `schema.records`, in id order: the columns every
  * later migration keeps, and the window's end and run from the ledger (records kept their own
- * until 20261129000000000_footprint and 20261201000000000_indexes, whose tests check that).
+ * until 20261129000000000_footprint and 20261201000000000_records_run_id, whose tests check that).
  */
 async function recordsDigest(schema: string): Promise<{ n: number; max: string | null; digest: string | null }> {
   const { rows } = await bed.pool.query<{ n: number; max: string | null; digest: string | null }>(

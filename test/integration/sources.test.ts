@@ -270,7 +270,7 @@ describe('several sources in one database (real PostgreSQL)', () => {
       }
     };
     await bed.pool.query(`create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01Z') to ('2026-11-01Z')`);
-    // This release keeps a record's window end, load time and run in the ledger only (20261129000000000_footprint, 20261201000000000_indexes).
+    // This release keeps a record's window end, load time and run in the ledger only (20261129000000000_footprint, 20261201000000000_records_run_id).
     await copy(
       'records',
       'id, payload, event_time, window_start, window_end, loaded_at, run_id',
@@ -301,7 +301,7 @@ describe('several sources in one database (real PostgreSQL)', () => {
         `select count(*)::int as n, md5(string_agg(concat_ws(' ', ${columns}), E'\\n' order by ${columns})) as digest from ${target}.${table}`,
       );
     const tables: [string, string][] = [
-      // The columns every later migration keeps (20261129000000000_footprint moves window_end and loaded_at to the ledger, 20261201000000000_indexes run_id).
+      // The columns every later migration keeps (20261129000000000_footprint moves window_end and loaded_at to the ledger, 20261201000000000_records_run_id run_id).
       ['records', 'id, payload::text, event_time, window_start'],
       ['sync_windows', 'window_start, window_end, record_count, total_records, pages, run_id'],
       ['sync_runs', 'id, started_at, status, range_start, range_end, records'],

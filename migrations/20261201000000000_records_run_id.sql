@@ -1,19 +1,11 @@
 -- Up Migration
--- PostgreSQL's share of a load, chosen by measurement (issue 40, item 3; docs/design/storage.md):
---
--- * records_source_window_start_idx, a B-tree on (source, window_start), becomes a BRIN index
---   (records_source_window_start_brin). Every query that used it reads whole windows: a window's
---   replacement (the `gone` delete), the audit's and the keep union's counts, a window's rows for
---   the derived tables. A window's rows are written together, one window after another, so they
---   lie in few block ranges of their partition and BRIN finds them; it costs about nothing per
---   row stored, the B-tree's insertions a third of a COPY's server time with the other index.
--- * records_event_time_idx stays a B-tree: the Recent records panel reads the newest 100 records
---   of a range in index order (BRIN gives no order: it would sort the whole range).
--- * run_id goes: every record of a window is stored in the transaction that writes the window's
---   ledger row (sync_windows, keyed by source and window_start), by the run that row names, and
---   the records a re-load keeps (SYNC_SHRINK=keep) are stored again by that run too, as
---   window_end and loaded_at went in 20261129000000000_footprint. records_typed and the Recent
---   records panel take it from sync_windows. records_quarantine keeps its own.
+-- PostgreSQL's share of a load (issue 40, item 3; docs/design/storage.md): run_id goes from records.
+-- Every record of a window is stored in the transaction that writes the window's ledger row
+-- (sync_windows, keyed by source and window_start), by the run that row names, and the records a
+-- re-load keeps (SYNC_SHRINK=keep) are stored again by that run too, as window_end and loaded_at
+-- went in 20261129000000000_footprint. records_typed and the Recent records panel take it from
+-- sync_windows. records_quarantine keeps its own. The indexes stay as they are: BRIN on
+-- (source, window_start) was measured and costs a sync more than the B-tree (docs/design/storage.md).
 --
 -- In place, in this one transaction: ALTER TABLE keeps the owner, every grant (those on run_id go
 -- with the column), the partitions and the publications. records_typed (created by the
@@ -77,18 +69,13 @@ $$;
 
 alter table records drop column run_id;
 
-drop index records_source_window_start_idx;
-create index records_source_window_start_brin on records using brin (source, window_start);
-
 -- Down Migration
 -- The previous shape: run_id again, each record's from its window's ledger row (0 for a record
--- whose window has none), and the B-tree on (source, window_start). In place, so the owner, the
+-- whose window has none). In place, so the owner, the
 -- grants and the publications stay (column lists as they are now: a list that named run_id does
 -- not name it again). records_typed reads w.run_id, which the previous release also fills, and
 -- keeps its owner and grants; derived_settings forgets its definition, so that the previous
 -- release's next sync creates it again as that release defines it.
-drop index records_source_window_start_brin;
-create index records_source_window_start_idx on records (source, window_start);
 alter table records add column run_id bigint not null default 0;
 update records r set run_id = w.run_id from sync_windows w where w.source = r.source and w.window_start = r.window_start;
 alter table records alter column run_id drop default;

@@ -1,6 +1,6 @@
 /**
- * 20261201000000000_indexes: `records` without run_id (the ledger's sync_windows holds it per
- * window) and with a BRIN index on (source, window_start) instead of the B-tree. A populated
+ * 20261201000000000_records_run_id: `records` without run_id (the ledger's sync_windows holds it per
+ * window), its indexes as they were. A populated
  * database of the previous release keeps every record exactly (its run then read from the ledger),
  * its partitions, its owner and grants (those on run_id go with it), records_typed with its owner,
  * grants and columns (run_id now the window's), and its publications (a column list without
@@ -27,8 +27,8 @@ const db = useTestDatabase();
 const bed = useAppPool(db);
 const closers = bed.closers;
 
-const INDEXES = '20261201000000000_indexes';
-const PREVIOUS = MIGRATIONS[MIGRATIONS.indexOf(INDEXES) - 1]!;
+const RUN_ID = '20261201000000000_records_run_id';
+const PREVIOUS = MIGRATIONS[MIGRATIONS.indexOf(RUN_ID) - 1]!;
 const START = new Date('2026-09-27T00:00:00Z');
 const END = new Date('2026-10-04T00:00:00Z');
 const SYNC_ENV = { SYNC_WINDOW: '1d' };
@@ -107,8 +107,8 @@ async function previousRelease(pool: Pool, scratch: string, schema: string): Pro
   await pool.query(`insert into ${schema}.derived_settings (name, value) values ('typed_view', to_jsonb($1::text))`, [definition]);
 }
 
-describe('migration 20261201000000000_indexes (real PostgreSQL)', () => {
-  it('drops run_id and swaps the window index for BRIN in place: records exact, owner and grants, records_typed, publications; a sync after is exact; Down restores run_id', async () => {
+describe('migration 20261201000000000_records_run_id (real PostgreSQL)', () => {
+  it('drops run_id in place: records exact, owner and grants, records_typed, publications; a sync after is exact; Down restores run_id', async () => {
     const s = await startSimulator({ port: 0, records: 700, start: START, end: END, duplicateEvery: 50 });
     closers.push(() => s.close());
     const client = simClient(s);
@@ -162,13 +162,13 @@ describe('migration 20261201000000000_indexes (real PostgreSQL)', () => {
     const viewColumns = await columnsOf(bed.pool, view);
     const typedBefore = await bed.pool.query(`select * from ${view} order by id`);
 
-    expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([INDEXES]);
+    expect(await migrate(bed.pool, schema, silentLogger, { count: 1 })).toEqual([RUN_ID]);
     expect(await columnsOf(bed.pool, records)).toEqual(['id', 'event_time', 'window_start', 'source', 'payload']);
     expect(await recordsDigest(bed.pool, schema, 'ledger')).toEqual(before);
-    expect(await indexesOf(bed.pool, records)).toEqual(['records_event_time_idx btree', 'records_source_window_start_brin brin']);
+    expect(await indexesOf(bed.pool, records)).toEqual(['records_event_time_idx btree', 'records_source_window_start_idx btree']);
     expect(await indexesOf(bed.pool, part)).toEqual([
       'records_20261001_20261101_event_time_idx btree',
-      'records_20261001_20261101_source_window_start_idx brin',
+      'records_20261001_20261101_source_window_start_idx btree',
     ]);
     // Every grant but the one on run_id, by the same grantors; records_typed's column grant on run_id stays (the view keeps the column).
     expect(await privilegeLines(bed.pool, [records, part, view])).toEqual(grantsBefore.filter((l) => !l.startsWith('records ix_owner run_id ')));
@@ -197,9 +197,9 @@ describe('migration 20261201000000000_indexes (real PostgreSQL)', () => {
     );
     expect(runs.rows[0]!.n).toBe(700);
 
-    // Down: run_id again, each record's from its window's ledger row, and the B-tree.
+    // Down: run_id again, each record's from its window's ledger row.
     const after = await recordsDigest(bed.pool, schema, 'ledger');
-    while ((await bed.pool.query(`select 1 from ${schema}.pgmigrations where name = $1`, [INDEXES])).rowCount === 1) await migrateDown(schema);
+    while ((await bed.pool.query(`select 1 from ${schema}.pgmigrations where name = $1`, [RUN_ID])).rowCount === 1) await migrateDown(schema);
     expect(await columnsOf(bed.pool, records)).toEqual(['id', 'event_time', 'window_start', 'source', 'payload', 'run_id']);
     expect(await recordsDigest(bed.pool, schema, 'records')).toEqual(after);
     expect(await indexesOf(bed.pool, records)).toEqual(['records_event_time_idx btree', 'records_source_window_start_idx btree']);
@@ -216,8 +216,8 @@ describe('migration 20261201000000000_indexes (real PostgreSQL)', () => {
   });
 });
 
-describe('migration 20261201000000000_indexes (embedded PGlite)', () => {
-  it('migrates a populated schema: records kept, run_id gone, BRIN built, and a sync after is exact', async () => {
+describe('migration 20261201000000000_records_run_id (embedded PGlite)', () => {
+  it('migrates a populated schema: records kept, run_id gone, and a sync after is exact', async () => {
     const dir = await initialisedDataDir('ae-indexes-');
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const embedded = await startEmbeddedDatabase(dir, silentLogger);
@@ -239,10 +239,10 @@ describe('migration 20261201000000000_indexes (embedded PGlite)', () => {
     const before = await recordsDigest(pool, 'analytics', 'records');
     expect(before.n).toBe(300);
 
-    expect(await migrate(pool, 'analytics', silentLogger)).toEqual(MIGRATIONS.slice(MIGRATIONS.indexOf(INDEXES)));
+    expect(await migrate(pool, 'analytics', silentLogger)).toEqual(MIGRATIONS.slice(MIGRATIONS.indexOf(RUN_ID)));
     expect(await columnsOf(pool, 'analytics.records')).toEqual(['id', 'event_time', 'window_start', 'source', 'payload']);
     expect(await recordsDigest(pool, 'analytics', 'ledger')).toEqual(before);
-    expect(await indexesOf(pool, 'analytics.records')).toEqual(['records_event_time_idx btree', 'records_source_window_start_brin brin']);
+    expect(await indexesOf(pool, 'analytics.records')).toEqual(['records_event_time_idx btree', 'records_source_window_start_idx btree']);
     const again = await runSync(pgDeps({ pool, client, ...syncSettings(SYNC_ENV), schema: 'analytics', log: silentLogger }), { from: START, to: END });
     expect(again).toMatchObject({ status: 'succeeded', records: 300 });
     expect(await expectExactDataset(pool, 'analytics', s, START, END)).toBe(300);
