@@ -142,13 +142,13 @@ try {
         deletes.push(del);
       }
     });
+    const size = await client.query<{ heap: string; idx: string }>(
+      `select sum(pg_table_size(c.oid)) as heap, sum(pg_indexes_size(c.oid)) as idx from pg_class c where c.oid in (select inhrelid from pg_inherits where inhparent = 'records'::regclass)`,
+    );
     // Replacing the middle window right after the backfill (lookback), then once VACUUM has run.
     const fresh = [];
     for (let i = 0; i < rounds; i++) fresh.push(await measuredReplace(client, columns, bounds, dayFile));
     await client.query('vacuum analyze');
-    const size = await client.query<{ heap: string; idx: string }>(
-      `select sum(pg_table_size(c.oid)) as heap, sum(pg_indexes_size(c.oid)) as idx from pg_class c where c.oid in (select inhrelid from pg_inherits where inhparent = 'records'::regclass)`,
-    );
     const audit: number[] = [];
     const replace = [];
     for (let i = 0; i < rounds; i++) {
