@@ -25,6 +25,8 @@ export default ({ production = false }: { production?: boolean }): KnipConfig =>
         'bench/lib/fetch-only.ts',
         // Run by hand (`npx tsx bench/count-requests.ts`): a sync's E6 requests against the pages needed.
         'bench/count-requests.ts',
+        // Run by hand (`npx tsx bench/window-replace.ts`): what records' indexes cost a window's replacement.
+        'bench/window-replace.ts',
         'bench/lib/bare-client.mjs',
       ],
       project: [

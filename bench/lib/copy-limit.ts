@@ -3,7 +3,7 @@
  * a file, into a table identical to `records` (made by the project's own migrations).
  *
  * The file holds one COPY text row per record: the record's JSON as the simulator serves it,
- * its event time, its window (aligned as the sync aligns it) and a run id, so the server parses
+ * its event time and its window (aligned as the sync aligns it), so the server parses
  * the same jsonb, fills the same columns and maintains the same indexes as the sync does.
  */
 import { DEFAULT_SOURCE } from '../../src/config.js';
@@ -28,7 +28,7 @@ function copyText(value: string): string {
 /**
  * Writes the records of [start, end) of the simulator dataset with `records` base records (the
  * simulator's defaults otherwise, as `simulate` uses them) as COPY rows of
- * (source, payload, event_time, window_start, run_id).
+ * (source, payload, event_time, window_start).
  *
  * @param fields when given, filled with each window's field catalogue (window start in ms →
  *   the records' top-level fields, as the sync catalogues a page: src/sync/derived/index.ts).
@@ -51,7 +51,7 @@ export async function writeCopyFile(
       fields.set(windowStart, window);
       catalogueRecords([record], [0], [ms], window);
     }
-    chunk += `${DEFAULT_SOURCE}\t${copyText(JSON.stringify(record))}\t${record.timestamp}\t${new Date(windowStart).toISOString()}\t1\n`;
+    chunk += `${DEFAULT_SOURCE}\t${copyText(JSON.stringify(record))}\t${record.timestamp}\t${new Date(windowStart).toISOString()}\n`;
     rows++;
     if (chunk.length > 1 << 20) {
       if (!out.write(chunk)) await once(out, 'drain');
@@ -85,7 +85,7 @@ export async function migrateSchema(databaseUrl: string, schema: string, windowS
  * @throws when psql fails.
  */
 export async function timePsqlCopy(databaseUrl: string, schema: string, file: string): Promise<number> {
-  const command = `\\copy "${schema}".records (source, payload, event_time, window_start, run_id) from '${file.replaceAll("'", "''")}'`;
+  const command = `\\copy "${schema}".records (source, payload, event_time, window_start) from '${file.replaceAll("'", "''")}'`;
   const started = performance.now();
   const child = spawn('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', databaseUrl, '-c', command], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },

@@ -392,13 +392,13 @@ export function analyticsHistoryDashboard(): dashboard.Dashboard {
       new table.PanelBuilder()
         .title('Recent records')
         .description(
-          `The 100 latest records of the selected sources and customers in the time range, newest first, with their source, the whole payload as stored, and when their window was loaded (sync_windows.loaded_at). ${RECORDS_NOTE}`,
+          `The 100 latest records of the selected sources and customers in the time range, newest first, with their source, the whole payload as stored, and when and by which run their window was loaded (sync_windows.loaded_at and run_id). ${RECORDS_NOTE}`,
         )
         .datasource(datasourceRef(POSTGRES_DATASOURCE_TYPE))
         .withTarget(
           sqlQuery(
             'A',
-            `SELECT\n  event_time AS "Event time",\n  source AS "Source",\n  ${EVENT} AS "Event type",\n  ${CUSTOMER} AS "Customer",\n  ${USER} AS "User",\n  payload::text AS "Payload",\n  (SELECT w.loaded_at FROM \${schema}.sync_windows w WHERE w.source = r.source AND w.window_start = r.window_start) AS "Loaded",\n  run_id AS "Run"\nFROM ${RECORDS} r\n${WHERE}\nORDER BY event_time DESC, id DESC\nLIMIT 100`,
+            `SELECT\n  event_time AS "Event time",\n  source AS "Source",\n  ${EVENT} AS "Event type",\n  ${CUSTOMER} AS "Customer",\n  ${USER} AS "User",\n  payload::text AS "Payload",\n  (SELECT w.loaded_at FROM \${schema}.sync_windows w WHERE w.source = r.source AND w.window_start = r.window_start) AS "Loaded",\n  (SELECT w.run_id FROM \${schema}.sync_windows w WHERE w.source = r.source AND w.window_start = r.window_start) AS "Run"\nFROM ${RECORDS} r\n${WHERE}\nORDER BY event_time DESC, id DESC\nLIMIT 100`,
             PostgresFormat.Table,
           ),
         )

@@ -40,8 +40,8 @@ export async function seedHourlyHistory(pool: Pool, schema: string, sim: Simulat
   await withClient(pool, async (client) => {
     await ensurePartitions(client, t, [...months, end - HOUR_MS], 'month');
     await client.query(
-      `insert into ${t.records} (source, payload, event_time, window_start, run_id)
-       select 'default', u.p::jsonb, u.et, u.ws, 0
+      `insert into ${t.records} (source, payload, event_time, window_start)
+       select 'default', u.p::jsonb, u.et, u.ws
          from unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) as u(p, ws, et)`,
       [payloads, windowStarts, eventTimes],
     );

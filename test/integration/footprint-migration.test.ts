@@ -40,9 +40,11 @@ async function recordsDigest(schema: string, source: 'records' | 'ledger'): Prom
       : `${schema}.records r join ${schema}.sync_windows w on w.source = r.source and w.window_start = r.window_start`;
   const end = source === 'records' ? 'r.window_end' : 'w.window_end';
   const loaded = source === 'records' ? 'r.loaded_at' : 'w.loaded_at';
+  // The ledger's run: records hold none from 20261201000000000_records_run_id on.
+  const run = source === 'records' ? 'r.run_id' : 'w.run_id';
   const { rows } = await bed.pool.query<{ n: number; max: string; digest: string }>(
     `select count(*)::int as n, max(r.id)::text as max,
-            md5(string_agg(concat_ws(' ', r.id, r.source, r.payload::text, r.event_time, r.window_start, ${end}, ${loaded}, r.run_id), E'\\n' order by r.id)) as digest
+            md5(string_agg(concat_ws(' ', r.id, r.source, r.payload::text, r.event_time, r.window_start, ${end}, ${loaded}, ${run}), E'\\n' order by r.id)) as digest
        from ${from}`,
   );
   return rows[0]!;
@@ -131,7 +133,7 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     }
     await bed.pool.query(
       `insert into ${schema}.records (id, source, payload, event_time, window_start, window_end, loaded_at, run_id) overriding system value
-       select r.id, r.source, r.payload, r.event_time, r.window_start, w.window_end, w.loaded_at, r.run_id
+       select r.id, r.source, r.payload, r.event_time, r.window_start, w.window_end, w.loaded_at, w.run_id
          from ${scratch}.records r join ${scratch}.sync_windows w using (source, window_start)`,
     );
     await bed.pool.query(`select setval(pg_get_serial_sequence($1, 'id'), max(id)) from ${schema}.records`, [`${schema}.records`]);
@@ -196,7 +198,8 @@ describe('migration 20261129000000000_footprint (real PostgreSQL)', () => {
     // Down: the previous shape, each record's window end and load time from its ledger row, the primary key.
     const after = await recordsDigest(schema, 'ledger');
     await migrateDown(schema, LATER + 1);
-    expect(await columnsOf(`${schema}.records`)).toEqual(['id', 'event_time', 'window_start', 'run_id', 'source', 'payload', 'window_end', 'loaded_at']);
+    // run_id comes back last (20261201000000000_records_run_id's Down adds it in place, from the ledger).
+    expect(await columnsOf(`${schema}.records`)).toEqual(['id', 'event_time', 'window_start', 'source', 'payload', 'run_id', 'window_end', 'loaded_at']);
     expect(await recordsDigest(schema, 'records')).toEqual(after);
     expect(await primaryKeys(schema)).toBeGreaterThan(0);
     // records_typed as the sync left it (it reads both from the ledger), its definition forgotten for the previous release to recreate.

@@ -59,13 +59,13 @@ async function rowPlacement(schema: string): Promise<{ partition: string; window
 
 /**
  * Count, largest id and a digest of every row of `schema.records`, in id order: the columns every
- * later migration keeps, and the window's end from the ledger (records kept their own until
- * 20261129000000000_footprint, whose test checks that it moves them there).
+ * later migration keeps, and the window's end and run from the ledger (records kept their own
+ * until 20261129000000000_footprint and 20261201000000000_records_run_id, whose tests check that).
  */
 async function recordsDigest(schema: string): Promise<{ n: number; max: string | null; digest: string | null }> {
   const { rows } = await bed.pool.query<{ n: number; max: string | null; digest: string | null }>(
     `select count(*)::int as n, max(r.id)::text as max,
-            md5(string_agg(concat_ws(' ', r.id, r.payload::text, r.event_time, r.window_start, w.window_end, r.run_id), E'\\n' order by r.id)) as digest
+            md5(string_agg(concat_ws(' ', r.id, r.payload::text, r.event_time, r.window_start, w.window_end, w.run_id), E'\\n' order by r.id)) as digest
        from ${schema}.records r left join ${schema}.sync_windows w using (window_start)`,
   );
   return rows[0]!;

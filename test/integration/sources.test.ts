@@ -270,11 +270,11 @@ describe('several sources in one database (real PostgreSQL)', () => {
       }
     };
     await bed.pool.query(`create table ${schema}.records_20261001_20261101 partition of ${schema}.records for values from ('2026-10-01Z') to ('2026-11-01Z')`);
-    // This release keeps a record's window end and load time in the ledger only (20261129000000000_footprint).
+    // This release keeps a record's window end, load time and run in the ledger only (20261129000000000_footprint, 20261201000000000_records_run_id).
     await copy(
       'records',
       'id, payload, event_time, window_start, window_end, loaded_at, run_id',
-      `select r.id, r.payload, r.event_time, r.window_start, w.window_end, w.loaded_at, r.run_id
+      `select r.id, r.payload, r.event_time, r.window_start, w.window_end, w.loaded_at, w.run_id
          from ${scratch}.records r join ${scratch}.sync_windows w using (source, window_start)`,
     );
     await copy('sync_windows', 'window_start, window_end, record_count, total_records, pages, loaded_at, run_id, expired_at');
@@ -301,8 +301,8 @@ describe('several sources in one database (real PostgreSQL)', () => {
         `select count(*)::int as n, md5(string_agg(concat_ws(' ', ${columns}), E'\\n' order by ${columns})) as digest from ${target}.${table}`,
       );
     const tables: [string, string][] = [
-      // The columns every later migration keeps (20261129000000000_footprint moves window_end and loaded_at to the ledger).
-      ['records', 'id, payload::text, event_time, window_start, run_id'],
+      // The columns every later migration keeps (20261129000000000_footprint moves window_end and loaded_at to the ledger, 20261201000000000_records_run_id run_id).
+      ['records', 'id, payload::text, event_time, window_start'],
       ['sync_windows', 'window_start, window_end, record_count, total_records, pages, run_id'],
       ['sync_runs', 'id, started_at, status, range_start, range_end, records'],
       ['record_fields', 'path, view_column, types::text, records, first_seen, last_seen'],

@@ -10,10 +10,10 @@ import { CopyRows, IsoWriter, copyLines, copyRowRecord } from '../../src/sync/ro
 const WINDOW = { start: Date.UTC(2026, 9, 1), end: Date.UTC(2026, 9, 2) };
 
 /** A row as the reference writes it: every column a string, COPY's escapes by regex. */
-function referenceRow(source: string, payload: string, eventTime: number | null, runId: number): string {
+function referenceRow(source: string, payload: string, eventTime: number | null): string {
   const esc = (s: string) => s.replace(/[\\\n\r\t]/g, (c) => ({ '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' })[c]!);
   const time = eventTime === null ? '\\N' : new Date(eventTime).toISOString();
-  return `${esc(source)}\t${esc(payload)}\t${time}\t${new Date(WINDOW.start).toISOString()}\t${runId}\n`;
+  return `${esc(source)}\t${esc(payload)}\t${time}\t${new Date(WINDOW.start).toISOString()}\n`;
 }
 
 const instant = fc.oneof(
@@ -77,13 +77,13 @@ describe('CopyRows', () => {
           const text = `{"pageNumber":1,"data":[${texts.join(indent === 0 ? ',' : ',\n')}]}`;
           const keep = records.flatMap((r, i) => (r.keep ? [i] : []));
           const eventTimes = keep.map((i) => records[i]!.time);
-          const rows = new CopyRows(source, WINDOW, 7);
-          const expected = keep.map((i, k) => referenceRow(source, texts[i]!, eventTimes[k]!, 7)).join('');
+          const rows = new CopyRows(source, WINDOW);
+          const expected = keep.map((i, k) => referenceRow(source, texts[i]!, eventTimes[k]!)).join('');
           expect(rows.of({ text, keep, eventTimes }).equals(Buffer.from(expected, 'utf8'))).toBe(true);
           expect(rows.of({ text, bytes: Buffer.from(text, 'utf8'), keep, eventTimes }).equals(Buffer.from(expected, 'utf8'))).toBe(true);
           // A page without text: its records serialised.
           expect(rows.of({ records: records.map((r) => r.value), keep, eventTimes }).toString('utf8')).toBe(
-            keep.map((i, k) => referenceRow(source, JSON.stringify(records[i]!.value), eventTimes[k]!, 7)).join(''),
+            keep.map((i, k) => referenceRow(source, JSON.stringify(records[i]!.value), eventTimes[k]!)).join(''),
           );
         },
       ),
@@ -108,8 +108,8 @@ describe('CopyRows', () => {
           const keep = records.flatMap((r, i) => (r.keep ? [i] : []));
           if (keep.length === 0) return;
           const eventTimes = keep.map((i) => records[i]!.time);
-          const expected = Buffer.from(keep.map((i, k) => referenceRow('default', texts[i]!, eventTimes[k]!, 7)).join(''), 'utf8');
-          const rows = new CopyRows('default', WINDOW, 7);
+          const expected = Buffer.from(keep.map((i, k) => referenceRow('default', texts[i]!, eventTimes[k]!)).join(''), 'utf8');
+          const rows = new CopyRows('default', WINDOW);
           // Twice through one CopyRows, as a window's pages go: nothing of one page leaks into the next.
           for (let round = 0; round < 2; round++) expect(rows.of({ text, bytes: Buffer.from(text, 'utf8'), keep, eventTimes }).equals(expected)).toBe(true);
         },
@@ -119,7 +119,7 @@ describe('CopyRows', () => {
   });
 
   it('refuses a text without the records it is to keep', () => {
-    const rows = new CopyRows('default', WINDOW, 1);
+    const rows = new CopyRows('default', WINDOW);
     expect(() => rows.of({ text: '{"data":[1]}', keep: [1], eventTimes: [null] })).toThrow(/no data array/);
     expect(() => rows.of({ text: '{"items":[1]}', keep: [0], eventTimes: [null] })).toThrow(/no data array/);
   });
@@ -137,7 +137,7 @@ describe('copyLines and copyRowRecord', () => {
           const body = JSON.stringify({ pageNumber: 1, data: records });
           const keep = records.map((_, i) => i).filter((i) => i % 3 !== 1);
           const eventTimes = keep.map((i) => times[i]!);
-          const rows = new CopyRows(source, WINDOW, 7);
+          const rows = new CopyRows(source, WINDOW);
           const chunks = [rows.of({ text: body, keep, eventTimes }), rows.of({ records, keep, eventTimes })];
           const lines = copyLines(chunks);
           const expected = keep.map((i, k) => ({ text: JSON.stringify(records[i]), eventTime: eventTimes[k]! }));

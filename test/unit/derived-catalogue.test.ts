@@ -80,7 +80,7 @@ describe('typedViewSql', () => {
     expect(sql).toContain(`case when jsonb_typeof(r.payload -> 'it''s') = 'number' then (r.payload ->> 'it''s')::numeric end as "it_s"`);
     expect(sql).toContain(`"s".records_try_timestamptz(r.payload ->> 'when') end as "when"`);
     expect(sql).not.toContain(`as "o"`);
-    expect(sql.startsWith('create view "s".records_typed as select r.id, r.source, r.event_time, r.window_start, w.window_end, r.run_id, w.loaded_at, ')).toBe(
+    expect(sql.startsWith('create view "s".records_typed as select r.id, r.source, r.event_time, r.window_start, w.window_end, w.run_id, w.loaded_at, ')).toBe(
       true,
     );
     expect(sql.endsWith(' from "s".records r left join "s".sync_windows w on w.source = r.source and w.window_start = r.window_start')).toBe(true);

@@ -48,9 +48,7 @@ export class Derived {
    * @returns the records deleted.
    */
   async deleteWindowRecords(db: PoolClient, source: string, window: Window, saveSql?: string): Promise<number> {
-    const ctes = [
-      `gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload, event_time, run_id)`,
-    ];
+    const ctes = [`gone as (delete from ${this.t.records} where source = $3 and window_start >= $1 and window_start < $2 returning payload, event_time)`];
     if (saveSql !== undefined) ctes.push(saveSql);
     for (const table of this.tables) ctes.push(...table.clearWindowSql());
     const { rows } = await db.query<{ deleted: string }>(

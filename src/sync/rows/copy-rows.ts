@@ -148,7 +148,7 @@ export function copyLines(chunks: readonly Buffer[]): Buffer[] {
 
 /**
  * One window's rows for RecordsCopy: each kept record a line `source, payload, event_time,
- * window_start, run_id` (tab-separated, UTF-8), the payload its exact text from the page.
+ * window_start` (tab-separated, UTF-8), the payload its exact text from the page.
  */
 export class CopyRows {
   private readonly prefixText: string;
@@ -160,9 +160,9 @@ export class CopyRows {
   /** The buffer {@link of} is filling. */
   private out: Buffer = NO_BYTES;
 
-  constructor(source: string, window: Window, runId: number) {
+  constructor(source: string, window: Window) {
     this.prefixText = `${copyText(source)}\t`;
-    this.suffixText = `\t${new Date(window.start).toISOString()}\t${runId}\n`;
+    this.suffixText = `\t${new Date(window.start).toISOString()}\n`;
     this.prefix = Buffer.from(this.prefixText, 'utf8');
     this.suffix = Buffer.from(this.suffixText, 'utf8');
     this.between = Buffer.concat([this.suffix, this.prefix]);

@@ -28,7 +28,7 @@ const VIEW_BASE_SELECT: Record<(typeof VIEW_BASE_COLUMNS)[number], string> = {
   event_time: 'r.event_time',
   window_start: 'r.window_start',
   window_end: 'w.window_end',
-  run_id: 'r.run_id',
+  run_id: 'w.run_id',
   loaded_at: 'w.loaded_at',
 };
 

@@ -29,7 +29,7 @@ export class KeepUnion {
   async prepare(): Promise<void> {
     await this.db.query(
       `create temp table if not exists sync_kept_records (
-         n bigint generated always as identity, payload jsonb not null, event_time timestamptz, run_id bigint not null
+         n bigint generated always as identity, payload jsonb not null, event_time timestamptz
        ) on commit delete rows;
        create temp table if not exists sync_kept_quarantine (
          payload_text text not null, json_path text, reason text, sqlstate text, message text, event_time timestamptz, run_id bigint not null
@@ -40,7 +40,7 @@ export class KeepUnion {
 
   /** Saves the records the clearing statement deletes (`gone`). */
   static saveRecordsSql(): string {
-    return `saved as (insert into pg_temp.sync_kept_records (payload, event_time, run_id) select payload, event_time, run_id from gone)`;
+    return `saved as (insert into pg_temp.sync_kept_records (payload, event_time) select payload, event_time from gone)`;
   }
 
   /** @returns the quarantined rows set aside. */
@@ -114,8 +114,8 @@ export class KeepUnion {
         : // $2 (the window's end) is named only so that both forms take the same parameters.
           [`chosen as (select k.* from pg_temp.sync_kept_records k where k.n = any($4::bigint[]) and $2::timestamptz > $1)`];
     ctes.push(`back as (
-         insert into ${t.records} (source, payload, event_time, window_start, run_id)
-         select $3, payload, event_time, $1, run_id from chosen order by n
+         insert into ${t.records} (source, payload, event_time, window_start)
+         select $3, payload, event_time, $1 from chosen order by n
          returning payload
        )`);
     ctes.push(...this.restoreSql());

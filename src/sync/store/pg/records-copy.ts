@@ -44,7 +44,7 @@ export class RecordsCopy {
     private readonly db: PoolClient,
     private readonly target: WindowTarget,
   ) {
-    this.rows = new CopyRows(target.source, target.window, target.runId);
+    this.rows = new CopyRows(target.source, target.window);
   }
 
   /**
@@ -136,7 +136,7 @@ export class RecordsCopy {
 
   /** A COPY into records; `main`: the chunk's, whose failure {@link failure} keeps. */
   private open(main: boolean): CopyStreamQuery {
-    const stream = this.db.query(copyFrom(`copy ${this.target.t.records} (source, payload, event_time, window_start, run_id) from stdin`));
+    const stream = this.db.query(copyFrom(`copy ${this.target.t.records} (source, payload, event_time, window_start) from stdin`));
     stream.on('error', (err: Error) => {
       if (main) this.failure ??= err;
       // pg-copy-streams drops the connection with the error; rows it still held for the socket

@@ -17,13 +17,13 @@ export interface PreparedQuery {
 /** One round trip: the page as one jsonb, the kept positions and event times as arrays. @returns undefined when none is kept. */
 export function prepareInsertRecords(target: WindowTarget, page: PageRows): PreparedQuery | undefined {
   if (page.keep.length === 0) return undefined;
-  const { t, source, window, runId } = target;
+  const { t, source, window } = target;
   const text = 'text' in page ? page.text : keptRecordsText(page.records, page.keep);
-  const insert = `insert into ${t.records} (source, payload, event_time, window_start, run_id)
-     select $6::text, r.payload, e.event_time, $1, $2
-       from jsonb_array_elements($3::jsonb -> 'data') with ordinality as r(payload, n)
-       join unnest($4::int[], $5::timestamptz[]) as e(n, event_time) using (n)`;
-  const values = [new Date(window.start), runId, jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes), source];
+  const insert = `insert into ${t.records} (source, payload, event_time, window_start)
+     select $5::text, r.payload, e.event_time, $1
+       from jsonb_array_elements($2::jsonb -> 'data') with ordinality as r(payload, n)
+       join unnest($3::int[], $4::timestamptz[]) as e(n, event_time) using (n)`;
+  const values = [new Date(window.start), jsonbBinary(text), ordinalArray(page.keep), timestampArray(page.eventTimes), source];
   return { text: insert, values };
 }
 
