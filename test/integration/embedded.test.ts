@@ -66,6 +66,29 @@ describe('embedded PGlite database', () => {
     }
   }, 90_000);
 
+  // The backend touches all its shared buffers at start and the WebAssembly heap never shrinks:
+  // PGlite's 128 MB would be most of a 1,000,000-record sync's peak RSS. With data checksums every
+  // first read after a bulk load would log each page whole to set its hint bits.
+  it('starts with 32 MB of shared buffers, and a new folder has no data checksums', async () => {
+    const dir = await initialisedDataDir('ae-pglite-settings-');
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const db = await startEmbeddedDatabase(dir, silentLogger);
+    const pool = createPool(db.url, silentLogger, { max: 1 });
+    try {
+      const { rows } = await pool.query<{ name: string; setting: string }>(
+        `select name, setting from pg_settings where name in ('shared_buffers', 'data_checksums', 'wal_recycle') order by name`,
+      );
+      expect(Object.fromEntries(rows.map((r) => [r.name, r.setting]))).toEqual({
+        data_checksums: 'off',
+        shared_buffers: String((32 * MIB) / 8192),
+        wal_recycle: 'off',
+      });
+    } finally {
+      await pool.end();
+      await db.close();
+    }
+  }, 60_000);
+
   // 120,000 rows of about 1 kB: about 130 MB of WAL, twice the guard's bound. PGlite's backend is
   // single-user: without the guard nothing checkpoints before close, and with PostgreSQL's defaults
   // (min_wal_size 80 MB, wal_recycle on, 16 MB segments) the checkpoint of close keeps 80 MB or more.
