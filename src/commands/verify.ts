@@ -110,7 +110,7 @@ export function registerVerifyCommand(program: Command): void {
 }
 
 /** One line for stdout: `source NAME: W windows compared with E6, D differ (R repaired, L left)`, or why none. */
-export function summariseAudit({ source, result, error }: AuditOutcome): string {
+function summariseAudit({ source, result, error }: AuditOutcome): string {
   // The error's own words went to the log, masked; stdout is not.
   if (result === undefined) return `source ${source}: not verified (${error === undefined ? 'stopped' : 'failed, see the log'})`;
   const { windows, drifted, left } = result;
