@@ -65,10 +65,10 @@ describe('analytics-exporter check', () => {
     expect(r.stdout).toMatch(/^FAIL +configuration +TOKEN_AUTH_METHOD must be client_secret_post or client_secret_basic; got "foo"/m);
   });
 
-  it('exits 2 for a bad flag value, naming the variable it sets', async () => {
+  it('exits 2 for a bad flag value, naming the flag and the variable it sets', async () => {
     const r = await runCliInProcess(['check', '--upstream-timeout', 'soon'], env());
     expect(r.code).toBe(2);
-    expect(r.stdout).toContain('UPSTREAM_TIMEOUT must be a positive duration');
+    expect(r.stdout).toContain('--upstream-timeout (UPSTREAM_TIMEOUT) must be a positive duration');
   });
 
   it('exits 1 when the database is unreachable, after the upstream steps pass', async () => {
