@@ -10,7 +10,10 @@ export const EXAMPLE_MAX_CHARS = 40;
 /** Names whose example is never kept. */
 export const SECRET_FIELD_PATTERN = '(pass|secret|token|auth|cred|key|session|cookie|signature|ssn|card|iban|cvv)';
 
-/** A field whose strings all match is timestamptz in records_typed; a match that is no instant (February 30th) is null there. */
+/**
+ * A field whose strings all match is timestamptz in records_typed; a match that is no instant (February 30th) is null there.
+ * @internal the product checks by character codes ({@link isDateTime}); the tests hold it to this.
+ */
 export const ISO_DATE_TIME_PATTERN =
   '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])[T ]([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d+)?)?(Z|[+-]([01]\\d|2[0-3])(:?[0-5]\\d)?)$';
 
