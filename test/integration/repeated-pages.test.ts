@@ -76,28 +76,38 @@ function warnings(log: ReturnType<typeof captureLog>) {
 
 const iso = (d: Date) => d.toISOString();
 
+/**
+ * A simulator ignoring pageNumber with `count` records at AT, synced into `schema`: asserts the run
+ * succeeded with the dense window parked as pages_repeat and every other window exact.
+ */
+async function parkedBySimulator(count: number, schema: string) {
+  const s = await startSimulator({ port: 0, records: 480, start: START, end: END, faults: { ignorePageNumber: true } });
+  closers.push(() => s.close());
+  s.insertRecords(s.dataset.plausibleRecords(count, AT, AT, true, 1));
+  const served = (from: Date, to: Date) => [...s.dataset.iterate(from, to, false)].map(canonicalJson);
+  expect(served(AT, new Date(AT.getTime() + 1000))).toHaveLength(count);
+  await migrate(bed.pool, schema, silentLogger);
+  const client = simClient(s);
+  closers.push(() => client.close());
+  const log = captureLog();
+  const result = await run(client, schema, createLogger('info', { format: 'json', destination: log }));
+  expect(result).toMatchObject({ status: 'succeeded', windowsPlanned: 24, windows: 23, parked: 1 });
+  // Every other window exact; nothing of the dense window, so no copy.
+  const stored = await storedMultiset(bed.pool, schema);
+  expect(stored.join('\n') === [...served(START, DENSE.start), ...served(DENSE.end, END)].sort().join('\n')).toBe(true);
+  expect(await ledger(schema)).toEqual([
+    { start: DENSE.start, status: 'parked', reason: expect.stringMatching(/^pages repeat: .*does not honour pageNumber/) },
+  ]);
+  const { repeat, parked } = warnings(log);
+  expect(repeat.length).toBeGreaterThan(0);
+  expect(parked).toEqual([expect.objectContaining({ window: [iso(DENSE.start), iso(DENSE.end)], reason: 'pages_repeat' })]);
+  return { s, stored, repeat };
+}
+
 describe('an E6 that ignores pageNumber at an instant of 5,000 records (real PostgreSQL)', () => {
   it('the simulator: no copy stored, the window parked saying pages repeat, loud, sync exits 1', { timeout: 120_000 }, async () => {
-    const s = await startSimulator({ port: 0, records: 480, start: START, end: END, faults: { ignorePageNumber: true } });
-    closers.push(() => s.close());
-    s.insertRecords(s.dataset.plausibleRecords(5000, AT, AT, true, 1));
-    const served = (from: Date, to: Date) => [...s.dataset.iterate(from, to, false)].map(canonicalJson);
-    expect(served(AT, new Date(AT.getTime() + 1000))).toHaveLength(5000);
     const schema = 'repeat_sim';
-    await migrate(bed.pool, schema, silentLogger);
-    const client = simClient(s);
-    closers.push(() => client.close());
-    const log = captureLog();
-    const result = await run(client, schema, createLogger('info', { format: 'json', destination: log }));
-    expect(result).toMatchObject({ status: 'succeeded', windowsPlanned: 24, windows: 23, parked: 1 });
-    // Every other window exact; nothing of the dense window, so no copy.
-    const stored = await storedMultiset(bed.pool, schema);
-    expect(stored.join('\n') === [...served(START, DENSE.start), ...served(DENSE.end, END)].sort().join('\n')).toBe(true);
-    expect(await ledger(schema)).toEqual([
-      { start: DENSE.start, status: 'parked', reason: expect.stringMatching(/^pages repeat: .*does not honour pageNumber/) },
-    ]);
-    const { repeat, parked } = warnings(log);
-    expect(repeat.length).toBeGreaterThan(0);
+    const { s, stored, repeat } = await parkedBySimulator(5000, schema);
     for (const line of repeat)
       expect(line).toMatchObject({
         window: [iso(DENSE.start), iso(DENSE.end)],
@@ -110,7 +120,6 @@ describe('an E6 that ignores pageNumber at an instant of 5,000 records (real Pos
         ],
         outcome: 'parked',
       });
-    expect(parked).toEqual([expect.objectContaining({ window: [iso(DENSE.start), iso(DENSE.end)], reason: 'pages_repeat' })]);
 
     // `sync` over the window: exit status 1, the warning on stderr naming the source.
     const env = { ...simulatorEnv(s), ...ENV, DATABASE_URL: db.url, DATABASE_SCHEMA: schema, LOG_FORMAT: 'json' };
@@ -122,26 +131,8 @@ describe('an E6 that ignores pageNumber at an instant of 5,000 records (real Pos
   });
 
   it('the simulator, 4,204 records (a last page of 204): the last page answered full is a copy, not an outage', { timeout: 120_000 }, async () => {
-    const s = await startSimulator({ port: 0, records: 480, start: START, end: END, faults: { ignorePageNumber: true } });
-    closers.push(() => s.close());
-    s.insertRecords(s.dataset.plausibleRecords(4204, AT, AT, true, 1));
-    const served = (from: Date, to: Date) => [...s.dataset.iterate(from, to, false)].map(canonicalJson);
-    const schema = 'repeat_sim_short_last';
-    await migrate(bed.pool, schema, silentLogger);
-    const client = simClient(s);
-    closers.push(() => client.close());
-    const log = captureLog();
-    const result = await run(client, schema, createLogger('info', { format: 'json', destination: log }));
-    expect(result).toMatchObject({ status: 'succeeded', windowsPlanned: 24, windows: 23, parked: 1 });
-    const stored = await storedMultiset(bed.pool, schema);
-    expect(stored.join('\n') === [...served(START, DENSE.start), ...served(DENSE.end, END)].sort().join('\n')).toBe(true);
-    expect(await ledger(schema)).toEqual([
-      { start: DENSE.start, status: 'parked', reason: expect.stringMatching(/^pages repeat: .*does not honour pageNumber/) },
-    ]);
-    const { repeat, parked } = warnings(log);
-    expect(repeat.length).toBeGreaterThan(0);
+    const { repeat } = await parkedBySimulator(4204, 'repeat_sim_short_last');
     for (const line of repeat) expect(line).toMatchObject({ window: [iso(DENSE.start), iso(DENSE.end)], pageSize: 1000, outcome: 'parked' });
-    expect(parked).toEqual([expect.objectContaining({ window: [iso(DENSE.start), iso(DENSE.end)], reason: 'pages_repeat' })]);
   });
 
   it('a test-only E6 behind a proxy that drops pageNumber: the same', async () => {
