@@ -207,7 +207,7 @@ const SETTING_TABLE = {
   SYNC_WINDOW_MAX_REQUESTS: {
     flag: '--sync-window-max-requests',
     default: '0',
-    help: 'E6 requests one window may spend in a run before it is parked; 0 = auto, 100 + 4 × SYNC_WINDOW_ATTEMPTS × the pages its count implies',
+    help: 'E6 requests one window may spend in a run before it is parked; 0 = auto, 100 + 4 × SYNC_WINDOW_ATTEMPTS × the pages its count implies; at most 1000000',
     schema: wholeNumber(0, 1_000_000),
   },
   SYNC_MIN_SPLIT: {
