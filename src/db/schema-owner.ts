@@ -37,6 +37,16 @@ function setRole(role: string, local: boolean): string {
   return `set${local ? ' local' : ''} role ${role === 'none' ? 'none' : quoteIdent(role)}`;
 }
 
+/** `fn` as the owner of `schema` (SET LOCAL ROLE when `local`, else SET ROLE), the role set back once it succeeded. */
+async function asOwner<T>(db: Queryable, schema: string, relations: readonly string[] | null, local: boolean, fn: () => Promise<T>): Promise<T> {
+  const change = await ownerSwitch(db, schema, relations);
+  if (change === undefined) return fn();
+  await db.query(setRole(change.owner, local));
+  const result = await fn();
+  await db.query(setRole(change.back, local));
+  return result;
+}
+
 /**
  * Runs `fn` as the owner of `schema` (SET LOCAL ROLE), the role set back once it succeeded.
  * Inside the caller's transaction: when `fn` throws, its rollback (or a rollback to a savepoint
@@ -44,13 +54,8 @@ function setRole(role: string, local: boolean): string {
  * @param relations qualified, quoted: existing ones `fn` alters or drops; one owned by another role keeps the session's role.
  * @throws the database's error, `fn`'s.
  */
-export async function asSchemaOwner<T>(db: Queryable, schema: string, relations: readonly string[], fn: () => Promise<T>): Promise<T> {
-  const change = await ownerSwitch(db, schema, relations);
-  if (change === undefined) return fn();
-  await db.query(setRole(change.owner, true));
-  const result = await fn();
-  await db.query(setRole(change.back, true));
-  return result;
+export function asSchemaOwner<T>(db: Queryable, schema: string, relations: readonly string[], fn: () => Promise<T>): Promise<T> {
+  return asOwner(db, schema, relations, true, fn);
 }
 
 /**
@@ -58,11 +63,6 @@ export async function asSchemaOwner<T>(db: Queryable, schema: string, relations:
  * schema is another role's. When `fn` throws the role stays: the caller ends the session (withClient does).
  * @throws the database's error, `fn`'s.
  */
-export async function asSchemaOwnerSession<T>(db: Queryable, schema: string, fn: () => Promise<T>): Promise<T> {
-  const change = await ownerSwitch(db, schema, null);
-  if (change === undefined) return fn();
-  await db.query(setRole(change.owner, false));
-  const result = await fn();
-  await db.query(setRole(change.back, false));
-  return result;
+export function asSchemaOwnerSession<T>(db: Queryable, schema: string, fn: () => Promise<T>): Promise<T> {
+  return asOwner(db, schema, null, false, fn);
 }
